@@ -1,0 +1,39 @@
+import { CODES, GatewayError } from '../errors'
+import type { Problem } from '../validate/compile'
+import { checkInit, parseJson, type LegIdentity } from '../validate/messages'
+import type { RouteRuntime } from '../route'
+
+export type HandshakeCheck =
+  | { ok: true; init: Record<string, unknown>; identity: LegIdentity }
+  | { ok: false; error: GatewayError; problems: Problem[]; stage: 'json' | 'auth' | 'schema' }
+
+/**
+ * The checks of an init message, in order: JSON, credentials, schema. Credentials come before the
+ * schema so an unauthenticated caller learns nothing about the message format. Shared by the audio
+ * hook and the handshake dry-run endpoint, so both always answer alike.
+ */
+export function checkHandshake (route: RouteRuntime, text: string): HandshakeCheck {
+  const parsed = parseJson(text)
+  if (!parsed.ok) return { ok: false, error: parsed.error, problems: [], stage: 'json' }
+  const value = parsed.value
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    return { ok: false, error: new GatewayError('MESSAGE_INVALID', { pointers: ['/'] }), problems: [{ pointer: '/', message: 'must be object' }], stage: 'schema' }
+  }
+  const auth = route.audioAuth.check((value as Record<string, unknown>).authenticationToken)
+  if (!auth.ok) return { ok: false, error: new GatewayError(auth.code), problems: [], stage: 'auth' }
+  const checked = checkInit(value)
+  if (!checked.ok) return { ...checked, stage: 'schema' }
+  return checked
+}
+
+/** The ERROR frame for a failure: code as messageType, human text, pointers (never values) in parameters. */
+export function errorFrame (error: GatewayError, problems: readonly Problem[] = [], extra: Record<string, unknown> = {}): string {
+  const parameters: Record<string, unknown> = { code: error.code, flag: CODES[error.code].flag, ...extra }
+  if (error.pointers.length > 0) parameters.pointers = error.pointers
+  if (problems.length > 0) parameters.problems = problems
+  return JSON.stringify({ command: 'ERROR', messageType: error.code, message: error.message, parameters })
+}
+
+export function connectedFrame (parameters: Record<string, unknown>): string {
+  return JSON.stringify({ command: 'CONNECTED', messageType: 'COMMAND', message: 'BEGIN AUDIO STREAM', parameters })
+}

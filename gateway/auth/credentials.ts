@@ -1,0 +1,34 @@
+import { createHash, timingSafeEqual } from 'node:crypto'
+import type { ErrorCode } from '../errors'
+
+export type AuthResult = { ok: true } | { ok: false; code: Extract<ErrorCode, 'AUTH_MISSING' | 'AUTH_INVALID'> }
+
+/**
+ * An accepted-credential list, compared in constant time: every candidate is hashed to a fixed
+ * length and compared against every accepted value, with no early exit, so neither the position of
+ * a match nor the length of an accepted value leaks through timing.
+ */
+export class CredentialList {
+  private readonly digests: Buffer[]
+  constructor (accepted: readonly string[] | undefined) {
+    this.digests = (accepted ?? []).map(digest)
+  }
+
+  /** True when this list demands a credential (it was configured). */
+  get required (): boolean {
+    return this.digests.length > 0
+  }
+
+  check (presented: unknown): AuthResult {
+    if (!this.required) return { ok: true }
+    if (typeof presented !== 'string' || presented === '') return { ok: false, code: 'AUTH_MISSING' }
+    const d = digest(presented)
+    let match = 0
+    for (const accepted of this.digests) match |= timingSafeEqual(d, accepted) ? 1 : 0
+    return match === 1 ? { ok: true } : { ok: false, code: 'AUTH_INVALID' }
+  }
+}
+
+function digest (s: string): Buffer {
+  return createHash('sha256').update(s, 'utf8').digest()
+}

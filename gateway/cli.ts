@@ -1,0 +1,168 @@
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { parseArgs } from 'node:util'
+import { loadConfig } from './config/load'
+import type { Config } from './config/types'
+import { ConfigError } from './errors'
+import { loadMapping } from './mapping/compile'
+import { dryRunMapping } from './mapping/dry-run'
+import { packageRoot } from './paths'
+import { startServer, type RunningServer } from './server/app'
+import { createLogger, type Logger } from './telemetry/log'
+import { Metrics } from './telemetry/metrics'
+import { readAudioClip } from './tools/audio-file'
+import { simulateAudio } from './tools/simulate'
+import { startVendorEmulator, type EmulatorKind, type VendorEmulator } from './tools/vendor-emulator'
+
+const USAGE = `usage:
+  assist-gateway serve [--config FILE]
+  assist-gateway check [--config FILE]
+  assist-gateway simulate audio --url URL [--token T] --file CLIP [--perspective TX|RX|MIX] [--legs N] [--seconds S] [--insecure]
+  assist-gateway vendor --kind passthrough|json-events --port N [--host H] [--result-every-frames N]
+Environment: GATEWAY_CONFIG, PORT, ADMIN_PORT, REDIS_URL, LOG_LEVEL (and the \${VAR}s the config names).`
+
+export function version (): string {
+  return (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string }).version
+}
+
+function configPath (given: string | undefined): string {
+  return given ?? process.env.GATEWAY_CONFIG ?? join(packageRoot(), 'ops', 'gateway.yaml')
+}
+
+/** A running gateway and the bundled emulators its config asked for. The only place that wires modules. */
+export interface Running { server: RunningServer; emulators: VendorEmulator[]; log: Logger; metrics: Metrics; close: () => Promise<void> }
+
+export async function serve (config: Config, opts: { log?: Logger } = {}): Promise<Running> {
+  const log = opts.log ?? createLogger({ level: config.log.level, secrets: config.secrets })
+  for (const w of config.warnings) log.warn({ event: 'config_warning' }, w)
+  const emulators: VendorEmulator[] = []
+  for (const e of config.emulators) {
+    emulators.push(await startVendorEmulator({ kind: e.kind, port: e.port, host: e.host, resultEveryFrames: e.resultEveryFrames }))
+    log.info({ event: 'emulator_started', kind: e.kind, port: e.port }, `bundled ${e.kind} vendor emulator listening`)
+  }
+  const metrics = new Metrics()
+  let server: RunningServer
+  try {
+    server = await startServer({ config, log, metrics, version: version() })
+  } catch (err) {
+    await Promise.all(emulators.map(async e => await e.close()))
+    throw err
+  }
+  return {
+    server, emulators, log, metrics,
+    close: async () => {
+      server.close()
+      await Promise.all(emulators.map(async e => await e.close()))
+    }
+  }
+}
+
+async function cmdServe (argv: string[]): Promise<number> {
+  const { values } = parseArgs({ args: argv, options: { config: { type: 'string' } } })
+  const config = loadConfig(configPath(values.config), process.env)
+  const running = await serve(config)
+  const stop = (signal: string): void => {
+    running.log.info({ event: 'shutdown', signal }, 'shutting down: ending live legs with 1012 so the platform reconnects elsewhere')
+    running.close().then(() => running.log.flush(), () => {}).finally(() => setTimeout(() => process.exit(0), 100).unref())
+  }
+  process.once('SIGTERM', () => stop('SIGTERM'))
+  process.once('SIGINT', () => stop('SIGINT'))
+  return -1
+}
+
+async function cmdCheck (argv: string[]): Promise<number> {
+  const { values } = parseArgs({ args: argv, options: { config: { type: 'string' } } })
+  const file = configPath(values.config)
+  const problems: { file: string; pointer: string; message: string }[] = []
+  let config: Config | null = null
+  try {
+    config = loadConfig(file, process.env)
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err
+    problems.push(...err.problems)
+  }
+  if (config !== null) {
+    for (const w of config.warnings) console.log(`warning: ${w}`)
+    for (const route of Object.values(config.routes)) {
+      try {
+        const mapping = loadMapping(route.mapping)
+        problems.push(...await dryRunMapping(mapping, route))
+      } catch (err) {
+        if (!(err instanceof ConfigError)) throw err
+        problems.push(...err.problems)
+      }
+    }
+  }
+  for (const p of problems) console.error(`${p.file}: ${p.pointer || '/'}: ${p.message}`)
+  if (problems.length === 0) console.log(`ok: ${file} and ${Object.keys(config!.routes).length} route mapping(s) are valid`)
+  return problems.length === 0 ? 0 : 1
+}
+
+async function cmdSimulate (argv: string[]): Promise<number> {
+  const [kind, ...rest] = argv
+  if (kind !== 'audio') throw new UsageError(`simulate ${kind ?? ''}: only "audio" is available`)
+  const { values } = parseArgs({
+    args: rest,
+    options: {
+      url: { type: 'string' }, token: { type: 'string' }, file: { type: 'string' }, perspective: { type: 'string', default: 'TX' },
+      legs: { type: 'string', default: '1' }, seconds: { type: 'string' }, insecure: { type: 'boolean', default: false }
+    }
+  })
+  if (values.url === undefined) throw new UsageError('--url is required')
+  const clipFile = values.file ?? join(packageRoot(), 'tests', 'fixtures', 'hello.ulaw')
+  const perspective = values.perspective as 'TX' | 'RX' | 'MIX'
+  if (!['TX', 'RX', 'MIX'].includes(perspective)) throw new UsageError('--perspective must be TX, RX or MIX')
+  const legs = positive(values.legs!, '--legs')
+  const seconds = values.seconds === undefined ? undefined : positive(values.seconds, '--seconds')
+  const results = await simulateAudio({ url: values.url, token: values.token, clip: readAudioClip(clipFile), perspective, legs, seconds, insecure: values.insecure, print: line => console.log(line) })
+  const failed = results.filter(l => l.error !== undefined || (l.answer as { command?: string } | null)?.command !== 'CONNECTED')
+  return failed.length === 0 ? 0 : 1
+}
+
+async function cmdVendor (argv: string[]): Promise<number> {
+  const { values } = parseArgs({ args: argv, options: { kind: { type: 'string' }, port: { type: 'string' }, host: { type: 'string', default: '127.0.0.1' }, 'result-every-frames': { type: 'string', default: '50' } } })
+  if (values.kind !== 'passthrough' && values.kind !== 'json-events') throw new UsageError('--kind must be passthrough or json-events')
+  if (values.port === undefined) throw new UsageError('--port is required')
+  const emulator = await startVendorEmulator({ kind: values.kind as EmulatorKind, port: Number(values.port), host: values.host, resultEveryFrames: Number(values['result-every-frames']), log: line => console.log(line) })
+  console.log(`${values.kind} vendor emulator on ${emulator.url} (reports: ${emulator.httpUrl}/sessions)`)
+  const stop = (): void => { emulator.close().finally(() => process.exit(0)) }
+  process.once('SIGTERM', stop)
+  process.once('SIGINT', stop)
+  return -1
+}
+
+class UsageError extends Error {}
+
+function positive (s: string, name: string): number {
+  const n = Number(s)
+  if (!Number.isFinite(n) || n <= 0) throw new UsageError(`${name} must be a positive number`)
+  return n
+}
+
+export async function main (argv: string[]): Promise<number> {
+  const [command, ...rest] = argv
+  try {
+    switch (command) {
+      case 'serve': return await cmdServe(rest)
+      case 'check': return await cmdCheck(rest)
+      case 'simulate': return await cmdSimulate(rest)
+      case 'vendor': return await cmdVendor(rest)
+      case undefined: case '-h': case '--help': case 'help':
+        console.log(USAGE)
+        return command === undefined ? 2 : 0
+      default:
+        throw new UsageError(`unknown command ${command}`)
+    }
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(err.message)
+      return 2
+    }
+    if (err instanceof UsageError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+      console.error(`assist-gateway: ${(err as Error).message}\n${USAGE}`)
+      return 2
+    }
+    console.error(`assist-gateway: ${(err as Error).message}`)
+    return 1
+  }
+}

@@ -1,0 +1,49 @@
+/** The validated, frozen configuration (schemas/gateway-config.schema.json is the source of truth). */
+export interface UpstreamConfig {
+  readonly name: string
+  readonly audio?: string
+  readonly text?: string
+  readonly credential?: string
+  readonly headers: Readonly<Record<string, string>>
+  readonly weight: number
+  readonly maxStreams: number
+}
+
+export interface RouteConfig {
+  readonly name: string
+  readonly default: boolean
+  /** Absolute path of the mapping file. */
+  readonly mapping: string
+  readonly auth: { readonly audio?: readonly string[]; readonly text?: readonly string[] }
+  readonly params: Readonly<Record<string, unknown>>
+  readonly upstreams: readonly UpstreamConfig[]
+}
+
+export interface AudioSettings {
+  readonly handshakeTimeoutSeconds: number
+  readonly connectTimeoutSeconds: number
+  readonly readyTimeoutSeconds: number
+  readonly holdBufferBytes: number
+  readonly bufferBytes: number
+  readonly vendorHighWaterBytes: number
+  readonly backpressurePolicy: 'drop-oldest' | 'close'
+}
+
+export interface EmulatorConfig { readonly kind: 'passthrough' | 'json-events'; readonly port: number; readonly host: string; readonly resultEveryFrames: number }
+
+export interface Config {
+  /** Absolute path of the file this came from. */
+  readonly file: string
+  readonly listen: { readonly host: string; readonly port: number; readonly tls: { readonly cert: string; readonly key: string; readonly passphrase?: string } | null }
+  readonly admin: { readonly host: string; readonly port: number }
+  readonly redis: string | null
+  readonly uws: { readonly allowFallback: boolean; readonly idleTimeoutSeconds: number; readonly maxPayloadBytes: number; readonly maxBackpressureBytes: number }
+  readonly audio: AudioSettings
+  readonly log: { readonly level: string }
+  readonly emulators: readonly EmulatorConfig[]
+  readonly routes: Readonly<Record<string, RouteConfig>>
+  /** Every credential value in the config (auth lists, upstream credentials and headers, TLS passphrase, Redis password): redacted from every log line. */
+  readonly secrets: readonly string[]
+  /** Non-fatal findings, logged at start-up and printed by `check`. */
+  readonly warnings: readonly string[]
+}

@@ -1,0 +1,77 @@
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import type { RouteConfig } from '../config/types'
+import { packageRoot } from '../paths'
+import { checkInit } from '../validate/messages'
+import { validator } from '../validate/compile'
+import type { CompiledMapping, Expr } from './compile'
+import { run, type MappingInput } from './run'
+
+type Problem = { file: string; pointer: string; message: string }
+
+/**
+ * Run every expression of a mapping on the interface's example init message and the mapping's own
+ * sample vendor messages; report what an expression produced when it is unusable.
+ */
+export async function dryRunMapping (mapping: CompiledMapping, route: RouteConfig): Promise<Problem[]> {
+  const problems: Problem[] = []
+  const audio = mapping.audio
+  if (audio === null) return problems
+  const example = JSON.parse(readFileSync(join(packageRoot(), 'tests', 'fixtures', 'init-message.json'), 'utf8')) as unknown
+  const checked = checkInit(example)
+  if (!checked.ok) throw new Error('the bundled example init message does not match its schema')
+  const upstream = route.upstreams[0]
+  const base: MappingInput = {
+    init: checked.init,
+    leg: { id: 'dry-run', route: route.name, ...checked.identity },
+    route: { name: route.name, params: route.params, checksToken: (route.auth.audio ?? []).length > 0 },
+    upstream: { name: upstream.name, credential: upstream.credential === undefined ? null : '[credential]', hasCredential: upstream.credential !== undefined }
+  }
+  const file = mapping.file
+  const evaluate = async (pointer: string, expr: Expr | null, input: MappingInput, check?: (v: unknown) => string | null): Promise<unknown> => {
+    if (expr === null) return undefined
+    const out = await run(expr, input)
+    if (!out.ok) {
+      problems.push({ file, pointer, message: out.error })
+      return undefined
+    }
+    const complaint = check?.(out.value)
+    if (complaint) problems.push({ file, pointer, message: `${complaint}; it produced ${describe(out.value)}` })
+    return out.value
+  }
+  const frame = (v: unknown): string | null => v === undefined || v === null || typeof v === 'string' || (typeof v === 'object' && !Array.isArray(v)) ? null : 'must produce an object, a string or null'
+  const predicate = (v: unknown): string | null => v === undefined || typeof v === 'boolean' ? null : 'must produce true or false'
+  const platformMessage = validator('platform-websocket-message')
+  const emitted = (v: unknown): string | null => v === undefined || v === null || platformMessage(v) ? null : 'must produce a PlatformWebSocketMessage {command, messageType, message, parameters}'
+
+  await evaluate('/audio/open', audio.open, base, frame)
+  for (const [i, msg] of mapping.samples.audio.entries()) {
+    const input = { ...base, msg }
+    if (audio.ready !== null) {
+      await evaluate('/audio/ready/when', audio.ready.when, input, predicate)
+      await evaluate('/audio/ready/refused', audio.ready.refused, input, predicate)
+    }
+    for (const [j, rule] of audio.results.entries()) {
+      const when = await evaluate(`/audio/results/${j}/when`, rule.when, input, predicate)
+      if (when === true) await evaluate(`/audio/results/${j}/emit`, rule.emit, input, emitted)
+    }
+    void i
+  }
+  await evaluate('/audio/close', audio.close, base, frame)
+  return dedupe(problems)
+}
+
+function describe (v: unknown): string {
+  const s = v === undefined ? 'nothing' : JSON.stringify(v)
+  return s.length > 200 ? s.slice(0, 200) + '…' : s
+}
+
+function dedupe (problems: Problem[]): Problem[] {
+  const seen = new Set<string>()
+  return problems.filter(p => {
+    const k = `${p.pointer}\n${p.message}`
+    if (seen.has(k)) return false
+    seen.add(k)
+    return true
+  })
+}

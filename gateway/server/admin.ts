@@ -1,0 +1,44 @@
+import type * as uWS from 'uWebSockets.js'
+import { sendJson, send } from './http'
+import type { ServerState } from './state'
+
+/** Readiness: not draining, and every route has somewhere to send a new leg. */
+export function readiness (state: ServerState): { ready: boolean; reasons: string[] } {
+  const reasons: string[] = []
+  if (state.draining) reasons.push('draining')
+  for (const r of state.routes.values()) {
+    if (r.mapping.audio !== null && r.config.upstreams.some(u => u.audio !== undefined) && !r.pool.hasAudioCapacity()) reasons.push(`route ${r.name}: no healthy audio upstream`)
+  }
+  return { ready: reasons.length === 0, reasons }
+}
+
+export function mountHealth (app: uWS.TemplatedApp, state: ServerState): void {
+  app.get('/livez', res => sendJson(res, 200, { live: true }))
+  app.get('/readyz', res => {
+    const r = readiness(state)
+    sendJson(res, r.ready ? 200 : 503, r)
+  })
+}
+
+/** The admin listener: /metrics, /admin/upstreams, /livez, /readyz. Not for the platform network. */
+export function mountAdmin (app: uWS.TemplatedApp, state: ServerState): void {
+  mountHealth(app, state)
+  app.get('/metrics', res => {
+    let aborted = false
+    res.onAborted(() => { aborted = true })
+    state.metrics.registry.metrics().then(text => {
+      if (!aborted) send(res, 200, state.metrics.registry.contentType, text)
+    }, err => {
+      state.log.error({ event: 'metrics_failed', err }, 'collecting metrics failed')
+      if (!aborted) send(res, 500, 'text/plain', 'metrics collection failed\n')
+    })
+  })
+  app.get('/admin/upstreams', res => {
+    const routes = [...state.routes.values()].map(r => ({
+      route: r.name,
+      vendor: r.mapping.vendor,
+      replicas: r.pool.replicas.map(p => ({ name: p.name, healthy: p.healthy, state: p.healthy ? 'up' : 'down', activeStreams: p.activeStreams, audio: p.config.audio !== undefined, text: p.config.text !== undefined }))
+    }))
+    sendJson(res, 200, { routes })
+  })
+}

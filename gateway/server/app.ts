@@ -1,0 +1,108 @@
+import * as uWS from 'uWebSockets.js'
+import type { Config } from '../config/types'
+import { loadMapping } from '../mapping/compile'
+import { buildRoute, type RouteRuntime } from '../route'
+import type { Logger } from '../telemetry/log'
+import type { Metrics } from '../telemetry/metrics'
+import { mountAdmin, mountHealth } from './admin'
+import { mountAudio } from './audio-route'
+import { mountExamples } from './examples'
+import { sendProblem } from './http'
+import type { ServerState } from './state'
+
+/**
+ * Which uWebSockets.js loaded. The unofficial build silently falls back to a pure-JS server when its
+ * native binary does not load; native functions print as `[native code]`, the fallback's do not.
+ */
+export function uwsBuild (): { native: boolean; binary: string | null } {
+  const native = /\[native code\]/.test(Function.prototype.toString.call(uWS.App))
+  const binary = Object.keys(require.cache).find(k => /uws_.*\.node$/.test(k)) ?? null
+  return { native, binary }
+}
+
+export interface RunningServer {
+  readonly state: ServerState
+  readonly port: number
+  readonly adminPort: number
+  /** Stop accepting, end every live leg with SHUTTING_DOWN (1012), close the listeners. */
+  close: () => void
+}
+
+export interface ServerOptions { config: Config; log: Logger; metrics: Metrics; version: string }
+
+export async function startServer (opts: ServerOptions): Promise<RunningServer> {
+  const { config, log, metrics } = opts
+  const build = uwsBuild()
+  metrics.buildInfo.set({ version: opts.version, uws_native: String(build.native) }, 1)
+  if (!build.native) {
+    if (!config.uws.allowFallback) {
+      throw new Error('uWebSockets.js loaded its pure-JS fallback, not the native binary: refusing to serve (set uws.allowFallback: true to serve anyway, never in production)')
+    }
+    log.warn({ event: 'uws_fallback' }, 'uWebSockets.js is running its slow pure-JS fallback because uws.allowFallback is true')
+  } else {
+    log.info({ event: 'uws_native', binary: build.binary }, 'uWebSockets.js native build loaded')
+  }
+
+  const routes = new Map<string, RouteRuntime>()
+  let defaultRoute: RouteRuntime | null = null
+  for (const rc of Object.values(config.routes)) {
+    const r = buildRoute(rc, loadMapping(rc.mapping))
+    routes.set(rc.name, r)
+    if (rc.default) defaultRoute = r
+  }
+  const state: ServerState = { config, routes, defaultRoute, metrics, log, draining: false, legs: new Set(), uwsNative: build.native }
+
+  const tls = config.listen.tls
+  const app = tls === null
+    ? uWS.App()
+    : uWS.SSLApp({ cert_file_name: tls.cert, key_file_name: tls.key, ...(tls.passphrase !== undefined ? { passphrase: tls.passphrase } : {}) })
+  if (tls === null) log.warn({ event: 'plain_listener' }, 'listen.tls is not configured: serving plain WS/HTTP; use TLS in production')
+  mountAudio(app, state)
+  mountExamples(app, state)
+  mountHealth(app, state)
+  app.any('/*', res => sendProblem(res, 'NOT_FOUND'))
+
+  const admin = uWS.App()
+  mountAdmin(admin, state)
+  admin.any('/*', res => sendProblem(res, 'NOT_FOUND'))
+
+  const publicSocket = await listen(app, config.listen.host, config.listen.port)
+  let adminSocket: uWS.us_listen_socket
+  try {
+    adminSocket = await listen(admin, config.admin.host, config.admin.port)
+  } catch (err) {
+    uWS.us_listen_socket_close(publicSocket)
+    throw err
+  }
+  const port = uWS.us_socket_local_port(publicSocket as unknown as uWS.us_socket)
+  const adminPort = uWS.us_socket_local_port(adminSocket as unknown as uWS.us_socket)
+  log.info({ event: 'listening', host: config.listen.host, port, adminPort, tls: tls !== null, routes: [...routes.keys()] }, 'gateway listening')
+
+  let closed = false
+  return {
+    state,
+    port,
+    adminPort,
+    close: () => {
+      if (closed) return
+      closed = true
+      state.draining = true
+      metrics.draining.set(1)
+      uWS.us_listen_socket_close(publicSocket)
+      uWS.us_listen_socket_close(adminSocket)
+      for (const leg of [...state.legs]) leg.shutdown('SHUTTING_DOWN')
+      // TemplatedApp.close() exists at run time (uWS ≥ 20.27) but is missing from the bundled typings.
+      ;(app as unknown as { close: () => void }).close()
+      ;(admin as unknown as { close: () => void }).close()
+    }
+  }
+}
+
+function listen (app: uWS.TemplatedApp, host: string, port: number): Promise<uWS.us_listen_socket> {
+  return new Promise((resolve, reject) => {
+    app.listen(host, port, socket => {
+      if (socket === false) reject(new Error(`cannot listen on ${host}:${port} (in use, or not permitted)`))
+      else resolve(socket)
+    })
+  })
+}

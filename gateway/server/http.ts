@@ -1,0 +1,59 @@
+import type { HttpResponse } from 'uWebSockets.js'
+import { CODES, GatewayError, type ErrorCode } from '../errors'
+import type { Problem } from '../validate/compile'
+
+export const STATUS_TEXT: Record<number, string> = {
+  200: 'OK', 202: 'Accepted', 400: 'Bad Request', 401: 'Unauthorized', 404: 'Not Found', 405: 'Method Not Allowed',
+  408: 'Request Timeout', 413: 'Payload Too Large', 415: 'Unsupported Media Type', 500: 'Internal Server Error',
+  502: 'Bad Gateway', 503: 'Service Unavailable', 504: 'Gateway Timeout'
+}
+
+/** Write a whole response in one corked write. The caller has checked the response is not aborted. */
+export function send (res: HttpResponse, status: number, contentType: string, body: string, headers: Record<string, string> = {}): void {
+  res.cork(() => {
+    res.writeStatus(`${status} ${STATUS_TEXT[status] ?? ''}`)
+    res.writeHeader('content-type', contentType)
+    for (const [k, v] of Object.entries(headers)) res.writeHeader(k, v)
+    res.end(body)
+  })
+}
+
+export function sendJson (res: HttpResponse, status: number, value: unknown): void {
+  send(res, status, 'application/json', JSON.stringify(value))
+}
+
+/** RFC 9457 problem details for a catalogued error: stable code, pointers of bad fields, never values. */
+export function problemBody (error: GatewayError, problems: readonly Problem[] = [], extra: Record<string, unknown> = {}): string {
+  const c = CODES[error.code]
+  const body: Record<string, unknown> = { type: `urn:assist-gateway:error:${error.code}`, title: c.text, status: c.status, code: error.code, detail: error.message, ...extra }
+  if (error.pointers.length > 0) body.pointers = error.pointers
+  if (problems.length > 0) body.invalidParams = problems.map(p => ({ pointer: p.pointer, reason: p.message }))
+  return JSON.stringify(body)
+}
+
+export function sendProblem (res: HttpResponse, error: GatewayError | ErrorCode, problems: readonly Problem[] = [], headers: Record<string, string> = {}): void {
+  const e = typeof error === 'string' ? new GatewayError(error) : error
+  send(res, CODES[e.code].status, 'application/problem+json', problemBody(e, problems), headers)
+}
+
+/**
+ * Read a request body up to `limit` bytes. Past the limit the callback gets null at once and the rest is
+ * not buffered. The caller MUST have registered onAborted first (uWS rule); `aborted()` tells whether it fired.
+ */
+export function readBody (res: HttpResponse, limit: number, done: (body: Buffer | null) => void): void {
+  const parts: Buffer[] = []
+  let size = 0
+  let over = false
+  res.onData((chunk, isLast) => {
+    if (over) return
+    size += chunk.byteLength
+    if (size > limit) {
+      over = true
+      done(null)
+      return
+    }
+    // MUST copy: uWS neuters the chunk when this callback returns.
+    parts.push(Buffer.from(new Uint8Array(chunk)))
+    if (isLast) done(parts.length === 1 ? parts[0] : Buffer.concat(parts, size))
+  })
+}

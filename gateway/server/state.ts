@@ -1,0 +1,18 @@
+import type { AudioLeg } from '../audio/leg'
+import type { Config } from '../config/types'
+import type { RouteRuntime } from '../route'
+import type { Logger } from '../telemetry/log'
+import type { Metrics } from '../telemetry/metrics'
+
+/** What the server's route handlers share. Built by server/app.ts from one config snapshot. */
+export interface ServerState {
+  config: Config
+  routes: Map<string, RouteRuntime>
+  defaultRoute: RouteRuntime | null
+  metrics: Metrics
+  log: Logger
+  draining: boolean
+  /** Live audio legs, so shutdown can end them. */
+  legs: Set<AudioLeg>
+  uwsNative: boolean
+}

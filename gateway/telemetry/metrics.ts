@@ -1,0 +1,151 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+
+/**
+ * The one metric catalogue. Names are prefixed `assist_gateway_`, in base units; labels are route,
+ * upstream, reason-like enums only, never a contact id. The dashboard, the alert rules and the README
+ * use names from CATALOGUE only (tests/unit/telemetry/metrics.test.ts checks that).
+ */
+export const PREFIX = 'assist_gateway_'
+
+export const CATALOGUE = {
+  build_info: { type: 'gauge', help: 'Build information; value 1.', labels: ['version', 'uws_native'] },
+  draining: { type: 'gauge', help: '1 while the gateway drains before shutdown.', labels: [] },
+  audio_sessions_active: { type: 'gauge', help: 'Audio legs past the upgrade and not yet ended.', labels: ['route'] },
+  audio_sessions_total: { type: 'counter', help: 'Audio legs ended, by outcome (ok, or the lower-case error code).', labels: ['route', 'outcome'] },
+  audio_handshake_duration_seconds: { type: 'histogram', help: 'From the init message to CONNECTED (vendor connect and ready included).', labels: ['route'] },
+  audio_frames_total: { type: 'counter', help: 'Frames relayed, by direction (from_platform, to_vendor, from_vendor, to_platform).', labels: ['route', 'direction'] },
+  audio_bytes_total: { type: 'counter', help: 'Payload bytes relayed, by direction.', labels: ['route', 'direction'] },
+  audio_dropped_frames_total: { type: 'counter', help: 'Audio frames not delivered, by reason (hold_overflow, backpressure, vendor_binary, after_close).', labels: ['route', 'reason'] },
+  audio_buffered_bytes: { type: 'gauge', help: 'Audio bytes held in leg buffers (before CONNECTED or while the vendor is backed up).', labels: ['route'] },
+  audio_vendor_messages_total: { type: 'counter', help: 'Vendor text messages after ready, by result (emitted, unmatched, error).', labels: ['route', 'result'] },
+  ws_closes_total: { type: 'counter', help: 'WebSocket closes by side (platform, vendor) and close code.', labels: ['side', 'code'] },
+  auth_failures_total: { type: 'counter', help: 'Refused credentials, by hook (audio, text) and reason (missing, invalid).', labels: ['hook', 'reason'] },
+  validation_failures_total: { type: 'counter', help: 'Platform messages refused as not JSON or not matching the interface schema.', labels: ['hook'] },
+  mapping_errors_total: { type: 'counter', help: 'Mapping expressions that failed or produced an unusable value, by stage.', labels: ['route', 'stage'] }
+} as const
+
+export type MetricName = keyof typeof CATALOGUE
+export type Direction = 'from_platform' | 'to_vendor' | 'from_vendor' | 'to_platform'
+export type DropReason = 'hold_overflow' | 'backpressure' | 'vendor_binary' | 'after_close'
+
+/** Plain per-leg integers; the relay increments these and nothing else per frame. */
+export class LegCounters {
+  framesFromPlatform = 0
+  bytesFromPlatform = 0
+  framesToVendor = 0
+  bytesToVendor = 0
+  framesFromVendor = 0
+  bytesFromVendor = 0
+  framesToPlatform = 0
+  bytesToPlatform = 0
+  dropHold = 0
+  dropBackpressure = 0
+  dropVendorBinary = 0
+  dropAfterClose = 0
+  bufferedBytes = 0
+  active = false
+  constructor (readonly route: string) {}
+}
+
+type Totals = Omit<LegCounters, 'route' | 'active' | 'bufferedBytes'>
+const FIELDS = ['framesFromPlatform', 'bytesFromPlatform', 'framesToVendor', 'bytesToVendor', 'framesFromVendor', 'bytesFromVendor', 'framesToPlatform', 'bytesToPlatform', 'dropHold', 'dropBackpressure', 'dropVendorBinary', 'dropAfterClose'] as const
+
+export class Metrics {
+  readonly registry = new Registry()
+  private readonly live = new Set<LegCounters>()
+  private readonly ended = new Map<string, Totals>()
+
+  readonly buildInfo: Gauge
+  readonly draining: Gauge
+  readonly sessionsTotal: Counter
+  readonly handshakeDuration: Histogram
+  readonly vendorMessages: Counter
+  readonly wsCloses: Counter
+  readonly authFailures: Counter
+  readonly validationFailures: Counter
+  readonly mappingErrors: Counter
+
+  constructor () {
+    const r = [this.registry]
+    const name = (n: MetricName): string => PREFIX + n
+    const help = (n: MetricName): string => CATALOGUE[n].help
+    const labels = (n: MetricName): string[] => [...CATALOGUE[n].labels]
+    const counter = (n: MetricName): Counter => new Counter({ name: name(n), help: help(n), labelNames: labels(n), registers: r })
+    collectDefaultMetrics({ register: this.registry, prefix: PREFIX })
+    this.buildInfo = new Gauge({ name: name('build_info'), help: help('build_info'), labelNames: labels('build_info'), registers: r })
+    this.draining = new Gauge({ name: name('draining'), help: help('draining'), registers: r })
+    this.sessionsTotal = counter('audio_sessions_total')
+    this.handshakeDuration = new Histogram({ name: name('audio_handshake_duration_seconds'), help: help('audio_handshake_duration_seconds'), labelNames: labels('audio_handshake_duration_seconds'), buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10], registers: r })
+    this.vendorMessages = counter('audio_vendor_messages_total')
+    this.wsCloses = counter('ws_closes_total')
+    this.authFailures = counter('auth_failures_total')
+    this.validationFailures = counter('validation_failures_total')
+    this.mappingErrors = counter('mapping_errors_total')
+
+    const self = this
+    // Published at scrape time from the plain per-leg integers: nothing per frame touches prom-client.
+    new Gauge({
+      name: name('audio_sessions_active'), help: help('audio_sessions_active'), labelNames: labels('audio_sessions_active'), registers: r,
+      collect () {
+        this.reset()
+        for (const l of self.live) if (l.active) this.inc({ route: l.route })
+      }
+    })
+    new Gauge({
+      name: name('audio_buffered_bytes'), help: help('audio_buffered_bytes'), labelNames: labels('audio_buffered_bytes'), registers: r,
+      collect () {
+        this.reset()
+        for (const l of self.live) if (l.bufferedBytes > 0) this.inc({ route: l.route }, l.bufferedBytes)
+      }
+    })
+    const publish = (metric: MetricName, pairs: [string, (t: Totals) => number][], labelName: string): void => {
+      new Counter({
+        name: name(metric), help: help(metric), labelNames: labels(metric), registers: r,
+        collect () {
+          this.reset()
+          for (const [route, t] of self.totals()) {
+            for (const [value, get] of pairs) {
+              const n = get(t)
+              if (n > 0) this.inc({ route, [labelName]: value }, n)
+            }
+          }
+        }
+      })
+    }
+    publish('audio_frames_total', [['from_platform', t => t.framesFromPlatform], ['to_vendor', t => t.framesToVendor], ['from_vendor', t => t.framesFromVendor], ['to_platform', t => t.framesToPlatform]], 'direction')
+    publish('audio_bytes_total', [['from_platform', t => t.bytesFromPlatform], ['to_vendor', t => t.bytesToVendor], ['from_vendor', t => t.bytesFromVendor], ['to_platform', t => t.bytesToPlatform]], 'direction')
+    publish('audio_dropped_frames_total', [['hold_overflow', t => t.dropHold], ['backpressure', t => t.dropBackpressure], ['vendor_binary', t => t.dropVendorBinary], ['after_close', t => t.dropAfterClose]], 'reason')
+  }
+
+  /** A new leg's counters; call `endLeg` exactly once when the leg is over. */
+  startLeg (route: string): LegCounters {
+    const c = new LegCounters(route)
+    this.live.add(c)
+    return c
+  }
+
+  endLeg (c: LegCounters): void {
+    if (!this.live.delete(c)) return
+    let t = this.ended.get(c.route)
+    if (t === undefined) {
+      t = Object.fromEntries(FIELDS.map(f => [f, 0])) as Totals
+      this.ended.set(c.route, t)
+    }
+    for (const f of FIELDS) t[f] += c[f]
+  }
+
+  /** Totals per route: ended legs plus the live ones. */
+  totals (): Map<string, Totals> {
+    const out = new Map<string, Totals>()
+    for (const [route, t] of this.ended) out.set(route, { ...t })
+    for (const c of this.live) {
+      let t = out.get(c.route)
+      if (t === undefined) {
+        t = Object.fromEntries(FIELDS.map(f => [f, 0])) as Totals
+        out.set(c.route, t)
+      }
+      for (const f of FIELDS) t[f] += c[f]
+    }
+    return out
+  }
+}

@@ -1,0 +1,89 @@
+import WebSocket from 'ws'
+
+/** What a vendor socket tells its owner. Exactly one of onOpen / onClose(opened=false) follows a connect. */
+export interface VendorEvents {
+  onOpen: () => void
+  onText: (text: string) => void
+  onBinary: (bytes: number) => void
+  /** `opened` false: the connection never opened (connect, TLS or upgrade failure; `error` says why). */
+  onClose: (code: number, reason: string, opened: boolean, error: string | null) => void
+}
+
+const BINARY = { binary: true } as const
+
+/**
+ * One vendor WebSocket (the `ws` client: measured cheaper per frame than undici's WebSocket here, see
+ * README "Choices"). Sends are synchronous copies: `ws` masks a client frame into a fresh buffer, so the
+ * caller's memory (uWS neuters it on return) is never referenced after `sendBinary` returns.
+ */
+export class VendorSocket {
+  private readonly ws: WebSocket
+  private opened = false
+  private finished = false
+  private lastError: string | null = null
+
+  constructor (url: string, opts: { headers: Record<string, string>; connectTimeoutMs: number; maxPayloadBytes?: number }, private readonly events: VendorEvents) {
+    this.ws = new WebSocket(url, {
+      headers: opts.headers,
+      handshakeTimeout: opts.connectTimeoutMs,
+      perMessageDeflate: false,
+      maxPayload: opts.maxPayloadBytes ?? 1 << 20,
+      followRedirects: false
+    })
+    this.ws.on('open', () => {
+      this.opened = true
+      this.events.onOpen()
+    })
+    this.ws.on('message', (data: Buffer, isBinary: boolean) => {
+      if (isBinary) this.events.onBinary(data.length)
+      else this.events.onText(data.toString('utf8'))
+    })
+    this.ws.on('error', (err: Error & { code?: string }) => {
+      // Translate once, at the edge: keep the library's code, never a URL with credentials in it.
+      this.lastError = err.code ?? err.message.replace(/https?:\/\/\S+|wss?:\/\/\S+/g, '<url>')
+    })
+    this.ws.on('close', (code: number, reason: Buffer) => {
+      if (this.finished) return
+      this.finished = true
+      this.events.onClose(code, reason.toString('utf8'), this.opened, this.opened ? null : (this.lastError ?? 'closed before open'))
+    })
+  }
+
+  get isOpen (): boolean {
+    return this.ws.readyState === WebSocket.OPEN
+  }
+
+  /** Bytes queued towards the vendor (socket buffer plus the sender's own queue). */
+  get bufferedAmount (): number {
+    return this.ws.bufferedAmount
+  }
+
+  /** Per-frame path: one masked copy into a frame buffer; no other work. */
+  sendBinary (data: ArrayBuffer | Uint8Array): void {
+    this.ws.send(data, BINARY)
+  }
+
+  sendText (text: string): void {
+    this.ws.send(text)
+  }
+
+  /** Stop reading from the vendor (the platform side is backed up). */
+  pause (): void {
+    if (this.isOpen) this.ws.pause()
+  }
+
+  resume (): void {
+    if (this.isOpen) this.ws.resume()
+  }
+
+  /** Graceful close: queued data and the close frame go out first. */
+  close (code: number, reason: string): void {
+    if (this.ws.readyState === WebSocket.CONNECTING) this.ws.terminate()
+    else if (this.ws.readyState === WebSocket.OPEN) this.ws.close(code, reason)
+  }
+
+  /** Abort at once (connect in progress, or the leg is being torn down after a failure). */
+  terminate (): void {
+    this.ws.terminate()
+  }
+}

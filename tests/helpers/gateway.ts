@@ -1,0 +1,125 @@
+import { Writable } from 'node:stream'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { stringify } from 'yaml'
+import WebSocket from 'ws'
+import { serve, type Running } from '../../gateway/cli'
+import { loadConfig } from '../../gateway/config/load'
+import { createLogger } from '../../gateway/telemetry/log'
+import { startVendorEmulator, type EmulatorOptions, type VendorEmulator } from '../../gateway/tools/vendor-emulator'
+
+type T = { teardown: (fn: () => unknown) => void; testdir: (fixture?: Record<string, string>) => string }
+
+export const AUDIO_TOKEN = 'audio-token-s3cr3t-value'
+export const TEXT_TOKEN = 'text-token-s3cr3t-value'
+
+/** Log lines captured from the gateway's pino logger, parsed; `raw` keeps the exact text written. */
+export class LogCapture {
+  raw = ''
+  get lines (): Record<string, unknown>[] {
+    return this.raw.split('\n').filter(l => l !== '').map(l => JSON.parse(l) as Record<string, unknown>)
+  }
+
+  readonly stream = new Writable({
+    write: (chunk: Buffer, _enc, cb) => { this.raw += chunk.toString('utf8'); cb() }
+  })
+}
+
+export interface TestGateway extends Running {
+  logs: LogCapture
+  url: (path: string) => string
+  adminUrl: (path: string) => string
+  configFile: string
+}
+
+/**
+ * Start a real gateway (uWS on ephemeral ports) from a config object written as YAML into a test dir.
+ * Secrets are passed through ${VAR} references, as the contract asks.
+ */
+export async function startGateway (t: T, config: Record<string, unknown>, env: Record<string, string> = {}): Promise<TestGateway> {
+  const dir = t.testdir()
+  const configFile = join(dir, 'gateway.yaml')
+  writeFileSync(configFile, stringify({ listen: { host: '127.0.0.1', port: 0 }, admin: { host: '127.0.0.1', port: 0 }, ...config }))
+  const cfg = loadConfig(configFile, { AUDIO_TOKEN, TEXT_TOKEN, ...env })
+  const logs = new LogCapture()
+  const log = createLogger({ level: 'debug', secrets: cfg.secrets, destination: logs.stream })
+  const running = await serve(cfg, { log })
+  t.teardown(async () => await running.close())
+  const scheme = cfg.listen.tls !== null ? 'https' : 'http'
+  const wsScheme = cfg.listen.tls !== null ? 'wss' : 'ws'
+  return {
+    ...running,
+    logs,
+    configFile,
+    url: (path: string) => `${path.startsWith('/audio/') ? wsScheme : scheme}://127.0.0.1:${running.server.port}${path}`,
+    adminUrl: (path: string) => `http://127.0.0.1:${running.server.adminPort}${path}`
+  }
+}
+
+export async function startVendor (t: T, opts: EmulatorOptions): Promise<VendorEmulator> {
+  const v = await startVendorEmulator(opts)
+  t.teardown(async () => await v.close())
+  return v
+}
+
+/** A route config pointing at emulators, with the audio token required. */
+export function routeTo (vendors: VendorEmulator[], mapping: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    mapping,
+    auth: { audio: ['${AUDIO_TOKEN}'], text: ['${TEXT_TOKEN}'] },
+    upstreams: vendors.map((v, i) => ({ name: `r${i}`, audio: v.url, text: v.httpUrl })),
+    ...extra
+  }
+}
+
+export interface PlatformLegClient {
+  ws: WebSocket
+  answer: Promise<Record<string, unknown>>
+  messages: Record<string, unknown>[]
+  closed: Promise<{ code: number; reason: string }>
+  send: (data: Buffer | string) => void
+}
+
+/** Open an audio hook leg as the platform: connect, send the init message (text) at once. */
+export function platformLeg (t: T, url: string, init: unknown, opts: { raw?: boolean } = {}): PlatformLegClient {
+  const ws = new WebSocket(url, { perMessageDeflate: false, rejectUnauthorized: false })
+  const messages: Record<string, unknown>[] = []
+  let resolveAnswer!: (v: Record<string, unknown>) => void
+  const answer = new Promise<Record<string, unknown>>(resolve => { resolveAnswer = resolve })
+  const closed = new Promise<{ code: number; reason: string }>(resolve => {
+    ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() }))
+  })
+  ws.on('error', () => {})
+  let first = true
+  ws.on('message', (data, isBinary) => {
+    if (isBinary) return
+    const parsed = JSON.parse(data.toString()) as Record<string, unknown>
+    if (first) { first = false; resolveAnswer(parsed) } else messages.push(parsed)
+  })
+  ws.on('open', () => {
+    ws.send(opts.raw === true ? String(init) : JSON.stringify(init))
+  })
+  t.teardown(() => { if (ws.readyState === WebSocket.OPEN || ws.readyState === WebSocket.CONNECTING) ws.terminate() })
+  return {
+    ws, answer, messages, closed,
+    send: data => { if (ws.readyState === WebSocket.OPEN) ws.send(data) }
+  }
+}
+
+export function untilOpen (ws: WebSocket): Promise<void> {
+  return ws.readyState === WebSocket.OPEN ? Promise.resolve() : new Promise((resolve, reject) => { ws.once('open', () => resolve()); ws.once('error', reject) })
+}
+
+export function sleep (ms: number): Promise<void> {
+  return new Promise(resolve => setTimeout(resolve, ms))
+}
+
+/** Poll until `fn` is true or the deadline passes; returns the last value of fn. */
+export async function until (fn: () => boolean, ms = 5000, step = 20): Promise<boolean> {
+  const end = Date.now() + ms
+  while (Date.now() < end) {
+    if (fn()) return true
+    await sleep(step)
+  }
+  return fn()
+}
