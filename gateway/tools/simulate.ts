@@ -1,0 +1,251 @@
+import { WebSocket, type RawData } from 'ws'
+
+export interface SimulateAudioOptions {
+  url: string
+  token?: string
+  /** mu-law bytes */
+  clip: Buffer
+  /** Default TX. */
+  perspective?: 'TX' | 'RX' | 'MIX'
+  /** Default 1. */
+  legs?: number
+  /** Default: clip length; the clip loops if longer. */
+  seconds?: number
+  /** Default 1000000. */
+  contactIdBase?: number
+  /** Default 4594. */
+  busNo?: number
+  appParams?: Record<string, unknown>
+  print?: (line: string) => void
+  /** Accept self-signed TLS certificates. */
+  insecure?: boolean
+}
+
+export interface SimulatedLeg {
+  index: number
+  /** First text frame, parsed. */
+  answer: unknown
+  /** Every later text frame, parsed. */
+  messages: unknown[]
+  framesSent: number
+  bytesSent: number
+  closeCode: number | null
+  closeReason: string
+  error?: string
+}
+
+/** 20 ms of 8 kHz mu-law. */
+const FRAME_BYTES = 160
+const FRAME_MS = 20
+const TRAILING_WAIT_MS = 1000
+/** After our close frame, a peer that never answers is cut off after this long. */
+const CLOSE_GRACE_MS = 2000
+const HANDSHAKE_TIMEOUT_MS = 10000
+
+/** A complete WebSocketHookInitializeMessage (spec 2.1-2.4), as the platform media server sends it. */
+export function initMessage(opts: {
+  token?: string
+  contactId: number
+  busNo: number
+  perspective: string
+  appParams?: Record<string, unknown>
+}): Record<string, unknown> {
+  const msg: Record<string, unknown> = {}
+  if (opts.token !== undefined) msg.authenticationToken = opts.token
+  msg.executionInfo = {
+    contactId: opts.contactId,
+    busNo: opts.busNo,
+    requestId: 1,
+    actionType: 'AgentAssist',
+    actionId: 7,
+    scriptName: 'Simulated\\AgentAssist_Inbound',
+  }
+  msg.systemTelemetryData = {
+    consumerProcessHost: 'sim-media-01',
+    consumerProcessName: 'assist-gateway-simulate',
+    consumerProcessVersion: '1.0.0',
+    platformClusterAlias: 'sim-cluster',
+    platformScriptEngineHost: 'sim-script-engine-01',
+    consumerMetaData: { simulated: true },
+  }
+  msg.streamPerspective = opts.perspective
+  msg.streamsConfiguration = ''
+  msg.appParams = opts.appParams ?? {}
+  msg.appConfig = {}
+  return msg
+}
+
+interface LegState {
+  leg: SimulatedLeg
+  ws: WebSocket
+  /** When the init message went out; frame k is due at startedAt + k * 20 ms. */
+  startedAt: number
+  streaming: boolean
+  trailingTimer: NodeJS.Timeout | null
+  graceTimer: NodeJS.Timeout | null
+}
+
+function parseText(data: RawData): unknown {
+  const buf = Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data)
+  const text = buf.toString('utf8')
+  try {
+    return JSON.parse(text) as unknown
+  } catch {
+    return { unparsed: text }
+  }
+}
+
+/**
+ * Acts as the platform: opens `legs` audio WebSockets, sends the init message, then streams the
+ * clip at real-time pace (160-byte frames every 20 ms) without waiting for CONNECTED.
+ * Resolves when every leg is closed.
+ */
+export function simulateAudio(opts: SimulateAudioOptions): Promise<SimulatedLeg[]> {
+  const clip = opts.clip
+  if (clip.length === 0) return Promise.reject(new Error('clip is empty'))
+  const legCount = opts.legs ?? 1
+  if (!Number.isInteger(legCount) || legCount < 1) return Promise.reject(new Error(`legs must be a positive integer`))
+  if (opts.seconds !== undefined && !(opts.seconds > 0)) return Promise.reject(new Error('seconds must be positive'))
+  const totalBytes = opts.seconds === undefined ? clip.length : Math.round(opts.seconds * 8000)
+  const totalFrames = Math.ceil(totalBytes / FRAME_BYTES)
+  const perspective = opts.perspective ?? 'TX'
+  const contactIdBase = opts.contactIdBase ?? 1000000
+  const busNo = opts.busNo ?? 4594
+  const token = opts.token
+  const rawPrint = opts.print
+  const print = (line: string): void => {
+    if (!rawPrint) return
+    // Servers may echo the token back; it must never reach the output.
+    rawPrint(token ? line.split(token).join('[REDACTED]') : line)
+  }
+
+  function frameAt(k: number): Buffer {
+    const offset = (k * FRAME_BYTES) % clip.length
+    const size = Math.min(FRAME_BYTES, totalBytes - k * FRAME_BYTES)
+    if (offset + size <= clip.length) return clip.subarray(offset, offset + size)
+    const out = Buffer.allocUnsafe(size)
+    for (let i = 0; i < size; i++) out[i] = clip[(offset + i) % clip.length]
+    return out
+  }
+
+  const streaming = new Set<LegState>()
+  let ticker: NodeJS.Timeout | null = null
+  const schedulerStart = Date.now()
+  let tickNo = 0
+
+  function pump(st: LegState, now: number): void {
+    const due = Math.min(totalFrames, Math.floor((now - st.startedAt) / FRAME_MS) + 1)
+    while (st.leg.framesSent < due) {
+      if (st.ws.readyState !== WebSocket.OPEN) return stopStreaming(st)
+      const frame = frameAt(st.leg.framesSent)
+      st.ws.send(frame)
+      st.leg.framesSent++
+      st.leg.bytesSent += frame.length
+    }
+    if (st.leg.framesSent >= totalFrames) {
+      stopStreaming(st)
+      st.trailingTimer = setTimeout(() => {
+        st.trailingTimer = null
+        closeLeg(st)
+      }, TRAILING_WAIT_MS)
+    }
+  }
+
+  function stopStreaming(st: LegState): void {
+    st.streaming = false
+    streaming.delete(st)
+    if (streaming.size === 0 && ticker) {
+      clearTimeout(ticker)
+      ticker = null
+    }
+  }
+
+  // One scheduler for all legs; each tick is aimed at schedulerStart + n * 20 ms so delays do not accumulate.
+  function scheduleTick(): void {
+    if (ticker || streaming.size === 0) return
+    const now = Date.now()
+    tickNo = Math.max(tickNo + 1, Math.floor((now - schedulerStart) / FRAME_MS) + 1)
+    ticker = setTimeout(onTick, Math.max(0, schedulerStart + tickNo * FRAME_MS - now))
+  }
+
+  function onTick(): void {
+    ticker = null
+    const now = Date.now()
+    for (const st of streaming) pump(st, now)
+    scheduleTick()
+  }
+
+  function closeLeg(st: LegState): void {
+    if (st.ws.readyState === WebSocket.OPEN) {
+      st.ws.close(1000, 'done')
+      st.graceTimer = setTimeout(() => {
+        st.graceTimer = null
+        st.ws.terminate()
+      }, CLOSE_GRACE_MS)
+    }
+  }
+
+  function runLeg(index: number): Promise<SimulatedLeg> {
+    const leg: SimulatedLeg = {
+      index,
+      answer: null,
+      messages: [],
+      framesSent: 0,
+      bytesSent: 0,
+      closeCode: null,
+      closeReason: '',
+    }
+    const ws = new WebSocket(opts.url, {
+      perMessageDeflate: false,
+      handshakeTimeout: HANDSHAKE_TIMEOUT_MS,
+      rejectUnauthorized: !opts.insecure,
+    })
+    const st: LegState = { leg, ws, startedAt: 0, streaming: false, trailingTimer: null, graceTimer: null }
+    let gotAnswer = false
+    return new Promise<SimulatedLeg>((resolve) => {
+      ws.on('open', () => {
+        ws.send(
+          JSON.stringify(
+            initMessage({ token, contactId: contactIdBase + index, busNo, perspective, appParams: opts.appParams }),
+          ),
+        )
+        st.startedAt = Date.now()
+        st.streaming = true
+        streaming.add(st)
+        pump(st, st.startedAt)
+        scheduleTick()
+      })
+      ws.on('message', (data: RawData, isBinary: boolean) => {
+        if (isBinary) return
+        const value = parseText(data)
+        if (!gotAnswer) {
+          gotAnswer = true
+          leg.answer = value
+          print(`leg ${index} answer ${JSON.stringify(value)}`)
+        } else {
+          leg.messages.push(value)
+          print(`leg ${index} message ${JSON.stringify(value)}`)
+        }
+      })
+      ws.on('error', (err: Error) => {
+        leg.error ??= err.message
+        print(`leg ${index} error ${err.message}`)
+      })
+      ws.on('close', (code: number, reason: Buffer) => {
+        stopStreaming(st)
+        if (st.trailingTimer) clearTimeout(st.trailingTimer)
+        if (st.graceTimer) clearTimeout(st.graceTimer)
+        st.trailingTimer = st.graceTimer = null
+        leg.closeCode = code
+        leg.closeReason = reason.toString('utf8')
+        print(`leg ${index} closed ${code} ${leg.closeReason}`.trimEnd())
+        print(`leg ${index} sent ${leg.framesSent} frames (${leg.bytesSent} bytes), got ${leg.messages.length} messages`)
+        resolve(leg)
+      })
+    })
+  }
+
+  const runs: Promise<SimulatedLeg>[] = []
+  for (let i = 0; i < legCount; i++) runs.push(runLeg(i))
+  return Promise.all(runs)
+}
