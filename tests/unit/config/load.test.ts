@@ -1,0 +1,58 @@
+import t from 'tap'
+import { join } from 'node:path'
+import { loadConfig } from '../../../gateway/config/load'
+import { ConfigError } from '../../../gateway/errors'
+
+const ROUTE = 'routes:\n  demo:\n    mapping: mappings/json-events.yaml\n    auth: { audio: ["${TOK}"] }\n    upstreams: [{ name: a, audio: "ws://127.0.0.1:9/x", credential: "${VKEY:-fallback-key}" }]\n'
+
+t.test('defaults come from the schema; the result is frozen; paths are resolved', async t => {
+  const dir = t.testdir({ 'g.yaml': ROUTE })
+  const c = loadConfig(join(dir, 'g.yaml'), { TOK: 'abcd-token' })
+  t.equal(c.listen.port, 8443)
+  t.equal(c.admin.port, 9464)
+  t.equal(c.audio.holdBufferBytes, 64000)
+  t.equal(c.audio.backpressurePolicy, 'drop-oldest')
+  t.equal(c.uws.allowFallback, false)
+  t.equal(c.listen.tls, null)
+  t.equal(c.redis, null)
+  t.match(c.routes.demo.mapping, /mappings\/json-events\.yaml$/)
+  t.equal(c.routes.demo.upstreams[0].credential, 'fallback-key', '${VAR:-default} falls back')
+  t.same([...c.secrets].sort(), ['abcd-token', 'fallback-key'])
+  t.ok(Object.isFrozen(c) && Object.isFrozen(c.routes.demo.upstreams[0]), 'deeply frozen')
+})
+
+t.test('PORT, ADMIN_PORT, REDIS_URL and LOG_LEVEL override the file', async t => {
+  const dir = t.testdir({ 'g.yaml': ROUTE })
+  const c = loadConfig(join(dir, 'g.yaml'), { TOK: 'abcd-token', PORT: '8081', ADMIN_PORT: '9999', REDIS_URL: 'redis://:pw-secret-1@127.0.0.1:6379/3', LOG_LEVEL: 'debug' })
+  t.equal(c.listen.port, 8081)
+  t.equal(c.admin.port, 9999)
+  t.equal(c.redis, 'redis://:pw-secret-1@127.0.0.1:6379/3')
+  t.equal(c.log.level, 'debug')
+  t.ok(c.secrets.includes('pw-secret-1'), 'the Redis password is treated as a secret')
+  t.throws(() => loadConfig(join(dir, 'g.yaml'), { TOK: 'abcd-token', PORT: 'eighty' }), ConfigError)
+})
+
+t.test('problems are listed all at once, each with file and pointer', async t => {
+  const dir = t.testdir({ 'g.yaml': 'listen: { port: -1, bogus: 1 }\naudio: { backpressurePolicy: maybe }\nroutes:\n  "bad name!": { mapping: x.yaml, upstreams: [] }\n' })
+  const file = join(dir, 'g.yaml')
+  try {
+    loadConfig(file, {})
+    t.fail('should throw')
+  } catch (err) {
+    t.type(err, ConfigError)
+    const pointers = (err as ConfigError).problems.map(p => p.pointer)
+    for (const p of ['/listen/port', '/listen/bogus', '/audio/backpressurePolicy']) t.ok(pointers.includes(p), `${p} reported`)
+    t.ok((err as ConfigError).problems.every(p => p.file === file))
+  }
+})
+
+t.test('two default routes, duplicate replica names and a missing mapping are refused', async t => {
+  const dir = t.testdir({
+    'g.yaml': 'routes:\n  a: { default: true, mapping: mappings/passthrough.yaml, upstreams: [{ name: x, audio: "ws://h/1" }, { name: x, audio: "ws://h/2" }] }\n  b: { default: true, mapping: nowhere.yaml, upstreams: [{ name: y, audio: "ws://h/3" }] }\n'
+  })
+  const err = t.throws(() => loadConfig(join(dir, 'g.yaml'), {})) as unknown as ConfigError
+  const msgs = err.problems.map(p => `${p.pointer}: ${p.message}`)
+  t.ok(msgs.some(m => m.startsWith('/routes: at most one route')))
+  t.ok(msgs.some(m => m.startsWith('/routes/a/upstreams/1/name:')))
+  t.ok(msgs.some(m => m.startsWith('/routes/b/mapping: mapping file nowhere.yaml not found')))
+})

@@ -1,0 +1,36 @@
+import t from 'tap'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { CATALOGUE, Metrics, PREFIX } from '../../../gateway/telemetry/metrics'
+
+t.test('every catalogue metric is registered under the prefix, and nothing else is', async t => {
+  const m = new Metrics()
+  const names = (await m.registry.getMetricsAsJSON()).map(x => x.name).filter(n => !n.startsWith(PREFIX + 'process_') && !n.startsWith(PREFIX + 'nodejs_'))
+  t.same(names.slice().sort(), Object.keys(CATALOGUE).map(n => PREFIX + n).sort())
+})
+
+t.test('per-leg integers are published at scrape time, ended legs keep counting', async t => {
+  const m = new Metrics()
+  const a = m.startLeg('r1')
+  a.active = true
+  a.framesFromPlatform = 10
+  a.bytesFromPlatform = 1600
+  a.dropHold = 2
+  const b = m.startLeg('r1')
+  b.framesFromPlatform = 5
+  m.endLeg(b)
+  m.endLeg(b)
+  const text = await m.registry.metrics()
+  t.match(text, 'assist_gateway_audio_frames_total{route="r1",direction="from_platform"} 15')
+  t.match(text, 'assist_gateway_audio_bytes_total{route="r1",direction="from_platform"} 1600')
+  t.match(text, 'assist_gateway_audio_dropped_frames_total{route="r1",reason="hold_overflow"} 2')
+  t.match(text, 'assist_gateway_audio_sessions_active{route="r1"} 1')
+})
+
+t.test('the README names only catalogue metrics', async t => {
+  const readme = readFileSync(join(__dirname, '..', '..', '..', 'README.md'), 'utf8')
+  const used = new Set([...readme.matchAll(/assist_gateway_([a-z_]+)/g)].map(m => m[1].replace(/_(bucket|sum|count)$/, '')))
+  const known = new Set(Object.keys(CATALOGUE))
+  for (const n of used) t.ok(known.has(n as keyof typeof CATALOGUE) || n.startsWith('process_') || n.startsWith('nodejs_'), `${n} is in the catalogue`)
+  for (const n of known) t.ok(used.has(n), `${n} is documented in the README`)
+})
