@@ -10,6 +10,11 @@ import { packageRoot } from './paths'
 import { startServer, type RunningServer } from './server/app'
 import { createLogger, type Logger } from './telemetry/log'
 import { Metrics } from './telemetry/metrics'
+import { MemoryStore } from './store/memory'
+import type { Store } from './store/port'
+import { RedisStore } from './store/redis'
+import { randomUUID } from 'node:crypto'
+import { hostname } from 'node:os'
 import { readAudioClip } from './tools/audio-file'
 import { simulateAudio } from './tools/simulate'
 import { startVendorEmulator, type EmulatorKind, type VendorEmulator } from './tools/vendor-emulator'
@@ -30,7 +35,25 @@ function configPath (given: string | undefined): string {
 }
 
 /** A running gateway and the bundled emulators its config asked for. The only place that wires modules. */
-export interface Running { server: RunningServer; emulators: VendorEmulator[]; log: Logger; metrics: Metrics; close: () => Promise<void> }
+export interface Running { server: RunningServer; emulators: VendorEmulator[]; log: Logger; metrics: Metrics; store: Store; close: () => Promise<void> }
+
+/** In-memory without `redis`, else the Redis store (URL, Sentinel or Cluster from config). */
+export function createStore (config: Config, log: Logger, metrics: Metrics): Store {
+  const instanceId = `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`
+  const s = config.store
+  if (config.redis === null && s.sentinels === undefined && s.clusterNodes === undefined) return new MemoryStore(instanceId)
+  return new RedisStore(instanceId, {
+    url: config.redis,
+    keyPrefix: s.keyPrefix,
+    syncIntervalMs: s.syncIntervalSeconds * 1000,
+    leaseMs: s.leaseSeconds * 1000,
+    sentinels: s.sentinels,
+    sentinelName: s.sentinelName,
+    clusterNodes: s.clusterNodes,
+    log,
+    onUp: up => metrics.storeUp.set(up ? 1 : 0)
+  })
+}
 
 export async function serve (config: Config, opts: { log?: Logger } = {}): Promise<Running> {
   const log = opts.log ?? createLogger({ level: config.log.level, secrets: config.secrets })
@@ -41,17 +64,21 @@ export async function serve (config: Config, opts: { log?: Logger } = {}): Promi
     log.info({ event: 'emulator_started', kind: e.kind, port: e.port }, `bundled ${e.kind} vendor emulator listening`)
   }
   const metrics = new Metrics()
+  const store = createStore(config, log, metrics)
   let server: RunningServer
   try {
-    server = await startServer({ config, log, metrics, version: version() })
+    await store.start()
+    server = await startServer({ config, log, metrics, store, version: version() })
   } catch (err) {
+    await store.close()
     await Promise.all(emulators.map(async e => await e.close()))
     throw err
   }
   return {
-    server, emulators, log, metrics,
+    server, emulators, log, metrics, store,
     close: async () => {
       server.close()
+      await store.close()
       await Promise.all(emulators.map(async e => await e.close()))
     }
   }

@@ -30,6 +30,7 @@ export const CODES = {
   BACKPRESSURE_OVERFLOW: { status: 503, close: 1013, flag: 'BO', text: 'the vendor is not reading audio fast enough' },
   QUEUE_FULL: { status: 503, close: 1013, flag: 'QF', text: 'delivery queue is full' },
   MAPPING_FAILED: { status: 500, close: 1011, flag: 'MF', text: 'the vendor mapping failed on this message' },
+  LEG_REPLACED: { status: 409, close: 1008, flag: 'LR', text: 'a newer connection of the same leg took over its vendor session' },
   SHUTTING_DOWN: { status: 503, close: 1012, flag: 'SD', text: 'gateway is restarting; reconnect' },
   INTERNAL: { status: 500, close: 1011, flag: 'IE', text: 'internal error' }
 } as const satisfies Record<string, { status: number; close: number; flag: string; text: string }>

@@ -1,6 +1,7 @@
-import type { RouteConfig } from './config/types'
+import type { HealthSettings, RouteConfig } from './config/types'
 import { CredentialList } from './auth/credentials'
 import type { CompiledMapping } from './mapping/compile'
+import type { Store } from './store/port'
 import { UpstreamPool } from './upstream/pool'
 
 /** Everything a route needs at run time, built once from a config snapshot. */
@@ -13,13 +14,13 @@ export interface RouteRuntime {
   readonly pool: UpstreamPool
 }
 
-export function buildRoute (config: RouteConfig, mapping: CompiledMapping): RouteRuntime {
+export function buildRoute (config: RouteConfig, mapping: CompiledMapping, store: Store, health: HealthSettings): RouteRuntime {
   return {
     name: config.name,
     config,
     mapping,
     audioAuth: new CredentialList(config.auth.audio),
     textAuth: new CredentialList(config.auth.text),
-    pool: new UpstreamPool(config)
+    pool: new UpstreamPool(config, store, health)
   }
 }

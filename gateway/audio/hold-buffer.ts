@@ -19,6 +19,14 @@ export class HoldBuffer {
     this.bytes += copy.length
   }
 
+  /** Put already-copied frames in front of what is queued (replay before live audio). */
+  unshiftAll (frames: readonly Buffer[]): void {
+    if (frames.length === 0) return
+    this.frames = [...frames, ...this.frames.slice(this.head)]
+    this.head = 0
+    for (const f of frames) this.bytes += f.length
+  }
+
   peek (): Buffer | undefined {
     return this.frames[this.head]
   }

@@ -1,15 +1,13 @@
 import type { AudioSettings } from '../config/types'
 import { CODES, GatewayError, logLevelOf, type ErrorCode } from '../errors'
 import type { MappingInput } from '../mapping/run'
-import { frameOf, run, truthy } from '../mapping/run'
 import type { RouteRuntime } from '../route'
+import type { Store } from '../store/port'
 import type { Logger } from '../telemetry/log'
 import type { LegCounters, Metrics } from '../telemetry/metrics'
-import type { Replica } from '../upstream/pool'
-import { VendorSocket } from '../upstream/ws-leg'
-import { validator, type Problem } from '../validate/compile'
+import type { Problem } from '../validate/compile'
 import { checkHandshake, connectedFrame, errorFrame } from './handshake'
-import { HoldBuffer } from './hold-buffer'
+import { VendorSession, type SessionOwner, type SessionRegistry } from './session'
 
 /** The platform socket as the leg sees it (the uWS adapter lives in server/audio-route.ts). */
 export interface PlatformLeg {
@@ -32,6 +30,8 @@ export interface LegDeps {
   route: RouteRuntime
   settings: AudioSettings
   metrics: Metrics
+  store: Store
+  registry: SessionRegistry
   log: Logger
   clock: Clock
   legId: string
@@ -40,51 +40,37 @@ export interface LegDeps {
 }
 
 /**
- * Leg states. AWAIT_INIT: upgraded, waiting for the init message. CONNECTING: init accepted, vendor
- * socket opening or not ready yet (audio is held). STREAMING: CONNECTED sent, audio relayed.
+ * Platform leg states. AWAIT_INIT: upgraded, waiting for the init message. CONNECTING: init accepted,
+ * the vendor session is opening (audio is held in it). STREAMING: CONNECTED sent, audio relayed.
  * CLOSED: over (platform closed, or a failure ended it).
  */
 export type LegState = 'AWAIT_INIT' | 'CONNECTING' | 'STREAMING' | 'CLOSED'
 
 /** What a binary platform frame means in each state (a total table: a new state will not compile without a row). */
-const BINARY_IN: Record<LegState, 'relay' | 'hold' | 'refuse' | 'count-late'> = {
+const BINARY_IN: Record<LegState, 'session' | 'refuse' | 'count-late'> = {
   AWAIT_INIT: 'refuse',
-  CONNECTING: 'hold',
-  STREAMING: 'relay',
+  CONNECTING: 'session',
+  STREAMING: 'session',
   CLOSED: 'count-late'
 }
 
-const BACKLOG_POLL_MS = 10
-
 /**
- * One platform audio leg: handshake, vendor session, relay both ways.
- * The per-frame path is `onPlatformBinary` → `VendorSocket.sendBinary`: no parse, no await, no log,
- * no prom-client call; it bumps plain integers and writes through.
+ * One platform audio leg: handshake, then hands audio to its vendor session (audio/session.ts) and
+ * results back to the platform. The per-frame path is `onPlatformBinary` → `VendorSession.write` →
+ * `VendorSocket.sendBinary`: no parse, no await, no log, no prom-client call.
  */
-export class AudioLeg {
+export class AudioLeg implements SessionOwner {
   state: LegState = 'AWAIT_INIT'
   readonly counters: LegCounters
-  private vendor: VendorSocket | null = null
-  private replica: Replica | null = null
-  private readonly queue = new HoldBuffer()
-  private queueLimit: number
-  private readonly highWater: number
+  private session: VendorSession | null = null
   private handshakeTimer: NodeJS.Timeout | null
-  private readyTimer: NodeJS.Timeout | null = null
-  private backlogTimer: NodeJS.Timeout | null = null
   private vendorPaused = false
-  private vendorClosing = false
-  private input: MappingInput | null = null
-  private chain: Promise<void> = Promise.resolve()
   private log: Logger
   private initAt = 0
-  private candidates: Replica[] = []
 
   constructor (private readonly platform: PlatformLeg, private readonly deps: LegDeps) {
     this.counters = deps.metrics.startLeg(deps.route.name)
     this.counters.active = true
-    this.queueLimit = deps.settings.holdBufferBytes
-    this.highWater = deps.settings.vendorHighWaterBytes
     this.log = deps.log
     this.handshakeTimer = deps.clock.setTimeout(() => {
       this.handshakeTimer = null
@@ -99,50 +85,13 @@ export class AudioLeg {
     const c = this.counters
     c.framesFromPlatform++
     c.bytesFromPlatform += data.byteLength
-    const vendor = this.vendor
-    if (this.state === 'STREAMING' && this.queue.bytes === 0 && vendor !== null && vendor.bufferedAmount < this.highWater) {
-      vendor.sendBinary(data)
-      c.framesToVendor++
-      c.bytesToVendor += data.byteLength
+    const session = this.session
+    if (session !== null && this.state !== 'CLOSED') {
+      session.write(data)
       return
     }
-    this.binarySlowPath(data)
-  }
-
-  private binarySlowPath (data: ArrayBuffer): void {
-    switch (BINARY_IN[this.state]) {
-      case 'refuse':
-        this.fail(new GatewayError('FIRST_FRAME_NOT_TEXT'))
-        return
-      case 'count-late':
-        this.counters.dropAfterClose++
-        return
-      case 'hold':
-        if (this.queue.bytes + data.byteLength > this.queueLimit) {
-          this.counters.dropHold += this.queue.length + 1
-          this.queue.clear()
-          this.fail(new GatewayError('HOLD_BUFFER_OVERFLOW', { detail: `more than ${this.queueLimit} bytes` }))
-          return
-        }
-        this.queue.push(data)
-        this.counters.bufferedBytes = this.queue.bytes
-        return
-      case 'relay':
-        // The vendor is backed up (or a backlog is draining): queue behind it, bounded.
-        while (this.queue.bytes + data.byteLength > this.queueLimit) {
-          if (this.deps.settings.backpressurePolicy === 'close') {
-            this.counters.dropBackpressure += this.queue.length + 1
-            this.queue.clear()
-            this.fail(new GatewayError('BACKPRESSURE_OVERFLOW'))
-            return
-          }
-          if (this.queue.shift() === undefined) break
-          this.counters.dropBackpressure++
-        }
-        this.queue.push(data)
-        this.counters.bufferedBytes = this.queue.bytes
-        this.armBacklog()
-    }
+    if (BINARY_IN[this.state] === 'refuse') this.fail(new GatewayError('FIRST_FRAME_NOT_TEXT'))
+    else c.dropAfterClose++
   }
 
   onPlatformText (data: ArrayBuffer): void {
@@ -154,11 +103,11 @@ export class AudioLeg {
     this.onInit(Buffer.from(data).toString('utf8'))
   }
 
-  /** The platform's socket has drained below its backpressure: resume reading from the vendor. */
+  /** The platform's socket drained below its backpressure: resume reading from the vendor. */
   onPlatformDrain (): void {
     if (this.vendorPaused && this.platform.bufferedAmount() < this.deps.platformHighWaterBytes) {
       this.vendorPaused = false
-      this.vendor?.resume()
+      this.session?.resumeVendor()
     }
   }
 
@@ -168,8 +117,16 @@ export class AudioLeg {
     if (this.state === 'CLOSED') return
     const wasStreaming = this.state === 'STREAMING'
     this.state = 'CLOSED'
-    this.log.info({ event: 'platform_closed', code, framesFromPlatform: this.counters.framesFromPlatform, framesToVendor: this.counters.framesToVendor }, 'platform ended the leg')
-    this.finish(wasStreaming ? 'ok' : 'abandoned', true)
+    this.log.info({ event: 'platform_closed', code, framesFromPlatform: this.counters.framesFromPlatform }, 'platform ended the leg')
+    this.release(wasStreaming ? 'ok' : 'abandoned')
+    // Streaming: the vendor session waits for a re-attach (grace), then says goodbye. Not yet
+    // streaming: nobody will come back for it.
+    const session = this.session
+    this.session = null
+    if (session !== null && session.owner === this) {
+      if (wasStreaming) session.park()
+      else session.close(false)
+    }
   }
 
   /** End the leg from outside (shutdown): one ERROR frame with this code, then its close code. */
@@ -180,11 +137,11 @@ export class AudioLeg {
   // ---- handshake -------------------------------------------------------------------------------
 
   private onInit (text: string): void {
-    const route = this.deps.route
+    const { route, metrics, registry } = this.deps
     const checked = checkHandshake(route, text)
     if (!checked.ok) {
-      if (checked.stage === 'auth') this.deps.metrics.authFailures.inc({ hook: 'audio', reason: checked.error.code === 'AUTH_MISSING' ? 'missing' : 'invalid' })
-      else this.deps.metrics.validationFailures.inc({ hook: 'audio' })
+      if (checked.stage === 'auth') metrics.authFailures.inc({ hook: 'audio', reason: checked.error.code === 'AUTH_MISSING' ? 'missing' : 'invalid' })
+      else metrics.validationFailures.inc({ hook: 'audio' })
       this.fail(checked.error, checked.problems)
       return
     }
@@ -194,167 +151,75 @@ export class AudioLeg {
     }
     const id = checked.identity
     this.log = this.log.child({ busNo: id.busNo, contactId: id.contactId, perspective: id.perspective, requestId: id.requestId })
-    this.input = {
+    this.state = 'CONNECTING'
+    this.initAt = this.deps.clock.now()
+    const key = `${route.name}:${id.busNo}:${id.contactId}:${id.perspective}`
+
+    // Re-attach: the same leg identity came back while its vendor session is kept on this instance.
+    const existing = registry.get(key)
+    if (existing !== undefined && existing.state !== 'CLOSED') {
+      const previous = existing.owner
+      if (previous instanceof AudioLeg && previous !== this) previous.supersede()
+      this.session = existing
+      metrics.reattach.inc({ route: route.name, result: 'same_session' })
+      this.log.info({ event: 'reattached', session: existing.id }, 'leg re-attached to its vendor session')
+      existing.attach(this, checked.init, this.log)
+      return
+    }
+
+    const input: MappingInput = {
       init: checked.init,
       leg: { id: this.deps.legId, route: route.name, ...id },
       route: { name: route.name, params: route.config.params, checksToken: route.audioAuth.required },
       upstream: { name: '', credential: null, hasCredential: false }
     }
-    this.state = 'CONNECTING'
-    this.initAt = this.deps.clock.now()
-    this.candidates = route.pool.audioCandidates()
-    if (this.candidates.length === 0) {
-      this.fail(new GatewayError('NO_HEALTHY_UPSTREAM'))
+    const session = new VendorSession({ route, settings: this.deps.settings, metrics, store: this.deps.store, clock: this.deps.clock, registry, log: this.log }, this, input, key, this.deps.legId)
+    this.session = session
+    registry.add(session)
+    if (this.deps.store.kind === 'memory') {
+      session.start(null)
       return
     }
-    this.connectNext(null)
+    // A leg that was on another instance comes back to the same replica (a new vendor session there:
+    // the old instance's parked session closes when its grace ends). Audio is held meanwhile.
+    this.deps.store.getAffinity(key).then(affinity => {
+      if (session.state === 'CLOSED') return
+      const preferred = affinity !== null && affinity.route === route.name ? (route.pool.byName(affinity.replica) ?? null) : null
+      if (preferred !== null && preferred.healthy) {
+        metrics.reattach.inc({ route: route.name, result: 'same_replica' })
+        this.log.info({ event: 'reattached_replica', upstream: preferred.name, from: affinity!.instance }, 'leg came back from another instance: new vendor session on the same replica')
+      }
+      session.start(preferred)
+    }, () => session.start(null))
   }
 
-  /** Try the next candidate replica; all tried: UPSTREAM_UNREACHABLE. */
-  private connectNext (lastError: string | null): void {
-    const replica = this.candidates.shift()
-    if (replica === undefined) {
-      this.fail(new GatewayError('UPSTREAM_UNREACHABLE', { detail: lastError ?? undefined }))
-      return
-    }
-    const cfg = replica.config
-    this.replica = replica
-    replica.activeStreams++
-    this.input!.upstream = { name: cfg.name, credential: cfg.credential ?? null, hasCredential: cfg.credential !== undefined }
-    const headers = { ...cfg.headers }
-    this.vendorClosing = false
-    this.vendor = new VendorSocket(cfg.audio!, { headers, connectTimeoutMs: this.deps.settings.connectTimeoutSeconds * 1000 }, {
-      onOpen: () => this.onVendorOpen(),
-      onText: text => this.onVendorText(text),
-      onBinary: bytes => { this.counters.dropVendorBinary++; this.counters.bytesFromVendor += bytes },
-      onClose: (code, reason, opened, error) => this.onVendorClose(code, reason, opened, error)
-    })
-  }
+  // ---- session events (SessionOwner) ------------------------------------------------------------
 
-  private onVendorOpen (): void {
+  sessionReady (vendorParameters: Record<string, unknown>): void {
     if (this.state !== 'CONNECTING') return
-    const audio = this.deps.route.mapping.audio!
-    this.enqueue(async () => {
-      if (this.state !== 'CONNECTING') return
-      if (audio.open !== null) {
-        const out = await run(audio.open, this.input!)
-        if (this.state !== 'CONNECTING') return
-        if (!out.ok) return this.mappingFailed('open', out.error)
-        const frame = frameOf(out.value)
-        if (frame !== null) this.vendor!.sendText(frame)
-      }
-      if (audio.ready === null) {
-        this.becomeReady({})
-      } else {
-        this.readyTimer = this.deps.clock.setTimeout(() => {
-          this.readyTimer = null
-          if (this.state === 'CONNECTING') this.fail(new GatewayError('UPSTREAM_NOT_READY'), [], { upstream: this.replica?.name })
-        }, this.deps.settings.readyTimeoutSeconds * 1000)
-      }
-    })
-  }
-
-  private onVendorText (text: string): void {
-    this.counters.framesFromVendor++
-    this.counters.bytesFromVendor += text.length
-    this.enqueue(async () => await this.handleVendorText(text))
-  }
-
-  private async handleVendorText (text: string): Promise<void> {
-    if (this.state === 'CLOSED' || this.input === null) return
-    let msg: unknown
-    try { msg = JSON.parse(text) } catch { msg = { text } }
-    const input: MappingInput = { ...this.input, msg }
-    const audio = this.deps.route.mapping.audio!
-    if (this.state === 'CONNECTING' && audio.ready !== null) {
-      if (audio.ready.refused !== null && truthy(await run(audio.ready.refused, input))) {
-        const reason = audio.ready.reason === null ? null : await run(audio.ready.reason, input)
-        const vendorMessage = reason !== null && reason.ok && typeof reason.value === 'string' ? reason.value.slice(0, 512) : undefined
-        if (this.state === 'CONNECTING') this.fail(new GatewayError('UPSTREAM_REFUSED'), [], { upstream: this.replica?.name, vendorMessage })
-        return
-      }
-      const ready = await run(audio.ready.when!, input)
-      if (!ready.ok) this.deps.metrics.mappingErrors.inc({ route: this.deps.route.name, stage: 'ready' })
-      if (truthy(ready)) {
-        let params: Record<string, unknown> = {}
-        if (audio.ready.parameters !== null) {
-          const p = await run(audio.ready.parameters, input)
-          if (p.ok && p.value !== null && typeof p.value === 'object' && !Array.isArray(p.value)) params = p.value as Record<string, unknown>
-        }
-        if (this.state === 'CONNECTING') this.becomeReady(params)
-        return
-      }
-      // Not a readiness message: it is a result that arrived early; it goes through the rules below,
-      // after CONNECTED (this runs on the leg's ordered chain, so order is kept).
-    }
-    for (const rule of audio.results) {
-      const when = await run(rule.when, input)
-      if (!when.ok) {
-        this.resultError('when', when.error)
-        return
-      }
-      if (when.value !== true) continue
-      const out = await run(rule.emit, input)
-      if (!out.ok) return this.resultError('emit', out.error)
-      if (out.value === null || out.value === undefined) return
-      const platformMessage = validator('platform-websocket-message')
-      if (!platformMessage(out.value)) return this.resultError('emit', 'the emitted value is not a PlatformWebSocketMessage')
-      this.sendToPlatform(JSON.stringify(out.value))
-      this.deps.metrics.vendorMessages.inc({ route: this.deps.route.name, result: 'emitted' })
-      return
-    }
-    this.deps.metrics.vendorMessages.inc({ route: this.deps.route.name, result: 'unmatched' })
-  }
-
-  private resultError (stage: string, error: string): void {
-    this.deps.metrics.vendorMessages.inc({ route: this.deps.route.name, result: 'error' })
-    this.deps.metrics.mappingErrors.inc({ route: this.deps.route.name, stage: `result_${stage}` })
-    this.log.warn({ event: 'mapping_error', stage, mapping: this.deps.route.mapping.file, error }, 'a vendor result could not be mapped; the leg goes on')
-  }
-
-  private mappingFailed (stage: string, error: string): void {
-    this.deps.metrics.mappingErrors.inc({ route: this.deps.route.name, stage })
-    this.fail(new GatewayError('MAPPING_FAILED', { detail: stage }), [], {}, error)
-  }
-
-  private becomeReady (vendorParameters: Record<string, unknown>): void {
-    if (this.readyTimer !== null) {
-      this.deps.clock.clearTimeout(this.readyTimer)
-      this.readyTimer = null
-    }
     this.state = 'STREAMING'
     const seconds = (this.deps.clock.now() - this.initAt) / 1000
     this.deps.metrics.handshakeDuration.observe({ route: this.deps.route.name }, seconds)
     this.sendToPlatform(connectedFrame({ ...vendorParameters, legId: this.deps.legId, route: this.deps.route.name }))
-    this.log.info({ event: 'connected', upstream: this.replica?.name, handshakeSeconds: seconds, heldFrames: this.queue.length }, 'vendor session ready; audio flowing')
-    this.queueLimit = this.deps.settings.bufferBytes
-    this.flushQueue()
+    this.log.info({ event: 'connected', handshakeSeconds: seconds }, 'vendor session ready; audio flowing')
   }
 
-  // ---- relay helpers ---------------------------------------------------------------------------
-
-  /** Write queued frames while the vendor socket is below its high-water mark. */
-  private flushQueue (): void {
-    const vendor = this.vendor
-    if (vendor === null || this.state !== 'STREAMING') return
-    const c = this.counters
-    while (this.queue.length > 0 && vendor.bufferedAmount < this.highWater) {
-      const f = this.queue.shift()!
-      vendor.sendBinary(f)
-      c.framesToVendor++
-      c.bytesToVendor += f.length
-    }
-    c.bufferedBytes = this.queue.bytes
-    if (this.queue.length > 0) this.armBacklog()
+  sessionFailed (error: GatewayError, extra: Record<string, unknown>): void {
+    this.session = null
+    this.fail(error, [], extra)
   }
 
-  private armBacklog (): void {
-    if (this.backlogTimer !== null) return
-    this.backlogTimer = this.deps.clock.setTimeout(() => {
-      this.backlogTimer = null
-      this.flushQueue()
-    }, BACKLOG_POLL_MS)
+  deliver (text: string): void {
+    this.sendToPlatform(text)
   }
+
+  /** A newer connection with the same identity took this leg's vendor session. */
+  private supersede (): void {
+    this.session = null
+    this.fail(new GatewayError('LEG_REPLACED'))
+  }
+
+  // ---- platform output, failure, teardown -------------------------------------------------------
 
   private sendToPlatform (text: string): void {
     if (this.state === 'CLOSED') return
@@ -365,105 +230,36 @@ export class AudioLeg {
       this.log.warn({ event: 'platform_backpressure_drop' }, 'a message to the platform was dropped at the backpressure limit')
     } else if (status === 0 && !this.vendorPaused && this.platform.bufferedAmount() >= this.deps.platformHighWaterBytes) {
       this.vendorPaused = true
-      this.vendor?.pause()
+      this.session?.pauseVendor()
     }
-  }
-
-  /** Run control work (mapping evaluation) in arrival order, one at a time. */
-  private enqueue (task: () => Promise<void>): void {
-    this.chain = this.chain.then(task).catch(err => {
-      this.log.error({ event: 'leg_bug', err }, 'unexpected error in leg control work')
-      this.fail(new GatewayError('INTERNAL'))
-    })
-  }
-
-  // ---- vendor close, failure, teardown ------------------------------------------------------------
-
-  private onVendorClose (code: number, reason: string, opened: boolean, error: string | null): void {
-    if (opened) this.deps.metrics.wsCloses.inc({ side: 'vendor', code: String(code) })
-    if (this.replica !== null) {
-      this.replica.activeStreams--
-      this.replica = null
-    }
-    this.vendor = null
-    if (this.vendorClosing || this.state === 'CLOSED') return
-    if (this.state === 'CONNECTING') {
-      if (!opened) {
-        this.log.warn({ event: 'upstream_connect_failed', error }, 'vendor replica unreachable; trying the next one')
-        this.connectNext(error)
-        return
-      }
-      this.fail(new GatewayError('UPSTREAM_REFUSED', { detail: `vendor closed with ${code} before it was ready` }), [], { vendorCloseCode: code })
-      return
-    }
-    this.fail(new GatewayError('UPSTREAM_CLOSED', { detail: `vendor closed with ${code}` }), [], { vendorCloseCode: code, vendorCloseReason: reason.slice(0, 120) })
   }
 
   /**
    * End the leg with a catalogued error: one ERROR frame and a close with the code's close code.
-   * Safe from any state; the first failure wins.
+   * Safe from any state; the first failure wins. A session still attached is closed gracefully.
    */
-  private fail (error: GatewayError, problems: readonly Problem[] = [], extra: Record<string, unknown> = {}, internal?: string): void {
+  private fail (error: GatewayError, problems: readonly Problem[] = [], extra: Record<string, unknown> = {}): void {
     if (this.state === 'CLOSED') return
-    const wasStreaming = this.state === 'STREAMING'
     this.state = 'CLOSED'
     const code: ErrorCode = error.code
-    const fields = { event: 'leg_failed', code, flag: CODES[code].flag, pointers: error.pointers.length > 0 ? error.pointers : undefined, detail: internal, ...extra }
-    this.log[logLevelOf(code)](fields, error.message)
-    const status = this.platform.sendText(errorFrame(error, problems, extra))
-    if (status !== 2) {
-      this.counters.framesToPlatform++
-    }
-    this.finish(code.toLowerCase(), wasStreaming)
+    this.log[logLevelOf(code)]({ event: 'leg_failed', code, flag: CODES[code].flag, pointers: error.pointers.length > 0 ? error.pointers : undefined, ...extra }, error.message)
+    const extraForPlatform = { ...extra }
+    delete extraForPlatform.detail
+    if (this.platform.sendText(errorFrame(error, problems, extraForPlatform)) !== 2) this.counters.framesToPlatform++
+    this.release(code.toLowerCase())
+    const session = this.session
+    this.session = null
+    if (session !== null && session.owner === this) session.close(true)
     this.platform.end(CODES[code].close, code)
   }
 
-  /** Release everything the leg holds. `graceful`: say goodbye to the vendor with the mapping's close frame. */
-  private finish (outcome: string, graceful: boolean): void {
-    for (const t of [this.handshakeTimer, this.readyTimer, this.backlogTimer]) if (t !== null) this.deps.clock.clearTimeout(t)
-    this.handshakeTimer = this.readyTimer = this.backlogTimer = null
-    const vendor = this.vendor
-    if (vendor !== null) {
-      this.vendorClosing = true
-      if (graceful && vendor.isOpen) {
-        // Audio still queued goes out first, then the mapping's close frame, then the close handshake.
-        while (this.queue.length > 0) {
-          const f = this.queue.shift()!
-          vendor.sendBinary(f)
-          this.counters.framesToVendor++
-          this.counters.bytesToVendor += f.length
-        }
-        this.closeVendorGracefully(vendor)
-      } else {
-        vendor.terminate()
-      }
+  private release (outcome: string): void {
+    if (this.handshakeTimer !== null) {
+      this.deps.clock.clearTimeout(this.handshakeTimer)
+      this.handshakeTimer = null
     }
-    const dropped = this.queue.clear()
-    if (dropped > 0) this.counters.dropAfterClose += dropped
-    this.counters.bufferedBytes = 0
     this.counters.active = false
     this.deps.metrics.sessionsTotal.inc({ route: this.deps.route.name, outcome })
     this.deps.metrics.endLeg(this.counters)
-  }
-
-  private closeVendorGracefully (vendor: VendorSocket): void {
-    const audio = this.deps.route.mapping.audio!
-    const input = this.input
-    if (audio.close === null || input === null) {
-      vendor.close(audio.closeCode, 'platform closed')
-      return
-    }
-    // The close expression is async; the chain keeps it after any result still being mapped.
-    this.chain = this.chain.then(async () => {
-      const out = await run(audio.close!, input)
-      if (!out.ok) {
-        this.deps.metrics.mappingErrors.inc({ route: this.deps.route.name, stage: 'close' })
-        this.log.warn({ event: 'mapping_error', stage: 'close', error: out.error }, 'close expression failed; closing the vendor socket without it')
-      } else {
-        const frame = frameOf(out.value)
-        if (frame !== null && vendor.isOpen) vendor.sendText(frame)
-      }
-      vendor.close(audio.closeCode, 'platform closed')
-    }).catch(() => vendor.terminate())
   }
 }

@@ -7,11 +7,15 @@ export interface UpstreamConfig {
   readonly headers: Readonly<Record<string, string>>
   readonly weight: number
   readonly maxStreams: number
+  readonly maxPendingHandshakes: number
+  readonly maxInFlight: number
 }
 
 export interface RouteConfig {
   readonly name: string
   readonly default: boolean
+  /** Text hook: answer 202 at once and deliver in the background. */
+  readonly async: boolean
   /** Absolute path of the mapping file. */
   readonly mapping: string
   readonly auth: { readonly audio?: readonly string[]; readonly text?: readonly string[] }
@@ -27,6 +31,37 @@ export interface AudioSettings {
   readonly bufferBytes: number
   readonly vendorHighWaterBytes: number
   readonly backpressurePolicy: 'drop-oldest' | 'close'
+  readonly replaySeconds: number
+  readonly failoverTimeoutSeconds: number
+  readonly reattachGraceSeconds: number
+  readonly vendorPingSeconds: number
+}
+
+export interface HealthSettings {
+  readonly active: { readonly kind: 'ws' | 'http' | 'none'; readonly path: string; readonly intervalSeconds: number; readonly timeoutSeconds: number; readonly unhealthyThreshold: number; readonly healthyThreshold: number }
+  readonly passive: { readonly consecutiveFailures: number; readonly baseEjectionSeconds: number; readonly maxEjectionSeconds: number }
+}
+
+export interface StoreSettings {
+  readonly keyPrefix: string
+  readonly syncIntervalSeconds: number
+  readonly leaseSeconds: number
+  readonly sentinels?: readonly { readonly host: string; readonly port: number }[]
+  readonly sentinelName: string
+  readonly clusterNodes?: readonly { readonly host: string; readonly port: number }[]
+}
+
+/** The text hook and its vendor HTTP calls (schemas/gateway-config.schema.json `text`). */
+export interface TextSettings {
+  readonly maxBodyBytes: number
+  readonly timeoutSeconds: number
+  readonly connectTimeoutSeconds: number
+  readonly headersTimeoutSeconds: number
+  readonly bodyTimeoutSeconds: number
+  readonly connectionsPerReplica: number
+  readonly maxResponseBytes: number
+  readonly asyncQueueSize: number
+  readonly asyncConcurrency: number
 }
 
 export interface EmulatorConfig { readonly kind: 'passthrough' | 'json-events'; readonly port: number; readonly host: string; readonly resultEveryFrames: number }
@@ -39,6 +74,9 @@ export interface Config {
   readonly redis: string | null
   readonly uws: { readonly allowFallback: boolean; readonly idleTimeoutSeconds: number; readonly maxPayloadBytes: number; readonly maxBackpressureBytes: number }
   readonly audio: AudioSettings
+  readonly text: TextSettings
+  readonly health: HealthSettings
+  readonly store: StoreSettings
   readonly log: { readonly level: string }
   readonly emulators: readonly EmulatorConfig[]
   readonly routes: Readonly<Record<string, RouteConfig>>

@@ -6,6 +6,7 @@ import type { ServerState } from './state'
 export function readiness (state: ServerState): { ready: boolean; reasons: string[] } {
   const reasons: string[] = []
   if (state.draining) reasons.push('draining')
+  if (!state.store.up()) reasons.push('shared store (Redis) unreachable')
   for (const r of state.routes.values()) {
     if (r.mapping.audio !== null && r.config.upstreams.some(u => u.audio !== undefined) && !r.pool.hasAudioCapacity()) reasons.push(`route ${r.name}: no healthy audio upstream`)
   }
@@ -37,8 +38,8 @@ export function mountAdmin (app: uWS.TemplatedApp, state: ServerState): void {
     const routes = [...state.routes.values()].map(r => ({
       route: r.name,
       vendor: r.mapping.vendor,
-      replicas: r.pool.replicas.map(p => ({ name: p.name, healthy: p.healthy, state: p.healthy ? 'up' : 'down', activeStreams: p.activeStreams, audio: p.config.audio !== undefined, text: p.config.text !== undefined }))
+      replicas: r.pool.replicas.map(p => ({ name: p.name, healthy: p.healthy, ...p.describe(), activeStreams: p.activeStreams, fleetStreams: p.fleetStreams, inFlight: p.inFlight, consecutiveFailures: p.consecutiveFailures, ejections: p.ejections, audio: p.config.audio !== undefined, text: p.config.text !== undefined }))
     }))
-    sendJson(res, 200, { routes })
+    sendJson(res, 200, { instance: state.store.instanceId, store: { kind: state.store.kind, up: state.store.up() }, parkedSessions: state.sessions.parkedCount, routes })
   })
 }

@@ -1,12 +1,17 @@
 import * as uWS from 'uWebSockets.js'
+import { SessionRegistry } from '../audio/session'
 import type { Config } from '../config/types'
 import { loadMapping } from '../mapping/compile'
 import { buildRoute, type RouteRuntime } from '../route'
 import type { Logger } from '../telemetry/log'
 import type { Metrics } from '../telemetry/metrics'
+import type { Store } from '../store/port'
+import { TextHook } from '../text/utterance'
+import { Prober } from '../upstream/health'
 import { mountAdmin, mountHealth } from './admin'
 import { mountAudio } from './audio-route'
 import { mountExamples } from './examples'
+import { mountText } from './text-route'
 import { sendProblem } from './http'
 import type { ServerState } from './state'
 
@@ -28,10 +33,10 @@ export interface RunningServer {
   close: () => void
 }
 
-export interface ServerOptions { config: Config; log: Logger; metrics: Metrics; version: string }
+export interface ServerOptions { config: Config; log: Logger; metrics: Metrics; store: Store; version: string }
 
 export async function startServer (opts: ServerOptions): Promise<RunningServer> {
-  const { config, log, metrics } = opts
+  const { config, log, metrics, store } = opts
   const build = uwsBuild()
   metrics.buildInfo.set({ version: opts.version, uws_native: String(build.native) }, 1)
   if (!build.native) {
@@ -46,11 +51,37 @@ export async function startServer (opts: ServerOptions): Promise<RunningServer> 
   const routes = new Map<string, RouteRuntime>()
   let defaultRoute: RouteRuntime | null = null
   for (const rc of Object.values(config.routes)) {
-    const r = buildRoute(rc, loadMapping(rc.mapping))
+    const r = buildRoute(rc, loadMapping(rc.mapping), store, config.health)
     routes.set(rc.name, r)
     if (rc.default) defaultRoute = r
   }
-  const state: ServerState = { config, routes, defaultRoute, metrics, log, draining: false, legs: new Set(), uwsNative: build.native }
+  const sessions = new SessionRegistry()
+  const state: ServerState = { config, routes, defaultRoute, metrics, log, draining: false, legs: new Set(), uwsNative: build.native, store, sessions }
+  const pools = [...routes.values()].map(r => r.pool)
+  metrics.replicaHealth = () => pools.flatMap(p => p.replicas.map(r => ({ route: r.route, upstream: r.name, healthy: r.healthy })))
+  metrics.storeIsUp = () => store.up()
+  const prober = new Prober(pools, config.health.active, store, {
+    checked: (r, ok) => metrics.healthChecks.inc({ route: r.route, upstream: r.name, result: ok ? 'ok' : 'failed' }),
+    changed: (r, st, reason) => {
+      log[st === 'down' ? 'error' : 'info']({ event: 'upstream_health', route: r.route, upstream: r.name, state: st, reason }, `replica ${r.name} is ${st}`)
+    }
+  })
+  // Sessions on a replica that turned down (probed here or by the fleet's prober) move off it.
+  const wasDown = new Set<string>()
+  const onHealth = (): void => {
+    for (const p of pools) {
+      for (const r of p.replicas) {
+        if (!r.probedUp && !wasDown.has(r.key)) { wasDown.add(r.key); sessions.onReplicaDown(r) } else if (r.probedUp) wasDown.delete(r.key)
+      }
+    }
+  }
+  store.onSync(onHealth)
+  // This instance's stream counts go to the fleet with every store sync.
+  const report = setInterval(() => {
+    store.reportStreams(new Map(pools.flatMap(p => p.replicas.map(r => [r.key, r.activeStreams] as [string, number]))))
+  }, Math.max(100, config.store.syncIntervalSeconds * 1000))
+  report.unref()
+  prober.start()
 
   const tls = config.listen.tls
   const app = tls === null
@@ -58,6 +89,8 @@ export async function startServer (opts: ServerOptions): Promise<RunningServer> 
     : uWS.SSLApp({ cert_file_name: tls.cert, key_file_name: tls.key, ...(tls.passphrase !== undefined ? { passphrase: tls.passphrase } : {}) })
   if (tls === null) log.warn({ event: 'plain_listener' }, 'listen.tls is not configured: serving plain WS/HTTP; use TLS in production')
   mountAudio(app, state)
+  const text = new TextHook(routes.values(), { settings: config.text, metrics, log })
+  mountText(app, state, text)
   mountExamples(app, state)
   mountHealth(app, state)
   app.any('/*', res => sendProblem(res, 'NOT_FOUND'))
@@ -88,12 +121,16 @@ export async function startServer (opts: ServerOptions): Promise<RunningServer> 
       closed = true
       state.draining = true
       metrics.draining.set(1)
+      prober.stop()
+      clearInterval(report)
       uWS.us_listen_socket_close(publicSocket)
       uWS.us_listen_socket_close(adminSocket)
       for (const leg of [...state.legs]) leg.shutdown('SHUTTING_DOWN')
+      for (const s of [...sessions.all()]) s.close(true)
       // TemplatedApp.close() exists at run time (uWS ≥ 20.27) but is missing from the bundled typings.
       ;(app as unknown as { close: () => void }).close()
       ;(admin as unknown as { close: () => void }).close()
+      text.close().catch(err => log.error({ event: 'text_close_failed', err }, 'closing vendor HTTP pools failed'))
     }
   }
 }

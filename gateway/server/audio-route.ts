@@ -55,6 +55,8 @@ export function mountAudio (app: uWS.TemplatedApp, state: ServerState): void {
         route: data.route,
         settings: cfg.audio,
         metrics: state.metrics,
+        store: state.store,
+        registry: state.sessions,
         log: state.log.child({ route: data.route.name, legId }),
         clock: systemClock,
         legId,

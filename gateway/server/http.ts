@@ -4,7 +4,7 @@ import type { Problem } from '../validate/compile'
 
 export const STATUS_TEXT: Record<number, string> = {
   200: 'OK', 202: 'Accepted', 400: 'Bad Request', 401: 'Unauthorized', 404: 'Not Found', 405: 'Method Not Allowed',
-  408: 'Request Timeout', 413: 'Payload Too Large', 415: 'Unsupported Media Type', 500: 'Internal Server Error',
+  408: 'Request Timeout', 409: 'Conflict', 413: 'Payload Too Large', 415: 'Unsupported Media Type', 500: 'Internal Server Error',
   502: 'Bad Gateway', 503: 'Service Unavailable', 504: 'Gateway Timeout'
 }
 

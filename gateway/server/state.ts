@@ -1,4 +1,6 @@
 import type { AudioLeg } from '../audio/leg'
+import type { SessionRegistry } from '../audio/session'
+import type { Store } from '../store/port'
 import type { Config } from '../config/types'
 import type { RouteRuntime } from '../route'
 import type { Logger } from '../telemetry/log'
@@ -15,4 +17,6 @@ export interface ServerState {
   /** Live audio legs, so shutdown can end them. */
   legs: Set<AudioLeg>
   uwsNative: boolean
+  store: Store
+  sessions: SessionRegistry
 }

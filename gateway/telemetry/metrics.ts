@@ -21,12 +21,23 @@ export const CATALOGUE = {
   ws_closes_total: { type: 'counter', help: 'WebSocket closes by side (platform, vendor) and close code.', labels: ['side', 'code'] },
   auth_failures_total: { type: 'counter', help: 'Refused credentials, by hook (audio, text) and reason (missing, invalid).', labels: ['hook', 'reason'] },
   validation_failures_total: { type: 'counter', help: 'Platform messages refused as not JSON or not matching the interface schema.', labels: ['hook'] },
-  mapping_errors_total: { type: 'counter', help: 'Mapping expressions that failed or produced an unusable value, by stage.', labels: ['route', 'stage'] }
+  mapping_errors_total: { type: 'counter', help: 'Mapping expressions that failed or produced an unusable value, by stage.', labels: ['route', 'stage'] },
+  text_requests_total: { type: 'counter', help: 'Text hook requests answered, by route and HTTP status code (route is empty when the path named no known route).', labels: ['route', 'code'] },
+  text_request_duration_seconds: { type: 'histogram', help: 'Text hook requests: from the request line to the answer written (202 for asynchronous routes).', labels: ['route'] },
+  upstream_requests_total: { type: 'counter', help: 'Vendor HTTP calls, by result (ok, status_4xx, status_5xx, timeout, connect_failed, bad_answer, no_replica).', labels: ['route', 'upstream', 'result'] },
+  upstream_request_duration_seconds: { type: 'histogram', help: 'Vendor HTTP calls: from sending the mapped request to the whole answer read, per replica tried.', labels: ['route', 'upstream'] },
+  audio_failovers_total: { type: 'counter', help: 'Mid-call vendor session replacements, by result (ok, failed).', labels: ['route', 'result'] },
+  audio_gap_seconds: { type: 'histogram', help: 'Per failover incident: time from losing the vendor session to audio flowing on the new one.', labels: ['route'] },
+  audio_reattach_total: { type: 'counter', help: 'Platform legs that came back with the same busNo, contactId and perspective, by result (same_session, new_session_same_replica, expired).', labels: ['route', 'result'] },
+  upstream_healthy: { type: 'gauge', help: '1 when the replica can take new work (probed up and not ejected).', labels: ['route', 'upstream'] },
+  upstream_ejections_total: { type: 'counter', help: 'Passive ejections of a replica after gateway-side failures.', labels: ['route', 'upstream'] },
+  upstream_health_checks_total: { type: 'counter', help: 'Active probes, by result (ok, failed).', labels: ['route', 'upstream', 'result'] },
+  store_up: { type: 'gauge', help: '1 when the shared store (Redis) is reachable, or the store is in-memory.', labels: [] }
 } as const
 
 export type MetricName = keyof typeof CATALOGUE
 export type Direction = 'from_platform' | 'to_vendor' | 'from_vendor' | 'to_platform'
-export type DropReason = 'hold_overflow' | 'backpressure' | 'vendor_binary' | 'after_close'
+export type DropReason = 'hold_overflow' | 'backpressure' | 'vendor_binary' | 'after_close' | 'failover'
 
 /** Plain per-leg integers; the relay increments these and nothing else per frame. */
 export class LegCounters {
@@ -42,13 +53,14 @@ export class LegCounters {
   dropBackpressure = 0
   dropVendorBinary = 0
   dropAfterClose = 0
+  dropFailover = 0
   bufferedBytes = 0
   active = false
   constructor (readonly route: string) {}
 }
 
 type Totals = Omit<LegCounters, 'route' | 'active' | 'bufferedBytes'>
-const FIELDS = ['framesFromPlatform', 'bytesFromPlatform', 'framesToVendor', 'bytesToVendor', 'framesFromVendor', 'bytesFromVendor', 'framesToPlatform', 'bytesToPlatform', 'dropHold', 'dropBackpressure', 'dropVendorBinary', 'dropAfterClose'] as const
+const FIELDS = ['framesFromPlatform', 'bytesFromPlatform', 'framesToVendor', 'bytesToVendor', 'framesFromVendor', 'bytesFromVendor', 'framesToPlatform', 'bytesToPlatform', 'dropHold', 'dropBackpressure', 'dropVendorBinary', 'dropAfterClose', 'dropFailover'] as const
 
 export class Metrics {
   readonly registry = new Registry()
@@ -64,9 +76,24 @@ export class Metrics {
   readonly authFailures: Counter
   readonly validationFailures: Counter
   readonly mappingErrors: Counter
+  readonly textRequests: Counter
+  readonly textDuration: Histogram
+  readonly upstreamRequests: Counter
+  readonly upstreamDuration: Histogram
+  readonly failovers: Counter
+  readonly gapSeconds: Histogram
+  readonly reattach: Counter
+  readonly upstreamHealthy: Gauge
+  readonly ejections: Counter
+  readonly healthChecks: Counter
+  readonly storeUp: Gauge
+  /** Set by the server: every replica's health, read at scrape time. */
+  replicaHealth: () => { route: string; upstream: string; healthy: boolean }[] = () => []
+  storeIsUp: () => boolean = () => true
 
   constructor () {
     const r = [this.registry]
+    const self = this
     const name = (n: MetricName): string => PREFIX + n
     const help = (n: MetricName): string => CATALOGUE[n].help
     const labels = (n: MetricName): string[] => [...CATALOGUE[n].labels]
@@ -81,8 +108,25 @@ export class Metrics {
     this.authFailures = counter('auth_failures_total')
     this.validationFailures = counter('validation_failures_total')
     this.mappingErrors = counter('mapping_errors_total')
+    const httpBuckets = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]
+    this.textRequests = counter('text_requests_total')
+    this.textDuration = new Histogram({ name: name('text_request_duration_seconds'), help: help('text_request_duration_seconds'), labelNames: labels('text_request_duration_seconds'), buckets: httpBuckets, registers: r })
+    this.upstreamRequests = counter('upstream_requests_total')
+    this.upstreamDuration = new Histogram({ name: name('upstream_request_duration_seconds'), help: help('upstream_request_duration_seconds'), labelNames: labels('upstream_request_duration_seconds'), buckets: httpBuckets, registers: r })
+    this.failovers = counter('audio_failovers_total')
+    this.gapSeconds = new Histogram({ name: name('audio_gap_seconds'), help: help('audio_gap_seconds'), labelNames: labels('audio_gap_seconds'), buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60], registers: r })
+    this.reattach = counter('audio_reattach_total')
+    this.upstreamHealthy = new Gauge({
+      name: name('upstream_healthy'), help: help('upstream_healthy'), labelNames: labels('upstream_healthy'), registers: r,
+      collect () {
+        this.reset()
+        for (const h of self.replicaHealth()) this.set({ route: h.route, upstream: h.upstream }, h.healthy ? 1 : 0)
+      }
+    })
+    this.ejections = counter('upstream_ejections_total')
+    this.healthChecks = counter('upstream_health_checks_total')
+    this.storeUp = new Gauge({ name: name('store_up'), help: help('store_up'), registers: r, collect () { this.set(self.storeIsUp() ? 1 : 0) } })
 
-    const self = this
     // Published at scrape time from the plain per-leg integers: nothing per frame touches prom-client.
     new Gauge({
       name: name('audio_sessions_active'), help: help('audio_sessions_active'), labelNames: labels('audio_sessions_active'), registers: r,
@@ -114,7 +158,7 @@ export class Metrics {
     }
     publish('audio_frames_total', [['from_platform', t => t.framesFromPlatform], ['to_vendor', t => t.framesToVendor], ['from_vendor', t => t.framesFromVendor], ['to_platform', t => t.framesToPlatform]], 'direction')
     publish('audio_bytes_total', [['from_platform', t => t.bytesFromPlatform], ['to_vendor', t => t.bytesToVendor], ['from_vendor', t => t.bytesFromVendor], ['to_platform', t => t.bytesToPlatform]], 'direction')
-    publish('audio_dropped_frames_total', [['hold_overflow', t => t.dropHold], ['backpressure', t => t.dropBackpressure], ['vendor_binary', t => t.dropVendorBinary], ['after_close', t => t.dropAfterClose]], 'reason')
+    publish('audio_dropped_frames_total', [['hold_overflow', t => t.dropHold], ['backpressure', t => t.dropBackpressure], ['vendor_binary', t => t.dropVendorBinary], ['after_close', t => t.dropAfterClose], ['failover', t => t.dropFailover]], 'reason')
   }
 
   /** A new leg's counters; call `endLeg` exactly once when the leg is over. */

@@ -5,7 +5,7 @@ export interface VendorEvents {
   onOpen: () => void
   onText: (text: string) => void
   onBinary: (bytes: number) => void
-  /** `opened` false: the connection never opened (connect, TLS or upgrade failure; `error` says why). */
+  /** `opened` false: the connection never opened (connect, TLS or upgrade failure); `error` says why, when known (also 'missed pong'). */
   onClose: (code: number, reason: string, opened: boolean, error: string | null) => void
 }
 
@@ -21,6 +21,8 @@ export class VendorSocket {
   private opened = false
   private finished = false
   private lastError: string | null = null
+  private heartbeat: NodeJS.Timeout | null = null
+  private pongSeen = true
 
   constructor (url: string, opts: { headers: Record<string, string>; connectTimeoutMs: number; maxPayloadBytes?: number }, private readonly events: VendorEvents) {
     this.ws = new WebSocket(url, {
@@ -42,10 +44,12 @@ export class VendorSocket {
       // Translate once, at the edge: keep the library's code, never a URL with credentials in it.
       this.lastError = err.code ?? err.message.replace(/https?:\/\/\S+|wss?:\/\/\S+/g, '<url>')
     })
+    this.ws.on('pong', () => { this.pongSeen = true })
     this.ws.on('close', (code: number, reason: Buffer) => {
+      if (this.heartbeat !== null) clearInterval(this.heartbeat)
       if (this.finished) return
       this.finished = true
-      this.events.onClose(code, reason.toString('utf8'), this.opened, this.opened ? null : (this.lastError ?? 'closed before open'))
+      this.events.onClose(code, reason.toString('utf8'), this.opened, this.lastError ?? (this.opened ? null : 'closed before open'))
     })
   }
 
@@ -65,6 +69,24 @@ export class VendorSocket {
 
   sendText (text: string): void {
     this.ws.send(text)
+  }
+
+  /**
+   * Ping every `ms`; a pong still missing at the next ping means the vendor (or the path to it) is
+   * gone without a close: the socket is terminated and reported closed with 1006.
+   */
+  startHeartbeat (ms: number): void {
+    if (ms <= 0 || this.heartbeat !== null) return
+    this.heartbeat = setInterval(() => {
+      if (!this.pongSeen) {
+        this.lastError = 'missed pong'
+        this.ws.terminate()
+        return
+      }
+      this.pongSeen = false
+      if (this.isOpen) this.ws.ping()
+    }, ms)
+    this.heartbeat.unref()
   }
 
   /** Stop reading from the vendor (the platform side is backed up). */

@@ -39,7 +39,9 @@ export interface TestGateway extends Running {
 export async function startGateway (t: T, config: Record<string, unknown>, env: Record<string, string> = {}): Promise<TestGateway> {
   const dir = t.testdir()
   const configFile = join(dir, 'gateway.yaml')
-  writeFileSync(configFile, stringify({ listen: { host: '127.0.0.1', port: 0 }, admin: { host: '127.0.0.1', port: 0 }, ...config }))
+  // Tests that count vendor sessions or expect an immediate goodbye turn probes and re-attach on themselves.
+  const base = { listen: { host: '127.0.0.1', port: 0 }, admin: { host: '127.0.0.1', port: 0 }, health: { active: { kind: 'none' } }, audio: { reattachGraceSeconds: 0 } }
+  writeFileSync(configFile, stringify(merge(base, config)))
   const cfg = loadConfig(configFile, { AUDIO_TOKEN, TEXT_TOKEN, ...env })
   const logs = new LogCapture()
   const log = createLogger({ level: 'debug', secrets: cfg.secrets, destination: logs.stream })
@@ -54,6 +56,17 @@ export async function startGateway (t: T, config: Record<string, unknown>, env: 
     url: (path: string) => `${path.startsWith('/audio/') ? wsScheme : scheme}://127.0.0.1:${running.server.port}${path}`,
     adminUrl: (path: string) => `http://127.0.0.1:${running.server.adminPort}${path}`
   }
+}
+
+function merge (a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...a }
+  for (const [k, v] of Object.entries(b)) {
+    const prev = out[k]
+    out[k] = prev !== null && typeof prev === 'object' && !Array.isArray(prev) && v !== null && typeof v === 'object' && !Array.isArray(v) && k !== 'routes'
+      ? merge(prev as Record<string, unknown>, v as Record<string, unknown>)
+      : v
+  }
+  return out
 }
 
 export async function startVendor (t: T, opts: EmulatorOptions): Promise<VendorEmulator> {

@@ -93,9 +93,9 @@ t.test('more audio before CONNECTED than the hold buffer takes closes the leg wi
   t.match(metrics, /assist_gateway_audio_sessions_total\{route="demo",outcome="hold_buffer_overflow"\} 1/)
 })
 
-t.test('the vendor drops mid-call: the platform gets a clear ERROR and a close', async t => {
+t.test('the vendor drops mid-call and failover is off: the platform gets a clear ERROR and a close', async t => {
   const vendor = await startVendor(t, { kind: 'json-events' })
-  const gw = await startGateway(t, { routes: { demo: routeTo([vendor], 'mappings/json-events.yaml') } })
+  const gw = await startGateway(t, { audio: { failoverTimeoutSeconds: 0 }, routes: { demo: routeTo([vendor], 'mappings/json-events.yaml') } })
   const leg = platformLeg(t, gw.url('/audio/demo'), init(7003))
   t.equal((await leg.answer).command, 'CONNECTED')
   for (let i = 0; i < 5; i++) leg.send(frame(3, i))

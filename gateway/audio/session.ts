@@ -1,0 +1,562 @@
+import type { AudioSettings } from '../config/types'
+import { GatewayError } from '../errors'
+import { frameOf, run, truthy, type MappingInput } from '../mapping/run'
+import type { RouteRuntime } from '../route'
+import type { Store } from '../store/port'
+import type { Logger } from '../telemetry/log'
+import type { LegCounters, Metrics } from '../telemetry/metrics'
+import type { Replica } from '../upstream/pool'
+import { VendorSocket } from '../upstream/ws-leg'
+import { validator } from '../validate/compile'
+import { HoldBuffer } from './hold-buffer'
+import { ReplayRing } from './replay-ring'
+import type { Clock } from './leg'
+
+/** The platform leg a session currently serves (audio/leg.ts). */
+export interface SessionOwner {
+  /** The vendor session is ready (first time, or for a leg that re-attached). */
+  sessionReady: (parameters: Record<string, unknown>) => void
+  /** The session gave up; the owner ends its platform leg with this error. The session closes itself. */
+  sessionFailed: (error: GatewayError, extra: Record<string, unknown>) => void
+  /** A MESSAGE for the platform (already a PlatformWebSocketMessage in JSON). */
+  deliver: (text: string) => void
+}
+
+export interface SessionDeps {
+  route: RouteRuntime
+  settings: AudioSettings
+  metrics: Metrics
+  store: Store
+  clock: Clock
+  registry: SessionRegistry
+  log: Logger
+}
+
+/**
+ * Vendor session states. OPENING: first vendor socket being opened / not ready yet. READY: audio
+ * flows. RECOVERING: the vendor socket was lost mid-call; a replacement is being opened (audio is
+ * queued, the platform leg stays open). CLOSED: over.
+ */
+export type SessionState = 'OPENING' | 'READY' | 'RECOVERING' | 'CLOSED'
+
+const BACKLOG_POLL_MS = 10
+const RETRY_BACKOFF_MS = [100, 250, 500, 1000, 2000]
+
+/**
+ * The vendor side of one call leg. It may outlive a platform connection: when the platform drops (a
+ * lost connection, a hold), the session is parked for `reattachGraceSeconds` and a leg that comes back
+ * with the same busNo, contactId and perspective continues it. When the vendor socket fails mid-call
+ * the session opens a replacement (another healthy replica first), replays the recent audio the failed
+ * socket may not have processed, then continues with the audio queued meanwhile.
+ */
+export class VendorSession {
+  state: SessionState = 'OPENING'
+  readonly counters: LegCounters
+  owner: SessionOwner | null
+  private ownerTold = false
+  private socket: VendorSocket | null = null
+  private replica: Replica | null = null
+  private socketReady = false
+  private readonly queue = new HoldBuffer()
+  private readonly ring: ReplayRing
+  private queueLimit: number
+  private readonly highWater: number
+  private candidates: Replica[] = []
+  private lastError: string | null = null
+  private failedReplica: Replica | null = null
+  private lostAt = 0
+  private deadline = 0
+  private attempt = 0
+  private readyTimer: NodeJS.Timeout | null = null
+  private retryTimer: NodeJS.Timeout | null = null
+  private backlogTimer: NodeJS.Timeout | null = null
+  private parkTimer: NodeJS.Timeout | null = null
+  private chain: Promise<void> = Promise.resolve()
+  private vendorParams: Record<string, unknown> = {}
+  private log: Logger
+
+  constructor (private readonly deps: SessionDeps, owner: SessionOwner, private input: MappingInput, readonly key: string, readonly id: string) {
+    this.owner = owner
+    this.counters = deps.metrics.startLeg(deps.route.name)
+    this.ring = new ReplayRing(Math.round(deps.settings.replaySeconds * 8000))
+    this.queueLimit = deps.settings.holdBufferBytes
+    this.highWater = deps.settings.vendorHighWaterBytes
+    this.log = deps.log
+  }
+
+  /** Read through a getter so checks after an await are not narrowed away by the compiler. */
+  private get closed (): boolean { return this.state === 'CLOSED' }
+
+  // ---- audio in (per-frame path) -------------------------------------------------------------
+
+  /** Per-frame path. `data` is only valid during this call. */
+  write (data: ArrayBuffer): void {
+    const socket = this.socket
+    if (this.state === 'READY' && this.queue.bytes === 0 && socket !== null && socket.bufferedAmount < this.highWater) {
+      socket.sendBinary(data)
+      this.ring.push(data)
+      this.counters.framesToVendor++
+      this.counters.bytesToVendor += data.byteLength
+      return
+    }
+    this.enqueue(data)
+  }
+
+  private enqueue (data: ArrayBuffer): void {
+    const c = this.counters
+    if (this.state === 'CLOSED') {
+      c.dropAfterClose++
+      return
+    }
+    if (this.state === 'OPENING') {
+      if (this.queue.bytes + data.byteLength > this.queueLimit) {
+        c.dropHold += this.queue.length + 1
+        this.queue.clear()
+        this.giveUp(new GatewayError('HOLD_BUFFER_OVERFLOW', { detail: `more than ${this.queueLimit} bytes` }), {})
+        return
+      }
+    } else {
+      // READY but backed up, or RECOVERING: bounded; the oldest audio goes first (counted).
+      while (this.queue.bytes + data.byteLength > this.queueLimit) {
+        if (this.state === 'READY' && this.deps.settings.backpressurePolicy === 'close') {
+          c.dropBackpressure += this.queue.length + 1
+          this.queue.clear()
+          this.giveUp(new GatewayError('BACKPRESSURE_OVERFLOW'), {})
+          return
+        }
+        if (this.queue.shift() === undefined) break
+        if (this.state === 'RECOVERING') c.dropFailover++
+        else c.dropBackpressure++
+      }
+    }
+    this.queue.push(data)
+    c.bufferedBytes = this.queue.bytes
+    if (this.state === 'READY') this.armBacklog()
+  }
+
+  /** Write queued frames while the vendor socket is below its high-water mark. */
+  private flushQueue (): void {
+    const socket = this.socket
+    if (socket === null || this.state !== 'READY') return
+    const c = this.counters
+    while (this.queue.length > 0 && socket.bufferedAmount < this.highWater) {
+      const f = this.queue.shift()!
+      socket.sendBinary(f)
+      this.ring.push(f)
+      c.framesToVendor++
+      c.bytesToVendor += f.length
+    }
+    c.bufferedBytes = this.queue.bytes
+    if (this.queue.length > 0) this.armBacklog()
+  }
+
+  private armBacklog (): void {
+    if (this.backlogTimer !== null) return
+    this.backlogTimer = this.deps.clock.setTimeout(() => {
+      this.backlogTimer = null
+      this.flushQueue()
+    }, BACKLOG_POLL_MS)
+  }
+
+  pauseVendor (): void { this.socket?.pause() }
+  resumeVendor (): void { this.socket?.resume() }
+
+  // ---- opening -------------------------------------------------------------------------------
+
+  /** Open the first vendor socket, on `preferred` first when given (affinity), else by balancing. */
+  start (preferred: Replica | null): void {
+    const all = this.deps.route.pool.audioCandidates()
+    this.candidates = preferred !== null && preferred.healthy ? [preferred, ...all.filter(r => r !== preferred)] : all
+    if (this.candidates.length === 0) {
+      this.giveUp(new GatewayError('NO_HEALTHY_UPSTREAM'), {})
+      return
+    }
+    this.connectNext()
+  }
+
+  private connectNext (): void {
+    if (this.state === 'CLOSED') return
+    const replica = this.candidates.shift()
+    if (replica === undefined) {
+      if (this.state === 'OPENING') {
+        this.giveUp(new GatewayError('UPSTREAM_UNREACHABLE', { detail: this.lastError ?? undefined }), {})
+        return
+      }
+      this.scheduleRetry()
+      return
+    }
+    const cfg = replica.config
+    this.replica = replica
+    this.socketReady = false
+    replica.activeStreams++
+    replica.pendingHandshakes++
+    replica.sessions.add(this)
+    let pending = true
+    const donePending = (): void => { if (pending) { pending = false; replica.pendingHandshakes-- } }
+    this.input = { ...this.input, upstream: { name: cfg.name, credential: cfg.credential ?? null, hasCredential: cfg.credential !== undefined } }
+    const socket = new VendorSocket(cfg.audio!, { headers: { ...cfg.headers }, connectTimeoutMs: this.deps.settings.connectTimeoutSeconds * 1000 }, {
+      onOpen: () => { donePending(); this.onSocketOpen(socket) },
+      onText: text => this.onSocketText(socket, text),
+      onBinary: bytes => { this.counters.dropVendorBinary++; this.counters.bytesFromVendor += bytes },
+      onClose: (code, reason, opened, error) => { donePending(); this.onSocketClose(socket, replica, code, reason, opened, error) }
+    })
+    this.socket = socket
+  }
+
+  private onSocketOpen (socket: VendorSocket): void {
+    if (socket !== this.socket) return
+    const audio = this.deps.route.mapping.audio!
+    this.run(async () => {
+      if (socket !== this.socket || this.state === 'CLOSED') return
+      if (audio.open !== null) {
+        const out = await run(audio.open, this.input)
+        if (socket !== this.socket || this.closed) return
+        if (!out.ok) {
+          this.deps.metrics.mappingErrors.inc({ route: this.deps.route.name, stage: 'open' })
+          this.giveUp(new GatewayError('MAPPING_FAILED', { detail: 'open' }), {}, out.error)
+          return
+        }
+        const frame = frameOf(out.value)
+        if (frame !== null) socket.sendText(frame)
+      }
+      if (audio.ready === null) {
+        this.socketBecameReady({})
+      } else {
+        this.readyTimer = this.deps.clock.setTimeout(() => {
+          this.readyTimer = null
+          if (socket !== this.socket || this.socketReady) return
+          this.attemptFailed('not ready in time', true, new GatewayError('UPSTREAM_NOT_READY'))
+        }, this.deps.settings.readyTimeoutSeconds * 1000)
+      }
+    })
+  }
+
+  private onSocketText (socket: VendorSocket, text: string): void {
+    if (socket !== this.socket) return
+    this.counters.framesFromVendor++
+    this.counters.bytesFromVendor += text.length
+    this.run(async () => await this.handleVendorText(socket, text))
+  }
+
+  private async handleVendorText (socket: VendorSocket, text: string): Promise<void> {
+    if (this.state === 'CLOSED' || socket !== this.socket) return
+    let msg: unknown
+    try { msg = JSON.parse(text) } catch { msg = { text } }
+    const input: MappingInput = { ...this.input, msg }
+    const audio = this.deps.route.mapping.audio!
+    const route = this.deps.route.name
+    if (!this.socketReady && audio.ready !== null) {
+      if (audio.ready.refused !== null && truthy(await run(audio.ready.refused, input))) {
+        const reason = audio.ready.reason === null ? null : await run(audio.ready.reason, input)
+        const vendorMessage = reason !== null && reason.ok && typeof reason.value === 'string' ? reason.value.slice(0, 512) : undefined
+        if (socket === this.socket) this.attemptFailed(`refused: ${vendorMessage ?? 'no reason'}`, false, new GatewayError('UPSTREAM_REFUSED'), { vendorMessage })
+        return
+      }
+      const ready = await run(audio.ready.when!, input)
+      if (!ready.ok) this.deps.metrics.mappingErrors.inc({ route, stage: 'ready' })
+      if (truthy(ready)) {
+        let params: Record<string, unknown> = {}
+        if (audio.ready.parameters !== null) {
+          const p = await run(audio.ready.parameters, input)
+          if (p.ok && p.value !== null && typeof p.value === 'object' && !Array.isArray(p.value)) params = p.value as Record<string, unknown>
+        }
+        if (socket === this.socket && !this.closed) this.socketBecameReady(params)
+        return
+      }
+      // Not a readiness message: a result that came early; it goes through the rules below, after
+      // CONNECTED (this runs on the session's ordered chain, so vendor order is kept).
+    }
+    for (const rule of audio.results) {
+      const when = await run(rule.when, input)
+      if (!when.ok) return this.resultError('when', when.error)
+      if (when.value !== true) continue
+      const out = await run(rule.emit, input)
+      if (!out.ok) return this.resultError('emit', out.error)
+      if (out.value === null || out.value === undefined) return
+      if (!validator('platform-websocket-message')(out.value)) return this.resultError('emit', 'the emitted value is not a PlatformWebSocketMessage')
+      if (this.owner === null) {
+        this.deps.metrics.vendorMessages.inc({ route, result: 'parked' })
+        return
+      }
+      this.owner.deliver(JSON.stringify(out.value))
+      this.deps.metrics.vendorMessages.inc({ route, result: 'emitted' })
+      return
+    }
+    this.deps.metrics.vendorMessages.inc({ route, result: 'unmatched' })
+  }
+
+  private resultError (stage: string, error: string): void {
+    this.deps.metrics.vendorMessages.inc({ route: this.deps.route.name, result: 'error' })
+    this.deps.metrics.mappingErrors.inc({ route: this.deps.route.name, stage: `result_${stage}` })
+    this.log.warn({ event: 'mapping_error', stage, mapping: this.deps.route.mapping.file, error }, 'a vendor result could not be mapped; the leg goes on')
+  }
+
+  /** The current socket is ready: first time (CONNECTED), or a failover completed. */
+  private socketBecameReady (params: Record<string, unknown>): void {
+    if (this.readyTimer !== null) {
+      this.deps.clock.clearTimeout(this.readyTimer)
+      this.readyTimer = null
+    }
+    this.socketReady = true
+    const replica = this.replica!
+    this.deps.route.pool.recordSuccess(replica)
+    this.socket!.startHeartbeat(this.deps.settings.vendorPingSeconds * 1000)
+    const wasRecovering = this.state === 'RECOVERING'
+    this.state = 'READY'
+    this.queueLimit = this.deps.settings.bufferBytes
+    this.attempt = 0
+    if (wasRecovering) {
+      const gap = (this.deps.clock.now() - this.lostAt) / 1000
+      this.deps.metrics.failovers.inc({ route: this.deps.route.name, result: 'ok' })
+      this.deps.metrics.gapSeconds.observe({ route: this.deps.route.name }, gap)
+      this.log.warn({ event: 'failover_done', upstream: replica.name, from: this.failedReplica?.name, gapSeconds: gap, queuedFrames: this.queue.length, droppedFrames: this.counters.dropFailover }, 'vendor session replaced; audio flowing again')
+    } else {
+      this.vendorParams = params
+    }
+    this.deps.store.setAffinity(this.key, { route: this.deps.route.name, replica: replica.name, instance: this.deps.store.instanceId, legId: this.id }, 86400)
+    this.tellOwner()
+    this.flushQueue()
+  }
+
+  private tellOwner (): void {
+    if (this.owner !== null && !this.ownerTold && this.state === 'READY') {
+      this.ownerTold = true
+      this.owner.sessionReady({ ...this.vendorParams })
+    }
+  }
+
+  // ---- failures, failover --------------------------------------------------------------------
+
+  private onSocketClose (socket: VendorSocket, replica: Replica, code: number, reason: string, opened: boolean, error: string | null): void {
+    replica.activeStreams--
+    replica.sessions.delete(this)
+    if (opened) this.deps.metrics.wsCloses.inc({ side: 'vendor', code: String(code) })
+    if (socket !== this.socket) return
+    this.socket = null
+    if (this.state === 'CLOSED') return
+    if (!opened) {
+      this.lastError = error
+      this.passiveFailure(replica, `connect: ${error ?? 'failed'}`)
+      this.log.warn({ event: 'upstream_connect_failed', upstream: replica.name, error }, 'vendor replica unreachable; trying the next one')
+      this.connectNext()
+      return
+    }
+    if (!this.socketReady) {
+      this.attemptFailed(`closed with ${code} before ready`, code === 1006 || code === 1011, new GatewayError('UPSTREAM_REFUSED', { detail: `vendor closed with ${code} before it was ready` }), { vendorCloseCode: code })
+      return
+    }
+    // Lost mid-call. Only gateway-side failures count against the replica, never a graceful close.
+    const abnormal = code === 1006 || code === 1011 || error !== null
+    if (abnormal) this.passiveFailure(replica, `closed ${code}${error !== null ? ` (${error})` : ''}`)
+    this.lose(`vendor closed with ${code}${error !== null ? ` (${error})` : ''}`, { vendorCloseCode: code, vendorCloseReason: reason.slice(0, 120) })
+  }
+
+  /** An opening attempt failed after the socket opened: first open ends the leg; a failover tries on. */
+  private attemptFailed (why: string, gatewaySide: boolean, error: GatewayError, extra: Record<string, unknown> = {}): void {
+    const replica = this.replica
+    if (gatewaySide && replica !== null) this.passiveFailure(replica, why)
+    const socket = this.socket
+    this.socket = null
+    socket?.terminate()
+    if (this.state === 'OPENING') {
+      this.giveUp(error, { upstream: replica?.name, ...extra })
+      return
+    }
+    this.lastError = why
+    this.log.warn({ event: 'failover_attempt_failed', upstream: replica?.name, why }, 'replacement vendor session failed; trying on')
+    this.connectNext()
+  }
+
+  private passiveFailure (replica: Replica, reason: string): void {
+    if (this.deps.route.pool.recordFailure(replica, reason)) {
+      this.deps.metrics.ejections.inc({ route: this.deps.route.name, upstream: replica.name })
+      this.deps.log.warn({ event: 'upstream_ejected', upstream: replica.name, reason: replica.ejectReason }, 'replica ejected after gateway-side failures')
+      this.deps.registry.onReplicaDown(replica)
+    }
+  }
+
+  /**
+   * The vendor session is gone (socket lost, missed pongs, replica ejected or marked down). With an
+   * owner and failover enabled: open a replacement and replay. Parked (no owner): just close.
+   */
+  lose (why: string, extra: Record<string, unknown> = {}): void {
+    if (this.state !== 'READY') return
+    const socket = this.socket
+    this.socket = null
+    socket?.terminate()
+    if (this.owner === null) {
+      this.log.info({ event: 'parked_session_lost', why }, 'parked vendor session lost; a re-attach will open a new one')
+      this.close(false)
+      return
+    }
+    if (this.deps.settings.failoverTimeoutSeconds <= 0) {
+      this.giveUp(new GatewayError('UPSTREAM_CLOSED', { detail: why }), extra)
+      return
+    }
+    this.state = 'RECOVERING'
+    this.socketReady = false
+    this.lostAt = this.deps.clock.now()
+    this.deadline = this.lostAt + this.deps.settings.failoverTimeoutSeconds * 1000
+    this.failedReplica = this.replica
+    const replay = this.ring.drain()
+    this.queue.unshiftAll(replay)
+    while (this.queue.bytes > this.queueLimit && this.queue.shift() !== undefined) this.counters.dropFailover++
+    this.counters.bufferedBytes = this.queue.bytes
+    this.log.warn({ event: 'failover_start', upstream: this.failedReplica?.name, why, replayFrames: replay.length }, 'vendor session lost mid-call; opening a replacement, the platform leg stays open')
+    this.candidates = this.deps.route.pool.audioCandidates(new Set(this.failedReplica !== null ? [this.failedReplica] : []))
+    this.connectNext()
+  }
+
+  private scheduleRetry (): void {
+    const now = this.deps.clock.now()
+    if (now >= this.deadline) {
+      this.deps.metrics.failovers.inc({ route: this.deps.route.name, result: 'failed' })
+      this.giveUp(new GatewayError('UPSTREAM_CLOSED', { detail: `no replica could take over within ${this.deps.settings.failoverTimeoutSeconds} s (last: ${this.lastError ?? 'none available'})` }), {})
+      return
+    }
+    const wait = Math.min(RETRY_BACKOFF_MS[Math.min(this.attempt, RETRY_BACKOFF_MS.length - 1)], this.deadline - now)
+    this.attempt++
+    this.retryTimer = this.deps.clock.setTimeout(() => {
+      this.retryTimer = null
+      if (this.state !== 'RECOVERING') return
+      this.candidates = this.deps.route.pool.audioCandidates()
+      if (this.candidates.length === 0 && this.failedReplica !== null && this.failedReplica.config.audio !== undefined) {
+        // Never eject the last replica in effect: after backoff, the failed one is tried again.
+        this.candidates = [this.failedReplica]
+      }
+      this.connectNext()
+    }, wait)
+  }
+
+  /** The session cannot go on: tell the owner (its leg fails with `error`), then close. */
+  private giveUp (error: GatewayError, extra: Record<string, unknown>, internal?: string): void {
+    if (this.state === 'CLOSED') return
+    if (this.state === 'RECOVERING') {
+      const dropped = this.queue.length
+      this.counters.dropFailover += dropped
+      this.deps.metrics.gapSeconds.observe({ route: this.deps.route.name }, (this.deps.clock.now() - this.lostAt) / 1000)
+      this.log.error({ event: 'failover_failed', droppedFrames: this.counters.dropFailover, detail: internal }, 'no vendor session could replace the lost one; ending the leg')
+      this.queue.clear()
+    }
+    const owner = this.owner
+    this.close(false)
+    owner?.sessionFailed(error, internal === undefined ? extra : { ...extra, detail: internal })
+  }
+
+  // ---- platform side: park, re-attach, close --------------------------------------------------
+
+  /** The platform leg is gone. Keep the vendor session for the re-attach grace, if there is one. */
+  park (): void {
+    this.owner = null
+    this.ownerTold = false
+    const grace = this.deps.settings.reattachGraceSeconds
+    if (grace <= 0 || this.state === 'OPENING') {
+      this.close(true)
+      return
+    }
+    this.deps.registry.park(this)
+    if (this.replica !== null) this.deps.store.setAffinity(this.key, { route: this.deps.route.name, replica: this.replica.name, instance: this.deps.store.instanceId, legId: this.id }, grace)
+    this.parkTimer = this.deps.clock.setTimeout(() => {
+      this.parkTimer = null
+      this.log.info({ event: 'grace_expired' }, 'no re-attach within the grace period; closing the vendor session')
+      this.close(true)
+    }, grace * 1000)
+  }
+
+  /** A platform leg with the same identity came back: it continues this vendor session. */
+  attach (owner: SessionOwner, init: Record<string, unknown>, log: Logger): void {
+    if (this.parkTimer !== null) {
+      this.deps.clock.clearTimeout(this.parkTimer)
+      this.parkTimer = null
+    }
+    this.owner = owner
+    this.ownerTold = false
+    this.log = log
+    this.input = { ...this.input, init }
+    this.deps.registry.unpark(this)
+    this.tellOwner()
+  }
+
+  /** End the session. `graceful`: queued audio, then the mapping's close frame, then the close handshake. */
+  close (graceful: boolean): void {
+    if (this.state === 'CLOSED') return
+    this.state = 'CLOSED'
+    for (const t of [this.readyTimer, this.retryTimer, this.backlogTimer, this.parkTimer]) if (t !== null) this.deps.clock.clearTimeout(t)
+    this.readyTimer = this.retryTimer = this.backlogTimer = this.parkTimer = null
+    const socket = this.socket
+    if (socket !== null) {
+      if (graceful && socket.isOpen && this.socketReady) {
+        while (this.queue.length > 0) {
+          const f = this.queue.shift()!
+          socket.sendBinary(f)
+          this.counters.framesToVendor++
+          this.counters.bytesToVendor += f.length
+        }
+        this.sayGoodbye(socket)
+      } else {
+        socket.terminate()
+      }
+    }
+    this.counters.dropAfterClose += this.queue.clear()
+    this.counters.bufferedBytes = 0
+    this.deps.registry.remove(this)
+    this.deps.store.deleteAffinity(this.key, this.id)
+    this.deps.metrics.endLeg(this.counters)
+  }
+
+  private sayGoodbye (socket: VendorSocket): void {
+    const audio = this.deps.route.mapping.audio!
+    if (audio.close === null) {
+      socket.close(audio.closeCode, 'platform closed')
+      return
+    }
+    const input = this.input
+    // The close expression is async; the chain keeps it after any result still being mapped.
+    this.chain = this.chain.then(async () => {
+      const out = await run(audio.close!, input)
+      if (!out.ok) {
+        this.deps.metrics.mappingErrors.inc({ route: this.deps.route.name, stage: 'close' })
+        this.log.warn({ event: 'mapping_error', stage: 'close', error: out.error }, 'close expression failed; closing the vendor socket without it')
+      } else {
+        const frame = frameOf(out.value)
+        if (frame !== null && socket.isOpen) socket.sendText(frame)
+      }
+      socket.close(audio.closeCode, 'platform closed')
+    }).catch(() => socket.terminate())
+  }
+
+  /** Control work (mapping evaluation) runs in arrival order, one at a time. */
+  private run (task: () => Promise<void>): void {
+    this.chain = this.chain.then(task).catch(err => {
+      this.log.error({ event: 'session_bug', err }, 'unexpected error in vendor session control work')
+      this.giveUp(new GatewayError('INTERNAL'), {})
+    })
+  }
+
+}
+
+/**
+ * Live vendor sessions of this instance by identity key, so a platform leg that comes back (or a
+ * duplicate whose predecessor's socket is not yet known dead) finds the session it had.
+ */
+export class SessionRegistry {
+  private readonly byKey = new Map<string, VendorSession>()
+  private readonly parked = new Set<VendorSession>()
+
+  get (key: string): VendorSession | undefined { return this.byKey.get(key) }
+  add (s: VendorSession): void { this.byKey.set(s.key, s) }
+  remove (s: VendorSession): void {
+    if (this.byKey.get(s.key) === s) this.byKey.delete(s.key)
+    this.parked.delete(s)
+  }
+
+  park (s: VendorSession): void { this.parked.add(s) }
+  unpark (s: VendorSession): void { this.parked.delete(s) }
+  get parkedCount (): number { return this.parked.size }
+  all (): IterableIterator<VendorSession> { return this.byKey.values() }
+
+  /** A replica was ejected or probed down: its sessions fail over now rather than at their next error. */
+  onReplicaDown (replica: Replica): void {
+    for (const s of [...replica.sessions]) s.lose(`replica ${replica.name} marked down`)
+  }
+}

@@ -1,0 +1,52 @@
+import type { Affinity, HealthRecord, Store } from './port'
+
+/** Single-instance store: the process's own maps. */
+export class MemoryStore implements Store {
+  readonly kind = 'memory' as const
+  private readonly health = new Map<string, HealthRecord>()
+  private readonly affinity = new Map<string, { a: Affinity; until: number }>()
+  private readonly listeners: (() => void)[] = []
+  constructor (readonly instanceId: string) {}
+  up (): boolean { return true }
+  reportStreams (): void {}
+  otherStreams (): number { return 0 }
+  writeHealth (key: string, record: HealthRecord): void {
+    this.health.set(key, record)
+    for (const fn of this.listeners) fn()
+  }
+
+  sharedHealth (): ReadonlyMap<string, HealthRecord> { return this.health }
+  setAffinity (key: string, a: Affinity, ttlSeconds: number): void {
+    this.affinity.set(key, { a, until: Date.now() + ttlSeconds * 1000 })
+  }
+
+  async getAffinity (key: string): Promise<Affinity | null> {
+    const hit = this.affinity.get(key)
+    if (hit === undefined) return null
+    if (hit.until < Date.now()) {
+      this.affinity.delete(key)
+      return null
+    }
+    return hit.a
+  }
+
+  deleteAffinity (key: string, legId: string): void {
+    if (this.affinity.get(key)?.a.legId === legId) this.affinity.delete(key)
+  }
+
+  isLeader (): boolean { return true }
+  onSync (fn: () => void): void { this.listeners.push(fn) }
+  private sweeper: NodeJS.Timeout | null = null
+  async start (): Promise<void> {
+    // Expired affinities nobody asked for again are swept, so a long-running instance does not grow.
+    this.sweeper = setInterval(() => {
+      const now = Date.now()
+      for (const [k, v] of this.affinity) if (v.until < now) this.affinity.delete(k)
+    }, 60_000)
+    this.sweeper.unref()
+  }
+
+  async close (): Promise<void> {
+    if (this.sweeper !== null) clearInterval(this.sweeper)
+  }
+}

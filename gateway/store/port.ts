@@ -1,0 +1,47 @@
+/**
+ * The shared-state port: everything gateway instances share goes through this one small interface,
+ * with an in-memory implementation (one instance, nothing else installed) and a Redis one (a fleet).
+ * Reads the per-leg and per-pick paths make are synchronous, from a cache the store refreshes on its
+ * own timer; writes are fire-and-forget. A store that loses its backend keeps answering from local
+ * state (`up()` false) and resumes sharing when the backend returns.
+ */
+export interface HealthRecord {
+  state: 'up' | 'down'
+  reason: string
+  /** ms since the epoch of the last state change. */
+  since: number
+  /** Instance that wrote it. */
+  by: string
+}
+
+/** Where a platform leg's vendor session lives, by `{busNo}:{contactId}:{perspective}` (and route). */
+export interface Affinity {
+  route: string
+  replica: string
+  instance: string
+  legId: string
+}
+
+export interface Store {
+  readonly kind: 'memory' | 'redis'
+  readonly instanceId: string
+  /** The backend is reachable (memory: always). */
+  up: () => boolean
+  /** This instance's live streams per `route/replica`; published with a lease so a dead instance's counts expire. */
+  reportStreams: (counts: ReadonlyMap<string, number>) => void
+  /** Streams other live instances report for `route/replica` (cached; 0 when unknown). */
+  otherStreams: (key: string) => number
+  /** Record an active-probe verdict for the fleet. */
+  writeHealth: (key: string, record: HealthRecord) => void
+  /** The fleet's health verdicts (cached). */
+  sharedHealth: () => ReadonlyMap<string, HealthRecord>
+  setAffinity: (key: string, affinity: Affinity, ttlSeconds: number) => void
+  getAffinity: (key: string) => Promise<Affinity | null>
+  deleteAffinity: (key: string, legId: string) => void
+  /** True while this instance holds the prober lease (memory, or backend down: always true). */
+  isLeader: () => boolean
+  /** Called after each refresh of the cache (health may have changed). */
+  onSync: (fn: () => void) => void
+  start: () => Promise<void>
+  close: () => Promise<void>
+}
