@@ -261,9 +261,11 @@ export type RechunkerOptions = { onChunk: (buf: Uint8Array) => void } & (
  * Accumulates a byte stream and emits fixed-size chunks (e.g. 20 ms platform frames → 100 ms
  * vendor chunks), synchronously from `push`.
  *
- * MUST: `onChunk` consumes or copies `buf` before it returns. `buf` is one internal buffer, reused
- * for every chunk, and is overwritten by the next `push`. (`ws.send(buf)` copies when it frames
- * the message, so passing it straight to a socket send is fine.)
+ * MUST: `onChunk` consumes or copies `buf` before it returns, and MUST NOT call `push`/`flush`
+ * on the same Rechunker. `buf` is one internal buffer, reused for every chunk and overwritten by
+ * the next `push`. A `ws` client socket's `send` copies (it masks into a new frame buffer), as
+ * does uWS `send`; anything that keeps the reference (`socket.write`, `ws` `send` on an unmasked
+ * server-side socket, a queue) needs `buf.slice()` first.
  */
 export class Rechunker {
   /** Chunk size in bytes. */

@@ -336,7 +336,8 @@ export class VendorSession {
     if (this.state === 'CLOSED') return
     if (!opened) {
       this.lastError = error
-      this.passiveFailure(replica, `connect: ${error ?? 'failed'}`)
+      // A vendor 4xx on the upgrade (bad credential, bad query) is the vendor's verdict, not a sick replica.
+      if (!/^HTTP 4\d\d$/.test(error ?? '')) this.passiveFailure(replica, `connect: ${error ?? 'failed'}`)
       this.log.warn({ event: 'upstream_connect_failed', upstream: replica.name, error }, 'vendor replica unreachable; trying the next one')
       this.connectNext()
       return

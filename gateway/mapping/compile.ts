@@ -2,6 +2,7 @@ import jsonata from 'jsonata'
 import { ConfigError } from '../errors'
 import { readStructured } from '../config/load'
 import { problemsOf, validator } from '../validate/compile'
+import { compileText, type TextMapping } from './text'
 
 /** A compiled JSONata expression: evaluate it on one input object. Never used per audio frame. */
 export type Expr = (input: unknown) => Promise<unknown>
@@ -19,8 +20,8 @@ export interface CompiledMapping {
   file: string
   vendor: string
   audio: AudioMapping | null
-  text: Record<string, unknown> | null
-  samples: { audio: unknown[] }
+  text: TextMapping | null
+  samples: { audio: unknown[]; text: unknown[] }
 }
 
 const cache = new Map<string, CompiledMapping>()
@@ -69,8 +70,9 @@ export function loadMapping (file: string): CompiledMapping {
       problems.push({ file, pointer: '/audio/ready/when', message: 'is required when ready is given' })
     }
   }
+  const text = raw.text === undefined ? null : compileText(raw.text, expr)
   if (problems.length > 0) throw new ConfigError(problems)
-  const mapping: CompiledMapping = { file, vendor: raw.vendor, audio, text: raw.text ?? null, samples: { audio: raw.samples?.audio ?? [] } }
+  const mapping: CompiledMapping = { file, vendor: raw.vendor, audio, text, samples: { audio: raw.samples?.audio ?? [], text: raw.samples?.text ?? [] } }
   cache.set(file, mapping)
   return mapping
 }

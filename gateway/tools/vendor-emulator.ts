@@ -20,6 +20,43 @@ export interface EmulatorOptions {
   token?: string
   /** Default: no logging. */
   log?: (line: string) => void
+  /** Text endpoints: how to answer (changeable later with setText). */
+  text?: TextBehaviour
+}
+
+/**
+ * How the text endpoints answer. Text requests: passthrough takes the platform's JSON
+ * (WebHooksMessagesRequest) by POST on any path but the report paths and answers a
+ * PlatformWebSocketMessage-shaped JSON; json-events takes its own REST shape,
+ * `POST /v1/conversations/{conversationId}/messages` with `{conversationId, businessUnit, tenant,
+ * role: customer|agent|system, text, attachments?, config?}` (strict: unknown fields, wrong types or a
+ * conversationId unlike the path's are 400) and answers `{data: {conversationId, role, reply,
+ * suggestions}, meta}`.
+ */
+export interface TextBehaviour {
+  /** Wait this long before answering (default 0). */
+  delayMs?: number
+  /** Never answer: the request stays open until the client gives up or the emulator closes. */
+  hang?: boolean
+  /** Answer every valid request with this status (e.g. 500, 502) and a JSON error body. */
+  status?: number
+  /** Required credential: json-events `authorization: Bearer <token>`; passthrough body `authorizationHeader`. 401 otherwise. */
+  token?: string
+}
+
+export interface TextRequestReport {
+  id: number
+  method: string
+  path: string
+  /** Request headers as received, with authorization redacted. */
+  headers: Record<string, string>
+  /** Parsed JSON (authorizationHeader redacted), or {unparsed: text}. */
+  body: unknown
+  /** Status answered; null while unanswered (slow or hanging). */
+  status: number | null
+  /** The validation problem, when the request was refused as malformed. */
+  error: string | null
+  receivedAt: number
 }
 
 export interface SessionReport {
@@ -53,6 +90,10 @@ export interface VendorEmulator {
   readonly url: string
   readonly httpUrl: string
   sessions(): SessionReport[]
+  /** Text requests received (the last 10,000), oldest first. */
+  textRequests(): TextRequestReport[]
+  /** Change how the text endpoints answer from now on. */
+  setText(behaviour: TextBehaviour): void
   /** Abruptly terminates every open session socket (TCP destroy, no close frame): a crashed vendor. */
   dropAll(): void
   /** Sends a close frame to every open session. */
@@ -226,6 +267,10 @@ export function startVendorEmulator(opts: EmulatorOptions): Promise<VendorEmulat
       reply(res, 200, all.map((s) => s.report()))
     } else if (req.method === 'GET' && path === '/healthz') {
       reply(res, 200, { ok: true })
+    } else if (req.method === 'GET' && path === '/text-requests') {
+      reply(res, 200, texts)
+    } else if (req.method === 'POST' && (kind === 'passthrough' ? !REPORT_PATHS.has(path) : JSON_EVENTS_PATH.test(path))) {
+      onTextRequest(req, res, path)
     } else {
       reply(res, 404, { error: 'not found' })
     }
@@ -234,6 +279,82 @@ export function startVendorEmulator(opts: EmulatorOptions): Promise<VendorEmulat
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     wss.handleUpgrade(req, socket, head, (ws) => accept(ws, req.url ?? '/'))
   })
+
+  let text: TextBehaviour = { ...(opts.text ?? {}) }
+  const texts: TextRequestReport[] = []
+  let textId = 0
+
+  function onTextRequest(req: IncomingMessage, res: ServerResponse, path: string): void {
+    const chunks: Buffer[] = []
+    let size = 0
+    req.on('data', (c: Buffer) => {
+      size += c.length
+      if (size <= MAX_PAYLOAD) chunks.push(c)
+    })
+    req.on('end', () => {
+      const raw = Buffer.concat(chunks).toString('utf8')
+      const parsed = parseText(raw)
+      const headers: Record<string, string> = {}
+      for (const [k, v] of Object.entries(req.headers)) {
+        if (v !== undefined) headers[k] = k === 'authorization' ? '[REDACTED]' : Array.isArray(v) ? v.join(', ') : v
+      }
+      const report: TextRequestReport = {
+        id: ++textId,
+        method: req.method ?? 'POST',
+        path,
+        headers,
+        body: parsed.ok ? redactText(parsed.value) : { unparsed: raw.slice(0, 200) },
+        status: null,
+        error: null,
+        receivedAt: Date.now(),
+      }
+      texts.push(report)
+      if (texts.length > MAX_TEXT_REPORTS) texts.splice(0, texts.length - MAX_TEXT_REPORTS)
+      const b = text
+      const answer = (status: number, body: unknown): void => {
+        report.status = status
+        if (!res.destroyed) reply(res, status, body)
+      }
+      const refuse = (status: number, code: string, message: string): void => {
+        report.error = message
+        log?.(`text ${report.id} refused ${status}: ${message}`)
+        answer(status, kind === 'json-events' ? { error: { code, message } } : { command: 'ERROR', messageType: code, message, parameters: {} })
+      }
+      if (size > MAX_PAYLOAD) return refuse(413, 'too_large', 'body too large')
+      if (!/^application\/json\s*(;|$)/i.test(req.headers['content-type'] ?? '')) return refuse(415, 'unsupported_media_type', 'content-type must be application/json')
+      if (!parsed.ok || !isObject(parsed.value)) return refuse(400, 'bad_request', 'body must be a JSON object')
+      const body = parsed.value
+      if (b.token !== undefined) {
+        const presented = kind === 'json-events' ? req.headers.authorization : body.authorizationHeader
+        const expected = kind === 'json-events' ? `Bearer ${b.token}` : b.token
+        if (presented !== expected) return refuse(401, 'unauthorized', 'credential missing or wrong')
+      }
+      const problem = kind === 'json-events' ? checkTextMessage(body, path) : checkPlatformUtterance(body)
+      if (problem !== null) return refuse(400, 'bad_request', problem)
+      if (b.hang === true) return
+      const go = (): void => {
+        if (b.status !== undefined && (b.status < 200 || b.status > 299)) {
+          return answer(b.status, kind === 'json-events' ? { error: { code: 'vendor_failure', message: `emulated ${b.status}` } } : { command: 'ERROR', messageType: 'VENDOR_FAILURE', message: `emulated ${b.status}`, parameters: {} })
+        }
+        if (kind === 'json-events') {
+          const echo = `echo: ${body.text as string}`
+          answer(200, {
+            data: { conversationId: body.conversationId, role: body.role, reply: echo, suggestions: [{ type: 'reply', text: echo, confidence: 0.9 }] },
+            meta: { vendor: 'json-events-emulator', seq: report.id, requestId: req.headers['x-request-id'] ?? null },
+          })
+        } else {
+          answer(200, {
+            command: 'MESSAGE',
+            messageType: 'SUGGESTION',
+            message: `echo: ${body.messageBody as string}`,
+            parameters: { contactId: body.contactId, participantId: body.participantId, seq: report.id },
+          })
+        }
+      }
+      if ((b.delayMs ?? 0) > 0) setTimeout(go, b.delayMs)
+      else go()
+    })
+  }
 
   function accept(ws: WebSocket, path: string): void {
     const s = new Session(nextId++, kind, path, ws)
@@ -422,6 +543,10 @@ export function startVendorEmulator(opts: EmulatorOptions): Promise<VendorEmulat
         url: `ws://${hostPart}:${port}/stream`,
         httpUrl: `http://${hostPart}:${port}`,
         sessions: () => all.map((s) => s.report()),
+        textRequests: () => texts.map((r) => ({ ...r })),
+        setText: (behaviour: TextBehaviour) => {
+          text = { ...behaviour }
+        },
         dropAll: () => {
           for (const s of live) s.ws.terminate()
         },
@@ -444,6 +569,39 @@ export function startVendorEmulator(opts: EmulatorOptions): Promise<VendorEmulat
       })
     })
   })
+}
+
+const REPORT_PATHS = new Set(['/sessions', '/healthz', '/text-requests'])
+const JSON_EVENTS_PATH = /^\/v1\/conversations\/[^/]+\/messages$/
+const MAX_TEXT_REPORTS = 10000
+const ROLES = ['customer', 'agent', 'system']
+const TEXT_FIELDS = new Set(['conversationId', 'businessUnit', 'tenant', 'role', 'text', 'attachments', 'config'])
+
+function redactText(value: unknown): unknown {
+  if (isObject(value) && 'authorizationHeader' in value) return { ...value, authorizationHeader: '[REDACTED]' }
+  return value
+}
+
+/** json-events text request: the first problem as "field: what is wrong", or null. Strict, as a real REST API. */
+export function checkTextMessage(msg: JsonObject, path: string): string | null {
+  for (const k of Object.keys(msg)) if (!TEXT_FIELDS.has(k)) return `${k}: unknown field`
+  if (typeof msg.conversationId !== 'string' || !/^[0-9]+$/.test(msg.conversationId)) return 'conversationId: must be a string of digits'
+  if (decodeURIComponent(path.split('/')[3]) !== msg.conversationId) return 'conversationId: must match the path'
+  if (!Number.isInteger(msg.businessUnit)) return 'businessUnit: must be an integer'
+  if (typeof msg.tenant !== 'string' || msg.tenant === '') return 'tenant: must be a non-empty string'
+  if (typeof msg.role !== 'string' || !ROLES.includes(msg.role)) return `role: must be one of ${ROLES.join(', ')}`
+  if (typeof msg.text !== 'string') return 'text: must be a string'
+  if ('attachments' in msg && !isObject(msg.attachments)) return 'attachments: must be an object'
+  if ('config' in msg && !isObject(msg.config)) return 'config: must be an object'
+  return null
+}
+
+/** passthrough text request: the platform's WebHooksMessagesRequest, loosely checked. */
+export function checkPlatformUtterance(msg: JsonObject): string | null {
+  if (typeof msg.messageBody !== 'string') return 'messageBody: must be a string'
+  if (typeof msg.participantId !== 'string') return 'participantId: must be a string'
+  if (!('contactId' in msg)) return 'contactId: is required'
+  return null
 }
 
 function reply(res: ServerResponse, status: number, body: unknown): void {

@@ -42,7 +42,8 @@ export class VendorSocket {
     })
     this.ws.on('error', (err: Error & { code?: string }) => {
       // Translate once, at the edge: keep the library's code, never a URL with credentials in it.
-      this.lastError = err.code ?? err.message.replace(/https?:\/\/\S+|wss?:\/\/\S+/g, '<url>')
+      const upgrade = /Unexpected server response: (\d+)/.exec(err.message)
+      this.lastError = upgrade !== null ? `HTTP ${upgrade[1]}` : (err.code ?? err.message.replace(/https?:\/\/\S+|wss?:\/\/\S+/g, '<url>'))
     })
     this.ws.on('pong', () => { this.pongSeen = true })
     this.ws.on('close', (code: number, reason: Buffer) => {

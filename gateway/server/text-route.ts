@@ -1,0 +1,103 @@
+import { randomUUID } from 'node:crypto'
+import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js'
+import { CODES, GatewayError, type ErrorCode } from '../errors'
+import type { RouteRuntime } from '../route'
+import type { TextHook, TextResult } from '../text/utterance'
+import { problemBody, send, readBody, STATUS_TEXT } from './http'
+import type { ServerState } from './state'
+
+export const DEFAULT_TEXT_PATH = '/agent_assist_text_webhooks/utterance'
+
+const JSON_TYPE = /^application\/(?:[\w.-]+\+)?json\s*(?:;|$)/i
+
+/**
+ * POST /text/{route} and POST /agent_assist_text_webhooks/utterance (the default route), handed to
+ * text/utterance. The server's own refusals come first, before a byte of the body is buffered:
+ * unknown route 404, draining 503, not JSON 415, a declared length over text.maxBodyBytes 413. Other
+ * methods on these paths: 405. Every answer carries x-request-id and is counted here.
+ */
+export function mountText (app: TemplatedApp, state: ServerState, hook: TextHook): void {
+  const limit = state.config.text.maxBodyBytes
+  const metrics = state.metrics
+  const counters = new Map<string, { inc: () => void }>()
+  const durations = new Map<string, { observe: (v: number) => void }>()
+  const count = (route: string, status: number, seconds: number): void => {
+    const key = `${route}\n${status}`
+    let c = counters.get(key)
+    if (c === undefined) counters.set(key, c = metrics.textRequests.labels(route, String(status)))
+    c.inc()
+    let d = durations.get(route)
+    if (d === undefined) durations.set(route, d = metrics.textDuration.labels(route))
+    d.observe(seconds)
+  }
+
+  const handle = (res: HttpResponse, req: HttpRequest, route: RouteRuntime | null | undefined): void => {
+    const started = performance.now()
+    // MUST come first (uWS): after an abort, res must never be touched again.
+    let aborted = false
+    res.onAborted(() => { aborted = true })
+    // MUST copy out of req now: it is stack-allocated and gone after this handler returns.
+    const contentType = req.getHeader('content-type')
+    const authorization = req.getHeader('authorization')
+    const declaredLength = req.getHeader('content-length')
+    const requestId = randomUUID()
+    const routeName = route?.name ?? ''
+    const headers = { 'x-request-id': requestId }
+
+    const answer = (result: TextResult, closeConnection = false): void => {
+      if (aborted) {
+        state.log.debug({ event: 'text_aborted', route: routeName, requestId }, 'the platform went away before the answer')
+        return
+      }
+      if (result.ok) {
+        send(res, result.status, 'application/json', JSON.stringify(result.value), headers)
+        count(routeName, result.status, (performance.now() - started) / 1000)
+        return
+      }
+      const status = CODES[result.error.code].status
+      const body = problemBody(result.error, result.problems, { requestId, ...result.extra })
+      if (closeConnection) {
+        // Past the body limit: answer and close, so the client stops sending the rest.
+        res.cork(() => {
+          res.writeStatus(`${status} ${STATUS_TEXT[status] ?? ''}`)
+          res.writeHeader('content-type', 'application/problem+json')
+          res.writeHeader('x-request-id', requestId)
+          res.end(body, true)
+        })
+      } else {
+        send(res, status, 'application/problem+json', body, headers)
+      }
+      count(routeName, status, (performance.now() - started) / 1000)
+    }
+    const refuse = (code: ErrorCode, closeConnection = false): void => {
+      state.log[CODES[code].status >= 500 ? 'error' : 'info']({ event: 'text_refused', route: routeName || undefined, requestId, code }, CODES[code].text)
+      answer({ ok: false, error: new GatewayError(code), problems: [], extra: {} }, closeConnection)
+    }
+
+    if (route === null || route === undefined || !hook.serves(route)) return refuse('ROUTE_NOT_FOUND')
+    if (state.draining) return refuse('SHUTTING_DOWN')
+    if (!JSON_TYPE.test(contentType)) return refuse('UNSUPPORTED_MEDIA_TYPE')
+    if (declaredLength !== '' && Number(declaredLength) > limit) return refuse('MESSAGE_TOO_LARGE', true)
+    readBody(res, limit, body => {
+      if (aborted) return
+      if (body === null) return refuse('MESSAGE_TOO_LARGE', true)
+      hook.handle({ route, body, authorization, requestId }).then(answer, (err: unknown) => {
+        state.log.error({ event: 'text_bug', route: routeName, requestId, err }, 'unexpected error in the text pipeline')
+        answer({ ok: false, error: new GatewayError('INTERNAL'), problems: [], extra: {} })
+      })
+    })
+  }
+
+  const notAllowed = (res: HttpResponse, route: RouteRuntime | null | undefined): void => {
+    const code: ErrorCode = route === null || route === undefined || !hook.serves(route) ? 'ROUTE_NOT_FOUND' : 'METHOD_NOT_ALLOWED'
+    const status = CODES[code].status
+    send(res, status, 'application/problem+json', problemBody(new GatewayError(code)), code === 'METHOD_NOT_ALLOWED' ? { allow: 'POST' } : {})
+    count(route?.name ?? '', status, 0)
+  }
+
+  app.post('/text/:route', (res, req) => handle(res, req, state.routes.get(req.getParameter(0) ?? '')))
+  app.post(DEFAULT_TEXT_PATH, (res, req) => handle(res, req, state.defaultRoute))
+  // Registered before the catch-all; uWS prefers the method-specific handlers above.
+  app.any('/text/:route', (res, req) => notAllowed(res, state.routes.get(req.getParameter(0) ?? '')))
+  app.any(DEFAULT_TEXT_PATH, res => notAllowed(res, state.defaultRoute))
+}
