@@ -171,7 +171,7 @@ export class AudioLeg implements SessionOwner {
       init: checked.init,
       leg: { id: this.deps.legId, route: route.name, ...id },
       route: { name: route.name, params: route.config.params, checksToken: route.audioAuth.required },
-      upstream: { name: '', credential: null, hasCredential: false }
+      upstream: { name: '', audio: null, credential: null, hasCredential: false }
     }
     const session = new VendorSession({ route, settings: this.deps.settings, metrics, store: this.deps.store, clock: this.deps.clock, registry, log: this.log }, this, input, key, this.deps.legId)
     this.session = session

@@ -1,5 +1,7 @@
+import { randomUUID } from 'node:crypto'
 import type { AudioSettings } from '../config/types'
 import { GatewayError } from '../errors'
+import type { Expr } from '../mapping/compile'
 import { frameOf, run, truthy, type MappingInput } from '../mapping/run'
 import type { RouteRuntime } from '../route'
 import type { Store } from '../store/port'
@@ -8,9 +10,10 @@ import type { LegCounters, Metrics } from '../telemetry/metrics'
 import type { Replica } from '../upstream/pool'
 import { VendorSocket } from '../upstream/ws-leg'
 import { validator } from '../validate/compile'
+import { AudioEncoder, FrameCounters, MediaTemplate, fillControl, isIdentity } from './encoder'
 import { HoldBuffer } from './hold-buffer'
-import { ReplayRing } from './replay-ring'
 import type { Clock } from './leg'
+import { ReplayRing } from './replay-ring'
 
 /** The platform leg a session currently serves (audio/leg.ts). */
 export interface SessionOwner {
@@ -39,6 +42,21 @@ export interface SessionDeps {
  */
 export type SessionState = 'OPENING' | 'READY' | 'RECOVERING' | 'CLOSED'
 
+/**
+ * One vendor socket of a session and what its frames count. A session has one current socket; while
+ * rotating it briefly has a second (`next`), and a replaced socket lingers while it says goodbye.
+ */
+interface Conn {
+  readonly socket: VendorSocket
+  readonly replica: Replica
+  readonly counters: FrameCounters
+  readonly input: MappingInput
+  encoder: AudioEncoder | null
+  ready: boolean
+  /** Set once the close frame went out: vendor messages are checked against `closeWhen`. */
+  closing: boolean
+}
+
 const BACKLOG_POLL_MS = 10
 const RETRY_BACKOFF_MS = [100, 250, 500, 1000, 2000]
 
@@ -54,9 +72,11 @@ export class VendorSession {
   readonly counters: LegCounters
   owner: SessionOwner | null
   private ownerTold = false
-  private socket: VendorSocket | null = null
-  private replica: Replica | null = null
-  private socketReady = false
+  /** The socket audio goes to (null while none is open). */
+  private conn: Conn | null = null
+  /** A replacement being made ready while `conn` still carries audio (rotation). */
+  private next: Conn | null = null
+  private readonly identity: boolean
   private readonly queue = new HoldBuffer()
   private readonly ring: ReplayRing
   private queueLimit: number
@@ -71,6 +91,9 @@ export class VendorSession {
   private retryTimer: NodeJS.Timeout | null = null
   private backlogTimer: NodeJS.Timeout | null = null
   private parkTimer: NodeJS.Timeout | null = null
+  private keepaliveTimer: NodeJS.Timeout | null = null
+  private rotateTimer: NodeJS.Timeout | null = null
+  private keepaliveMark = -1
   private chain: Promise<void> = Promise.resolve()
   private vendorParams: Record<string, unknown> = {}
   private log: Logger
@@ -81,6 +104,7 @@ export class VendorSession {
     this.ring = new ReplayRing(Math.round(deps.settings.replaySeconds * 8000))
     this.queueLimit = deps.settings.holdBufferBytes
     this.highWater = deps.settings.vendorHighWaterBytes
+    this.identity = isIdentity(deps.route.mapping.audio!.frames)
     this.log = deps.log
   }
 
@@ -91,9 +115,10 @@ export class VendorSession {
 
   /** Per-frame path. `data` is only valid during this call. */
   write (data: ArrayBuffer): void {
-    const socket = this.socket
-    if (this.state === 'READY' && this.queue.bytes === 0 && socket !== null && socket.bufferedAmount < this.highWater) {
-      socket.sendBinary(data)
+    const conn = this.conn
+    if (this.state === 'READY' && this.queue.bytes === 0 && conn !== null && conn.socket.bufferedAmount < this.highWater) {
+      if (this.identity) conn.socket.sendBinary(data)
+      else conn.encoder!.push(new Uint8Array(data))
       this.ring.push(data)
       this.counters.framesToVendor++
       this.counters.bytesToVendor += data.byteLength
@@ -136,18 +161,23 @@ export class VendorSession {
 
   /** Write queued frames while the vendor socket is below its high-water mark. */
   private flushQueue (): void {
-    const socket = this.socket
-    if (socket === null || this.state !== 'READY') return
+    const conn = this.conn
+    if (conn === null || this.state !== 'READY') return
     const c = this.counters
-    while (this.queue.length > 0 && socket.bufferedAmount < this.highWater) {
+    while (this.queue.length > 0 && conn.socket.bufferedAmount < this.highWater) {
       const f = this.queue.shift()!
-      socket.sendBinary(f)
+      this.sendAudio(conn, f)
       this.ring.push(f)
       c.framesToVendor++
       c.bytesToVendor += f.length
     }
     c.bufferedBytes = this.queue.bytes
     if (this.queue.length > 0) this.armBacklog()
+  }
+
+  private sendAudio (conn: Conn, f: Uint8Array): void {
+    if (conn.encoder === null) conn.socket.sendBinary(f)
+    else conn.encoder.push(f)
   }
 
   private armBacklog (): void {
@@ -158,8 +188,8 @@ export class VendorSession {
     }, BACKLOG_POLL_MS)
   }
 
-  pauseVendor (): void { this.socket?.pause() }
-  resumeVendor (): void { this.socket?.resume() }
+  pauseVendor (): void { this.conn?.socket.pause() }
+  resumeVendor (): void { this.conn?.socket.resume() }
 
   // ---- opening -------------------------------------------------------------------------------
 
@@ -185,71 +215,147 @@ export class VendorSession {
       this.scheduleRetry()
       return
     }
+    this.run(async () => {
+      const conn = await this.open(replica, false)
+      if (conn === null) this.connectNext()
+      else this.conn = conn
+    })
+  }
+
+  /**
+   * Open one vendor socket on `replica`: URL and headers from the mapping, then the socket. Returns
+   * null when the mapping could not build them (counted, logged). Runs on the control chain.
+   */
+  private async open (replica: Replica, rotation: boolean): Promise<Conn | null> {
     const cfg = replica.config
-    this.replica = replica
-    this.socketReady = false
+    const audio = this.deps.route.mapping.audio!
+    const input: MappingInput = {
+      ...this.input,
+      upstream: { name: cfg.name, audio: cfg.audio ?? null, credential: cfg.credential ?? null, hasCredential: cfg.credential !== undefined },
+      session: { id: randomUUID() }
+    }
+    let url = cfg.audio!
+    const headers: Record<string, string> = { ...cfg.headers }
+    if (audio.url !== null) {
+      const out = await run(audio.url, input)
+      if (!out.ok || typeof out.value !== 'string') return this.buildFailed('url', out.ok ? 'did not produce a string' : out.error)
+      url = out.value
+    }
+    if (audio.headers !== null) {
+      const out = await run(audio.headers, input)
+      if (!out.ok || out.value === null || typeof out.value !== 'object') return this.buildFailed('headers', out.ok ? 'did not produce an object' : out.error)
+      for (const [k, v] of Object.entries(out.value as Record<string, unknown>)) if (v !== undefined && v !== null) headers[k] = String(v)
+    }
+    if (this.closed) return null
     replica.activeStreams++
     replica.pendingHandshakes++
     replica.sessions.add(this)
     let pending = true
     const donePending = (): void => { if (pending) { pending = false; replica.pendingHandshakes-- } }
-    this.input = { ...this.input, upstream: { name: cfg.name, credential: cfg.credential ?? null, hasCredential: cfg.credential !== undefined } }
-    const socket = new VendorSocket(cfg.audio!, { headers: { ...cfg.headers }, connectTimeoutMs: this.deps.settings.connectTimeoutSeconds * 1000 }, {
-      onOpen: () => { donePending(); this.onSocketOpen(socket) },
-      onText: text => this.onSocketText(socket, text),
+    const counters = new FrameCounters()
+    let conn: Conn | null = null
+    const socket = new VendorSocket(url, { headers, connectTimeoutMs: this.deps.settings.connectTimeoutSeconds * 1000 }, {
+      onOpen: () => { donePending(); if (conn !== null) this.onSocketOpen(conn) },
+      onText: text => { if (conn !== null) this.onSocketText(conn, text) },
       onBinary: bytes => { this.counters.dropVendorBinary++; this.counters.bytesFromVendor += bytes },
-      onClose: (code, reason, opened, error) => { donePending(); this.onSocketClose(socket, replica, code, reason, opened, error) }
+      onClose: (code, reason, opened, error) => { donePending(); if (conn !== null) this.onSocketClose(conn, code, reason, opened, error) }
     })
-    this.socket = socket
+    conn = { socket, replica, counters, input, encoder: null, ready: false, closing: false }
+    if (rotation) this.next = conn
+    return conn
   }
 
-  private onSocketOpen (socket: VendorSocket): void {
-    if (socket !== this.socket) return
+  private buildFailed (stage: 'url' | 'headers', error: string): null {
+    this.deps.metrics.mappingErrors.inc({ route: this.deps.route.name, stage })
+    this.lastError = `mapping ${stage}: ${error}`
+    this.log.warn({ event: 'mapping_error', stage, error }, 'the mapping could not build the vendor connection')
+    return null
+  }
+
+  private onSocketOpen (conn: Conn): void {
     const audio = this.deps.route.mapping.audio!
     this.run(async () => {
-      if (socket !== this.socket || this.state === 'CLOSED') return
-      if (audio.open !== null) {
-        const out = await run(audio.open, this.input)
-        if (socket !== this.socket || this.closed) return
-        if (!out.ok) {
-          this.deps.metrics.mappingErrors.inc({ route: this.deps.route.name, stage: 'open' })
-          this.giveUp(new GatewayError('MAPPING_FAILED', { detail: 'open' }), {}, out.error)
+      if (!this.isLive(conn)) return
+      if (audio.template !== null) {
+        const t = await run(audio.template, conn.input)
+        if (!t.ok || t.value === null || typeof t.value !== 'object') {
+          this.deps.metrics.mappingErrors.inc({ route: this.deps.route.name, stage: 'template' })
+          this.giveUp(new GatewayError('MAPPING_FAILED', { detail: 'frames.template' }), {}, t.ok ? 'the template did not produce an object' : t.error)
           return
         }
-        const frame = frameOf(out.value)
-        if (frame !== null) socket.sendText(frame)
+        conn.encoder = this.encoderFor(conn, new MediaTemplate(JSON.stringify(t.value)))
+      } else if (!this.identity) {
+        conn.encoder = this.encoderFor(conn, null)
       }
+      if (audio.open !== null && !await this.sendControl(conn, audio.open, 'open')) return
+      if (!this.isLive(conn)) return
       if (audio.ready === null) {
-        this.socketBecameReady({})
+        this.connReady(conn, {})
       } else {
         this.readyTimer = this.deps.clock.setTimeout(() => {
           this.readyTimer = null
-          if (socket !== this.socket || this.socketReady) return
-          this.attemptFailed('not ready in time', true, new GatewayError('UPSTREAM_NOT_READY'))
+          if (!conn.ready && this.isLive(conn)) this.attemptFailed(conn, 'not ready in time', true, new GatewayError('UPSTREAM_NOT_READY'))
         }, this.deps.settings.readyTimeoutSeconds * 1000)
       }
     })
   }
 
-  private onSocketText (socket: VendorSocket, text: string): void {
-    if (socket !== this.socket) return
-    this.counters.framesFromVendor++
-    this.counters.bytesFromVendor += text.length
-    this.run(async () => await this.handleVendorText(socket, text))
+  private encoderFor (conn: Conn, template: MediaTemplate | null): AudioEncoder {
+    return new AudioEncoder(this.deps.route.mapping.audio!.frames, conn.counters, template, {
+      binary: chunk => conn.socket.sendBinary(chunk),
+      text: frame => conn.socket.sendText(frame)
+    })
   }
 
-  private async handleVendorText (socket: VendorSocket, text: string): Promise<void> {
-    if (this.state === 'CLOSED' || socket !== this.socket) return
+  /** Evaluate a control expression and send its frame(s), placeholders filled. False when it failed fatally. */
+  private async sendControl (conn: Conn, expr: Expr, stage: string): Promise<boolean> {
+    const out = await run(expr, conn.input)
+    if (!out.ok) {
+      this.deps.metrics.mappingErrors.inc({ route: this.deps.route.name, stage })
+      if (stage === 'open') {
+        this.giveUp(new GatewayError('MAPPING_FAILED', { detail: 'open' }), {}, out.error)
+        return false
+      }
+      this.log.warn({ event: 'mapping_error', stage, error: out.error }, `the ${stage} expression failed; nothing sent`)
+      return true
+    }
+    const frames = Array.isArray(out.value) ? out.value : [out.value]
+    for (const v of frames) {
+      const frame = frameOf(v)
+      if (frame !== null && conn.socket.isOpen) conn.socket.sendText(fillControl(frame, conn.counters))
+    }
+    return true
+  }
+
+  /** The conn is still the one this session cares about (current or rotating in) and the session lives. */
+  private isLive (conn: Conn): boolean {
+    return !this.closed && (conn === this.conn || conn === this.next)
+  }
+
+  private onSocketText (conn: Conn, text: string): void {
+    this.counters.framesFromVendor++
+    this.counters.bytesFromVendor += text.length
+    this.run(async () => await this.handleVendorText(conn, text))
+  }
+
+  private async handleVendorText (conn: Conn, text: string): Promise<void> {
+    if (this.closed && !conn.closing) return
     let msg: unknown
     try { msg = JSON.parse(text) } catch { msg = { text } }
-    const input: MappingInput = { ...this.input, msg }
+    // Vendors that number their messages (AudioHook) are answered with the last number seen.
+    const seq = (msg as { seq?: unknown } | null)?.seq
+    if (typeof seq === 'number') conn.counters.serverseq = seq
+    const input: MappingInput = { ...conn.input, msg }
     const audio = this.deps.route.mapping.audio!
     const route = this.deps.route.name
-    if (!this.socketReady && audio.ready !== null) {
+    if (conn.closing) {
+      if (audio.closeWhen !== null && truthy(await run(audio.closeWhen, input))) conn.socket.close(audio.closeCode, 'done')
+    }
+    if (!conn.ready && !conn.closing && audio.ready !== null) {
       if (audio.ready.refused !== null && truthy(await run(audio.ready.refused, input))) {
         const reason = audio.ready.reason === null ? null : await run(audio.ready.reason, input)
         const vendorMessage = reason !== null && reason.ok && typeof reason.value === 'string' ? reason.value.slice(0, 512) : undefined
-        if (socket === this.socket) this.attemptFailed(`refused: ${vendorMessage ?? 'no reason'}`, false, new GatewayError('UPSTREAM_REFUSED'), { vendorMessage })
+        if (this.isLive(conn)) this.attemptFailed(conn, `refused: ${vendorMessage ?? 'no reason'}`, false, new GatewayError('UPSTREAM_REFUSED'), { vendorMessage })
         return
       }
       const ready = await run(audio.ready.when!, input)
@@ -260,7 +366,7 @@ export class VendorSession {
           const p = await run(audio.ready.parameters, input)
           if (p.ok && p.value !== null && typeof p.value === 'object' && !Array.isArray(p.value)) params = p.value as Record<string, unknown>
         }
-        if (socket === this.socket && !this.closed) this.socketBecameReady(params)
+        if (this.isLive(conn)) this.connReady(conn, params)
         return
       }
       // Not a readiness message: a result that came early; it goes through the rules below, after
@@ -291,16 +397,28 @@ export class VendorSession {
     this.log.warn({ event: 'mapping_error', stage, mapping: this.deps.route.mapping.file, error }, 'a vendor result could not be mapped; the leg goes on')
   }
 
-  /** The current socket is ready: first time (CONNECTED), or a failover completed. */
-  private socketBecameReady (params: Record<string, unknown>): void {
+  /** A socket is ready: the first one (CONNECTED), a failover's replacement, or a rotation's next one. */
+  private connReady (conn: Conn, params: Record<string, unknown>): void {
     if (this.readyTimer !== null) {
       this.deps.clock.clearTimeout(this.readyTimer)
       this.readyTimer = null
     }
-    this.socketReady = true
-    const replica = this.replica!
-    this.deps.route.pool.recordSuccess(replica)
-    this.socket!.startHeartbeat(this.deps.settings.vendorPingSeconds * 1000)
+    conn.ready = true
+    this.deps.route.pool.recordSuccess(conn.replica)
+    conn.socket.startHeartbeat(this.deps.settings.vendorPingSeconds * 1000)
+    if (conn === this.next) {
+      // Rotation, make-before-break: audio moves to the new socket, the old one says goodbye.
+      const old = this.conn
+      this.next = null
+      this.conn = conn
+      if (old !== null) {
+        old.encoder?.flush()
+        this.sayGoodbye(old)
+      }
+      this.log.info({ event: 'rotated', upstream: conn.replica.name }, 'vendor session rotated before its cap')
+      this.armRotation()
+      return
+    }
     const wasRecovering = this.state === 'RECOVERING'
     this.state = 'READY'
     this.queueLimit = this.deps.settings.bufferBytes
@@ -309,11 +427,13 @@ export class VendorSession {
       const gap = (this.deps.clock.now() - this.lostAt) / 1000
       this.deps.metrics.failovers.inc({ route: this.deps.route.name, result: 'ok' })
       this.deps.metrics.gapSeconds.observe({ route: this.deps.route.name }, gap)
-      this.log.warn({ event: 'failover_done', upstream: replica.name, from: this.failedReplica?.name, gapSeconds: gap, queuedFrames: this.queue.length, droppedFrames: this.counters.dropFailover }, 'vendor session replaced; audio flowing again')
+      this.log.warn({ event: 'failover_done', upstream: conn.replica.name, from: this.failedReplica?.name, gapSeconds: gap, queuedFrames: this.queue.length, droppedFrames: this.counters.dropFailover }, 'vendor session replaced; audio flowing again')
     } else {
       this.vendorParams = params
     }
-    this.deps.store.setAffinity(this.key, { route: this.deps.route.name, replica: replica.name, instance: this.deps.store.instanceId, legId: this.id }, 86400)
+    this.deps.store.setAffinity(this.key, { route: this.deps.route.name, replica: conn.replica.name, instance: this.deps.store.instanceId, legId: this.id }, 86400)
+    this.armKeepalive()
+    this.armRotation()
     this.tellOwner()
     this.flushQueue()
   }
@@ -325,14 +445,52 @@ export class VendorSession {
     }
   }
 
+  /** The mapping's keepalive: on its timer, when idle (no audio since the last tick) or always. */
+  private armKeepalive (): void {
+    const ka = this.deps.route.mapping.audio!.keepalive
+    if (ka === null || this.keepaliveTimer !== null) return
+    this.keepaliveTimer = setInterval(() => {
+      const conn = this.conn
+      if (conn === null || !conn.ready || this.state !== 'READY') return
+      const sent = this.counters.framesToVendor
+      const idle = sent === this.keepaliveMark
+      this.keepaliveMark = sent
+      if (ka.when === 'always' || idle) this.run(async () => { if (this.conn === conn) await this.sendControl(conn, ka.frame, 'keepalive') })
+    }, ka.everyMs)
+    this.keepaliveTimer.unref()
+  }
+
+  private armRotation (): void {
+    const after = this.deps.route.mapping.audio!.rotateAfterMs
+    if (after === null) return
+    if (this.rotateTimer !== null) this.deps.clock.clearTimeout(this.rotateTimer)
+    this.rotateTimer = this.deps.clock.setTimeout(() => {
+      this.rotateTimer = null
+      const conn = this.conn
+      if (conn === null || this.state !== 'READY' || this.next !== null) return
+      this.run(async () => {
+        const next = await this.open(conn.replica, true)
+        if (next === null) this.armRotation()
+      })
+    }, after)
+  }
+
   // ---- failures, failover --------------------------------------------------------------------
 
-  private onSocketClose (socket: VendorSocket, replica: Replica, code: number, reason: string, opened: boolean, error: string | null): void {
+  private onSocketClose (conn: Conn, code: number, reason: string, opened: boolean, error: string | null): void {
+    const replica = conn.replica
     replica.activeStreams--
     replica.sessions.delete(this)
     if (opened) this.deps.metrics.wsCloses.inc({ side: 'vendor', code: String(code) })
-    if (socket !== this.socket) return
-    this.socket = null
+    if (conn === this.next) {
+      // A rotation attempt failed: keep the current socket, try again later.
+      this.next = null
+      this.log.warn({ event: 'rotation_failed', code, error }, 'could not open the rotated vendor session; keeping the current one')
+      this.armRotation()
+      return
+    }
+    if (conn !== this.conn) return
+    this.conn = null
     if (this.state === 'CLOSED') return
     if (!opened) {
       this.lastError = error
@@ -342,29 +500,33 @@ export class VendorSession {
       this.connectNext()
       return
     }
-    if (!this.socketReady) {
-      this.attemptFailed(`closed with ${code} before ready`, code === 1006 || code === 1011, new GatewayError('UPSTREAM_REFUSED', { detail: `vendor closed with ${code} before it was ready` }), { vendorCloseCode: code })
+    if (!conn.ready) {
+      this.attemptFailed(conn, `closed with ${code} before ready`, code === 1006 || code === 1011, new GatewayError('UPSTREAM_REFUSED', { detail: `vendor closed with ${code} before it was ready` }), { vendorCloseCode: code })
       return
     }
     // Lost mid-call. Only gateway-side failures count against the replica, never a graceful close.
     const abnormal = code === 1006 || code === 1011 || error !== null
     if (abnormal) this.passiveFailure(replica, `closed ${code}${error !== null ? ` (${error})` : ''}`)
-    this.lose(`vendor closed with ${code}${error !== null ? ` (${error})` : ''}`, { vendorCloseCode: code, vendorCloseReason: reason.slice(0, 120) })
+    this.lose(`vendor closed with ${code}${error !== null ? ` (${error})` : ''}`, { vendorCloseCode: code, vendorCloseReason: reason.slice(0, 120) }, conn)
   }
 
   /** An opening attempt failed after the socket opened: first open ends the leg; a failover tries on. */
-  private attemptFailed (why: string, gatewaySide: boolean, error: GatewayError, extra: Record<string, unknown> = {}): void {
-    const replica = this.replica
-    if (gatewaySide && replica !== null) this.passiveFailure(replica, why)
-    const socket = this.socket
-    this.socket = null
-    socket?.terminate()
+  private attemptFailed (conn: Conn, why: string, gatewaySide: boolean, error: GatewayError, extra: Record<string, unknown> = {}): void {
+    if (gatewaySide) this.passiveFailure(conn.replica, why)
+    if (conn === this.next) {
+      this.next = null
+      conn.socket.terminate()
+      this.armRotation()
+      return
+    }
+    if (this.conn === conn) this.conn = null
+    conn.socket.terminate()
     if (this.state === 'OPENING') {
-      this.giveUp(error, { upstream: replica?.name, ...extra })
+      this.giveUp(error, { upstream: conn.replica.name, ...extra })
       return
     }
     this.lastError = why
-    this.log.warn({ event: 'failover_attempt_failed', upstream: replica?.name, why }, 'replacement vendor session failed; trying on')
+    this.log.warn({ event: 'failover_attempt_failed', upstream: conn.replica.name, why }, 'replacement vendor session failed; trying on')
     this.connectNext()
   }
 
@@ -380,11 +542,10 @@ export class VendorSession {
    * The vendor session is gone (socket lost, missed pongs, replica ejected or marked down). With an
    * owner and failover enabled: open a replacement and replay. Parked (no owner): just close.
    */
-  lose (why: string, extra: Record<string, unknown> = {}): void {
-    if (this.state !== 'READY') return
-    const socket = this.socket
-    this.socket = null
-    socket?.terminate()
+  lose (why: string, extra: Record<string, unknown> = {}, lost: Conn | null = this.conn): void {
+    if (this.state !== 'READY' || lost === null) return
+    if (this.conn === lost) this.conn = null
+    lost.socket.terminate()
     if (this.owner === null) {
       this.log.info({ event: 'parked_session_lost', why }, 'parked vendor session lost; a re-attach will open a new one')
       this.close(false)
@@ -395,16 +556,15 @@ export class VendorSession {
       return
     }
     this.state = 'RECOVERING'
-    this.socketReady = false
     this.lostAt = this.deps.clock.now()
     this.deadline = this.lostAt + this.deps.settings.failoverTimeoutSeconds * 1000
-    this.failedReplica = this.replica
+    this.failedReplica = lost.replica
     const replay = this.ring.drain()
     this.queue.unshiftAll(replay)
     while (this.queue.bytes > this.queueLimit && this.queue.shift() !== undefined) this.counters.dropFailover++
     this.counters.bufferedBytes = this.queue.bytes
-    this.log.warn({ event: 'failover_start', upstream: this.failedReplica?.name, why, replayFrames: replay.length }, 'vendor session lost mid-call; opening a replacement, the platform leg stays open')
-    this.candidates = this.deps.route.pool.audioCandidates(new Set(this.failedReplica !== null ? [this.failedReplica] : []))
+    this.log.warn({ event: 'failover_start', upstream: lost.replica.name, why, replayFrames: replay.length }, 'vendor session lost mid-call; opening a replacement, the platform leg stays open')
+    this.candidates = this.deps.route.pool.audioCandidates(new Set([lost.replica]))
     this.connectNext()
   }
 
@@ -433,8 +593,7 @@ export class VendorSession {
   private giveUp (error: GatewayError, extra: Record<string, unknown>, internal?: string): void {
     if (this.state === 'CLOSED') return
     if (this.state === 'RECOVERING') {
-      const dropped = this.queue.length
-      this.counters.dropFailover += dropped
+      this.counters.dropFailover += this.queue.length
       this.deps.metrics.gapSeconds.observe({ route: this.deps.route.name }, (this.deps.clock.now() - this.lostAt) / 1000)
       this.log.error({ event: 'failover_failed', droppedFrames: this.counters.dropFailover, detail: internal }, 'no vendor session could replace the lost one; ending the leg')
       this.queue.clear()
@@ -456,7 +615,12 @@ export class VendorSession {
       return
     }
     this.deps.registry.park(this)
-    if (this.replica !== null) this.deps.store.setAffinity(this.key, { route: this.deps.route.name, replica: this.replica.name, instance: this.deps.store.instanceId, legId: this.id }, grace)
+    const conn = this.conn
+    if (conn !== null) {
+      this.deps.store.setAffinity(this.key, { route: this.deps.route.name, replica: conn.replica.name, instance: this.deps.store.instanceId, legId: this.id }, grace)
+      const pause = this.deps.route.mapping.audio!.pause
+      if (pause !== null && conn.ready) this.run(async () => { await this.sendControl(conn, pause, 'pause') })
+    }
     this.parkTimer = this.deps.clock.setTimeout(() => {
       this.parkTimer = null
       this.log.info({ event: 'grace_expired' }, 'no re-attach within the grace period; closing the vendor session')
@@ -469,6 +633,9 @@ export class VendorSession {
     if (this.parkTimer !== null) {
       this.deps.clock.clearTimeout(this.parkTimer)
       this.parkTimer = null
+      const resume = this.deps.route.mapping.audio!.resume
+      const conn = this.conn
+      if (resume !== null && conn !== null && conn.ready) this.run(async () => { await this.sendControl(conn, resume, 'resume') })
     }
     this.owner = owner
     this.ownerTold = false
@@ -481,21 +648,26 @@ export class VendorSession {
   /** End the session. `graceful`: queued audio, then the mapping's close frame, then the close handshake. */
   close (graceful: boolean): void {
     if (this.state === 'CLOSED') return
+    const wasReady = this.state === 'READY'
     this.state = 'CLOSED'
-    for (const t of [this.readyTimer, this.retryTimer, this.backlogTimer, this.parkTimer]) if (t !== null) this.deps.clock.clearTimeout(t)
-    this.readyTimer = this.retryTimer = this.backlogTimer = this.parkTimer = null
-    const socket = this.socket
-    if (socket !== null) {
-      if (graceful && socket.isOpen && this.socketReady) {
+    for (const t of [this.readyTimer, this.retryTimer, this.backlogTimer, this.parkTimer, this.rotateTimer]) if (t !== null) this.deps.clock.clearTimeout(t)
+    if (this.keepaliveTimer !== null) clearInterval(this.keepaliveTimer)
+    this.readyTimer = this.retryTimer = this.backlogTimer = this.parkTimer = this.rotateTimer = this.keepaliveTimer = null
+    this.next?.socket.terminate()
+    this.next = null
+    const conn = this.conn
+    if (conn !== null) {
+      if (graceful && wasReady && conn.ready && conn.socket.isOpen) {
         while (this.queue.length > 0) {
           const f = this.queue.shift()!
-          socket.sendBinary(f)
+          this.sendAudio(conn, f)
           this.counters.framesToVendor++
           this.counters.bytesToVendor += f.length
         }
-        this.sayGoodbye(socket)
+        conn.encoder?.flush()
+        this.sayGoodbye(conn)
       } else {
-        socket.terminate()
+        conn.socket.terminate()
       }
     }
     this.counters.dropAfterClose += this.queue.clear()
@@ -505,25 +677,20 @@ export class VendorSession {
     this.deps.metrics.endLeg(this.counters)
   }
 
-  private sayGoodbye (socket: VendorSocket): void {
+  /** The mapping's close frame, then wait for `closeWhen` (or its timeout), then the close handshake. */
+  private sayGoodbye (conn: Conn): void {
     const audio = this.deps.route.mapping.audio!
-    if (audio.close === null) {
-      socket.close(audio.closeCode, 'platform closed')
-      return
-    }
-    const input = this.input
-    // The close expression is async; the chain keeps it after any result still being mapped.
+    conn.closing = true
     this.chain = this.chain.then(async () => {
-      const out = await run(audio.close!, input)
-      if (!out.ok) {
-        this.deps.metrics.mappingErrors.inc({ route: this.deps.route.name, stage: 'close' })
-        this.log.warn({ event: 'mapping_error', stage: 'close', error: out.error }, 'close expression failed; closing the vendor socket without it')
-      } else {
-        const frame = frameOf(out.value)
-        if (frame !== null && socket.isOpen) socket.sendText(frame)
+      if (audio.close !== null) await this.sendControl(conn, audio.close, 'close')
+      if (audio.closeWhen === null) {
+        conn.socket.close(audio.closeCode, 'platform closed')
+        return
       }
-      socket.close(audio.closeCode, 'platform closed')
-    }).catch(() => socket.terminate())
+      // The vendor's own goodbye (Termination, closed, Metadata) closes it; this timer is the bound.
+      const t = setTimeout(() => conn.socket.close(audio.closeCode, 'platform closed'), audio.closeTimeoutMs)
+      t.unref()
+    }).catch(() => conn.socket.terminate())
   }
 
   /** Control work (mapping evaluation) runs in arrival order, one at a time. */
@@ -533,13 +700,8 @@ export class VendorSession {
       this.giveUp(new GatewayError('INTERNAL'), {})
     })
   }
-
 }
 
-/**
- * Live vendor sessions of this instance by identity key, so a platform leg that comes back (or a
- * duplicate whose predecessor's socket is not yet known dead) finds the session it had.
- */
 export class SessionRegistry {
   private readonly byKey = new Map<string, VendorSession>()
   private readonly parked = new Set<VendorSession>()

@@ -7,13 +7,54 @@ import { compileText, type TextMapping } from './text'
 /** A compiled JSONata expression: evaluate it on one input object. Never used per audio frame. */
 export type Expr = (input: unknown) => Promise<unknown>
 
+/** What a mapping's `audio.frames` asks for (schemas/mapping.schema.json). */
+export interface FramesSpec {
+  framing: 'binary' | 'json-base64'
+  encoding: 'mulaw' | 'pcm16'
+  sampleRate: 8000 | 16000
+  /** Vendor chunk length; null: one vendor frame per platform frame. */
+  chunkMs: number | null
+}
+
+/** Limits of one evaluation: a runaway expression fails (counted, logged) instead of stalling the process. */
+export const EXPRESSION_LIMITS = { timeoutMs: 250, maxDepth: 500 }
+
 export interface AudioMapping {
+  url: Expr | null
+  headers: Expr | null
   open: Expr | null
   ready: { when: Expr | null; refused: Expr | null; reason: Expr | null; parameters: Expr | null } | null
-  framing: 'binary'
+  frames: FramesSpec
+  template: Expr | null
+  keepalive: { everyMs: number; when: 'idle' | 'always'; frame: Expr } | null
   results: { when: Expr; emit: Expr }[]
+  pause: Expr | null
+  resume: Expr | null
   close: Expr | null
+  closeWhen: Expr | null
+  closeTimeoutMs: number
   closeCode: number
+  rotateAfterMs: number | null
+}
+
+/**
+ * Evaluate with per-evaluation depth and time limits (JSONata's entry/exit hooks, passed as bindings
+ * so concurrent evaluations of one compiled expression each keep their own count).
+ */
+function timeboxed (compiled: jsonata.Expression): Expr {
+  return async (input: unknown) => {
+    let depth = 0
+    const start = Date.now()
+    const check = (): void => {
+      if (depth > EXPRESSION_LIMITS.maxDepth) throw Object.assign(new Error(`expression deeper than ${EXPRESSION_LIMITS.maxDepth}`), { code: 'LIMIT_DEPTH' })
+      if (Date.now() - start > EXPRESSION_LIMITS.timeoutMs) throw Object.assign(new Error(`expression ran longer than ${EXPRESSION_LIMITS.timeoutMs} ms`), { code: 'LIMIT_TIME' })
+    }
+    const hooks = {
+      __evaluate_entry: (_e: unknown, _i: unknown, env: { isParallelCall?: boolean }) => { if (env.isParallelCall !== true) { depth++; check() } },
+      __evaluate_exit: (_e: unknown, _i: unknown, env: { isParallelCall?: boolean }) => { if (env.isParallelCall !== true) { depth--; check() } }
+    }
+    return await compiled.evaluate(input, hooks as unknown as Record<string, unknown>)
+  }
 }
 
 export interface CompiledMapping {
@@ -37,8 +78,7 @@ export function loadMapping (file: string): CompiledMapping {
   const expr = (pointer: string, source: string | null | undefined): Expr | null => {
     if (source === undefined || source === null) return null
     try {
-      const compiled = jsonata(source)
-      return async (input: unknown) => await compiled.evaluate(input)
+      return timeboxed(jsonata(source))
     } catch (err) {
       const e = err as { message?: string; position?: number; code?: string }
       problems.push({ file, pointer, message: `JSONata ${e.code ?? 'error'} at ${e.position ?? '?'}: ${e.message ?? String(err)}` })
@@ -48,7 +88,13 @@ export function loadMapping (file: string): CompiledMapping {
   let audio: AudioMapping | null = null
   if (raw.audio !== undefined) {
     const a = raw.audio
+    const f = a.frames ?? {}
+    const frames: FramesSpec = { framing: f.framing ?? 'binary', encoding: f.encoding ?? 'mulaw', sampleRate: f.sampleRate ?? 8000, chunkMs: f.chunkMs ?? null }
+    if (frames.encoding === 'mulaw' && frames.sampleRate !== 8000) problems.push({ file, pointer: '/audio/frames/sampleRate', message: 'mulaw is sent at 8000 Hz; use pcm16 for 16000' })
+    if (frames.framing === 'json-base64' && (f.template === undefined || f.template === null)) problems.push({ file, pointer: '/audio/frames/template', message: 'is required for json-base64 framing' })
     audio = {
+      url: expr('/audio/url', a.url),
+      headers: expr('/audio/headers', a.headers),
       open: expr('/audio/open', a.open),
       ready: a.ready === undefined
         ? null
@@ -58,7 +104,14 @@ export function loadMapping (file: string): CompiledMapping {
             reason: expr('/audio/ready/reason', a.ready.reason),
             parameters: expr('/audio/ready/parameters', a.ready.parameters)
           },
-      framing: a.frames?.framing ?? 'binary',
+      frames,
+      template: frames.framing === 'json-base64' ? expr('/audio/frames/template', f.template) : null,
+      keepalive: a.keepalive === undefined ? null : { everyMs: a.keepalive.everySeconds * 1000, when: a.keepalive.when ?? 'idle', frame: expr('/audio/keepalive/frame', a.keepalive.frame) as Expr },
+      pause: expr('/audio/pause', a.pause),
+      resume: expr('/audio/resume', a.resume),
+      closeWhen: expr('/audio/closeWhen', a.closeWhen),
+      closeTimeoutMs: (a.closeTimeoutSeconds ?? 5) * 1000,
+      rotateAfterMs: a.rotateAfterSeconds === undefined ? null : a.rotateAfterSeconds * 1000,
       results: (a.results ?? []).map((r: { when: string; emit: string }, i: number) => ({
         when: expr(`/audio/results/${i}/when`, r.when) as Expr,
         emit: expr(`/audio/results/${i}/emit`, r.emit) as Expr

@@ -25,7 +25,8 @@ export async function dryRunMapping (mapping: CompiledMapping, route: RouteConfi
     init: checked.init,
     leg: { id: 'dry-run', route: route.name, ...checked.identity },
     route: { name: route.name, params: route.params, checksToken: (route.auth.audio ?? []).length > 0 },
-    upstream: { name: upstream.name, credential: upstream.credential === undefined ? null : '[credential]', hasCredential: upstream.credential !== undefined }
+    session: { id: '00000000-0000-4000-8000-000000000000' },
+    upstream: { name: upstream.name, audio: upstream.audio ?? null, credential: upstream.credential === undefined ? null : '[credential]', hasCredential: upstream.credential !== undefined }
   }
   const file = mapping.file
   const evaluate = async (pointer: string, expr: Expr | null, input: MappingInput, check?: (v: unknown) => string | null): Promise<unknown> => {

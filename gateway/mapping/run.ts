@@ -5,7 +5,9 @@ export interface MappingInput {
   init: Record<string, unknown>
   leg: { id: string; route: string; perspective: string; contactId: string; busNo: string; requestId: string | null }
   route: { name: string; params: Readonly<Record<string, unknown>>; checksToken: boolean }
-  upstream: { name: string; credential: string | null; hasCredential: boolean }
+  upstream: { name: string; audio: string | null; credential: string | null; hasCredential: boolean }
+  /** The vendor socket being opened: a fresh id per socket (failover and rotation open new ones). */
+  session?: { id: string }
   msg?: unknown
 }
 
