@@ -45,7 +45,19 @@ export async function dryRunMapping (mapping: CompiledMapping, route: RouteConfi
   const platformMessage = validator('platform-websocket-message')
   const emitted = (v: unknown): string | null => v === undefined || v === null || platformMessage(v) ? null : 'must produce a PlatformWebSocketMessage {command, messageType, message, parameters}'
 
-  await evaluate('/audio/open', audio.open, base, frame)
+  const frames = (v: unknown): string | null => Array.isArray(v) ? (v.every(x => frame(x) === null) ? null : 'must produce objects, strings or null') : frame(v)
+  const isString = (v: unknown): string | null => typeof v === 'string' && /^wss?:\/\//.test(v) ? null : 'must produce a ws:// or wss:// URL'
+  const isObject = (v: unknown): string | null => v !== null && typeof v === 'object' && !Array.isArray(v) ? null : 'must produce an object'
+  await evaluate('/audio/url', audio.url, base, isString)
+  await evaluate('/audio/headers', audio.headers, base, isObject)
+  await evaluate('/audio/frames/template', audio.template, base, v => {
+    if (isObject(v) !== null) return 'must produce an object'
+    return JSON.stringify(v).includes('{{payload}}') ? null : 'must contain the {{payload}} placeholder'
+  })
+  await evaluate('/audio/open', audio.open, base, frames)
+  if (audio.keepalive !== null) await evaluate('/audio/keepalive/frame', audio.keepalive.frame, base, frames)
+  await evaluate('/audio/pause', audio.pause, base, frames)
+  await evaluate('/audio/resume', audio.resume, base, frames)
   for (const [i, msg] of mapping.samples.audio.entries()) {
     const input = { ...base, msg }
     if (audio.ready !== null) {
@@ -58,7 +70,8 @@ export async function dryRunMapping (mapping: CompiledMapping, route: RouteConfi
     }
     void i
   }
-  await evaluate('/audio/close', audio.close, base, frame)
+  await evaluate('/audio/close', audio.close, base, frames)
+  for (const msg of mapping.samples.audio) if (audio.closeWhen !== null) await evaluate('/audio/closeWhen', audio.closeWhen, { ...base, msg }, predicate)
   return dedupe(problems)
 }
 
