@@ -37,24 +37,35 @@ export interface AudioMapping {
   rotateAfterMs: number | null
 }
 
+interface Limits { depth: number; start: number }
+
+function check (st: Limits): void {
+  if (st.depth > EXPRESSION_LIMITS.maxDepth) throw Object.assign(new Error(`expression deeper than ${EXPRESSION_LIMITS.maxDepth}`), { code: 'LIMIT_DEPTH' })
+  if (Date.now() - st.start > EXPRESSION_LIMITS.timeoutMs) throw Object.assign(new Error(`expression ran longer than ${EXPRESSION_LIMITS.timeoutMs} ms`), { code: 'LIMIT_TIME' })
+}
+
+type Env = { lookup: (name: string) => unknown; isParallelCall?: boolean }
+
 /**
- * Evaluate with per-evaluation depth and time limits (JSONata's entry/exit hooks, passed as bindings
- * so concurrent evaluations of one compiled expression each keep their own count).
+ * Evaluate with depth and time limits. JSONata calls its entry/exit hooks around every step; the
+ * count lives in a per-evaluation binding, so concurrent evaluations of one compiled expression
+ * (legs interleave at awaits) each keep their own.
  */
 function timeboxed (compiled: jsonata.Expression): Expr {
-  return async (input: unknown) => {
-    let depth = 0
-    const start = Date.now()
-    const check = (): void => {
-      if (depth > EXPRESSION_LIMITS.maxDepth) throw Object.assign(new Error(`expression deeper than ${EXPRESSION_LIMITS.maxDepth}`), { code: 'LIMIT_DEPTH' })
-      if (Date.now() - start > EXPRESSION_LIMITS.timeoutMs) throw Object.assign(new Error(`expression ran longer than ${EXPRESSION_LIMITS.timeoutMs} ms`), { code: 'LIMIT_TIME' })
-    }
-    const hooks = {
-      __evaluate_entry: (_e: unknown, _i: unknown, env: { isParallelCall?: boolean }) => { if (env.isParallelCall !== true) { depth++; check() } },
-      __evaluate_exit: (_e: unknown, _i: unknown, env: { isParallelCall?: boolean }) => { if (env.isParallelCall !== true) { depth--; check() } }
-    }
-    return await compiled.evaluate(input, hooks as unknown as Record<string, unknown>)
-  }
+  const hooks = compiled as unknown as { assign: (name: symbol, fn: unknown) => void }
+  hooks.assign(Symbol.for('jsonata.__evaluate_entry'), (_e: unknown, _i: unknown, env: Env) => {
+    const st = env.lookup('__gwLimits') as Limits | undefined
+    if (st === undefined || env.isParallelCall === true) return
+    st.depth++
+    check(st)
+  })
+  hooks.assign(Symbol.for('jsonata.__evaluate_exit'), (_e: unknown, _i: unknown, env: Env) => {
+    const st = env.lookup('__gwLimits') as Limits | undefined
+    if (st === undefined || env.isParallelCall === true) return
+    st.depth--
+    check(st)
+  })
+  return async (input: unknown) => await compiled.evaluate(input, { __gwLimits: { depth: 0, start: Date.now() } })
 }
 
 export interface CompiledMapping {
