@@ -16,8 +16,8 @@ export interface FramesSpec {
   chunkMs: number | null
 }
 
-/** Limits of one evaluation: a runaway expression fails (counted, logged) instead of stalling the process. */
-export const EXPRESSION_LIMITS = { timeoutMs: 250, maxDepth: 500 }
+/** Limits of one evaluation: a runaway expression fails (counted, logged) instead of stalling the process. The time is wall clock (evaluations of many legs interleave at awaits), so it is a runaway guard, not a budget. */
+export const EXPRESSION_LIMITS = { timeoutMs: 1000, maxDepth: 500 }
 
 export interface AudioMapping {
   url: Expr | null
