@@ -546,6 +546,9 @@ export class VendorSession {
     if (this.state !== 'READY' || lost === null) return
     if (this.conn === lost) this.conn = null
     lost.socket.terminate()
+    // A rotation in progress is abandoned: the replacement below starts from a clean slate.
+    this.next?.socket.terminate()
+    this.next = null
     if (this.owner === null) {
       this.log.info({ event: 'parked_session_lost', why }, 'parked vendor session lost; a re-attach will open a new one')
       this.close(false)
