@@ -334,6 +334,14 @@ export class Rechunker {
     return n
   }
 
+  /** Hands over the held remainder (a copy) and forgets it; null when nothing is held. */
+  take(): Uint8Array | null {
+    if (this.fill === 0) return null
+    const out = this.buf.slice(0, this.fill)
+    this.fill = 0
+    return out
+  }
+
   /** Drops the held remainder. */
   reset(): void {
     this.fill = 0

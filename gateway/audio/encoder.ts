@@ -127,9 +127,23 @@ export class AudioEncoder {
     else this.emit(out)
   }
 
-  /** Send what the rechunker still holds (end of the session, or before a switch). */
+  /**
+   * Send what the rechunker still holds (end of the session, or before a rotation), padded with
+   * silence to a whole chunk: vendors with a minimum chunk (AssemblyAI: 50 ms) refuse a short one.
+   */
   flush (): void {
-    this.rechunker?.flush()
+    this.rechunker?.flush(this.spec.encoding === 'mulaw' ? 0xff : 0x00)
+  }
+
+  /** The audio held for an incomplete chunk, already encoded (handed to a rotated-in socket). */
+  takeRemainder (): Uint8Array | null {
+    return this.rechunker?.take() ?? null
+  }
+
+  /** Audio already in the vendor's encoding (another encoder's remainder) goes in ahead of new audio. */
+  pushEncoded (bytes: Uint8Array): void {
+    if (this.rechunker !== null) this.rechunker.push(bytes)
+    else this.emit(bytes)
   }
 
   private emit (chunk: Uint8Array): void {

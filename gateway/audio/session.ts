@@ -94,6 +94,8 @@ export class VendorSession {
   private keepaliveTimer: NodeJS.Timeout | null = null
   private rotateTimer: NodeJS.Timeout | null = null
   private keepaliveMark = -1
+  /** A resume frame is on its way: audio queues behind it. */
+  private resuming = false
   private chain: Promise<void> = Promise.resolve()
   private vendorParams: Record<string, unknown> = {}
   private log: Logger
@@ -116,9 +118,16 @@ export class VendorSession {
   /** Per-frame path. `data` is only valid during this call. */
   write (data: ArrayBuffer): void {
     const conn = this.conn
-    if (this.state === 'READY' && this.queue.bytes === 0 && conn !== null && conn.socket.bufferedAmount < this.highWater) {
-      if (this.identity) conn.socket.sendBinary(data)
-      else conn.encoder!.push(new Uint8Array(data))
+    if (this.state === 'READY' && this.queue.bytes === 0 && !this.resuming && conn !== null && conn.socket.bufferedAmount < this.highWater) {
+      if (this.identity) {
+        conn.socket.sendBinary(data)
+        // The counters placeholders read ({{chunk}}, {{position}}): 8 bytes of 8 kHz µ-law per ms.
+        const fc = conn.counters
+        fc.chunk++
+        fc.audioMs += data.byteLength / 8
+      } else {
+        conn.encoder!.push(new Uint8Array(data))
+      }
       this.ring.push(data)
       this.counters.framesToVendor++
       this.counters.bytesToVendor += data.byteLength
@@ -162,7 +171,7 @@ export class VendorSession {
   /** Write queued frames while the vendor socket is below its high-water mark. */
   private flushQueue (): void {
     const conn = this.conn
-    if (conn === null || this.state !== 'READY') return
+    if (conn === null || this.state !== 'READY' || this.resuming) return
     const c = this.counters
     while (this.queue.length > 0 && conn.socket.bufferedAmount < this.highWater) {
       const f = this.queue.shift()!
@@ -176,8 +185,13 @@ export class VendorSession {
   }
 
   private sendAudio (conn: Conn, f: Uint8Array): void {
-    if (conn.encoder === null) conn.socket.sendBinary(f)
-    else conn.encoder.push(f)
+    if (conn.encoder === null) {
+      conn.socket.sendBinary(f)
+      conn.counters.chunk++
+      conn.counters.audioMs += f.length / 8
+    } else {
+      conn.encoder.push(f)
+    }
   }
 
   private armBacklog (): void {
@@ -412,7 +426,9 @@ export class VendorSession {
       this.next = null
       this.conn = conn
       if (old !== null) {
-        old.encoder?.flush()
+        // Audio held for an incomplete chunk moves to the new socket, so no silence is added mid-call.
+        const rest = old.encoder?.takeRemainder() ?? null
+        if (rest !== null) conn.encoder?.pushEncoded(rest)
         this.sayGoodbye(old)
       }
       this.log.info({ event: 'rotated', upstream: conn.replica.name }, 'vendor session rotated before its cap')
@@ -638,7 +654,16 @@ export class VendorSession {
       this.parkTimer = null
       const resume = this.deps.route.mapping.audio!.resume
       const conn = this.conn
-      if (resume !== null && conn !== null && conn.ready) this.run(async () => { await this.sendControl(conn, resume, 'resume') })
+      if (resume !== null && conn !== null && conn.ready) {
+        // Audio of the returning leg waits in the queue until the resume frame is out (AudioHook
+        // refuses audio while paused); the control chain is async, the audio path is not.
+        this.resuming = true
+        this.run(async () => {
+          await this.sendControl(conn, resume, 'resume')
+          this.resuming = false
+          this.flushQueue()
+        })
+      }
     }
     this.owner = owner
     this.ownerTold = false
