@@ -16,14 +16,16 @@ import { RedisStore } from './store/redis'
 import { randomUUID } from 'node:crypto'
 import { hostname } from 'node:os'
 import { readAudioClip } from './tools/audio-file'
-import { simulateAudio } from './tools/simulate'
+import { simulateAudio, simulateText } from './tools/simulate'
+import { REAL_VENDOR_PATHS, startRealVendor, type RealVendorKind } from './tools/real-vendors'
 import { startVendorEmulator, type EmulatorKind, type VendorEmulator } from './tools/vendor-emulator'
 
 const USAGE = `usage:
   assist-gateway serve [--config FILE]
   assist-gateway check [--config FILE]
   assist-gateway simulate audio --url URL [--token T] --file CLIP [--perspective TX|RX|MIX] [--legs N] [--seconds S] [--insecure]
-  assist-gateway vendor --kind passthrough|json-events --port N [--host H] [--result-every-frames N]
+  assist-gateway simulate text --url URL [--token T] [--auth-header] [--participant patron|agent|system] --text "…" [--contact-id N] [--bus-no N] [--tenant ID] [--insecure]
+  assist-gateway vendor --kind passthrough|json-events|deepgram|assemblyai|twilio-media|audiohook --port N [--host H] [--result-every-frames N] [--api-key KEY]
 Environment: GATEWAY_CONFIG, PORT, ADMIN_PORT, REDIS_URL, LOG_LEVEL (and the \${VAR}s the config names).`
 
 export function version (): string {
@@ -127,7 +129,8 @@ async function cmdCheck (argv: string[]): Promise<number> {
 
 async function cmdSimulate (argv: string[]): Promise<number> {
   const [kind, ...rest] = argv
-  if (kind !== 'audio') throw new UsageError(`simulate ${kind ?? ''}: only "audio" is available`)
+  if (kind === 'text') return await cmdSimulateText(rest)
+  if (kind !== 'audio') throw new UsageError(`simulate ${kind ?? ''}: "audio" or "text"`)
   const { values } = parseArgs({
     args: rest,
     options: {
@@ -146,12 +149,50 @@ async function cmdSimulate (argv: string[]): Promise<number> {
   return failed.length === 0 ? 0 : 1
 }
 
+/** simulate text: one utterance; prints the status and the answer; exit 0 on a 2xx. */
+async function cmdSimulateText (argv: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      url: { type: 'string' }, token: { type: 'string' }, 'auth-header': { type: 'boolean', default: false }, participant: { type: 'string', default: 'patron' },
+      text: { type: 'string' }, 'contact-id': { type: 'string' }, 'bus-no': { type: 'string' }, tenant: { type: 'string' }, insecure: { type: 'boolean', default: false }
+    }
+  })
+  if (values.url === undefined) throw new UsageError('--url is required')
+  if (values.text === undefined) throw new UsageError('--text is required')
+  const participant = values.participant as 'patron' | 'agent' | 'system'
+  if (!['patron', 'agent', 'system'].includes(participant)) throw new UsageError('--participant must be patron, agent or system')
+  const result = await simulateText({
+    url: values.url, token: values.token, authHeader: values['auth-header'], participant, text: values.text, insecure: values.insecure,
+    contactId: values['contact-id'] === undefined ? undefined : positive(values['contact-id'], '--contact-id'),
+    busNo: values['bus-no'] === undefined ? undefined : positive(values['bus-no'], '--bus-no'),
+    tenantId: values.tenant,
+    print: line => console.log(line)
+  })
+  return result.status >= 200 && result.status < 300 ? 0 : 1
+}
+
+const EMULATOR_KINDS: readonly string[] = ['passthrough', 'json-events']
+const REAL_VENDOR_KINDS: readonly string[] = Object.keys(REAL_VENDOR_PATHS)
+
+/**
+ * A vendor emulator in the foreground: the bundled demo vendors (passthrough, json-events) or a strict
+ * emulator of a real streaming API (deepgram, assemblyai, twilio-media, audiohook; `--api-key` makes it
+ * check the credential, `--result-every-frames` counts 20 ms frames of audio between results).
+ */
 async function cmdVendor (argv: string[]): Promise<number> {
-  const { values } = parseArgs({ args: argv, options: { kind: { type: 'string' }, port: { type: 'string' }, host: { type: 'string', default: '127.0.0.1' }, 'result-every-frames': { type: 'string', default: '50' } } })
-  if (values.kind !== 'passthrough' && values.kind !== 'json-events') throw new UsageError('--kind must be passthrough or json-events')
+  const { values } = parseArgs({ args: argv, options: { kind: { type: 'string' }, port: { type: 'string' }, host: { type: 'string', default: '127.0.0.1' }, 'result-every-frames': { type: 'string', default: '50' }, 'api-key': { type: 'string' } } })
+  const kind = values.kind ?? ''
+  const real = REAL_VENDOR_KINDS.includes(kind)
+  if (!real && !EMULATOR_KINDS.includes(kind)) throw new UsageError(`--kind must be one of ${[...EMULATOR_KINDS, ...REAL_VENDOR_KINDS].join(', ')}`)
   if (values.port === undefined) throw new UsageError('--port is required')
-  const emulator = await startVendorEmulator({ kind: values.kind as EmulatorKind, port: Number(values.port), host: values.host, resultEveryFrames: Number(values['result-every-frames']), log: line => console.log(line) })
-  console.log(`${values.kind} vendor emulator on ${emulator.url} (reports: ${emulator.httpUrl}/sessions)`)
+  const apiKey = values['api-key']
+  if (!real && apiKey !== undefined) throw new UsageError(`--api-key applies to ${REAL_VENDOR_KINDS.join(', ')}`)
+  const log = (line: string): void => console.log(line)
+  const emulator: { url: string; httpUrl: string; close: () => Promise<void> } = real
+    ? await startRealVendor({ kind: kind as RealVendorKind, port: Number(values.port), host: values.host, apiKey, resultEveryMs: Number(values['result-every-frames']) * 20, log })
+    : await startVendorEmulator({ kind: kind as EmulatorKind, port: Number(values.port), host: values.host, resultEveryFrames: Number(values['result-every-frames']), log })
+  console.log(`${kind} vendor emulator on ${emulator.url} (reports: ${emulator.httpUrl}/sessions)${apiKey !== undefined ? '; credential required' : ''}`)
   const stop = (): void => { emulator.close().finally(() => process.exit(0)) }
   process.once('SIGTERM', stop)
   process.once('SIGINT', stop)
