@@ -1,12 +1,11 @@
 import t, { type Test } from 'tap'
-import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { parse, stringify } from 'yaml'
-import { readAudioClip } from '../../gateway/tools/audio-file'
 import { startRealVendor, type RealVendorEmulator, type RealVendorOptions } from '../../gateway/tools/real-vendors'
 import { initMessage } from '../../gateway/tools/simulate'
-import { AUDIO_TOKEN, platformLeg, sleep, startGateway, until, untilOpen, type PlatformLegClient, type TestGateway } from '../helpers/gateway'
+import { AUDIO_TOKEN, platformLeg, sleep, startGateway, until, type TestGateway } from '../helpers/gateway'
+import { sha256, stream } from '../helpers/audio'
 
 // The platform (simulated legs, real sockets) → a real gateway → the strict AssemblyAI v3 emulator.
 
@@ -15,29 +14,6 @@ type Json = Record<string, any>
 
 const KEY = 'aai-key-0123456789abcdef'
 const ROOT = join(__dirname, '..', '..')
-const CLIP = readAudioClip(join(ROOT, 'tests', 'fixtures', 'hello.ulaw'))
-const FULL_FRAMES = Math.floor(CLIP.length / 160)
-
-function frameAt (k: number): Buffer {
-  const o = (k % FULL_FRAMES) * 160
-  return CLIP.subarray(o, o + 160)
-}
-
-/** Send frames [from, to) at the platform's pace (one every 20 ms, drift-corrected) once the socket is open. */
-async function stream (leg: PlatformLegClient, from: number, to: number): Promise<Buffer> {
-  await untilOpen(leg.ws)
-  const sent: Buffer[] = []
-  const start = performance.now()
-  let k = from
-  while (k < to) {
-    const due = Math.min(to, from + Math.floor((performance.now() - start) / 20) + 1)
-    for (; k < due; k++) { const f = frameAt(k); sent.push(f); leg.send(f) }
-    await sleep(5)
-  }
-  return Buffer.concat(sent)
-}
-
-const sha256 = (b: Buffer): string => createHash('sha256').update(b).digest('hex')
 const init = (contactId: number): Json => initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
 
 async function emulator (t: T, opts: Omit<RealVendorOptions, 'kind'> = {}): Promise<RealVendorEmulator> {
