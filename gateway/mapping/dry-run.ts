@@ -6,15 +6,16 @@ import { checkInit } from '../validate/messages'
 import { validator } from '../validate/compile'
 import type { CompiledMapping, Expr } from './compile'
 import { run, type MappingInput } from './run'
+import { EXAMPLE_UTTERANCE, describe, mapBody, mapHeaders, mapPath, normalizeUtterance, runText, type TextInput } from './text'
 
 type Problem = { file: string; pointer: string; message: string }
 
 /**
- * Run every expression of a mapping on the interface's example init message and the mapping's own
- * sample vendor messages; report what an expression produced when it is unusable.
+ * Run every expression of a mapping on the interface's example messages (init message, utterance) and
+ * the mapping's own sample vendor messages; report what an expression produced when it is unusable.
  */
 export async function dryRunMapping (mapping: CompiledMapping, route: RouteConfig): Promise<Problem[]> {
-  const problems: Problem[] = []
+  const problems: Problem[] = await dryRunText(mapping, route)
   const audio = mapping.audio
   if (audio === null) return problems
   const example = JSON.parse(readFileSync(join(packageRoot(), 'tests', 'fixtures', 'init-message.json'), 'utf8')) as unknown
@@ -75,9 +76,46 @@ export async function dryRunMapping (mapping: CompiledMapping, route: RouteConfi
   return dedupe(problems)
 }
 
-function describe (v: unknown): string {
-  const s = v === undefined ? 'nothing' : JSON.stringify(v)
-  return s.length > 200 ? s.slice(0, 200) + '…' : s
+/**
+ * The text section on the interface's example utterance (2.7), for the route's first text replica with
+ * a placeholder credential; then `text.response` on each `samples.text` answer.
+ */
+async function dryRunText (mapping: CompiledMapping, route: RouteConfig): Promise<Problem[]> {
+  const problems: Problem[] = []
+  const text = mapping.text
+  if (text === null) return problems
+  const file = mapping.file
+  if (!validator('webhooks-messages-request')(EXAMPLE_UTTERANCE)) throw new Error('the bundled example utterance does not match its schema')
+  const checksToken = (route.auth.text ?? []).length > 0
+  const { request, message } = normalizeUtterance({ ...EXAMPLE_UTTERANCE, authorizationHeader: '[platform credential]' }, checksToken)
+  const upstream = route.upstreams.find(u => u.text !== undefined) ?? route.upstreams[0]
+  const input: TextInput = {
+    request,
+    message,
+    requestId: 'dry-run',
+    route: { name: route.name, params: route.params, checksToken },
+    upstream: { name: upstream.name, credential: upstream.credential === undefined ? null : '[credential]', hasCredential: upstream.credential !== undefined }
+  }
+  const parts = [await mapPath(text, input), await mapHeaders(text, input), await mapBody(text, input)]
+  for (const part of parts) {
+    if (part.ok) continue
+    let why = part.error
+    // At run time a header complaint never quotes values; here the credential is a placeholder, so say what came out.
+    if (part.pointer === '/text/request/headers' && text.headers !== null) {
+      const out = await runText(text.headers, input)
+      if (out.ok) why += `; it produced ${describe(out.value)}`
+    }
+    problems.push({ file, pointer: part.pointer, message: why })
+  }
+  if (text.response !== null) {
+    for (const [i, sample] of mapping.samples.text.entries()) {
+      const s = sample as { status?: number; headers?: Record<string, string>; body: unknown }
+      const out = await runText(text.response, { ...input, response: { status: s.status ?? 200, headers: s.headers ?? {}, body: s.body } })
+      if (!out.ok) problems.push({ file, pointer: '/text/response', message: `on samples/text/${i}: ${out.error}` })
+      else if (out.value === undefined) problems.push({ file, pointer: '/text/response', message: `on samples/text/${i}: must produce the answer for the platform; it produced nothing` })
+    }
+  }
+  return problems
 }
 
 function dedupe (problems: Problem[]): Problem[] {

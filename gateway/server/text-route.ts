@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto'
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js'
-import { CODES, GatewayError, type ErrorCode } from '../errors'
+import { CODES, GatewayError, logLevelOf, type ErrorCode } from '../errors'
 import type { RouteRuntime } from '../route'
 import type { TextHook, TextResult } from '../text/utterance'
-import { problemBody, send, readBody, STATUS_TEXT } from './http'
+import { problemBody, readBody, send } from './http'
 import type { ServerState } from './state'
 
 export const DEFAULT_TEXT_PATH = '/agent_assist_text_webhooks/utterance'
@@ -44,34 +44,28 @@ export function mountText (app: TemplatedApp, state: ServerState, hook: TextHook
     const routeName = route?.name ?? ''
     const headers = { 'x-request-id': requestId }
 
-    const answer = (result: TextResult, closeConnection = false): void => {
+    const answer = (result: TextResult, tooLarge = false): void => {
       if (aborted) {
         state.log.debug({ event: 'text_aborted', route: routeName, requestId }, 'the platform went away before the answer')
         return
       }
       if (result.ok) {
-        send(res, result.status, 'application/json', JSON.stringify(result.value), headers)
+        send(res, result.status, 'application/json', result.json, headers)
         count(routeName, result.status, (performance.now() - started) / 1000)
         return
       }
       const status = CODES[result.error.code].status
       const body = problemBody(result.error, result.problems, { requestId, ...result.extra })
-      if (closeConnection) {
-        // Past the body limit: answer and close, so the client stops sending the rest.
-        res.cork(() => {
-          res.writeStatus(`${status} ${STATUS_TEXT[status] ?? ''}`)
-          res.writeHeader('content-type', 'application/problem+json')
-          res.writeHeader('x-request-id', requestId)
-          res.end(body, true)
-        })
-      } else {
-        send(res, status, 'application/problem+json', body, headers)
-      }
+      // Past the body limit the answer goes at once with `connection: close`, so the client stops sending;
+      // uWS discards whatever of the body still arrives (nothing more is buffered). Not end(body, true):
+      // uWS then resets the socket while the client is still writing, and clients (undici among them)
+      // lose the 413 to an EPIPE/ECONNRESET. uWS has no lingering close.
+      send(res, status, 'application/problem+json', body, tooLarge ? { ...headers, connection: 'close' } : headers)
       count(routeName, status, (performance.now() - started) / 1000)
     }
-    const refuse = (code: ErrorCode, closeConnection = false): void => {
-      state.log[CODES[code].status >= 500 ? 'error' : 'info']({ event: 'text_refused', route: routeName || undefined, requestId, code }, CODES[code].text)
-      answer({ ok: false, error: new GatewayError(code), problems: [], extra: {} }, closeConnection)
+    const refuse = (code: ErrorCode, tooLarge = false): void => {
+      state.log[logLevelOf(code)]({ event: 'text_refused', route: routeName || undefined, requestId, code }, CODES[code].text)
+      answer({ ok: false, error: new GatewayError(code), problems: [], extra: {} }, tooLarge)
     }
 
     if (route === null || route === undefined || !hook.serves(route)) return refuse('ROUTE_NOT_FOUND')

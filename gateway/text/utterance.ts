@@ -1,11 +1,11 @@
 import type { TextSettings } from '../config/types'
 import { GatewayError, logLevelOf } from '../errors'
 import type { CredentialList } from '../auth/credentials'
-import { mapRequest, normalizeUtterance, runText, type TextInput, type TextMapping } from '../mapping/text'
+import { evaluate, mapRequest, normalizeUtterance, type MappedOutcome, type TextInput, type TextMapping } from '../mapping/text'
 import type { RouteRuntime } from '../route'
 import type { Logger } from '../telemetry/log'
 import type { Metrics } from '../telemetry/metrics'
-import { TextUpstream, type CallOutcome } from '../upstream/http-call'
+import { TextUpstream, type CallOutcome, type OutgoingRequest } from '../upstream/http-call'
 import type { Replica } from '../upstream/pool'
 import { problemsOf, validator, type Problem } from '../validate/compile'
 import { parseJson } from '../validate/messages'
@@ -22,9 +22,9 @@ export interface IncomingUtterance {
   requestId: string
 }
 
-/** What the server renders: a JSON answer, or a catalogued error as problem+json. */
+/** What the server renders: a JSON answer (already encoded), or a catalogued error as problem+json. */
 export type TextResult =
-  | { ok: true; status: 200 | 202; value: unknown }
+  | { ok: true; status: 200 | 202; json: string }
   | { ok: false; error: GatewayError; problems: readonly Problem[]; extra: Record<string, unknown> }
 
 export interface TextDeps { settings: TextSettings; metrics: Metrics; log: Logger }
@@ -105,7 +105,7 @@ export class TextHook {
     if (rt.queue !== null) {
       const accepted = rt.queue.offer(async () => { await this.deliver(rt, input) })
       if (!accepted) return this.refuse(req, new GatewayError('QUEUE_FULL'))
-      return { ok: true, status: 202, value: { accepted: true, requestId: req.requestId } }
+      return { ok: true, status: 202, json: JSON.stringify({ accepted: true, requestId: req.requestId }) }
     }
     return await this.deliver(rt, input)
   }
@@ -121,14 +121,17 @@ export class TextHook {
     // Where text.request failed, for the log line only: it may quote what an expression produced.
     const mapping = { pointer: '', error: '' }
     let out: CallOutcome
+    const built = (mapped: MappedOutcome): OutgoingRequest | GatewayError => {
+      if (mapped.ok) return mapped.request
+      mapping.pointer = mapped.pointer
+      mapping.error = mapped.error
+      return new GatewayError('MAPPING_FAILED')
+    }
     try {
-      out = await rt.upstream.call(async replica => {
+      out = await rt.upstream.call(replica => {
         input.upstream = this.upstreamInput(rt, replica)
-        const mapped = await mapRequest(rt.mapping, input)
-        if (mapped.ok) return mapped.request
-        mapping.pointer = mapped.pointer
-        mapping.error = mapped.error
-        return new GatewayError('MAPPING_FAILED')
+        const mapped = mapRequest(rt.mapping, input)
+        return mapped instanceof Promise ? mapped.then(built) : built(mapped)
       })
     } catch (err) {
       return this.fail(rt, input, new GatewayError('INTERNAL', { cause: err }), { err })
@@ -141,16 +144,24 @@ export class TextHook {
       return this.fail(rt, input, out.error, { upstream: out.replica?.name, result: out.result, vendorStatus: out.vendorStatus }, out.vendorStatus === undefined ? {} : { vendorStatus: out.vendorStatus })
     }
     if (rt.mapping.response === null) {
-      return { ok: true, status: 200, value: out.answer.body ?? null }
+      // No response mapping: the vendor's JSON as it came (checked to be JSON), else its text as a JSON string.
+      return { ok: true, status: 200, json: out.answer.json ?? JSON.stringify(out.answer.body ?? null) }
     }
     input.response = out.answer
-    const shaped = await runText(rt.mapping.response, input)
+    const evaluated = evaluate(rt.mapping.response, input)
+    const shaped = evaluated instanceof Promise ? await evaluated : evaluated
     if (!shaped.ok || shaped.value === undefined) {
       metrics.mappingErrors.inc({ route: rt.route.name, stage: 'text_response' })
       const why = shaped.ok ? 'text.response produced nothing from the vendor answer' : shaped.error
       return this.fail(rt, input, new GatewayError('UPSTREAM_BAD_ANSWER', { detail: 'the answer does not hold what the mapping expects' }), { upstream: out.replica.name, mapping: rt.route.mapping.file, pointer: '/text/response', mappingError: why })
     }
-    return { ok: true, status: 200, value: shaped.value }
+    let json: string
+    try {
+      json = JSON.stringify(shaped.value)
+    } catch {
+      return this.fail(rt, input, new GatewayError('UPSTREAM_BAD_ANSWER', { detail: 'the mapped answer cannot be written as JSON' }), { upstream: out.replica.name })
+    }
+    return { ok: true, status: 200, json }
   }
 
   private upstreamInput (rt: RouteText, replica: Replica): TextInput['upstream'] {
@@ -191,8 +202,10 @@ export function checkCredential (list: CredentialList, fromBody: unknown, header
   for (const v of [fromBody, header]) {
     if (typeof v !== 'string' || v === '') continue
     presented = true
+    // The bearer form first: it is the usual one, and then one hash settles it.
+    const bearer = v.length > 7 && v.slice(0, 7).toLowerCase() === 'bearer '
+    if (bearer && list.check(v.slice(7).trim()).ok) return null
     if (list.check(v).ok) return null
-    if (v.length > 7 && v.slice(0, 7).toLowerCase() === 'bearer ' && list.check(v.slice(7).trim()).ok) return null
   }
   return presented ? 'AUTH_INVALID' : 'AUTH_MISSING'
 }

@@ -50,7 +50,7 @@ export interface TextRequestReport {
   path: string
   /** Request headers as received, with authorization redacted. */
   headers: Record<string, string>
-  /** Parsed JSON (authorizationHeader redacted), or {unparsed: text}. */
+  /** Parsed JSON (authorizationHeader redacted), or {unparsed: "<n> chars"}. */
   body: unknown
   /** Status answered; null while unanswered (slow or hanging). */
   status: number | null
@@ -120,8 +120,9 @@ function parseText(text: string): { ok: true; value: unknown } | { ok: false } {
   }
 }
 
-function redact(value: unknown): unknown {
-  if (isObject(value) && 'authenticationToken' in value) return { ...value, authenticationToken: '[REDACTED]' }
+/** A copy without the credential field (audio: authenticationToken; text: authorizationHeader). */
+function redact(value: unknown, field = 'authenticationToken'): unknown {
+  if (isObject(value) && field in value) return { ...value, [field]: '[REDACTED]' }
   return value
 }
 
@@ -265,10 +266,11 @@ export function startVendorEmulator(opts: EmulatorOptions): Promise<VendorEmulat
     const path = (req.url ?? '/').split('?')[0]
     if (req.method === 'GET' && path === '/sessions') {
       reply(res, 200, all.map((s) => s.report()))
-    } else if (req.method === 'GET' && path === '/healthz') {
+    } else if (req.method === 'GET' && (path === '/healthz' || path === '/')) {
+      // `/` too: the gateway's default http health probe of a text-only replica asks for it.
       reply(res, 200, { ok: true })
     } else if (req.method === 'GET' && path === '/text-requests') {
-      reply(res, 200, texts)
+      reply(res, 200, texts.slice(-MAX_TEXT_REPORTS))
     } else if (req.method === 'POST' && (kind === 'passthrough' ? !REPORT_PATHS.has(path) : JSON_EVENTS_PATH.test(path))) {
       onTextRequest(req, res, path)
     } else {
@@ -303,13 +305,15 @@ export function startVendorEmulator(opts: EmulatorOptions): Promise<VendorEmulat
         method: req.method ?? 'POST',
         path,
         headers,
-        body: parsed.ok ? redactText(parsed.value) : { unparsed: raw.slice(0, 200) },
+        // Text that is not JSON is not kept: it may hold a credential.
+        body: parsed.ok ? redact(parsed.value, 'authorizationHeader') : { unparsed: `${raw.length} chars` },
         status: null,
         error: null,
         receivedAt: Date.now(),
       }
       texts.push(report)
-      if (texts.length > MAX_TEXT_REPORTS) texts.splice(0, texts.length - MAX_TEXT_REPORTS)
+      // Trimmed in bulk: a one-by-one shift of a long array would cost the emulator more than its answer.
+      if (texts.length >= 2 * MAX_TEXT_REPORTS) texts.splice(0, texts.length - MAX_TEXT_REPORTS)
       const b = text
       const answer = (status: number, body: unknown): void => {
         report.status = status
@@ -543,7 +547,7 @@ export function startVendorEmulator(opts: EmulatorOptions): Promise<VendorEmulat
         url: `ws://${hostPart}:${port}/stream`,
         httpUrl: `http://${hostPart}:${port}`,
         sessions: () => all.map((s) => s.report()),
-        textRequests: () => texts.map((r) => ({ ...r })),
+        textRequests: () => texts.slice(-MAX_TEXT_REPORTS).map((r) => ({ ...r })),
         setText: (behaviour: TextBehaviour) => {
           text = { ...behaviour }
         },
@@ -576,11 +580,6 @@ const JSON_EVENTS_PATH = /^\/v1\/conversations\/[^/]+\/messages$/
 const MAX_TEXT_REPORTS = 10000
 const ROLES = ['customer', 'agent', 'system']
 const TEXT_FIELDS = new Set(['conversationId', 'businessUnit', 'tenant', 'role', 'text', 'attachments', 'config'])
-
-function redactText(value: unknown): unknown {
-  if (isObject(value) && 'authorizationHeader' in value) return { ...value, authorizationHeader: '[REDACTED]' }
-  return value
-}
 
 /** json-events text request: the first problem as "field: what is wrong", or null. Strict, as a real REST API. */
 export function checkTextMessage(msg: JsonObject, path: string): string | null {

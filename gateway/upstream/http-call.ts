@@ -1,4 +1,4 @@
-import { Pool } from 'undici'
+import { Pool, type Dispatcher } from 'undici'
 import type { TextSettings } from '../config/types'
 import { GatewayError, type ErrorCode } from '../errors'
 import type { Metrics } from '../telemetry/metrics'
@@ -15,8 +15,8 @@ export interface OutgoingRequest {
   body: string | null
 }
 
-/** A vendor's 2xx answer: body parsed when it says JSON, else its text (null when empty). */
-export interface Answer { status: number; headers: Record<string, string>; body: unknown }
+/** A vendor's 2xx answer: body parsed when it says JSON, else its text (null when empty); `json` is the JSON text as received. */
+export interface Answer { status: number; headers: Record<string, string>; body: unknown; json: string | null }
 
 export type CallOutcome =
   | { ok: true; replica: Replica; answer: Answer }
@@ -26,6 +26,7 @@ export type CallOutcome =
 /** What one replica needs: its keep-alive Pool, where its text URL points, cached metric children. */
 interface Lane {
   readonly pool: Pool
+  readonly origin: string
   readonly basePath: string
   readonly search: string
   readonly duration: { observe: (v: number) => void }
@@ -62,21 +63,25 @@ export class TextUpstream {
    * Send one request. `build` maps it for the replica chosen (the credential may differ per replica);
    * a GatewayError from it ends the call before anything is sent.
    */
-  async call (build: (replica: Replica) => Promise<OutgoingRequest | GatewayError>): Promise<CallOutcome> {
+  async call (build: (replica: Replica) => OutgoingRequest | GatewayError | Promise<OutgoingRequest | GatewayError>): Promise<CallOutcome> {
     if (this.closed) return { ok: false, replica: null, error: new GatewayError('SHUTTING_DOWN'), result: null }
     let replica = this.pick(null)
     if (replica === null) {
       this.noReplica.inc()
       return { ok: false, replica: null, error: new GatewayError('NO_HEALTHY_UPSTREAM'), result: 'no_replica' }
     }
-    let timedOut = false
-    const abort = new AbortController()
-    const timer = setTimeout(() => { timedOut = true; abort.abort() }, this.settings.timeoutSeconds * 1000)
+    const deadline: Deadline = { timedOut: false, current: null }
+    const timer = setTimeout(() => {
+      deadline.timedOut = true
+      deadline.current?.expire()
+    }, this.settings.timeoutSeconds * 1000)
     try {
       for (let attempt = 0; ; attempt++) {
-        const request = await build(replica)
+        const built = build(replica)
+        const request = built instanceof Promise ? await built : built
         if (request instanceof GatewayError) return { ok: false, replica, error: request, result: null }
-        const out = await this.send(replica, request, abort.signal, () => timedOut)
+        if (deadline.timedOut) return { ok: false, replica, error: new GatewayError('UPSTREAM_TIMEOUT', { detail: 'no whole answer within text.timeoutSeconds' }), result: null }
+        const out = await this.send(replica, request, deadline)
         if (out.ok || out.result !== 'connect_failed' || attempt === 1) return out
         const other = this.pick(replica)
         if (other === null) return out
@@ -123,6 +128,7 @@ export class TextUpstream {
           bodyTimeout: s.bodyTimeoutSeconds * 1000,
           maxResponseSize: s.maxResponseBytes
         }),
+        origin: url.origin,
         basePath: url.pathname.replace(/\/+$/, ''),
         search: url.search,
         duration: this.metrics.upstreamDuration.labels(this.route, replica.name),
@@ -142,41 +148,103 @@ export class TextUpstream {
     c.inc()
   }
 
-  private async send (replica: Replica, req: OutgoingRequest, signal: AbortSignal, timedOut: () => boolean): Promise<CallOutcome> {
+  /** One exchange with one replica, through undici's dispatch API (no stream or promise per chunk). */
+  private async send (replica: Replica, req: OutgoingRequest, deadline: Deadline): Promise<CallOutcome> {
     const lane = this.lane(replica)
     const started = performance.now()
-    const done = (result: UpstreamResult): void => {
-      lane.duration.observe((performance.now() - started) / 1000)
-      this.count(lane, replica, result)
-    }
     const headers = { ...req.headers, ...replica.config.headers }
-    try {
-      const res = await lane.pool.request({ method: req.method, path: target(lane, req.path), headers, body: req.body, signal })
-      const status = res.statusCode
-      if (status < 200 || status > 299) {
-        // The vendor's error body is not kept: it is not ours to pass on, and may echo what was sent.
-        await res.body.dump().catch(() => {})
-        done(status >= 500 ? 'status_5xx' : 'status_4xx')
-        return { ok: false, replica, error: new GatewayError('UPSTREAM_BAD_ANSWER', { detail: `the vendor answered ${status}` }), result: status >= 500 ? 'status_5xx' : 'status_4xx', vendorStatus: status }
-      }
-      const text = await res.body.text()
-      const answerHeaders = flatHeaders(res.headers)
+    const raw = await new Promise<RawAnswer>(resolve => {
+      const exchange = new Exchange(resolve)
+      deadline.current = exchange
+      lane.pool.dispatch({ origin: lane.origin, method: req.method, path: target(lane, req.path), headers, body: req.body }, exchange)
+    })
+    deadline.current = null
+    let outcome: CallOutcome
+    let result: UpstreamResult
+    if (raw.error !== null) {
+      const [r, code, detail] = translate(raw.error, raw.timedOut)
+      result = r
+      outcome = { ok: false, replica, error: new GatewayError(code, { detail, cause: raw.error }), result }
+    } else if (raw.status < 200 || raw.status > 299) {
+      // The vendor's error body is not kept: it is not ours to pass on, and may echo what was sent.
+      result = raw.status >= 500 ? 'status_5xx' : 'status_4xx'
+      outcome = { ok: false, replica, error: new GatewayError('UPSTREAM_BAD_ANSWER', { detail: `the vendor answered ${raw.status}` }), result, vendorStatus: raw.status }
+    } else {
+      const text = raw.chunks.length === 1 ? raw.chunks[0].toString('utf8') : Buffer.concat(raw.chunks).toString('utf8')
       let body: unknown = text === '' ? null : text
-      if (text !== '' && /[/+]json\b/i.test(answerHeaders['content-type'] ?? '')) {
+      let json = false
+      if (text !== '' && /[/+]json\b/i.test(raw.headers['content-type'] ?? '')) {
         try {
           body = JSON.parse(text)
+          json = true
         } catch {
-          done('bad_answer')
-          return { ok: false, replica, error: new GatewayError('UPSTREAM_BAD_ANSWER', { detail: 'the vendor said JSON but its answer is not JSON' }), result: 'bad_answer' }
+          body = undefined
         }
       }
-      done('ok')
-      return { ok: true, replica, answer: { status, headers: answerHeaders, body } }
-    } catch (err) {
-      const [result, code, detail] = translate(err, timedOut())
-      done(result)
-      return { ok: false, replica, error: new GatewayError(code, { detail, cause: err }), result }
+      if (body === undefined) {
+        result = 'bad_answer'
+        outcome = { ok: false, replica, error: new GatewayError('UPSTREAM_BAD_ANSWER', { detail: 'the vendor said JSON but its answer is not JSON' }), result }
+      } else {
+        result = 'ok'
+        outcome = { ok: true, replica, answer: { status: raw.status, headers: raw.headers, body, json: json ? text : null } }
+      }
     }
+    lane.duration.observe((performance.now() - started) / 1000)
+    this.count(lane, replica, result)
+    return outcome
+  }
+}
+
+/** The deadline of one call; it aborts whichever exchange is running when it fires. */
+interface Deadline { timedOut: boolean; current: Exchange | null }
+
+interface RawAnswer { status: number; headers: Record<string, string>; chunks: Buffer[]; error: Error | null; timedOut: boolean }
+
+const TIMED_OUT = Object.assign(new Error('text.timeoutSeconds passed'), { code: 'GATEWAY_DEADLINE' })
+
+/** An undici dispatch handler that gathers one whole answer; settles exactly once. */
+class Exchange implements Dispatcher.DispatchHandler {
+  private controller: Dispatcher.DispatchController | null = null
+  private settled = false
+  private status = 0
+  private headers: Record<string, string> = {}
+  private readonly chunks: Buffer[] = []
+
+  constructor (private readonly resolve: (a: RawAnswer) => void) {}
+
+  onRequestStart (controller: Dispatcher.DispatchController): void {
+    if (this.settled) controller.abort(TIMED_OUT)
+    else this.controller = controller
+  }
+
+  onResponseStart (_c: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
+    this.status = statusCode
+    this.headers = flatHeaders(headers)
+  }
+
+  onResponseData (_c: Dispatcher.DispatchController, chunk: Buffer): void {
+    this.chunks.push(chunk)
+  }
+
+  onResponseEnd (): void {
+    this.settle(null, false)
+  }
+
+  onResponseError (_c: Dispatcher.DispatchController, error: Error): void {
+    this.settle(error, false)
+  }
+
+  /** The deadline passed: answer now, whether or not undici has started this request. */
+  expire (): void {
+    if (this.settled) return
+    this.settle(TIMED_OUT, true)
+    this.controller?.abort(TIMED_OUT)
+  }
+
+  private settle (error: Error | null, timedOut: boolean): void {
+    if (this.settled) return
+    this.settled = true
+    this.resolve({ status: this.status, headers: this.headers, chunks: this.chunks, error, timedOut })
   }
 }
 

@@ -1,0 +1,123 @@
+import t, { type Test } from 'tap'
+import { createServer, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import type { TextSettings } from '../../../gateway/config/types'
+import { GatewayError } from '../../../gateway/errors'
+import { Metrics } from '../../../gateway/telemetry/metrics'
+import { TextUpstream, type OutgoingRequest } from '../../../gateway/upstream/http-call'
+import type { Replica } from '../../../gateway/upstream/pool'
+
+const SETTINGS: TextSettings = { maxBodyBytes: 65536, timeoutSeconds: 2, connectTimeoutSeconds: 1, headersTimeoutSeconds: 2, bodyTimeoutSeconds: 2, connectionsPerReplica: 4, maxResponseBytes: 4096, asyncQueueSize: 10, asyncConcurrency: 2 }
+
+interface Seen { url: string; headers: Record<string, unknown>; body: string }
+
+/** A plain node:http vendor whose answer each test chooses. */
+async function vendor (t: Test, answer: (req: Seen) => { status?: number; type?: string; body: string }): Promise<{ url: string; seen: Seen[]; server: Server }> {
+  const seen: Seen[] = []
+  const server = createServer((req, res) => {
+    let body = ''
+    req.on('data', c => { body += String(c) })
+    req.on('end', () => {
+      const s = { url: req.url ?? '', headers: req.headers, body }
+      seen.push(s)
+      const a = answer(s)
+      res.writeHead(a.status ?? 200, { 'content-type': a.type ?? 'application/json' })
+      res.end(a.body)
+    })
+  })
+  await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => { server.closeAllConnections(); server.close() })
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, seen, server }
+}
+
+function replica (name: string, text: string | undefined, headers: Record<string, string> = {}, healthy = true): Replica {
+  return { name, healthy, config: { name, text, headers } } as unknown as Replica
+}
+
+const req = (over: Partial<OutgoingRequest> = {}): OutgoingRequest => ({ method: 'POST', path: '/x', headers: { 'content-type': 'application/json' }, body: '{}', ...over })
+
+function upstream (t: Test, replicas: Replica[], settings: Partial<TextSettings> = {}): TextUpstream {
+  const u = new TextUpstream('r', replicas, { ...SETTINGS, ...settings }, new Metrics())
+  t.teardown(async () => await u.close())
+  return u
+}
+
+t.test('round-robin over healthy text replicas; the replica URL path and query are kept; replica headers win', async t => {
+  const a = await vendor(t, () => ({ body: '{"from":"a"}' }))
+  const b = await vendor(t, () => ({ body: '{"from":"b"}' }))
+  const u = upstream(t, [replica('a', `${a.url}/base/?k=1`, { 'x-api-key': 'from-config' }), replica('audio-only', undefined), replica('down', b.url, {}, false), replica('b', b.url)])
+  const froms: unknown[] = []
+  for (let i = 0; i < 4; i++) {
+    const out = await u.call(async () => req({ headers: { 'x-api-key': 'from-mapping', 'x-other': '1' } }))
+    froms.push(out.ok && (out.answer.body as { from: string }).from)
+  }
+  t.same(froms, ['a', 'b', 'a', 'b'])
+  t.equal(a.seen[0].url, '/base/x?k=1', 'base path + mapped path + base query')
+  t.equal(a.seen[0].headers['x-api-key'], 'from-config')
+  t.equal(a.seen[0].headers['x-other'], '1')
+  t.equal(b.seen.length, 2, 'the unhealthy replica and the one without a text URL are skipped')
+  const q = await u.call(async () => req({ path: '/y?z=2' }))
+  t.ok(q.ok)
+  t.equal(a.seen[2].url, '/base/y?z=2', 'a mapped query replaces the base one')
+  await u.call(async () => req({ path: null }))
+  t.equal(b.seen[2].url, '/', 'no path: the replica URL as it is')
+})
+
+t.test('answers: JSON parsed (raw text kept), other types as text, empty as null; bad JSON and oversize are 502', async t => {
+  let next = { body: '{"a":1}', type: 'application/json; charset=utf-8' }
+  const v = await vendor(t, () => next)
+  const u = upstream(t, [replica('v', v.url)])
+  const json = await u.call(async () => req())
+  t.same(json.ok && json.answer, { status: 200, headers: json.ok ? json.answer.headers : {}, body: { a: 1 }, json: '{"a":1}' })
+  next = { body: 'plain words', type: 'text/plain' }
+  const text = await u.call(async () => req())
+  t.equal(text.ok && text.answer.body, 'plain words')
+  t.equal(text.ok && text.answer.json, null)
+  next = { body: '', type: 'application/json' }
+  t.equal(((await u.call(async () => req())) as { answer: { body: unknown } }).answer.body, null)
+  next = { body: '{"a":', type: 'application/json' }
+  const broken = await u.call(async () => req())
+  t.match(broken, { ok: false, result: 'bad_answer', error: { code: 'UPSTREAM_BAD_ANSWER' } })
+  next = { body: JSON.stringify({ big: 'x'.repeat(5000) }), type: 'application/json' }
+  const big = await u.call(async () => req())
+  t.match(big, { ok: false, result: 'bad_answer', error: { code: 'UPSTREAM_BAD_ANSWER', detail: /maxResponseBytes/ } })
+})
+
+t.test('non-2xx answers are 502 with the vendor status; a build failure sends nothing', async t => {
+  const v = await vendor(t, s => ({ status: s.body === 'a' ? 404 : 503, body: '{"error":"echo of the request"}' }))
+  const u = upstream(t, [replica('v', v.url)])
+  t.match(await u.call(async () => req({ body: 'a' })), { ok: false, result: 'status_4xx', vendorStatus: 404, error: { code: 'UPSTREAM_BAD_ANSWER' } })
+  const e503 = await u.call(async () => req({ body: 'b' }))
+  t.match(e503, { ok: false, result: 'status_5xx', vendorStatus: 503 })
+  t.notMatch(JSON.stringify(e503), 'echo of the request', 'the vendor error body is not kept')
+  const built = await u.call(async () => new GatewayError('MAPPING_FAILED'))
+  t.match(built, { ok: false, result: null, error: { code: 'MAPPING_FAILED' } })
+  t.equal(v.seen.length, 2)
+})
+
+t.test('connect failure: one other replica is tried, never more; no replica at all is NO_HEALTHY_UPSTREAM', async t => {
+  const good = await vendor(t, () => ({ body: '{}' }))
+  const dead = 'http://127.0.0.1:1'
+  const tried: string[] = []
+  const u = upstream(t, [replica('d1', dead), replica('d2', dead), replica('g', good.url)])
+  const first = await u.call(async r => { tried.push(r.name); return req() })
+  t.match(first, { ok: false, result: 'connect_failed', error: { code: 'UPSTREAM_UNREACHABLE' } })
+  t.same(tried, ['d1', 'd2'], 'two tries, not three')
+  const second = await u.call(async r => { tried.push(r.name); return req() })
+  t.ok(second.ok, 'the cursor moved on: the next call starts at the good one')
+  t.match(await upstream(t, [replica('x', undefined)]).call(async () => req()), { ok: false, result: 'no_replica', error: { code: 'NO_HEALTHY_UPSTREAM' } })
+})
+
+t.test('the deadline covers queueing for a connection; after close calls are refused', async t => {
+  const v = await vendor(t, () => ({ body: '{}' }))
+  v.server.removeAllListeners('request')
+  v.server.on('request', () => { /* never answers */ })
+  const u = upstream(t, [replica('v', v.url)], { timeoutSeconds: 0.3, connectionsPerReplica: 1 })
+  const started = performance.now()
+  const outs = await Promise.all([1, 2, 3].map(async () => await u.call(async () => req())))
+  const ms = performance.now() - started
+  t.ok(outs.every(o => !o.ok && o.error.code === 'UPSTREAM_TIMEOUT'), 'all three time out, the queued ones too')
+  t.ok(ms < 800, `on the deadline (${Math.round(ms)} ms), not one after another`)
+  await u.close()
+  t.match(await u.call(async () => req()), { ok: false, error: { code: 'SHUTTING_DOWN' } })
+})
