@@ -62,6 +62,9 @@ export interface TextSettings {
   readonly maxResponseBytes: number
   readonly asyncQueueSize: number
   readonly asyncConcurrency: number
+  readonly retries: number
+  readonly retryBudgetPercent: number
+  readonly balancing: 'round-robin' | 'p2c'
 }
 
 export interface EmulatorConfig { readonly kind: 'passthrough' | 'json-events'; readonly port: number; readonly host: string; readonly resultEveryFrames: number }

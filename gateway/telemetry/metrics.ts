@@ -32,6 +32,7 @@ export const CATALOGUE = {
   upstream_healthy: { type: 'gauge', help: '1 when the replica can take new work (probed up and not ejected).', labels: ['route', 'upstream'] },
   upstream_ejections_total: { type: 'counter', help: 'Passive ejections of a replica after gateway-side failures.', labels: ['route', 'upstream'] },
   upstream_health_checks_total: { type: 'counter', help: 'Active probes, by result (ok, failed).', labels: ['route', 'upstream', 'result'] },
+  upstream_retries_total: { type: 'counter', help: 'Text requests sent again to another replica, by reason (connect_failed, status_5xx, timeout), and retries refused by the retry budget (budget_exhausted).', labels: ['route', 'reason'] },
   store_up: { type: 'gauge', help: '1 when the shared store (Redis) is reachable, or the store is in-memory.', labels: [] }
 } as const
 
@@ -87,6 +88,7 @@ export class Metrics {
   readonly ejections: Counter
   readonly healthChecks: Counter
   readonly storeUp: Gauge
+  readonly upstreamRetries: Counter
   /** Set by the server: every replica's health, read at scrape time. */
   replicaHealth: () => { route: string; upstream: string; healthy: boolean }[] = () => []
   storeIsUp: () => boolean = () => true
@@ -114,6 +116,7 @@ export class Metrics {
     this.upstreamRequests = counter('upstream_requests_total')
     this.upstreamDuration = new Histogram({ name: name('upstream_request_duration_seconds'), help: help('upstream_request_duration_seconds'), labelNames: labels('upstream_request_duration_seconds'), buckets: httpBuckets, registers: r })
     this.failovers = counter('audio_failovers_total')
+    this.upstreamRetries = counter('upstream_retries_total')
     this.gapSeconds = new Histogram({ name: name('audio_gap_seconds'), help: help('audio_gap_seconds'), labelNames: labels('audio_gap_seconds'), buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60], registers: r })
     this.reattach = counter('audio_reattach_total')
     this.upstreamHealthy = new Gauge({

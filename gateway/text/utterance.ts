@@ -61,7 +61,7 @@ export class TextHook {
       this.routes.set(route, {
         route,
         mapping,
-        upstream: new TextUpstream(route.name, route.pool.replicas, deps.settings, deps.metrics),
+        upstream: new TextUpstream(route.name, route.pool, deps.settings, deps.metrics),
         queue: route.config.async ? new DeliveryQueue(deps.settings.asyncQueueSize, deps.settings.asyncConcurrency) : null,
         inputRoute: Object.freeze({ name: route.name, params: route.config.params, checksToken: route.textAuth.required }),
         inputUpstream: new WeakMap()
@@ -132,7 +132,7 @@ export class TextHook {
         input.upstream = this.upstreamInput(rt, replica)
         const mapped = mapRequest(rt.mapping, input)
         return mapped instanceof Promise ? mapped.then(built) : built(mapped)
-      })
+      }, { idempotent: rt.mapping.idempotent })
     } catch (err) {
       return this.fail(rt, input, new GatewayError('INTERNAL', { cause: err }), { err })
     }

@@ -2,7 +2,7 @@ import { Pool, type Dispatcher } from 'undici'
 import type { TextSettings } from '../config/types'
 import { GatewayError, type ErrorCode } from '../errors'
 import type { Metrics } from '../telemetry/metrics'
-import type { Replica } from './pool'
+import type { Replica, UpstreamPool } from './pool'
 
 /** Bounded values of `upstream_requests_total{result}`. */
 export type UpstreamResult = 'ok' | 'status_4xx' | 'status_5xx' | 'timeout' | 'connect_failed' | 'bad_answer' | 'no_replica'
@@ -40,32 +40,38 @@ const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT'
 /**
  * The text hook's HTTP calls to one route's replicas, the only undici user. One keep-alive Pool per
  * replica (connections, connect/headers/body timeouts and the answer size limit from `text` settings).
- * Replica choice: round-robin over the replicas that have a `text` URL and are healthy; when the chosen
- * one cannot be connected to, one other replica is tried (nothing reached the first). One deadline,
- * `timeoutSeconds`, covers the whole exchange. undici's error codes are translated here, once.
+ * Replica choice: round-robin or power-of-two-choices over the replicas that have a `text` URL, are
+ * healthy and under `maxInFlight`; retries as `call` says. One deadline, `timeoutSeconds`, covers the
+ * whole exchange, retries included. undici's error codes are translated here, once.
  */
 export class TextUpstream {
   private readonly lanes = new Map<Replica, Lane>()
   private cursor = 0
   private closed = false
   private readonly noReplica: { inc: () => void }
+  private readonly replicas: readonly Replica[]
 
   constructor (
     private readonly route: string,
-    private readonly replicas: readonly Replica[],
+    private readonly pool: UpstreamPool,
     private readonly settings: TextSettings,
     private readonly metrics: Metrics
   ) {
+    this.replicas = pool.replicas
     this.noReplica = metrics.upstreamRequests.labels(route, '', 'no_replica')
   }
 
   /**
    * Send one request. `build` maps it for the replica chosen (the credential may differ per replica);
-   * a GatewayError from it ends the call before anything is sent.
+   * a GatewayError from it ends the call before anything is sent. Retries go to a replica not yet
+   * tried, at most `text.retries`: after a connect failure (nothing reached the vendor) or a
+   * 502/503/504; after a timeout only when `idempotent`. Retries in flight stay within
+   * `text.retryBudgetPercent` of requests in flight (at least 3).
    */
-  async call (build: (replica: Replica) => OutgoingRequest | GatewayError | Promise<OutgoingRequest | GatewayError>): Promise<CallOutcome> {
+  async call (build: (replica: Replica) => OutgoingRequest | GatewayError | Promise<OutgoingRequest | GatewayError>, opts: { idempotent?: boolean } = {}): Promise<CallOutcome> {
     if (this.closed) return { ok: false, replica: null, error: new GatewayError('SHUTTING_DOWN'), result: null }
-    let replica = this.pick(null)
+    const tried = new Set<Replica>()
+    let replica = this.pick(tried)
     if (replica === null) {
       this.noReplica.inc()
       return { ok: false, replica: null, error: new GatewayError('NO_HEALTHY_UPSTREAM'), result: 'no_replica' }
@@ -75,20 +81,70 @@ export class TextUpstream {
       deadline.timedOut = true
       deadline.current?.expire()
     }, this.settings.timeoutSeconds * 1000)
+    this.activeRequests++
+    let retrying = false
     try {
       for (let attempt = 0; ; attempt++) {
+        tried.add(replica)
         const built = build(replica)
         const request = built instanceof Promise ? await built : built
         if (request instanceof GatewayError) return { ok: false, replica, error: request, result: null }
         if (deadline.timedOut) return { ok: false, replica, error: new GatewayError('UPSTREAM_TIMEOUT', { detail: 'no whole answer within text.timeoutSeconds' }), result: null }
-        const out = await this.send(replica, request, deadline)
-        if (out.ok || out.result !== 'connect_failed' || attempt === 1) return out
-        const other = this.pick(replica)
+        replica.inFlight++
+        let out: CallOutcome
+        try {
+          out = await this.send(replica, request, deadline)
+        } finally {
+          replica.inFlight--
+        }
+        const reason = this.retryReason(out, deadline, opts.idempotent === true)
+        this.passive(replica, out, reason)
+        if (reason === null || attempt >= this.settings.retries || deadline.timedOut) return out
+        const other = this.pick(tried)
         if (other === null) return out
+        if (!retrying && !this.budgetAllows()) {
+          this.metrics.upstreamRetries.inc({ route: this.route, reason: 'budget_exhausted' })
+          return out
+        }
+        if (!retrying) { retrying = true; this.activeRetries++ }
+        this.metrics.upstreamRetries.inc({ route: this.route, reason })
         replica = other
       }
     } finally {
       clearTimeout(timer)
+      this.activeRequests--
+      if (retrying) this.activeRetries--
+    }
+  }
+
+  private activeRequests = 0
+  private activeRetries = 0
+
+  /** Envoy-style retry budget: retries in flight ≤ max(3, budget% of requests in flight). */
+  private budgetAllows (): boolean {
+    return this.activeRetries < Math.max(3, this.activeRequests * this.settings.retryBudgetPercent / 100)
+  }
+
+  /** Why this failure may be sent to another replica; null: it may not. */
+  private retryReason (out: CallOutcome, deadline: Deadline, idempotent: boolean): 'connect_failed' | 'status_5xx' | 'timeout' | null {
+    if (out.ok) return null
+    if (out.result === 'connect_failed') return 'connect_failed'
+    if (out.result === 'status_5xx' && (out.vendorStatus === 502 || out.vendorStatus === 503 || out.vendorStatus === 504)) return 'status_5xx'
+    // A timeout may have reached the vendor: repeating is safe only for idempotent calls, and never
+    // past the call's own deadline.
+    if (out.result === 'timeout' && idempotent && !deadline.timedOut) return 'timeout'
+    return null
+  }
+
+  /** Passive health: gateway-side failures count against the replica; a vendor 4xx never does. */
+  private passive (replica: Replica, out: CallOutcome, reason: string | null): void {
+    if (out.ok) {
+      this.pool.recordSuccess(replica)
+      return
+    }
+    const gatewaySide = out.result === 'connect_failed' || out.result === 'timeout' || reason === 'status_5xx'
+    if (gatewaySide && this.pool.recordFailure(replica, `text: ${out.result ?? 'failed'}`)) {
+      this.metrics.ejections.inc({ route: this.route, upstream: replica.name })
     }
   }
 
@@ -100,13 +156,22 @@ export class TextUpstream {
     await Promise.all(pools.map(async p => await p.destroy().catch(() => {})))
   }
 
-  /** The next eligible replica after the cursor, skipping `exclude`. */
-  private pick (exclude: Replica | null): Replica | null {
+  /** An eligible replica not in `exclude`: round-robin, or the less busy of two random ones (p2c). */
+  private pick (exclude: ReadonlySet<Replica>): Replica | null {
     const all = this.replicas
     const n = all.length
+    const eligible = (r: Replica): boolean => !exclude.has(r) && r.config.text !== undefined && r.healthy && r.inFlight < r.config.maxInFlight
+    if (this.settings.balancing === 'p2c') {
+      const ok = all.filter(eligible)
+      if (ok.length <= 1) return ok[0] ?? null
+      const a = ok[Math.floor(Math.random() * ok.length)]
+      let b = ok[Math.floor(Math.random() * (ok.length - 1))]
+      if (b === a) b = ok[ok.length - 1]
+      return b.inFlight / b.config.weight < a.inFlight / a.config.weight ? b : a
+    }
     for (let i = 0; i < n; i++) {
       const r = all[(this.cursor + i) % n]
-      if (r !== exclude && r.config.text !== undefined && r.healthy) {
+      if (eligible(r)) {
         this.cursor = (this.cursor + i + 1) % n
         return r
       }

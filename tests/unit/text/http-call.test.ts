@@ -5,9 +5,9 @@ import type { TextSettings } from '../../../gateway/config/types'
 import { GatewayError } from '../../../gateway/errors'
 import { Metrics } from '../../../gateway/telemetry/metrics'
 import { TextUpstream, type OutgoingRequest } from '../../../gateway/upstream/http-call'
-import type { Replica } from '../../../gateway/upstream/pool'
+import type { Replica, UpstreamPool } from '../../../gateway/upstream/pool'
 
-const SETTINGS: TextSettings = { maxBodyBytes: 65536, timeoutSeconds: 2, connectTimeoutSeconds: 1, headersTimeoutSeconds: 2, bodyTimeoutSeconds: 2, connectionsPerReplica: 4, maxResponseBytes: 4096, asyncQueueSize: 10, asyncConcurrency: 2 }
+const SETTINGS: TextSettings = { maxBodyBytes: 65536, timeoutSeconds: 2, connectTimeoutSeconds: 1, headersTimeoutSeconds: 2, bodyTimeoutSeconds: 2, connectionsPerReplica: 4, maxResponseBytes: 4096, asyncQueueSize: 10, asyncConcurrency: 2, retries: 2, retryBudgetPercent: 20, balancing: 'round-robin' }
 
 interface Seen { url: string; headers: Record<string, unknown>; body: string }
 
@@ -31,13 +31,15 @@ async function vendor (t: Test, answer: (req: Seen) => { status?: number; type?:
 }
 
 function replica (name: string, text: string | undefined, headers: Record<string, string> = {}, healthy = true): Replica {
-  return { name, healthy, config: { name, text, headers } } as unknown as Replica
+  return { name, healthy, inFlight: 0, config: { name, text, headers, weight: 1, maxInFlight: 10000 } } as unknown as Replica
 }
 
 const req = (over: Partial<OutgoingRequest> = {}): OutgoingRequest => ({ method: 'POST', path: '/x', headers: { 'content-type': 'application/json' }, body: '{}', ...over })
 
 function upstream (t: Test, replicas: Replica[], settings: Partial<TextSettings> = {}): TextUpstream {
-  const u = new TextUpstream('r', replicas, { ...SETTINGS, ...settings }, new Metrics())
+  // A pool that only lists the replicas; passive health is covered by the integration tests.
+  const pool = { replicas, recordSuccess: () => {}, recordFailure: () => false } as unknown as UpstreamPool
+  const u = new TextUpstream('r', pool, { ...SETTINGS, ...settings }, new Metrics())
   t.teardown(async () => await u.close())
   return u
 }
@@ -95,17 +97,65 @@ t.test('non-2xx answers are 502 with the vendor status; a build failure sends no
   t.equal(v.seen.length, 2)
 })
 
-t.test('connect failure: one other replica is tried, never more; no replica at all is NO_HEALTHY_UPSTREAM', async t => {
+t.test('connect failure: retried on replicas not yet tried, at most text.retries; no replica at all is NO_HEALTHY_UPSTREAM', async t => {
   const good = await vendor(t, () => ({ body: '{}' }))
   const dead = 'http://127.0.0.1:1'
   const tried: string[] = []
   const u = upstream(t, [replica('d1', dead), replica('d2', dead), replica('g', good.url)])
   const first = await u.call(async r => { tried.push(r.name); return req() })
-  t.match(first, { ok: false, result: 'connect_failed', error: { code: 'UPSTREAM_UNREACHABLE' } })
-  t.same(tried, ['d1', 'd2'], 'two tries, not three')
-  const second = await u.call(async r => { tried.push(r.name); return req() })
-  t.ok(second.ok, 'the cursor moved on: the next call starts at the good one')
+  t.ok(first.ok, 'two retries reach the good replica')
+  t.same(tried, ['d1', 'd2', 'g'], 'each try on another replica')
+  tried.length = 0
+  const one = upstream(t, [replica('d1', dead), replica('d2', dead), replica('g', good.url)], { retries: 1 })
+  const limited = await one.call(async r => { tried.push(r.name); return req() })
+  t.match(limited, { ok: false, result: 'connect_failed', error: { code: 'UPSTREAM_UNREACHABLE' } })
+  t.same(tried, ['d1', 'd2'], 'retries: 1 means two tries, not three')
   t.match(await upstream(t, [replica('x', undefined)]).call(async () => req()), { ok: false, result: 'no_replica', error: { code: 'NO_HEALTHY_UPSTREAM' } })
+})
+
+t.test('502, 503 and 504 go to another replica; 500 and 4xx do not', async t => {
+  for (const [status, retried] of [[502, true], [503, true], [504, true], [500, false], [429, false], [400, false]] as const) {
+    const bad = await vendor(t, () => ({ status, body: '{}' }))
+    const good = await vendor(t, () => ({ body: '{"ok":1}' }))
+    const u = upstream(t, [replica('bad', bad.url), replica('good', good.url)])
+    const out = await u.call(async () => req())
+    t.equal(out.ok, retried, `${status}: ${retried ? 'retried on the other replica' : 'answered as is'}`)
+    t.equal(good.seen.length, retried ? 1 : 0)
+  }
+})
+
+t.test('a timeout is retried only when the mapping marks the call idempotent', async t => {
+  const slow = await vendor(t, () => ({ body: '{}' }))
+  slow.server.removeAllListeners('request')
+  slow.server.on('request', () => { /* never answers */ })
+  const good = await vendor(t, () => ({ body: '{"ok":1}' }))
+  const settings = { timeoutSeconds: 3, headersTimeoutSeconds: 0.2 }
+  const plain = await upstream(t, [replica('slow', slow.url), replica('good', good.url)], settings).call(async () => req())
+  t.match(plain, { ok: false, result: 'timeout', error: { code: 'UPSTREAM_TIMEOUT' } }, 'not idempotent: the vendor may have acted on it')
+  const idem = await upstream(t, [replica('slow', slow.url), replica('good', good.url)], settings).call(async () => req(), { idempotent: true })
+  t.ok(idem.ok, 'idempotent: sent again to the other replica')
+})
+
+t.test('the retry budget caps retries in flight at max(3, budget% of requests in flight)', async t => {
+  const hold: (() => void)[] = []
+  const bad = await vendor(t, () => ({ status: 503, body: '{}' }))
+  const slowGood = await vendor(t, () => ({ body: '{}' }))
+  slowGood.server.removeAllListeners('request')
+  slowGood.server.on('request', (_req, res) => { hold.push(() => { res.writeHead(200, { 'content-type': 'application/json' }); res.end('{}') }) })
+  const metrics = new Metrics()
+  const pool = { replicas: [replica('bad', bad.url), replica('good', slowGood.url)], recordSuccess: () => {}, recordFailure: () => false } as unknown as UpstreamPool
+  // Every call starts on `bad` (round-robin would alternate: pin it with one eligible first choice each time).
+  const u = new TextUpstream('r', pool, { ...SETTINGS, retryBudgetPercent: 20 }, metrics)
+  t.teardown(async () => await u.close())
+  const calls = Array.from({ length: 10 }, async () => await u.call(async () => req()))
+  await new Promise(resolve => setTimeout(resolve, 300))
+  for (const f of hold) f()
+  const outs = await Promise.all(calls)
+  const text = await metrics.registry.metrics()
+  const retried = Number(/assist_gateway_upstream_retries_total\{route="r",reason="status_5xx"\} (\d+)/.exec(text)?.[1] ?? 0)
+  const refused = Number(/assist_gateway_upstream_retries_total\{route="r",reason="budget_exhausted"\} (\d+)/.exec(text)?.[1] ?? 0)
+  t.ok(retried >= 1 && retried <= 3, `at most 3 retries in flight with 10 requests (20% of 10 is 2, the floor is 3): ${retried}`)
+  t.equal(retried + refused, outs.filter((_, i) => i % 2 === 0).length, 'every call that started on the failing replica was retried or refused by the budget')
 })
 
 t.test('the deadline covers queueing for a connection; after close calls are refused', async t => {
