@@ -9,6 +9,7 @@ export function readiness (state: ServerState): { ready: boolean; reasons: strin
   if (!state.store.up()) reasons.push('shared store (Redis) unreachable')
   for (const r of state.routes.values()) {
     if (r.mapping.audio !== null && r.config.upstreams.some(u => u.audio !== undefined) && !r.pool.hasAudioCapacity()) reasons.push(`route ${r.name}: no healthy audio upstream`)
+    if (r.mapping.text !== null && r.config.upstreams.some(u => u.text !== undefined) && !r.pool.replicas.some(p => p.config.text !== undefined && p.healthy)) reasons.push(`route ${r.name}: no healthy text upstream`)
   }
   return { ready: reasons.length === 0, reasons }
 }
