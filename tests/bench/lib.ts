@@ -1,0 +1,488 @@
+/**
+ * Shared helpers of the benchmark (`npm run bench`): child-process bookkeeping, /proc readings,
+ * free ports, the latency histogram, the sink's IPC client and report formatting.
+ * Nothing here is part of the gateway; it only drives and observes it.
+ */
+import { execSync, fork, type ChildProcess } from 'node:child_process'
+import { readFileSync } from 'node:fs'
+import { request } from 'node:http'
+import { createServer } from 'node:net'
+import { join } from 'node:path'
+
+// ---- frame layout (load generator → sink) -----------------------------------------------------
+
+/** 20 ms of 8 kHz mu-law. */
+export const FRAME_BYTES = 160
+export const FRAME_MS = 20
+/** Bytes 0-7: float64 LE send time (performance.timeOrigin + performance.now(), ms). */
+export const STAMP_OFFSET = 0
+/** Bytes 8-11: uint32 LE per-leg sequence number (0, 1, 2, ...). */
+export const SEQ_OFFSET = 8
+/** Bytes 12-15: uint32 LE leg index, for mappings that forward no init message (deepgram). */
+export const LEG_OFFSET = 12
+/** contactId of leg i is CONTACT_BASE + i; the sink learns the leg's index from the forwarded init message. */
+export const CONTACT_BASE = 1_000_000
+
+/** Wall-clock milliseconds with sub-µs resolution; comparable across processes on one machine. */
+export function nowMs (): number {
+  return performance.timeOrigin + performance.now()
+}
+
+// ---- latency histogram ---------------------------------------------------------------------------
+
+/** Fixed histogram: 0.01 ms buckets up to 1 s (plus one overflow bucket), preallocated. */
+export const HIST_BUCKET_MS = 0.01
+export const HIST_BUCKETS = 100_000
+
+export interface LatencySummary {
+  count: number
+  p50: number
+  p90: number
+  p99: number
+  p999: number
+  max: number
+  mean: number
+  /** Samples at or above 1 s (counted in the overflow bucket; max is still exact). */
+  overflow: number
+  /** Samples whose stamp was later than the sink's clock (clamped to 0). */
+  negative: number
+}
+
+export class Histogram {
+  readonly buckets = new Uint32Array(HIST_BUCKETS + 1)
+  count = 0
+  sum = 0
+  max = 0
+  negative = 0
+
+  record (ms: number): void {
+    if (ms < 0) {
+      this.negative++
+      ms = 0
+    }
+    let b = (ms / HIST_BUCKET_MS) | 0
+    if (b > HIST_BUCKETS) b = HIST_BUCKETS
+    this.buckets[b]++
+    this.count++
+    this.sum += ms
+    if (ms > this.max) this.max = ms
+  }
+
+  reset (): void {
+    this.buckets.fill(0)
+    this.count = 0
+    this.sum = 0
+    this.max = 0
+    this.negative = 0
+  }
+
+  /** Upper edge of the bucket holding the q-quantile (ms). */
+  quantile (q: number): number {
+    if (this.count === 0) return NaN
+    const rank = Math.max(1, Math.ceil(q * this.count))
+    let seen = 0
+    for (let b = 0; b <= HIST_BUCKETS; b++) {
+      seen += this.buckets[b]
+      if (seen >= rank) return b === HIST_BUCKETS ? this.max : Math.min((b + 1) * HIST_BUCKET_MS, this.max)
+    }
+    return this.max
+  }
+
+  summary (): LatencySummary {
+    return {
+      count: this.count,
+      p50: this.quantile(0.5),
+      p90: this.quantile(0.9),
+      p99: this.quantile(0.99),
+      p999: this.quantile(0.999),
+      max: this.count === 0 ? NaN : this.max,
+      mean: this.count === 0 ? NaN : this.sum / this.count,
+      overflow: this.buckets[HIST_BUCKETS],
+      negative: this.negative
+    }
+  }
+}
+
+// ---- command-line flags ------------------------------------------------------------------------
+
+export class UsageError extends Error {}
+
+/** `--name value` / `--name=value` / `--flag` parsing against a list of known names. */
+export function parseFlags (argv: string[], valued: string[], booleans: string[] = []): Map<string, string> {
+  const out = new Map<string, string>()
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]
+    if (!a.startsWith('--')) throw new UsageError(`unexpected argument ${a}`)
+    const eq = a.indexOf('=')
+    const name = a.slice(2, eq === -1 ? undefined : eq)
+    if (booleans.includes(name)) {
+      if (eq !== -1) throw new UsageError(`--${name} takes no value`)
+      out.set(name, 'true')
+    } else if (valued.includes(name)) {
+      const v = eq !== -1 ? a.slice(eq + 1) : argv[++i]
+      if (v === undefined) throw new UsageError(`--${name} needs a value`)
+      out.set(name, v)
+    } else {
+      throw new UsageError(`unknown flag --${name}`)
+    }
+  }
+  return out
+}
+
+export function numberFlag (flags: Map<string, string>, name: string, dflt: number, opts: { integer?: boolean; min?: number; max?: number } = {}): number {
+  const raw = flags.get(name)
+  if (raw === undefined) return dflt
+  const n = Number(raw)
+  const min = opts.min ?? 0
+  if (!Number.isFinite(n) || n < min || (opts.max !== undefined && n > opts.max) || (opts.integer === true && !Number.isInteger(n))) {
+    throw new UsageError(`--${name} must be ${opts.integer === true ? 'an integer' : 'a number'} >= ${min}${opts.max !== undefined ? ` and <= ${opts.max}` : ''} (got ${raw})`)
+  }
+  return n
+}
+
+// ---- processes -----------------------------------------------------------------------------------
+
+/** Folder of the package (holds package.json, bin/, mappings/, dist/). dist/tests/bench → ../../.. */
+export const PACKAGE_ROOT = join(__dirname, '..', '..', '..')
+export const BENCH_DIST = __dirname
+
+const children = new Set<ChildProcess>()
+const exitHooks: (() => void)[] = []
+
+/** Remember a child so that every exit path of the bench (normal, error, SIGINT) kills it. */
+export function track (child: ChildProcess): ChildProcess {
+  children.add(child)
+  child.once('exit', () => children.delete(child))
+  return child
+}
+
+/** Synchronous last-resort cleanup (also runs from process 'exit'). */
+export function killAllChildren (): void {
+  for (const hook of exitHooks.splice(0)) {
+    try { hook() } catch { /* cleanup must not throw */ }
+  }
+  for (const c of children) {
+    if (c.exitCode === null && c.signalCode === null && c.pid !== undefined) {
+      try { c.kill('SIGKILL') } catch { /* already gone */ }
+    }
+  }
+  children.clear()
+}
+
+/** Also run at exit (e.g. remove a temp folder). */
+export function onExit (fn: () => void): void {
+  exitHooks.push(fn)
+}
+
+let handlersInstalled = false
+export function installExitHandlers (): void {
+  if (handlersInstalled) return
+  handlersInstalled = true
+  process.on('exit', killAllChildren)
+  for (const [sig, code] of [['SIGINT', 130], ['SIGTERM', 143], ['SIGHUP', 129]] as const) {
+    process.on(sig, () => {
+      process.stderr.write(`\nbench: ${sig}: stopping child processes\n`)
+      killAllChildren()
+      process.exit(code)
+    })
+  }
+}
+
+export function exited (child: ChildProcess): boolean {
+  return child.exitCode !== null || child.signalCode !== null
+}
+
+/** SIGTERM, then SIGKILL after `graceMs`; resolves once the child is gone. */
+export async function stopChild (child: ChildProcess, graceMs = 3000): Promise<void> {
+  if (exited(child)) return
+  await new Promise<void>(resolve => {
+    const timer = setTimeout(() => {
+      if (!exited(child)) child.kill('SIGKILL')
+    }, graceMs)
+    child.once('exit', () => {
+      clearTimeout(timer)
+      resolve()
+    })
+    child.kill('SIGTERM')
+  })
+}
+
+/** Keeps the last `max` characters a child wrote (shown when it fails). */
+export class Tail {
+  private text = ''
+  constructor (private readonly max = 8000) {}
+  add (chunk: Buffer | string): void {
+    this.text += chunk.toString()
+    if (this.text.length > this.max * 2) this.text = this.text.slice(-this.max)
+  }
+
+  toString (): string {
+    return this.text.slice(-this.max)
+  }
+}
+
+export function sleep (ms: number): Promise<void> {
+  return new Promise(resolve => setTimeout(resolve, ms))
+}
+
+/** A port that was free a moment ago (bind 127.0.0.1:0, read, close). */
+export function freePort (): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer()
+    srv.unref()
+    srv.once('error', reject)
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address()
+      const port = typeof addr === 'object' && addr !== null ? addr.port : 0
+      srv.close(() => resolve(port))
+    })
+  })
+}
+
+/** Status of GET url, or null on a connection error / timeout. */
+export function httpStatus (url: string, timeoutMs = 1000): Promise<number | null> {
+  return new Promise(resolve => {
+    const req = request(url, { method: 'GET', timeout: timeoutMs, agent: false }, res => {
+      res.resume()
+      resolve(res.statusCode ?? null)
+    })
+    req.on('timeout', () => req.destroy())
+    req.on('error', () => resolve(null))
+    req.end()
+  })
+}
+
+// ---- /proc readings ------------------------------------------------------------------------------
+
+let clkTck: number | null = null
+export function clockTicksPerSecond (): number {
+  if (clkTck === null) {
+    const n = Number(execSync('getconf CLK_TCK', { encoding: 'utf8' }).trim())
+    clkTck = Number.isFinite(n) && n > 0 ? n : 100
+  }
+  return clkTck
+}
+
+/** CPU a process has used so far, in µs: utime and stime (/proc/<pid>/stat fields 14 and 15, clock ticks). */
+export interface ProcCpu { user: number; sys: number; total: number }
+
+export function procCpu (pid: number): ProcCpu {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  // The command name (field 2) may hold spaces and parentheses: split after the last ')'.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  // fields[0] is field 3 (state), so field n is fields[n - 3].
+  const us = 1e6 / clockTicksPerSecond()
+  const user = Number(fields[11]) * us
+  const sys = Number(fields[12]) * us
+  return { user, sys, total: user + sys }
+}
+
+export function cpuDelta (a: ProcCpu, b: ProcCpu): ProcCpu {
+  return { user: b.user - a.user, sys: b.sys - a.sys, total: b.total - a.total }
+}
+
+/** Whole-machine CPU time by kind (first line of /proc/stat), in µs summed over all cores. */
+export type MachineCpu = Record<'user' | 'nice' | 'system' | 'idle' | 'iowait' | 'irq' | 'softirq' | 'steal', number>
+const MACHINE_FIELDS = ['user', 'nice', 'system', 'idle', 'iowait', 'irq', 'softirq', 'steal'] as const
+
+export function machineCpu (): MachineCpu {
+  const line = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]
+  const nums = line.trim().split(/\s+/).slice(1).map(Number)
+  const us = 1e6 / clockTicksPerSecond()
+  const out = {} as MachineCpu
+  MACHINE_FIELDS.forEach((k, i) => { out[k] = (nums[i] ?? 0) * us })
+  return out
+}
+
+/** Share of all cores' time per kind between two readings, in % of the machine (100 % = every core busy). */
+export function machineShare (a: MachineCpu, b: MachineCpu): MachineCpu & { busy: number } {
+  const d = {} as MachineCpu
+  let total = 0
+  for (const k of MACHINE_FIELDS) { d[k] = b[k] - a[k]; total += d[k] }
+  const out = {} as MachineCpu & { busy: number }
+  for (const k of MACHINE_FIELDS) out[k] = total > 0 ? 100 * d[k] / total : NaN
+  out.busy = total > 0 ? 100 * (total - d.idle - d.iowait) / total : NaN
+  return out
+}
+
+/** Main thread's time spent runnable but waiting for a CPU, in µs (/proc/<pid>/schedstat field 2, ns). */
+export function runqueueWaitMicros (pid: number): number {
+  try {
+    return Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[1]) / 1000
+  } catch {
+    return NaN
+  }
+}
+
+/**
+ * CPU pinning on a small machine: the gateway gets the last core to itself, the load generator and the
+ * sink share the others, so the gateway's figures are not its neighbours' scheduling noise.
+ * `taskset -a -p -c LIST PID` (all threads). False when taskset is missing or refuses.
+ */
+export function pin (pid: number, cores: string): boolean {
+  try {
+    execSync(`taskset -a -p -c ${cores} ${pid}`, { stdio: 'ignore' })
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** Resident set size in bytes (/proc/<pid>/status VmRSS). */
+export function rssBytes (pid: number): number {
+  const m = /^VmRSS:\s+(\d+)\s+kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
+  return m === null ? NaN : Number(m[1]) * 1024
+}
+
+// ---- the sink (tests/bench/sink.ts) as a child process ---------------------------------------------
+
+export interface SinkStats {
+  /** Binary frames received since start (or the last reset-all). */
+  received: number
+  /** sink clock (ms, performance.timeOrigin + performance.now()) when the figures were taken. */
+  at: number
+  /** Connections open now / ever (since the last reset-all). */
+  open: number
+  opened: number
+  /** Frames per leg index (contactId - CONTACT_BASE), for legs that sent an init message. */
+  perLeg: number[]
+  /** Frames whose sequence number was not the one expected on their leg (reordered or missing before). */
+  outOfOrder: number
+  /** Init messages the sink could not place (no contactId). */
+  unknownLegs: number
+  latency: LatencySummary
+  /** Connections opened since the last 'mark': [leg, first frame at (ms), first seq, last seq, frames]. */
+  sinceMark: number[][]
+}
+
+type SinkCommand = 'reset-hist' | 'reset-all' | 'stats' | 'mark'
+
+/** The sink child: `node dist/tests/bench/sink.js --port 0`, spoken to over IPC. */
+export class Sink {
+  private seq = 0
+  private readonly waiting = new Map<number, { resolve: (s: SinkStats) => void; reject: (e: Error) => void }>()
+
+  private constructor (readonly child: ChildProcess, readonly port: number, readonly tail: Tail) {
+    child.on('message', (m: { id?: number; stats?: SinkStats }) => {
+      if (m.id === undefined || m.stats === undefined) return
+      const w = this.waiting.get(m.id)
+      this.waiting.delete(m.id)
+      w?.resolve(m.stats)
+    })
+    child.once('exit', (code, signal) => {
+      for (const w of this.waiting.values()) w.reject(new Error(`sink exited (${code ?? signal})\n${tail.toString()}`))
+      this.waiting.clear()
+    })
+  }
+
+  get pid (): number {
+    return this.child.pid!
+  }
+
+  get url (): string {
+    return `ws://127.0.0.1:${this.port}/`
+  }
+
+  static async start (port = 0): Promise<Sink> {
+    const tail = new Tail()
+    const child = track(fork(join(BENCH_DIST, 'sink.js'), ['--port', String(port)], { stdio: ['ignore', 'pipe', 'pipe', 'ipc'], execArgv: [] }))
+    child.stdout!.on('data', (d: Buffer) => tail.add(d))
+    child.stderr!.on('data', (d: Buffer) => tail.add(d))
+    let onExit: (code: number | null, signal: string | null) => void = () => {}
+    try {
+      const actual = await new Promise<number>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`sink did not start within 10 s\n${tail.toString()}`)), 10_000)
+        onExit = (code, signal) => {
+          clearTimeout(timer)
+          reject(new Error(`sink exited during start-up (${code ?? signal})\n${tail.toString()}`))
+        }
+        child.once('exit', onExit)
+        child.once('message', (m: { listening?: number; error?: string }) => {
+          clearTimeout(timer)
+          if (typeof m.listening === 'number') resolve(m.listening)
+          else reject(new Error(`sink failed: ${m.error ?? JSON.stringify(m)}`))
+        })
+      })
+      return new Sink(child, actual, tail)
+    } catch (err) {
+      if (!exited(child)) child.kill('SIGKILL')
+      throw err
+    } finally {
+      child.removeListener('exit', onExit)
+    }
+  }
+
+  /** Ask the sink; every command answers with its figures (taken before the command's reset, if any). */
+  async ask (cmd: SinkCommand): Promise<SinkStats> {
+    const id = ++this.seq
+    return await new Promise<SinkStats>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.waiting.delete(id)
+        reject(new Error(`sink did not answer "${cmd}" within 10 s`))
+      }, 10_000)
+      this.waiting.set(id, {
+        resolve: s => { clearTimeout(timer); resolve(s) },
+        reject: e => { clearTimeout(timer); reject(e) }
+      })
+      this.child.send({ id, cmd })
+    })
+  }
+
+  async stop (): Promise<void> {
+    await stopChild(this.child, 2000)
+  }
+}
+
+// ---- report formatting -------------------------------------------------------------------------
+
+export function fmt (n: number, digits = 2): string {
+  if (!Number.isFinite(n)) return 'n/a'
+  return n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits })
+}
+
+export function fmtInt (n: number): string {
+  if (!Number.isFinite(n)) return 'n/a'
+  return Math.round(n).toLocaleString('en-US')
+}
+
+export function fmtMiB (bytes: number): string {
+  return Number.isFinite(bytes) ? `${fmt(bytes / (1024 * 1024), 1)} MiB` : 'n/a'
+}
+
+export function fmtKiB (bytes: number): string {
+  return Number.isFinite(bytes) ? `${fmt(bytes / 1024, 1)} KiB` : 'n/a'
+}
+
+/** A two-column block: labels padded to one width. */
+export class Report {
+  private readonly rows: ([string, string] | string)[] = []
+  constructor (private readonly title: string) {}
+  row (label: string, value: string): this {
+    this.rows.push([label, value])
+    return this
+  }
+
+  section (text: string): this {
+    this.rows.push(text)
+    return this
+  }
+
+  print (): void {
+    const width = Math.max(...this.rows.map(r => typeof r === 'string' ? 0 : r[0].length))
+    const lines = [this.title, '='.repeat(this.title.length)]
+    for (const r of this.rows) lines.push(typeof r === 'string' ? r : `  ${r[0].padEnd(width)}  ${r[1]}`)
+    console.log(lines.join('\n'))
+  }
+}
+
+/** Round floats for the JSON line (3 significant decimals is plenty). */
+export function round (n: number, digits = 3): number | null {
+  if (!Number.isFinite(n)) return null
+  const f = 10 ** digits
+  return Math.round(n * f) / f
+}
+
+/** Progress lines go to stderr so stdout holds only the report. */
+export function progress (line: string): void {
+  process.stderr.write(`bench: ${line}\n`)
+}

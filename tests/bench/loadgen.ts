@@ -1,0 +1,196 @@
+/**
+ * The load generator: N platform legs (`ws` clients) that send the init message, wait for CONNECTED,
+ * then send 160-byte frames at 50/s, paced by ONE shared drift-corrected scheduler.
+ *
+ * Pacing: legs are spread over SLOTS phases of the 20 ms frame period (leg i in slot i % SLOTS). Frame k
+ * of slot s is due at t0 + s * SLOT_MS + k * 20 ms. A single timer ticks every SLOT_MS, aimed at
+ * t0 + n * SLOT_MS (so lateness never accumulates), and sends every frame that has fallen due since the
+ * last tick; a late tick catches up (frames are stamped with the time they are actually sent).
+ */
+import WebSocket from 'ws'
+import { initMessage } from '../../gateway/tools/simulate'
+import { CONTACT_BASE, FRAME_BYTES, FRAME_MS, LEG_OFFSET, nowMs, SEQ_OFFSET, sleep, STAMP_OFFSET } from './lib'
+
+const SLOTS = 10
+const SLOT_MS = FRAME_MS / SLOTS
+const BINARY = { binary: true } as const
+
+export interface GenLeg {
+  index: number
+  ws: WebSocket
+  slot: number
+  /** Index (on its slot's grid) of the next frame to send. */
+  nextK: number
+  /** Frames sent since CONNECTED. */
+  sent: number
+  state: 'connecting' | 'awaiting' | 'streaming' | 'closed' | 'failed'
+  error: string | null
+}
+
+export class LoadGen {
+  readonly legs: GenLeg[] = []
+  private readonly slots: GenLeg[][] = Array.from({ length: SLOTS }, () => [])
+  private readonly slotK = new Array<number>(SLOTS).fill(-1)
+  private readonly t0 = performance.now()
+  private tickNo = 0
+  private timer: NodeJS.Timeout | null = null
+  private stopped = false
+  /** One frame buffer for everyone: `ws` copies (and masks) it into its own frame on send. */
+  private readonly frame = Buffer.alloc(FRAME_BYTES, 0xff)
+  /** Frames sent in total (all legs, after CONNECTED). */
+  sent = 0
+  /** Scheduler lateness since the last `markWindow` (ms). */
+  maxLateMs = 0
+  lateTicks = 0
+  ticks = 0
+
+  constructor (private readonly url: string, private readonly count: number, private readonly token: string) {}
+
+  /** Open every leg (at most `concurrency` handshakes in flight); resolves when all are streaming or failed. */
+  async connect (concurrency = 100, timeoutMs = 30_000): Promise<{ streaming: number; failed: number }> {
+    const deadline = performance.now() + timeoutMs
+    let next = 0
+    const worker = async (): Promise<void> => {
+      while (next < this.count && performance.now() < deadline) {
+        await this.openLeg(next++, deadline)
+      }
+    }
+    await Promise.all(Array.from({ length: Math.min(concurrency, this.count) }, worker))
+    for (const leg of this.legs) {
+      if (leg.state === 'connecting' || leg.state === 'awaiting') {
+        leg.state = 'failed'
+        leg.error ??= 'timed out before CONNECTED'
+        leg.ws.terminate()
+      }
+    }
+    const streaming = this.legs.filter(l => l.state === 'streaming').length
+    return { streaming, failed: this.count - streaming }
+  }
+
+  private openLeg (index: number, deadline: number): Promise<void> {
+    return new Promise(resolve => {
+      const ws = new WebSocket(this.url, { perMessageDeflate: false, handshakeTimeout: 10_000 })
+      const leg: GenLeg = { index, ws, slot: index % SLOTS, nextK: 0, sent: 0, state: 'connecting', error: null }
+      this.legs.push(leg)
+      const timer = setTimeout(() => fail('timed out before CONNECTED'), Math.max(1, deadline - performance.now()))
+      const fail = (why: string): void => {
+        clearTimeout(timer)
+        if (leg.state === 'connecting' || leg.state === 'awaiting') {
+          leg.state = 'failed'
+          leg.error ??= why
+          ws.terminate()
+        }
+        resolve()
+      }
+      ws.on('open', () => {
+        leg.state = 'awaiting'
+        ws.send(JSON.stringify(initMessage({ token: this.token, contactId: CONTACT_BASE + index, busNo: 4594, perspective: 'TX' })))
+      })
+      ws.on('message', (data: Buffer, isBinary: boolean) => {
+        if (isBinary || leg.state !== 'awaiting') return
+        let msg: { command?: unknown } = {}
+        try { msg = JSON.parse(data.toString('utf8')) as { command?: unknown } } catch { /* reported below */ }
+        if (msg.command !== 'CONNECTED') return fail(`first answer was not CONNECTED: ${data.toString('utf8').slice(0, 200)}`)
+        clearTimeout(timer)
+        this.startStreaming(leg)
+        resolve()
+      })
+      ws.on('error', (err: Error) => { leg.error ??= err.message })
+      ws.on('close', (code: number) => {
+        if (leg.state === 'streaming') leg.state = 'closed'
+        else fail(leg.error ?? `closed with ${code} before CONNECTED`)
+      })
+    })
+  }
+
+  private startStreaming (leg: GenLeg): void {
+    leg.state = 'streaming'
+    if (this.stopped) return
+    // Start on the leg's next grid point.
+    leg.nextK = Math.floor((performance.now() - this.t0 - leg.slot * SLOT_MS) / FRAME_MS) + 1
+    this.slots[leg.slot].push(leg)
+    if (this.timer === null) this.schedule()
+  }
+
+  private schedule (): void {
+    const now = performance.now()
+    this.tickNo = Math.max(this.tickNo + 1, Math.floor((now - this.t0) / SLOT_MS) + 1)
+    this.timer = setTimeout(this.tick, Math.max(0, this.t0 + this.tickNo * SLOT_MS - now))
+  }
+
+  private readonly tick = (): void => {
+    this.timer = null
+    if (this.stopped) return
+    const now = performance.now()
+    const late = now - (this.t0 + this.tickNo * SLOT_MS)
+    this.ticks++
+    if (late > this.maxLateMs) this.maxLateMs = late
+    if (late > FRAME_MS) this.lateTicks++
+    for (let s = 0; s < SLOTS; s++) {
+      const k = Math.floor((now - this.t0 - s * SLOT_MS) / FRAME_MS)
+      if (k <= this.slotK[s]) continue
+      this.slotK[s] = k
+      const legs = this.slots[s]
+      for (let i = 0; i < legs.length; i++) {
+        const leg = legs[i]
+        if (leg.state === 'streaming') this.pump(leg, k)
+      }
+    }
+    this.schedule()
+  }
+
+  private pump (leg: GenLeg, k: number): void {
+    const ws = leg.ws
+    const frame = this.frame
+    while (leg.nextK <= k) {
+      if (ws.readyState !== WebSocket.OPEN) {
+        leg.state = 'closed'
+        return
+      }
+      frame.writeDoubleLE(nowMs(), STAMP_OFFSET)
+      frame.writeUInt32LE(leg.sent, SEQ_OFFSET)
+      frame.writeUInt32LE(leg.index, LEG_OFFSET)
+      ws.send(frame, BINARY)
+      leg.sent++
+      leg.nextK++
+      this.sent++
+    }
+  }
+
+  /** Start of a measured window: reset the scheduler-lateness figures. */
+  markWindow (): void {
+    this.maxLateMs = 0
+    this.lateTicks = 0
+    this.ticks = 0
+  }
+
+  /** Stop sending (legs stay open). */
+  stop (): void {
+    this.stopped = true
+    if (this.timer !== null) clearTimeout(this.timer)
+    this.timer = null
+  }
+
+  /** Close every leg (1000), cut off those that do not finish within `graceMs`. */
+  async close (graceMs = 3000): Promise<void> {
+    this.stop()
+    const pending = this.legs.filter(l => l.ws.readyState !== WebSocket.CLOSED)
+    const done = Promise.all(pending.map(l => new Promise<void>(resolve => {
+      if (l.ws.readyState === WebSocket.CLOSED) return resolve()
+      l.ws.once('close', () => resolve())
+    })))
+    for (const l of pending) {
+      if (l.ws.readyState === WebSocket.OPEN) l.ws.close(1000, 'bench done')
+      else l.ws.terminate()
+    }
+    const timedOut = await Promise.race([done.then(() => false), sleep(graceMs).then(() => true)])
+    if (timedOut) for (const l of this.legs) l.ws.terminate()
+  }
+
+  /** Distinct error messages of failed legs, with counts. */
+  failures (): string[] {
+    const by = new Map<string, number>()
+    for (const l of this.legs) if (l.state === 'failed') by.set(l.error ?? 'unknown', (by.get(l.error ?? 'unknown') ?? 0) + 1)
+    return [...by].map(([e, n]) => `${n} × ${e}`)
+  }
+}

@@ -1,0 +1,83 @@
+/**
+ * `npm run bench [-- audio|wsclient|failover|codec|text|all] [flags]`: prints figures, never passes or fails.
+ *   audio    [--legs N (1000)] [--seconds S (20)] [--warmup S (3)] [--baseline-legs N (= legs)]
+ *            [--baseline-seconds S (3)] [--profile] [--no-pin]
+ *   wsclient [--frames N (200000)] [--batch B (100)] [--conns C (100)]
+ *   (none) / all: audio then wsclient; accepts the flags of both.
+ * Ends with one line `BENCH_JSON {...}` holding every figure. Child processes (gateway, sink) are
+ * killed on every way out, including errors and SIGINT.
+ */
+import { AUDIO_BOOLEANS, AUDIO_FLAGS, runAudio } from './audio'
+import { installExitHandlers, killAllChildren, parseFlags, UsageError } from './lib'
+import { runWsClient, WSCLIENT_FLAGS } from './wsclient'
+import { CODEC_FLAGS, runCodec } from './codec'
+import { FAILOVER_FLAGS, runFailover } from './failover'
+import { benchText } from './text'
+
+const USAGE = `usage: npm run bench [-- [audio|wsclient|failover|codec|text|all] [flags]]
+  audio    [--legs N (1000)] [--seconds S (20)] [--warmup S (3)] [--mapping passthrough|deepgram] [--baseline-legs N (= --legs)] [--baseline-seconds S (3)] [--profile] [--no-pin]
+  wsclient [--frames N (200000)] [--batch B (100)] [--conns C (100)]
+  failover [--legs N (500)] [--warmup S (3)] [--after S (5)]
+  codec    [--seconds S (60)]
+  text     [--connections N (64)] [--seconds S (10)] [--mode plain|tls|both] [--mapping json-events|passthrough] [--profile]
+  all      (default) audio, wsclient, codec; takes the flags of audio and wsclient`
+
+async function main (argv: string[]): Promise<number> {
+  installExitHandlers()
+  let [cmd, ...rest] = argv
+  if (cmd === undefined || cmd.startsWith('--')) {
+    rest = cmd === undefined ? [] : argv
+    cmd = 'all'
+  }
+  if (cmd === 'help' || cmd === '-h' || rest.includes('--help')) {
+    console.log(USAGE)
+    return 0
+  }
+  const out: Record<string, unknown> = { node: process.version, startedAt: new Date().toISOString() }
+  const started = performance.now()
+  switch (cmd) {
+    case 'audio':
+      out.audio = await runAudio(parseFlags(rest, AUDIO_FLAGS, AUDIO_BOOLEANS))
+      break
+    case 'wsclient':
+      out.wsclient = await runWsClient(parseFlags(rest, WSCLIENT_FLAGS))
+      break
+    case 'failover':
+      out.failover = await runFailover(parseFlags(rest, FAILOVER_FLAGS))
+      break
+    case 'codec':
+      out.codec = runCodec(parseFlags(rest, CODEC_FLAGS))
+      break
+    case 'text':
+      // The text bench prints its own report and figures.
+      await benchText(rest)
+      return 0
+    case 'all': {
+      const flags = parseFlags(rest, [...AUDIO_FLAGS, ...WSCLIENT_FLAGS], AUDIO_BOOLEANS)
+      out.audio = await runAudio(flags)
+      console.log('')
+      out.wsclient = await runWsClient(flags)
+      console.log('')
+      out.codec = runCodec(new Map())
+      break
+    }
+    default:
+      throw new UsageError(`unknown benchmark ${cmd}`)
+  }
+  out.seconds = Math.round((performance.now() - started) / 100) / 10
+  console.log(`\nBENCH_JSON ${JSON.stringify(out)}`)
+  return 0
+}
+
+main(process.argv.slice(2)).then(code => {
+  killAllChildren()
+  process.exit(code)
+}, (err: unknown) => {
+  killAllChildren()
+  if (err instanceof UsageError) {
+    console.error(`bench: ${err.message}\n${USAGE}`)
+    process.exit(2)
+  }
+  console.error('bench: failed:', err)
+  process.exit(1)
+})

@@ -1,0 +1,150 @@
+/**
+ * Benchmark sink: a vendor that only listens. `node dist/tests/bench/sink.js --port P` (0 = ephemeral).
+ * - First text frame of a connection (the init message, forwarded by the gateway or sent directly by the
+ *   load generator): answered with CONNECTED; its executionInfo.contactId names the leg. When a binary
+ *   frame comes first (a mapping that sends no init, such as deepgram), its bytes 12-15 name the leg.
+ * - Each binary frame: counted; on a known leg, latency = now - the float64 LE stamp at byte 0, recorded
+ *   in a preallocated histogram, and the uint32 LE sequence number at byte 8 checked for order.
+ * Driven over IPC by the bench: {id, cmd: 'stats' | 'reset-hist' | 'reset-all'} → {id, stats}.
+ * Exits when the bench disconnects, on SIGTERM or SIGINT.
+ */
+import * as uWS from 'uWebSockets.js'
+import { CONTACT_BASE, Histogram, LEG_OFFSET, nowMs, SEQ_OFFSET, STAMP_OFFSET, type SinkStats } from './lib'
+
+interface Conn { leg: number; inited: boolean; nextSeq: number; frames: number; openedAt: number; record: number[] | null }
+
+const CONNECTED = JSON.stringify({ command: 'CONNECTED', messageType: 'COMMAND', message: 'BEGIN AUDIO STREAM', parameters: {} })
+const MAX_LEGS = 1 << 20
+
+const hist = new Histogram()
+let received = 0
+let open = 0
+let opened = 0
+let outOfOrder = 0
+let unknownLegs = 0
+let perLeg = new Uint32Array(1024)
+/** After a 'mark': for each connection opened since, [leg, first frame at, first seq, last seq, frames]. */
+let markAt = Infinity
+const sinceMark: number[][] = []
+
+function legCount (leg: number): void {
+  if (leg >= perLeg.length) {
+    const bigger = new Uint32Array(Math.min(MAX_LEGS, Math.max(leg + 1, perLeg.length * 2)))
+    bigger.set(perLeg)
+    perLeg = bigger
+  }
+}
+
+function stats (): SinkStats {
+  let top = perLeg.length
+  while (top > 0 && perLeg[top - 1] === 0) top--
+  return { received, at: nowMs(), open, opened, perLeg: Array.from(perLeg.subarray(0, top)), outOfOrder, unknownLegs, latency: hist.summary(), sinceMark: sinceMark.map(r => [...r]) }
+}
+
+function main (): void {
+  const i = process.argv.indexOf('--port')
+  const port = i === -1 ? 0 : Number(process.argv[i + 1])
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error('--port must be 0-65535')
+
+  const app = uWS.App().ws<Conn>('/*', {
+    compression: uWS.DISABLED,
+    maxPayloadLength: 1 << 20,
+    idleTimeout: 0,
+    maxBackpressure: 1 << 20,
+    open: ws => {
+      const c = ws.getUserData()
+      c.leg = -1
+      c.inited = false
+      c.nextSeq = 0
+      c.frames = 0
+      c.openedAt = nowMs()
+      c.record = null
+      open++
+      opened++
+    },
+    message: (ws, message, isBinary) => {
+      const c = ws.getUserData()
+      if (isBinary) {
+        received++
+        if (c.leg < 0 && !c.inited && message.byteLength >= LEG_OFFSET + 4) {
+          // No init message came first (the mapping sends none): the frame names its leg.
+          const leg = new DataView(message).getUint32(LEG_OFFSET, true)
+          if (leg < MAX_LEGS) {
+            legCount(leg)
+            c.leg = leg
+            c.nextSeq = new DataView(message).getUint32(SEQ_OFFSET, true)
+          }
+          c.inited = true
+        }
+        if (c.leg >= 0 && message.byteLength >= SEQ_OFFSET + 4) {
+          const dv = new DataView(message)
+          const now = nowMs()
+          hist.record(now - dv.getFloat64(STAMP_OFFSET, true))
+          const seq = dv.getUint32(SEQ_OFFSET, true)
+          // A connection may start mid-leg (a failover's replacement starts with replayed audio).
+          if (c.frames === 0) {
+            c.nextSeq = seq
+            if (c.openedAt >= markAt) { c.record = [c.leg, now, seq, seq, 0]; sinceMark.push(c.record) }
+          }
+          c.frames++
+          if (c.record !== null) { c.record[3] = seq; c.record[4]++ }
+          if (seq !== c.nextSeq) outOfOrder++
+          c.nextSeq = seq + 1
+          perLeg[c.leg]++
+        }
+        return
+      }
+      if (c.inited) return
+      c.inited = true
+      try {
+        const init = JSON.parse(Buffer.from(message).toString('utf8')) as { executionInfo?: { contactId?: unknown } }
+        const id = init.executionInfo?.contactId
+        const leg = typeof id === 'number' ? id - CONTACT_BASE : -1
+        if (leg >= 0 && leg < MAX_LEGS) {
+          legCount(leg)
+          c.leg = leg
+        } else {
+          unknownLegs++
+        }
+      } catch {
+        unknownLegs++
+      }
+      ws.send(CONNECTED, false)
+    },
+    close: () => {
+      open--
+    }
+  })
+
+  app.listen('127.0.0.1', port, socket => {
+    if (socket === false) {
+      process.send?.({ error: `cannot listen on 127.0.0.1:${port}` })
+      process.exit(1)
+    }
+    process.send?.({ listening: uWS.us_socket_local_port(socket as unknown as uWS.us_socket) })
+  })
+
+  process.on('message', (m: { id: number; cmd: string }) => {
+    const s = stats()
+    if (m.cmd === 'mark') {
+      markAt = nowMs()
+      sinceMark.length = 0
+    } else if (m.cmd === 'reset-hist') {
+      hist.reset()
+    } else if (m.cmd === 'reset-all') {
+      hist.reset()
+      received = 0
+      opened = open
+      outOfOrder = 0
+      unknownLegs = 0
+      perLeg.fill(0)
+    }
+    process.send?.({ id: m.id, stats: s })
+  })
+  // The bench owns this process: when it goes (even by SIGKILL), so does the sink.
+  process.on('disconnect', () => process.exit(0))
+  process.on('SIGTERM', () => process.exit(0))
+  process.on('SIGINT', () => process.exit(0))
+}
+
+main()

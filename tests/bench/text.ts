@@ -1,0 +1,274 @@
+/**
+ * `npm run bench -- text [--connections N (64)] [--seconds S (10)] [--warmup S (3)] [--mode plain|tls|both (both)]
+ *                        [--mapping json-events|passthrough (json-events)]`
+ *
+ * Three processes: the vendor emulator (child: bin/assist-gateway.js vendor), the gateway (child:
+ * bin/assist-gateway.js serve, text auth on, the chosen mapping) and the load generator (this process):
+ * N keep-alive connections, each with one utterance in flight at a time (closed loop, no pipelining),
+ * over plain HTTP and then HTTPS with a throwaway certificate. Prints req/s and latency percentiles.
+ */
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { connect as netConnect, type Socket } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { connect as tlsConnect } from 'node:tls'
+import { stringify } from 'yaml'
+import {
+  exited, fmt, fmtInt, fmtMiB, freePort, Histogram, httpStatus, installExitHandlers, killAllChildren, numberFlag, onExit,
+  PACKAGE_ROOT, parseFlags, procCpu, progress, Report, round, rssBytes, sleep, stopChild, Tail, track, UsageError
+} from './lib'
+
+export const TEXT_FLAGS = ['connections', 'seconds', 'warmup', 'mode', 'mapping']
+export const TEXT_BOOLEANS = ['profile']
+
+const BIN = join(PACKAGE_ROOT, 'bin', 'assist-gateway.js')
+
+function cpuUs (pid: number): number {
+  return procCpu(pid).total
+}
+
+interface Child { child: ChildProcess; pid: number; tail: Tail }
+
+function spawnCli (args: string[], env: NodeJS.ProcessEnv = {}, nodeArgs: string[] = []): Child {
+  const clean: NodeJS.ProcessEnv = { ...process.env, ...env, BENCH_PARENT_PID: String(process.pid) }
+  for (const k of ['PORT', 'ADMIN_PORT', 'LOG_LEVEL', 'REDIS_URL', 'GATEWAY_CONFIG', 'NODE_OPTIONS']) delete clean[k]
+  const tail = new Tail()
+  const child = track(spawn(process.execPath, [...nodeArgs, BIN, ...args], { cwd: PACKAGE_ROOT, env: clean, stdio: ['ignore', 'pipe', 'pipe'] }))
+  child.stdout!.on('data', (d: Buffer) => tail.add(d))
+  child.stderr!.on('data', (d: Buffer) => tail.add(d))
+  return { child, pid: child.pid!, tail }
+}
+
+async function waitOk (c: Child, url: string, what: string): Promise<void> {
+  const deadline = performance.now() + 15_000
+  for (;;) {
+    if (exited(c.child)) throw new Error(`${what} exited during start-up:\n${c.tail.toString()}`)
+    if (await httpStatus(url, 500) === 200) return
+    if (performance.now() > deadline) throw new Error(`${what} did not answer ${url} within 15 s:\n${c.tail.toString()}`)
+    await sleep(100)
+  }
+}
+
+/** One keep-alive connection in a closed loop: send, read the whole answer, record, send again. */
+class Conn {
+  private buf: Buffer = Buffer.alloc(0)
+  private sentAt = 0
+  private stopped = false
+  constructor (private readonly socket: Socket, private readonly request: Buffer, private readonly run: LoadRun) {
+    socket.setNoDelay(true)
+    socket.on('data', d => this.onData(d))
+    socket.on('error', err => { run.errors.set(err.message, (run.errors.get(err.message) ?? 0) + 1) })
+    socket.on('close', () => { if (!this.stopped) run.closed++ })
+  }
+
+  start (): void {
+    this.sentAt = performance.now()
+    this.socket.write(this.request)
+  }
+
+  stop (): void {
+    this.stopped = true
+    this.socket.destroy()
+  }
+
+  private onData (d: Buffer): void {
+    this.buf = this.buf.length === 0 ? d : Buffer.concat([this.buf, d])
+    for (;;) {
+      const end = this.buf.indexOf('\r\n\r\n')
+      if (end === -1) return
+      const head = this.buf.toString('latin1', 0, end)
+      const m = /\r\ncontent-length: *(\d+)/i.exec(head)
+      const total = end + 4 + (m === null ? 0 : Number(m[1]))
+      if (this.buf.length < total) return
+      const status = Number(head.slice(9, 12))
+      this.buf = this.buf.subarray(total)
+      this.run.record(status, performance.now() - this.sentAt)
+      if (this.stopped) return
+      this.start()
+    }
+  }
+}
+
+class LoadRun {
+  readonly hist = new Histogram()
+  readonly statuses = new Map<number, number>()
+  readonly errors = new Map<string, number>()
+  done = 0
+  closed = 0
+  record (status: number, ms: number): void {
+    this.done++
+    this.statuses.set(status, (this.statuses.get(status) ?? 0) + 1)
+    if (status === 200) this.hist.record(ms)
+  }
+
+  reset (): void {
+    this.hist.reset()
+    this.statuses.clear()
+    this.done = 0
+  }
+}
+
+async function openConns (n: number, port: number, tls: boolean, request: Buffer, run: LoadRun, ca: string | null): Promise<Conn[]> {
+  const conns: Conn[] = []
+  for (let i = 0; i < n; i++) {
+    const socket = await new Promise<Socket>((resolve, reject) => {
+      const s: Socket = tls
+        ? tlsConnect({ host: '127.0.0.1', port, ca: ca!, servername: 'localhost' }, () => resolve(s))
+        : netConnect({ host: '127.0.0.1', port }, () => resolve(s))
+      s.once('error', reject)
+    })
+    conns.push(new Conn(socket, request, run))
+  }
+  return conns
+}
+
+interface ModeFigures { [k: string]: unknown }
+
+async function runMode (mode: 'plain' | 'tls', o: { connections: number; seconds: number; warmup: number; mapping: string; vendorPort: number; vendorPid: number; dir: string; profile: boolean }): Promise<ModeFigures> {
+  const [port, adminPort] = [await freePort(), await freePort()]
+  const token = `bench-${randomBytes(12).toString('hex')}`
+  let ca: string | null = null
+  let tls: Record<string, string> | null = null
+  if (mode === 'tls') {
+    const cert = join(o.dir, 'cert.pem')
+    const key = join(o.dir, 'key.pem')
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1'], { stdio: 'ignore' })
+    ca = readFileSync(cert, 'utf8')
+    tls = { cert, key }
+  }
+  const config = {
+    listen: { host: '127.0.0.1', port, ...(tls !== null ? { tls } : {}) },
+    admin: { host: '127.0.0.1', port: adminPort },
+    log: { level: 'warn' },
+    health: { active: { kind: 'http', path: '/healthz' } },
+    routes: {
+      bench: {
+        mapping: join(PACKAGE_ROOT, 'mappings', `${o.mapping}.yaml`),
+        auth: { text: ['${BENCH_TEXT_TOKEN}'] },
+        upstreams: [{ name: 'emulator', text: `http://127.0.0.1:${o.vendorPort}` }]
+      }
+    }
+  }
+  const file = join(o.dir, `gateway-${mode}.yaml`)
+  writeFileSync(file, stringify(config))
+  const profileDir = join(o.dir, `profile-${mode}`)
+  const gw = spawnCli(['serve', '--config', file], { BENCH_TEXT_TOKEN: token }, o.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [])
+  await waitOk(gw, `http://127.0.0.1:${adminPort}/livez`, 'the gateway')
+
+  const body = JSON.stringify({
+    contactId: 584930211, busNo: 4594, tenantId: 'tenant-eu-1', participantId: 'patron',
+    messageBody: 'Hi, I was charged twice for my last order.', messageData: { channel: 'chat' }, agentAssistAppConfig: { language: 'en-US' }
+  })
+  const request = Buffer.from(`POST /text/bench HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nAuthorization: Bearer ${token}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`)
+  const run = new LoadRun()
+  progress(`text/${mode}: gateway pid ${gw.pid} on ${port}; ${o.connections} connections, warm-up ${o.warmup} s, then ${o.seconds} s measured`)
+  const conns = await openConns(o.connections, port, mode === 'tls', request, run, ca)
+  for (const c of conns) c.start()
+  await sleep(o.warmup * 1000)
+  run.reset()
+  const t0 = performance.now()
+  const gwCpu0 = cpuUs(gw.pid)
+  const vCpu0 = cpuUs(o.vendorPid)
+  const selfCpu0 = cpuUs(process.pid)
+  await sleep(o.seconds * 1000)
+  const windowMs = performance.now() - t0
+  const gwCpu = cpuUs(gw.pid) - gwCpu0
+  const vCpu = cpuUs(o.vendorPid) - vCpu0
+  const selfCpu = cpuUs(process.pid) - selfCpu0
+  const done = run.done
+  const statuses = Object.fromEntries(run.statuses)
+  const lat = run.hist.summary()
+  const rss = rssBytes(gw.pid)
+  for (const c of conns) c.stop()
+  const alive = !exited(gw.child)
+  await stopChild(gw.child, 3000)
+
+  const rps = done / (windowMs / 1000)
+  const ok = run.statuses.get(200) ?? 0
+  const r = new Report(`text/${mode}: POST /text/bench (${o.mapping} mapping, text auth on) → local ${o.mapping} emulator, ${o.connections} keep-alive connections`)
+  r.row('requests/s', `${fmtInt(rps)}  (${fmtInt(done)} in ${fmt(windowMs / 1000, 2)} s; 200: ${fmtInt(ok)}${Object.keys(statuses).length > 1 ? `; all: ${JSON.stringify(statuses)}` : ''})`)
+  r.row('latency (200s, ms)', `p50 ${fmt(lat.p50, 3)}  p90 ${fmt(lat.p90, 3)}  p99 ${fmt(lat.p99, 3)}  max ${fmt(lat.max, 3)}`)
+  r.row('gateway CPU', `${fmt(100 * gwCpu / (windowMs * 1000), 1)} % of one core, ${fmt(gwCpu / Math.max(1, done), 1)} µs per request; RSS ${fmtMiB(rss)}`)
+  r.row('vendor emulator CPU', `${fmt(100 * vCpu / (windowMs * 1000), 1)} % of one core`)
+  r.row('load generator CPU', `${fmt(100 * selfCpu / (windowMs * 1000), 1)} % of one core`)
+  if (run.errors.size > 0 || run.closed > 0) r.row('client errors', `${JSON.stringify(Object.fromEntries(run.errors))}; ${run.closed} connections closed by the server`)
+  if (!alive) r.row('WARNING', `the gateway exited during the run:\n${gw.tail.toString()}`)
+  if (o.profile) topFunctions(profileDir, r)
+  r.print()
+  return {
+    requestsPerSecond: round(rps, 1),
+    requests: done,
+    statuses,
+    latencyMs: { p50: round(lat.p50), p90: round(lat.p90), p99: round(lat.p99), max: round(lat.max) },
+    gatewayCpuPercent: round(100 * gwCpu / (windowMs * 1000), 1),
+    gatewayCpuUsPerRequest: round(gwCpu / Math.max(1, done), 1),
+    vendorCpuPercent: round(100 * vCpu / (windowMs * 1000), 1),
+    generatorCpuPercent: round(100 * selfCpu / (windowMs * 1000), 1),
+    gatewayRssBytes: rss
+  }
+}
+
+/** --profile: the gateway's top self-time functions over its whole run (warm-up and start-up included). */
+function topFunctions (dir: string, r: Report): void {
+  const file = readdirSync(dir).find(f => f.endsWith('.cpuprofile'))
+  if (file === undefined) return
+  const prof = JSON.parse(readFileSync(join(dir, file), 'utf8')) as { nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number } }[]; samples: number[]; timeDeltas: number[] }
+  const self = new Map<number, number>()
+  prof.samples.forEach((id, i) => self.set(id, (self.get(id) ?? 0) + (prof.timeDeltas[i + 1] ?? 0)))
+  const byFn = new Map<string, number>()
+  let busy = 0
+  for (const n of prof.nodes) {
+    const us = self.get(n.id) ?? 0
+    if (us === 0 || n.callFrame.functionName === '(idle)') continue
+    busy += us
+    const key = `${n.callFrame.functionName || '(anonymous)'} ${n.callFrame.url.replace(/^file:\/\//, '').replace(PACKAGE_ROOT + '/', '')}:${n.callFrame.lineNumber + 1}`
+    byFn.set(key, (byFn.get(key) ?? 0) + us)
+  }
+  r.section(`gateway CPU profile (${fmt(busy / 1000, 0)} ms busy; profiling slows the gateway)`)
+  for (const [k, us] of [...byFn].sort((a, b) => b[1] - a[1]).slice(0, 30)) r.row(`  ${fmt(100 * us / busy, 1).padStart(5)} %`, k)
+}
+
+/** The text benchmark's figures (for run.ts's BENCH_JSON). */
+export async function runText (flags: Map<string, string>): Promise<Record<string, unknown>> {
+  const connections = numberFlag(flags, 'connections', 64, { integer: true, min: 1, max: 10000 })
+  const seconds = numberFlag(flags, 'seconds', 10, { min: 1, max: 3600 })
+  const warmup = numberFlag(flags, 'warmup', 3, { min: 0, max: 600 })
+  const mode = flags.get('mode') ?? 'both'
+  if (!['plain', 'tls', 'both'].includes(mode)) throw new UsageError('--mode must be plain, tls or both')
+  const mapping = flags.get('mapping') ?? 'json-events'
+  const profile = flags.has('profile')
+  if (!['json-events', 'passthrough'].includes(mapping)) throw new UsageError('--mapping must be json-events or passthrough')
+  const dir = mkdtempSync(join(tmpdir(), 'assist-gateway-text-bench-'))
+  onExit(() => rmSync(dir, { recursive: true, force: true }))
+  const vendorPort = await freePort()
+  const vendor = spawnCli(['vendor', '--kind', mapping, '--port', String(vendorPort)])
+  try {
+    await waitOk(vendor, `http://127.0.0.1:${vendorPort}/healthz`, 'the vendor emulator')
+    const out: Record<string, unknown> = { connections, seconds, warmup, mapping }
+    for (const m of mode === 'both' ? ['plain', 'tls'] as const : [mode as 'plain' | 'tls']) {
+      out[m] = await runMode(m, { connections, seconds, warmup, mapping, vendorPort, vendorPid: vendor.pid, dir, profile })
+      console.log('')
+    }
+    return out
+  } finally {
+    await stopChild(vendor.child, 2000)
+  }
+}
+
+/** Entry point for run.ts: parse the flags, run, print the report and one `BENCH_TEXT_JSON {...}` line. */
+export async function benchText (args: string[]): Promise<void> {
+  installExitHandlers()
+  const out = await runText(parseFlags(args, TEXT_FLAGS, TEXT_BOOLEANS))
+  console.log(`BENCH_TEXT_JSON ${JSON.stringify(out)}`)
+}
+
+// Also runnable on its own: node dist/tests/bench/text.js [flags]
+if (require.main === module) {
+  benchText(process.argv.slice(2)).then(() => { killAllChildren(); process.exit(0) }, (err: unknown) => {
+    killAllChildren()
+    console.error(err instanceof UsageError ? `bench text: ${err.message}` : err)
+    process.exit(err instanceof UsageError ? 2 : 1)
+  })
+}
