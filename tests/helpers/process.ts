@@ -15,7 +15,8 @@ export interface GatewayProcess {
   output: () => string
 }
 
-async function freePort (): Promise<number> {
+/** A port nothing listens on right now (bound to 0, read, closed). */
+export async function freePort (): Promise<number> {
   const s = createServer()
   await new Promise<void>(resolve => s.listen(0, '127.0.0.1', () => resolve()))
   const port = (s.address() as { port: number }).port

@@ -1,7 +1,7 @@
 import t from 'tap'
-import { createServer } from 'node:net'
 import { initMessage } from '../../gateway/tools/simulate'
 import { AUDIO_TOKEN, platformLeg, routeTo, startGateway, startVendor, sleep } from '../helpers/gateway'
+import { freePort } from '../helpers/process'
 
 const init = (over: Record<string, unknown> = {}): Record<string, unknown> => ({ ...initMessage({ token: AUDIO_TOKEN, contactId: 1001, busNo: 4594, perspective: 'TX' }), ...over })
 
@@ -102,11 +102,8 @@ t.test('a binary first frame is refused with close 1007', async t => {
 })
 
 t.test('a route whose upstream is unreachable is answered ERROR and close 1013', async t => {
-  // A port that refuses connections: bind, learn the port, close.
-  const srv = createServer()
-  await new Promise<void>(resolve => srv.listen(0, '127.0.0.1', () => resolve()))
-  const port = (srv.address() as { port: number }).port
-  await new Promise<void>(resolve => srv.close(() => resolve()))
+  // A port that refuses connections.
+  const port = await freePort()
   const gw = await startGateway(t, {
     routes: { dead: { mapping: 'mappings/json-events.yaml', auth: { audio: ['${AUDIO_TOKEN}'] }, upstreams: [{ name: 'a', audio: `ws://127.0.0.1:${port}/stream` }, { name: 'b', audio: `ws://127.0.0.1:${port}/other` }] } }
   })

@@ -1,9 +1,9 @@
 import t from 'tap'
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
-import { createServer } from 'node:net'
 import { randomUUID } from 'node:crypto'
 import { initMessage } from '../../gateway/tools/simulate'
 import { AUDIO_TOKEN, platformLeg, routeTo, startGateway, startVendor, sleep, until } from '../helpers/gateway'
+import { freePort } from '../helpers/process'
 
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 const init = (contactId: number): Record<string, unknown> => initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'RX' })
@@ -80,14 +80,6 @@ t.test('a leg that reconnects to the other instance lands on the same replica', 
   const metrics = await (await fetch(g2.adminUrl('/metrics'))).text()
   t.match(metrics, 'assist_gateway_audio_reattach_total{route="demo",result="same_replica"} 1')
 })
-
-async function freePort (): Promise<number> {
-  const s = createServer()
-  await new Promise<void>(resolve => s.listen(0, '127.0.0.1', () => resolve()))
-  const port = (s.address() as { port: number }).port
-  await new Promise<void>(resolve => s.close(() => resolve()))
-  return port
-}
 
 const haveRedisServer = spawnSync('redis-server', ['--version']).status === 0
 
