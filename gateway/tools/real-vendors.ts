@@ -23,9 +23,9 @@
  *
  * Choices where the public documentation is silent are marked "(choice)" below.
  */
+import { listenEmulator } from './emulator-server'
 import { createHash, createHmac, randomUUID, timingSafeEqual, type Hash } from 'node:crypto'
 import { STATUS_CODES, createServer, type IncomingMessage, type ServerResponse } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import type { Duplex } from 'node:stream'
 import { WebSocket, WebSocketServer, type RawData } from 'ws'
 
@@ -1208,7 +1208,7 @@ function audiohookProtocol(s: Session, ctx: Context): Protocol {
 // Server
 // =============================================================================================
 
-export function startRealVendor(opts: RealVendorOptions): Promise<RealVendorEmulator> {
+export async function startRealVendor(opts: RealVendorOptions): Promise<RealVendorEmulator> {
   const kind = opts.kind
   if (!(kind in REAL_VENDOR_PATHS)) return Promise.reject(new TypeError(`unknown real vendor kind: ${String(kind)}`))
   const resultEveryMs = opts.resultEveryMs ?? 1000
@@ -1296,38 +1296,24 @@ export function startRealVendor(opts: RealVendorOptions): Promise<RealVendorEmul
     protocol.open()
   }
 
-  return new Promise<RealVendorEmulator>((resolve, reject) => {
-    server.once('error', reject)
-    server.listen({ port: opts.port ?? 0, host, backlog: 2048 }, () => {
-      server.off('error', reject)
-      const port = (server.address() as AddressInfo).port
-      const hostPart = host.includes(':') ? `[${host}]` : host
-      let closing: Promise<void> | null = null
-      resolve({
-        kind,
-        port,
-        url: `ws://${hostPart}:${port}${vendorPath}`,
-        httpUrl: `http://${hostPart}:${port}`,
-        sessions: () => all.map((s) => s.report()),
-        dropAll: () => {
-          for (const s of live) s.terminate()
-        },
-        closeAll: (code: number, reason?: string) => {
-          for (const s of live) s.close(code, reason)
-        },
-        close: () => {
-          closing ??= new Promise<void>((done) => {
-            for (const s of live) s.terminate()
-            for (const s of all) s.clearTimers()
-            wss.close()
-            server.close(() => done())
-            server.closeAllConnections()
-          })
-          return closing
-        },
-      })
-    })
+  const l = await listenEmulator(server, wss, host, opts.port ?? 0, () => {
+    for (const s of live) s.terminate()
+    for (const s of all) s.clearTimers()
   })
+  return {
+    kind,
+    port: l.port,
+    url: `${l.wsBase}${vendorPath}`,
+    httpUrl: l.httpUrl,
+    sessions: () => all.map((s) => s.report()),
+    dropAll: () => {
+      for (const s of live) s.terminate()
+    },
+    closeAll: (code: number, reason?: string) => {
+      for (const s of live) s.close(code, reason)
+    },
+    close: l.close,
+  }
 }
 
 function refuse(socket: Duplex, status: number, body: unknown, headers: Record<string, string> = {}): void {

@@ -1,6 +1,6 @@
+import { listenEmulator } from './emulator-server'
 import { createHash, type Hash } from 'node:crypto'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import type { Duplex } from 'node:stream'
 import { WebSocket, WebSocketServer, type RawData } from 'ws'
 
@@ -247,7 +247,7 @@ class Session {
   }
 }
 
-export function startVendorEmulator(opts: EmulatorOptions): Promise<VendorEmulator> {
+export async function startVendorEmulator(opts: EmulatorOptions): Promise<VendorEmulator> {
   const kind = opts.kind
   if (kind !== 'passthrough' && kind !== 'json-events') {
     return Promise.reject(new Error(`unknown emulator kind: ${String(kind)}`))
@@ -534,45 +534,31 @@ export function startVendorEmulator(opts: EmulatorOptions): Promise<VendorEmulat
     becomeReady(s, { event: 'started', streamId: s.streamId })
   }
 
-  return new Promise<VendorEmulator>((resolve, reject) => {
-    server.once('error', reject)
-    server.listen({ port: opts.port ?? 0, host, backlog: 2048 }, () => {
-      server.off('error', reject)
-      const port = (server.address() as AddressInfo).port
-      const hostPart = host.includes(':') ? `[${host}]` : host
-      let closing: Promise<void> | null = null
-      resolve({
-        kind,
-        port,
-        url: `ws://${hostPart}:${port}/stream`,
-        httpUrl: `http://${hostPart}:${port}`,
-        sessions: () => all.map((s) => s.report()),
-        textRequests: () => texts.slice(-MAX_TEXT_REPORTS).map((r) => ({ ...r })),
-        setText: (behaviour: TextBehaviour) => {
-          text = { ...behaviour }
-        },
-        dropAll: () => {
-          for (const s of live) s.ws.terminate()
-        },
-        closeAll: (code: number, reason?: string) => {
-          for (const s of live) {
-            if (s.readyTimer) clearTimeout(s.readyTimer)
-            s.readyTimer = null
-            if (s.ws.readyState === WebSocket.OPEN) s.ws.close(code, reason)
-          }
-        },
-        close: () => {
-          closing ??= new Promise<void>((done) => {
-            for (const s of live) s.ws.terminate()
-            wss.close()
-            server.close(() => done())
-            server.closeAllConnections()
-          })
-          return closing
-        },
-      })
-    })
+  const l = await listenEmulator(server, wss, host, opts.port ?? 0, () => {
+    for (const s of live) s.ws.terminate()
   })
+  return {
+    kind,
+    port: l.port,
+    url: `${l.wsBase}/stream`,
+    httpUrl: l.httpUrl,
+    sessions: () => all.map((s) => s.report()),
+    textRequests: () => texts.slice(-MAX_TEXT_REPORTS).map((r) => ({ ...r })),
+    setText: (behaviour: TextBehaviour) => {
+      text = { ...behaviour }
+    },
+    dropAll: () => {
+      for (const s of live) s.ws.terminate()
+    },
+    closeAll: (code: number, reason?: string) => {
+      for (const s of live) {
+        if (s.readyTimer) clearTimeout(s.readyTimer)
+        s.readyTimer = null
+        if (s.ws.readyState === WebSocket.OPEN) s.ws.close(code, reason)
+      }
+    },
+    close: l.close,
+  }
 }
 
 const REPORT_PATHS = new Set(['/sessions', '/healthz', '/text-requests'])
