@@ -27,10 +27,6 @@ export class HoldBuffer {
     for (const f of frames) this.bytes += f.length
   }
 
-  peek (): Buffer | undefined {
-    return this.frames[this.head]
-  }
-
   shift (): Buffer | undefined {
     const f = this.frames[this.head]
     if (f === undefined) return undefined

@@ -76,7 +76,6 @@ export class VendorSession {
   private conn: Conn | null = null
   /** A replacement being made ready while `conn` still carries audio (rotation). */
   private next: Conn | null = null
-  private readonly identity: boolean
   private readonly queue = new HoldBuffer()
   private readonly ring: ReplayRing
   private queueLimit: number
@@ -106,7 +105,6 @@ export class VendorSession {
     this.ring = new ReplayRing(Math.round(deps.settings.replaySeconds * 8000))
     this.queueLimit = deps.settings.holdBufferBytes
     this.highWater = deps.settings.vendorHighWaterBytes
-    this.identity = isIdentity(deps.route.mapping.audio!.frames)
     this.log = deps.log
   }
 
@@ -119,18 +117,7 @@ export class VendorSession {
   write (data: ArrayBuffer): void {
     const conn = this.conn
     if (this.state === 'READY' && this.queue.bytes === 0 && !this.resuming && conn !== null && conn.socket.bufferedAmount < this.highWater) {
-      if (this.identity) {
-        conn.socket.sendBinary(data)
-        // The counters placeholders read ({{chunk}}, {{position}}): 8 bytes of 8 kHz µ-law per ms.
-        const fc = conn.counters
-        fc.chunk++
-        fc.audioMs += data.byteLength / 8
-      } else {
-        conn.encoder!.push(new Uint8Array(data))
-      }
-      this.ring.push(data)
-      this.counters.framesToVendor++
-      this.counters.bytesToVendor += data.byteLength
+      this.writeThrough(conn, data)
       return
     }
     this.enqueue(data)
@@ -173,24 +160,27 @@ export class VendorSession {
     const conn = this.conn
     if (conn === null || this.state !== 'READY' || this.resuming) return
     const c = this.counters
-    while (this.queue.length > 0 && conn.socket.bufferedAmount < this.highWater) {
-      const f = this.queue.shift()!
-      this.sendAudio(conn, f)
-      this.ring.push(f)
-      c.framesToVendor++
-      c.bytesToVendor += f.length
-    }
+    while (this.queue.length > 0 && conn.socket.bufferedAmount < this.highWater) this.writeThrough(conn, this.queue.shift()!)
     c.bufferedBytes = this.queue.bytes
     if (this.queue.length > 0) this.armBacklog()
   }
 
-  private sendAudio (conn: Conn, f: Uint8Array): void {
+  /** Write one platform frame to the vendor and keep it for replay. Per-frame path: counters only. */
+  private writeThrough (conn: Conn, data: ArrayBuffer | Uint8Array): void {
+    this.sendAudio(conn, data)
+    this.ring.push(data)
+    this.counters.framesToVendor++
+    this.counters.bytesToVendor += data.byteLength
+  }
+
+  private sendAudio (conn: Conn, data: ArrayBuffer | Uint8Array): void {
     if (conn.encoder === null) {
-      conn.socket.sendBinary(f)
+      conn.socket.sendBinary(data)
+      // What the placeholders read ({{chunk}}, {{position}}): 8 bytes of 8 kHz µ-law per ms.
       conn.counters.chunk++
-      conn.counters.audioMs += f.length / 8
+      conn.counters.audioMs += data.byteLength / 8
     } else {
-      conn.encoder.push(f)
+      conn.encoder.push(data instanceof Uint8Array ? data : new Uint8Array(data))
     }
   }
 
@@ -298,7 +288,7 @@ export class VendorSession {
           return
         }
         conn.encoder = this.encoderFor(conn, new MediaTemplate(JSON.stringify(t.value)))
-      } else if (!this.identity) {
+      } else if (!isIdentity(audio.frames)) {
         conn.encoder = this.encoderFor(conn, null)
       }
       if (audio.open !== null && !await this.sendControl(conn, audio.open, 'open')) return

@@ -59,7 +59,7 @@ export async function dryRunMapping (mapping: CompiledMapping, route: RouteConfi
   if (audio.keepalive !== null) await evaluate('/audio/keepalive/frame', audio.keepalive.frame, base, frames)
   await evaluate('/audio/pause', audio.pause, base, frames)
   await evaluate('/audio/resume', audio.resume, base, frames)
-  for (const [i, msg] of mapping.samples.audio.entries()) {
+  for (const msg of mapping.samples.audio) {
     const input = { ...base, msg }
     if (audio.ready !== null) {
       await evaluate('/audio/ready/when', audio.ready.when, input, predicate)
@@ -69,7 +69,6 @@ export async function dryRunMapping (mapping: CompiledMapping, route: RouteConfi
       const when = await evaluate(`/audio/results/${j}/when`, rule.when, input, predicate)
       if (when === true) await evaluate(`/audio/results/${j}/emit`, rule.emit, input, emitted)
     }
-    void i
   }
   await evaluate('/audio/close', audio.close, base, frames)
   for (const msg of mapping.samples.audio) if (audio.closeWhen !== null) await evaluate('/audio/closeWhen', audio.closeWhen, { ...base, msg }, predicate)
