@@ -123,6 +123,13 @@ export function untilOpen (ws: WebSocket): Promise<void> {
   return ws.readyState === WebSocket.OPEN ? Promise.resolve() : new Promise((resolve, reject) => { ws.once('open', () => resolve()); ws.once('error', reject) })
 }
 
+export interface Upstreams { routes: { replicas: { name: string; state: string; activeStreams: number; fleetStreams: number }[] }[]; store: { up: boolean } }
+
+/** GET /admin/upstreams of a gateway, given its admin base URL. */
+export async function upstreams (adminBase: string): Promise<Upstreams> {
+  return await (await fetch(`${adminBase}/admin/upstreams`)).json() as Upstreams
+}
+
 export function sleep (ms: number): Promise<void> {
   return new Promise(resolve => setTimeout(resolve, ms))
 }

@@ -1,16 +1,15 @@
 import t from 'tap'
 import { randomUUID } from 'node:crypto'
 import { initMessage } from '../../gateway/tools/simulate'
-import { AUDIO_TOKEN, platformLeg, routeTo, sleep, startVendor } from '../helpers/gateway'
+import { AUDIO_TOKEN, platformLeg, routeTo, sleep, startVendor, upstreams } from '../helpers/gateway'
 import { spawnGateway, type GatewayProcess } from '../helpers/process'
 
 // Two gateway processes sharing one Redis (each test its own key prefix), real emulators.
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 const init = (contactId: number): Record<string, unknown> => initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
 
-type Upstreams = { routes: { replicas: { name: string; state: string }[] }[] }
 const replicaState = async (g: GatewayProcess, name: string): Promise<string | undefined> =>
-  ((await (await fetch(g.adminUrl('/admin/upstreams'))).json()) as Upstreams).routes[0].replicas.find(r => r.name === name)?.state
+  (await upstreams(g.adminUrl(''))).routes[0].replicas.find(r => r.name === name)?.state
 const probes = async (g: GatewayProcess): Promise<number> => {
   const text = await (await fetch(g.adminUrl('/metrics'))).text()
   return [...text.matchAll(/^assist_gateway_upstream_health_checks_total\{[^}]*\} (\d+)/gm)].reduce((n, m) => n + Number(m[1]), 0)
@@ -44,6 +43,7 @@ t.test('two gateway processes: one probes, both avoid the replica it marked down
   t.equal((await second.answer).command, 'CONNECTED')
   t.equal(home.sessions().length, 2, 'the other process opened the new vendor session on the same replica')
   t.equal(other.sessions().length, 0)
+  t.match(await (await fetch(p2.adminUrl('/metrics'))).text(), 'assist_gateway_audio_reattach_total{route="demo",result="same_replica"} 1')
   second.ws.close(1000)
   await second.closed
 
