@@ -1,11 +1,11 @@
-import jsonata from 'jsonata'
 import { ConfigError } from '../errors'
 import { readStructured } from '../config/load'
 import { problemsOf, validator } from '../validate/compile'
+import { compileExpr, type Expr } from './expr'
 import { compileText, type TextMapping } from './text'
 
-/** A compiled JSONata expression: evaluate it on one input object. Never used per audio frame. */
-export type Expr = (input: unknown) => Promise<unknown>
+export { EXPRESSION_LIMITS, type Expr } from './expr'
+
 
 /** What a mapping's `audio.frames` asks for (schemas/mapping.schema.json). */
 export interface FramesSpec {
@@ -16,8 +16,6 @@ export interface FramesSpec {
   chunkMs: number | null
 }
 
-/** Limits of one evaluation: a runaway expression fails (counted, logged) instead of stalling the process. The time is wall clock (evaluations of many legs interleave at awaits), so it is a runaway guard, not a budget. */
-export const EXPRESSION_LIMITS = { timeoutMs: 1000, maxDepth: 500 }
 
 export interface AudioMapping {
   url: Expr | null
@@ -35,37 +33,6 @@ export interface AudioMapping {
   closeTimeoutMs: number
   closeCode: number
   rotateAfterMs: number | null
-}
-
-interface Limits { depth: number; start: number }
-
-function check (st: Limits): void {
-  if (st.depth > EXPRESSION_LIMITS.maxDepth) throw Object.assign(new Error(`expression deeper than ${EXPRESSION_LIMITS.maxDepth}`), { code: 'LIMIT_DEPTH' })
-  if (Date.now() - st.start > EXPRESSION_LIMITS.timeoutMs) throw Object.assign(new Error(`expression ran longer than ${EXPRESSION_LIMITS.timeoutMs} ms`), { code: 'LIMIT_TIME' })
-}
-
-type Env = { lookup: (name: string) => unknown; isParallelCall?: boolean }
-
-/**
- * Evaluate with depth and time limits. JSONata calls its entry/exit hooks around every step; the
- * count lives in a per-evaluation binding, so concurrent evaluations of one compiled expression
- * (legs interleave at awaits) each keep their own.
- */
-function timeboxed (compiled: jsonata.Expression): Expr {
-  const hooks = compiled as unknown as { assign: (name: symbol, fn: unknown) => void }
-  hooks.assign(Symbol.for('jsonata.__evaluate_entry'), (_e: unknown, _i: unknown, env: Env) => {
-    const st = env.lookup('__gwLimits') as Limits | undefined
-    if (st === undefined || env.isParallelCall === true) return
-    st.depth++
-    check(st)
-  })
-  hooks.assign(Symbol.for('jsonata.__evaluate_exit'), (_e: unknown, _i: unknown, env: Env) => {
-    const st = env.lookup('__gwLimits') as Limits | undefined
-    if (st === undefined || env.isParallelCall === true) return
-    st.depth--
-    check(st)
-  })
-  return async (input: unknown) => await compiled.evaluate(input, { __gwLimits: { depth: 0, start: Date.now() } })
 }
 
 export interface CompiledMapping {
@@ -89,7 +56,7 @@ export function loadMapping (file: string): CompiledMapping {
   const expr = (pointer: string, source: string | null | undefined): Expr | null => {
     if (source === undefined || source === null) return null
     try {
-      return timeboxed(jsonata(source))
+      return compileExpr(source)
     } catch (err) {
       const e = err as { message?: string; position?: number; code?: string }
       problems.push({ file, pointer, message: `JSONata ${e.code ?? 'error'} at ${e.position ?? '?'}: ${e.message ?? String(err)}` })

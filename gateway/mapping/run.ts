@@ -1,4 +1,4 @@
-import type { Expr } from './compile'
+import type { Expr } from './expr'
 
 /** The one input object every audio expression sees (documented in schemas/mapping.schema.json). */
 export interface MappingInput {

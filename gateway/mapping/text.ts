@@ -1,5 +1,5 @@
 import jsonata from 'jsonata'
-import type { Expr } from './compile'
+import type { Expr } from './expr'
 import { run, type MappingInput, type Outcome } from './run'
 
 /**
