@@ -23,27 +23,38 @@ import { startVendorEmulator, type EmulatorKind, type VendorEmulator } from './t
 const USAGE = `usage:
   assist-gateway serve [--config FILE]
   assist-gateway check [--config FILE]
-  assist-gateway simulate audio --url URL [--token T] --file CLIP [--perspective TX|RX|MIX] [--legs N] [--seconds S] [--insecure]
-  assist-gateway simulate text --url URL [--token T] [--auth-header] [--participant patron|agent|system] --text "…" [--contact-id N] [--bus-no N] [--tenant ID] [--insecure]
-  assist-gateway vendor --kind passthrough|json-events|deepgram|assemblyai|twilio-media|audiohook --port N [--host H] [--result-every-frames N] [--api-key KEY]
+  assist-gateway simulate audio --url URL [--token T] --file CLIP [--perspective TX|RX|MIX] [--legs N]
+                                [--seconds S] [--insecure]
+  assist-gateway simulate text --url URL [--token T] [--auth-header] [--participant patron|agent|system] --text "…"
+                               [--contact-id N] [--bus-no N] [--tenant ID] [--insecure]
+  assist-gateway vendor --kind passthrough|json-events|deepgram|assemblyai|twilio-media|audiohook --port N
+                        [--host H] [--result-every-frames N] [--api-key KEY]
 Environment: GATEWAY_CONFIG, PORT, ADMIN_PORT, REDIS_URL, LOG_LEVEL (and the \${VAR}s the config names).`
 
-export function version (): string {
+export function version(): string {
   return (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string }).version
 }
 
-function configPath (given: string | undefined): string {
+function configPath(given: string | undefined): string {
   return given ?? process.env.GATEWAY_CONFIG ?? join(packageRoot(), 'ops', 'gateway.yaml')
 }
 
 /** A running gateway and the bundled emulators its config asked for. The only place that wires modules. */
-export interface Running { server: RunningServer; emulators: VendorEmulator[]; log: Logger; metrics: Metrics; store: Store; close: () => Promise<void> }
+export interface Running {
+  server: RunningServer
+  emulators: VendorEmulator[]
+  log: Logger
+  metrics: Metrics
+  store: Store
+  close: () => Promise<void>
+}
 
 /** In-memory without `redis`, else the Redis store (URL, Sentinel or Cluster from config). */
-export function createStore (config: Config, log: Logger, metrics: Metrics): Store {
+export function createStore(config: Config, log: Logger, metrics: Metrics): Store {
   const instanceId = `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`
   const s = config.store
-  if (config.redis === null && s.sentinels === undefined && s.clusterNodes === undefined) return new MemoryStore(instanceId)
+  if (config.redis === null && s.sentinels === undefined && s.clusterNodes === undefined)
+    return new MemoryStore(instanceId)
   return new RedisStore(instanceId, {
     url: config.redis,
     keyPrefix: s.keyPrefix,
@@ -57,12 +68,14 @@ export function createStore (config: Config, log: Logger, metrics: Metrics): Sto
   })
 }
 
-export async function serve (config: Config, opts: { log?: Logger } = {}): Promise<Running> {
+export async function serve(config: Config, opts: { log?: Logger } = {}): Promise<Running> {
   const log = opts.log ?? createLogger({ level: config.log.level, secrets: config.secrets })
   for (const w of config.warnings) log.warn({ event: 'config_warning' }, w)
   const emulators: VendorEmulator[] = []
   for (const e of config.emulators) {
-    emulators.push(await startVendorEmulator({ kind: e.kind, port: e.port, host: e.host, resultEveryFrames: e.resultEveryFrames }))
+    emulators.push(
+      await startVendorEmulator({ kind: e.kind, port: e.port, host: e.host, resultEveryFrames: e.resultEveryFrames })
+    )
     log.info({ event: 'emulator_started', kind: e.kind, port: e.port }, `bundled ${e.kind} vendor emulator listening`)
   }
   const metrics = new Metrics()
@@ -77,7 +90,11 @@ export async function serve (config: Config, opts: { log?: Logger } = {}): Promi
     throw err
   }
   return {
-    server, emulators, log, metrics, store,
+    server,
+    emulators,
+    log,
+    metrics,
+    store,
     close: async () => {
       server.close()
       await store.close()
@@ -86,20 +103,29 @@ export async function serve (config: Config, opts: { log?: Logger } = {}): Promi
   }
 }
 
-async function cmdServe (argv: string[]): Promise<number> {
+async function cmdServe(argv: string[]): Promise<number> {
   const { values } = parseArgs({ args: argv, options: { config: { type: 'string' } } })
   const config = loadConfig(configPath(values.config), process.env)
   const running = await serve(config)
   const stop = (signal: string): void => {
-    running.log.info({ event: 'shutdown', signal }, 'shutting down: ending live legs with 1012 so the platform reconnects elsewhere')
-    running.close().then(() => running.log.flush(), () => {}).finally(() => setTimeout(() => process.exit(0), 100).unref())
+    running.log.info(
+      { event: 'shutdown', signal },
+      'shutting down: ending live legs with 1012 so the platform reconnects elsewhere'
+    )
+    running
+      .close()
+      .then(
+        () => running.log.flush(),
+        () => {}
+      )
+      .finally(() => setTimeout(() => process.exit(0), 100).unref())
   }
   process.once('SIGTERM', () => stop('SIGTERM'))
   process.once('SIGINT', () => stop('SIGINT'))
   return -1
 }
 
-async function cmdCheck (argv: string[]): Promise<number> {
+async function cmdCheck(argv: string[]): Promise<number> {
   const { values } = parseArgs({ args: argv, options: { config: { type: 'string' } } })
   const file = configPath(values.config)
   const problems: { file: string; pointer: string; message: string }[] = []
@@ -115,7 +141,7 @@ async function cmdCheck (argv: string[]): Promise<number> {
     for (const route of Object.values(config.routes)) {
       try {
         const mapping = loadMapping(route.mapping)
-        problems.push(...await dryRunMapping(mapping, route))
+        problems.push(...(await dryRunMapping(mapping, route)))
       } catch (err) {
         if (!(err instanceof ConfigError)) throw err
         problems.push(...err.problems)
@@ -123,19 +149,25 @@ async function cmdCheck (argv: string[]): Promise<number> {
     }
   }
   for (const p of problems) console.error(`${p.file}: ${p.pointer || '/'}: ${p.message}`)
-  if (problems.length === 0) console.log(`ok: ${file} and ${Object.keys(config!.routes).length} route mapping(s) are valid`)
+  if (problems.length === 0)
+    console.log(`ok: ${file} and ${Object.keys(config!.routes).length} route mapping(s) are valid`)
   return problems.length === 0 ? 0 : 1
 }
 
-async function cmdSimulate (argv: string[]): Promise<number> {
+async function cmdSimulate(argv: string[]): Promise<number> {
   const [kind, ...rest] = argv
   if (kind === 'text') return await cmdSimulateText(rest)
   if (kind !== 'audio') throw new UsageError(`simulate ${kind ?? ''}: "audio" or "text"`)
   const { values } = parseArgs({
     args: rest,
     options: {
-      url: { type: 'string' }, token: { type: 'string' }, file: { type: 'string' }, perspective: { type: 'string', default: 'TX' },
-      legs: { type: 'string', default: '1' }, seconds: { type: 'string' }, insecure: { type: 'boolean', default: false }
+      url: { type: 'string' },
+      token: { type: 'string' },
+      file: { type: 'string' },
+      perspective: { type: 'string', default: 'TX' },
+      legs: { type: 'string', default: '1' },
+      seconds: { type: 'string' },
+      insecure: { type: 'boolean', default: false }
     }
   })
   if (values.url === undefined) throw new UsageError('--url is required')
@@ -144,26 +176,50 @@ async function cmdSimulate (argv: string[]): Promise<number> {
   if (!['TX', 'RX', 'MIX'].includes(perspective)) throw new UsageError('--perspective must be TX, RX or MIX')
   const legs = positive(values.legs!, '--legs')
   const seconds = values.seconds === undefined ? undefined : positive(values.seconds, '--seconds')
-  const results = await simulateAudio({ url: values.url, token: values.token, clip: readAudioClip(clipFile), perspective, legs, seconds, insecure: values.insecure, print: line => console.log(line) })
-  const failed = results.filter(l => l.error !== undefined || (l.answer as { command?: string } | null)?.command !== 'CONNECTED')
+  const results = await simulateAudio({
+    url: values.url,
+    token: values.token,
+    clip: readAudioClip(clipFile),
+    perspective,
+    legs,
+    seconds,
+    insecure: values.insecure,
+    print: line => console.log(line)
+  })
+  const failed = results.filter(
+    l => l.error !== undefined || (l.answer as { command?: string } | null)?.command !== 'CONNECTED'
+  )
   return failed.length === 0 ? 0 : 1
 }
 
 /** simulate text: one utterance; prints the status and the answer; exit 0 on a 2xx. */
-async function cmdSimulateText (argv: string[]): Promise<number> {
+async function cmdSimulateText(argv: string[]): Promise<number> {
   const { values } = parseArgs({
     args: argv,
     options: {
-      url: { type: 'string' }, token: { type: 'string' }, 'auth-header': { type: 'boolean', default: false }, participant: { type: 'string', default: 'patron' },
-      text: { type: 'string' }, 'contact-id': { type: 'string' }, 'bus-no': { type: 'string' }, tenant: { type: 'string' }, insecure: { type: 'boolean', default: false }
+      url: { type: 'string' },
+      token: { type: 'string' },
+      'auth-header': { type: 'boolean', default: false },
+      participant: { type: 'string', default: 'patron' },
+      text: { type: 'string' },
+      'contact-id': { type: 'string' },
+      'bus-no': { type: 'string' },
+      tenant: { type: 'string' },
+      insecure: { type: 'boolean', default: false }
     }
   })
   if (values.url === undefined) throw new UsageError('--url is required')
   if (values.text === undefined) throw new UsageError('--text is required')
   const participant = values.participant as 'patron' | 'agent' | 'system'
-  if (!['patron', 'agent', 'system'].includes(participant)) throw new UsageError('--participant must be patron, agent or system')
+  if (!['patron', 'agent', 'system'].includes(participant))
+    throw new UsageError('--participant must be patron, agent or system')
   const result = await simulateText({
-    url: values.url, token: values.token, authHeader: values['auth-header'], participant, text: values.text, insecure: values.insecure,
+    url: values.url,
+    token: values.token,
+    authHeader: values['auth-header'],
+    participant,
+    text: values.text,
+    insecure: values.insecure,
     contactId: values['contact-id'] === undefined ? undefined : positive(values['contact-id'], '--contact-id'),
     busNo: values['bus-no'] === undefined ? undefined : positive(values['bus-no'], '--bus-no'),
     tenantId: values.tenant,
@@ -180,20 +236,46 @@ const REAL_VENDOR_KINDS: readonly string[] = Object.keys(REAL_VENDOR_PATHS)
  * emulator of a real streaming API (deepgram, assemblyai, twilio-media, audiohook; `--api-key` makes it
  * check the credential, `--result-every-frames` counts 20 ms frames of audio between results).
  */
-async function cmdVendor (argv: string[]): Promise<number> {
-  const { values } = parseArgs({ args: argv, options: { kind: { type: 'string' }, port: { type: 'string' }, host: { type: 'string', default: '127.0.0.1' }, 'result-every-frames': { type: 'string', default: '50' }, 'api-key': { type: 'string' } } })
+async function cmdVendor(argv: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      kind: { type: 'string' },
+      port: { type: 'string' },
+      host: { type: 'string', default: '127.0.0.1' },
+      'result-every-frames': { type: 'string', default: '50' },
+      'api-key': { type: 'string' }
+    }
+  })
   const kind = values.kind ?? ''
   const real = REAL_VENDOR_KINDS.includes(kind)
-  if (!real && !EMULATOR_KINDS.includes(kind)) throw new UsageError(`--kind must be one of ${[...EMULATOR_KINDS, ...REAL_VENDOR_KINDS].join(', ')}`)
+  if (!real && !EMULATOR_KINDS.includes(kind))
+    throw new UsageError(`--kind must be one of ${[...EMULATOR_KINDS, ...REAL_VENDOR_KINDS].join(', ')}`)
   if (values.port === undefined) throw new UsageError('--port is required')
   const apiKey = values['api-key']
   if (!real && apiKey !== undefined) throw new UsageError(`--api-key applies to ${REAL_VENDOR_KINDS.join(', ')}`)
   const log = (line: string): void => console.log(line)
   const emulator: { url: string; httpUrl: string; close: () => Promise<void> } = real
-    ? await startRealVendor({ kind: kind as RealVendorKind, port: Number(values.port), host: values.host, apiKey, resultEveryMs: Number(values['result-every-frames']) * 20, log })
-    : await startVendorEmulator({ kind: kind as EmulatorKind, port: Number(values.port), host: values.host, resultEveryFrames: Number(values['result-every-frames']), log })
-  console.log(`${kind} vendor emulator on ${emulator.url} (reports: ${emulator.httpUrl}/sessions)${apiKey !== undefined ? '; credential required' : ''}`)
-  const stop = (): void => { emulator.close().finally(() => process.exit(0)) }
+    ? await startRealVendor({
+        kind: kind as RealVendorKind,
+        port: Number(values.port),
+        host: values.host,
+        apiKey,
+        resultEveryMs: Number(values['result-every-frames']) * 20,
+        log
+      })
+    : await startVendorEmulator({
+        kind: kind as EmulatorKind,
+        port: Number(values.port),
+        host: values.host,
+        resultEveryFrames: Number(values['result-every-frames']),
+        log
+      })
+  const credential = apiKey !== undefined ? '; credential required' : ''
+  console.log(`${kind} vendor emulator on ${emulator.url} (reports: ${emulator.httpUrl}/sessions)${credential}`)
+  const stop = (): void => {
+    emulator.close().finally(() => process.exit(0))
+  }
   process.once('SIGTERM', stop)
   process.once('SIGINT', stop)
   return -1
@@ -201,21 +283,28 @@ async function cmdVendor (argv: string[]): Promise<number> {
 
 class UsageError extends Error {}
 
-function positive (s: string, name: string): number {
+function positive(s: string, name: string): number {
   const n = Number(s)
   if (!Number.isFinite(n) || n <= 0) throw new UsageError(`${name} must be a positive number`)
   return n
 }
 
-export async function main (argv: string[]): Promise<number> {
+export async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv
   try {
     switch (command) {
-      case 'serve': return await cmdServe(rest)
-      case 'check': return await cmdCheck(rest)
-      case 'simulate': return await cmdSimulate(rest)
-      case 'vendor': return await cmdVendor(rest)
-      case undefined: case '-h': case '--help': case 'help':
+      case 'serve':
+        return await cmdServe(rest)
+      case 'check':
+        return await cmdCheck(rest)
+      case 'simulate':
+        return await cmdSimulate(rest)
+      case 'vendor':
+        return await cmdVendor(rest)
+      case undefined:
+      case '-h':
+      case '--help':
+      case 'help':
         console.log(USAGE)
         return command === undefined ? 2 : 0
       default:

@@ -10,7 +10,12 @@ export const CODES = {
   // platform messages
   MESSAGE_NOT_JSON: { status: 400, close: 1007, flag: 'NJ', text: 'message is not valid JSON' },
   MESSAGE_INVALID: { status: 400, close: 1007, flag: 'MI', text: 'message does not match the interface schema' },
-  FIRST_FRAME_NOT_TEXT: { status: 400, close: 1007, flag: 'FB', text: 'the first frame must be a text frame holding the init message' },
+  FIRST_FRAME_NOT_TEXT: {
+    status: 400,
+    close: 1007,
+    flag: 'FB',
+    text: 'the first frame must be a text frame holding the init message'
+  },
   MESSAGE_TOO_LARGE: { status: 413, close: 1009, flag: 'TL', text: 'message too large' },
   HANDSHAKE_TIMEOUT: { status: 408, close: 1008, flag: 'HT', text: 'no init message within the handshake timeout' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, close: 1003, flag: 'MT', text: 'content type must be application/json' },
@@ -19,18 +24,33 @@ export const CODES = {
   METHOD_NOT_ALLOWED: { status: 405, close: 1008, flag: 'MA', text: 'method not allowed' },
   // upstream (vendor) side
   NO_HEALTHY_UPSTREAM: { status: 503, close: 1013, flag: 'UH', text: 'no healthy upstream for this route' },
-  UPSTREAM_UNREACHABLE: { status: 503, close: 1013, flag: 'UF', text: 'no upstream replica of this route could be reached' },
+  UPSTREAM_UNREACHABLE: {
+    status: 503,
+    close: 1013,
+    flag: 'UF',
+    text: 'no upstream replica of this route could be reached'
+  },
   UPSTREAM_NOT_READY: { status: 504, close: 1013, flag: 'UR', text: 'the vendor session did not become ready in time' },
   UPSTREAM_REFUSED: { status: 502, close: 1011, flag: 'UX', text: 'the vendor refused the session' },
   UPSTREAM_CLOSED: { status: 502, close: 1011, flag: 'UC', text: 'the vendor session ended during the call' },
   UPSTREAM_TIMEOUT: { status: 504, close: 1011, flag: 'UT', text: 'upstream did not answer in time' },
   UPSTREAM_BAD_ANSWER: { status: 502, close: 1011, flag: 'UB', text: 'upstream answer could not be used' },
   // gateway resources
-  HOLD_BUFFER_OVERFLOW: { status: 503, close: 1013, flag: 'HO', text: 'too much audio arrived before the vendor session was ready' },
+  HOLD_BUFFER_OVERFLOW: {
+    status: 503,
+    close: 1013,
+    flag: 'HO',
+    text: 'too much audio arrived before the vendor session was ready'
+  },
   BACKPRESSURE_OVERFLOW: { status: 503, close: 1013, flag: 'BO', text: 'the vendor is not reading audio fast enough' },
   QUEUE_FULL: { status: 503, close: 1013, flag: 'QF', text: 'delivery queue is full' },
   MAPPING_FAILED: { status: 500, close: 1011, flag: 'MF', text: 'the vendor mapping failed on this message' },
-  LEG_REPLACED: { status: 409, close: 1008, flag: 'LR', text: 'a newer connection of the same leg took over its vendor session' },
+  LEG_REPLACED: {
+    status: 409,
+    close: 1008,
+    flag: 'LR',
+    text: 'a newer connection of the same leg took over its vendor session'
+  },
   SHUTTING_DOWN: { status: 503, close: 1012, flag: 'SD', text: 'gateway is restarting; reconnect' },
   INTERNAL: { status: 500, close: 1011, flag: 'IE', text: 'internal error' }
 } as const satisfies Record<string, { status: number; close: number; flag: string; text: string }>
@@ -42,7 +62,7 @@ export class GatewayError extends Error {
   readonly code: ErrorCode
   readonly pointers: readonly string[]
   readonly detail: string | undefined
-  constructor (code: ErrorCode, opts: { pointers?: string[]; detail?: string; cause?: unknown } = {}) {
+  constructor(code: ErrorCode, opts: { pointers?: string[]; detail?: string; cause?: unknown } = {}) {
     super(opts.detail === undefined ? CODES[code].text : `${CODES[code].text}: ${opts.detail}`, { cause: opts.cause })
     this.name = 'GatewayError'
     this.code = code
@@ -52,14 +72,14 @@ export class GatewayError extends Error {
 }
 
 /** Log 5xx-class failures at error and 4xx-class at info (the gateway's problem vs the caller's). */
-export function logLevelOf (code: ErrorCode): 'error' | 'info' {
+export function logLevelOf(code: ErrorCode): 'error' | 'info' {
   return CODES[code].status >= 500 ? 'error' : 'info'
 }
 
 /** Raised by configuration and mapping loading; rendered as `file: /pointer: message` lines. */
 export class ConfigError extends Error {
   readonly problems: readonly { file: string; pointer: string; message: string }[]
-  constructor (problems: { file: string; pointer: string; message: string }[]) {
+  constructor(problems: { file: string; pointer: string; message: string }[]) {
     super(problems.map(p => `${p.file}: ${p.pointer || '/'}: ${p.message}`).join('\n'))
     this.name = 'ConfigError'
     this.problems = problems

@@ -14,7 +14,12 @@ export interface RouteRuntime {
   readonly pool: UpstreamPool
 }
 
-export function buildRoute (config: RouteConfig, mapping: CompiledMapping, store: Store, health: HealthSettings): RouteRuntime {
+export function buildRoute(
+  config: RouteConfig,
+  mapping: CompiledMapping,
+  store: Store,
+  health: HealthSettings
+): RouteRuntime {
   return {
     name: config.name,
     config,

@@ -135,7 +135,9 @@ export class Resampler {
     const up = outRate / g
     const down = inRate / g
     if (up > 64 || down > 64) {
-      throw new TypeError(`Resampler: ratio ${outRate}/${inRate} reduces to ${up}/${down}; use rates with a small ratio (both terms ≤ 64)`)
+      throw new TypeError(
+        `Resampler: ratio ${outRate}/${inRate} reduces to ${up}/${down}; use rates with a small ratio (both terms ≤ 64)`
+      )
     }
     const taps = opts.tapsPerPhase ?? 32
     // Multiple of 4: the dot product is unrolled by four (four accumulators; ~1.7x faster).
@@ -155,7 +157,7 @@ export class Resampler {
     const k = taps * Math.max(1, Math.ceil(down / up))
     this.taps = k
     const n = k * up
-    this.delay = ((n - 1) / 2) / down
+    this.delay = (n - 1) / 2 / down
 
     // Prototype low-pass at inRate*up, cut-off = rolloff × (lower Nyquist).
     const fc = (rolloff * Math.min(inRate, outRate)) / 2 / (inRate * up) // cycles per prototype sample
@@ -201,7 +203,8 @@ export class Resampler {
    * number of samples written. `out` MUST hold at least `maxOutput(inLen)` samples.
    */
   process(input: Int16Array, inLen: number, out: Int16Array): number {
-    if (inLen < 0 || inLen > input.length) throw new RangeError(`Resampler.process: inLen=${inLen} outside 0..${input.length}`)
+    if (inLen < 0 || inLen > input.length)
+      throw new RangeError(`Resampler.process: inLen=${inLen} outside 0..${input.length}`)
     const need = this.maxOutput(inLen)
     if (out.length < need) throw new RangeError(`Resampler.process: out holds ${out.length} samples, need ${need}`)
     const k = this.taps
@@ -235,7 +238,7 @@ export class Resampler {
         }
         const acc = a0 + a1 + (a2 + a3)
         const v = Math.round(acc)
-        out[o++] = v > 32767 ? 32767 : v < -32768 ? -32768 : v
+        out[o++] = v > 32767 ? 32767 : Math.max(v, -32768)
         phase += down
         advance = (phase / up) | 0
         phase -= advance * up
@@ -284,7 +287,8 @@ export class Rechunker {
         throw new TypeError(`Rechunker: ${opts.chunkMs} ms at ${opts.sampleRate} Hz is not a whole number of samples`)
       }
     }
-    if (!Number.isInteger(size) || size <= 0) throw new TypeError(`Rechunker: chunk size must be a positive integer (got ${size})`)
+    if (!Number.isInteger(size) || size <= 0)
+      throw new TypeError(`Rechunker: chunk size must be a positive integer (got ${size})`)
     if (typeof opts.onChunk !== 'function') throw new TypeError('Rechunker: onChunk callback required')
     this.chunkBytes = size
     this.buf = new Uint8Array(size)

@@ -4,7 +4,7 @@ import { mulawDecodeInto, pcm16ToBytesLE, Rechunker, Resampler } from './codec'
 export const IDENTITY_FRAMES: FramesSpec = { framing: 'binary', encoding: 'mulaw', sampleRate: 8000, chunkMs: null }
 
 /** True when platform frames can go to the vendor unchanged (the fastest path: no encoder at all). */
-export function isIdentity (f: FramesSpec): boolean {
+export function isIdentity(f: FramesSpec): boolean {
   return f.framing === 'binary' && f.encoding === 'mulaw' && f.sampleRate === 8000 && f.chunkMs === null
 }
 
@@ -22,29 +22,39 @@ export class FrameCounters {
   serverseq = 0
 }
 
-const PLACEHOLDER = /"\{\{#(seq|chunk|timestamp|serverseq|audioMs)\}\}"|\{\{(seq|chunk|timestamp|payload|position|serverseq|audioMs)\}\}/g
+const PLACEHOLDER =
+  /"\{\{#(seq|chunk|timestamp|serverseq|audioMs)\}\}"|\{\{(seq|chunk|timestamp|payload|position|serverseq|audioMs)\}\}/g
 
-function position (ms: number): string {
+function position(ms: number): string {
   return `PT${(Math.round(ms) / 1000).toFixed(3).replace(/\.?0+$/, '')}S`
 }
 
-function valueOf (name: string, c: FrameCounters): string {
+function placeholderValue(name: string, c: FrameCounters): string {
   switch (name) {
-    case 'seq': return String(c.seq)
-    case 'chunk': return String(c.chunk)
-    case 'timestamp': return String(Math.round(c.audioMs))
-    case 'audioMs': return String(Math.round(c.audioMs))
-    case 'position': return position(c.audioMs)
-    case 'serverseq': return String(c.serverseq)
-    default: return ''
+    case 'seq':
+      return String(c.seq)
+    case 'chunk':
+      return String(c.chunk)
+    case 'timestamp':
+      return String(Math.round(c.audioMs))
+    case 'audioMs':
+      return String(Math.round(c.audioMs))
+    case 'position':
+      return position(c.audioMs)
+    case 'serverseq':
+      return String(c.serverseq)
+    default:
+      return ''
   }
 }
 
 /** Fill the placeholders of a control frame (open, keepalive, pause, close…). Control path only. */
-export function fillControl (text: string, c: FrameCounters): string {
+export function fillControl(text: string, c: FrameCounters): string {
   if (!text.includes('{{')) return text
   if (text.includes('{{seq}}') || text.includes('{{#seq}}')) c.seq++
-  return text.replace(PLACEHOLDER, (_m, num: string | undefined, str: string | undefined) => valueOf(num ?? str!, c))
+  return text.replace(PLACEHOLDER, (_m, num: string | undefined, str: string | undefined) =>
+    placeholderValue(num ?? str!, c)
+  )
 }
 
 /**
@@ -55,7 +65,7 @@ export class MediaTemplate {
   private readonly parts: string[] = []
   private readonly names: string[] = []
   readonly usesSeq: boolean
-  constructor (templateJson: string) {
+  constructor(templateJson: string) {
     let last = 0
     PLACEHOLDER.lastIndex = 0
     for (let m = PLACEHOLDER.exec(templateJson); m !== null; m = PLACEHOLDER.exec(templateJson)) {
@@ -67,11 +77,11 @@ export class MediaTemplate {
     this.usesSeq = this.names.includes('seq')
   }
 
-  render (payload: string, c: FrameCounters): string {
+  render(payload: string, c: FrameCounters): string {
     let out = this.parts[0]
     for (let i = 0; i < this.names.length; i++) {
       const n = this.names[i]
-      out += (n === 'payload' ? payload : valueOf(n, c)) + this.parts[i + 1]
+      out += (n === 'payload' ? payload : placeholderValue(n, c)) + this.parts[i + 1]
     }
     return out
   }
@@ -95,17 +105,23 @@ export class AudioEncoder {
   private bytes = new Uint8Array(0)
   private readonly bytesPerMs: number
 
-  constructor (private readonly spec: FramesSpec, private readonly counters: FrameCounters, private readonly template: MediaTemplate | null, private readonly sink: EncoderSink) {
+  constructor(
+    private readonly spec: FramesSpec,
+    private readonly counters: FrameCounters,
+    private readonly template: MediaTemplate | null,
+    private readonly sink: EncoderSink
+  ) {
     this.resampler = spec.sampleRate === 16000 ? new Resampler(8000, 16000) : null
     const bytesPerSample = spec.encoding === 'pcm16' ? 2 : 1
-    this.bytesPerMs = spec.sampleRate * bytesPerSample / 1000
-    this.rechunker = spec.chunkMs === null
-      ? null
-      : new Rechunker({ chunkBytes: Math.round(spec.chunkMs * this.bytesPerMs), onChunk: c => this.emit(c) })
+    this.bytesPerMs = (spec.sampleRate * bytesPerSample) / 1000
+    this.rechunker =
+      spec.chunkMs === null
+        ? null
+        : new Rechunker({ chunkBytes: Math.round(spec.chunkMs * this.bytesPerMs), onChunk: c => this.emit(c) })
   }
 
   /** Per-frame path: one platform frame in. */
-  push (mulaw: Uint8Array): void {
+  push(mulaw: Uint8Array): void {
     let out: Uint8Array = mulaw
     if (this.spec.encoding === 'pcm16') {
       const n = mulaw.length
@@ -131,29 +147,31 @@ export class AudioEncoder {
    * Send what the rechunker still holds (end of the session, or before a rotation), padded with
    * silence to a whole chunk: vendors with a minimum chunk (AssemblyAI: 50 ms) refuse a short one.
    */
-  flush (): void {
+  flush(): void {
     this.rechunker?.flush(this.spec.encoding === 'mulaw' ? 0xff : 0x00)
   }
 
   /** The audio held for an incomplete chunk, already encoded (handed to a rotated-in socket). */
-  takeRemainder (): Uint8Array | null {
+  takeRemainder(): Uint8Array | null {
     return this.rechunker?.take() ?? null
   }
 
   /** Audio already in the vendor's encoding (another encoder's remainder) goes in ahead of new audio. */
-  pushEncoded (bytes: Uint8Array): void {
+  pushEncoded(bytes: Uint8Array): void {
     if (this.rechunker !== null) this.rechunker.push(bytes)
     else this.emit(bytes)
   }
 
-  private emit (chunk: Uint8Array): void {
+  private emit(chunk: Uint8Array): void {
     const c = this.counters
     c.chunk++
     if (this.template === null) {
       this.sink.binary(chunk)
     } else {
       if (this.template.usesSeq) c.seq++
-      this.sink.text(this.template.render(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength).toString('base64'), c))
+      this.sink.text(
+        this.template.render(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength).toString('base64'), c)
+      )
     }
     c.audioMs += chunk.length / this.bytesPerMs
   }

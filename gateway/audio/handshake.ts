@@ -12,12 +12,17 @@ export type HandshakeCheck =
  * schema so an unauthenticated caller learns nothing about the message format. Shared by the audio
  * hook and the handshake dry-run endpoint, so both always answer alike.
  */
-export function checkHandshake (route: RouteRuntime, text: string): HandshakeCheck {
+export function checkHandshake(route: RouteRuntime, text: string): HandshakeCheck {
   const parsed = parseJson(text)
   if (!parsed.ok) return { ok: false, error: parsed.error, problems: [], stage: 'json' }
   const value = parsed.value
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-    return { ok: false, error: new GatewayError('MESSAGE_INVALID', { pointers: ['/'] }), problems: [{ pointer: '/', message: 'must be object' }], stage: 'schema' }
+    return {
+      ok: false,
+      error: new GatewayError('MESSAGE_INVALID', { pointers: ['/'] }),
+      problems: [{ pointer: '/', message: 'must be object' }],
+      stage: 'schema'
+    }
   }
   const auth = route.audioAuth.check((value as Record<string, unknown>).authenticationToken)
   if (!auth.ok) return { ok: false, error: new GatewayError(auth.code), problems: [], stage: 'auth' }
@@ -27,13 +32,17 @@ export function checkHandshake (route: RouteRuntime, text: string): HandshakeChe
 }
 
 /** The ERROR frame for a failure: code as messageType, human text, pointers (never values) in parameters. */
-export function errorFrame (error: GatewayError, problems: readonly Problem[] = [], extra: Record<string, unknown> = {}): string {
+export function errorFrame(
+  error: GatewayError,
+  problems: readonly Problem[] = [],
+  extra: Record<string, unknown> = {}
+): string {
   const parameters: Record<string, unknown> = { code: error.code, flag: CODES[error.code].flag, ...extra }
   if (error.pointers.length > 0) parameters.pointers = error.pointers
   if (problems.length > 0) parameters.problems = problems
   return JSON.stringify({ command: 'ERROR', messageType: error.code, message: error.message, parameters })
 }
 
-export function connectedFrame (parameters: Record<string, unknown>): string {
+export function connectedFrame(parameters: Record<string, unknown>): string {
   return JSON.stringify({ command: 'CONNECTED', messageType: 'COMMAND', message: 'BEGIN AUDIO STREAM', parameters })
 }

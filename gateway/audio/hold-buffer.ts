@@ -8,26 +8,26 @@ export class HoldBuffer {
   private head = 0
   bytes = 0
 
-  get length (): number {
+  get length(): number {
     return this.frames.length - this.head
   }
 
   /** Copy a frame in; the caller checks the byte bound first. */
-  push (data: ArrayBuffer): void {
+  push(data: ArrayBuffer): void {
     const copy = Buffer.from(new Uint8Array(data))
     this.frames.push(copy)
     this.bytes += copy.length
   }
 
   /** Put already-copied frames in front of what is queued (replay before live audio). */
-  unshiftAll (frames: readonly Buffer[]): void {
+  unshiftAll(frames: readonly Buffer[]): void {
     if (frames.length === 0) return
     this.frames = [...frames, ...this.frames.slice(this.head)]
     this.head = 0
     for (const f of frames) this.bytes += f.length
   }
 
-  shift (): Buffer | undefined {
+  shift(): Buffer | undefined {
     const f = this.frames[this.head]
     if (f === undefined) return undefined
     this.frames[this.head] = EMPTY
@@ -43,7 +43,7 @@ export class HoldBuffer {
     return f
   }
 
-  clear (): number {
+  clear(): number {
     const n = this.length
     this.frames = []
     this.head = 0

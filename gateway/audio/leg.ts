@@ -1,3 +1,4 @@
+import type { Clock, TimerHandle } from '../clock'
 import type { AudioSettings } from '../config/types'
 import { CODES, GatewayError, logLevelOf, type ErrorCode } from '../errors'
 import type { MappingInput } from '../mapping/run'
@@ -17,14 +18,6 @@ export interface PlatformLeg {
   end: (code: number, reason: string) => void
   bufferedAmount: () => number
 }
-
-export interface Clock {
-  now: () => number
-  setTimeout: (fn: () => void, ms: number) => NodeJS.Timeout
-  clearTimeout: (t: NodeJS.Timeout) => void
-}
-
-export const systemClock: Clock = { now: () => performance.now(), setTimeout: (fn, ms) => setTimeout(fn, ms), clearTimeout: t => clearTimeout(t) }
 
 export interface LegDeps {
   route: RouteRuntime
@@ -63,12 +56,15 @@ export class AudioLeg implements SessionOwner {
   state: LegState = 'AWAIT_INIT'
   readonly counters: LegCounters
   private session: VendorSession | null = null
-  private handshakeTimer: NodeJS.Timeout | null
+  private handshakeTimer: TimerHandle | null
   private vendorPaused = false
   private log: Logger
   private initAt = 0
 
-  constructor (private readonly platform: PlatformLeg, private readonly deps: LegDeps) {
+  constructor(
+    private readonly platform: PlatformLeg,
+    private readonly deps: LegDeps
+  ) {
     this.counters = deps.metrics.startLeg(deps.route.name)
     this.counters.active = true
     this.log = deps.log
@@ -81,7 +77,7 @@ export class AudioLeg implements SessionOwner {
   // ---- platform events -------------------------------------------------------------------------
 
   /** Per-frame path. `data` is only valid during this call. */
-  onPlatformBinary (data: ArrayBuffer): void {
+  onPlatformBinary(data: ArrayBuffer): void {
     const c = this.counters
     c.framesFromPlatform++
     c.bytesFromPlatform += data.byteLength
@@ -94,7 +90,7 @@ export class AudioLeg implements SessionOwner {
     else c.dropAfterClose++
   }
 
-  onPlatformText (data: ArrayBuffer): void {
+  onPlatformText(data: ArrayBuffer): void {
     if (this.state !== 'AWAIT_INIT') {
       // The interface sends only audio after the init message; a stray text frame is ignored, not fatal.
       this.log.debug({ event: 'platform_text_ignored', state: this.state }, 'text frame after the init message ignored')
@@ -104,7 +100,7 @@ export class AudioLeg implements SessionOwner {
   }
 
   /** The platform's socket drained below its backpressure: resume reading from the vendor. */
-  onPlatformDrain (): void {
+  onPlatformDrain(): void {
     if (this.vendorPaused && this.platform.bufferedAmount() < this.deps.platformHighWaterBytes) {
       this.vendorPaused = false
       this.session?.resumeVendor()
@@ -112,12 +108,15 @@ export class AudioLeg implements SessionOwner {
   }
 
   /** The platform socket closed (by the platform, or after our own `end`). Idempotent. */
-  onPlatformClose (code: number): void {
+  onPlatformClose(code: number): void {
     this.deps.metrics.wsCloses.inc({ side: 'platform', code: String(code) })
     if (this.state === 'CLOSED') return
     const wasStreaming = this.state === 'STREAMING'
     this.state = 'CLOSED'
-    this.log.info({ event: 'platform_closed', code, framesFromPlatform: this.counters.framesFromPlatform }, 'platform ended the leg')
+    this.log.info(
+      { event: 'platform_closed', code, framesFromPlatform: this.counters.framesFromPlatform },
+      'platform ended the leg'
+    )
     this.release(wasStreaming ? 'ok' : 'abandoned')
     // Streaming: the vendor session waits for a re-attach (grace), then says goodbye. Not yet
     // streaming: nobody will come back for it.
@@ -130,17 +129,21 @@ export class AudioLeg implements SessionOwner {
   }
 
   /** End the leg from outside (shutdown): one ERROR frame with this code, then its close code. */
-  shutdown (code: ErrorCode): void {
+  shutdown(code: ErrorCode): void {
     this.fail(new GatewayError(code))
   }
 
   // ---- handshake -------------------------------------------------------------------------------
 
-  private onInit (text: string): void {
+  private onInit(text: string): void {
     const { route, metrics, registry } = this.deps
     const checked = checkHandshake(route, text)
     if (!checked.ok) {
-      if (checked.stage === 'auth') metrics.authFailures.inc({ hook: 'audio', reason: checked.error.code === 'AUTH_MISSING' ? 'missing' : 'invalid' })
+      if (checked.stage === 'auth')
+        metrics.authFailures.inc({
+          hook: 'audio',
+          reason: checked.error.code === 'AUTH_MISSING' ? 'missing' : 'invalid'
+        })
       else metrics.validationFailures.inc({ hook: 'audio' })
       this.fail(checked.error, checked.problems)
       return
@@ -150,7 +153,12 @@ export class AudioLeg implements SessionOwner {
       this.handshakeTimer = null
     }
     const id = checked.identity
-    this.log = this.log.child({ busNo: id.busNo, contactId: id.contactId, perspective: id.perspective, requestId: id.requestId })
+    this.log = this.log.child({
+      busNo: id.busNo,
+      contactId: id.contactId,
+      perspective: id.perspective,
+      requestId: id.requestId
+    })
     this.state = 'CONNECTING'
     this.initAt = this.deps.clock.now()
     const key = `${route.name}:${id.busNo}:${id.contactId}:${id.perspective}`
@@ -173,7 +181,21 @@ export class AudioLeg implements SessionOwner {
       route: { name: route.name, params: route.config.params, checksToken: route.audioAuth.required },
       upstream: { name: '', audio: null, credential: null, hasCredential: false }
     }
-    const session = new VendorSession({ route, settings: this.deps.settings, metrics, store: this.deps.store, clock: this.deps.clock, registry, log: this.log }, this, input, key, this.deps.legId)
+    const session = new VendorSession(
+      {
+        route,
+        settings: this.deps.settings,
+        metrics,
+        store: this.deps.store,
+        clock: this.deps.clock,
+        registry,
+        log: this.log
+      },
+      this,
+      input,
+      key,
+      this.deps.legId
+    )
     this.session = session
     registry.add(session)
     if (this.deps.store.kind === 'memory') {
@@ -182,20 +204,27 @@ export class AudioLeg implements SessionOwner {
     }
     // A leg that was on another instance comes back to the same replica (a new vendor session there:
     // the old instance's parked session closes when its grace ends). Audio is held meanwhile.
-    this.deps.store.getAffinity(key).then(affinity => {
-      if (session.state === 'CLOSED') return
-      const preferred = affinity !== null && affinity.route === route.name ? (route.pool.byName(affinity.replica) ?? null) : null
-      if (preferred !== null && preferred.healthy) {
-        metrics.reattach.inc({ route: route.name, result: 'same_replica' })
-        this.log.info({ event: 'reattached_replica', upstream: preferred.name, from: affinity!.instance }, 'leg came back from another instance: new vendor session on the same replica')
-      }
-      session.start(preferred)
-    }, () => session.start(null))
+    this.deps.store.getAffinity(key).then(
+      affinity => {
+        if (session.state === 'CLOSED') return
+        const preferred =
+          affinity !== null && affinity.route === route.name ? (route.pool.byName(affinity.replica) ?? null) : null
+        if (preferred?.healthy) {
+          metrics.reattach.inc({ route: route.name, result: 'same_replica' })
+          this.log.info(
+            { event: 'reattached_replica', upstream: preferred.name, from: affinity!.instance },
+            'leg came back from another instance: new vendor session on the same replica'
+          )
+        }
+        session.start(preferred)
+      },
+      () => session.start(null)
+    )
   }
 
   // ---- session events (SessionOwner) ------------------------------------------------------------
 
-  sessionReady (vendorParameters: Record<string, unknown>): void {
+  sessionReady(vendorParameters: Record<string, unknown>): void {
     if (this.state !== 'CONNECTING') return
     this.state = 'STREAMING'
     const seconds = (this.deps.clock.now() - this.initAt) / 1000
@@ -204,31 +233,38 @@ export class AudioLeg implements SessionOwner {
     this.log.info({ event: 'connected', handshakeSeconds: seconds }, 'vendor session ready; audio flowing')
   }
 
-  sessionFailed (error: GatewayError, extra: Record<string, unknown>): void {
+  sessionFailed(error: GatewayError, extra: Record<string, unknown>): void {
     this.session = null
     this.fail(error, [], extra)
   }
 
-  deliver (text: string): void {
+  deliver(text: string): void {
     this.sendToPlatform(text)
   }
 
   /** A newer connection with the same identity took this leg's vendor session. */
-  private supersede (): void {
+  private supersede(): void {
     this.session = null
     this.fail(new GatewayError('LEG_REPLACED'))
   }
 
   // ---- platform output, failure, teardown -------------------------------------------------------
 
-  private sendToPlatform (text: string): void {
+  private sendToPlatform(text: string): void {
     if (this.state === 'CLOSED') return
     const status = this.platform.sendText(text)
     this.counters.framesToPlatform++
     this.counters.bytesToPlatform += text.length
     if (status === 2) {
-      this.log.warn({ event: 'platform_backpressure_drop' }, 'a message to the platform was dropped at the backpressure limit')
-    } else if (status === 0 && !this.vendorPaused && this.platform.bufferedAmount() >= this.deps.platformHighWaterBytes) {
+      this.log.warn(
+        { event: 'platform_backpressure_drop' },
+        'a message to the platform was dropped at the backpressure limit'
+      )
+    } else if (
+      status === 0 &&
+      !this.vendorPaused &&
+      this.platform.bufferedAmount() >= this.deps.platformHighWaterBytes
+    ) {
       this.vendorPaused = true
       this.session?.pauseVendor()
     }
@@ -238,11 +274,20 @@ export class AudioLeg implements SessionOwner {
    * End the leg with a catalogued error: one ERROR frame and a close with the code's close code.
    * Safe from any state; the first failure wins. A session still attached is closed gracefully.
    */
-  private fail (error: GatewayError, problems: readonly Problem[] = [], extra: Record<string, unknown> = {}): void {
+  private fail(error: GatewayError, problems: readonly Problem[] = [], extra: Record<string, unknown> = {}): void {
     if (this.state === 'CLOSED') return
     this.state = 'CLOSED'
     const code: ErrorCode = error.code
-    this.log[logLevelOf(code)]({ event: 'leg_failed', code, flag: CODES[code].flag, pointers: error.pointers.length > 0 ? error.pointers : undefined, ...extra }, error.message)
+    this.log[logLevelOf(code)](
+      {
+        event: 'leg_failed',
+        code,
+        flag: CODES[code].flag,
+        pointers: error.pointers.length > 0 ? error.pointers : undefined,
+        ...extra
+      },
+      error.message
+    )
     const extraForPlatform = { ...extra }
     delete extraForPlatform.detail
     if (this.platform.sendText(errorFrame(error, problems, extraForPlatform)) !== 2) this.counters.framesToPlatform++
@@ -253,7 +298,7 @@ export class AudioLeg implements SessionOwner {
     this.platform.end(CODES[code].close, code)
   }
 
-  private release (outcome: string): void {
+  private release(outcome: string): void {
     if (this.handshakeTimer !== null) {
       this.deps.clock.clearTimeout(this.handshakeTimer)
       this.handshakeTimer = null

@@ -11,14 +11,16 @@ export class ReplayRing {
   private head = 0
   private count = 0
 
-  constructor (readonly capacity: number) {
+  constructor(readonly capacity: number) {
     this.bytes = new Uint8Array(capacity)
     this.lens = new Uint32Array(Math.max(64, Math.ceil(capacity / 80)))
   }
 
-  get frames (): number { return this.count }
+  get frames(): number {
+    return this.count
+  }
 
-  push (data: ArrayBuffer | Uint8Array): void {
+  push(data: ArrayBuffer | Uint8Array): void {
     const n = data.byteLength
     if (this.capacity === 0) return
     if (n > this.capacity) {
@@ -36,7 +38,7 @@ export class ReplayRing {
     this.used += n
   }
 
-  private evict (): void {
+  private evict(): void {
     const n = this.lens[this.head]
     this.head = (this.head + 1) % this.lens.length
     this.count--
@@ -45,7 +47,7 @@ export class ReplayRing {
   }
 
   /** Copies of the kept frames, oldest first; the ring is left empty. */
-  drain (): Buffer[] {
+  drain(): Buffer[] {
     const out: Buffer[] = []
     let pos = this.start
     for (let i = 0; i < this.count; i++) {
@@ -61,7 +63,7 @@ export class ReplayRing {
     return out
   }
 
-  clear (): void {
+  clear(): void {
     this.start = this.used = this.head = this.count = 0
   }
 }

@@ -10,16 +10,16 @@ export type AuthResult = { ok: true } | { ok: false; code: Extract<ErrorCode, 'A
  */
 export class CredentialList {
   private readonly digests: Buffer[]
-  constructor (accepted: readonly string[] | undefined) {
+  constructor(accepted: readonly string[] | undefined) {
     this.digests = (accepted ?? []).map(digest)
   }
 
   /** True when this list demands a credential (it was configured). */
-  get required (): boolean {
+  get required(): boolean {
     return this.digests.length > 0
   }
 
-  check (presented: unknown): AuthResult {
+  check(presented: unknown): AuthResult {
     if (!this.required) return { ok: true }
     if (typeof presented !== 'string' || presented === '') return { ok: false, code: 'AUTH_MISSING' }
     const d = digest(presented)
@@ -29,6 +29,6 @@ export class CredentialList {
   }
 }
 
-function digest (s: string): Buffer {
+function digest(s: string): Buffer {
   return createHash('sha256').update(s, 'utf8').digest()
 }

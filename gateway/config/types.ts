@@ -38,8 +38,19 @@ export interface AudioSettings {
 }
 
 export interface HealthSettings {
-  readonly active: { readonly kind: 'ws' | 'http' | 'none'; readonly path: string; readonly intervalSeconds: number; readonly timeoutSeconds: number; readonly unhealthyThreshold: number; readonly healthyThreshold: number }
-  readonly passive: { readonly consecutiveFailures: number; readonly baseEjectionSeconds: number; readonly maxEjectionSeconds: number }
+  readonly active: {
+    readonly kind: 'ws' | 'http' | 'none'
+    readonly path: string
+    readonly intervalSeconds: number
+    readonly timeoutSeconds: number
+    readonly unhealthyThreshold: number
+    readonly healthyThreshold: number
+  }
+  readonly passive: {
+    readonly consecutiveFailures: number
+    readonly baseEjectionSeconds: number
+    readonly maxEjectionSeconds: number
+  }
 }
 
 export interface StoreSettings {
@@ -67,15 +78,29 @@ export interface TextSettings {
   readonly balancing: 'round-robin' | 'p2c'
 }
 
-export interface EmulatorConfig { readonly kind: 'passthrough' | 'json-events'; readonly port: number; readonly host: string; readonly resultEveryFrames: number }
+export interface EmulatorConfig {
+  readonly kind: 'passthrough' | 'json-events'
+  readonly port: number
+  readonly host: string
+  readonly resultEveryFrames: number
+}
 
 export interface Config {
   /** Absolute path of the file this came from. */
   readonly file: string
-  readonly listen: { readonly host: string; readonly port: number; readonly tls: { readonly cert: string; readonly key: string; readonly passphrase?: string } | null }
+  readonly listen: {
+    readonly host: string
+    readonly port: number
+    readonly tls: { readonly cert: string; readonly key: string; readonly passphrase?: string } | null
+  }
   readonly admin: { readonly host: string; readonly port: number }
   readonly redis: string | null
-  readonly uws: { readonly allowFallback: boolean; readonly idleTimeoutSeconds: number; readonly maxPayloadBytes: number; readonly maxBackpressureBytes: number }
+  readonly uws: {
+    readonly allowFallback: boolean
+    readonly idleTimeoutSeconds: number
+    readonly maxPayloadBytes: number
+    readonly maxBackpressureBytes: number
+  }
   readonly audio: AudioSettings
   readonly text: TextSettings
   readonly health: HealthSettings
@@ -83,7 +108,10 @@ export interface Config {
   readonly log: { readonly level: string }
   readonly emulators: readonly EmulatorConfig[]
   readonly routes: Readonly<Record<string, RouteConfig>>
-  /** Every credential value in the config (auth lists, upstream credentials and headers, TLS passphrase, Redis password): redacted from every log line. */
+  /**
+   * Every credential value in the config (auth lists, upstream credentials and headers, TLS
+   * passphrase, Redis password): redacted from every log line.
+   */
   readonly secrets: readonly string[]
   /** Non-fatal findings, logged at start-up and printed by `check`. */
   readonly warnings: readonly string[]

@@ -6,7 +6,16 @@ import { checkInit } from '../validate/messages'
 import { validator } from '../validate/compile'
 import type { CompiledMapping, Expr } from './compile'
 import { run, type MappingInput } from './run'
-import { EXAMPLE_UTTERANCE, describe, mapBody, mapHeaders, mapPath, normalizeUtterance, runText, type TextInput } from './text'
+import {
+  EXAMPLE_UTTERANCE,
+  describe,
+  mapBody,
+  mapHeaders,
+  mapPath,
+  normalizeUtterance,
+  runText,
+  type TextInput
+} from './text'
 
 type Problem = { file: string; pointer: string; message: string }
 
@@ -14,11 +23,13 @@ type Problem = { file: string; pointer: string; message: string }
  * Run every expression of a mapping on the interface's example messages (init message, utterance) and
  * the mapping's own sample vendor messages; report what an expression produced when it is unusable.
  */
-export async function dryRunMapping (mapping: CompiledMapping, route: RouteConfig): Promise<Problem[]> {
+export async function dryRunMapping(mapping: CompiledMapping, route: RouteConfig): Promise<Problem[]> {
   const problems: Problem[] = await dryRunText(mapping, route)
   const audio = mapping.audio
   if (audio === null) return problems
-  const example = JSON.parse(readFileSync(join(packageRoot(), 'tests', 'fixtures', 'init-message.json'), 'utf8')) as unknown
+  const example = JSON.parse(
+    readFileSync(join(packageRoot(), 'tests', 'fixtures', 'init-message.json'), 'utf8')
+  ) as unknown
   const checked = checkInit(example)
   if (!checked.ok) throw new Error('the bundled example init message does not match its schema')
   const upstream = route.upstreams[0]
@@ -27,10 +38,20 @@ export async function dryRunMapping (mapping: CompiledMapping, route: RouteConfi
     leg: { id: 'dry-run', route: route.name, ...checked.identity },
     route: { name: route.name, params: route.params, checksToken: (route.auth.audio ?? []).length > 0 },
     session: { id: '00000000-0000-4000-8000-000000000000' },
-    upstream: { name: upstream.name, audio: upstream.audio ?? null, credential: upstream.credential === undefined ? null : '[credential]', hasCredential: upstream.credential !== undefined }
+    upstream: {
+      name: upstream.name,
+      audio: upstream.audio ?? null,
+      credential: upstream.credential === undefined ? null : '[credential]',
+      hasCredential: upstream.credential !== undefined
+    }
   }
   const file = mapping.file
-  const evaluate = async (pointer: string, expr: Expr | null, input: MappingInput, check?: (v: unknown) => string | null): Promise<unknown> => {
+  const evaluate = async (
+    pointer: string,
+    expr: Expr | null,
+    input: MappingInput,
+    check?: (v: unknown) => string | null
+  ): Promise<unknown> => {
     if (expr === null) return undefined
     const out = await run(expr, input)
     if (!out.ok) {
@@ -41,14 +62,24 @@ export async function dryRunMapping (mapping: CompiledMapping, route: RouteConfi
     if (complaint) problems.push({ file, pointer, message: `${complaint}; it produced ${describe(out.value)}` })
     return out.value
   }
-  const frame = (v: unknown): string | null => v === undefined || v === null || typeof v === 'string' || (typeof v === 'object' && !Array.isArray(v)) ? null : 'must produce an object, a string or null'
-  const predicate = (v: unknown): string | null => v === undefined || typeof v === 'boolean' ? null : 'must produce true or false'
+  const frame = (v: unknown): string | null =>
+    v === undefined || v === null || typeof v === 'string' || (typeof v === 'object' && !Array.isArray(v))
+      ? null
+      : 'must produce an object, a string or null'
+  const predicate = (v: unknown): string | null =>
+    v === undefined || typeof v === 'boolean' ? null : 'must produce true or false'
   const platformMessage = validator('platform-websocket-message')
-  const emitted = (v: unknown): string | null => v === undefined || v === null || platformMessage(v) ? null : 'must produce a PlatformWebSocketMessage {command, messageType, message, parameters}'
+  const emitted = (v: unknown): string | null =>
+    v === undefined || v === null || platformMessage(v)
+      ? null
+      : 'must produce a PlatformWebSocketMessage {command, messageType, message, parameters}'
 
-  const frames = (v: unknown): string | null => Array.isArray(v) ? (v.every(x => frame(x) === null) ? null : 'must produce objects, strings or null') : frame(v)
-  const isString = (v: unknown): string | null => typeof v === 'string' && /^wss?:\/\//.test(v) ? null : 'must produce a ws:// or wss:// URL'
-  const isObject = (v: unknown): string | null => v !== null && typeof v === 'object' && !Array.isArray(v) ? null : 'must produce an object'
+  const frames = (v: unknown): string | null =>
+    Array.isArray(v) ? (v.every(x => frame(x) === null) ? null : 'must produce objects, strings or null') : frame(v)
+  const isString = (v: unknown): string | null =>
+    typeof v === 'string' && /^wss?:\/\//.test(v) ? null : 'must produce a ws:// or wss:// URL'
+  const isObject = (v: unknown): string | null =>
+    v !== null && typeof v === 'object' && !Array.isArray(v) ? null : 'must produce an object'
   await evaluate('/audio/url', audio.url, base, isString)
   await evaluate('/audio/headers', audio.headers, base, isObject)
   await evaluate('/audio/frames/template', audio.template, base, v => {
@@ -71,7 +102,8 @@ export async function dryRunMapping (mapping: CompiledMapping, route: RouteConfi
     }
   }
   await evaluate('/audio/close', audio.close, base, frames)
-  for (const msg of mapping.samples.audio) if (audio.closeWhen !== null) await evaluate('/audio/closeWhen', audio.closeWhen, { ...base, msg }, predicate)
+  for (const msg of mapping.samples.audio)
+    if (audio.closeWhen !== null) await evaluate('/audio/closeWhen', audio.closeWhen, { ...base, msg }, predicate)
   return dedupe(problems)
 }
 
@@ -79,21 +111,29 @@ export async function dryRunMapping (mapping: CompiledMapping, route: RouteConfi
  * The text section on the interface's example utterance (2.7), for the route's first text replica with
  * a placeholder credential; then `text.response` on each `samples.text` answer.
  */
-async function dryRunText (mapping: CompiledMapping, route: RouteConfig): Promise<Problem[]> {
+async function dryRunText(mapping: CompiledMapping, route: RouteConfig): Promise<Problem[]> {
   const problems: Problem[] = []
   const text = mapping.text
   if (text === null) return problems
   const file = mapping.file
-  if (!validator('webhooks-messages-request')(EXAMPLE_UTTERANCE)) throw new Error('the bundled example utterance does not match its schema')
+  if (!validator('webhooks-messages-request')(EXAMPLE_UTTERANCE))
+    throw new Error('the bundled example utterance does not match its schema')
   const checksToken = (route.auth.text ?? []).length > 0
-  const { request, message } = normalizeUtterance({ ...EXAMPLE_UTTERANCE, authorizationHeader: '[platform credential]' }, checksToken)
+  const { request, message } = normalizeUtterance(
+    { ...EXAMPLE_UTTERANCE, authorizationHeader: '[platform credential]' },
+    checksToken
+  )
   const upstream = route.upstreams.find(u => u.text !== undefined) ?? route.upstreams[0]
   const input: TextInput = {
     request,
     message,
     requestId: 'dry-run',
     route: { name: route.name, params: route.params, checksToken },
-    upstream: { name: upstream.name, credential: upstream.credential === undefined ? null : '[credential]', hasCredential: upstream.credential !== undefined }
+    upstream: {
+      name: upstream.name,
+      credential: upstream.credential === undefined ? null : '[credential]',
+      hasCredential: upstream.credential !== undefined
+    }
   }
   const parts = [await mapPath(text, input), await mapHeaders(text, input), await mapBody(text, input)]
   for (const part of parts) {
@@ -109,15 +149,23 @@ async function dryRunText (mapping: CompiledMapping, route: RouteConfig): Promis
   if (text.response !== null) {
     for (const [i, sample] of mapping.samples.text.entries()) {
       const s = sample as { status?: number; headers?: Record<string, string>; body: unknown }
-      const out = await runText(text.response, { ...input, response: { status: s.status ?? 200, headers: s.headers ?? {}, body: s.body } })
+      const out = await runText(text.response, {
+        ...input,
+        response: { status: s.status ?? 200, headers: s.headers ?? {}, body: s.body }
+      })
       if (!out.ok) problems.push({ file, pointer: '/text/response', message: `on samples/text/${i}: ${out.error}` })
-      else if (out.value === undefined) problems.push({ file, pointer: '/text/response', message: `on samples/text/${i}: must produce the answer for the platform; it produced nothing` })
+      else if (out.value === undefined)
+        problems.push({
+          file,
+          pointer: '/text/response',
+          message: `on samples/text/${i}: must produce the answer for the platform; it produced nothing`
+        })
     }
   }
   return problems
 }
 
-function dedupe (problems: Problem[]): Problem[] {
+function dedupe(problems: Problem[]): Problem[] {
   const seen = new Set<string>()
   return problems.filter(p => {
     const k = `${p.pointer}\n${p.message}`

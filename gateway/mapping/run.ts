@@ -14,22 +14,25 @@ export interface MappingInput {
 export type Outcome = { ok: true; value: unknown } | { ok: false; error: string }
 
 /** Evaluate an expression; a failure is a value (the caller counts and logs it), never a throw. */
-export async function run (expr: Expr, input: MappingInput): Promise<Outcome> {
+export async function run(expr: Expr, input: MappingInput): Promise<Outcome> {
   try {
     return { ok: true, value: await expr(input) }
   } catch (err) {
     const e = err as { message?: string; code?: string; position?: number }
-    return { ok: false, error: `JSONata ${e.code ?? 'error'}${e.position !== undefined ? ` at ${e.position}` : ''}: ${e.message ?? String(err)}` }
+    return {
+      ok: false,
+      error: `JSONata ${e.code ?? 'error'}${e.position !== undefined ? ` at ${e.position}` : ''}: ${e.message ?? String(err)}`
+    }
   }
 }
 
 /** JSONata yields `undefined` for "no match"; a predicate holds only for a true boolean. */
-export function truthy (o: Outcome): boolean {
+export function truthy(o: Outcome): boolean {
   return o.ok && o.value === true
 }
 
 /** Frames to the vendor: objects become JSON text, strings go as they are, null/undefined sends nothing. */
-export function frameOf (value: unknown): string | null {
+export function frameOf(value: unknown): string | null {
   if (value === undefined || value === null) return null
   if (typeof value === 'string') return value
   return JSON.stringify(value)

@@ -43,7 +43,11 @@ export interface TextInput {
   response?: VendorAnswer
 }
 
-export interface VendorAnswer { status: number; headers: Record<string, string>; body: unknown }
+export interface VendorAnswer {
+  status: number
+  headers: Record<string, string>
+  body: unknown
+}
 
 /** What the mapping asks the upstream side to send; the path is relative to the replica's text URL. */
 export interface MappedRequest {
@@ -67,7 +71,10 @@ export const EXAMPLE_UTTERANCE = Object.freeze({
 })
 
 /** Compile the text section; `expr` is compile.ts's compiler, which records problems by pointer. */
-export function compileText (raw: Record<string, any>, expr: (pointer: string, source: string | null | undefined) => Expr | null): TextMapping {
+export function compileText(
+  raw: Record<string, any>,
+  expr: (pointer: string, source: string | null | undefined) => Expr | null
+): TextMapping {
   const request = raw.request ?? {}
   const compile = (pointer: string, source: string | null | undefined): TextExpr | null => {
     const slow = expr(pointer, source)
@@ -104,13 +111,29 @@ export function compileText (raw: Record<string, any>, expr: (pointer: string, s
 type Fast = (ctx: unknown, root: unknown) => unknown
 
 /** Node keys the subset understands; a node with any other key (predicates, grouping, focus…) is not compiled. */
-const PLAIN_KEYS = new Set(['type', 'value', 'position', 'steps', 'lhs', 'rhs', 'expressions', 'condition', 'then', 'else', 'arguments', 'procedure'])
+const PLAIN_KEYS = new Set([
+  'type',
+  'value',
+  'position',
+  'steps',
+  'lhs',
+  'rhs',
+  'expressions',
+  'condition',
+  'then',
+  'else',
+  'arguments',
+  'procedure'
+])
 const BAIL = new Error('fast path does not model this case')
 
 /** A text expression: JSONata's evaluator, and its fast twin when the expression is in the subset. */
-export interface TextExpr { slow: Expr; fast: Fast | null }
+export interface TextExpr {
+  slow: Expr
+  fast: Fast | null
+}
 
-export function accelerate (source: string, slow: Expr): TextExpr {
+export function accelerate(source: string, slow: Expr): TextExpr {
   let fast: Fast | null
   try {
     fast = compileFast(jsonata(source).ast())
@@ -121,7 +144,7 @@ export function accelerate (source: string, slow: Expr): TextExpr {
 }
 
 /** Evaluate: synchronously on the fast path, else (or when it hands the case back) through JSONata. A failure is a value. */
-export function evaluate (e: TextExpr, input: TextInput): Outcome | Promise<Outcome> {
+export function evaluate(e: TextExpr, input: TextInput): Outcome | Promise<Outcome> {
   if (e.fast !== null) {
     try {
       return { ok: true, value: e.fast(input, input) }
@@ -133,11 +156,13 @@ export function evaluate (e: TextExpr, input: TextInput): Outcome | Promise<Outc
 }
 
 /** The fast function of an AST node, or null when the node is outside the subset. */
-export function compileFast (node: any): Fast | null {
+export function compileFast(node: any): Fast | null {
   if (node === null || typeof node !== 'object') return null
   for (const k of Object.keys(node)) if (!PLAIN_KEYS.has(k) && !(k === 'name' && node.name === undefined)) return null
   switch (node.type) {
-    case 'string': case 'number': case 'value': {
+    case 'string':
+    case 'number':
+    case 'value': {
       const v = node.value
       return () => v
     }
@@ -145,7 +170,8 @@ export function compileFast (node: any): Fast | null {
       if (node.value === '') return ctx => ctx
       if (node.value === '$') return (_ctx, root) => root
       return null
-    case 'path': return compilePath(node.steps)
+    case 'path':
+      return compilePath(node.steps)
     case 'unary':
       if (node.value === '{') return compileObject(node.lhs)
       if (node.value === '[') return compileArray(node.expressions)
@@ -167,31 +193,40 @@ export function compileFast (node: any): Fast | null {
       const t = compileFast(node.then)
       const e = node.else === undefined ? () => undefined : compileFast(node.else)
       if (c === null || t === null || e === null) return null
-      return (ctx, root) => boolean(c(ctx, root)) === true ? t(ctx, root) : e(ctx, root)
+      return (ctx, root) => (boolean(c(ctx, root)) === true ? t(ctx, root) : e(ctx, root))
     }
     case 'binary': {
       const l = compileFast(node.lhs)
       const r = compileFast(node.rhs)
       if (l === null || r === null) return null
       switch (node.value) {
-        case '&': return (ctx, root) => {
-          const a = l(ctx, root)
-          const b = r(ctx, root)
-          return (a === undefined ? '' : jsonataString(a) as string) + (b === undefined ? '' : jsonataString(b) as string)
-        }
-        case '=': return (ctx, root) => {
-          const a = l(ctx, root)
-          const b = r(ctx, root)
-          return a !== undefined && b !== undefined && deepEqual(a, b)
-        }
-        case '!=': return (ctx, root) => {
-          const a = l(ctx, root)
-          const b = r(ctx, root)
-          return a !== undefined && b !== undefined && !deepEqual(a, b)
-        }
-        case 'and': return (ctx, root) => boolean(l(ctx, root)) === true && boolean(r(ctx, root)) === true
-        case 'or': return (ctx, root) => boolean(l(ctx, root)) === true || boolean(r(ctx, root)) === true
-        default: return null
+        case '&':
+          return (ctx, root) => {
+            const a = l(ctx, root)
+            const b = r(ctx, root)
+            return (
+              (a === undefined ? '' : (jsonataString(a) as string)) +
+              (b === undefined ? '' : (jsonataString(b) as string))
+            )
+          }
+        case '=':
+          return (ctx, root) => {
+            const a = l(ctx, root)
+            const b = r(ctx, root)
+            return a !== undefined && b !== undefined && deepEqual(a, b)
+          }
+        case '!=':
+          return (ctx, root) => {
+            const a = l(ctx, root)
+            const b = r(ctx, root)
+            return a !== undefined && b !== undefined && !deepEqual(a, b)
+          }
+        case 'and':
+          return (ctx, root) => boolean(l(ctx, root)) === true && boolean(r(ctx, root)) === true
+        case 'or':
+          return (ctx, root) => boolean(l(ctx, root)) === true || boolean(r(ctx, root)) === true
+        default:
+          return null
       }
     }
     case 'function': {
@@ -201,24 +236,35 @@ export function compileFast (node: any): Fast | null {
       const a = compileFast(node.arguments[0])
       if (a === null) return null
       switch (proc.value) {
-        case 'string': return (ctx, root) => jsonataString(a(ctx, root))
-        case 'merge': return (ctx, root) => merge(a(ctx, root))
-        case 'exists': return (ctx, root) => a(ctx, root) !== undefined
-        case 'boolean': return (ctx, root) => boolean(a(ctx, root))
-        case 'not': return (ctx, root) => {
-          const v = a(ctx, root)
-          return v === undefined ? undefined : boolean(v) !== true
-        }
-        default: return null
+        case 'string':
+          return (ctx, root) => jsonataString(a(ctx, root))
+        case 'merge':
+          return (ctx, root) => merge(a(ctx, root))
+        case 'exists':
+          return (ctx, root) => a(ctx, root) !== undefined
+        case 'boolean':
+          return (ctx, root) => boolean(a(ctx, root))
+        case 'not':
+          return (ctx, root) => {
+            const v = a(ctx, root)
+            return v === undefined ? undefined : boolean(v) !== true
+          }
+        default:
+          return null
       }
     }
-    default: return null
+    default:
+      return null
   }
 }
 
-interface Step { kind: 'name' | 'variable' | 'object'; key: string; run: Fast }
+interface Step {
+  kind: 'name' | 'variable' | 'object'
+  key: string
+  run: Fast
+}
 
-function compilePath (steps: any[]): Fast | null {
+function compilePath(steps: any[]): Fast | null {
   if (!Array.isArray(steps) || steps.length === 0) return null
   const compiled: Step[] = []
   for (let i = 0; i < steps.length; i++) {
@@ -278,7 +324,7 @@ function compilePath (steps: any[]): Fast | null {
       } else if (step.kind === 'object') {
         return step.run(v, root)
       } else {
-        if (v === null || typeof v !== 'object' || !Object.prototype.hasOwnProperty.call(v, step.key)) return undefined
+        if (v === null || typeof v !== 'object' || !Object.hasOwn(v, step.key)) return undefined
         v = (v as Record<string, unknown>)[step.key]
       }
     }
@@ -286,7 +332,7 @@ function compilePath (steps: any[]): Fast | null {
   }
 }
 
-function compileObject (pairs: any[]): Fast | null {
+function compileObject(pairs: any[]): Fast | null {
   if (!Array.isArray(pairs)) return null
   const keys: string[] = []
   const values: Fast[] = []
@@ -313,7 +359,7 @@ function compileObject (pairs: any[]): Fast | null {
   }
 }
 
-function compileArray (items: any[]): Fast | null {
+function compileArray(items: any[]): Fast | null {
   if (!Array.isArray(items)) return null
   const fs: Fast[] = []
   const nested: boolean[] = []
@@ -335,28 +381,28 @@ function compileArray (items: any[]): Fast | null {
   }
 }
 
-function sequence (): unknown[] {
+function sequence(): unknown[] {
   const s: unknown[] = []
   ;(s as unknown as { sequence: boolean }).sequence = true
   return s
 }
 
-function isSequence (v: unknown): boolean {
+function isSequence(v: unknown): boolean {
   return Array.isArray(v) && (v as unknown as { sequence?: boolean }).sequence === true
 }
 
-function isCons (v: unknown[]): boolean {
+function isCons(v: unknown[]): boolean {
   return (v as unknown as { cons?: boolean }).cons === true
 }
 
 /** What JSONata's evaluate() does to every result: an empty sequence is nothing, a singleton its item. */
-function unwrap (v: unknown): unknown {
+function unwrap(v: unknown): unknown {
   if (!isSequence(v)) return v
   const s = v as unknown[]
   return s.length === 0 ? undefined : s.length === 1 ? s[0] : s
 }
 
-function lookup (input: unknown, key: string): unknown {
+function lookup(input: unknown, key: string): unknown {
   if (Array.isArray(input)) {
     const out = sequence()
     for (const item of input) {
@@ -367,7 +413,7 @@ function lookup (input: unknown, key: string): unknown {
     }
     return out
   }
-  if (input !== null && typeof input === 'object' && Object.prototype.hasOwnProperty.call(input, key)) {
+  if (input !== null && typeof input === 'object' && Object.hasOwn(input, key)) {
     if (typeof input === 'function') throw BAIL
     return (input as Record<string, unknown>)[key]
   }
@@ -375,7 +421,7 @@ function lookup (input: unknown, key: string): unknown {
 }
 
 /** JSONata's $boolean (effective boolean value). */
-function boolean (v: unknown): boolean | undefined {
+function boolean(v: unknown): boolean | undefined {
   if (v === undefined) return undefined
   if (Array.isArray(v)) {
     if (v.length === 1) return boolean(v[0])
@@ -393,7 +439,7 @@ function boolean (v: unknown): boolean | undefined {
 }
 
 /** JSONata's $string: strings as they are, everything else as JSON with non-integers at 15 significant digits. */
-function jsonataString (v: unknown): string | undefined {
+function jsonataString(v: unknown): string | undefined {
   if (v === undefined) return undefined
   if (typeof v === 'string') return v
   // What JSON.stringify writes for these, without its replacer round.
@@ -412,7 +458,7 @@ function jsonataString (v: unknown): string | undefined {
 }
 
 /** JSONata's $merge: an object or an array of objects, merged left to right. */
-function merge (v: unknown): unknown {
+function merge(v: unknown): unknown {
   if (v === undefined) return undefined
   const list = Array.isArray(v) ? v : [v]
   const out: Record<string, unknown> = {}
@@ -424,7 +470,7 @@ function merge (v: unknown): unknown {
 }
 
 /** JSONata's isDeepEqual. */
-function deepEqual (a: unknown, b: unknown): boolean {
+function deepEqual(a: unknown, b: unknown): boolean {
   if (a === b) return true
   if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false
   if (Array.isArray(a) && Array.isArray(b)) {
@@ -444,7 +490,10 @@ function deepEqual (a: unknown, b: unknown): boolean {
  * The normalized utterance of a validated platform message. `checksToken`: the route checks the
  * credential itself, so `message` drops it (it was meant for the gateway, as on the audio hook).
  */
-export function normalizeUtterance (msg: Record<string, unknown>, checksToken: boolean): { request: Utterance; message: Record<string, unknown> } {
+export function normalizeUtterance(
+  msg: Record<string, unknown>,
+  checksToken: boolean
+): { request: Utterance; message: Record<string, unknown> } {
   const data = msg.messageData ?? msg.messageMetaData
   const config = msg.agentAssistAppConfig
   const request: Utterance = {
@@ -453,8 +502,8 @@ export function normalizeUtterance (msg: Record<string, unknown>, checksToken: b
     tenantId: msg.tenantId as string,
     participantId: msg.participantId as Utterance['participantId'],
     messageBody: msg.messageBody as string,
-    messageData: data !== null && typeof data === 'object' ? data as Record<string, unknown> : {},
-    agentAssistAppConfig: config !== null && typeof config === 'object' ? config as Record<string, unknown> : {}
+    messageData: data !== null && typeof data === 'object' ? (data as Record<string, unknown>) : {},
+    agentAssistAppConfig: config !== null && typeof config === 'object' ? (config as Record<string, unknown>) : {}
   }
   let message = msg
   if (checksToken && 'authorizationHeader' in msg) {
@@ -465,11 +514,22 @@ export function normalizeUtterance (msg: Record<string, unknown>, checksToken: b
 }
 
 /** Set by the gateway or the connection; a mapping may not set them. */
-const RESERVED_HEADERS = new Set(['host', 'content-length', 'connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'expect', 'te', 'trailer', 'proxy-connection'])
+const RESERVED_HEADERS = new Set([
+  'host',
+  'content-length',
+  'connection',
+  'keep-alive',
+  'transfer-encoding',
+  'upgrade',
+  'expect',
+  'te',
+  'trailer',
+  'proxy-connection'
+])
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/
 
 /** Run a text expression (the audio MappingInput type does not fit the text input; run() itself is input-agnostic). */
-export async function runText (e: TextExpr, input: TextInput): Promise<Outcome> {
+export async function runText(e: TextExpr, input: TextInput): Promise<Outcome> {
   return await evaluate(e, input)
 }
 
@@ -480,7 +540,7 @@ export type Part<T> = { ok: true; value: T } | { ok: false; pointer: string; err
  * Evaluate path, headers and body for one replica and check what they produced; the first failure (in
  * that order) is the answer. Synchronous when every expression took the fast path.
  */
-export function mapRequest (m: TextMapping, input: TextInput): MappedOutcome | Promise<MappedOutcome> {
+export function mapRequest(m: TextMapping, input: TextInput): MappedOutcome | Promise<MappedOutcome> {
   const path = m.path === null ? null : evaluate(m.path, input)
   const headers = m.headers === null ? null : evaluate(m.headers, input)
   const body = evaluate(m.body, input)
@@ -490,7 +550,7 @@ export function mapRequest (m: TextMapping, input: TextInput): MappedOutcome | P
   return assemble(m, path, headers, body)
 }
 
-function assemble (m: TextMapping, path: Outcome | null, headers: Outcome | null, body: Outcome): MappedOutcome {
+function assemble(m: TextMapping, path: Outcome | null, headers: Outcome | null, body: Outcome): MappedOutcome {
   const p = pathPart(path)
   if (!p.ok) return p
   const h = headersPart(headers)
@@ -501,28 +561,32 @@ function assemble (m: TextMapping, path: Outcome | null, headers: Outcome | null
   return { ok: true, request: { method: m.method, path: p.value, headers: h.value, body: b.value.body } }
 }
 
-export async function mapPath (m: TextMapping, input: TextInput): Promise<Part<string | null>> {
+export async function mapPath(m: TextMapping, input: TextInput): Promise<Part<string | null>> {
   return pathPart(m.path === null ? null : await evaluate(m.path, input))
 }
 
-export async function mapHeaders (m: TextMapping, input: TextInput): Promise<Part<Record<string, string>>> {
+export async function mapHeaders(m: TextMapping, input: TextInput): Promise<Part<Record<string, string>>> {
   return headersPart(m.headers === null ? null : await evaluate(m.headers, input))
 }
 
-export async function mapBody (m: TextMapping, input: TextInput): Promise<Part<{ body: string | null; contentType: string | null }>> {
+export async function mapBody(
+  m: TextMapping,
+  input: TextInput
+): Promise<Part<{ body: string | null; contentType: string | null }>> {
   return bodyPart(await evaluate(m.body, input))
 }
 
-function pathPart (out: Outcome | null): Part<string | null> {
+function pathPart(out: Outcome | null): Part<string | null> {
   if (out === null) return { ok: true, value: null }
   if (!out.ok) return { ok: false, pointer: '/text/request/path', error: out.error }
   const complaint = checkPath(out.value)
-  if (complaint !== null) return { ok: false, pointer: '/text/request/path', error: `${complaint}; it produced ${describe(out.value)}` }
+  if (complaint !== null)
+    return { ok: false, pointer: '/text/request/path', error: `${complaint}; it produced ${describe(out.value)}` }
   return { ok: true, value: (out.value as string | null | undefined) ?? null }
 }
 
 /** Header values may be credentials: a complaint names the header, never its value. */
-function headersPart (out: Outcome | null): Part<Record<string, string>> {
+function headersPart(out: Outcome | null): Part<Record<string, string>> {
   const headers: Record<string, string> = {}
   if (out === null) return { ok: true, value: headers }
   if (!out.ok) return { ok: false, pointer: '/text/request/headers', error: out.error }
@@ -532,7 +596,7 @@ function headersPart (out: Outcome | null): Part<Record<string, string>> {
 }
 
 /** The body as sent, and the content type it implies (null: none). */
-function bodyPart (out: Outcome): Part<{ body: string | null; contentType: string | null }> {
+function bodyPart(out: Outcome): Part<{ body: string | null; contentType: string | null }> {
   if (!out.ok) return { ok: false, pointer: '/text/request/body', error: out.error }
   const v = out.value
   if (v === undefined || v === null) return { ok: true, value: { body: null, contentType: null } }
@@ -541,22 +605,31 @@ function bodyPart (out: Outcome): Part<{ body: string | null; contentType: strin
     try {
       return { ok: true, value: { body: JSON.stringify(v), contentType: 'application/json' } }
     } catch (err) {
-      return { ok: false, pointer: '/text/request/body', error: `the body cannot be written as JSON (${(err as Error).name})` }
+      return {
+        ok: false,
+        pointer: '/text/request/body',
+        error: `the body cannot be written as JSON (${(err as Error).name})`
+      }
     }
   }
-  return { ok: false, pointer: '/text/request/body', error: `must produce an object, an array, a string or null; it produced ${describe(v)}` }
+  return {
+    ok: false,
+    pointer: '/text/request/body',
+    error: `must produce an object, an array, a string or null; it produced ${describe(v)}`
+  }
 }
 
 /** A path result: undefined/null/"" keep the replica's URL; else a string starting with "/" and no spaces. */
-export function checkPath (v: unknown): string | null {
+export function checkPath(v: unknown): string | null {
   if (v === undefined || v === null || v === '') return null
   if (typeof v !== 'string') return 'must produce a string path'
-  if (!v.startsWith('/') || /[\s#]/.test(v)) return 'must produce a path that starts with "/" and holds no spaces or "#"'
+  if (!v.startsWith('/') || /[\s#]/.test(v))
+    return 'must produce a path that starts with "/" and holds no spaces or "#"'
   return null
 }
 
 /** Copy a headers result (object of string, number or boolean values) into `into`, lower-casing names. */
-export function copyHeaders (v: unknown, into: Record<string, string>): string | null {
+export function copyHeaders(v: unknown, into: Record<string, string>): string | null {
   if (v === undefined || v === null) return null
   if (typeof v !== 'object' || Array.isArray(v)) return 'must produce an object of header names to values'
   for (const [k, val] of Object.entries(v as Record<string, unknown>)) {
@@ -564,7 +637,8 @@ export function copyHeaders (v: unknown, into: Record<string, string>): string |
     if (!TOKEN.test(name)) return `header name ${JSON.stringify(k)} is not a valid HTTP token`
     if (RESERVED_HEADERS.has(name)) return `header ${name} is set by the gateway, not the mapping`
     if (val === undefined || val === null) continue
-    if (typeof val !== 'string' && typeof val !== 'number' && typeof val !== 'boolean') return `header ${name} must be a string`
+    if (typeof val !== 'string' && typeof val !== 'number' && typeof val !== 'boolean')
+      return `header ${name} must be a string`
     const s = String(val)
     if (/[\r\n\0]/.test(s)) return `header ${name} holds a line break or NUL`
     into[name] = s
@@ -572,7 +646,7 @@ export function copyHeaders (v: unknown, into: Record<string, string>): string |
   return null
 }
 
-export function describe (v: unknown): string {
+export function describe(v: unknown): string {
   const s = v === undefined ? 'nothing' : JSON.stringify(v)
-  return s === undefined ? String(v) : (s.length > 200 ? s.slice(0, 200) + '…' : s)
+  return s === undefined ? String(v) : s.length > 200 ? `${s.slice(0, 200)}…` : s
 }

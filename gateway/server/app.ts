@@ -19,7 +19,7 @@ import type { ServerState } from './state'
  * Which uWebSockets.js loaded. The unofficial build silently falls back to a pure-JS server when its
  * native binary does not load; native functions print as `[native code]`, the fallback's do not.
  */
-export function uwsBuild (): { native: boolean; binary: string | null } {
+export function uwsBuild(): { native: boolean; binary: string | null } {
   const native = /\[native code\]/.test(Function.prototype.toString.call(uWS.App))
   const binary = Object.keys(require.cache).find(k => /uws_.*\.node$/.test(k)) ?? null
   return { native, binary }
@@ -33,17 +33,29 @@ export interface RunningServer {
   close: () => void
 }
 
-export interface ServerOptions { config: Config; log: Logger; metrics: Metrics; store: Store; version: string }
+export interface ServerOptions {
+  config: Config
+  log: Logger
+  metrics: Metrics
+  store: Store
+  version: string
+}
 
-export async function startServer (opts: ServerOptions): Promise<RunningServer> {
+export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const { config, log, metrics, store } = opts
   const build = uwsBuild()
   metrics.buildInfo.set({ version: opts.version, uws_native: String(build.native) }, 1)
   if (!build.native) {
     if (!config.uws.allowFallback) {
-      throw new Error('uWebSockets.js loaded its pure-JS fallback, not the native binary: refusing to serve (set uws.allowFallback: true to serve anyway, never in production)')
+      throw new Error(
+        'uWebSockets.js loaded its pure-JS fallback, not the native binary: refusing to serve ' +
+          '(set uws.allowFallback: true to serve anyway, never in production)'
+      )
     }
-    log.warn({ event: 'uws_fallback' }, 'uWebSockets.js is running its slow pure-JS fallback because uws.allowFallback is true')
+    log.warn(
+      { event: 'uws_fallback' },
+      'uWebSockets.js is running its slow pure-JS fallback because uws.allowFallback is true'
+    )
   } else {
     log.info({ event: 'uws_native', binary: build.binary }, 'uWebSockets.js native build loaded')
   }
@@ -56,14 +68,29 @@ export async function startServer (opts: ServerOptions): Promise<RunningServer> 
     if (rc.default) defaultRoute = r
   }
   const sessions = new SessionRegistry()
-  const state: ServerState = { config, routes, defaultRoute, metrics, log, draining: false, legs: new Set(), uwsNative: build.native, store, sessions }
+  const state: ServerState = {
+    config,
+    routes,
+    defaultRoute,
+    metrics,
+    log,
+    draining: false,
+    legs: new Set(),
+    uwsNative: build.native,
+    store,
+    sessions
+  }
   const pools = [...routes.values()].map(r => r.pool)
-  metrics.replicaHealth = () => pools.flatMap(p => p.replicas.map(r => ({ route: r.route, upstream: r.name, healthy: r.healthy })))
+  metrics.replicaHealth = () =>
+    pools.flatMap(p => p.replicas.map(r => ({ route: r.route, upstream: r.name, healthy: r.healthy })))
   metrics.storeIsUp = () => store.up()
   const prober = new Prober(pools, config.health.active, store, {
     checked: (r, ok) => metrics.healthChecks.inc({ route: r.route, upstream: r.name, result: ok ? 'ok' : 'failed' }),
     changed: (r, st, reason) => {
-      log[st === 'down' ? 'error' : 'info']({ event: 'upstream_health', route: r.route, upstream: r.name, state: st, reason }, `replica ${r.name} is ${st}`)
+      log[st === 'down' ? 'error' : 'info'](
+        { event: 'upstream_health', route: r.route, upstream: r.name, state: st, reason },
+        `replica ${r.name} is ${st}`
+      )
     }
   })
   // Sessions on a replica that turned down (probed here or by the fleet's prober) move off it.
@@ -71,23 +98,37 @@ export async function startServer (opts: ServerOptions): Promise<RunningServer> 
   const onHealth = (): void => {
     for (const p of pools) {
       for (const r of p.replicas) {
-        if (!r.probedUp && !wasDown.has(r.key)) { wasDown.add(r.key); sessions.onReplicaDown(r) } else if (r.probedUp) wasDown.delete(r.key)
+        if (!r.probedUp && !wasDown.has(r.key)) {
+          wasDown.add(r.key)
+          sessions.onReplicaDown(r)
+        } else if (r.probedUp) wasDown.delete(r.key)
       }
     }
   }
   store.onSync(onHealth)
   // This instance's stream counts go to the fleet with every store sync.
-  const report = setInterval(() => {
-    store.reportStreams(new Map(pools.flatMap(p => p.replicas.map(r => [r.key, r.activeStreams] as [string, number]))))
-  }, Math.max(100, config.store.syncIntervalSeconds * 1000))
+  const report = setInterval(
+    () => {
+      store.reportStreams(
+        new Map(pools.flatMap(p => p.replicas.map(r => [r.key, r.activeStreams] as [string, number])))
+      )
+    },
+    Math.max(100, config.store.syncIntervalSeconds * 1000)
+  )
   report.unref()
   prober.start()
 
   const tls = config.listen.tls
-  const app = tls === null
-    ? uWS.App()
-    : uWS.SSLApp({ cert_file_name: tls.cert, key_file_name: tls.key, ...(tls.passphrase !== undefined ? { passphrase: tls.passphrase } : {}) })
-  if (tls === null) log.warn({ event: 'plain_listener' }, 'listen.tls is not configured: serving plain WS/HTTP; use TLS in production')
+  const app =
+    tls === null
+      ? uWS.App()
+      : uWS.SSLApp({
+          cert_file_name: tls.cert,
+          key_file_name: tls.key,
+          ...(tls.passphrase !== undefined ? { passphrase: tls.passphrase } : {})
+        })
+  if (tls === null)
+    log.warn({ event: 'plain_listener' }, 'listen.tls is not configured: serving plain WS/HTTP; use TLS in production')
   mountAudio(app, state)
   const text = new TextHook(routes.values(), { settings: config.text, metrics, log })
   mountText(app, state, text)
@@ -109,7 +150,10 @@ export async function startServer (opts: ServerOptions): Promise<RunningServer> 
   }
   const port = uWS.us_socket_local_port(publicSocket as unknown as uWS.us_socket)
   const adminPort = uWS.us_socket_local_port(adminSocket as unknown as uWS.us_socket)
-  log.info({ event: 'listening', host: config.listen.host, port, adminPort, tls: tls !== null, routes: [...routes.keys()] }, 'gateway listening')
+  log.info(
+    { event: 'listening', host: config.listen.host, port, adminPort, tls: tls !== null, routes: [...routes.keys()] },
+    'gateway listening'
+  )
 
   let closed = false
   return {
@@ -126,8 +170,9 @@ export async function startServer (opts: ServerOptions): Promise<RunningServer> 
       uWS.us_listen_socket_close(publicSocket)
       uWS.us_listen_socket_close(adminSocket)
       for (const leg of [...state.legs]) leg.shutdown('SHUTTING_DOWN')
-      for (const s of [...sessions.all()]) s.close(true)
-      // TemplatedApp.close() exists at run time (uWS ≥ 20.27) but is missing from the bundled typings.
+      for (const s of [...sessions.all()])
+        s.close(true)
+        // TemplatedApp.close() exists at run time (uWS ≥ 20.27) but is missing from the bundled typings.
       ;(app as unknown as { close: () => void }).close()
       ;(admin as unknown as { close: () => void }).close()
       text.close().catch(err => log.error({ event: 'text_close_failed', err }, 'closing vendor HTTP pools failed'))
@@ -135,7 +180,7 @@ export async function startServer (opts: ServerOptions): Promise<RunningServer> 
   }
 }
 
-function listen (app: uWS.TemplatedApp, host: string, port: number): Promise<uWS.us_listen_socket> {
+function listen(app: uWS.TemplatedApp, host: string, port: number): Promise<uWS.us_listen_socket> {
   return new Promise((resolve, reject) => {
     app.listen(host, port, socket => {
       if (socket === false) reject(new Error(`cannot listen on ${host}:${port} (in use, or not permitted)`))

@@ -1,16 +1,21 @@
 import { randomUUID } from 'node:crypto'
 import * as uWS from 'uWebSockets.js'
-import { AudioLeg, systemClock, type PlatformLeg } from '../audio/leg'
+import { AudioLeg, type PlatformLeg } from '../audio/leg'
+import { systemClock } from '../clock'
 import { GatewayError } from '../errors'
 import { errorFrame } from '../audio/handshake'
 import type { RouteRuntime } from '../route'
 import { sendProblem } from './http'
 import type { ServerState } from './state'
 
-interface LegData { route: RouteRuntime; leg: AudioLeg | null; closed: boolean }
+interface LegData {
+  route: RouteRuntime
+  leg: AudioLeg | null
+  closed: boolean
+}
 
 /** WS /audio/{route}: upgrade (unknown route refused before it) → open → message → drain → close, all handed to audio/leg. */
-export function mountAudio (app: uWS.TemplatedApp, state: ServerState): void {
+export function mountAudio(app: uWS.TemplatedApp, state: ServerState): void {
   const cfg = state.config
   app.ws<LegData>('/audio/:route', {
     compression: uWS.DISABLED,
@@ -42,13 +47,15 @@ export function mountAudio (app: uWS.TemplatedApp, state: ServerState): void {
         sendText: text => {
           if (data.closed) return 2
           let status = 2
-          ws.cork(() => { status = ws.send(text, false) })
+          ws.cork(() => {
+            status = ws.send(text, false)
+          })
           return status
         },
         end: (code, reason) => {
           if (!data.closed) ws.cork(() => ws.end(code, reason))
         },
-        bufferedAmount: () => data.closed ? 0 : ws.getBufferedAmount()
+        bufferedAmount: () => (data.closed ? 0 : ws.getBufferedAmount())
       }
       const legId = randomUUID()
       data.leg = new AudioLeg(platform, {

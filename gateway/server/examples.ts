@@ -12,10 +12,11 @@ const BASE = '/agent_assist_audio_websocket_hooks'
 const DRY_RUN_LIMIT = 64 * 1024
 
 /** The three audio example endpoints of interface 4.2. */
-export function mountExamples (app: uWS.TemplatedApp, state: ServerState): void {
+export function mountExamples(app: uWS.TemplatedApp, state: ServerState): void {
   const example = readFileSync(join(packageRoot(), 'tests', 'fixtures', 'init-message.json'), 'utf8')
 
-  const pickRoute = (name: string): RouteRuntime | null => name === '' ? (state.defaultRoute ?? state.routes.values().next().value ?? null) : (state.routes.get(name) ?? null)
+  const pickRoute = (name: string): RouteRuntime | null =>
+    name === '' ? (state.defaultRoute ?? state.routes.values().next().value ?? null) : (state.routes.get(name) ?? null)
 
   app.get(`${BASE}/example-websocket-server`, (res, req) => {
     const route = pickRoute(req.getQuery('route') ?? '')
@@ -31,7 +32,9 @@ export function mountExamples (app: uWS.TemplatedApp, state: ServerState): void 
 
   app.post(`${BASE}/custom-assist-endpoint/initialize-audio-message-example`, (res, req) => {
     let aborted = false
-    res.onAborted(() => { aborted = true })
+    res.onAborted(() => {
+      aborted = true
+    })
     const route = pickRoute(req.getQuery('route') ?? '')
     if (route === null) return sendProblem(res, 'ROUTE_NOT_FOUND')
     readBody(res, DRY_RUN_LIMIT, body => {
@@ -51,7 +54,12 @@ export function mountExamples (app: uWS.TemplatedApp, state: ServerState): void 
         response = connectedFrame({ route: route.name, dryRun: true })
       }
       // The request is echoed only as its shape: the token, if any, is never sent back.
-      const request = checked.ok ? { ...checked.init, ...(checked.init.authenticationToken !== undefined ? { authenticationToken: '[REDACTED]' } : {}) } : null
+      const request = checked.ok
+        ? {
+            ...checked.init,
+            ...(checked.init.authenticationToken !== undefined ? { authenticationToken: '[REDACTED]' } : {})
+          }
+        : null
       sendJson(res, 200, { route: route.name, request, response: JSON.parse(response), closeCode })
     })
   })

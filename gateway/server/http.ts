@@ -3,13 +3,30 @@ import { CODES, GatewayError, type ErrorCode } from '../errors'
 import type { Problem } from '../validate/compile'
 
 export const STATUS_TEXT: Record<number, string> = {
-  200: 'OK', 202: 'Accepted', 400: 'Bad Request', 401: 'Unauthorized', 404: 'Not Found', 405: 'Method Not Allowed',
-  408: 'Request Timeout', 409: 'Conflict', 413: 'Payload Too Large', 415: 'Unsupported Media Type', 500: 'Internal Server Error',
-  502: 'Bad Gateway', 503: 'Service Unavailable', 504: 'Gateway Timeout'
+  200: 'OK',
+  202: 'Accepted',
+  400: 'Bad Request',
+  401: 'Unauthorized',
+  404: 'Not Found',
+  405: 'Method Not Allowed',
+  408: 'Request Timeout',
+  409: 'Conflict',
+  413: 'Payload Too Large',
+  415: 'Unsupported Media Type',
+  500: 'Internal Server Error',
+  502: 'Bad Gateway',
+  503: 'Service Unavailable',
+  504: 'Gateway Timeout'
 }
 
 /** Write a whole response in one corked write. The caller has checked the response is not aborted. */
-export function send (res: HttpResponse, status: number, contentType: string, body: string, headers: Record<string, string> = {}): void {
+export function send(
+  res: HttpResponse,
+  status: number,
+  contentType: string,
+  body: string,
+  headers: Record<string, string> = {}
+): void {
   res.cork(() => {
     res.writeStatus(`${status} ${STATUS_TEXT[status] ?? ''}`)
     res.writeHeader('content-type', contentType)
@@ -18,20 +35,36 @@ export function send (res: HttpResponse, status: number, contentType: string, bo
   })
 }
 
-export function sendJson (res: HttpResponse, status: number, value: unknown): void {
+export function sendJson(res: HttpResponse, status: number, value: unknown): void {
   send(res, status, 'application/json', JSON.stringify(value))
 }
 
 /** RFC 9457 problem details for a catalogued error: stable code, pointers of bad fields, never values. */
-export function problemBody (error: GatewayError, problems: readonly Problem[] = [], extra: Record<string, unknown> = {}): string {
+export function problemBody(
+  error: GatewayError,
+  problems: readonly Problem[] = [],
+  extra: Record<string, unknown> = {}
+): string {
   const c = CODES[error.code]
-  const body: Record<string, unknown> = { type: `urn:assist-gateway:error:${error.code}`, title: c.text, status: c.status, code: error.code, detail: error.message, ...extra }
+  const body: Record<string, unknown> = {
+    type: `urn:assist-gateway:error:${error.code}`,
+    title: c.text,
+    status: c.status,
+    code: error.code,
+    detail: error.message,
+    ...extra
+  }
   if (error.pointers.length > 0) body.pointers = error.pointers
   if (problems.length > 0) body.invalidParams = problems.map(p => ({ pointer: p.pointer, reason: p.message }))
   return JSON.stringify(body)
 }
 
-export function sendProblem (res: HttpResponse, error: GatewayError | ErrorCode, problems: readonly Problem[] = [], headers: Record<string, string> = {}): void {
+export function sendProblem(
+  res: HttpResponse,
+  error: GatewayError | ErrorCode,
+  problems: readonly Problem[] = [],
+  headers: Record<string, string> = {}
+): void {
   const e = typeof error === 'string' ? new GatewayError(error) : error
   send(res, CODES[e.code].status, 'application/problem+json', problemBody(e, problems), headers)
 }
@@ -40,7 +73,7 @@ export function sendProblem (res: HttpResponse, error: GatewayError | ErrorCode,
  * Read a request body up to `limit` bytes. Past the limit the callback gets null at once and the rest is
  * not buffered. The caller MUST have registered onAborted first (uWS rule); `aborted()` tells whether it fired.
  */
-export function readBody (res: HttpResponse, limit: number, done: (body: Buffer | null) => void): void {
+export function readBody(res: HttpResponse, limit: number, done: (body: Buffer | null) => void): void {
   const parts: Buffer[] = []
   let size = 0
   let over = false

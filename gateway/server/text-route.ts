@@ -16,7 +16,7 @@ const JSON_TYPE = /^application\/(?:[\w.-]+\+)?json\s*(?:;|$)/i
  * unknown route 404, draining 503, not JSON 415, a declared length over text.maxBodyBytes 413. Other
  * methods on these paths: 405. Every answer carries x-request-id and is counted here.
  */
-export function mountText (app: TemplatedApp, state: ServerState, hook: TextHook): void {
+export function mountText(app: TemplatedApp, state: ServerState, hook: TextHook): void {
   const limit = state.config.text.maxBodyBytes
   const metrics = state.metrics
   const counters = new Map<string, { inc: () => void }>()
@@ -24,10 +24,16 @@ export function mountText (app: TemplatedApp, state: ServerState, hook: TextHook
   const count = (route: string, status: number, seconds: number): void => {
     const key = `${route}\n${status}`
     let c = counters.get(key)
-    if (c === undefined) counters.set(key, c = metrics.textRequests.labels(route, String(status)))
+    if (c === undefined) {
+      c = metrics.textRequests.labels(route, String(status))
+      counters.set(key, c)
+    }
     c.inc()
     let d = durations.get(route)
-    if (d === undefined) durations.set(route, d = metrics.textDuration.labels(route))
+    if (d === undefined) {
+      d = metrics.textDuration.labels(route)
+      durations.set(route, d)
+    }
     d.observe(seconds)
   }
 
@@ -35,7 +41,9 @@ export function mountText (app: TemplatedApp, state: ServerState, hook: TextHook
     const started = performance.now()
     // MUST come first (uWS): after an abort, res must never be touched again.
     let aborted = false
-    res.onAborted(() => { aborted = true })
+    res.onAborted(() => {
+      aborted = true
+    })
     // MUST copy out of req now: it is stack-allocated and gone after this handler returns.
     const contentType = req.getHeader('content-type')
     const authorization = req.getHeader('authorization')
@@ -46,7 +54,10 @@ export function mountText (app: TemplatedApp, state: ServerState, hook: TextHook
 
     const answer = (result: TextResult, tooLarge = false): void => {
       if (aborted) {
-        state.log.debug({ event: 'text_aborted', route: routeName, requestId }, 'the platform went away before the answer')
+        state.log.debug(
+          { event: 'text_aborted', route: routeName, requestId },
+          'the platform went away before the answer'
+        )
         return
       }
       if (result.ok) {
@@ -64,7 +75,10 @@ export function mountText (app: TemplatedApp, state: ServerState, hook: TextHook
       count(routeName, status, (performance.now() - started) / 1000)
     }
     const refuse = (code: ErrorCode, tooLarge = false): void => {
-      state.log[logLevelOf(code)]({ event: 'text_refused', route: routeName || undefined, requestId, code }, CODES[code].text)
+      state.log[logLevelOf(code)](
+        { event: 'text_refused', route: routeName || undefined, requestId, code },
+        CODES[code].text
+      )
       answer({ ok: false, error: new GatewayError(code), problems: [], extra: {} }, tooLarge)
     }
 
@@ -76,16 +90,26 @@ export function mountText (app: TemplatedApp, state: ServerState, hook: TextHook
       if (aborted) return
       if (body === null) return refuse('MESSAGE_TOO_LARGE', true)
       hook.handle({ route, body, authorization, requestId }).then(answer, (err: unknown) => {
-        state.log.error({ event: 'text_bug', route: routeName, requestId, err }, 'unexpected error in the text pipeline')
+        state.log.error(
+          { event: 'text_bug', route: routeName, requestId, err },
+          'unexpected error in the text pipeline'
+        )
         answer({ ok: false, error: new GatewayError('INTERNAL'), problems: [], extra: {} })
       })
     })
   }
 
   const notAllowed = (res: HttpResponse, route: RouteRuntime | null | undefined): void => {
-    const code: ErrorCode = route === null || route === undefined || !hook.serves(route) ? 'ROUTE_NOT_FOUND' : 'METHOD_NOT_ALLOWED'
+    const code: ErrorCode =
+      route === null || route === undefined || !hook.serves(route) ? 'ROUTE_NOT_FOUND' : 'METHOD_NOT_ALLOWED'
     const status = CODES[code].status
-    send(res, status, 'application/problem+json', problemBody(new GatewayError(code)), code === 'METHOD_NOT_ALLOWED' ? { allow: 'POST' } : {})
+    send(
+      res,
+      status,
+      'application/problem+json',
+      problemBody(new GatewayError(code)),
+      code === 'METHOD_NOT_ALLOWED' ? { allow: 'POST' } : {}
+    )
     count(route?.name ?? '', status, 0)
   }
 

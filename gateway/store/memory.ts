@@ -6,21 +6,27 @@ export class MemoryStore implements Store {
   private readonly health = new Map<string, HealthRecord>()
   private readonly affinity = new Map<string, { a: Affinity; until: number }>()
   private readonly listeners: (() => void)[] = []
-  constructor (readonly instanceId: string) {}
-  up (): boolean { return true }
-  reportStreams (): void {}
-  otherStreams (): number { return 0 }
-  writeHealth (key: string, record: HealthRecord): void {
+  constructor(readonly instanceId: string) {}
+  up(): boolean {
+    return true
+  }
+  reportStreams(): void {}
+  otherStreams(): number {
+    return 0
+  }
+  writeHealth(key: string, record: HealthRecord): void {
     this.health.set(key, record)
     for (const fn of this.listeners) fn()
   }
 
-  sharedHealth (): ReadonlyMap<string, HealthRecord> { return this.health }
-  setAffinity (key: string, a: Affinity, ttlSeconds: number): void {
+  sharedHealth(): ReadonlyMap<string, HealthRecord> {
+    return this.health
+  }
+  setAffinity(key: string, a: Affinity, ttlSeconds: number): void {
     this.affinity.set(key, { a, until: Date.now() + ttlSeconds * 1000 })
   }
 
-  async getAffinity (key: string): Promise<Affinity | null> {
+  async getAffinity(key: string): Promise<Affinity | null> {
     const hit = this.affinity.get(key)
     if (hit === undefined) return null
     if (hit.until < Date.now()) {
@@ -30,14 +36,18 @@ export class MemoryStore implements Store {
     return hit.a
   }
 
-  deleteAffinity (key: string, legId: string): void {
+  deleteAffinity(key: string, legId: string): void {
     if (this.affinity.get(key)?.a.legId === legId) this.affinity.delete(key)
   }
 
-  isLeader (): boolean { return true }
-  onSync (fn: () => void): void { this.listeners.push(fn) }
+  isLeader(): boolean {
+    return true
+  }
+  onSync(fn: () => void): void {
+    this.listeners.push(fn)
+  }
   private sweeper: NodeJS.Timeout | null = null
-  async start (): Promise<void> {
+  async start(): Promise<void> {
     // Expired affinities nobody asked for again are swept, so a long-running instance does not grow.
     this.sweeper = setInterval(() => {
       const now = Date.now()
@@ -46,7 +56,7 @@ export class MemoryStore implements Store {
     this.sweeper.unref()
   }
 
-  async close (): Promise<void> {
+  async close(): Promise<void> {
     if (this.sweeper !== null) clearInterval(this.sweeper)
   }
 }

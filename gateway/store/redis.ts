@@ -39,7 +39,10 @@ export class RedisStore implements Store {
   private readonly listeners: (() => void)[] = []
   private syncing = false
 
-  constructor (readonly instanceId: string, private readonly opts: RedisStoreOptions) {
+  constructor(
+    readonly instanceId: string,
+    private readonly opts: RedisStoreOptions
+  ) {
     const common: RedisOptions = {
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
@@ -48,7 +51,12 @@ export class RedisStore implements Store {
       retryStrategy: () => 1000
     }
     if (opts.clusterNodes !== undefined && opts.clusterNodes.length > 0) {
-      this.redis = new Cluster([...opts.clusterNodes], { enableOfflineQueue: false, redisOptions: common, clusterRetryStrategy: () => 1000, lazyConnect: true })
+      this.redis = new Cluster([...opts.clusterNodes], {
+        enableOfflineQueue: false,
+        redisOptions: common,
+        clusterRetryStrategy: () => 1000,
+        lazyConnect: true
+      })
     } else if (opts.sentinels !== undefined && opts.sentinels.length > 0) {
       this.redis = new Redis({ ...common, sentinels: [...opts.sentinels], name: opts.sentinelName ?? 'mymaster' })
     } else {
@@ -61,7 +69,7 @@ export class RedisStore implements Store {
     this.redis.on('error', () => {})
   }
 
-  private setUp (up: boolean): void {
+  private setUp(up: boolean): void {
     if (up === this.isUp) return
     this.isUp = up
     if (!up) this.leader = false
@@ -71,70 +79,112 @@ export class RedisStore implements Store {
     if (up) void this.sync()
   }
 
-  private k (s: string): string { return this.opts.keyPrefix + s }
+  private k(s: string): string {
+    return this.opts.keyPrefix + s
+  }
 
-  up (): boolean { return this.isUp }
-  reportStreams (counts: ReadonlyMap<string, number>): void { this.ownStreams = counts }
-  otherStreams (key: string): number { return this.isUp ? (this.others.get(key) ?? 0) : 0 }
+  up(): boolean {
+    return this.isUp
+  }
+  reportStreams(counts: ReadonlyMap<string, number>): void {
+    this.ownStreams = counts
+  }
+  otherStreams(key: string): number {
+    return this.isUp ? (this.others.get(key) ?? 0) : 0
+  }
 
-  writeHealth (key: string, record: HealthRecord): void {
+  writeHealth(key: string, record: HealthRecord): void {
     this.health.set(key, record)
     if (this.isUp) this.redis.hset(this.k('health'), key, JSON.stringify(record)).catch(() => {})
   }
 
-  sharedHealth (): ReadonlyMap<string, HealthRecord> { return this.health }
-
-  setAffinity (key: string, a: Affinity, ttlSeconds: number): void {
-    if (!this.isUp) return
-    this.redis.set(this.k(`aff:${key}`), JSON.stringify(a), 'PX', Math.max(1, Math.round(ttlSeconds * 1000))).catch(() => {})
+  sharedHealth(): ReadonlyMap<string, HealthRecord> {
+    return this.health
   }
 
-  async getAffinity (key: string): Promise<Affinity | null> {
+  setAffinity(key: string, a: Affinity, ttlSeconds: number): void {
+    if (!this.isUp) return
+    this.redis
+      .set(this.k(`aff:${key}`), JSON.stringify(a), 'PX', Math.max(1, Math.round(ttlSeconds * 1000)))
+      .catch(() => {})
+  }
+
+  async getAffinity(key: string): Promise<Affinity | null> {
     if (!this.isUp) return null
     try {
       const v = await this.redis.get(this.k(`aff:${key}`))
-      return v === null ? null : JSON.parse(v) as Affinity
+      return v === null ? null : (JSON.parse(v) as Affinity)
     } catch {
       return null
     }
   }
 
-  deleteAffinity (key: string, legId: string): void {
+  deleteAffinity(key: string, legId: string): void {
     if (!this.isUp) return
     // Only the leg that owns the record removes it (a re-attached leg may have replaced it).
-    this.redis.eval("if redis.call('GET', KEYS[1]) and cjson.decode(redis.call('GET', KEYS[1])).legId == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0", 1, this.k(`aff:${key}`), legId).catch(() => {})
+    this.redis
+      .eval(
+        "local v = redis.call('GET', KEYS[1]) " +
+          "if v and cjson.decode(v).legId == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
+        1,
+        this.k(`aff:${key}`),
+        legId
+      )
+      .catch(() => {})
   }
 
   /** Leader while holding the lease; with Redis away, every instance probes for itself. */
-  isLeader (): boolean { return this.isUp ? this.leader : true }
+  isLeader(): boolean {
+    return this.isUp ? this.leader : true
+  }
 
-  onSync (fn: () => void): void { this.listeners.push(fn) }
+  onSync(fn: () => void): void {
+    this.listeners.push(fn)
+  }
 
-  async start (): Promise<void> {
+  async start(): Promise<void> {
     try {
       await this.redis.connect()
     } catch {
       // Not reachable now: setUp(false) was reported; ioredis keeps retrying.
-      if (!this.isUp) this.opts.log.error({ event: 'store_down' }, 'Redis unreachable at start: serving on local state until it returns')
+      if (!this.isUp)
+        this.opts.log.error(
+          { event: 'store_down' },
+          'Redis unreachable at start: serving on local state until it returns'
+        )
     }
     if (this.isUp) await this.sync()
-    this.timer = setInterval(() => { void this.sync() }, this.opts.syncIntervalMs)
+    this.timer = setInterval(() => {
+      void this.sync()
+    }, this.opts.syncIntervalMs)
     this.timer.unref()
   }
 
-  async close (): Promise<void> {
+  async close(): Promise<void> {
     if (this.timer !== null) clearInterval(this.timer)
     try {
       if (this.isUp) {
-        await this.redis.multi().del(this.k(`streams:${this.instanceId}`)).zrem(this.k('instances'), this.instanceId).exec()
-        if (this.leader) await this.redis.eval("if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0", 1, this.k('leader'), this.instanceId)
+        await this.redis
+          .multi()
+          .del(this.k(`streams:${this.instanceId}`))
+          .zrem(this.k('instances'), this.instanceId)
+          .exec()
+        if (this.leader)
+          await this.redis.eval(
+            "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
+            1,
+            this.k('leader'),
+            this.instanceId
+          )
       }
-    } catch { /* shutting down anyway */ }
+    } catch {
+      /* shutting down anyway */
+    }
     this.redis.disconnect()
   }
 
   /** One round trip's worth of sharing. Never throws; overlapping calls are skipped. */
-  async sync (): Promise<void> {
+  async sync(): Promise<void> {
     if (!this.isUp || this.syncing) return
     this.syncing = true
     try {
@@ -157,7 +207,11 @@ export class RedisStore implements Store {
       this.leader = res[7][1] === 1
       const health = new Map<string, HealthRecord>()
       for (const [k, v] of Object.entries(healthRaw)) {
-        try { health.set(k, JSON.parse(v) as HealthRecord) } catch { /* a foreign value: ignore */ }
+        try {
+          health.set(k, JSON.parse(v) as HealthRecord)
+        } catch {
+          /* a foreign value: ignore */
+        }
       }
       this.health = health
       const others = new Map<string, number>()
@@ -167,7 +221,8 @@ export class RedisStore implements Store {
         const counts = await p.exec()
         for (const [err, value] of counts ?? []) {
           if (err !== null) continue
-          for (const [k, v] of Object.entries(value as Record<string, string>)) others.set(k, (others.get(k) ?? 0) + Number(v))
+          for (const [k, v] of Object.entries(value as Record<string, string>))
+            others.set(k, (others.get(k) ?? 0) + Number(v))
         }
       }
       this.others = others

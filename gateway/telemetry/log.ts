@@ -3,11 +3,22 @@ import pino, { type DestinationStream, type Logger } from 'pino'
 export type { Logger }
 
 /** Field names that hold credentials wherever they appear (one level of nesting is covered by `*.`). */
-const REDACT_KEYS = ['authenticationToken', 'authorizationHeader', 'authorization', 'Authorization', 'credential', 'password', 'token']
+const REDACT_KEYS = [
+  'authenticationToken',
+  'authorizationHeader',
+  'authorization',
+  'Authorization',
+  'credential',
+  'password',
+  'token'
+]
 const REDACT_PATHS = [
   ...REDACT_KEYS,
   ...REDACT_KEYS.map(k => `*.${k}`),
-  'headers.authorization', 'req.headers.authorization', 'req.headers["x-api-key"]', 'headers["x-api-key"]'
+  'headers.authorization',
+  'req.headers.authorization',
+  'req.headers["x-api-key"]',
+  'headers["x-api-key"]'
 ]
 
 export interface LogOptions {
@@ -23,26 +34,30 @@ export interface LogOptions {
  * last-line scrub of every configured secret value (also in its JSON-escaped form), so a token that
  * lands in an unexpected field or message text is still never written.
  */
-export function createLogger (opts: LogOptions): Logger {
+export function createLogger(opts: LogOptions): Logger {
   const needles: string[] = []
   for (const s of opts.secrets) {
     needles.push(s)
     const escaped = JSON.stringify(s).slice(1, -1)
     if (escaped !== s) needles.push(escaped)
   }
-  return pino({
-    level: opts.level,
-    base: { service: 'assist-gateway' },
-    timestamp: pino.stdTimeFunctions.isoTime,
-    redact: { paths: REDACT_PATHS, censor: '[REDACTED]' },
-    formatters: { level: (label) => ({ level: label }) },
-    hooks: needles.length === 0
-      ? {}
-      : {
-          streamWrite (line: string): string {
-            for (const n of needles) if (line.includes(n)) line = line.split(n).join('[REDACTED]')
-            return line
-          }
-        }
-  }, opts.destination ?? pino.destination({ dest: 1, sync: false }))
+  return pino(
+    {
+      level: opts.level,
+      base: { service: 'assist-gateway' },
+      timestamp: pino.stdTimeFunctions.isoTime,
+      redact: { paths: REDACT_PATHS, censor: '[REDACTED]' },
+      formatters: { level: label => ({ level: label }) },
+      hooks:
+        needles.length === 0
+          ? {}
+          : {
+              streamWrite(line: string): string {
+                for (const n of needles) if (line.includes(n)) line = line.split(n).join('[REDACTED]')
+                return line
+              }
+            }
+    },
+    opts.destination ?? pino.destination({ dest: 1, sync: false })
+  )
 }

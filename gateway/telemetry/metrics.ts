@@ -11,29 +11,121 @@ export const CATALOGUE = {
   build_info: { type: 'gauge', help: 'Build information; value 1.', labels: ['version', 'uws_native'] },
   draining: { type: 'gauge', help: '1 while the gateway drains before shutdown.', labels: [] },
   audio_sessions_active: { type: 'gauge', help: 'Audio legs past the upgrade and not yet ended.', labels: ['route'] },
-  audio_sessions_total: { type: 'counter', help: 'Audio legs ended, by outcome (ok, or the lower-case error code).', labels: ['route', 'outcome'] },
-  audio_handshake_duration_seconds: { type: 'histogram', help: 'From the init message to CONNECTED (vendor connect and ready included).', labels: ['route'] },
-  audio_frames_total: { type: 'counter', help: 'Frames relayed, by direction (from_platform, to_vendor, from_vendor, to_platform).', labels: ['route', 'direction'] },
+  audio_sessions_total: {
+    type: 'counter',
+    help: 'Audio legs ended, by outcome (ok, or the lower-case error code).',
+    labels: ['route', 'outcome']
+  },
+  audio_handshake_duration_seconds: {
+    type: 'histogram',
+    help: 'From the init message to CONNECTED (vendor connect and ready included).',
+    labels: ['route']
+  },
+  audio_frames_total: {
+    type: 'counter',
+    help: 'Frames relayed, by direction (from_platform, to_vendor, from_vendor, to_platform).',
+    labels: ['route', 'direction']
+  },
   audio_bytes_total: { type: 'counter', help: 'Payload bytes relayed, by direction.', labels: ['route', 'direction'] },
-  audio_dropped_frames_total: { type: 'counter', help: 'Audio frames not delivered, by reason (hold_overflow, backpressure, vendor_binary, after_close).', labels: ['route', 'reason'] },
-  audio_buffered_bytes: { type: 'gauge', help: 'Audio bytes held in leg buffers (before CONNECTED or while the vendor is backed up).', labels: ['route'] },
-  audio_vendor_messages_total: { type: 'counter', help: 'Vendor text messages after ready, by result (emitted, unmatched, error).', labels: ['route', 'result'] },
-  ws_closes_total: { type: 'counter', help: 'WebSocket closes by side (platform, vendor) and close code.', labels: ['side', 'code'] },
-  auth_failures_total: { type: 'counter', help: 'Refused credentials, by hook (audio, text) and reason (missing, invalid).', labels: ['hook', 'reason'] },
-  validation_failures_total: { type: 'counter', help: 'Platform messages refused as not JSON or not matching the interface schema.', labels: ['hook'] },
-  mapping_errors_total: { type: 'counter', help: 'Mapping expressions that failed or produced an unusable value, by stage.', labels: ['route', 'stage'] },
-  text_requests_total: { type: 'counter', help: 'Text hook requests answered, by route and HTTP status code (route is empty when the path named no known route).', labels: ['route', 'code'] },
-  text_request_duration_seconds: { type: 'histogram', help: 'Text hook requests: from the request line to the answer written (202 for asynchronous routes).', labels: ['route'] },
-  upstream_requests_total: { type: 'counter', help: 'Vendor HTTP calls, by result (ok, status_4xx, status_5xx, timeout, connect_failed, bad_answer, no_replica).', labels: ['route', 'upstream', 'result'] },
-  upstream_request_duration_seconds: { type: 'histogram', help: 'Vendor HTTP calls: from sending the mapped request to the whole answer read, per replica tried.', labels: ['route', 'upstream'] },
-  audio_failovers_total: { type: 'counter', help: 'Mid-call vendor session replacements, by result (ok, failed).', labels: ['route', 'result'] },
-  audio_gap_seconds: { type: 'histogram', help: 'Per failover incident: time from losing the vendor session to audio flowing on the new one.', labels: ['route'] },
-  audio_reattach_total: { type: 'counter', help: 'Platform legs that came back with the same busNo, contactId and perspective, by result (same_session, new_session_same_replica, expired).', labels: ['route', 'result'] },
-  upstream_healthy: { type: 'gauge', help: '1 when the replica can take new work (probed up and not ejected).', labels: ['route', 'upstream'] },
-  upstream_ejections_total: { type: 'counter', help: 'Passive ejections of a replica after gateway-side failures.', labels: ['route', 'upstream'] },
-  upstream_health_checks_total: { type: 'counter', help: 'Active probes, by result (ok, failed).', labels: ['route', 'upstream', 'result'] },
-  upstream_retries_total: { type: 'counter', help: 'Text requests sent again to another replica, by reason (connect_failed, status_5xx, timeout), and retries refused by the retry budget (budget_exhausted).', labels: ['route', 'reason'] },
-  store_up: { type: 'gauge', help: '1 when the shared store (Redis) is reachable, or the store is in-memory.', labels: [] }
+  audio_dropped_frames_total: {
+    type: 'counter',
+    help: 'Audio frames not delivered, by reason (hold_overflow, backpressure, vendor_binary, after_close).',
+    labels: ['route', 'reason']
+  },
+  audio_buffered_bytes: {
+    type: 'gauge',
+    help: 'Audio bytes held in leg buffers (before CONNECTED or while the vendor is backed up).',
+    labels: ['route']
+  },
+  audio_vendor_messages_total: {
+    type: 'counter',
+    help: 'Vendor text messages after ready, by result (emitted, unmatched, error).',
+    labels: ['route', 'result']
+  },
+  ws_closes_total: {
+    type: 'counter',
+    help: 'WebSocket closes by side (platform, vendor) and close code.',
+    labels: ['side', 'code']
+  },
+  auth_failures_total: {
+    type: 'counter',
+    help: 'Refused credentials, by hook (audio, text) and reason (missing, invalid).',
+    labels: ['hook', 'reason']
+  },
+  validation_failures_total: {
+    type: 'counter',
+    help: 'Platform messages refused as not JSON or not matching the interface schema.',
+    labels: ['hook']
+  },
+  mapping_errors_total: {
+    type: 'counter',
+    help: 'Mapping expressions that failed or produced an unusable value, by stage.',
+    labels: ['route', 'stage']
+  },
+  text_requests_total: {
+    type: 'counter',
+    help: 'Text hook requests answered, by route and HTTP status code (route is empty when the path named no known route).',
+    labels: ['route', 'code']
+  },
+  text_request_duration_seconds: {
+    type: 'histogram',
+    help: 'Text hook requests: from the request line to the answer written (202 for asynchronous routes).',
+    labels: ['route']
+  },
+  upstream_requests_total: {
+    type: 'counter',
+    help: 'Vendor HTTP calls, by result (ok, status_4xx, status_5xx, timeout, connect_failed, bad_answer, no_replica).',
+    labels: ['route', 'upstream', 'result']
+  },
+  upstream_request_duration_seconds: {
+    type: 'histogram',
+    help: 'Vendor HTTP calls: from sending the mapped request to the whole answer read, per replica tried.',
+    labels: ['route', 'upstream']
+  },
+  audio_failovers_total: {
+    type: 'counter',
+    help: 'Mid-call vendor session replacements, by result (ok, failed).',
+    labels: ['route', 'result']
+  },
+  audio_gap_seconds: {
+    type: 'histogram',
+    help: 'Per failover incident: time from losing the vendor session to audio flowing on the new one.',
+    labels: ['route']
+  },
+  audio_reattach_total: {
+    type: 'counter',
+    help:
+      'Platform legs that came back with the same busNo, contactId and perspective, by result ' +
+      '(same_session: this instance kept it; same_replica: it lived on another instance).',
+    labels: ['route', 'result']
+  },
+  upstream_healthy: {
+    type: 'gauge',
+    help: '1 when the replica can take new work (probed up and not ejected).',
+    labels: ['route', 'upstream']
+  },
+  upstream_ejections_total: {
+    type: 'counter',
+    help: 'Passive ejections of a replica after gateway-side failures.',
+    labels: ['route', 'upstream']
+  },
+  upstream_health_checks_total: {
+    type: 'counter',
+    help: 'Active probes, by result (ok, failed).',
+    labels: ['route', 'upstream', 'result']
+  },
+  upstream_retries_total: {
+    type: 'counter',
+    help:
+      'Text requests sent again to another replica, by reason (connect_failed, status_5xx, timeout), ' +
+      'and retries refused by the retry budget (budget_exhausted).',
+    labels: ['route', 'reason']
+  },
+  store_up: {
+    type: 'gauge',
+    help: '1 when the shared store (Redis) is reachable, or the store is in-memory.',
+    labels: []
+  }
 } as const
 
 export type MetricName = keyof typeof CATALOGUE
@@ -57,11 +149,25 @@ export class LegCounters {
   dropFailover = 0
   bufferedBytes = 0
   active = false
-  constructor (readonly route: string) {}
+  constructor(readonly route: string) {}
 }
 
 type Totals = Omit<LegCounters, 'route' | 'active' | 'bufferedBytes'>
-const FIELDS = ['framesFromPlatform', 'bytesFromPlatform', 'framesToVendor', 'bytesToVendor', 'framesFromVendor', 'bytesFromVendor', 'framesToPlatform', 'bytesToPlatform', 'dropHold', 'dropBackpressure', 'dropVendorBinary', 'dropAfterClose', 'dropFailover'] as const
+const FIELDS = [
+  'framesFromPlatform',
+  'bytesFromPlatform',
+  'framesToVendor',
+  'bytesToVendor',
+  'framesFromVendor',
+  'bytesFromVendor',
+  'framesToPlatform',
+  'bytesToPlatform',
+  'dropHold',
+  'dropBackpressure',
+  'dropVendorBinary',
+  'dropAfterClose',
+  'dropFailover'
+] as const
 
 export class Metrics {
   readonly registry = new Registry()
@@ -93,18 +199,30 @@ export class Metrics {
   replicaHealth: () => { route: string; upstream: string; healthy: boolean }[] = () => []
   storeIsUp: () => boolean = () => true
 
-  constructor () {
+  constructor() {
     const r = [this.registry]
     const self = this
     const name = (n: MetricName): string => PREFIX + n
     const help = (n: MetricName): string => CATALOGUE[n].help
     const labels = (n: MetricName): string[] => [...CATALOGUE[n].labels]
-    const counter = (n: MetricName): Counter => new Counter({ name: name(n), help: help(n), labelNames: labels(n), registers: r })
+    const counter = (n: MetricName): Counter =>
+      new Counter({ name: name(n), help: help(n), labelNames: labels(n), registers: r })
     collectDefaultMetrics({ register: this.registry, prefix: PREFIX })
-    this.buildInfo = new Gauge({ name: name('build_info'), help: help('build_info'), labelNames: labels('build_info'), registers: r })
+    this.buildInfo = new Gauge({
+      name: name('build_info'),
+      help: help('build_info'),
+      labelNames: labels('build_info'),
+      registers: r
+    })
     this.draining = new Gauge({ name: name('draining'), help: help('draining'), registers: r })
     this.sessionsTotal = counter('audio_sessions_total')
-    this.handshakeDuration = new Histogram({ name: name('audio_handshake_duration_seconds'), help: help('audio_handshake_duration_seconds'), labelNames: labels('audio_handshake_duration_seconds'), buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10], registers: r })
+    this.handshakeDuration = new Histogram({
+      name: name('audio_handshake_duration_seconds'),
+      help: help('audio_handshake_duration_seconds'),
+      labelNames: labels('audio_handshake_duration_seconds'),
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers: r
+    })
     this.vendorMessages = counter('audio_vendor_messages_total')
     this.wsCloses = counter('ws_closes_total')
     this.authFailures = counter('auth_failures_total')
@@ -112,43 +230,80 @@ export class Metrics {
     this.mappingErrors = counter('mapping_errors_total')
     const httpBuckets = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]
     this.textRequests = counter('text_requests_total')
-    this.textDuration = new Histogram({ name: name('text_request_duration_seconds'), help: help('text_request_duration_seconds'), labelNames: labels('text_request_duration_seconds'), buckets: httpBuckets, registers: r })
+    this.textDuration = new Histogram({
+      name: name('text_request_duration_seconds'),
+      help: help('text_request_duration_seconds'),
+      labelNames: labels('text_request_duration_seconds'),
+      buckets: httpBuckets,
+      registers: r
+    })
     this.upstreamRequests = counter('upstream_requests_total')
-    this.upstreamDuration = new Histogram({ name: name('upstream_request_duration_seconds'), help: help('upstream_request_duration_seconds'), labelNames: labels('upstream_request_duration_seconds'), buckets: httpBuckets, registers: r })
+    this.upstreamDuration = new Histogram({
+      name: name('upstream_request_duration_seconds'),
+      help: help('upstream_request_duration_seconds'),
+      labelNames: labels('upstream_request_duration_seconds'),
+      buckets: httpBuckets,
+      registers: r
+    })
     this.failovers = counter('audio_failovers_total')
     this.upstreamRetries = counter('upstream_retries_total')
-    this.gapSeconds = new Histogram({ name: name('audio_gap_seconds'), help: help('audio_gap_seconds'), labelNames: labels('audio_gap_seconds'), buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60], registers: r })
+    this.gapSeconds = new Histogram({
+      name: name('audio_gap_seconds'),
+      help: help('audio_gap_seconds'),
+      labelNames: labels('audio_gap_seconds'),
+      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60],
+      registers: r
+    })
     this.reattach = counter('audio_reattach_total')
     this.upstreamHealthy = new Gauge({
-      name: name('upstream_healthy'), help: help('upstream_healthy'), labelNames: labels('upstream_healthy'), registers: r,
-      collect () {
+      name: name('upstream_healthy'),
+      help: help('upstream_healthy'),
+      labelNames: labels('upstream_healthy'),
+      registers: r,
+      collect() {
         this.reset()
         for (const h of self.replicaHealth()) this.set({ route: h.route, upstream: h.upstream }, h.healthy ? 1 : 0)
       }
     })
     this.ejections = counter('upstream_ejections_total')
     this.healthChecks = counter('upstream_health_checks_total')
-    this.storeUp = new Gauge({ name: name('store_up'), help: help('store_up'), registers: r, collect () { this.set(self.storeIsUp() ? 1 : 0) } })
+    this.storeUp = new Gauge({
+      name: name('store_up'),
+      help: help('store_up'),
+      registers: r,
+      collect() {
+        this.set(self.storeIsUp() ? 1 : 0)
+      }
+    })
 
     // Published at scrape time from the plain per-leg integers: nothing per frame touches prom-client.
     new Gauge({
-      name: name('audio_sessions_active'), help: help('audio_sessions_active'), labelNames: labels('audio_sessions_active'), registers: r,
-      collect () {
+      name: name('audio_sessions_active'),
+      help: help('audio_sessions_active'),
+      labelNames: labels('audio_sessions_active'),
+      registers: r,
+      collect() {
         this.reset()
         for (const l of self.live) if (l.active) this.inc({ route: l.route })
       }
     })
     new Gauge({
-      name: name('audio_buffered_bytes'), help: help('audio_buffered_bytes'), labelNames: labels('audio_buffered_bytes'), registers: r,
-      collect () {
+      name: name('audio_buffered_bytes'),
+      help: help('audio_buffered_bytes'),
+      labelNames: labels('audio_buffered_bytes'),
+      registers: r,
+      collect() {
         this.reset()
         for (const l of self.live) if (l.bufferedBytes > 0) this.inc({ route: l.route }, l.bufferedBytes)
       }
     })
     const publish = (metric: MetricName, pairs: [string, (t: Totals) => number][], labelName: string): void => {
       new Counter({
-        name: name(metric), help: help(metric), labelNames: labels(metric), registers: r,
-        collect () {
+        name: name(metric),
+        help: help(metric),
+        labelNames: labels(metric),
+        registers: r,
+        collect() {
           this.reset()
           for (const [route, t] of self.totals()) {
             for (const [value, get] of pairs) {
@@ -159,19 +314,47 @@ export class Metrics {
         }
       })
     }
-    publish('audio_frames_total', [['from_platform', t => t.framesFromPlatform], ['to_vendor', t => t.framesToVendor], ['from_vendor', t => t.framesFromVendor], ['to_platform', t => t.framesToPlatform]], 'direction')
-    publish('audio_bytes_total', [['from_platform', t => t.bytesFromPlatform], ['to_vendor', t => t.bytesToVendor], ['from_vendor', t => t.bytesFromVendor], ['to_platform', t => t.bytesToPlatform]], 'direction')
-    publish('audio_dropped_frames_total', [['hold_overflow', t => t.dropHold], ['backpressure', t => t.dropBackpressure], ['vendor_binary', t => t.dropVendorBinary], ['after_close', t => t.dropAfterClose], ['failover', t => t.dropFailover]], 'reason')
+    publish(
+      'audio_frames_total',
+      [
+        ['from_platform', t => t.framesFromPlatform],
+        ['to_vendor', t => t.framesToVendor],
+        ['from_vendor', t => t.framesFromVendor],
+        ['to_platform', t => t.framesToPlatform]
+      ],
+      'direction'
+    )
+    publish(
+      'audio_bytes_total',
+      [
+        ['from_platform', t => t.bytesFromPlatform],
+        ['to_vendor', t => t.bytesToVendor],
+        ['from_vendor', t => t.bytesFromVendor],
+        ['to_platform', t => t.bytesToPlatform]
+      ],
+      'direction'
+    )
+    publish(
+      'audio_dropped_frames_total',
+      [
+        ['hold_overflow', t => t.dropHold],
+        ['backpressure', t => t.dropBackpressure],
+        ['vendor_binary', t => t.dropVendorBinary],
+        ['after_close', t => t.dropAfterClose],
+        ['failover', t => t.dropFailover]
+      ],
+      'reason'
+    )
   }
 
   /** A new leg's counters; call `endLeg` exactly once when the leg is over. */
-  startLeg (route: string): LegCounters {
+  startLeg(route: string): LegCounters {
     const c = new LegCounters(route)
     this.live.add(c)
     return c
   }
 
-  endLeg (c: LegCounters): void {
+  endLeg(c: LegCounters): void {
     if (!this.live.delete(c)) return
     let t = this.ended.get(c.route)
     if (t === undefined) {
@@ -182,7 +365,7 @@ export class Metrics {
   }
 
   /** Totals per route: ended legs plus the live ones. */
-  totals (): Map<string, Totals> {
+  totals(): Map<string, Totals> {
     const out = new Map<string, Totals>()
     for (const [route, t] of this.ended) out.set(route, { ...t })
     for (const c of this.live) {

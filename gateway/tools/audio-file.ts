@@ -54,7 +54,8 @@ export function readAudioClip(path: string): Buffer {
   if (RAW_EXTENSIONS.has(ext)) return data
   if (WAV_EXTENSIONS.has(ext) || isRiffWave(data)) return parseWav(path, data)
   throw new Error(
-    `${path}: unknown audio file type "${ext || '(no extension)'}" (need a WAV file or raw mu-law with extension .ulaw, .mulaw, .raw or .ul)`,
+    `${path}: unknown audio file type "${ext || '(no extension)'}" ` +
+      '(need a WAV file or raw mu-law with extension .ulaw, .mulaw, .raw or .ul)'
   )
 }
 
@@ -120,13 +121,14 @@ function parseFmt(path: string, fmt: Buffer): WavFormat {
   let tag = fmt.readUInt16LE(0)
   if (tag === FORMAT_EXTENSIBLE) {
     // WAVE_FORMAT_EXTENSIBLE: the real tag is the first two bytes of the SubFormat GUID at offset 24.
-    if (fmt.length < 40) throw new Error(`${path}: WAV extensible "fmt " chunk is too short (${fmt.length} bytes, need 40)`)
+    if (fmt.length < 40)
+      throw new Error(`${path}: WAV extensible "fmt " chunk is too short (${fmt.length} bytes, need 40)`)
     tag = fmt.readUInt16LE(24)
   }
   return {
     tag,
     channels: fmt.readUInt16LE(2),
     sampleRate: fmt.readUInt32LE(4),
-    bitsPerSample: fmt.readUInt16LE(14),
+    bitsPerSample: fmt.readUInt16LE(14)
   }
 }

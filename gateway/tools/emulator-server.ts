@@ -13,7 +13,13 @@ export interface Listening {
 }
 
 /** Listen on `host:port` (0: ephemeral) and hand back the emulator's addresses and its close. */
-export async function listenEmulator (server: Server, wss: WebSocketServer, host: string, port: number, beforeClose: () => void): Promise<Listening> {
+export async function listenEmulator(
+  server: Server,
+  wss: WebSocketServer,
+  host: string,
+  port: number,
+  beforeClose: () => void
+): Promise<Listening> {
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject)
     server.listen({ port, host, backlog: 2048 }, () => {
@@ -29,7 +35,7 @@ export async function listenEmulator (server: Server, wss: WebSocketServer, host
     wsBase: `ws://${hostPart}:${actual}`,
     httpUrl: `http://${hostPart}:${actual}`,
     close: () => {
-      closing ??= new Promise<void>((done) => {
+      closing ??= new Promise<void>(done => {
         beforeClose()
         wss.close()
         server.close(() => done())

@@ -104,7 +104,7 @@ export const REAL_VENDOR_PATHS: Readonly<Record<RealVendorKind, string>> = Objec
   deepgram: '/v1/listen',
   assemblyai: '/v3/ws',
   'twilio-media': '/media',
-  audiohook: '/api/v1/audiohook/ws',
+  audiohook: '/api/v1/audiohook/ws'
 })
 
 /**
@@ -117,12 +117,21 @@ export function twilioSignature(authToken: string, url: string): string {
 
 const MAX_PAYLOAD = 4 * 1024 * 1024
 const THREE_HOURS_MS = 3 * 60 * 60 * 1000
-const UUID_RE = /^(?:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-5][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}|00000000-0000-0000-0000-000000000000)$/
+const UUID_RE =
+  /^(?:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-5][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}|00000000-0000-0000-0000-000000000000)$/
 const DURATION_RE = /^PT(?:\d*\.)?\d+S$/
 const DIGITS_RE = /^(?:0|[1-9]\d*)$/
 const BASE64_RE = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/
 const REDACTED = '[REDACTED]'
-const SECRET_HEADERS = new Set(['authorization', 'x-api-key', 'signature', 'signature-input', 'x-twilio-signature', 'cookie', 'proxy-authorization'])
+const SECRET_HEADERS = new Set([
+  'authorization',
+  'x-api-key',
+  'signature',
+  'signature-input',
+  'x-twilio-signature',
+  'cookie',
+  'proxy-authorization'
+])
 const SECRET_QUERY = new Set(['token', 'key', 'api_key', 'apikey', 'access_token'])
 
 type Json = Record<string, unknown>
@@ -262,7 +271,7 @@ class Session {
     readonly params: URLSearchParams,
     readonly headers: Record<string, string>,
     readonly req: IncomingMessage,
-    private readonly log: ((line: string) => void) | undefined,
+    private readonly log: ((line: string) => void) | undefined
   ) {}
 
   get isOpen(): boolean {
@@ -364,7 +373,7 @@ class Session {
       closeCode: this.closeCode,
       closeReason: this.closeReason,
       openedAt: this.openedAt,
-      closedAt: this.closedAt,
+      closedAt: this.closedAt
     }
   }
 }
@@ -393,8 +402,20 @@ interface Context {
 // idleCloseMs → recorded, close 1011 "NET-0001 …" (checked every 100–500 ms).
 
 const DG_BOOLEAN_PARAMS = [
-  'interim_results', 'punctuate', 'smart_format', 'diarize', 'vad_events', 'multichannel', 'profanity_filter',
-  'numerals', 'filler_words', 'dictation', 'measurements', 'detect_entities', 'mip_opt_out', 'no_delay',
+  'interim_results',
+  'punctuate',
+  'smart_format',
+  'diarize',
+  'vad_events',
+  'multichannel',
+  'profanity_filter',
+  'numerals',
+  'filler_words',
+  'dictation',
+  'measurements',
+  'detect_entities',
+  'mip_opt_out',
+  'no_delay'
 ]
 
 function deepgramUpgrade(req: IncomingMessage, q: URLSearchParams, opts: RealVendorOptions): Verdict {
@@ -405,16 +426,24 @@ function deepgramUpgrade(req: IncomingMessage, q: URLSearchParams, opts: RealVen
     const pm = /^\s*token\s*,\s*([^,\s]+)\s*$/i.exec(proto)
     const key = m?.[1] ?? pm?.[1]
     if (key === undefined || !safeEqual(key, opts.apiKey)) {
-      return { ok: false, status: 401, error: key === undefined ? 'missing credentials' : 'invalid credentials', headers: { 'dg-error': 'Invalid credentials.' }, body: { err_code: 'INVALID_AUTH', err_msg: 'Invalid credentials.' } }
+      return {
+        ok: false,
+        status: 401,
+        error: key === undefined ? 'missing credentials' : 'invalid credentials',
+        headers: { 'dg-error': 'Invalid credentials.' },
+        body: { err_code: 'INVALID_AUTH', err_msg: 'Invalid credentials.' }
+      }
     }
   }
   const problems: string[] = []
   const encoding = q.get('encoding')
   if (encoding === null) problems.push('query: encoding is required for raw audio (mulaw or linear16)')
-  else if (encoding !== 'mulaw' && encoding !== 'linear16') problems.push(`query: encoding must be mulaw or linear16 (got "${encoding}")`)
+  else if (encoding !== 'mulaw' && encoding !== 'linear16')
+    problems.push(`query: encoding must be mulaw or linear16 (got "${encoding}")`)
   const rate = q.get('sample_rate')
   if (rate === null) problems.push('query: sample_rate is required with encoding')
-  else if (rate !== '8000' && rate !== '16000') problems.push(`query: sample_rate must be 8000 or 16000 (got "${rate}")`)
+  else if (rate !== '8000' && rate !== '16000')
+    problems.push(`query: sample_rate must be 8000 or 16000 (got "${rate}")`)
   const channels = q.get('channels')
   if (channels === null) problems.push('query: channels is required (1)')
   else if (channels !== '1') problems.push(`query: channels must be 1 (got "${channels}")`)
@@ -423,12 +452,19 @@ function deepgramUpgrade(req: IncomingMessage, q: URLSearchParams, opts: RealVen
     if (v !== null && v !== 'true' && v !== 'false') problems.push(`query: ${name} must be true or false (got "${v}")`)
   }
   const ep = q.get('endpointing')
-  if (ep !== null && ep !== 'false' && !DIGITS_RE.test(ep)) problems.push(`query: endpointing must be false or milliseconds (got "${ep}")`)
+  if (ep !== null && ep !== 'false' && !DIGITS_RE.test(ep))
+    problems.push(`query: endpointing must be false or milliseconds (got "${ep}")`)
   const ue = q.get('utterance_end_ms')
   if (ue !== null && !DIGITS_RE.test(ue)) problems.push(`query: utterance_end_ms must be an integer (got "${ue}")`)
   if (problems.length > 0) {
     const msg = problems.join('; ')
-    return { ok: false, status: 400, error: msg, headers: { 'dg-error': msg }, body: { err_code: 'Bad Request', err_msg: msg } }
+    return {
+      ok: false,
+      status: 400,
+      error: msg,
+      headers: { 'dg-error': msg },
+      body: { err_code: 'Bad Request', err_msg: msg }
+    }
   }
   return { ok: true }
 }
@@ -462,19 +498,25 @@ function deepgramProtocol(s: Session, ctx: Context, requestId: string): Protocol
       speech_final: isFinal && !fromFinalize,
       from_finalize: fromFinalize,
       channel: {
-        alternatives: [{
-          transcript: words.join(' '),
-          confidence: 0.98,
-          words: words.map((word, i) => ({
-            word,
-            start: round3((startMs + i * step) / 1000),
-            end: round3((startMs + (i + 1) * step) / 1000),
+        alternatives: [
+          {
+            transcript: words.join(' '),
             confidence: 0.98,
-            punctuated_word: i === 0 ? word[0].toUpperCase() + word.slice(1) : word,
-          })),
-        }],
+            words: words.map((word, i) => ({
+              word,
+              start: round3((startMs + i * step) / 1000),
+              end: round3((startMs + (i + 1) * step) / 1000),
+              confidence: 0.98,
+              punctuated_word: i === 0 ? word[0].toUpperCase() + word.slice(1) : word
+            }))
+          }
+        ]
       },
-      metadata: { request_id: requestId, model_info: { name: model, version: 'emulator', arch: 'emulator' }, model_uuid: modelUuid },
+      metadata: {
+        request_id: requestId,
+        model_info: { name: model, version: 'emulator', arch: 'emulator' },
+        model_uuid: modelUuid
+      }
     })
     if (isFinal) cadence.start = endMs
   }
@@ -489,7 +531,7 @@ function deepgramProtocol(s: Session, ctx: Context, requestId: string): Protocol
       sha256: s.digest(),
       created: new Date(s.openedAt).toISOString(),
       duration: round3(cadence.audioMs / 1000),
-      channels: 1,
+      channels: 1
     })
     s.close(1000)
   }
@@ -518,7 +560,9 @@ function deepgramProtocol(s: Session, ctx: Context, requestId: string): Protocol
         return
       }
       if (data.length % bytesPerSample !== 0) {
-        s.note(`binary frame of ${data.length} bytes is not a whole number of ${encoding} samples (${bytesPerSample} bytes each)`)
+        s.note(
+          `binary frame of ${data.length} bytes is not a whole number of ${encoding} samples (${bytesPerSample} bytes each)`
+        )
       }
       s.addAudio(data.length, data)
       lastActivity = Date.now()
@@ -538,7 +582,7 @@ function deepgramProtocol(s: Session, ctx: Context, requestId: string): Protocol
         return
       }
       const msg = parsed.value
-      const extra = Object.keys(msg).filter((k) => k !== 'type' && !(msg.type === 'Finalize' && k === 'channel'))
+      const extra = Object.keys(msg).filter(k => k !== 'type' && !(msg.type === 'Finalize' && k === 'channel'))
       if (extra.length > 0) s.note(`${String(msg.type)}: unexpected field(s) ${extra.join(', ')}`)
       switch (msg.type) {
         case 'KeepAlive':
@@ -555,12 +599,14 @@ function deepgramProtocol(s: Session, ctx: Context, requestId: string): Protocol
           finish()
           return
         default:
-          s.note(typeof msg.type === 'string' ? `unknown message type "${msg.type}"` : 'text message has no string "type"')
+          s.note(
+            typeof msg.type === 'string' ? `unknown message type "${msg.type}"` : 'text message has no string "type"'
+          )
       }
     },
     closed() {
       ended = true
-    },
+    }
   }
 }
 
@@ -585,7 +631,12 @@ function deepgramProtocol(s: Session, ctx: Context, requestId: string): Protocol
 // client error). Inactivity (query inactivity_timeout s, else idleCloseMs if given): neither audio
 // nor KeepAlive → recorded, close 3005 (choice: the v3 docs list no inactivity code).
 
-const AAI_CONFIG_NUMBERS = ['end_of_turn_confidence_threshold', 'min_end_of_turn_silence_when_confident', 'max_turn_silence', 'vad_threshold']
+const AAI_CONFIG_NUMBERS = [
+  'end_of_turn_confidence_threshold',
+  'min_end_of_turn_silence_when_confident',
+  'max_turn_silence',
+  'vad_threshold'
+]
 
 function assemblyaiProtocol(s: Session, ctx: Context): Protocol {
   const q = s.params
@@ -630,11 +681,17 @@ function assemblyaiProtocol(s: Session, ctx: Context): Protocol {
         end: Math.round(startMs + (i + 1) * step),
         text,
         confidence: 0.93,
-        word_is_final: endOfTurn || i < words.length - 1,
-      })),
+        word_is_final: endOfTurn || i < words.length - 1
+      }))
     }
     const transcript = words.join(' ')
-    s.send({ ...base, turn_is_formatted: false, end_of_turn: endOfTurn, transcript, utterance: endOfTurn ? transcript : '' })
+    s.send({
+      ...base,
+      turn_is_formatted: false,
+      end_of_turn: endOfTurn,
+      transcript,
+      utterance: endOfTurn ? transcript : ''
+    })
     if (!endOfTurn) return
     if (formatTurns) {
       const formatted = `${transcript[0].toUpperCase()}${transcript.slice(1)}.`
@@ -655,15 +712,19 @@ function assemblyaiProtocol(s: Session, ctx: Context): Protocol {
     if (sr === null) return 'Invalid Configuration: sample_rate is required'
     if (sr !== '8000' && sr !== '16000') return `Invalid Configuration: sample_rate must be 8000 or 16000 (got ${sr})`
     if (encoding === null) return 'Invalid Configuration: encoding is required (pcm_s16le or pcm_mulaw)'
-    if (encoding !== 'pcm_s16le' && encoding !== 'pcm_mulaw') return `Invalid Configuration: encoding must be pcm_s16le or pcm_mulaw (got ${encoding})`
+    if (encoding !== 'pcm_s16le' && encoding !== 'pcm_mulaw')
+      return `Invalid Configuration: encoding must be pcm_s16le or pcm_mulaw (got ${encoding})`
     const ft = q.get('format_turns')
-    if (ft !== null && ft !== 'true' && ft !== 'false') return 'Invalid Configuration: format_turns must be true or false'
+    if (ft !== null && ft !== 'true' && ft !== 'false')
+      return 'Invalid Configuration: format_turns must be true or false'
     for (const name of AAI_CONFIG_NUMBERS) {
       const v = q.get(name)
-      if (v !== null && !(v.trim() !== '' && Number.isFinite(Number(v)) && Number(v) >= 0)) return `Invalid Configuration: ${name} must be a non-negative number`
+      if (v !== null && !(v.trim() !== '' && Number.isFinite(Number(v)) && Number(v) >= 0))
+        return `Invalid Configuration: ${name} must be a non-negative number`
     }
     const it = q.get('inactivity_timeout')
-    if (it !== null && !(DIGITS_RE.test(it) && Number(it) >= 5 && Number(it) <= 3600)) return 'Invalid Configuration: inactivity_timeout must be 5..3600 seconds'
+    if (it !== null && !(DIGITS_RE.test(it) && Number(it) >= 5 && Number(it) <= 3600))
+      return 'Invalid Configuration: inactivity_timeout must be 5..3600 seconds'
     return null
   }
 
@@ -671,13 +732,14 @@ function assemblyaiProtocol(s: Session, ctx: Context): Protocol {
     open() {
       if (ctx.opts.apiKey !== undefined) {
         const auth = header(s.req, 'authorization')
-        if (auth === undefined || auth === '') return fail(1008, 'Unauthorized Connection: Missing Authorization header')
+        if (auth === undefined || auth === '')
+          return fail(1008, 'Unauthorized Connection: Missing Authorization header')
         if (!safeEqual(auth, ctx.opts.apiKey)) return fail(1008, 'Unauthorized Connection: Invalid API key')
       }
       const bad = checkQuery()
       if (bad !== null) return fail(3006, bad)
       const it = q.get('inactivity_timeout')
-      inactivityMs = it !== null ? Number(it) * 1000 : ctx.opts.idleCloseMs ?? 0
+      inactivityMs = it !== null ? Number(it) * 1000 : (ctx.opts.idleCloseMs ?? 0)
       s.send({ type: 'Begin', id: randomUUID(), expires_at: Math.floor((Date.now() + sessionMaxMs) / 1000) })
       s.after(sessionMaxMs, () => {
         if (ended) return
@@ -687,7 +749,8 @@ function assemblyaiProtocol(s: Session, ctx: Context): Protocol {
     },
     binary(data) {
       if (ended) return late('audio')
-      if (data.length % bytesPerSample !== 0) s.note(`audio chunk of ${data.length} bytes is not a whole number of ${encoding} samples`)
+      if (data.length % bytesPerSample !== 0)
+        s.note(`audio chunk of ${data.length} bytes is not a whole number of ${encoding} samples`)
       const ms = (data.length / bytesPerSample / rate) * 1000
       s.addAudio(data.length, data)
       if (ms < 50 - 1e-6 || ms > 1000 + 1e-6) {
@@ -720,9 +783,13 @@ function assemblyaiProtocol(s: Session, ctx: Context): Protocol {
           for (const [k, v] of Object.entries(msg)) {
             if (k === 'type') continue
             if (AAI_CONFIG_NUMBERS.includes(k)) {
-              if (typeof v !== 'number' || !(v >= 0) || (k === 'end_of_turn_confidence_threshold' && v > 1)) s.note(`UpdateConfiguration: ${k} must be a non-negative number${k === 'end_of_turn_confidence_threshold' ? ' ≤ 1' : ''}`)
+              if (typeof v !== 'number' || !(v >= 0) || (k === 'end_of_turn_confidence_threshold' && v > 1))
+                s.note(
+                  `UpdateConfiguration: ${k} must be a non-negative number${k === 'end_of_turn_confidence_threshold' ? ' ≤ 1' : ''}`
+                )
             } else if (k === 'keyterms_prompt') {
-              if (!Array.isArray(v) || !(v as unknown[]).every((x) => typeof x === 'string')) s.note('UpdateConfiguration: keyterms_prompt must be an array of strings')
+              if (!Array.isArray(v) || !(v as unknown[]).every(x => typeof x === 'string'))
+                s.note('UpdateConfiguration: keyterms_prompt must be an array of strings')
             } else if (k === 'format_turns') {
               if (typeof v !== 'boolean') s.note('UpdateConfiguration: format_turns must be a boolean')
             } else {
@@ -736,18 +803,21 @@ function assemblyaiProtocol(s: Session, ctx: Context): Protocol {
           s.send({
             type: 'Termination',
             audio_duration_seconds: Math.round(cadence.audioMs / 1000),
-            session_duration_seconds: Math.round((Date.now() - s.openedAt) / 1000),
+            session_duration_seconds: Math.round((Date.now() - s.openedAt) / 1000)
           })
           s.close(1000)
           return
         }
         default:
-          return fail(3006, `Invalid Message Type: ${typeof msg.type === 'string' ? msg.type : JSON.stringify(msg.type ?? null)}`)
+          return fail(
+            3006,
+            `Invalid Message Type: ${typeof msg.type === 'string' ? msg.type : JSON.stringify(msg.type ?? null)}`
+          )
       }
     },
     closed() {
       ended = true
-    },
+    }
   }
 }
 
@@ -770,7 +840,11 @@ function assemblyaiProtocol(s: Session, ctx: Context): Protocol {
 // audio, close 1000 "stream stopped" (choice). Violations are recorded only: Twilio's format has no
 // error message. A client close before stop is recorded.
 
-const SID_RE: Record<'MZ' | 'AC' | 'CA', RegExp> = { MZ: /^MZ[0-9a-fA-F]{32}$/, AC: /^AC[0-9a-fA-F]{32}$/, CA: /^CA[0-9a-fA-F]{32}$/ }
+const SID_RE: Record<'MZ' | 'AC' | 'CA', RegExp> = {
+  MZ: /^MZ[0-9a-fA-F]{32}$/,
+  AC: /^AC[0-9a-fA-F]{32}$/,
+  CA: /^CA[0-9a-fA-F]{32}$/
+}
 
 function twilioUpgrade(req: IncomingMessage, opts: RealVendorOptions): Verdict {
   if (opts.apiKey === undefined) return { ok: true }
@@ -781,10 +855,13 @@ function twilioUpgrade(req: IncomingMessage, opts: RealVendorOptions): Verdict {
     return { ok: false, status: 401, error: 'invalid credentials' }
   }
   const sig = header(req, 'x-twilio-signature')
-  if (sig === undefined) return { ok: false, status: 401, error: 'missing credentials (Authorization or X-Twilio-Signature)' }
+  if (sig === undefined)
+    return { ok: false, status: 401, error: 'missing credentials (Authorization or X-Twilio-Signature)' }
   const host = header(req, 'host') ?? ''
   const path = req.url ?? '/'
-  const ok = ['wss', 'ws'].some((scheme) => safeEqual(sig, twilioSignature(opts.apiKey as string, `${scheme}://${host}${path}`)))
+  const ok = ['wss', 'ws'].some(scheme =>
+    safeEqual(sig, twilioSignature(opts.apiKey as string, `${scheme}://${host}${path}`))
+  )
   return ok ? { ok: true } : { ok: false, status: 401, error: 'X-Twilio-Signature does not match' }
 }
 
@@ -814,36 +891,43 @@ function twilioProtocol(s: Session, ctx: Context): Protocol {
       return
     }
     const n = Number(seq)
-    if (n !== expectSeq) s.note(`${what}: sequenceNumber ${n}, expected ${expectSeq} (${n > expectSeq ? 'gap' : 'repeat or reorder'})`)
+    if (n !== expectSeq)
+      s.note(`${what}: sequenceNumber ${n}, expected ${expectSeq} (${n > expectSeq ? 'gap' : 'repeat or reorder'})`)
     expectSeq = n + 1
   }
 
   function checkStreamSid(msg: Json, what: string): void {
-    if (msg.streamSid !== streamSid) s.note(`${what}: streamSid ${JSON.stringify(msg.streamSid ?? null)} does not match the start's`)
+    if (msg.streamSid !== streamSid)
+      s.note(`${what}: streamSid ${JSON.stringify(msg.streamSid ?? null)} does not match the start's`)
   }
 
   function onStart(msg: Json): void {
     if (phase === 'await-connected') s.note('start before connected')
     else if (phase !== 'await-start') return s.note('second start event')
     phase = 'streaming'
-    if (msg.sequenceNumber !== '1') s.note(`start: sequenceNumber must be "1" (got ${JSON.stringify(msg.sequenceNumber ?? null)})`)
+    if (msg.sequenceNumber !== '1')
+      s.note(`start: sequenceNumber must be "1" (got ${JSON.stringify(msg.sequenceNumber ?? null)})`)
     expectSeq = 2
-    if (typeof msg.streamSid !== 'string' || !SID_RE.MZ.test(msg.streamSid)) s.note('start: streamSid must be "MZ" + 32 hex digits')
+    if (typeof msg.streamSid !== 'string' || !SID_RE.MZ.test(msg.streamSid))
+      s.note('start: streamSid must be "MZ" + 32 hex digits')
     streamSid = typeof msg.streamSid === 'string' ? msg.streamSid : ''
     const st = msg.start
     if (!isObject(st)) return s.note('start: start must be an object')
-    if (typeof st.accountSid !== 'string' || !SID_RE.AC.test(st.accountSid)) s.note('start.accountSid must be "AC" + 32 hex digits')
-    if (typeof st.callSid !== 'string' || !SID_RE.CA.test(st.callSid)) s.note('start.callSid must be "CA" + 32 hex digits')
+    if (typeof st.accountSid !== 'string' || !SID_RE.AC.test(st.accountSid))
+      s.note('start.accountSid must be "AC" + 32 hex digits')
+    if (typeof st.callSid !== 'string' || !SID_RE.CA.test(st.callSid))
+      s.note('start.callSid must be "CA" + 32 hex digits')
     if (st.streamSid !== streamSid) s.note('start.streamSid must equal streamSid')
     accountSid = typeof st.accountSid === 'string' ? st.accountSid : ''
     callSid = typeof st.callSid === 'string' ? st.callSid : ''
     const tr: unknown[] = Array.isArray(st.tracks) ? st.tracks : []
-    if (tr.length === 0 || !tr.every((x) => x === 'inbound' || x === 'outbound') || new Set(tr).size !== tr.length) {
+    if (tr.length === 0 || !tr.every(x => x === 'inbound' || x === 'outbound') || new Set(tr).size !== tr.length) {
       s.note('start.tracks must be a non-empty list of distinct "inbound" / "outbound"')
     }
     tracks = tr.filter((x): x is string => typeof x === 'string')
     if (!isObject(st.customParameters)) s.note('start.customParameters must be an object')
-    else if (!Object.values(st.customParameters).every((v) => typeof v === 'string')) s.note('start.customParameters values must be strings')
+    else if (!Object.values(st.customParameters).every(v => typeof v === 'string'))
+      s.note('start.customParameters values must be strings')
     const mf = st.mediaFormat
     if (!isObject(mf)) s.note('start.mediaFormat must be an object')
     else {
@@ -860,7 +944,8 @@ function twilioProtocol(s: Session, ctx: Context): Protocol {
     const m = msg.media
     if (!isObject(m)) return s.note('media: media must be an object')
     const track = typeof m.track === 'string' ? m.track : ''
-    if (!tracks.includes(track)) s.note(`media.track ${JSON.stringify(m.track ?? null)} is not one of the started tracks`)
+    if (!tracks.includes(track))
+      s.note(`media.track ${JSON.stringify(m.track ?? null)} is not one of the started tracks`)
     if (typeof m.chunk !== 'string' || !DIGITS_RE.test(m.chunk)) s.note('media.chunk must be a decimal string')
     else {
       const want = (chunks.get(track) ?? 0) + 1
@@ -868,7 +953,8 @@ function twilioProtocol(s: Session, ctx: Context): Protocol {
       if (got !== want) s.note(`media.chunk ${got} on ${track}, expected ${want}`)
       chunks.set(track, got)
     }
-    if (typeof m.timestamp !== 'string' || !DIGITS_RE.test(m.timestamp)) s.note('media.timestamp must be a decimal string (ms)')
+    if (typeof m.timestamp !== 'string' || !DIGITS_RE.test(m.timestamp))
+      s.note('media.timestamp must be a decimal string (ms)')
     else {
       const ts = Number(m.timestamp)
       const prev = stamps.get(track)
@@ -943,7 +1029,12 @@ function twilioProtocol(s: Session, ctx: Context): Protocol {
           if (phase !== 'streaming') s.note('dtmf before start')
           checkSeq(msg, 'dtmf')
           checkStreamSid(msg, 'dtmf')
-          if (!isObject(msg.dtmf) || msg.dtmf.track !== 'inbound_track' || typeof msg.dtmf.digit !== 'string' || !/^[0-9*#A-D]$/.test(msg.dtmf.digit)) {
+          if (
+            !isObject(msg.dtmf) ||
+            msg.dtmf.track !== 'inbound_track' ||
+            typeof msg.dtmf.digit !== 'string' ||
+            !/^[0-9*#A-D]$/.test(msg.dtmf.digit)
+          ) {
             s.note('dtmf must be {track:"inbound_track", digit: one of 0-9 * # A-D}')
           }
           return
@@ -955,7 +1046,7 @@ function twilioProtocol(s: Session, ctx: Context): Protocol {
     },
     closed(_code, byUs) {
       if (!byUs && phase !== 'stopped') s.note('socket closed by the client before a stop event')
-    },
+    }
   }
 }
 
@@ -1014,13 +1105,17 @@ function isSeq(v: unknown): v is number {
 
 /** Returns the first problem with `open` parameters, or null. */
 function checkOpenParams(p: Json, orgId: string): string | null {
-  if (typeof p.organizationId !== 'string' || !UUID_RE.test(p.organizationId)) return 'open: organizationId must be a UUID'
-  if (p.organizationId.toLowerCase() !== orgId.toLowerCase()) return 'open: organizationId does not match the Audiohook-Organization-Id header'
-  if (typeof p.conversationId !== 'string' || !UUID_RE.test(p.conversationId)) return 'open: conversationId must be a UUID'
+  if (typeof p.organizationId !== 'string' || !UUID_RE.test(p.organizationId))
+    return 'open: organizationId must be a UUID'
+  if (p.organizationId.toLowerCase() !== orgId.toLowerCase())
+    return 'open: organizationId does not match the Audiohook-Organization-Id header'
+  if (typeof p.conversationId !== 'string' || !UUID_RE.test(p.conversationId))
+    return 'open: conversationId must be a UUID'
   const part = p.participant
   if (!isObject(part)) return 'open: participant must be an object'
   if (typeof part.id !== 'string' || !UUID_RE.test(part.id)) return 'open: participant.id must be a UUID'
-  for (const k of ['ani', 'aniName', 'dnis']) if (typeof part[k] !== 'string') return `open: participant.${k} must be a string`
+  for (const k of ['ani', 'aniName', 'dnis'])
+    if (typeof part[k] !== 'string') return `open: participant.${k} must be a string`
   if (!Array.isArray(p.media)) return 'open: media must be an array'
   for (const [i, m] of (p.media as unknown[]).entries()) {
     if (!isObject(m)) return `open: media[${i}] must be an object`
@@ -1028,16 +1123,28 @@ function checkOpenParams(p: Json, orgId: string): string | null {
     if (m.format !== 'PCMU' && m.format !== 'L16') return `open: media[${i}].format must be PCMU or L16`
     if (m.rate !== 8000) return `open: media[${i}].rate must be 8000`
     const ch = m.channels
-    if (!Array.isArray(ch) || ch.length < 1 || ch.length > 2 || !(ch as unknown[]).every((c) => c === 'external' || c === 'internal')) {
+    if (
+      !Array.isArray(ch) ||
+      ch.length < 1 ||
+      ch.length > 2 ||
+      !(ch as unknown[]).every(c => c === 'external' || c === 'internal')
+    ) {
       return `open: media[${i}].channels must be 1–2 of "external" / "internal"`
     }
   }
-  if ('language' in p && (typeof p.language !== 'string' || !AH_LANG_RE.test(p.language))) return 'open: language must look like "en-US"'
-  if ('supportedLanguages' in p && typeof p.supportedLanguages !== 'boolean') return 'open: supportedLanguages must be a boolean'
+  if ('language' in p && (typeof p.language !== 'string' || !AH_LANG_RE.test(p.language)))
+    return 'open: language must look like "en-US"'
+  if ('supportedLanguages' in p && typeof p.supportedLanguages !== 'boolean')
+    return 'open: supportedLanguages must be a boolean'
   if ('customConfig' in p && !isObject(p.customConfig)) return 'open: customConfig must be an object'
   if ('continuedSessions' in p) {
     const cs = p.continuedSessions
-    if (!Array.isArray(cs) || !(cs as unknown[]).every((c) => isObject(c) && typeof c.id === 'string' && UUID_RE.test(c.id) && isSeq(c.serverseq) && isSeq(c.clientseq))) {
+    if (
+      !Array.isArray(cs) ||
+      !(cs as unknown[]).every(
+        c => isObject(c) && typeof c.id === 'string' && UUID_RE.test(c.id) && isSeq(c.serverseq) && isSeq(c.clientseq)
+      )
+    ) {
       return 'open: continuedSessions must be [{id, serverseq, clientseq}]'
     }
   }
@@ -1078,25 +1185,37 @@ function audiohookProtocol(s: Session, ctx: Context): Protocol {
     const words = phrase(n)
     const step = (endSec - startSec) / words.length
     sendMsg('event', {
-      entities: [{
-        type: 'transcript',
-        data: {
-          id: randomUUID(),
-          channelId: 0,
-          isFinal: true,
-          offset: isoDuration(startSec),
-          duration: isoDuration(endSec - startSec),
-          alternatives: [{
-            confidence: 0.9,
-            ...(language === null ? {} : { languages: [language] }),
-            interpretations: [{
-              type: 'display',
-              transcript: words.join(' '),
-              tokens: words.map((value, i) => ({ type: 'word', value, confidence: 0.9, offset: isoDuration(startSec + i * step), duration: isoDuration(step) })),
-            }],
-          }],
-        },
-      }],
+      entities: [
+        {
+          type: 'transcript',
+          data: {
+            id: randomUUID(),
+            channelId: 0,
+            isFinal: true,
+            offset: isoDuration(startSec),
+            duration: isoDuration(endSec - startSec),
+            alternatives: [
+              {
+                confidence: 0.9,
+                ...(language === null ? {} : { languages: [language] }),
+                interpretations: [
+                  {
+                    type: 'display',
+                    transcript: words.join(' '),
+                    tokens: words.map((value, i) => ({
+                      type: 'word',
+                      value,
+                      confidence: 0.9,
+                      offset: isoDuration(startSec + i * step),
+                      duration: isoDuration(step)
+                    }))
+                  }
+                ]
+              }
+            ]
+          }
+        }
+      ]
     })
   }
 
@@ -1113,8 +1232,10 @@ function audiohookProtocol(s: Session, ctx: Context): Protocol {
     const bad = checkOpenParams(p, orgId)
     if (bad !== null) return violation(bad)
     language = typeof p.language === 'string' ? p.language : null
-    const offers = (p.media as Json[])
-    const selected = offers.find((m) => m.format === 'PCMU' && (m.channels as unknown[]).length === 1) ?? offers.find((m) => m.format === 'PCMU')
+    const offers = p.media as Json[]
+    const selected =
+      offers.find(m => m.format === 'PCMU' && (m.channels as unknown[]).length === 1) ??
+      offers.find(m => m.format === 'PCMU')
     if (selected === undefined) return violation('open: no PCMU 8000 Hz media offered')
     channels = (selected.channels as unknown[]).length
     sendMsg('opened', { media: [selected], startPaused: false })
@@ -1127,7 +1248,8 @@ function audiohookProtocol(s: Session, ctx: Context): Protocol {
     },
     binary(data) {
       if (state !== 'ACTIVE') return violation(`Received audio in state ${state}`)
-      if (data.length % channels !== 0) s.note(`audio frame of ${data.length} bytes is not a whole number of ${channels}-channel PCMU samples`)
+      if (data.length % channels !== 0)
+        s.note(`audio frame of ${data.length} bytes is not a whole number of ${channels}-channel PCMU samples`)
       s.addAudio(data.length, data)
       const frameSamples = Math.floor(data.length / channels)
       samples += frameSamples
@@ -1145,21 +1267,38 @@ function audiohookProtocol(s: Session, ctx: Context): Protocol {
       if (text.length > 65535) return violation(`Text message too large (>64K). Length: ${text.length}`)
       if (!parsed.ok) return violation('Text message not valid JSON')
       const m = parsed.value
-      if (!isObject(m) || m.version !== '2' || typeof m.id !== 'string' || !UUID_RE.test(m.id) || typeof m.type !== 'string' ||
-          !isSeq(m.seq) || !isObject(m.parameters) || !isDuration(m.position) || !isSeq(m.serverseq)) {
-        return violation('Message not a well-formed client message (version "2", id, type, seq, serverseq, position, parameters)')
+      if (
+        !isObject(m) ||
+        m.version !== '2' ||
+        typeof m.id !== 'string' ||
+        !UUID_RE.test(m.id) ||
+        typeof m.type !== 'string' ||
+        !isSeq(m.seq) ||
+        !isObject(m.parameters) ||
+        !isDuration(m.position) ||
+        !isSeq(m.serverseq)
+      ) {
+        return violation(
+          'Message not a well-formed client message (version "2", id, type, seq, serverseq, position, parameters)'
+        )
       }
       const type = m.type
       const p = m.parameters
-      if (m.seq !== clientSeq + 1) violation(`${type}: seq ${m.seq}, expected ${clientSeq + 1} (not monotonically increasing)`)
+      if (m.seq !== clientSeq + 1)
+        violation(`${type}: seq ${m.seq}, expected ${clientSeq + 1} (not monotonically increasing)`)
       clientSeq = m.seq
-      if (m.serverseq > serverSeq) violation(`${type}: serverseq ${m.serverseq} is higher than the server's seq ${serverSeq}`)
-      else if (m.serverseq < lastServerseq) violation(`${type}: serverseq went backwards (${lastServerseq} → ${m.serverseq})`)
+      if (m.serverseq > serverSeq)
+        violation(`${type}: serverseq ${m.serverseq} is higher than the server's seq ${serverSeq}`)
+      else if (m.serverseq < lastServerseq)
+        violation(`${type}: serverseq went backwards (${lastServerseq} → ${m.serverseq})`)
       lastServerseq = Math.max(lastServerseq, m.serverseq)
-      if (m.id.toLowerCase() !== sessionId.toLowerCase()) violation(`${type}: id does not match the Audiohook-Session-Id header`)
+      if (m.id.toLowerCase() !== sessionId.toLowerCase())
+        violation(`${type}: id does not match the Audiohook-Session-Id header`)
       const pos = parseIsoDuration(m.position)
-      if (Math.abs(pos - positionSec()) > 0.0005) violation(`${type}: position ${m.position} does not match the audio received (${isoDuration(positionSec())})`)
-      if (state === 'PREPARING' && type !== 'open' && type !== 'close' && type !== 'error') return violation(`${type} before open`)
+      if (Math.abs(pos - positionSec()) > 0.0005)
+        violation(`${type}: position ${m.position} does not match the audio received (${isoDuration(positionSec())})`)
+      if (state === 'PREPARING' && type !== 'open' && type !== 'close' && type !== 'error')
+        return violation(`${type} before open`)
       if (state === 'CLOSED') return violation(`${type} after closed`)
       switch (type) {
         case 'open':
@@ -1182,15 +1321,18 @@ function audiohookProtocol(s: Session, ctx: Context): Protocol {
           if (checkTwoDurations(p, 'discarded')) discardedSec += parseIsoDuration(p.discarded as string)
           return
         case 'update':
-          if (typeof p.language !== 'string' || !AH_LANG_RE.test(p.language)) return violation('update: language must look like "en-US"')
+          if (typeof p.language !== 'string' || !AH_LANG_RE.test(p.language))
+            return violation('update: language must look like "en-US"')
           language = p.language
           sendMsg('updated', {})
           return
         case 'error':
-          if (!AH_ERROR_CODES.includes(p.code as number) || typeof p.message !== 'string') violation('error: parameters must be {code: 400|405|408|409|413|415|429|500|503, message}')
+          if (!AH_ERROR_CODES.includes(p.code as number) || typeof p.message !== 'string')
+            violation('error: parameters must be {code: 400|405|408|409|413|415|429|500|503, message}')
           return
         case 'close':
-          if (typeof p.reason !== 'string' || !AH_CLOSE_REASONS.includes(p.reason)) violation('close: reason must be end, error, disconnect or reconnect')
+          if (typeof p.reason !== 'string' || !AH_CLOSE_REASONS.includes(p.reason))
+            violation('close: reason must be end, error, disconnect or reconnect')
           sendMsg('closed', {})
           state = 'CLOSED'
           return
@@ -1199,8 +1341,9 @@ function audiohookProtocol(s: Session, ctx: Context): Protocol {
       }
     },
     closed(_code, byUs) {
-      if (!byUs && state !== 'CLOSED') s.note(`socket closed by the client in state ${state}, before the close/closed transaction`)
-    },
+      if (!byUs && state !== 'CLOSED')
+        s.note(`socket closed by the client in state ${state}, before the close/closed transaction`)
+    }
   }
 }
 
@@ -1213,7 +1356,8 @@ export async function startRealVendor(opts: RealVendorOptions): Promise<RealVend
   if (!(kind in REAL_VENDOR_PATHS)) return Promise.reject(new TypeError(`unknown real vendor kind: ${String(kind)}`))
   const resultEveryMs = opts.resultEveryMs ?? 1000
   if (!(resultEveryMs >= 0)) return Promise.reject(new TypeError('resultEveryMs must be ≥ 0'))
-  if (opts.idleCloseMs !== undefined && !(opts.idleCloseMs > 0)) return Promise.reject(new TypeError('idleCloseMs must be > 0'))
+  if (opts.idleCloseMs !== undefined && !(opts.idleCloseMs > 0))
+    return Promise.reject(new TypeError('idleCloseMs must be > 0'))
   const host = opts.host ?? '127.0.0.1'
   const vendorPath = REAL_VENDOR_PATHS[kind]
   const log = opts.log
@@ -1232,7 +1376,12 @@ export async function startRealVendor(opts: RealVendorOptions): Promise<RealVend
 
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     const path = (req.url ?? '/').split('?')[0]
-    if (req.method === 'GET' && path === '/sessions') reply(res, 200, all.map((s) => s.report()))
+    if (req.method === 'GET' && path === '/sessions')
+      reply(
+        res,
+        200,
+        all.map(s => s.report())
+      )
     else if (req.method === 'GET' && path === '/healthz') reply(res, 200, { ok: true, kind })
     else reply(res, 404, { error: 'not found' })
   })
@@ -1241,10 +1390,21 @@ export async function startRealVendor(opts: RealVendorOptions): Promise<RealVend
     socket.on('error', () => socket.destroy())
     const url = new URL(req.url ?? '/', 'http://emulator')
     if (url.pathname !== vendorPath) {
-      refuse(socket, 404, { error: `no WebSocket endpoint at ${url.pathname}; this ${kind} emulator serves ${vendorPath}` })
+      refuse(socket, 404, {
+        error: `no WebSocket endpoint at ${url.pathname}; this ${kind} emulator serves ${vendorPath}`
+      })
       return
     }
-    const s = new Session(nextId++, kind, url.pathname, redactQuery(url.searchParams), url.searchParams, redactHeaders(req), req, log)
+    const s = new Session(
+      nextId++,
+      kind,
+      url.pathname,
+      redactQuery(url.searchParams),
+      url.searchParams,
+      redactHeaders(req),
+      req,
+      log
+    )
     all.push(s)
     let verdict: Verdict = { ok: true }
     const extra: Record<string, string> = {}
@@ -1261,11 +1421,14 @@ export async function startRealVendor(opts: RealVendorOptions): Promise<RealVend
     if (!verdict.ok) {
       s.markRejected(verdict.status, verdict.error)
       log?.(`${kind} session ${s.id} upgrade refused ${verdict.status}: ${verdict.error}`)
-      const body = verdict.body === undefined ? { error: verdict.error } : { ...(verdict.body as Json), ...(extra['dg-request-id'] ? { request_id: extra['dg-request-id'] } : {}) }
+      const body =
+        verdict.body === undefined
+          ? { error: verdict.error }
+          : { ...(verdict.body as Json), ...(extra['dg-request-id'] ? { request_id: extra['dg-request-id'] } : {}) }
       refuse(socket, verdict.status, body, { ...extra, ...verdict.headers })
       return
     }
-    wss.handleUpgrade(req, socket, head, (ws) => accept(s, ws, requestIds.get(req) ?? ''))
+    wss.handleUpgrade(req, socket, head, ws => accept(s, ws, requestIds.get(req) ?? ''))
   })
 
   function accept(s: Session, ws: WebSocket, requestId: string): void {
@@ -1273,9 +1436,12 @@ export async function startRealVendor(opts: RealVendorOptions): Promise<RealVend
     live.add(s)
     log?.(`${kind} session ${s.id} opened ${s.path}`)
     const protocol =
-      kind === 'deepgram' ? deepgramProtocol(s, ctx, requestId)
-        : kind === 'assemblyai' ? assemblyaiProtocol(s, ctx)
-          : kind === 'twilio-media' ? twilioProtocol(s, ctx)
+      kind === 'deepgram'
+        ? deepgramProtocol(s, ctx, requestId)
+        : kind === 'assemblyai'
+          ? assemblyaiProtocol(s, ctx)
+          : kind === 'twilio-media'
+            ? twilioProtocol(s, ctx)
             : audiohookProtocol(s, ctx)
     ws.on('message', (data: RawData, isBinary: boolean) => {
       const buf = rawToBuffer(data)
@@ -1291,7 +1457,9 @@ export async function startRealVendor(opts: RealVendorOptions): Promise<RealVend
       live.delete(s)
       s.markClosed(code, reason.toString('utf8'))
       protocol.closed(code, s.closingByUs)
-      log?.(`${kind} session ${s.id} closed ${code} ${s.closeReason} frames=${s.frames} audioBytes=${s.audioBytes} errors=${s.errors.length}`)
+      log?.(
+        `${kind} session ${s.id} closed ${code} ${s.closeReason} frames=${s.frames} audioBytes=${s.audioBytes} errors=${s.errors.length}`
+      )
     })
     protocol.open()
   }
@@ -1305,14 +1473,14 @@ export async function startRealVendor(opts: RealVendorOptions): Promise<RealVend
     port: l.port,
     url: `${l.wsBase}${vendorPath}`,
     httpUrl: l.httpUrl,
-    sessions: () => all.map((s) => s.report()),
+    sessions: () => all.map(s => s.report()),
     dropAll: () => {
       for (const s of live) s.terminate()
     },
     closeAll: (code: number, reason?: string) => {
       for (const s of live) s.close(code, reason)
     },
-    close: l.close,
+    close: l.close
   }
 }
 
@@ -1323,7 +1491,7 @@ function refuse(socket: Duplex, status: number, body: unknown, headers: Record<s
     'Connection: close',
     'Content-Type: application/json',
     `Content-Length: ${Buffer.byteLength(text)}`,
-    ...Object.entries(headers).map(([k, v]) => `${k}: ${v.replace(/[\r\n]+/g, ' ')}`),
+    ...Object.entries(headers).map(([k, v]) => `${k}: ${v.replace(/[\r\n]+/g, ' ')}`)
   ]
   socket.end(`${lines.join('\r\n')}\r\n\r\n${text}`)
 }

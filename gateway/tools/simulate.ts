@@ -60,7 +60,7 @@ export function initMessage(opts: {
     requestId: 1,
     actionType: 'AgentAssist',
     actionId: 7,
-    scriptName: 'Simulated\\AgentAssist_Inbound',
+    scriptName: 'Simulated\\AgentAssist_Inbound'
   }
   msg.systemTelemetryData = {
     consumerProcessHost: 'sim-media-01',
@@ -68,7 +68,7 @@ export function initMessage(opts: {
     consumerProcessVersion: '1.0.0',
     platformClusterAlias: 'sim-cluster',
     platformScriptEngineHost: 'sim-script-engine-01',
-    consumerMetaData: { simulated: true },
+    consumerMetaData: { simulated: true }
   }
   msg.streamPerspective = opts.perspective
   msg.streamsConfiguration = ''
@@ -195,21 +195,21 @@ export function simulateAudio(opts: SimulateAudioOptions): Promise<SimulatedLeg[
       framesSent: 0,
       bytesSent: 0,
       closeCode: null,
-      closeReason: '',
+      closeReason: ''
     }
     const ws = new WebSocket(opts.url, {
       perMessageDeflate: false,
       handshakeTimeout: HANDSHAKE_TIMEOUT_MS,
-      rejectUnauthorized: !opts.insecure,
+      rejectUnauthorized: !opts.insecure
     })
     const st: LegState = { leg, ws, startedAt: 0, streaming: false, trailingTimer: null, graceTimer: null }
     let gotAnswer = false
-    return new Promise<SimulatedLeg>((resolve) => {
+    return new Promise<SimulatedLeg>(resolve => {
       ws.on('open', () => {
         ws.send(
           JSON.stringify(
-            initMessage({ token, contactId: contactIdBase + index, busNo, perspective, appParams: opts.appParams }),
-          ),
+            initMessage({ token, contactId: contactIdBase + index, busNo, perspective, appParams: opts.appParams })
+          )
         )
         st.startedAt = Date.now()
         st.streaming = true
@@ -241,7 +241,9 @@ export function simulateAudio(opts: SimulateAudioOptions): Promise<SimulatedLeg[
         leg.closeCode = code
         leg.closeReason = reason.toString('utf8')
         print(`leg ${index} closed ${code} ${leg.closeReason}`.trimEnd())
-        print(`leg ${index} sent ${leg.framesSent} frames (${leg.bytesSent} bytes), got ${leg.messages.length} messages`)
+        print(
+          `leg ${index} sent ${leg.framesSent} frames (${leg.bytesSent} bytes), got ${leg.messages.length} messages`
+        )
         resolve(leg)
       })
     })
@@ -287,7 +289,16 @@ export interface SimulatedUtterance {
 }
 
 /** A complete WebHooksMessagesRequest (spec 2.7), as the platform script engine sends it. */
-export function utteranceMessage (opts: { token?: string; contactId: number; busNo: number; tenantId: string; participant: string; text: string; messageData?: Record<string, unknown>; agentAssistAppConfig?: Record<string, unknown> }): Record<string, unknown> {
+export function utteranceMessage(opts: {
+  token?: string
+  contactId: number
+  busNo: number
+  tenantId: string
+  participant: string
+  text: string
+  messageData?: Record<string, unknown>
+  agentAssistAppConfig?: Record<string, unknown>
+}): Record<string, unknown> {
   const msg: Record<string, unknown> = {}
   if (opts.token !== undefined) msg.authorizationHeader = opts.token
   msg.contactId = opts.contactId
@@ -301,7 +312,7 @@ export function utteranceMessage (opts: { token?: string; contactId: number; bus
 }
 
 /** Acts as the platform's script engine: POSTs one utterance to the text hook; prints the status and the answer. */
-export function simulateText (opts: SimulateTextOptions): Promise<SimulatedUtterance> {
+export function simulateText(opts: SimulateTextOptions): Promise<SimulatedUtterance> {
   const token = opts.token
   const print = (line: string): void => {
     // A server may echo the token back; it must never reach the output.
@@ -313,45 +324,55 @@ export function simulateText (opts: SimulateTextOptions): Promise<SimulatedUtter
   } catch {
     return Promise.reject(new Error(`not a URL: ${opts.url}`))
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') return Promise.reject(new Error('the text hook URL must be http:// or https://'))
-  const body = JSON.stringify(utteranceMessage({
-    token: opts.authHeader === true ? undefined : token,
-    contactId: opts.contactId ?? 1000000,
-    busNo: opts.busNo ?? 4594,
-    tenantId: opts.tenantId ?? 'tenant-sim',
-    participant: opts.participant ?? 'patron',
-    text: opts.text,
-    messageData: opts.messageData,
-    agentAssistAppConfig: opts.agentAssistAppConfig,
-  }))
-  const headers: Record<string, string | number> = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    return Promise.reject(new Error('the text hook URL must be http:// or https://'))
+  const body = JSON.stringify(
+    utteranceMessage({
+      token: opts.authHeader === true ? undefined : token,
+      contactId: opts.contactId ?? 1000000,
+      busNo: opts.busNo ?? 4594,
+      tenantId: opts.tenantId ?? 'tenant-sim',
+      participant: opts.participant ?? 'patron',
+      text: opts.text,
+      messageData: opts.messageData,
+      agentAssistAppConfig: opts.agentAssistAppConfig
+    })
+  )
+  const headers: Record<string, string | number> = {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(body)
+  }
   if (opts.authHeader === true && token !== undefined) headers.authorization = `Bearer ${token}`
   const send = url.protocol === 'https:' ? httpsRequest : httpRequest
-  return new Promise<SimulatedUtterance>((resolve) => {
-    const req = send(url, { method: 'POST', headers, rejectUnauthorized: !opts.insecure, timeout: opts.timeoutMs ?? 30000 }, (res) => {
-      const chunks: Buffer[] = []
-      res.on('data', (c: Buffer) => chunks.push(c))
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8')
-        const contentType = String(res.headers['content-type'] ?? '')
-        let answer: unknown = text
-        if (/json/i.test(contentType)) {
-          try {
-            answer = JSON.parse(text) as unknown
-          } catch {
-            // keep the text
+  return new Promise<SimulatedUtterance>(resolve => {
+    const req = send(
+      url,
+      { method: 'POST', headers, rejectUnauthorized: !opts.insecure, timeout: opts.timeoutMs ?? 30000 },
+      res => {
+        const chunks: Buffer[] = []
+        res.on('data', (c: Buffer) => chunks.push(c))
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8')
+          const contentType = String(res.headers['content-type'] ?? '')
+          let answer: unknown = text
+          if (/json/i.test(contentType)) {
+            try {
+              answer = JSON.parse(text) as unknown
+            } catch {
+              // keep the text
+            }
           }
-        }
-        const requestId = typeof res.headers['x-request-id'] === 'string' ? res.headers['x-request-id'] : null
-        print(`status ${res.statusCode ?? 0}${requestId !== null ? ` (request ${requestId})` : ''}`)
-        print(`answer ${typeof answer === 'string' ? answer : JSON.stringify(answer)}`)
-        resolve({ status: res.statusCode ?? 0, contentType, requestId, answer })
-      })
-      res.on('error', (err: Error) => {
-        print(`error ${err.message}`)
-        resolve({ status: res.statusCode ?? 0, contentType: '', requestId: null, answer: null, error: err.message })
-      })
-    })
+          const requestId = typeof res.headers['x-request-id'] === 'string' ? res.headers['x-request-id'] : null
+          print(`status ${res.statusCode ?? 0}${requestId !== null ? ` (request ${requestId})` : ''}`)
+          print(`answer ${typeof answer === 'string' ? answer : JSON.stringify(answer)}`)
+          resolve({ status: res.statusCode ?? 0, contentType, requestId, answer })
+        })
+        res.on('error', (err: Error) => {
+          print(`error ${err.message}`)
+          resolve({ status: res.statusCode ?? 0, contentType: '', requestId: null, answer: null, error: err.message })
+        })
+      }
+    )
     req.on('timeout', () => req.destroy(new Error('no answer in time')))
     req.on('error', (err: Error) => {
       print(`error ${err.message}`)

@@ -184,7 +184,7 @@ class Session {
     readonly id: number,
     readonly kind: EmulatorKind,
     readonly path: string,
-    readonly ws: WebSocket,
+    readonly ws: WebSocket
   ) {}
 
   /** Hot path: counting only. */
@@ -242,7 +242,7 @@ class Session {
       closeCode: this.closeCode,
       closeReason: this.closeReason,
       openedAt: this.openedAt,
-      closedAt: this.closedAt,
+      closedAt: this.closedAt
     }
   }
 }
@@ -265,13 +265,20 @@ export async function startVendorEmulator(opts: EmulatorOptions): Promise<Vendor
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     const path = (req.url ?? '/').split('?')[0]
     if (req.method === 'GET' && path === '/sessions') {
-      reply(res, 200, all.map((s) => s.report()))
+      reply(
+        res,
+        200,
+        all.map(s => s.report())
+      )
     } else if (req.method === 'GET' && (path === '/healthz' || path === '/')) {
       // `/` too: the gateway's default http health probe of a text-only replica asks for it.
       reply(res, 200, { ok: true })
     } else if (req.method === 'GET' && path === '/text-requests') {
       reply(res, 200, texts.slice(-MAX_TEXT_REPORTS))
-    } else if (req.method === 'POST' && (kind === 'passthrough' ? !REPORT_PATHS.has(path) : JSON_EVENTS_PATH.test(path))) {
+    } else if (
+      req.method === 'POST' &&
+      (kind === 'passthrough' ? !REPORT_PATHS.has(path) : JSON_EVENTS_PATH.test(path))
+    ) {
       onTextRequest(req, res, path)
     } else {
       reply(res, 404, { error: 'not found' })
@@ -279,7 +286,7 @@ export async function startVendorEmulator(opts: EmulatorOptions): Promise<Vendor
   })
 
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-    wss.handleUpgrade(req, socket, head, (ws) => accept(ws, req.url ?? '/'))
+    wss.handleUpgrade(req, socket, head, ws => accept(ws, req.url ?? '/'))
   })
 
   let text: TextBehaviour = { ...(opts.text ?? {}) }
@@ -309,7 +316,7 @@ export async function startVendorEmulator(opts: EmulatorOptions): Promise<Vendor
         body: parsed.ok ? redact(parsed.value, 'authorizationHeader') : { unparsed: `${raw.length} chars` },
         status: null,
         error: null,
-        receivedAt: Date.now(),
+        receivedAt: Date.now()
       }
       texts.push(report)
       // Trimmed in bulk: a one-by-one shift of a long array would cost the emulator more than its answer.
@@ -322,10 +329,16 @@ export async function startVendorEmulator(opts: EmulatorOptions): Promise<Vendor
       const refuse = (status: number, code: string, message: string): void => {
         report.error = message
         log?.(`text ${report.id} refused ${status}: ${message}`)
-        answer(status, kind === 'json-events' ? { error: { code, message } } : { command: 'ERROR', messageType: code, message, parameters: {} })
+        answer(
+          status,
+          kind === 'json-events'
+            ? { error: { code, message } }
+            : { command: 'ERROR', messageType: code, message, parameters: {} }
+        )
       }
       if (size > MAX_PAYLOAD) return refuse(413, 'too_large', 'body too large')
-      if (!/^application\/json\s*(;|$)/i.test(req.headers['content-type'] ?? '')) return refuse(415, 'unsupported_media_type', 'content-type must be application/json')
+      if (!/^application\/json\s*(;|$)/i.test(req.headers['content-type'] ?? ''))
+        return refuse(415, 'unsupported_media_type', 'content-type must be application/json')
       if (!parsed.ok || !isObject(parsed.value)) return refuse(400, 'bad_request', 'body must be a JSON object')
       const body = parsed.value
       if (b.token !== undefined) {
@@ -338,20 +351,30 @@ export async function startVendorEmulator(opts: EmulatorOptions): Promise<Vendor
       if (b.hang === true) return
       const go = (): void => {
         if (b.status !== undefined && (b.status < 200 || b.status > 299)) {
-          return answer(b.status, kind === 'json-events' ? { error: { code: 'vendor_failure', message: `emulated ${b.status}` } } : { command: 'ERROR', messageType: 'VENDOR_FAILURE', message: `emulated ${b.status}`, parameters: {} })
+          return answer(
+            b.status,
+            kind === 'json-events'
+              ? { error: { code: 'vendor_failure', message: `emulated ${b.status}` } }
+              : { command: 'ERROR', messageType: 'VENDOR_FAILURE', message: `emulated ${b.status}`, parameters: {} }
+          )
         }
         if (kind === 'json-events') {
           const echo = `echo: ${body.text as string}`
           answer(200, {
-            data: { conversationId: body.conversationId, role: body.role, reply: echo, suggestions: [{ type: 'reply', text: echo, confidence: 0.9 }] },
-            meta: { vendor: 'json-events-emulator', seq: report.id, requestId: req.headers['x-request-id'] ?? null },
+            data: {
+              conversationId: body.conversationId,
+              role: body.role,
+              reply: echo,
+              suggestions: [{ type: 'reply', text: echo, confidence: 0.9 }]
+            },
+            meta: { vendor: 'json-events-emulator', seq: report.id, requestId: req.headers['x-request-id'] ?? null }
           })
         } else {
           answer(200, {
             command: 'MESSAGE',
             messageType: 'SUGGESTION',
             message: `echo: ${body.messageBody as string}`,
-            parameters: { contactId: body.contactId, participantId: body.participantId, seq: report.id },
+            parameters: { contactId: body.contactId, participantId: body.participantId, seq: report.id }
           })
         }
       }
@@ -404,14 +427,14 @@ export async function startVendorEmulator(opts: EmulatorOptions): Promise<Vendor
           command: 'ERROR',
           messageType: 'INVALID_MESSAGE',
           message: 'first message must be the JSON init message',
-          parameters: {},
+          parameters: {}
         })
       } else {
         noteError(s, 'audio before start')
         s.reject(1008, 'audio before start', {
           event: 'error',
           code: 'audio_before_start',
-          message: 'first message must be the start event',
+          message: 'first message must be the start event'
         })
       }
       return
@@ -436,7 +459,7 @@ export async function startVendorEmulator(opts: EmulatorOptions): Promise<Vendor
           command: 'MESSAGE',
           messageType: 'TRANSCRIPT',
           message: `heard ${s.frames} frames`,
-          parameters: { seq, frames: s.frames, bytes: s.bytes, isFinal: true },
+          parameters: { seq, frames: s.frames, bytes: s.bytes, isFinal: true }
         })
       } else {
         s.send({
@@ -446,7 +469,7 @@ export async function startVendorEmulator(opts: EmulatorOptions): Promise<Vendor
           text: `heard ${s.frames} frames`,
           isFinal: true,
           frames: s.frames,
-          bytes: s.bytes,
+          bytes: s.bytes
         })
       }
     }
@@ -469,7 +492,8 @@ export async function startVendorEmulator(opts: EmulatorOptions): Promise<Vendor
       s.texts.push(value)
       const stop = parsed.value
       if (stop.streamId !== s.streamId) noteError(s, 'stop: streamId does not match the start event')
-      if (!isObject(stop.stop) || typeof stop.stop.reason !== 'string') noteError(s, 'stop: stop.reason must be a string')
+      if (!isObject(stop.stop) || typeof stop.stop.reason !== 'string')
+        noteError(s, 'stop: stop.reason must be a string')
       s.phase = 'finished'
       if (s.readyTimer) clearTimeout(s.readyTimer)
       s.readyTimer = null
@@ -496,7 +520,7 @@ export async function startVendorEmulator(opts: EmulatorOptions): Promise<Vendor
         command: 'ERROR',
         messageType: 'INVALID_MESSAGE',
         message: what,
-        parameters: {},
+        parameters: {}
       })
       return
     }
@@ -508,7 +532,7 @@ export async function startVendorEmulator(opts: EmulatorOptions): Promise<Vendor
         command: 'ERROR',
         messageType: 'AUTH_INVALID',
         message: 'invalid token',
-        parameters: {},
+        parameters: {}
       })
       return
     }
@@ -517,7 +541,7 @@ export async function startVendorEmulator(opts: EmulatorOptions): Promise<Vendor
       command: 'CONNECTED',
       messageType: 'COMMAND',
       message: 'BEGIN AUDIO STREAM',
-      parameters: { vendor: 'passthrough-emulator', session: s.id },
+      parameters: { vendor: 'passthrough-emulator', session: s.id }
     })
   }
 
@@ -542,8 +566,8 @@ export async function startVendorEmulator(opts: EmulatorOptions): Promise<Vendor
     port: l.port,
     url: `${l.wsBase}/stream`,
     httpUrl: l.httpUrl,
-    sessions: () => all.map((s) => s.report()),
-    textRequests: () => texts.slice(-MAX_TEXT_REPORTS).map((r) => ({ ...r })),
+    sessions: () => all.map(s => s.report()),
+    textRequests: () => texts.slice(-MAX_TEXT_REPORTS).map(r => ({ ...r })),
     setText: (behaviour: TextBehaviour) => {
       text = { ...behaviour }
     },
@@ -557,7 +581,7 @@ export async function startVendorEmulator(opts: EmulatorOptions): Promise<Vendor
         if (s.ws.readyState === WebSocket.OPEN) s.ws.close(code, reason)
       }
     },
-    close: l.close,
+    close: l.close
   }
 }
 
@@ -570,7 +594,8 @@ const TEXT_FIELDS = new Set(['conversationId', 'businessUnit', 'tenant', 'role',
 /** json-events text request: the first problem as "field: what is wrong", or null. Strict, as a real REST API. */
 export function checkTextMessage(msg: JsonObject, path: string): string | null {
   for (const k of Object.keys(msg)) if (!TEXT_FIELDS.has(k)) return `${k}: unknown field`
-  if (typeof msg.conversationId !== 'string' || !/^[0-9]+$/.test(msg.conversationId)) return 'conversationId: must be a string of digits'
+  if (typeof msg.conversationId !== 'string' || !/^[0-9]+$/.test(msg.conversationId))
+    return 'conversationId: must be a string of digits'
   if (decodeURIComponent(path.split('/')[3]) !== msg.conversationId) return 'conversationId: must match the path'
   if (!Number.isInteger(msg.businessUnit)) return 'businessUnit: must be an integer'
   if (typeof msg.tenant !== 'string' || msg.tenant === '') return 'tenant: must be a non-empty string'

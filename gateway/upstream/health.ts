@@ -19,25 +19,35 @@ export interface ProbeEvents {
  */
 export class Prober {
   private timer: NodeJS.Timeout | null = null
-  private readonly streak = new Map<string, { ok: number; fail: number; state: 'up' | 'down'; since: number; reason: string }>()
+  private readonly streak = new Map<
+    string,
+    { ok: number; fail: number; state: 'up' | 'down'; since: number; reason: string }
+  >()
   private running = false
 
-  constructor (private readonly pools: readonly UpstreamPool[], private readonly settings: HealthSettings['active'], private readonly store: Store, private readonly events: ProbeEvents) {}
+  constructor(
+    private readonly pools: readonly UpstreamPool[],
+    private readonly settings: HealthSettings['active'],
+    private readonly store: Store,
+    private readonly events: ProbeEvents
+  ) {}
 
-  start (): void {
+  start(): void {
     if (this.settings.kind === 'none') return
-    this.timer = setInterval(() => { void this.round() }, this.settings.intervalSeconds * 1000)
+    this.timer = setInterval(() => {
+      void this.round()
+    }, this.settings.intervalSeconds * 1000)
     this.timer.unref()
     void this.round()
   }
 
-  stop (): void {
+  stop(): void {
     if (this.timer !== null) clearInterval(this.timer)
     this.timer = null
   }
 
   /** One probe of every replica, concurrently. Skipped while another instance holds the lease. */
-  async round (): Promise<void> {
+  async round(): Promise<void> {
     if (this.running || !this.store.isLeader()) return
     this.running = true
     try {
@@ -47,17 +57,29 @@ export class Prober {
     }
   }
 
-  private async probeOne (r: Replica): Promise<void> {
+  private async probeOne(r: Replica): Promise<void> {
     const failure = await this.probe(r)
     const ok = failure === null
     this.events.checked(r, ok)
     let s = this.streak.get(r.key)
     if (s === undefined) {
       const shared = this.store.sharedHealth().get(r.key)
-      s = { ok: 0, fail: 0, state: shared?.state ?? 'up', since: shared?.since ?? Date.now(), reason: shared?.reason ?? 'not probed yet' }
+      s = {
+        ok: 0,
+        fail: 0,
+        state: shared?.state ?? 'up',
+        since: shared?.since ?? Date.now(),
+        reason: shared?.reason ?? 'not probed yet'
+      }
       this.streak.set(r.key, s)
     }
-    if (ok) { s.ok++; s.fail = 0 } else { s.fail++; s.ok = 0 }
+    if (ok) {
+      s.ok++
+      s.fail = 0
+    } else {
+      s.fail++
+      s.ok = 0
+    }
     if (s.state === 'up' && s.fail >= this.settings.unhealthyThreshold) {
       s.state = 'down'
       s.since = Date.now()
@@ -74,13 +96,18 @@ export class Prober {
   }
 
   /** null when healthy, else a short reason (never a URL: it may hold credentials). */
-  private async probe (r: Replica): Promise<string | null> {
+  private async probe(r: Replica): Promise<string | null> {
     const timeoutMs = this.settings.timeoutSeconds * 1000
     const kind = this.settings.kind
     if (kind === 'http' || (kind === 'ws' && r.config.audio === undefined)) {
       const base = r.config.text ?? r.config.audio!.replace(/^ws/, 'http')
       try {
-        const res = await request(new URL(this.settings.path, base), { method: 'GET', headersTimeout: timeoutMs, bodyTimeout: timeoutMs, headers: r.config.headers })
+        const res = await request(new URL(this.settings.path, base), {
+          method: 'GET',
+          headersTimeout: timeoutMs,
+          bodyTimeout: timeoutMs,
+          headers: r.config.headers
+        })
         await res.body.dump()
         return res.statusCode < 400 ? null : `HTTP ${res.statusCode}`
       } catch (err) {
@@ -88,15 +115,26 @@ export class Prober {
       }
     }
     return await new Promise<string | null>(resolve => {
-      const ws = new WebSocket(r.config.audio!, { headers: r.config.headers, handshakeTimeout: timeoutMs, perMessageDeflate: false, followRedirects: false })
+      const ws = new WebSocket(r.config.audio!, {
+        headers: r.config.headers,
+        handshakeTimeout: timeoutMs,
+        perMessageDeflate: false,
+        followRedirects: false
+      })
       let done = false
       const finish = (result: string | null): void => {
         if (done) return
         done = true
         resolve(result)
       }
-      ws.on('open', () => { ws.close(1000, 'health probe'); finish(null) })
-      ws.on('unexpected-response', (_req, res) => { finish(`upgrade answered ${res.statusCode ?? '?'}`); ws.terminate() })
+      ws.on('open', () => {
+        ws.close(1000, 'health probe')
+        finish(null)
+      })
+      ws.on('unexpected-response', (_req, res) => {
+        finish(`upgrade answered ${res.statusCode ?? '?'}`)
+        ws.terminate()
+      })
       ws.on('error', (err: Error & { code?: string }) => finish(err.code ?? 'connect failed'))
       ws.on('close', () => finish('closed before open'))
     })

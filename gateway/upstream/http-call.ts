@@ -5,7 +5,14 @@ import type { Metrics } from '../telemetry/metrics'
 import type { Replica, UpstreamPool } from './pool'
 
 /** Bounded values of `upstream_requests_total{result}`. */
-export type UpstreamResult = 'ok' | 'status_4xx' | 'status_5xx' | 'timeout' | 'connect_failed' | 'bad_answer' | 'no_replica'
+export type UpstreamResult =
+  | 'ok'
+  | 'status_4xx'
+  | 'status_5xx'
+  | 'timeout'
+  | 'connect_failed'
+  | 'bad_answer'
+  | 'no_replica'
 
 /** A request to send, as the mapping built it; `path` is relative to the replica's text URL. */
 export interface OutgoingRequest {
@@ -16,7 +23,12 @@ export interface OutgoingRequest {
 }
 
 /** A vendor's 2xx answer: body parsed when it says JSON, else its text (null when empty); `json` is the JSON text as received. */
-export interface Answer { status: number; headers: Record<string, string>; body: unknown; json: string | null }
+export interface Answer {
+  status: number
+  headers: Record<string, string>
+  body: unknown
+  json: string | null
+}
 
 export type CallOutcome =
   | { ok: true; replica: Replica; answer: Answer }
@@ -34,7 +46,16 @@ interface Lane {
 }
 
 /** Failures that mean nothing reached the replica: safe to send the same request elsewhere. */
-const CONNECT_CODES = new Set(['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'UND_ERR_CONNECT'])
+const CONNECT_CODES = new Set([
+  'ECONNREFUSED',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EADDRNOTAVAIL',
+  'UND_ERR_CONNECT'
+])
 const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT'])
 
 /**
@@ -51,7 +72,7 @@ export class TextUpstream {
   private readonly noReplica: { inc: () => void }
   private readonly replicas: readonly Replica[]
 
-  constructor (
+  constructor(
     private readonly route: string,
     private readonly pool: UpstreamPool,
     private readonly settings: TextSettings,
@@ -68,7 +89,10 @@ export class TextUpstream {
    * 502/503/504; after a timeout only when `idempotent`. Retries in flight stay within
    * `text.retryBudgetPercent` of requests in flight (at least 3).
    */
-  async call (build: (replica: Replica) => OutgoingRequest | GatewayError | Promise<OutgoingRequest | GatewayError>, opts: { idempotent?: boolean } = {}): Promise<CallOutcome> {
+  async call(
+    build: (replica: Replica) => OutgoingRequest | GatewayError | Promise<OutgoingRequest | GatewayError>,
+    opts: { idempotent?: boolean } = {}
+  ): Promise<CallOutcome> {
     if (this.closed) return { ok: false, replica: null, error: new GatewayError('SHUTTING_DOWN'), result: null }
     const tried = new Set<Replica>()
     let replica = this.pick(tried)
@@ -89,7 +113,13 @@ export class TextUpstream {
         const built = build(replica)
         const request = built instanceof Promise ? await built : built
         if (request instanceof GatewayError) return { ok: false, replica, error: request, result: null }
-        if (deadline.timedOut) return { ok: false, replica, error: new GatewayError('UPSTREAM_TIMEOUT', { detail: 'no whole answer within text.timeoutSeconds' }), result: null }
+        if (deadline.timedOut)
+          return {
+            ok: false,
+            replica,
+            error: new GatewayError('UPSTREAM_TIMEOUT', { detail: 'no whole answer within text.timeoutSeconds' }),
+            result: null
+          }
         replica.inFlight++
         let out: CallOutcome
         try {
@@ -106,7 +136,10 @@ export class TextUpstream {
           this.metrics.upstreamRetries.inc({ route: this.route, reason: 'budget_exhausted' })
           return out
         }
-        if (!retrying) { retrying = true; this.activeRetries++ }
+        if (!retrying) {
+          retrying = true
+          this.activeRetries++
+        }
         this.metrics.upstreamRetries.inc({ route: this.route, reason })
         replica = other
       }
@@ -121,15 +154,23 @@ export class TextUpstream {
   private activeRetries = 0
 
   /** Envoy-style retry budget: retries in flight ≤ max(3, budget% of requests in flight). */
-  private budgetAllows (): boolean {
-    return this.activeRetries < Math.max(3, this.activeRequests * this.settings.retryBudgetPercent / 100)
+  private budgetAllows(): boolean {
+    return this.activeRetries < Math.max(3, (this.activeRequests * this.settings.retryBudgetPercent) / 100)
   }
 
   /** Why this failure may be sent to another replica; null: it may not. */
-  private retryReason (out: CallOutcome, deadline: Deadline, idempotent: boolean): 'connect_failed' | 'status_5xx' | 'timeout' | null {
+  private retryReason(
+    out: CallOutcome,
+    deadline: Deadline,
+    idempotent: boolean
+  ): 'connect_failed' | 'status_5xx' | 'timeout' | null {
     if (out.ok) return null
     if (out.result === 'connect_failed') return 'connect_failed'
-    if (out.result === 'status_5xx' && (out.vendorStatus === 502 || out.vendorStatus === 503 || out.vendorStatus === 504)) return 'status_5xx'
+    if (
+      out.result === 'status_5xx' &&
+      (out.vendorStatus === 502 || out.vendorStatus === 503 || out.vendorStatus === 504)
+    )
+      return 'status_5xx'
     // A timeout may have reached the vendor: repeating is safe only for idempotent calls, and never
     // past the call's own deadline.
     if (out.result === 'timeout' && idempotent && !deadline.timedOut) return 'timeout'
@@ -137,7 +178,7 @@ export class TextUpstream {
   }
 
   /** Passive health: gateway-side failures count against the replica; a vendor 4xx never does. */
-  private passive (replica: Replica, out: CallOutcome, reason: string | null): void {
+  private passive(replica: Replica, out: CallOutcome, reason: string | null): void {
     if (out.ok) {
       this.pool.recordSuccess(replica)
       return
@@ -149,7 +190,7 @@ export class TextUpstream {
   }
 
   /** Close every pool; calls in flight fail (the listener is closing too). */
-  async close (): Promise<void> {
+  async close(): Promise<void> {
     this.closed = true
     const pools = [...this.lanes.values()].map(l => l.pool)
     this.lanes.clear()
@@ -157,10 +198,11 @@ export class TextUpstream {
   }
 
   /** An eligible replica not in `exclude`: round-robin, or the less busy of two random ones (p2c). */
-  private pick (exclude: ReadonlySet<Replica>): Replica | null {
+  private pick(exclude: ReadonlySet<Replica>): Replica | null {
     const all = this.replicas
     const n = all.length
-    const eligible = (r: Replica): boolean => !exclude.has(r) && r.config.text !== undefined && r.healthy && r.inFlight < r.config.maxInFlight
+    const eligible = (r: Replica): boolean =>
+      !exclude.has(r) && r.config.text !== undefined && r.healthy && r.inFlight < r.config.maxInFlight
     if (this.settings.balancing === 'p2c') {
       const ok = all.filter(eligible)
       if (ok.length <= 1) return ok[0] ?? null
@@ -179,7 +221,7 @@ export class TextUpstream {
     return null
   }
 
-  private lane (replica: Replica): Lane {
+  private lane(replica: Replica): Lane {
     let lane = this.lanes.get(replica)
     if (lane === undefined) {
       const url = new URL(replica.config.text!)
@@ -204,7 +246,7 @@ export class TextUpstream {
     return lane
   }
 
-  private count (lane: Lane, replica: Replica, result: UpstreamResult): void {
+  private count(lane: Lane, replica: Replica, result: UpstreamResult): void {
     let c = lane.results.get(result)
     if (c === undefined) {
       c = this.metrics.upstreamRequests.labels(this.route, replica.name, result)
@@ -214,14 +256,17 @@ export class TextUpstream {
   }
 
   /** One exchange with one replica, through undici's dispatch API (no stream or promise per chunk). */
-  private async send (replica: Replica, req: OutgoingRequest, deadline: Deadline): Promise<CallOutcome> {
+  private async send(replica: Replica, req: OutgoingRequest, deadline: Deadline): Promise<CallOutcome> {
     const lane = this.lane(replica)
     const started = performance.now()
     const headers = { ...req.headers, ...replica.config.headers }
     const raw = await new Promise<RawAnswer>(resolve => {
       const exchange = new Exchange(resolve)
       deadline.current = exchange
-      lane.pool.dispatch({ origin: lane.origin, method: req.method, path: target(lane, req.path), headers, body: req.body }, exchange)
+      lane.pool.dispatch(
+        { origin: lane.origin, method: req.method, path: target(lane, req.path), headers, body: req.body },
+        exchange
+      )
     })
     deadline.current = null
     let outcome: CallOutcome
@@ -233,7 +278,13 @@ export class TextUpstream {
     } else if (raw.status < 200 || raw.status > 299) {
       // The vendor's error body is not kept: it is not ours to pass on, and may echo what was sent.
       result = raw.status >= 500 ? 'status_5xx' : 'status_4xx'
-      outcome = { ok: false, replica, error: new GatewayError('UPSTREAM_BAD_ANSWER', { detail: `the vendor answered ${raw.status}` }), result, vendorStatus: raw.status }
+      outcome = {
+        ok: false,
+        replica,
+        error: new GatewayError('UPSTREAM_BAD_ANSWER', { detail: `the vendor answered ${raw.status}` }),
+        result,
+        vendorStatus: raw.status
+      }
     } else {
       const text = raw.chunks.length === 1 ? raw.chunks[0].toString('utf8') : Buffer.concat(raw.chunks).toString('utf8')
       let body: unknown = text === '' ? null : text
@@ -248,10 +299,19 @@ export class TextUpstream {
       }
       if (body === undefined) {
         result = 'bad_answer'
-        outcome = { ok: false, replica, error: new GatewayError('UPSTREAM_BAD_ANSWER', { detail: 'the vendor said JSON but its answer is not JSON' }), result }
+        outcome = {
+          ok: false,
+          replica,
+          error: new GatewayError('UPSTREAM_BAD_ANSWER', { detail: 'the vendor said JSON but its answer is not JSON' }),
+          result
+        }
       } else {
         result = 'ok'
-        outcome = { ok: true, replica, answer: { status: raw.status, headers: raw.headers, body, json: json ? text : null } }
+        outcome = {
+          ok: true,
+          replica,
+          answer: { status: raw.status, headers: raw.headers, body, json: json ? text : null }
+        }
       }
     }
     lane.duration.observe((performance.now() - started) / 1000)
@@ -261,9 +321,18 @@ export class TextUpstream {
 }
 
 /** The deadline of one call; it aborts whichever exchange is running when it fires. */
-interface Deadline { timedOut: boolean; current: Exchange | null }
+interface Deadline {
+  timedOut: boolean
+  current: Exchange | null
+}
 
-interface RawAnswer { status: number; headers: Record<string, string>; chunks: Buffer[]; error: Error | null; timedOut: boolean }
+interface RawAnswer {
+  status: number
+  headers: Record<string, string>
+  chunks: Buffer[]
+  error: Error | null
+  timedOut: boolean
+}
 
 const TIMED_OUT = Object.assign(new Error('text.timeoutSeconds passed'), { code: 'GATEWAY_DEADLINE' })
 
@@ -275,38 +344,42 @@ class Exchange implements Dispatcher.DispatchHandler {
   private headers: Record<string, string> = {}
   private readonly chunks: Buffer[] = []
 
-  constructor (private readonly resolve: (a: RawAnswer) => void) {}
+  constructor(private readonly resolve: (a: RawAnswer) => void) {}
 
-  onRequestStart (controller: Dispatcher.DispatchController): void {
+  onRequestStart(controller: Dispatcher.DispatchController): void {
     if (this.settled) controller.abort(TIMED_OUT)
     else this.controller = controller
   }
 
-  onResponseStart (_c: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
+  onResponseStart(
+    _c: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: Record<string, string | string[] | undefined>
+  ): void {
     this.status = statusCode
     this.headers = flatHeaders(headers)
   }
 
-  onResponseData (_c: Dispatcher.DispatchController, chunk: Buffer): void {
+  onResponseData(_c: Dispatcher.DispatchController, chunk: Buffer): void {
     this.chunks.push(chunk)
   }
 
-  onResponseEnd (): void {
+  onResponseEnd(): void {
     this.settle(null, false)
   }
 
-  onResponseError (_c: Dispatcher.DispatchController, error: Error): void {
+  onResponseError(_c: Dispatcher.DispatchController, error: Error): void {
     this.settle(error, false)
   }
 
   /** The deadline passed: answer now, whether or not undici has started this request. */
-  expire (): void {
+  expire(): void {
     if (this.settled) return
     this.settle(TIMED_OUT, true)
     this.controller?.abort(TIMED_OUT)
   }
 
-  private settle (error: Error | null, timedOut: boolean): void {
+  private settle(error: Error | null, timedOut: boolean): void {
     if (this.settled) return
     this.settled = true
     this.resolve({ status: this.status, headers: this.headers, chunks: this.chunks, error, timedOut })
@@ -314,21 +387,34 @@ class Exchange implements Dispatcher.DispatchHandler {
 }
 
 /** undici / socket errors → our result label, error code and a short detail (never a URL or a header). */
-function translate (err: unknown, timedOut: boolean): [UpstreamResult, ErrorCode, string] {
+function translate(err: unknown, timedOut: boolean): [UpstreamResult, ErrorCode, string] {
   const code = (err as { code?: string }).code ?? ''
   if (timedOut) return ['timeout', 'UPSTREAM_TIMEOUT', 'no whole answer within text.timeoutSeconds']
-  if (TIMEOUT_CODES.has(code)) return ['timeout', 'UPSTREAM_TIMEOUT', code === 'UND_ERR_HEADERS_TIMEOUT' ? 'no answer within text.headersTimeoutSeconds' : 'the answer stalled past text.bodyTimeoutSeconds']
-  if (CONNECT_CODES.has(code) || /^(ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_|SELF_SIGNED_)/.test(code)) return ['connect_failed', 'UPSTREAM_UNREACHABLE', `cannot connect (${code})`]
-  if (code === 'UND_ERR_RES_EXCEEDED_MAX_SIZE') return ['bad_answer', 'UPSTREAM_BAD_ANSWER', 'the answer is larger than text.maxResponseBytes']
-  return ['bad_answer', 'UPSTREAM_BAD_ANSWER', `the exchange failed (${code === '' ? (err as Error).name ?? 'error' : code})`]
+  if (TIMEOUT_CODES.has(code))
+    return [
+      'timeout',
+      'UPSTREAM_TIMEOUT',
+      code === 'UND_ERR_HEADERS_TIMEOUT'
+        ? 'no answer within text.headersTimeoutSeconds'
+        : 'the answer stalled past text.bodyTimeoutSeconds'
+    ]
+  if (CONNECT_CODES.has(code) || /^(ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_|SELF_SIGNED_)/.test(code))
+    return ['connect_failed', 'UPSTREAM_UNREACHABLE', `cannot connect (${code})`]
+  if (code === 'UND_ERR_RES_EXCEEDED_MAX_SIZE')
+    return ['bad_answer', 'UPSTREAM_BAD_ANSWER', 'the answer is larger than text.maxResponseBytes']
+  return [
+    'bad_answer',
+    'UPSTREAM_BAD_ANSWER',
+    `the exchange failed (${code === '' ? ((err as Error).name ?? 'error') : code})`
+  ]
 }
 
-function target (lane: Lane, path: string | null): string {
-  if (path === null || path === '') return lane.basePath === '' ? '/' + lane.search : lane.basePath + lane.search
+function target(lane: Lane, path: string | null): string {
+  if (path === null || path === '') return lane.basePath === '' ? `/${lane.search}` : lane.basePath + lane.search
   return lane.basePath + path + (path.includes('?') ? '' : lane.search)
 }
 
-function flatHeaders (h: Record<string, string | string[] | undefined>): Record<string, string> {
+function flatHeaders(h: Record<string, string | string[] | undefined>): Record<string, string> {
   const out: Record<string, string> = {}
   for (const k in h) {
     const v = h[k]

@@ -24,7 +24,11 @@ export class VendorSocket {
   private heartbeat: NodeJS.Timeout | null = null
   private pongSeen = true
 
-  constructor (url: string, opts: { headers: Record<string, string>; connectTimeoutMs: number; maxPayloadBytes?: number }, private readonly events: VendorEvents) {
+  constructor(
+    url: string,
+    opts: { headers: Record<string, string>; connectTimeoutMs: number; maxPayloadBytes?: number },
+    private readonly events: VendorEvents
+  ) {
     this.ws = new WebSocket(url, {
       headers: opts.headers,
       handshakeTimeout: opts.connectTimeoutMs,
@@ -43,32 +47,42 @@ export class VendorSocket {
     this.ws.on('error', (err: Error & { code?: string }) => {
       // Translate once, at the edge: keep the library's code, never a URL with credentials in it.
       const upgrade = /Unexpected server response: (\d+)/.exec(err.message)
-      this.lastError = upgrade !== null ? `HTTP ${upgrade[1]}` : (err.code ?? err.message.replace(/https?:\/\/\S+|wss?:\/\/\S+/g, '<url>'))
+      this.lastError =
+        upgrade !== null
+          ? `HTTP ${upgrade[1]}`
+          : (err.code ?? err.message.replace(/https?:\/\/\S+|wss?:\/\/\S+/g, '<url>'))
     })
-    this.ws.on('pong', () => { this.pongSeen = true })
+    this.ws.on('pong', () => {
+      this.pongSeen = true
+    })
     this.ws.on('close', (code: number, reason: Buffer) => {
       if (this.heartbeat !== null) clearInterval(this.heartbeat)
       if (this.finished) return
       this.finished = true
-      this.events.onClose(code, reason.toString('utf8'), this.opened, this.lastError ?? (this.opened ? null : 'closed before open'))
+      this.events.onClose(
+        code,
+        reason.toString('utf8'),
+        this.opened,
+        this.lastError ?? (this.opened ? null : 'closed before open')
+      )
     })
   }
 
-  get isOpen (): boolean {
+  get isOpen(): boolean {
     return this.ws.readyState === WebSocket.OPEN
   }
 
   /** Bytes queued towards the vendor (socket buffer plus the sender's own queue). */
-  get bufferedAmount (): number {
+  get bufferedAmount(): number {
     return this.ws.bufferedAmount
   }
 
   /** Per-frame path: one masked copy into a frame buffer; no other work. */
-  sendBinary (data: ArrayBuffer | Uint8Array): void {
+  sendBinary(data: ArrayBuffer | Uint8Array): void {
     this.ws.send(data, BINARY)
   }
 
-  sendText (text: string): void {
+  sendText(text: string): void {
     this.ws.send(text)
   }
 
@@ -76,7 +90,7 @@ export class VendorSocket {
    * Ping every `ms`; a pong still missing at the next ping means the vendor (or the path to it) is
    * gone without a close: the socket is terminated and reported closed with 1006.
    */
-  startHeartbeat (ms: number): void {
+  startHeartbeat(ms: number): void {
     if (ms <= 0 || this.heartbeat !== null) return
     this.heartbeat = setInterval(() => {
       if (!this.pongSeen) {
@@ -91,22 +105,22 @@ export class VendorSocket {
   }
 
   /** Stop reading from the vendor (the platform side is backed up). */
-  pause (): void {
+  pause(): void {
     if (this.isOpen) this.ws.pause()
   }
 
-  resume (): void {
+  resume(): void {
     if (this.isOpen) this.ws.resume()
   }
 
   /** Graceful close: queued data and the close frame go out first. */
-  close (code: number, reason: string): void {
+  close(code: number, reason: string): void {
     if (this.ws.readyState === WebSocket.CONNECTING) this.ws.terminate()
     else if (this.ws.readyState === WebSocket.OPEN) this.ws.close(code, reason)
   }
 
   /** Abort at once (connect in progress, or the leg is being torn down after a failure). */
-  terminate (): void {
+  terminate(): void {
     this.ws.terminate()
   }
 }

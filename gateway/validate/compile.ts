@@ -11,11 +11,11 @@ import { packageRoot } from '../paths'
 const ajv = new Ajv({ allErrors: true, useDefaults: true, strict: true, strictRequired: false, allowUnionTypes: true })
 const compiled = new Map<string, ValidateFunction>()
 
-export function schemaPath (name: string): string {
+export function schemaPath(name: string): string {
   return join(packageRoot(), 'schemas', `${name}.schema.json`)
 }
 
-export function validator (name: string): ValidateFunction {
+export function validator(name: string): ValidateFunction {
   let v = compiled.get(name)
   if (v === undefined) {
     v = ajv.compile(JSON.parse(readFileSync(schemaPath(name), 'utf8')))
@@ -24,21 +24,26 @@ export function validator (name: string): ValidateFunction {
   return v
 }
 
-export interface Problem { pointer: string; message: string }
+export interface Problem {
+  pointer: string
+  message: string
+}
 
 /**
  * Turn Ajv errors into one problem per JSON pointer, naming the field and never its value.
  * Branch errors under a oneOf/anyOf collapse into that keyword's single problem.
  */
-export function problemsOf (errors: readonly ErrorObject[] | null | undefined): Problem[] {
+export function problemsOf(errors: readonly ErrorObject[] | null | undefined): Problem[] {
   if (!errors) return []
   const byPointer = new Map<string, Problem>()
   const unions = new Set<string>()
   for (const e of errors) if (e.keyword === 'oneOf' || e.keyword === 'anyOf') unions.add(e.instancePath)
   for (const e of errors) {
     let pointer = e.instancePath
-    if (e.keyword === 'required') pointer += '/' + escapePointer(String((e.params as { missingProperty: string }).missingProperty))
-    else if (e.keyword === 'additionalProperties') pointer += '/' + escapePointer(String((e.params as { additionalProperty: string }).additionalProperty))
+    if (e.keyword === 'required')
+      pointer += `/${escapePointer(String((e.params as { missingProperty: string }).missingProperty))}`
+    else if (e.keyword === 'additionalProperties')
+      pointer += `/${escapePointer(String((e.params as { additionalProperty: string }).additionalProperty))}`
     let message: string
     if (unions.has(e.instancePath) && e.keyword !== 'required' && e.keyword !== 'additionalProperties') {
       if (e.keyword !== 'oneOf' && e.keyword !== 'anyOf') continue
@@ -48,7 +53,9 @@ export function problemsOf (errors: readonly ErrorObject[] | null | undefined): 
     } else if (e.keyword === 'additionalProperties') {
       message = 'is not an allowed property'
     } else if (e.keyword === 'enum') {
-      message = 'must be one of ' + (e.params as { allowedValues: unknown[] }).allowedValues.map(v => JSON.stringify(v)).join(', ')
+      message =
+        'must be one of ' +
+        (e.params as { allowedValues: unknown[] }).allowedValues.map(v => JSON.stringify(v)).join(', ')
     } else {
       message = e.message ?? e.keyword
     }
@@ -57,6 +64,6 @@ export function problemsOf (errors: readonly ErrorObject[] | null | undefined): 
   return [...byPointer.values()]
 }
 
-export function escapePointer (key: string): string {
+export function escapePointer(key: string): string {
   return key.replace(/~/g, '~0').replace(/\//g, '~1')
 }

@@ -16,8 +16,37 @@ import { cpus, tmpdir } from 'node:os'
 import { basename, join } from 'node:path'
 import { stringify } from 'yaml'
 import {
-  BENCH_DIST, clockTicksPerSecond, cpuDelta, exited, fmt, fmtInt, fmtKiB, fmtMiB, FRAME_MS, freePort, httpStatus, numberFlag, onExit,
-  machineCpu, machineShare, PACKAGE_ROOT, pin, procCpu, progress, Report, round, rssBytes, runqueueWaitMicros, Sink, sleep, stopChild, Tail, track, UsageError, type LatencySummary, type SinkStats
+  BENCH_DIST,
+  clockTicksPerSecond,
+  cpuDelta,
+  exited,
+  fmt,
+  fmtInt,
+  fmtKiB,
+  fmtMiB,
+  FRAME_MS,
+  freePort,
+  httpStatus,
+  numberFlag,
+  onExit,
+  machineCpu,
+  machineShare,
+  PACKAGE_ROOT,
+  pin,
+  procCpu,
+  progress,
+  Report,
+  round,
+  rssBytes,
+  runqueueWaitMicros,
+  Sink,
+  sleep,
+  stopChild,
+  Tail,
+  track,
+  UsageError,
+  type LatencySummary,
+  type SinkStats
 } from './lib'
 import { LoadGen } from './loadgen'
 
@@ -38,7 +67,7 @@ interface Gateway {
 
 /** Mappings the audio bench can drive (both answer CONNECTED without a vendor-specific handshake). */
 export const BENCH_MAPPINGS = ['passthrough', 'deepgram'] as const
-export type BenchMapping = typeof BENCH_MAPPINGS[number]
+export type BenchMapping = (typeof BENCH_MAPPINGS)[number]
 
 export interface GatewayOptions {
   mapping?: BenchMapping
@@ -48,7 +77,12 @@ export interface GatewayOptions {
   extra?: Record<string, unknown>
 }
 
-export async function startGateway (sinkUrl: string, token: string, profile: boolean, opts: GatewayOptions = {}): Promise<Gateway> {
+export async function startGateway(
+  sinkUrl: string,
+  token: string,
+  profile: boolean,
+  opts: GatewayOptions = {}
+): Promise<Gateway> {
   const dir = mkdtempSync(join(tmpdir(), 'assist-gateway-bench-'))
   onExit(() => rmSync(dir, { recursive: true, force: true }))
   const [port, adminPort] = [await freePort(), await freePort()]
@@ -63,20 +97,33 @@ export async function startGateway (sinkUrl: string, token: string, profile: boo
       bench: {
         mapping: join(PACKAGE_ROOT, 'mappings', `${opts.mapping ?? 'passthrough'}.yaml`),
         auth: { audio: ['${BENCH_TOKEN}'] },
-        upstreams: (opts.upstreams ?? [{ name: 'sink', audio: sinkUrl }]).map(u => ({ ...u, credential: '${BENCH_VENDOR_KEY}' }))
+        upstreams: (opts.upstreams ?? [{ name: 'sink', audio: sinkUrl }]).map(u => ({
+          ...u,
+          credential: '${BENCH_VENDOR_KEY}'
+        }))
       }
     }
   }
   const file = join(dir, 'gateway.yaml')
   writeFileSync(file, stringify(config))
   const profileDir = profile ? join(dir, 'profile') : null
-  const env: NodeJS.ProcessEnv = { ...process.env, BENCH_TOKEN: token, BENCH_VENDOR_KEY: `vendor-${token}`, BENCH_PARENT_PID: String(process.pid), BENCH_TMPDIR: dir }
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    BENCH_TOKEN: token,
+    BENCH_VENDOR_KEY: `vendor-${token}`,
+    BENCH_PARENT_PID: String(process.pid),
+    BENCH_TMPDIR: dir
+  }
   // These would override the config file.
   for (const k of ['PORT', 'ADMIN_PORT', 'LOG_LEVEL', 'REDIS_URL', 'GATEWAY_CONFIG', 'NODE_OPTIONS']) delete env[k]
   const args = [
     ...(profileDir !== null ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : []),
-    '-r', join(BENCH_DIST, 'guard.js'),
-    join(PACKAGE_ROOT, 'bin', 'assist-gateway.js'), 'serve', '--config', file
+    '-r',
+    join(BENCH_DIST, 'guard.js'),
+    join(PACKAGE_ROOT, 'bin', 'assist-gateway.js'),
+    'serve',
+    '--config',
+    file
   ]
   const tail = new Tail()
   const child = track(spawn(process.execPath, args, { cwd: PACKAGE_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] }))
@@ -84,16 +131,18 @@ export async function startGateway (sinkUrl: string, token: string, profile: boo
   child.stderr!.on('data', (d: Buffer) => tail.add(d))
   const deadline = performance.now() + 15_000
   for (;;) {
-    if (exited(child)) throw new Error(`the gateway exited during start-up (${child.exitCode ?? child.signalCode}):\n${tail.toString()}`)
-    if (await httpStatus(`http://127.0.0.1:${port}/livez`, 500) === 200) break
-    if (performance.now() > deadline) throw new Error(`the gateway did not answer /livez within 15 s:\n${tail.toString()}`)
+    if (exited(child))
+      throw new Error(`the gateway exited during start-up (${child.exitCode ?? child.signalCode}):\n${tail.toString()}`)
+    if ((await httpStatus(`http://127.0.0.1:${port}/livez`, 500)) === 200) break
+    if (performance.now() > deadline)
+      throw new Error(`the gateway did not answer /livez within 15 s:\n${tail.toString()}`)
     await sleep(100)
   }
   return { child, pid: child.pid!, port, adminPort, tail, profileDir }
 }
 
 /** Monotonic µs, the clock V8's CPU profile uses for startTime / timeDeltas. */
-function monoMicros (): number {
+function monoMicros(): number {
   return Number(process.hrtime.bigint() / 1000n)
 }
 
@@ -113,7 +162,7 @@ interface CpuProfile {
   timeDeltas: number[]
 }
 
-function areaOf (fn: string, url: string): string {
+function areaOf(fn: string, url: string): string {
   if (fn === '(garbage collector)') return 'garbage collector'
   if (fn === '(program)') return '(program: native, outside JS)'
   if (url.includes('/node_modules/ws/')) return 'ws (vendor client)'
@@ -127,7 +176,7 @@ function areaOf (fn: string, url: string): string {
 }
 
 /** Self time per function over [w0, w1] (monotonic µs) from a .cpuprofile, idle excluded. */
-function summarizeProfile (dir: string, w0: number, w1: number): ProfileSummary | null {
+function summarizeProfile(dir: string, w0: number, w1: number): ProfileSummary | null {
   const files = readdirSync(dir).filter(f => f.endsWith('.cpuprofile'))
   if (files.length === 0) return null
   const file = join(dir, files[0])
@@ -160,7 +209,8 @@ function summarizeProfile (dir: string, w0: number, w1: number): ProfileSummary 
     if (cf.functionName === '(idle)') continue
     busy += us
     const fn = cf.functionName === '' ? '(anonymous)' : cf.functionName
-    const where = cf.url === '' ? '' : `${cf.url.replace(/^file:\/\//, '').replace(PACKAGE_ROOT + '/', '')}:${cf.lineNumber + 1}`
+    const where =
+      cf.url === '' ? '' : `${cf.url.replace(/^file:\/\//, '').replace(`${PACKAGE_ROOT}/`, '')}:${cf.lineNumber + 1}`
     const key = `${fn}@${where}`
     const e = byFn.get(key) ?? { fn, where, us: 0 }
     e.us += us
@@ -168,16 +218,31 @@ function summarizeProfile (dir: string, w0: number, w1: number): ProfileSummary 
     const area = areaOf(cf.functionName, cf.url)
     byArea.set(area, (byArea.get(area) ?? 0) + us)
   }
-  const top = [...byFn.values()].sort((a, b) => b.us - a.us).slice(0, 20).map(e => ({ fn: e.fn, where: e.where, selfMs: e.us / 1000, pct: 100 * e.us / busy }))
-  const areas = [...byArea].sort((a, b) => b[1] - a[1]).map(([area, us]) => ({ area, selfMs: us / 1000, pct: 100 * us / busy }))
+  const top = [...byFn.values()]
+    .sort((a, b) => b.us - a.us)
+    .slice(0, 20)
+    .map(e => ({ fn: e.fn, where: e.where, selfMs: e.us / 1000, pct: (100 * e.us) / busy }))
+  const areas = [...byArea]
+    .sort((a, b) => b[1] - a[1])
+    .map(([area, us]) => ({ area, selfMs: us / 1000, pct: (100 * us) / busy }))
   return { file, windowSamples: inWindow, busyMs: busy / 1000, top, byArea: areas }
 }
 
-function latencyJson (l: LatencySummary): Record<string, number | null> {
-  return { count: l.count, p50: round(l.p50), p90: round(l.p90), p99: round(l.p99), p999: round(l.p999), max: round(l.max), mean: round(l.mean), overflow: l.overflow, negative: l.negative }
+function latencyJson(l: LatencySummary): Record<string, number | null> {
+  return {
+    count: l.count,
+    p50: round(l.p50),
+    p90: round(l.p90),
+    p99: round(l.p99),
+    p999: round(l.p999),
+    max: round(l.max),
+    mean: round(l.mean),
+    overflow: l.overflow,
+    negative: l.negative
+  }
 }
 
-export async function runAudio (flags: Map<string, string>): Promise<Record<string, unknown>> {
+export async function runAudio(flags: Map<string, string>): Promise<Record<string, unknown>> {
   const legs = numberFlag(flags, 'legs', 1000, { integer: true, min: 1, max: 20000 })
   const seconds = numberFlag(flags, 'seconds', 20, { min: 1, max: 3600 })
   const warmup = numberFlag(flags, 'warmup', 3, { min: 0, max: 600 })
@@ -199,12 +264,16 @@ export async function runAudio (flags: Map<string, string>): Promise<Record<stri
   if (!flags.has('no-pin')) {
     const toolCores = cores > 2 ? `0-${cores - 2}` : '0'
     pinned = cores >= 2 && pin(gw.pid, String(cores - 1)) && pin(sink.pid, toolCores) && pin(process.pid, toolCores)
-    pinning = pinned ? `gateway on core ${cores - 1}; load generator and sink on core ${toolCores}` : 'not possible (one core, or taskset unavailable)'
+    pinning = pinned
+      ? `gateway on core ${cores - 1}; load generator and sink on core ${toolCores}`
+      : 'not possible (one core, or taskset unavailable)'
   }
   progress(`audio: CPU pinning: ${pinning}`)
 
   // ---- baseline: load generator → sink directly ----
-  progress(`audio: baseline, ${baselineLegs} legs straight to the sink for ${BASELINE_WARMUP_MS / 1000} + ${baselineSeconds} s`)
+  progress(
+    `audio: baseline, ${baselineLegs} legs straight to the sink for ${BASELINE_WARMUP_MS / 1000} + ${baselineSeconds} s`
+  )
   const base = new LoadGen(sink.url, baselineLegs, token)
   const baseConn = await base.connect()
   await sleep(BASELINE_WARMUP_MS)
@@ -225,7 +294,9 @@ export async function runAudio (flags: Map<string, string>): Promise<Record<stri
   const connectMs = performance.now() - connectStart
   const rssConnected = rssBytes(gw.pid)
   if (conn.failed > 0) progress(`audio: ${conn.failed} legs failed: ${gen.failures().join('; ')}`)
-  progress(`audio: ${conn.streaming} legs streaming (connected in ${fmt(connectMs / 1000, 1)} s); warm-up ${warmup} s, then ${seconds} s measured`)
+  progress(
+    `audio: ${conn.streaming} legs streaming (connected in ${fmt(connectMs / 1000, 1)} s); warm-up ${warmup} s, then ${seconds} s measured`
+  )
   await sleep(warmup * 1000)
 
   gen.markWindow()
@@ -243,7 +314,9 @@ export async function runAudio (flags: Map<string, string>): Promise<Record<stri
   const sinkCpu = cpuDelta(sinkCpu0, procCpu(sink.pid))
   const genCpu = cpuDelta(selfCpu0, procCpu(process.pid))
   const machine = machineShare(machine0, machineCpu())
-  const [gwWait, genWait, sinkWait] = [gw.pid, process.pid, sink.pid].map((pid, i) => runqueueWaitMicros(pid) - wait0[i])
+  const [gwWait, genWait, sinkWait] = [gw.pid, process.pid, sink.pid].map(
+    (pid, i) => runqueueWaitMicros(pid) - wait0[i]
+  )
   const mono1 = monoMicros()
   const s1 = await sink.ask('stats')
   const sent1 = gen.sent
@@ -269,14 +342,14 @@ export async function runAudio (flags: Map<string, string>): Promise<Record<stri
   const sentPerSec = (sent1 - sent0) / windowS
   const windowUs = mono1 - mono0
   const cpuPerFrame = gwCpu.total / delivered
-  const gwCpuPct = 100 * gwCpu.total / windowUs
-  const sinkCpuPct = 100 * sinkCpu.total / windowUs
-  const genCpuPct = 100 * genCpu.total / windowUs
+  const gwCpuPct = (100 * gwCpu.total) / windowUs
+  const sinkCpuPct = (100 * sinkCpu.total) / windowUs
+  const genCpuPct = (100 * genCpu.total) / windowUs
   const softirqPct = machine.softirq * cores
   // Whatever else ran on the machine meanwhile (other builds, tests): the figures are noisy when it is
   // large. Softirq time is partly charged to the processes too (loopback TCP in their syscalls): a floor.
   const othersPct = Math.max(0, machine.busy * cores - softirqPct - gwCpuPct - sinkCpuPct - genCpuPct)
-  const waitMsPerS = (us: number): number => 1000 * us / windowUs
+  const waitMsPerS = (us: number): number => (1000 * us) / windowUs
   const lat = s1.latency
   const bl = baseStats.latency
   const added = { p50: lat.p50 - bl.p50, p99: lat.p99 - bl.p99 }
@@ -284,40 +357,77 @@ export async function runAudio (flags: Map<string, string>): Promise<Record<stri
   const rssPerLeg = (rssConnected - rssBefore) / Math.max(1, conn.streaming)
   const rssPerLegEnd = (rssEnd - rssBefore) / Math.max(1, conn.streaming)
 
-  const r = new Report(`audio: ${legs} legs × 50 frames/s × 160 B through the gateway (${mapping} mapping) to a local uWS sink`)
+  const r = new Report(
+    `audio: ${legs} legs × 50 frames/s × 160 B through the gateway (${mapping} mapping) to a local uWS sink`
+  )
   r.section('setup')
-  r.row('legs streaming / asked', `${fmtInt(conn.streaming)} / ${fmtInt(legs)}${conn.failed > 0 ? `  (${conn.failed} failed: ${gen.failures().join('; ')})` : ''}`)
+  r.row(
+    'legs streaming / asked',
+    `${fmtInt(conn.streaming)} / ${fmtInt(legs)}${conn.failed > 0 ? `  (${conn.failed} failed: ${gen.failures().join('; ')})` : ''}`
+  )
   r.row('connect time (all legs)', `${fmt(connectMs / 1000, 2)} s`)
   r.row('warm-up / measured window', `${fmt(warmup, 1)} s / ${fmt(windowS, 2)} s`)
   r.row('CPU pinning (taskset)', pinning)
   r.row('CLK_TCK', String(tck))
   r.section('throughput')
-  r.row('frames/s delivered to the sink', `${fmtInt(framesPerSec)}  (expected ${fmtInt(conn.streaming * 1000 / FRAME_MS)}; generator sent ${fmtInt(sentPerSec)}/s)`)
+  r.row(
+    'frames/s delivered to the sink',
+    `${fmtInt(framesPerSec)}  (expected ${fmtInt((conn.streaming * 1000) / FRAME_MS)}; generator sent ${fmtInt(sentPerSec)}/s)`
+  )
   r.row('frames delivered in window', fmtInt(delivered))
   r.section('gateway CPU (utime+stime from /proc, measured window)')
-  r.row('CPU per frame', `${fmt(cpuPerFrame, 2)} µs  (user ${fmt(gwCpu.user / delivered, 2)} µs, system ${fmt(gwCpu.sys / delivered, 2)} µs)`)
+  r.row(
+    'CPU per frame',
+    `${fmt(cpuPerFrame, 2)} µs  (user ${fmt(gwCpu.user / delivered, 2)} µs, system ${fmt(gwCpu.sys / delivered, 2)} µs)`
+  )
   r.row('CPU use', `${fmt(gwCpuPct, 1)} % of one core`)
   r.row('load generator / sink CPU', `load generator ${fmt(genCpuPct, 1)} %, sink ${fmt(sinkCpuPct, 1)} % of one core`)
-  r.row('machine (/proc/stat, all cores)', `${fmt(machine.busy, 1)} % busy: user ${fmt(machine.user, 1)}, system ${fmt(machine.system, 1)}, softirq ${fmt(machine.softirq, 1)}, steal ${fmt(machine.steal, 1)}, idle ${fmt(machine.idle, 1)} (${cores} cores)`)
-  r.row('kernel softirq (loopback TCP)', `${fmt(softirqPct, 1)} % of one core (partly also inside the processes' system time)`)
-  r.row('other programs (approx.)', `${fmt(othersPct, 1)} % of one core${othersPct > 25 ? '  ← NOISY: other programs were busy; rerun on a quiet machine' : ''}`)
+  r.row(
+    'machine (/proc/stat, all cores)',
+    `${fmt(machine.busy, 1)} % busy: user ${fmt(machine.user, 1)}, system ${fmt(machine.system, 1)}, softirq ${fmt(machine.softirq, 1)}, steal ${fmt(machine.steal, 1)}, idle ${fmt(machine.idle, 1)} (${cores} cores)`
+  )
+  r.row(
+    'kernel softirq (loopback TCP)',
+    `${fmt(softirqPct, 1)} % of one core (partly also inside the processes' system time)`
+  )
+  r.row(
+    'other programs (approx.)',
+    `${fmt(othersPct, 1)} % of one core${othersPct > 25 ? '  ← NOISY: other programs were busy; rerun on a quiet machine' : ''}`
+  )
   const gwStarved = pinned && waitMsPerS(gwWait) > 50
-  r.row('waiting for a CPU (run queue)', `gateway ${fmt(waitMsPerS(gwWait), 1)} ms/s, load generator ${fmt(waitMsPerS(genWait), 1)} ms/s, sink ${fmt(waitMsPerS(sinkWait), 1)} ms/s (main threads, /proc/<pid>/schedstat)${gwStarved ? (profile ? '  (the profiler\'s sampling thread shares the gateway\'s core)' : '  ← NOISY: something else ran on the gateway\'s core') : ''}`)
+  r.row(
+    'waiting for a CPU (run queue)',
+    `gateway ${fmt(waitMsPerS(gwWait), 1)} ms/s, load generator ${fmt(waitMsPerS(genWait), 1)} ms/s, sink ${fmt(waitMsPerS(sinkWait), 1)} ms/s (main threads, /proc/<pid>/schedstat)${gwStarved ? (profile ? "  (the profiler's sampling thread shares the gateway's core)" : "  ← NOISY: something else ran on the gateway's core") : ''}`
+  )
   r.section('latency (send stamp in the generator → sink receive, ms)')
-  r.row('baseline (direct, no gateway)', `p50 ${fmt(bl.p50, 3)}  p99 ${fmt(bl.p99, 3)}  max ${fmt(bl.max, 3)}  (${baseConn.streaming} legs, ${fmtInt(bl.count)} frames)`)
-  r.row('through the gateway', `p50 ${fmt(lat.p50, 3)}  p99 ${fmt(lat.p99, 3)}  max ${fmt(lat.max, 3)}  (${fmtInt(lat.count)} frames)`)
+  r.row(
+    'baseline (direct, no gateway)',
+    `p50 ${fmt(bl.p50, 3)}  p99 ${fmt(bl.p99, 3)}  max ${fmt(bl.max, 3)}  (${baseConn.streaming} legs, ${fmtInt(bl.count)} frames)`
+  )
+  r.row(
+    'through the gateway',
+    `p50 ${fmt(lat.p50, 3)}  p99 ${fmt(lat.p99, 3)}  max ${fmt(lat.max, 3)}  (${fmtInt(lat.count)} frames)`
+  )
   r.row('added by the gateway', `p50 ${fmt(added.p50, 3)}  p99 ${fmt(added.p99, 3)}`)
-  r.row('generator scheduler lateness', `max ${fmt(late.max, 1)} ms; ${late.lateTicks} of ${fmtInt(late.ticks)} ticks later than ${FRAME_MS} ms`)
+  r.row(
+    'generator scheduler lateness',
+    `max ${fmt(late.max, 1)} ms; ${late.lateTicks} of ${fmtInt(late.ticks)} ticks later than ${FRAME_MS} ms`
+  )
   r.section('loss (all frames sent after CONNECTED vs received by the sink, after a 1 s settle)')
   r.row('frames sent / received', `${fmtInt(gen.sent)} / ${fmtInt(final.received)}`)
   r.row('lost frames', `${fmtInt(lost)}  (${legsShort} legs short; ${final.outOfOrder} out of order)`)
   r.section('gateway memory (VmRSS)')
   r.row('RSS before legs', fmtMiB(rssBefore))
-  r.row('RSS with legs connected', `${fmtMiB(rssConnected)}  (end of warm-up ${fmtMiB(rssWarm)}, end of window ${fmtMiB(rssEnd)})`)
+  r.row(
+    'RSS with legs connected',
+    `${fmtMiB(rssConnected)}  (end of warm-up ${fmtMiB(rssWarm)}, end of window ${fmtMiB(rssEnd)})`
+  )
   r.row('RSS per leg', `${fmtKiB(rssPerLeg)}  (using end of window: ${fmtKiB(rssPerLegEnd)})`)
-  if (!gwAlive) r.row('WARNING', 'the gateway had exited before the end of the run:\n' + gw.tail.toString())
+  if (!gwAlive) r.row('WARNING', `the gateway had exited before the end of the run:\n${gw.tail.toString()}`)
   if (prof !== null) {
-    r.section(`gateway CPU profile (--cpu-prof; ${basename(prof.file)}; ${fmtInt(prof.windowSamples)} samples in window, ${fmt(prof.busyMs, 0)} ms busy; profiling inflates the CPU figures above)`)
+    r.section(
+      `gateway CPU profile (--cpu-prof; ${basename(prof.file)}; ${fmtInt(prof.windowSamples)} samples in window, ${fmt(prof.busyMs, 0)} ms busy; profiling inflates the CPU figures above)`
+    )
     for (const a of prof.byArea) r.row(`  ${a.area}`, `${fmt(a.pct, 1).padStart(5)} %  ${fmt(a.selfMs, 0)} ms`)
     r.section('  top self-time functions:')
     for (const f of prof.top) r.row(`    ${fmt(f.pct, 1).padStart(5)} %`, `${f.fn}  ${f.where}`)
@@ -333,7 +443,7 @@ export async function runAudio (flags: Map<string, string>): Promise<Record<stri
     warmupSeconds: warmup,
     windowSeconds: round(windowS),
     framesPerSecDelivered: round(framesPerSec, 1),
-    framesPerSecExpected: conn.streaming * 1000 / FRAME_MS,
+    framesPerSecExpected: (conn.streaming * 1000) / FRAME_MS,
     framesPerSecSent: round(sentPerSec, 1),
     gatewayCpuUsPerFrame: round(cpuPerFrame),
     gatewayCpuUserUsPerFrame: round(gwCpu.user / delivered),
@@ -360,6 +470,11 @@ export async function runAudio (flags: Map<string, string>): Promise<Record<stri
     rssConnectedBytes: rssConnected,
     rssEndBytes: rssEnd,
     rssPerLegBytes: Math.round(rssPerLeg),
-    ...(prof !== null ? { profileTop: prof.top.slice(0, 10).map(f => ({ fn: f.fn, where: f.where, pct: round(f.pct, 1) })), profileAreas: prof.byArea.map(a => ({ area: a.area, pct: round(a.pct, 1) })) } : {})
+    ...(prof !== null
+      ? {
+          profileTop: prof.top.slice(0, 10).map(f => ({ fn: f.fn, where: f.where, pct: round(f.pct, 1) })),
+          profileAreas: prof.byArea.map(a => ({ area: a.area, pct: round(a.pct, 1) }))
+        }
+      : {})
   }
 }

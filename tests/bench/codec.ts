@@ -10,11 +10,18 @@ import { fmt, numberFlag, Report, round } from './lib'
 
 export const CODEC_FLAGS = ['seconds']
 
-function measure (spec: FramesSpec, template: MediaTemplate | null, seconds: number): number {
+function measure(spec: FramesSpec, template: MediaTemplate | null, seconds: number): number {
   const frame = new Uint8Array(160)
   for (let i = 0; i < 160; i++) frame[i] = (Math.sin(i / 4) * 100) & 0xff
   let sink = 0
-  const enc = new AudioEncoder(spec, new FrameCounters(), template, { binary: c => { sink += c[0] }, text: f => { sink += f.length } })
+  const enc = new AudioEncoder(spec, new FrameCounters(), template, {
+    binary: c => {
+      sink += c[0]
+    },
+    text: f => {
+      sink += f.length
+    }
+  })
   const frames = seconds * 50
   for (let i = 0; i < 500; i++) enc.push(frame)
   let best = Infinity
@@ -28,14 +35,33 @@ function measure (spec: FramesSpec, template: MediaTemplate | null, seconds: num
   return best
 }
 
-export function runCodec (flags: Map<string, string>): Record<string, unknown> {
+export function runCodec(flags: Map<string, string>): Record<string, unknown> {
   const seconds = numberFlag(flags, 'seconds', 60, { min: 1, max: 3600 })
-  const twilio = new MediaTemplate(JSON.stringify({ event: 'media', sequenceNumber: '{{seq}}', streamSid: 'MZ0123456789abcdef0123456789abcdef', media: { track: 'inbound', chunk: '{{chunk}}', timestamp: '{{timestamp}}', payload: '{{payload}}' } }))
+  const twilio = new MediaTemplate(
+    JSON.stringify({
+      event: 'media',
+      sequenceNumber: '{{seq}}',
+      streamSid: 'MZ0123456789abcdef0123456789abcdef',
+      media: { track: 'inbound', chunk: '{{chunk}}', timestamp: '{{timestamp}}', payload: '{{payload}}' }
+    })
+  )
   const cases: [string, FramesSpec, MediaTemplate | null][] = [
-    ['µ-law re-chunked to 50 ms (AssemblyAI)', { framing: 'binary', encoding: 'mulaw', sampleRate: 8000, chunkMs: 50 }, null],
+    [
+      'µ-law re-chunked to 50 ms (AssemblyAI)',
+      { framing: 'binary', encoding: 'mulaw', sampleRate: 8000, chunkMs: 50 },
+      null
+    ],
     ['µ-law → PCM16 8 kHz, 50 ms', { framing: 'binary', encoding: 'pcm16', sampleRate: 8000, chunkMs: 50 }, null],
-    ['µ-law → PCM16 16 kHz (resampled), 50 ms', { framing: 'binary', encoding: 'pcm16', sampleRate: 16000, chunkMs: 50 }, null],
-    ['µ-law → json-base64 Twilio media, 20 ms', { framing: 'json-base64', encoding: 'mulaw', sampleRate: 8000, chunkMs: 20 }, twilio]
+    [
+      'µ-law → PCM16 16 kHz (resampled), 50 ms',
+      { framing: 'binary', encoding: 'pcm16', sampleRate: 16000, chunkMs: 50 },
+      null
+    ],
+    [
+      'µ-law → json-base64 Twilio media, 20 ms',
+      { framing: 'json-base64', encoding: 'mulaw', sampleRate: 8000, chunkMs: 20 },
+      twilio
+    ]
   ]
   const rep = new Report(`codec: CPU per second of audio per leg (${seconds} s of 20 ms frames, best of 3)`)
   rep.section('conversion')

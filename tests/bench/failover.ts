@@ -13,19 +13,19 @@ import { LoadGen } from './loadgen'
 
 export const FAILOVER_FLAGS = ['legs', 'warmup', 'after']
 
-function percentile (sorted: number[], p: number): number {
+function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return NaN
-  return sorted[Math.min(sorted.length - 1, Math.ceil(p / 100 * sorted.length) - 1)]
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]
 }
 
-async function metric (adminPort: number, name: string): Promise<number> {
+async function metric(adminPort: number, name: string): Promise<number> {
   const text = await (await fetch(`http://127.0.0.1:${adminPort}/metrics`)).text()
   let sum = 0
   for (const line of text.split('\n')) if (line.startsWith(name)) sum += Number(line.slice(line.lastIndexOf(' ') + 1))
   return sum
 }
 
-export async function runFailover (flags: Map<string, string>): Promise<Record<string, unknown>> {
+export async function runFailover(flags: Map<string, string>): Promise<Record<string, unknown>> {
   const legs = numberFlag(flags, 'legs', 500, { integer: true, min: 2, max: 20000 })
   const warmup = numberFlag(flags, 'warmup', 3, { min: 1, max: 600 })
   const after = numberFlag(flags, 'after', 5, { min: 2, max: 600 })
@@ -34,7 +34,10 @@ export async function runFailover (flags: Map<string, string>): Promise<Record<s
   const a = await Sink.start(0)
   const b = await Sink.start(0)
   const gw = await startGateway(a.url, token, false, {
-    upstreams: [{ name: 'a', audio: a.url }, { name: 'b', audio: b.url }],
+    upstreams: [
+      { name: 'a', audio: a.url },
+      { name: 'b', audio: b.url }
+    ],
     extra: { audio: { replaySeconds: 1, failoverTimeoutSeconds: 30, reattachGraceSeconds: 0 } }
   })
   const gen = new LoadGen(`ws://127.0.0.1:${gw.port}/audio/bench`, legs, token)
@@ -68,7 +71,10 @@ export async function runFailover (flags: Map<string, string>): Promise<Record<s
   let notMoved = 0
   for (const [leg, countOnB] of onB) {
     const r = replacement.get(leg)
-    if (r === undefined) { notMoved++; continue }
+    if (r === undefined) {
+      notMoved++
+      continue
+    }
     const [, firstAt, firstSeq, lastSeq] = r
     gaps.push(firstAt - killAt)
     const lastOnB = countOnB - 1
@@ -79,25 +85,40 @@ export async function runFailover (flags: Map<string, string>): Promise<Record<s
   gaps.sort((x, y) => x - y)
   const lost = missingTail + seamGap + final.outOfOrder
 
-  const rep = new Report(`failover: ${legs} legs × 50 frames/s through the gateway to replicas a and b; b killed mid-stream`)
+  const rep = new Report(
+    `failover: ${legs} legs × 50 frames/s through the gateway to replicas a and b; b killed mid-stream`
+  )
   rep.section('setup')
   rep.row('legs streaming / on the killed replica', `${fmtInt(conn.streaming)} / ${fmtInt(onB.length)}`)
   rep.row('replay ring / failover timeout', '1 s / 30 s')
   rep.section('time from the kill to the first frame on the survivor (per failed-over leg)')
-  rep.row('p50 / p99 / max', `${fmt(percentile(gaps, 50), 1)} / ${fmt(percentile(gaps, 99), 1)} / ${fmt(gaps.at(-1) ?? NaN, 1)} ms`)
+  rep.row(
+    'p50 / p99 / max',
+    `${fmt(percentile(gaps, 50), 1)} / ${fmt(percentile(gaps, 99), 1)} / ${fmt(gaps.at(-1) ?? NaN, 1)} ms`
+  )
   rep.row('legs moved / not moved', `${fmtInt(gaps.length)} / ${fmtInt(notMoved)}`)
   rep.row('gateway: failovers ok', fmtInt(failovers))
   rep.section('audio')
-  rep.row('frames lost', `${fmtInt(lost)}  (tail missing ${missingTail}, gap at the seam ${seamGap}, gaps inside ${final.outOfOrder})`)
+  rep.row(
+    'frames lost',
+    `${fmtInt(lost)}  (tail missing ${missingTail}, gap at the seam ${seamGap}, gaps inside ${final.outOfOrder})`
+  )
   rep.row('gateway count of undelivered frames', fmtInt(droppedByGateway))
-  rep.row('frames replayed (sent twice)', `${fmtInt(replayed)}  (the dead replica's last second, re-sent to the survivor)`)
+  rep.row(
+    'frames replayed (sent twice)',
+    `${fmtInt(replayed)}  (the dead replica's last second, re-sent to the survivor)`
+  )
   rep.print()
   return {
     legs,
     legsOnKilledReplica: onB.length,
     legsMoved: gaps.length,
     legsNotMoved: notMoved,
-    kill_to_first_frame_ms: { p50: round(percentile(gaps, 50)), p99: round(percentile(gaps, 99)), max: round(gaps.at(-1) ?? NaN) },
+    kill_to_first_frame_ms: {
+      p50: round(percentile(gaps, 50)),
+      p99: round(percentile(gaps, 99)),
+      max: round(gaps.at(-1) ?? NaN)
+    },
     framesLost: lost,
     gatewayDroppedFrames: droppedByGateway,
     framesReplayed: replayed,

@@ -13,7 +13,7 @@ if (Number.isInteger(parent) && parent > 1) {
   const timer = setInterval(() => {
     if (process.ppid === parent) return
     clearInterval(timer)
-    if (tmp !== undefined && tmp.includes('assist-gateway-bench-')) rmSync(tmp, { recursive: true, force: true })
+    if (tmp?.includes('assist-gateway-bench-')) rmSync(tmp, { recursive: true, force: true })
     process.kill(process.pid, 'SIGTERM')
     setTimeout(() => process.exit(0), 3000).unref()
   }, 500)

@@ -24,7 +24,7 @@ export const LEG_OFFSET = 12
 export const CONTACT_BASE = 1_000_000
 
 /** Wall-clock milliseconds with sub-µs resolution; comparable across processes on one machine. */
-export function nowMs (): number {
+export function nowMs(): number {
   return performance.timeOrigin + performance.now()
 }
 
@@ -55,7 +55,7 @@ export class Histogram {
   max = 0
   negative = 0
 
-  record (ms: number): void {
+  record(ms: number): void {
     if (ms < 0) {
       this.negative++
       ms = 0
@@ -68,7 +68,7 @@ export class Histogram {
     if (ms > this.max) this.max = ms
   }
 
-  reset (): void {
+  reset(): void {
     this.buckets.fill(0)
     this.count = 0
     this.sum = 0
@@ -77,7 +77,7 @@ export class Histogram {
   }
 
   /** Upper edge of the bucket holding the q-quantile (ms). */
-  quantile (q: number): number {
+  quantile(q: number): number {
     if (this.count === 0) return NaN
     const rank = Math.max(1, Math.ceil(q * this.count))
     let seen = 0
@@ -88,7 +88,7 @@ export class Histogram {
     return this.max
   }
 
-  summary (): LatencySummary {
+  summary(): LatencySummary {
     return {
       count: this.count,
       p50: this.quantile(0.5),
@@ -108,7 +108,7 @@ export class Histogram {
 export class UsageError extends Error {}
 
 /** `--name value` / `--name=value` / `--flag` parsing against a list of known names. */
-export function parseFlags (argv: string[], valued: string[], booleans: string[] = []): Map<string, string> {
+export function parseFlags(argv: string[], valued: string[], booleans: string[] = []): Map<string, string> {
   const out = new Map<string, string>()
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]
@@ -129,13 +129,25 @@ export function parseFlags (argv: string[], valued: string[], booleans: string[]
   return out
 }
 
-export function numberFlag (flags: Map<string, string>, name: string, dflt: number, opts: { integer?: boolean; min?: number; max?: number } = {}): number {
+export function numberFlag(
+  flags: Map<string, string>,
+  name: string,
+  dflt: number,
+  opts: { integer?: boolean; min?: number; max?: number } = {}
+): number {
   const raw = flags.get(name)
   if (raw === undefined) return dflt
   const n = Number(raw)
   const min = opts.min ?? 0
-  if (!Number.isFinite(n) || n < min || (opts.max !== undefined && n > opts.max) || (opts.integer === true && !Number.isInteger(n))) {
-    throw new UsageError(`--${name} must be ${opts.integer === true ? 'an integer' : 'a number'} >= ${min}${opts.max !== undefined ? ` and <= ${opts.max}` : ''} (got ${raw})`)
+  if (
+    !Number.isFinite(n) ||
+    n < min ||
+    (opts.max !== undefined && n > opts.max) ||
+    (opts.integer === true && !Number.isInteger(n))
+  ) {
+    throw new UsageError(
+      `--${name} must be ${opts.integer === true ? 'an integer' : 'a number'} >= ${min}${opts.max !== undefined ? ` and <= ${opts.max}` : ''} (got ${raw})`
+    )
   }
   return n
 }
@@ -150,36 +162,48 @@ const children = new Set<ChildProcess>()
 const exitHooks: (() => void)[] = []
 
 /** Remember a child so that every exit path of the bench (normal, error, SIGINT) kills it. */
-export function track (child: ChildProcess): ChildProcess {
+export function track(child: ChildProcess): ChildProcess {
   children.add(child)
   child.once('exit', () => children.delete(child))
   return child
 }
 
 /** Synchronous last-resort cleanup (also runs from process 'exit'). */
-export function killAllChildren (): void {
+export function killAllChildren(): void {
   for (const hook of exitHooks.splice(0)) {
-    try { hook() } catch { /* cleanup must not throw */ }
+    try {
+      hook()
+    } catch {
+      /* cleanup must not throw */
+    }
   }
   for (const c of children) {
     if (c.exitCode === null && c.signalCode === null && c.pid !== undefined) {
-      try { c.kill('SIGKILL') } catch { /* already gone */ }
+      try {
+        c.kill('SIGKILL')
+      } catch {
+        /* already gone */
+      }
     }
   }
   children.clear()
 }
 
 /** Also run at exit (e.g. remove a temp folder). */
-export function onExit (fn: () => void): void {
+export function onExit(fn: () => void): void {
   exitHooks.push(fn)
 }
 
 let handlersInstalled = false
-export function installExitHandlers (): void {
+export function installExitHandlers(): void {
   if (handlersInstalled) return
   handlersInstalled = true
   process.on('exit', killAllChildren)
-  for (const [sig, code] of [['SIGINT', 130], ['SIGTERM', 143], ['SIGHUP', 129]] as const) {
+  for (const [sig, code] of [
+    ['SIGINT', 130],
+    ['SIGTERM', 143],
+    ['SIGHUP', 129]
+  ] as const) {
     process.on(sig, () => {
       process.stderr.write(`\nbench: ${sig}: stopping child processes\n`)
       killAllChildren()
@@ -188,12 +212,12 @@ export function installExitHandlers (): void {
   }
 }
 
-export function exited (child: ChildProcess): boolean {
+export function exited(child: ChildProcess): boolean {
   return child.exitCode !== null || child.signalCode !== null
 }
 
 /** SIGTERM, then SIGKILL after `graceMs`; resolves once the child is gone. */
-export async function stopChild (child: ChildProcess, graceMs = 3000): Promise<void> {
+export async function stopChild(child: ChildProcess, graceMs = 3000): Promise<void> {
   if (exited(child)) return
   await new Promise<void>(resolve => {
     const timer = setTimeout(() => {
@@ -210,23 +234,23 @@ export async function stopChild (child: ChildProcess, graceMs = 3000): Promise<v
 /** Keeps the last `max` characters a child wrote (shown when it fails). */
 export class Tail {
   private text = ''
-  constructor (private readonly max = 8000) {}
-  add (chunk: Buffer | string): void {
+  constructor(private readonly max = 8000) {}
+  add(chunk: Buffer | string): void {
     this.text += chunk.toString()
     if (this.text.length > this.max * 2) this.text = this.text.slice(-this.max)
   }
 
-  toString (): string {
+  toString(): string {
     return this.text.slice(-this.max)
   }
 }
 
-export function sleep (ms: number): Promise<void> {
+export function sleep(ms: number): Promise<void> {
   return new Promise(resolve => setTimeout(resolve, ms))
 }
 
 /** A port that was free a moment ago (bind 127.0.0.1:0, read, close). */
-export function freePort (): Promise<number> {
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = createServer()
     srv.unref()
@@ -240,7 +264,7 @@ export function freePort (): Promise<number> {
 }
 
 /** Status of GET url, or null on a connection error / timeout. */
-export function httpStatus (url: string, timeoutMs = 1000): Promise<number | null> {
+export function httpStatus(url: string, timeoutMs = 1000): Promise<number | null> {
   return new Promise(resolve => {
     const req = request(url, { method: 'GET', timeout: timeoutMs, agent: false }, res => {
       res.resume()
@@ -255,7 +279,7 @@ export function httpStatus (url: string, timeoutMs = 1000): Promise<number | nul
 // ---- /proc readings ------------------------------------------------------------------------------
 
 let clkTck: number | null = null
-export function clockTicksPerSecond (): number {
+export function clockTicksPerSecond(): number {
   if (clkTck === null) {
     const n = Number(execSync('getconf CLK_TCK', { encoding: 'utf8' }).trim())
     clkTck = Number.isFinite(n) && n > 0 ? n : 100
@@ -264,9 +288,13 @@ export function clockTicksPerSecond (): number {
 }
 
 /** CPU a process has used so far, in µs: utime and stime (/proc/<pid>/stat fields 14 and 15, clock ticks). */
-export interface ProcCpu { user: number; sys: number; total: number }
+export interface ProcCpu {
+  user: number
+  sys: number
+  total: number
+}
 
-export function procCpu (pid: number): ProcCpu {
+export function procCpu(pid: number): ProcCpu {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
   // The command name (field 2) may hold spaces and parentheses: split after the last ')'.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
@@ -277,7 +305,7 @@ export function procCpu (pid: number): ProcCpu {
   return { user, sys, total: user + sys }
 }
 
-export function cpuDelta (a: ProcCpu, b: ProcCpu): ProcCpu {
+export function cpuDelta(a: ProcCpu, b: ProcCpu): ProcCpu {
   return { user: b.user - a.user, sys: b.sys - a.sys, total: b.total - a.total }
 }
 
@@ -285,28 +313,33 @@ export function cpuDelta (a: ProcCpu, b: ProcCpu): ProcCpu {
 export type MachineCpu = Record<'user' | 'nice' | 'system' | 'idle' | 'iowait' | 'irq' | 'softirq' | 'steal', number>
 const MACHINE_FIELDS = ['user', 'nice', 'system', 'idle', 'iowait', 'irq', 'softirq', 'steal'] as const
 
-export function machineCpu (): MachineCpu {
+export function machineCpu(): MachineCpu {
   const line = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]
   const nums = line.trim().split(/\s+/).slice(1).map(Number)
   const us = 1e6 / clockTicksPerSecond()
   const out = {} as MachineCpu
-  MACHINE_FIELDS.forEach((k, i) => { out[k] = (nums[i] ?? 0) * us })
+  MACHINE_FIELDS.forEach((k, i) => {
+    out[k] = (nums[i] ?? 0) * us
+  })
   return out
 }
 
 /** Share of all cores' time per kind between two readings, in % of the machine (100 % = every core busy). */
-export function machineShare (a: MachineCpu, b: MachineCpu): MachineCpu & { busy: number } {
+export function machineShare(a: MachineCpu, b: MachineCpu): MachineCpu & { busy: number } {
   const d = {} as MachineCpu
   let total = 0
-  for (const k of MACHINE_FIELDS) { d[k] = b[k] - a[k]; total += d[k] }
+  for (const k of MACHINE_FIELDS) {
+    d[k] = b[k] - a[k]
+    total += d[k]
+  }
   const out = {} as MachineCpu & { busy: number }
-  for (const k of MACHINE_FIELDS) out[k] = total > 0 ? 100 * d[k] / total : NaN
-  out.busy = total > 0 ? 100 * (total - d.idle - d.iowait) / total : NaN
+  for (const k of MACHINE_FIELDS) out[k] = total > 0 ? (100 * d[k]) / total : NaN
+  out.busy = total > 0 ? (100 * (total - d.idle - d.iowait)) / total : NaN
   return out
 }
 
 /** Main thread's time spent runnable but waiting for a CPU, in µs (/proc/<pid>/schedstat field 2, ns). */
-export function runqueueWaitMicros (pid: number): number {
+export function runqueueWaitMicros(pid: number): number {
   try {
     return Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[1]) / 1000
   } catch {
@@ -319,7 +352,7 @@ export function runqueueWaitMicros (pid: number): number {
  * sink share the others, so the gateway's figures are not its neighbours' scheduling noise.
  * `taskset -a -p -c LIST PID` (all threads). False when taskset is missing or refuses.
  */
-export function pin (pid: number, cores: string): boolean {
+export function pin(pid: number, cores: string): boolean {
   try {
     execSync(`taskset -a -p -c ${cores} ${pid}`, { stdio: 'ignore' })
     return true
@@ -329,7 +362,7 @@ export function pin (pid: number, cores: string): boolean {
 }
 
 /** Resident set size in bytes (/proc/<pid>/status VmRSS). */
-export function rssBytes (pid: number): number {
+export function rssBytes(pid: number): number {
   const m = /^VmRSS:\s+(\d+)\s+kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
   return m === null ? NaN : Number(m[1]) * 1024
 }
@@ -362,7 +395,11 @@ export class Sink {
   private seq = 0
   private readonly waiting = new Map<number, { resolve: (s: SinkStats) => void; reject: (e: Error) => void }>()
 
-  private constructor (readonly child: ChildProcess, readonly port: number, readonly tail: Tail) {
+  private constructor(
+    readonly child: ChildProcess,
+    readonly port: number,
+    readonly tail: Tail
+  ) {
     child.on('message', (m: { id?: number; stats?: SinkStats }) => {
       if (m.id === undefined || m.stats === undefined) return
       const w = this.waiting.get(m.id)
@@ -375,17 +412,22 @@ export class Sink {
     })
   }
 
-  get pid (): number {
+  get pid(): number {
     return this.child.pid!
   }
 
-  get url (): string {
+  get url(): string {
     return `ws://127.0.0.1:${this.port}/`
   }
 
-  static async start (port = 0): Promise<Sink> {
+  static async start(port = 0): Promise<Sink> {
     const tail = new Tail()
-    const child = track(fork(join(BENCH_DIST, 'sink.js'), ['--port', String(port)], { stdio: ['ignore', 'pipe', 'pipe', 'ipc'], execArgv: [] }))
+    const child = track(
+      fork(join(BENCH_DIST, 'sink.js'), ['--port', String(port)], {
+        stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+        execArgv: []
+      })
+    )
     child.stdout!.on('data', (d: Buffer) => tail.add(d))
     child.stderr!.on('data', (d: Buffer) => tail.add(d))
     let onExit: (code: number | null, signal: string | null) => void = () => {}
@@ -413,7 +455,7 @@ export class Sink {
   }
 
   /** Ask the sink; every command answers with its figures (taken before the command's reset, if any). */
-  async ask (cmd: SinkCommand): Promise<SinkStats> {
+  async ask(cmd: SinkCommand): Promise<SinkStats> {
     const id = ++this.seq
     return await new Promise<SinkStats>((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -421,54 +463,60 @@ export class Sink {
         reject(new Error(`sink did not answer "${cmd}" within 10 s`))
       }, 10_000)
       this.waiting.set(id, {
-        resolve: s => { clearTimeout(timer); resolve(s) },
-        reject: e => { clearTimeout(timer); reject(e) }
+        resolve: s => {
+          clearTimeout(timer)
+          resolve(s)
+        },
+        reject: e => {
+          clearTimeout(timer)
+          reject(e)
+        }
       })
       this.child.send({ id, cmd })
     })
   }
 
-  async stop (): Promise<void> {
+  async stop(): Promise<void> {
     await stopChild(this.child, 2000)
   }
 }
 
 // ---- report formatting -------------------------------------------------------------------------
 
-export function fmt (n: number, digits = 2): string {
+export function fmt(n: number, digits = 2): string {
   if (!Number.isFinite(n)) return 'n/a'
   return n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits })
 }
 
-export function fmtInt (n: number): string {
+export function fmtInt(n: number): string {
   if (!Number.isFinite(n)) return 'n/a'
   return Math.round(n).toLocaleString('en-US')
 }
 
-export function fmtMiB (bytes: number): string {
+export function fmtMiB(bytes: number): string {
   return Number.isFinite(bytes) ? `${fmt(bytes / (1024 * 1024), 1)} MiB` : 'n/a'
 }
 
-export function fmtKiB (bytes: number): string {
+export function fmtKiB(bytes: number): string {
   return Number.isFinite(bytes) ? `${fmt(bytes / 1024, 1)} KiB` : 'n/a'
 }
 
 /** A two-column block: labels padded to one width. */
 export class Report {
   private readonly rows: ([string, string] | string)[] = []
-  constructor (private readonly title: string) {}
-  row (label: string, value: string): this {
+  constructor(private readonly title: string) {}
+  row(label: string, value: string): this {
     this.rows.push([label, value])
     return this
   }
 
-  section (text: string): this {
+  section(text: string): this {
     this.rows.push(text)
     return this
   }
 
-  print (): void {
-    const width = Math.max(...this.rows.map(r => typeof r === 'string' ? 0 : r[0].length))
+  print(): void {
+    const width = Math.max(...this.rows.map(r => (typeof r === 'string' ? 0 : r[0].length)))
     const lines = [this.title, '='.repeat(this.title.length)]
     for (const r of this.rows) lines.push(typeof r === 'string' ? r : `  ${r[0].padEnd(width)}  ${r[1]}`)
     console.log(lines.join('\n'))
@@ -476,13 +524,13 @@ export class Report {
 }
 
 /** Round floats for the JSON line (3 significant decimals is plenty). */
-export function round (n: number, digits = 3): number | null {
+export function round(n: number, digits = 3): number | null {
   if (!Number.isFinite(n)) return null
   const f = 10 ** digits
   return Math.round(n * f) / f
 }
 
 /** Progress lines go to stderr so stdout holds only the report. */
-export function progress (line: string): void {
+export function progress(line: string): void {
   process.stderr.write(`bench: ${line}\n`)
 }

@@ -44,10 +44,14 @@ export class LoadGen {
   lateTicks = 0
   ticks = 0
 
-  constructor (private readonly url: string, private readonly count: number, private readonly token: string) {}
+  constructor(
+    private readonly url: string,
+    private readonly count: number,
+    private readonly token: string
+  ) {}
 
   /** Open every leg (at most `concurrency` handshakes in flight); resolves when all are streaming or failed. */
-  async connect (concurrency = 100, timeoutMs = 30_000): Promise<{ streaming: number; failed: number }> {
+  async connect(concurrency = 100, timeoutMs = 30_000): Promise<{ streaming: number; failed: number }> {
     const deadline = performance.now() + timeoutMs
     let next = 0
     const worker = async (): Promise<void> => {
@@ -67,7 +71,7 @@ export class LoadGen {
     return { streaming, failed: this.count - streaming }
   }
 
-  private openLeg (index: number, deadline: number): Promise<void> {
+  private openLeg(index: number, deadline: number): Promise<void> {
     return new Promise(resolve => {
       const ws = new WebSocket(this.url, { perMessageDeflate: false, handshakeTimeout: 10_000 })
       const leg: GenLeg = { index, ws, slot: index % SLOTS, nextK: 0, sent: 0, state: 'connecting', error: null }
@@ -84,18 +88,29 @@ export class LoadGen {
       }
       ws.on('open', () => {
         leg.state = 'awaiting'
-        ws.send(JSON.stringify(initMessage({ token: this.token, contactId: CONTACT_BASE + index, busNo: 4594, perspective: 'TX' })))
+        ws.send(
+          JSON.stringify(
+            initMessage({ token: this.token, contactId: CONTACT_BASE + index, busNo: 4594, perspective: 'TX' })
+          )
+        )
       })
       ws.on('message', (data: Buffer, isBinary: boolean) => {
         if (isBinary || leg.state !== 'awaiting') return
         let msg: { command?: unknown } = {}
-        try { msg = JSON.parse(data.toString('utf8')) as { command?: unknown } } catch { /* reported below */ }
-        if (msg.command !== 'CONNECTED') return fail(`first answer was not CONNECTED: ${data.toString('utf8').slice(0, 200)}`)
+        try {
+          msg = JSON.parse(data.toString('utf8')) as { command?: unknown }
+        } catch {
+          /* reported below */
+        }
+        if (msg.command !== 'CONNECTED')
+          return fail(`first answer was not CONNECTED: ${data.toString('utf8').slice(0, 200)}`)
         clearTimeout(timer)
         this.startStreaming(leg)
         resolve()
       })
-      ws.on('error', (err: Error) => { leg.error ??= err.message })
+      ws.on('error', (err: Error) => {
+        leg.error ??= err.message
+      })
       ws.on('close', (code: number) => {
         if (leg.state === 'streaming') leg.state = 'closed'
         else fail(leg.error ?? `closed with ${code} before CONNECTED`)
@@ -103,7 +118,7 @@ export class LoadGen {
     })
   }
 
-  private startStreaming (leg: GenLeg): void {
+  private startStreaming(leg: GenLeg): void {
     leg.state = 'streaming'
     if (this.stopped) return
     // Start on the leg's next grid point.
@@ -112,7 +127,7 @@ export class LoadGen {
     if (this.timer === null) this.schedule()
   }
 
-  private schedule (): void {
+  private schedule(): void {
     const now = performance.now()
     this.tickNo = Math.max(this.tickNo + 1, Math.floor((now - this.t0) / SLOT_MS) + 1)
     this.timer = setTimeout(this.tick, Math.max(0, this.t0 + this.tickNo * SLOT_MS - now))
@@ -139,7 +154,7 @@ export class LoadGen {
     this.schedule()
   }
 
-  private pump (leg: GenLeg, k: number): void {
+  private pump(leg: GenLeg, k: number): void {
     const ws = leg.ws
     const frame = this.frame
     while (leg.nextK <= k) {
@@ -158,27 +173,32 @@ export class LoadGen {
   }
 
   /** Start of a measured window: reset the scheduler-lateness figures. */
-  markWindow (): void {
+  markWindow(): void {
     this.maxLateMs = 0
     this.lateTicks = 0
     this.ticks = 0
   }
 
   /** Stop sending (legs stay open). */
-  stop (): void {
+  stop(): void {
     this.stopped = true
     if (this.timer !== null) clearTimeout(this.timer)
     this.timer = null
   }
 
   /** Close every leg (1000), cut off those that do not finish within `graceMs`. */
-  async close (graceMs = 3000): Promise<void> {
+  async close(graceMs = 3000): Promise<void> {
     this.stop()
     const pending = this.legs.filter(l => l.ws.readyState !== WebSocket.CLOSED)
-    const done = Promise.all(pending.map(l => new Promise<void>(resolve => {
-      if (l.ws.readyState === WebSocket.CLOSED) return resolve()
-      l.ws.once('close', () => resolve())
-    })))
+    const done = Promise.all(
+      pending.map(
+        l =>
+          new Promise<void>(resolve => {
+            if (l.ws.readyState === WebSocket.CLOSED) return resolve()
+            l.ws.once('close', () => resolve())
+          })
+      )
+    )
     for (const l of pending) {
       if (l.ws.readyState === WebSocket.OPEN) l.ws.close(1000, 'bench done')
       else l.ws.terminate()
@@ -188,9 +208,10 @@ export class LoadGen {
   }
 
   /** Distinct error messages of failed legs, with counts. */
-  failures (): string[] {
+  failures(): string[] {
     const by = new Map<string, number>()
-    for (const l of this.legs) if (l.state === 'failed') by.set(l.error ?? 'unknown', (by.get(l.error ?? 'unknown') ?? 0) + 1)
+    for (const l of this.legs)
+      if (l.state === 'failed') by.set(l.error ?? 'unknown', (by.get(l.error ?? 'unknown') ?? 0) + 1)
     return [...by].map(([e, n]) => `${n} × ${e}`)
   }
 }

@@ -22,7 +22,7 @@ const USAGE = `usage: npm run bench [-- [audio|wsclient|failover|codec|text|all]
   text     [--connections N (64)] [--seconds S (10)] [--mode plain|tls|both] [--mapping json-events|passthrough] [--profile]
   all      (default) audio, wsclient, codec; takes the flags of audio and wsclient`
 
-async function main (argv: string[]): Promise<number> {
+async function main(argv: string[]): Promise<number> {
   installExitHandlers()
   let [cmd, ...rest] = argv
   if (cmd === undefined || cmd.startsWith('--')) {
@@ -69,15 +69,18 @@ async function main (argv: string[]): Promise<number> {
   return 0
 }
 
-main(process.argv.slice(2)).then(code => {
-  killAllChildren()
-  process.exit(code)
-}, (err: unknown) => {
-  killAllChildren()
-  if (err instanceof UsageError) {
-    console.error(`bench: ${err.message}\n${USAGE}`)
-    process.exit(2)
+main(process.argv.slice(2)).then(
+  code => {
+    killAllChildren()
+    process.exit(code)
+  },
+  (err: unknown) => {
+    killAllChildren()
+    if (err instanceof UsageError) {
+      console.error(`bench: ${err.message}\n${USAGE}`)
+      process.exit(2)
+    }
+    console.error('bench: failed:', err)
+    process.exit(1)
   }
-  console.error('bench: failed:', err)
-  process.exit(1)
-})
+)

@@ -11,9 +11,21 @@
 import * as uWS from 'uWebSockets.js'
 import { CONTACT_BASE, Histogram, LEG_OFFSET, nowMs, SEQ_OFFSET, STAMP_OFFSET, type SinkStats } from './lib'
 
-interface Conn { leg: number; inited: boolean; nextSeq: number; frames: number; openedAt: number; record: number[] | null }
+interface Conn {
+  leg: number
+  inited: boolean
+  nextSeq: number
+  frames: number
+  openedAt: number
+  record: number[] | null
+}
 
-const CONNECTED = JSON.stringify({ command: 'CONNECTED', messageType: 'COMMAND', message: 'BEGIN AUDIO STREAM', parameters: {} })
+const CONNECTED = JSON.stringify({
+  command: 'CONNECTED',
+  messageType: 'COMMAND',
+  message: 'BEGIN AUDIO STREAM',
+  parameters: {}
+})
 const MAX_LEGS = 1 << 20
 
 const hist = new Histogram()
@@ -27,7 +39,7 @@ let perLeg = new Uint32Array(1024)
 let markAt = Infinity
 const sinceMark: number[][] = []
 
-function legCount (leg: number): void {
+function legCount(leg: number): void {
   if (leg >= perLeg.length) {
     const bigger = new Uint32Array(Math.min(MAX_LEGS, Math.max(leg + 1, perLeg.length * 2)))
     bigger.set(perLeg)
@@ -35,13 +47,23 @@ function legCount (leg: number): void {
   }
 }
 
-function stats (): SinkStats {
+function stats(): SinkStats {
   let top = perLeg.length
   while (top > 0 && perLeg[top - 1] === 0) top--
-  return { received, at: nowMs(), open, opened, perLeg: Array.from(perLeg.subarray(0, top)), outOfOrder, unknownLegs, latency: hist.summary(), sinceMark: sinceMark.map(r => [...r]) }
+  return {
+    received,
+    at: nowMs(),
+    open,
+    opened,
+    perLeg: Array.from(perLeg.subarray(0, top)),
+    outOfOrder,
+    unknownLegs,
+    latency: hist.summary(),
+    sinceMark: sinceMark.map(r => [...r])
+  }
 }
 
-function main (): void {
+function main(): void {
   const i = process.argv.indexOf('--port')
   const port = i === -1 ? 0 : Number(process.argv[i + 1])
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error('--port must be 0-65535')
@@ -84,10 +106,16 @@ function main (): void {
           // A connection may start mid-leg (a failover's replacement starts with replayed audio).
           if (c.frames === 0) {
             c.nextSeq = seq
-            if (c.openedAt >= markAt) { c.record = [c.leg, now, seq, seq, 0]; sinceMark.push(c.record) }
+            if (c.openedAt >= markAt) {
+              c.record = [c.leg, now, seq, seq, 0]
+              sinceMark.push(c.record)
+            }
           }
           c.frames++
-          if (c.record !== null) { c.record[3] = seq; c.record[4]++ }
+          if (c.record !== null) {
+            c.record[3] = seq
+            c.record[4]++
+          }
           if (seq !== c.nextSeq) outOfOrder++
           c.nextSeq = seq + 1
           perLeg[c.leg]++

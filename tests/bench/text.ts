@@ -16,8 +16,29 @@ import { join } from 'node:path'
 import { connect as tlsConnect } from 'node:tls'
 import { stringify } from 'yaml'
 import {
-  exited, fmt, fmtInt, fmtMiB, freePort, Histogram, httpStatus, installExitHandlers, killAllChildren, numberFlag, onExit,
-  PACKAGE_ROOT, parseFlags, procCpu, progress, Report, round, rssBytes, sleep, stopChild, Tail, track, UsageError
+  exited,
+  fmt,
+  fmtInt,
+  fmtMiB,
+  freePort,
+  Histogram,
+  httpStatus,
+  installExitHandlers,
+  killAllChildren,
+  numberFlag,
+  onExit,
+  PACKAGE_ROOT,
+  parseFlags,
+  procCpu,
+  progress,
+  Report,
+  round,
+  rssBytes,
+  sleep,
+  stopChild,
+  Tail,
+  track,
+  UsageError
 } from './lib'
 
 export const TEXT_FLAGS = ['connections', 'seconds', 'warmup', 'mode', 'mapping']
@@ -25,28 +46,39 @@ export const TEXT_BOOLEANS = ['profile']
 
 const BIN = join(PACKAGE_ROOT, 'bin', 'assist-gateway.js')
 
-function cpuUs (pid: number): number {
+function cpuUs(pid: number): number {
   return procCpu(pid).total
 }
 
-interface Child { child: ChildProcess; pid: number; tail: Tail }
+interface Child {
+  child: ChildProcess
+  pid: number
+  tail: Tail
+}
 
-function spawnCli (args: string[], env: NodeJS.ProcessEnv = {}, nodeArgs: string[] = []): Child {
+function spawnCli(args: string[], env: NodeJS.ProcessEnv = {}, nodeArgs: string[] = []): Child {
   const clean: NodeJS.ProcessEnv = { ...process.env, ...env, BENCH_PARENT_PID: String(process.pid) }
   for (const k of ['PORT', 'ADMIN_PORT', 'LOG_LEVEL', 'REDIS_URL', 'GATEWAY_CONFIG', 'NODE_OPTIONS']) delete clean[k]
   const tail = new Tail()
-  const child = track(spawn(process.execPath, [...nodeArgs, BIN, ...args], { cwd: PACKAGE_ROOT, env: clean, stdio: ['ignore', 'pipe', 'pipe'] }))
+  const child = track(
+    spawn(process.execPath, [...nodeArgs, BIN, ...args], {
+      cwd: PACKAGE_ROOT,
+      env: clean,
+      stdio: ['ignore', 'pipe', 'pipe']
+    })
+  )
   child.stdout!.on('data', (d: Buffer) => tail.add(d))
   child.stderr!.on('data', (d: Buffer) => tail.add(d))
   return { child, pid: child.pid!, tail }
 }
 
-async function waitOk (c: Child, url: string, what: string): Promise<void> {
+async function waitOk(c: Child, url: string, what: string): Promise<void> {
   const deadline = performance.now() + 15_000
   for (;;) {
     if (exited(c.child)) throw new Error(`${what} exited during start-up:\n${c.tail.toString()}`)
-    if (await httpStatus(url, 500) === 200) return
-    if (performance.now() > deadline) throw new Error(`${what} did not answer ${url} within 15 s:\n${c.tail.toString()}`)
+    if ((await httpStatus(url, 500)) === 200) return
+    if (performance.now() > deadline)
+      throw new Error(`${what} did not answer ${url} within 15 s:\n${c.tail.toString()}`)
     await sleep(100)
   }
 }
@@ -56,24 +88,32 @@ class Conn {
   private buf: Buffer = Buffer.alloc(0)
   private sentAt = 0
   private stopped = false
-  constructor (private readonly socket: Socket, private readonly request: Buffer, private readonly run: LoadRun) {
+  constructor(
+    private readonly socket: Socket,
+    private readonly request: Buffer,
+    private readonly run: LoadRun
+  ) {
     socket.setNoDelay(true)
     socket.on('data', d => this.onData(d))
-    socket.on('error', err => { run.errors.set(err.message, (run.errors.get(err.message) ?? 0) + 1) })
-    socket.on('close', () => { if (!this.stopped) run.closed++ })
+    socket.on('error', err => {
+      run.errors.set(err.message, (run.errors.get(err.message) ?? 0) + 1)
+    })
+    socket.on('close', () => {
+      if (!this.stopped) run.closed++
+    })
   }
 
-  start (): void {
+  start(): void {
     this.sentAt = performance.now()
     this.socket.write(this.request)
   }
 
-  stop (): void {
+  stop(): void {
     this.stopped = true
     this.socket.destroy()
   }
 
-  private onData (d: Buffer): void {
+  private onData(d: Buffer): void {
     this.buf = this.buf.length === 0 ? d : Buffer.concat([this.buf, d])
     for (;;) {
       const end = this.buf.indexOf('\r\n\r\n')
@@ -97,20 +137,27 @@ class LoadRun {
   readonly errors = new Map<string, number>()
   done = 0
   closed = 0
-  record (status: number, ms: number): void {
+  record(status: number, ms: number): void {
     this.done++
     this.statuses.set(status, (this.statuses.get(status) ?? 0) + 1)
     if (status === 200) this.hist.record(ms)
   }
 
-  reset (): void {
+  reset(): void {
     this.hist.reset()
     this.statuses.clear()
     this.done = 0
   }
 }
 
-async function openConns (n: number, port: number, tls: boolean, request: Buffer, run: LoadRun, ca: string | null): Promise<Conn[]> {
+async function openConns(
+  n: number,
+  port: number,
+  tls: boolean,
+  request: Buffer,
+  run: LoadRun,
+  ca: string | null
+): Promise<Conn[]> {
   const conns: Conn[] = []
   for (let i = 0; i < n; i++) {
     const socket = await new Promise<Socket>((resolve, reject) => {
@@ -124,9 +171,23 @@ async function openConns (n: number, port: number, tls: boolean, request: Buffer
   return conns
 }
 
-interface ModeFigures { [k: string]: unknown }
+interface ModeFigures {
+  [k: string]: unknown
+}
 
-async function runMode (mode: 'plain' | 'tls', o: { connections: number; seconds: number; warmup: number; mapping: string; vendorPort: number; vendorPid: number; dir: string; profile: boolean }): Promise<ModeFigures> {
+async function runMode(
+  mode: 'plain' | 'tls',
+  o: {
+    connections: number
+    seconds: number
+    warmup: number
+    mapping: string
+    vendorPort: number
+    vendorPid: number
+    dir: string
+    profile: boolean
+  }
+): Promise<ModeFigures> {
   const [port, adminPort] = [await freePort(), await freePort()]
   const token = `bench-${randomBytes(12).toString('hex')}`
   let ca: string | null = null
@@ -134,7 +195,27 @@ async function runMode (mode: 'plain' | 'tls', o: { connections: number; seconds
   if (mode === 'tls') {
     const cert = join(o.dir, 'cert.pem')
     const key = join(o.dir, 'key.pem')
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1'], { stdio: 'ignore' })
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'rsa:2048',
+        '-nodes',
+        '-keyout',
+        key,
+        '-out',
+        cert,
+        '-days',
+        '1',
+        '-subj',
+        '/CN=localhost',
+        '-addext',
+        'subjectAltName=DNS:localhost,IP:127.0.0.1'
+      ],
+      { stdio: 'ignore' }
+    )
     ca = readFileSync(cert, 'utf8')
     tls = { cert, key }
   }
@@ -154,16 +235,29 @@ async function runMode (mode: 'plain' | 'tls', o: { connections: number; seconds
   const file = join(o.dir, `gateway-${mode}.yaml`)
   writeFileSync(file, stringify(config))
   const profileDir = join(o.dir, `profile-${mode}`)
-  const gw = spawnCli(['serve', '--config', file], { BENCH_TEXT_TOKEN: token }, o.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [])
+  const gw = spawnCli(
+    ['serve', '--config', file],
+    { BENCH_TEXT_TOKEN: token },
+    o.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : []
+  )
   await waitOk(gw, `http://127.0.0.1:${adminPort}/livez`, 'the gateway')
 
   const body = JSON.stringify({
-    contactId: 584930211, busNo: 4594, tenantId: 'tenant-eu-1', participantId: 'patron',
-    messageBody: 'Hi, I was charged twice for my last order.', messageData: { channel: 'chat' }, agentAssistAppConfig: { language: 'en-US' }
+    contactId: 584930211,
+    busNo: 4594,
+    tenantId: 'tenant-eu-1',
+    participantId: 'patron',
+    messageBody: 'Hi, I was charged twice for my last order.',
+    messageData: { channel: 'chat' },
+    agentAssistAppConfig: { language: 'en-US' }
   })
-  const request = Buffer.from(`POST /text/bench HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nAuthorization: Bearer ${token}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`)
+  const request = Buffer.from(
+    `POST /text/bench HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nAuthorization: Bearer ${token}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
+  )
   const run = new LoadRun()
-  progress(`text/${mode}: gateway pid ${gw.pid} on ${port}; ${o.connections} connections, warm-up ${o.warmup} s, then ${o.seconds} s measured`)
+  progress(
+    `text/${mode}: gateway pid ${gw.pid} on ${port}; ${o.connections} connections, warm-up ${o.warmup} s, then ${o.seconds} s measured`
+  )
   const conns = await openConns(o.connections, port, mode === 'tls', request, run, ca)
   for (const c of conns) c.start()
   await sleep(o.warmup * 1000)
@@ -187,13 +281,28 @@ async function runMode (mode: 'plain' | 'tls', o: { connections: number; seconds
 
   const rps = done / (windowMs / 1000)
   const ok = run.statuses.get(200) ?? 0
-  const r = new Report(`text/${mode}: POST /text/bench (${o.mapping} mapping, text auth on) → local ${o.mapping} emulator, ${o.connections} keep-alive connections`)
-  r.row('requests/s', `${fmtInt(rps)}  (${fmtInt(done)} in ${fmt(windowMs / 1000, 2)} s; 200: ${fmtInt(ok)}${Object.keys(statuses).length > 1 ? `; all: ${JSON.stringify(statuses)}` : ''})`)
-  r.row('latency (200s, ms)', `p50 ${fmt(lat.p50, 3)}  p90 ${fmt(lat.p90, 3)}  p99 ${fmt(lat.p99, 3)}  max ${fmt(lat.max, 3)}`)
-  r.row('gateway CPU', `${fmt(100 * gwCpu / (windowMs * 1000), 1)} % of one core, ${fmt(gwCpu / Math.max(1, done), 1)} µs per request; RSS ${fmtMiB(rss)}`)
-  r.row('vendor emulator CPU', `${fmt(100 * vCpu / (windowMs * 1000), 1)} % of one core`)
-  r.row('load generator CPU', `${fmt(100 * selfCpu / (windowMs * 1000), 1)} % of one core`)
-  if (run.errors.size > 0 || run.closed > 0) r.row('client errors', `${JSON.stringify(Object.fromEntries(run.errors))}; ${run.closed} connections closed by the server`)
+  const r = new Report(
+    `text/${mode}: POST /text/bench (${o.mapping} mapping, text auth on) → local ${o.mapping} emulator, ${o.connections} keep-alive connections`
+  )
+  r.row(
+    'requests/s',
+    `${fmtInt(rps)}  (${fmtInt(done)} in ${fmt(windowMs / 1000, 2)} s; 200: ${fmtInt(ok)}${Object.keys(statuses).length > 1 ? `; all: ${JSON.stringify(statuses)}` : ''})`
+  )
+  r.row(
+    'latency (200s, ms)',
+    `p50 ${fmt(lat.p50, 3)}  p90 ${fmt(lat.p90, 3)}  p99 ${fmt(lat.p99, 3)}  max ${fmt(lat.max, 3)}`
+  )
+  r.row(
+    'gateway CPU',
+    `${fmt((100 * gwCpu) / (windowMs * 1000), 1)} % of one core, ${fmt(gwCpu / Math.max(1, done), 1)} µs per request; RSS ${fmtMiB(rss)}`
+  )
+  r.row('vendor emulator CPU', `${fmt((100 * vCpu) / (windowMs * 1000), 1)} % of one core`)
+  r.row('load generator CPU', `${fmt((100 * selfCpu) / (windowMs * 1000), 1)} % of one core`)
+  if (run.errors.size > 0 || run.closed > 0)
+    r.row(
+      'client errors',
+      `${JSON.stringify(Object.fromEntries(run.errors))}; ${run.closed} connections closed by the server`
+    )
   if (!alive) r.row('WARNING', `the gateway exited during the run:\n${gw.tail.toString()}`)
   if (o.profile) topFunctions(profileDir, r)
   r.print()
@@ -202,19 +311,23 @@ async function runMode (mode: 'plain' | 'tls', o: { connections: number; seconds
     requests: done,
     statuses,
     latencyMs: { p50: round(lat.p50), p90: round(lat.p90), p99: round(lat.p99), max: round(lat.max) },
-    gatewayCpuPercent: round(100 * gwCpu / (windowMs * 1000), 1),
+    gatewayCpuPercent: round((100 * gwCpu) / (windowMs * 1000), 1),
     gatewayCpuUsPerRequest: round(gwCpu / Math.max(1, done), 1),
-    vendorCpuPercent: round(100 * vCpu / (windowMs * 1000), 1),
-    generatorCpuPercent: round(100 * selfCpu / (windowMs * 1000), 1),
+    vendorCpuPercent: round((100 * vCpu) / (windowMs * 1000), 1),
+    generatorCpuPercent: round((100 * selfCpu) / (windowMs * 1000), 1),
     gatewayRssBytes: rss
   }
 }
 
 /** --profile: the gateway's top self-time functions over its whole run (warm-up and start-up included). */
-function topFunctions (dir: string, r: Report): void {
+function topFunctions(dir: string, r: Report): void {
   const file = readdirSync(dir).find(f => f.endsWith('.cpuprofile'))
   if (file === undefined) return
-  const prof = JSON.parse(readFileSync(join(dir, file), 'utf8')) as { nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number } }[]; samples: number[]; timeDeltas: number[] }
+  const prof = JSON.parse(readFileSync(join(dir, file), 'utf8')) as {
+    nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number } }[]
+    samples: number[]
+    timeDeltas: number[]
+  }
   const self = new Map<number, number>()
   prof.samples.forEach((id, i) => self.set(id, (self.get(id) ?? 0) + (prof.timeDeltas[i + 1] ?? 0)))
   const byFn = new Map<string, number>()
@@ -223,15 +336,16 @@ function topFunctions (dir: string, r: Report): void {
     const us = self.get(n.id) ?? 0
     if (us === 0 || n.callFrame.functionName === '(idle)') continue
     busy += us
-    const key = `${n.callFrame.functionName || '(anonymous)'} ${n.callFrame.url.replace(/^file:\/\//, '').replace(PACKAGE_ROOT + '/', '')}:${n.callFrame.lineNumber + 1}`
+    const key = `${n.callFrame.functionName || '(anonymous)'} ${n.callFrame.url.replace(/^file:\/\//, '').replace(`${PACKAGE_ROOT}/`, '')}:${n.callFrame.lineNumber + 1}`
     byFn.set(key, (byFn.get(key) ?? 0) + us)
   }
   r.section(`gateway CPU profile (${fmt(busy / 1000, 0)} ms busy; profiling slows the gateway)`)
-  for (const [k, us] of [...byFn].sort((a, b) => b[1] - a[1]).slice(0, 30)) r.row(`  ${fmt(100 * us / busy, 1).padStart(5)} %`, k)
+  for (const [k, us] of [...byFn].sort((a, b) => b[1] - a[1]).slice(0, 30))
+    r.row(`  ${fmt((100 * us) / busy, 1).padStart(5)} %`, k)
 }
 
 /** The text benchmark's figures (for run.ts's BENCH_JSON). */
-export async function runText (flags: Map<string, string>): Promise<Record<string, unknown>> {
+export async function runText(flags: Map<string, string>): Promise<Record<string, unknown>> {
   const connections = numberFlag(flags, 'connections', 64, { integer: true, min: 1, max: 10000 })
   const seconds = numberFlag(flags, 'seconds', 10, { min: 1, max: 3600 })
   const warmup = numberFlag(flags, 'warmup', 3, { min: 0, max: 600 })
@@ -239,7 +353,8 @@ export async function runText (flags: Map<string, string>): Promise<Record<strin
   if (!['plain', 'tls', 'both'].includes(mode)) throw new UsageError('--mode must be plain, tls or both')
   const mapping = flags.get('mapping') ?? 'json-events'
   const profile = flags.has('profile')
-  if (!['json-events', 'passthrough'].includes(mapping)) throw new UsageError('--mapping must be json-events or passthrough')
+  if (!['json-events', 'passthrough'].includes(mapping))
+    throw new UsageError('--mapping must be json-events or passthrough')
   const dir = mkdtempSync(join(tmpdir(), 'assist-gateway-text-bench-'))
   onExit(() => rmSync(dir, { recursive: true, force: true }))
   const vendorPort = await freePort()
@@ -247,8 +362,17 @@ export async function runText (flags: Map<string, string>): Promise<Record<strin
   try {
     await waitOk(vendor, `http://127.0.0.1:${vendorPort}/healthz`, 'the vendor emulator')
     const out: Record<string, unknown> = { connections, seconds, warmup, mapping }
-    for (const m of mode === 'both' ? ['plain', 'tls'] as const : [mode as 'plain' | 'tls']) {
-      out[m] = await runMode(m, { connections, seconds, warmup, mapping, vendorPort, vendorPid: vendor.pid, dir, profile })
+    for (const m of mode === 'both' ? (['plain', 'tls'] as const) : [mode as 'plain' | 'tls']) {
+      out[m] = await runMode(m, {
+        connections,
+        seconds,
+        warmup,
+        mapping,
+        vendorPort,
+        vendorPid: vendor.pid,
+        dir,
+        profile
+      })
       console.log('')
     }
     return out
@@ -258,7 +382,7 @@ export async function runText (flags: Map<string, string>): Promise<Record<strin
 }
 
 /** Entry point for run.ts: parse the flags, run, print the report and one `BENCH_TEXT_JSON {...}` line. */
-export async function benchText (args: string[]): Promise<void> {
+export async function benchText(args: string[]): Promise<void> {
   installExitHandlers()
   const out = await runText(parseFlags(args, TEXT_FLAGS, TEXT_BOOLEANS))
   console.log(`BENCH_TEXT_JSON ${JSON.stringify(out)}`)
@@ -266,9 +390,15 @@ export async function benchText (args: string[]): Promise<void> {
 
 // Also runnable on its own: node dist/tests/bench/text.js [flags]
 if (require.main === module) {
-  benchText(process.argv.slice(2)).then(() => { killAllChildren(); process.exit(0) }, (err: unknown) => {
-    killAllChildren()
-    console.error(err instanceof UsageError ? `bench text: ${err.message}` : err)
-    process.exit(err instanceof UsageError ? 2 : 1)
-  })
+  benchText(process.argv.slice(2)).then(
+    () => {
+      killAllChildren()
+      process.exit(0)
+    },
+    (err: unknown) => {
+      killAllChildren()
+      console.error(err instanceof UsageError ? `bench text: ${err.message}` : err)
+      process.exit(err instanceof UsageError ? 2 : 1)
+    }
+  )
 }

@@ -26,7 +26,7 @@ interface Client {
   close: () => void
 }
 
-async function openWs (url: string): Promise<Client> {
+async function openWs(url: string): Promise<Client> {
   const ws = new WebSocket(url, { perMessageDeflate: false })
   await new Promise<void>((resolve, reject) => {
     ws.once('open', () => resolve())
@@ -36,25 +36,32 @@ async function openWs (url: string): Promise<Client> {
   return { send: d => ws.send(d, BINARY), buffered: () => ws.bufferedAmount, close: () => ws.terminate() }
 }
 
-async function openUndici (url: string): Promise<Client> {
+async function openUndici(url: string): Promise<Client> {
   const ws = new UndiciWebSocket(url)
   ws.binaryType = 'arraybuffer'
   await new Promise<void>((resolve, reject) => {
     ws.addEventListener('open', () => resolve(), { once: true })
-    ws.addEventListener('error', e => reject(new Error(`undici WebSocket: ${String((e as { message?: unknown }).message ?? 'error')}`)), { once: true })
+    ws.addEventListener(
+      'error',
+      e => reject(new Error(`undici WebSocket: ${String((e as { message?: unknown }).message ?? 'error')}`)),
+      { once: true }
+    )
   })
   ws.addEventListener('error', () => {})
   return { send: d => ws.send(d), buffered: () => ws.bufferedAmount, close: () => ws.close() }
 }
 
-interface Run { usPerFrame: number; framesPerSec: number }
+interface Run {
+  usPerFrame: number
+  framesPerSec: number
+}
 
 /**
  * One run: `frames` frames in ticks of `batch` (one setImmediate each), spread round-robin over `conns`
  * connections. As on the gateway's per-frame path, the target socket's bufferedAmount is checked before
  * each send (above HIGH_WATER the tick ends and sending resumes 1 ms later).
  */
-async function measure (kind: 'ws' | 'undici', sink: Sink, frames: number, batch: number, conns: number): Promise<Run> {
+async function measure(kind: 'ws' | 'undici', sink: Sink, frames: number, batch: number, conns: number): Promise<Run> {
   const open = kind === 'ws' ? openWs : openUndici
   const clients = await Promise.all(Array.from({ length: conns }, async () => await open(sink.url)))
   await sink.ask('reset-all')
@@ -99,29 +106,40 @@ async function measure (kind: 'ws' | 'undici', sink: Sink, frames: number, batch
   return { usPerFrame: (cpu.user + cpu.system) / frames, framesPerSec: frames / (wallMs / 1000) }
 }
 
-interface ModeResult { conns: number; ws: Run; undici: Run; wsRuns: Run[]; undiciRuns: Run[] }
+interface ModeResult {
+  conns: number
+  ws: Run
+  undici: Run
+  wsRuns: Run[]
+  undiciRuns: Run[]
+}
 
-async function runMode (sink: Sink, frames: number, batch: number, conns: number): Promise<ModeResult> {
+async function runMode(sink: Sink, frames: number, batch: number, conns: number): Promise<ModeResult> {
   // Unmeasured warm-up of both code paths (JIT, socket buffers).
-  for (const kind of ['ws', 'undici'] as const) await measure(kind, sink, Math.max(1000, Math.floor(frames / 10)), batch, conns)
+  for (const kind of ['ws', 'undici'] as const)
+    await measure(kind, sink, Math.max(1000, Math.floor(frames / 10)), batch, conns)
   const runs: Record<'ws' | 'undici', Run[]> = { ws: [], undici: [] }
   for (let i = 0; i < 2; i++) {
     for (const kind of ['ws', 'undici'] as const) {
       const r = await measure(kind, sink, frames, batch, conns)
-      progress(`wsclient: ${conns} connection(s): ${kind} run ${i + 1}: ${fmt(r.usPerFrame, 3)} µs/frame, ${fmtInt(r.framesPerSec)} frames/s`)
+      progress(
+        `wsclient: ${conns} connection(s): ${kind} run ${i + 1}: ${fmt(r.usPerFrame, 3)} µs/frame, ${fmtInt(r.framesPerSec)} frames/s`
+      )
       runs[kind].push(r)
     }
   }
-  const best = (rs: Run[]): Run => rs.reduce((a, b) => b.usPerFrame < a.usPerFrame ? b : a)
+  const best = (rs: Run[]): Run => rs.reduce((a, b) => (b.usPerFrame < a.usPerFrame ? b : a))
   return { conns, ws: best(runs.ws), undici: best(runs.undici), wsRuns: runs.ws, undiciRuns: runs.undici }
 }
 
-export async function runWsClient (flags: Map<string, string>): Promise<Record<string, unknown>> {
+export async function runWsClient(flags: Map<string, string>): Promise<Record<string, unknown>> {
   const frames = numberFlag(flags, 'frames', 200_000, { integer: true, min: 1000, max: 100_000_000 })
   const batch = numberFlag(flags, 'batch', 100, { integer: true, min: 1, max: 100_000 })
   const conns = numberFlag(flags, 'conns', 100, { integer: true, min: 1, max: 10_000 })
   const modes = conns === 1 ? [1] : [1, conns]
-  progress(`wsclient: ${fmtInt(frames)} frames of ${FRAME_BYTES} B per run, batches of ${batch}; ws and undici twice each, over ${modes.join(' and ')} connection(s)`)
+  progress(
+    `wsclient: ${fmtInt(frames)} frames of ${FRAME_BYTES} B per run, batches of ${batch}; ws and undici twice each, over ${modes.join(' and ')} connection(s)`
+  )
   const sink = await Sink.start(0)
   // Sender and sink on different cores (the sender's CPU is what is measured).
   const cores = cpus().length
@@ -132,13 +150,23 @@ export async function runWsClient (flags: Map<string, string>): Promise<Record<s
   } finally {
     await sink.stop()
   }
-  const r = new Report(`wsclient: sender CPU per ${FRAME_BYTES} B binary frame to a local uWS sink (${fmtInt(frames)} frames per run, batches of ${batch} per setImmediate, best of 2)`)
+  const r = new Report(
+    `wsclient: sender CPU per ${FRAME_BYTES} B binary frame to a local uWS sink (${fmtInt(frames)} frames per run, batches of ${batch} per setImmediate, best of 2)`
+  )
   for (const m of results) {
-    r.section(m.conns === 1
-      ? '1 connection (library cost; a backed-up socket lets writes coalesce, so this varies run to run)'
-      : `${m.conns} connections, frames round-robin (gateway-like: one write(2) per frame on an idle socket)`)
-    r.row('ws', `${fmt(m.ws.usPerFrame, 3)} µs/frame  (${fmtInt(m.ws.framesPerSec)} frames/s; runs: ${m.wsRuns.map(x => fmt(x.usPerFrame, 3)).join(', ')})`)
-    r.row('undici WebSocket', `${fmt(m.undici.usPerFrame, 3)} µs/frame  (${fmtInt(m.undici.framesPerSec)} frames/s; runs: ${m.undiciRuns.map(x => fmt(x.usPerFrame, 3)).join(', ')})`)
+    r.section(
+      m.conns === 1
+        ? '1 connection (library cost; a backed-up socket lets writes coalesce, so this varies run to run)'
+        : `${m.conns} connections, frames round-robin (gateway-like: one write(2) per frame on an idle socket)`
+    )
+    r.row(
+      'ws',
+      `${fmt(m.ws.usPerFrame, 3)} µs/frame  (${fmtInt(m.ws.framesPerSec)} frames/s; runs: ${m.wsRuns.map(x => fmt(x.usPerFrame, 3)).join(', ')})`
+    )
+    r.row(
+      'undici WebSocket',
+      `${fmt(m.undici.usPerFrame, 3)} µs/frame  (${fmtInt(m.undici.framesPerSec)} frames/s; runs: ${m.undiciRuns.map(x => fmt(x.usPerFrame, 3)).join(', ')})`
+    )
     r.row('undici / ws', `${fmt(m.undici.usPerFrame / m.ws.usPerFrame, 2)} ×`)
   }
   r.section('setup')

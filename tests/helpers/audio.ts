@@ -7,20 +7,24 @@ import { sleep, untilOpen, type PlatformLegClient } from './gateway'
 export const CLIP = readAudioClip(join(__dirname, '..', 'fixtures', 'hello.ulaw'))
 const FULL_FRAMES = Math.floor(CLIP.length / 160)
 
-export function frameAt (k: number): Buffer {
+export function frameAt(k: number): Buffer {
   const o = (k % FULL_FRAMES) * 160
   return CLIP.subarray(o, o + 160)
 }
 
 /** Send clip frames [from, to) at the platform's pace (one every 20 ms, drift-corrected) once the socket is open. */
-export async function stream (leg: PlatformLegClient, from: number, to: number): Promise<Buffer> {
+export async function stream(leg: PlatformLegClient, from: number, to: number): Promise<Buffer> {
   await untilOpen(leg.ws)
   const sent: Buffer[] = []
   const start = performance.now()
   let k = from
   while (k < to) {
     const due = Math.min(to, from + Math.floor((performance.now() - start) / 20) + 1)
-    for (; k < due; k++) { const f = frameAt(k); sent.push(f); leg.send(f) }
+    for (; k < due; k++) {
+      const f = frameAt(k)
+      sent.push(f)
+      leg.send(f)
+    }
     await sleep(5)
   }
   return Buffer.concat(sent)

@@ -16,12 +16,18 @@ export const TEXT_TOKEN = 'text-token-s3cr3t-value'
 /** Log lines captured from the gateway's pino logger, parsed; `raw` keeps the exact text written. */
 export class LogCapture {
   raw = ''
-  get lines (): Record<string, unknown>[] {
-    return this.raw.split('\n').filter(l => l !== '').map(l => JSON.parse(l) as Record<string, unknown>)
+  get lines(): Record<string, unknown>[] {
+    return this.raw
+      .split('\n')
+      .filter(l => l !== '')
+      .map(l => JSON.parse(l) as Record<string, unknown>)
   }
 
   readonly stream = new Writable({
-    write: (chunk: Buffer, _enc, cb) => { this.raw += chunk.toString('utf8'); cb() }
+    write: (chunk: Buffer, _enc, cb) => {
+      this.raw += chunk.toString('utf8')
+      cb()
+    }
   })
 }
 
@@ -36,11 +42,20 @@ export interface TestGateway extends Running {
  * Start a real gateway (uWS on ephemeral ports) from a config object written as YAML into a test dir.
  * Secrets are passed through ${VAR} references, as the contract asks.
  */
-export async function startGateway (t: T, config: Record<string, unknown>, env: Record<string, string> = {}): Promise<TestGateway> {
+export async function startGateway(
+  t: T,
+  config: Record<string, unknown>,
+  env: Record<string, string> = {}
+): Promise<TestGateway> {
   const dir = t.testdir()
   const configFile = join(dir, 'gateway.yaml')
   // Tests that count vendor sessions or expect an immediate goodbye turn probes and re-attach on themselves.
-  const base = { listen: { host: '127.0.0.1', port: 0 }, admin: { host: '127.0.0.1', port: 0 }, health: { active: { kind: 'none' } }, audio: { reattachGraceSeconds: 0 } }
+  const base = {
+    listen: { host: '127.0.0.1', port: 0 },
+    admin: { host: '127.0.0.1', port: 0 },
+    health: { active: { kind: 'none' } },
+    audio: { reattachGraceSeconds: 0 }
+  }
   writeFileSync(configFile, stringify(merge(base, config)))
   const cfg = loadConfig(configFile, { AUDIO_TOKEN, TEXT_TOKEN, ...env })
   const logs = new LogCapture()
@@ -53,30 +68,42 @@ export async function startGateway (t: T, config: Record<string, unknown>, env: 
     ...running,
     logs,
     configFile,
-    url: (path: string) => `${path.startsWith('/audio/') ? wsScheme : scheme}://127.0.0.1:${running.server.port}${path}`,
+    url: (path: string) =>
+      `${path.startsWith('/audio/') ? wsScheme : scheme}://127.0.0.1:${running.server.port}${path}`,
     adminUrl: (path: string) => `http://127.0.0.1:${running.server.adminPort}${path}`
   }
 }
 
-function merge (a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {
+function merge(a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {
   const out: Record<string, unknown> = { ...a }
   for (const [k, v] of Object.entries(b)) {
     const prev = out[k]
-    out[k] = prev !== null && typeof prev === 'object' && !Array.isArray(prev) && v !== null && typeof v === 'object' && !Array.isArray(v) && k !== 'routes'
-      ? merge(prev as Record<string, unknown>, v as Record<string, unknown>)
-      : v
+    out[k] =
+      prev !== null &&
+      typeof prev === 'object' &&
+      !Array.isArray(prev) &&
+      v !== null &&
+      typeof v === 'object' &&
+      !Array.isArray(v) &&
+      k !== 'routes'
+        ? merge(prev as Record<string, unknown>, v as Record<string, unknown>)
+        : v
   }
   return out
 }
 
-export async function startVendor (t: T, opts: EmulatorOptions): Promise<VendorEmulator> {
+export async function startVendor(t: T, opts: EmulatorOptions): Promise<VendorEmulator> {
   const v = await startVendorEmulator(opts)
   t.teardown(async () => await v.close())
   return v
 }
 
 /** A route config pointing at emulators, with the audio token required. */
-export function routeTo (vendors: VendorEmulator[], mapping: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
+export function routeTo(
+  vendors: VendorEmulator[],
+  mapping: string,
+  extra: Record<string, unknown> = {}
+): Record<string, unknown> {
   return {
     mapping,
     auth: { audio: ['${AUDIO_TOKEN}'], text: ['${TEXT_TOKEN}'] },
@@ -94,11 +121,13 @@ export interface PlatformLegClient {
 }
 
 /** Open an audio hook leg as the platform: connect, send the init message (text) at once. */
-export function platformLeg (t: T, url: string, init: unknown, opts: { raw?: boolean } = {}): PlatformLegClient {
+export function platformLeg(t: T, url: string, init: unknown, opts: { raw?: boolean } = {}): PlatformLegClient {
   const ws = new WebSocket(url, { perMessageDeflate: false, rejectUnauthorized: false })
   const messages: Record<string, unknown>[] = []
   let resolveAnswer!: (v: Record<string, unknown>) => void
-  const answer = new Promise<Record<string, unknown>>(resolve => { resolveAnswer = resolve })
+  const answer = new Promise<Record<string, unknown>>(resolve => {
+    resolveAnswer = resolve
+  })
   const closed = new Promise<{ code: number; reason: string }>(resolve => {
     ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() }))
   })
@@ -107,35 +136,53 @@ export function platformLeg (t: T, url: string, init: unknown, opts: { raw?: boo
   ws.on('message', (data, isBinary) => {
     if (isBinary) return
     const parsed = JSON.parse(data.toString()) as Record<string, unknown>
-    if (first) { first = false; resolveAnswer(parsed) } else messages.push(parsed)
+    if (first) {
+      first = false
+      resolveAnswer(parsed)
+    } else messages.push(parsed)
   })
   ws.on('open', () => {
     ws.send(opts.raw === true ? String(init) : JSON.stringify(init))
   })
-  t.teardown(() => { if (ws.readyState === WebSocket.OPEN || ws.readyState === WebSocket.CONNECTING) ws.terminate() })
+  t.teardown(() => {
+    if (ws.readyState === WebSocket.OPEN || ws.readyState === WebSocket.CONNECTING) ws.terminate()
+  })
   return {
-    ws, answer, messages, closed,
-    send: data => { if (ws.readyState === WebSocket.OPEN) ws.send(data) }
+    ws,
+    answer,
+    messages,
+    closed,
+    send: data => {
+      if (ws.readyState === WebSocket.OPEN) ws.send(data)
+    }
   }
 }
 
-export function untilOpen (ws: WebSocket): Promise<void> {
-  return ws.readyState === WebSocket.OPEN ? Promise.resolve() : new Promise((resolve, reject) => { ws.once('open', () => resolve()); ws.once('error', reject) })
+export function untilOpen(ws: WebSocket): Promise<void> {
+  return ws.readyState === WebSocket.OPEN
+    ? Promise.resolve()
+    : new Promise((resolve, reject) => {
+        ws.once('open', () => resolve())
+        ws.once('error', reject)
+      })
 }
 
-export interface Upstreams { routes: { replicas: { name: string; state: string; activeStreams: number; fleetStreams: number }[] }[]; store: { up: boolean } }
+export interface Upstreams {
+  routes: { replicas: { name: string; state: string; activeStreams: number; fleetStreams: number }[] }[]
+  store: { up: boolean }
+}
 
 /** GET /admin/upstreams of a gateway, given its admin base URL. */
-export async function upstreams (adminBase: string): Promise<Upstreams> {
-  return await (await fetch(`${adminBase}/admin/upstreams`)).json() as Upstreams
+export async function upstreams(adminBase: string): Promise<Upstreams> {
+  return (await (await fetch(`${adminBase}/admin/upstreams`)).json()) as Upstreams
 }
 
-export function sleep (ms: number): Promise<void> {
+export function sleep(ms: number): Promise<void> {
   return new Promise(resolve => setTimeout(resolve, ms))
 }
 
 /** Poll until `fn` is true or the deadline passes; returns the last value of fn. */
-export async function until (fn: () => boolean, ms = 5000, step = 20): Promise<boolean> {
+export async function until(fn: () => boolean, ms = 5000, step = 20): Promise<boolean> {
   const end = Date.now() + ms
   while (Date.now() < end) {
     if (fn()) return true

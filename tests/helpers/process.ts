@@ -16,7 +16,7 @@ export interface GatewayProcess {
 }
 
 /** A port nothing listens on right now (bound to 0, read, closed). */
-export async function freePort (): Promise<number> {
+export async function freePort(): Promise<number> {
   const s = createServer()
   await new Promise<void>(resolve => s.listen(0, '127.0.0.1', () => resolve()))
   const port = (s.address() as { port: number }).port
@@ -28,21 +28,46 @@ export async function freePort (): Promise<number> {
  * A gateway in its own process (`serve` through the CLI, from source under tap's TypeScript loader),
  * on fixed free ports, ready when /livez answers; killed at teardown.
  */
-export async function spawnGateway (t: T, config: Record<string, unknown>, env: Record<string, string> = {}): Promise<GatewayProcess> {
+export async function spawnGateway(
+  t: T,
+  config: Record<string, unknown>,
+  env: Record<string, string> = {}
+): Promise<GatewayProcess> {
   const [port, adminPort] = [await freePort(), await freePort()]
   // One test may start several, and t.testdir() is one folder per test (made anew on each call).
   const dir = mkdtempSync(join(tmpdir(), 'assist-gateway-test-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
   const file = join(dir, 'gateway.yaml')
-  writeFileSync(file, stringify({ listen: { host: '127.0.0.1', port }, admin: { host: '127.0.0.1', port: adminPort }, log: { level: 'info' }, ...config }))
+  writeFileSync(
+    file,
+    stringify({
+      listen: { host: '127.0.0.1', port },
+      admin: { host: '127.0.0.1', port: adminPort },
+      log: { level: 'info' },
+      ...config
+    })
+  )
   const cli = join(__dirname, 'run-cli.ts')
   const child = spawn(process.execPath, [...process.execArgv, cli, 'serve', '--config', file], {
-    env: { ...process.env, AUDIO_TOKEN, TEXT_TOKEN, ...env, PORT: '', ADMIN_PORT: '', REDIS_URL: '', GATEWAY_CONFIG: '' },
+    env: {
+      ...process.env,
+      AUDIO_TOKEN,
+      TEXT_TOKEN,
+      ...env,
+      PORT: '',
+      ADMIN_PORT: '',
+      REDIS_URL: '',
+      GATEWAY_CONFIG: ''
+    },
     stdio: ['ignore', 'pipe', 'pipe']
   })
   let out = ''
-  child.stdout.on('data', d => { out += String(d) })
-  child.stderr.on('data', d => { out += String(d) })
+  child.stdout.on('data', d => {
+    out += String(d)
+  })
+  child.stderr.on('data', d => {
+    out += String(d)
+  })
   t.teardown(async () => {
     if (child.exitCode !== null || child.signalCode !== null) return
     const gone = new Promise(resolve => child.once('exit', resolve))
@@ -56,7 +81,9 @@ export async function spawnGateway (t: T, config: Record<string, unknown>, env: 
     if (child.exitCode !== null) throw new Error(`gateway process exited: ${out}`)
     try {
       if ((await fetch(`http://127.0.0.1:${adminPort}/livez`)).status === 200) break
-    } catch { /* not up yet */ }
+    } catch {
+      /* not up yet */
+    }
     if (Date.now() > deadline) throw new Error(`gateway process did not start: ${out}`)
     await new Promise(resolve => setTimeout(resolve, 100))
   }

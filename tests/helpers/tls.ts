@@ -6,20 +6,41 @@ import { startGateway, type TestGateway } from './gateway'
 
 type T = Parameters<typeof startGateway>[0]
 
-export interface ThrowawayCert { cert: string; key: string; pem: string }
+export interface ThrowawayCert {
+  cert: string
+  key: string
+  pem: string
+}
 
 /**
  * A self-signed certificate for localhost and 127.0.0.1, valid one day, made with the openssl CLI in a
  * test dir (created with `files`, since t.testdir() starts afresh on every call).
  */
-export function throwawayCert (t: T, files: Record<string, string> = {}): ThrowawayCert {
+export function throwawayCert(t: T, files: Record<string, string> = {}): ThrowawayCert {
   const dir = t.testdir(files)
   const cert = join(dir, 'cert.pem')
   const key = join(dir, 'key.pem')
-  execFileSync('openssl', [
-    'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1',
-    '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1'
-  ], { stdio: 'ignore' })
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      key,
+      '-out',
+      cert,
+      '-days',
+      '1',
+      '-subj',
+      '/CN=localhost',
+      '-addext',
+      'subjectAltName=DNS:localhost,IP:127.0.0.1'
+    ],
+    { stdio: 'ignore' }
+  )
   return { cert, key, pem: readFileSync(cert, 'utf8') }
 }
 
@@ -35,22 +56,41 @@ export interface TlsGateway extends TestGateway {
  * A gateway serving HTTPS (uWS SSLApp) with a throwaway certificate, and a client that trusts it.
  * `files` are written beside the gateway's folder: name them in the config as `../<file>`.
  */
-export async function startTlsGateway (t: T, config: Record<string, unknown>, env: Record<string, string> = {}, opts: { connections?: number; files?: Record<string, string> } = {}): Promise<TlsGateway> {
+export async function startTlsGateway(
+  t: T,
+  config: Record<string, unknown>,
+  env: Record<string, string> = {},
+  opts: { connections?: number; files?: Record<string, string> } = {}
+): Promise<TlsGateway> {
   const c = throwawayCert(t, opts.files)
   // t.testdir() starts afresh each call: the gateway's files go in a folder beside the certificate instead.
   const dir = join(dirname(c.cert), 'gateway')
   mkdirSync(dir)
   const sub = { teardown: (fn: () => unknown) => t.teardown(fn), testdir: () => dir }
-  const gw = await startGateway(sub, { ...config, listen: { host: '127.0.0.1', port: 0, tls: { cert: c.cert, key: c.key } } }, env)
+  const gw = await startGateway(
+    sub,
+    { ...config, listen: { host: '127.0.0.1', port: 0, tls: { cert: c.cert, key: c.key } } },
+    env
+  )
   const agent = new Agent({ connect: { ca: c.pem }, connections: opts.connections ?? 64 })
   t.teardown(async () => await agent.close())
   return { ...gw, agent, ca: c.pem, caFile: c.cert }
 }
 
-export interface Answer { status: number; headers: Record<string, string>; text: string; json: any }
+export interface Answer {
+  status: number
+  headers: Record<string, string>
+  text: string
+  json: any
+}
 
 /** POST a body (a string is sent as is, anything else as JSON) and read the whole answer. */
-export async function post (agent: Agent, url: string, body: unknown, headers: Record<string, string> = {}): Promise<Answer> {
+export async function post(
+  agent: Agent,
+  url: string,
+  body: unknown,
+  headers: Record<string, string> = {}
+): Promise<Answer> {
   const res = await request(url, {
     method: 'POST',
     dispatcher: agent,
@@ -61,12 +101,16 @@ export async function post (agent: Agent, url: string, body: unknown, headers: R
   const flat: Record<string, string> = {}
   for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) flat[k] = Array.isArray(v) ? v.join(', ') : v
   let json: unknown = null
-  try { json = JSON.parse(text) } catch { /* not JSON */ }
+  try {
+    json = JSON.parse(text)
+  } catch {
+    /* not JSON */
+  }
   return { status: res.statusCode, headers: flat, text, json }
 }
 
 /** A valid WebHooksMessagesRequest (interface 2.7). */
-export function utterance (overrides: Record<string, unknown> = {}): Record<string, unknown> {
+export function utterance(overrides: Record<string, unknown> = {}): Record<string, unknown> {
   return {
     contactId: 584930211,
     busNo: 4594,

@@ -3,34 +3,57 @@ import { initMessage } from '../../gateway/tools/simulate'
 import { AUDIO_TOKEN, platformLeg, routeTo, startGateway, startVendor, sleep } from '../helpers/gateway'
 import { freePort } from '../helpers/process'
 
-const init = (over: Record<string, unknown> = {}): Record<string, unknown> => ({ ...initMessage({ token: AUDIO_TOKEN, contactId: 1001, busNo: 4594, perspective: 'TX' }), ...over })
-
-t.test('a valid init message is answered CONNECTED / COMMAND / BEGIN AUDIO STREAM once the vendor is ready', async t => {
-  const vendor = await startVendor(t, { kind: 'json-events' })
-  const gw = await startGateway(t, { routes: { demo: routeTo([vendor], 'mappings/json-events.yaml') } })
-  const leg = platformLeg(t, gw.url('/audio/demo'), init())
-  const answer = await leg.answer
-  t.equal(answer.command, 'CONNECTED')
-  t.equal(answer.messageType, 'COMMAND')
-  t.equal(answer.message, 'BEGIN AUDIO STREAM')
-  t.type(answer.parameters, 'object')
-  const s = vendor.sessions()
-  t.equal(s.length, 1, 'one vendor session')
-  t.equal(s[0].ready, true)
-  t.match(s[0].open, { event: 'start', start: { contactId: 1001, busNo: 4594, track: 'inbound', mediaFormat: { encoding: 'audio/x-mulaw', sampleRate: 8000, channels: 1 } } })
+const init = (over: Record<string, unknown> = {}): Record<string, unknown> => ({
+  ...initMessage({ token: AUDIO_TOKEN, contactId: 1001, busNo: 4594, perspective: 'TX' }),
+  ...over
 })
+
+t.test(
+  'a valid init message is answered CONNECTED / COMMAND / BEGIN AUDIO STREAM once the vendor is ready',
+  async t => {
+    const vendor = await startVendor(t, { kind: 'json-events' })
+    const gw = await startGateway(t, { routes: { demo: routeTo([vendor], 'mappings/json-events.yaml') } })
+    const leg = platformLeg(t, gw.url('/audio/demo'), init())
+    const answer = await leg.answer
+    t.equal(answer.command, 'CONNECTED')
+    t.equal(answer.messageType, 'COMMAND')
+    t.equal(answer.message, 'BEGIN AUDIO STREAM')
+    t.type(answer.parameters, 'object')
+    const s = vendor.sessions()
+    t.equal(s.length, 1, 'one vendor session')
+    t.equal(s[0].ready, true)
+    t.match(s[0].open, {
+      event: 'start',
+      start: {
+        contactId: 1001,
+        busNo: 4594,
+        track: 'inbound',
+        mediaFormat: { encoding: 'audio/x-mulaw', sampleRate: 8000, channels: 1 }
+      }
+    })
+  }
+)
 
 t.test('numeric and MX perspectives are accepted and normalized', async t => {
   const vendor = await startVendor(t, { kind: 'json-events' })
   const gw = await startGateway(t, { routes: { demo: routeTo([vendor], 'mappings/json-events.yaml') } })
-  const cases = [[0, 'inbound'], [1, 'outbound'], [2, 'both'], ['MX', 'both'], ['1', 'outbound']] as const
+  const cases = [
+    [0, 'inbound'],
+    [1, 'outbound'],
+    [2, 'both'],
+    ['MX', 'both'],
+    ['1', 'outbound']
+  ] as const
   for (const [p] of cases) {
     const leg = platformLeg(t, gw.url('/audio/demo'), init({ streamPerspective: p }))
     t.equal((await leg.answer).command, 'CONNECTED', `perspective ${JSON.stringify(p)}`)
     leg.ws.close(1000)
     await leg.closed
   }
-  t.same(vendor.sessions().map(s => (s.open as { start: { track: string } }).start.track), cases.map(([, track]) => track))
+  t.same(
+    vendor.sessions().map(s => (s.open as { start: { track: string } }).start.track),
+    cases.map(([, track]) => track)
+  )
 })
 
 t.test('a missing token is refused with ERROR and close 1008', async t => {
@@ -57,7 +80,10 @@ t.test('a wrong token is refused with ERROR and close 1008, and never echoed or 
   t.equal((await leg.closed).code, 1008)
   t.notMatch(JSON.stringify(answer), wrong, 'the answer does not echo the token')
   await sleep(50)
-  t.ok(gw.logs.lines.some(l => l.event === 'leg_failed' && l.code === 'AUTH_INVALID'), 'the refusal is logged')
+  t.ok(
+    gw.logs.lines.some(l => l.event === 'leg_failed' && l.code === 'AUTH_INVALID'),
+    'the refusal is logged'
+  )
   t.notMatch(gw.logs.raw, wrong, 'no log line holds the presented token')
   t.notMatch(gw.logs.raw, AUDIO_TOKEN, 'no log line holds the configured token')
 })
@@ -106,7 +132,16 @@ t.test('a route whose upstream is unreachable is answered ERROR and close 1013',
   // A port that refuses connections.
   const port = await freePort()
   const gw = await startGateway(t, {
-    routes: { dead: { mapping: 'mappings/json-events.yaml', auth: { audio: ['${AUDIO_TOKEN}'] }, upstreams: [{ name: 'a', audio: `ws://127.0.0.1:${port}/stream` }, { name: 'b', audio: `ws://127.0.0.1:${port}/other` }] } }
+    routes: {
+      dead: {
+        mapping: 'mappings/json-events.yaml',
+        auth: { audio: ['${AUDIO_TOKEN}'] },
+        upstreams: [
+          { name: 'a', audio: `ws://127.0.0.1:${port}/stream` },
+          { name: 'b', audio: `ws://127.0.0.1:${port}/other` }
+        ]
+      }
+    }
   })
   const leg = platformLeg(t, gw.url('/audio/dead'), init())
   const answer = await leg.answer
@@ -121,7 +156,10 @@ t.test('an unknown route is refused before the upgrade with 404', async t => {
   const { default: WebSocket } = await import('ws')
   const ws = new WebSocket(gw.url('/audio/nope'))
   const status = await new Promise<number>(resolve => {
-    ws.on('unexpected-response', (_req, res) => { resolve(res.statusCode ?? 0); ws.terminate() })
+    ws.on('unexpected-response', (_req, res) => {
+      resolve(res.statusCode ?? 0)
+      ws.terminate()
+    })
     ws.on('error', () => {})
   })
   t.equal(status, 404)
@@ -139,7 +177,10 @@ t.test('a vendor that refuses the session gives ERROR UPSTREAM_REFUSED with its 
 
 t.test('no init message within the handshake timeout closes the leg with 1008', async t => {
   const vendor = await startVendor(t, { kind: 'json-events' })
-  const gw = await startGateway(t, { audio: { handshakeTimeoutSeconds: 0.3 }, routes: { demo: routeTo([vendor], 'mappings/json-events.yaml') } })
+  const gw = await startGateway(t, {
+    audio: { handshakeTimeoutSeconds: 0.3 },
+    routes: { demo: routeTo([vendor], 'mappings/json-events.yaml') }
+  })
   const { default: WebSocket } = await import('ws')
   const ws = new WebSocket(gw.url('/audio/demo'))
   const texts: string[] = []

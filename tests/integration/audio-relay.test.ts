@@ -1,18 +1,29 @@
 import t from 'tap'
 import { createHash } from 'node:crypto'
 import { initMessage } from '../../gateway/tools/simulate'
-import { AUDIO_TOKEN, platformLeg, routeTo, startGateway, startVendor, sleep, until, type PlatformLegClient } from '../helpers/gateway'
+import {
+  AUDIO_TOKEN,
+  platformLeg,
+  routeTo,
+  startGateway,
+  startVendor,
+  sleep,
+  until,
+  type PlatformLegClient
+} from '../helpers/gateway'
 
 /** A 160-byte frame whose content is unique to (leg, seq), so order and integrity show in the hash. */
-function frame (leg: number, seq: number): Buffer {
+function frame(leg: number, seq: number): Buffer {
   const b = Buffer.alloc(160, (leg * 7 + seq) & 0xff)
   b.writeUInt32BE(leg, 0)
   b.writeUInt32BE(seq, 4)
   return b
 }
 
-const init = (contactId: number, over: Record<string, unknown> = {}): Record<string, unknown> =>
-  ({ ...initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' }), ...over })
+const init = (contactId: number, over: Record<string, unknown> = {}): Record<string, unknown> => ({
+  ...initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' }),
+  ...over
+})
 
 t.test('100 legs x 5 s at 50 frames/s: every frame reaches the vendor in order and results come back', async t => {
   const LEGS = 100
@@ -22,7 +33,10 @@ t.test('100 legs x 5 s at 50 frames/s: every frame reaches the vendor in order a
   const legs: PlatformLegClient[] = []
   for (let i = 0; i < LEGS; i++) legs.push(platformLeg(t, gw.url('/audio/demo'), init(200000 + i)))
   const answers = await Promise.all(legs.map(async l => await l.answer))
-  t.ok(answers.every(a => a.command === 'CONNECTED'), 'every leg is CONNECTED')
+  t.ok(
+    answers.every(a => a.command === 'CONNECTED'),
+    'every leg is CONNECTED'
+  )
   const hashes = legs.map(() => createHash('sha256'))
   // One drift-corrected 20 ms scheduler for all legs, as the platform's media server paces audio.
   const start = performance.now()
@@ -48,12 +62,22 @@ t.test('100 legs x 5 s at 50 frames/s: every frame reaches the vendor in order a
   }
   t.equal(intact, LEGS, 'per leg, the bytes the vendor got are exactly those sent, in order')
   await until(() => legs.every(l => l.messages.length >= FRAMES / 50), 5000)
-  t.ok(legs.every(l => l.messages.length === FRAMES / 50), 'every leg got one result per 50 frames')
-  t.match(legs[0].messages[0], { command: 'MESSAGE', messageType: 'TRANSCRIPT', parameters: { isFinal: true, seq: 1, perspective: 'TX' } })
+  t.ok(
+    legs.every(l => l.messages.length === FRAMES / 50),
+    'every leg got one result per 50 frames'
+  )
+  t.match(legs[0].messages[0], {
+    command: 'MESSAGE',
+    messageType: 'TRANSCRIPT',
+    parameters: { isFinal: true, seq: 1, perspective: 'TX' }
+  })
   for (const l of legs) l.ws.close(1000)
   await Promise.all(legs.map(async l => await l.closed))
   await until(() => vendor.sessions().every(s => s.closed))
-  t.ok(vendor.sessions().every(s => s.closeCode === 1000 && s.texts.some(x => (x as { event?: string }).event === 'stop')), 'each vendor session got the stop event and a normal close')
+  t.ok(
+    vendor.sessions().every(s => s.closeCode === 1000 && s.texts.some(x => (x as { event?: string }).event === 'stop')),
+    'each vendor session got the stop event and a normal close'
+  )
 })
 
 t.test('frames sent before CONNECTED are held and delivered whole and in order', async t => {
@@ -63,11 +87,20 @@ t.test('frames sent before CONNECTED are held and delivered whole and in order',
   const hash = createHash('sha256')
   await new Promise<void>(resolve => leg.ws.once('open', () => resolve()))
   // The init went out on open; stream right behind it, without waiting for the answer.
-  for (let i = 0; i < 10; i++) { const f = frame(1, i); hash.update(f); leg.send(f); await sleep(20) }
+  for (let i = 0; i < 10; i++) {
+    const f = frame(1, i)
+    hash.update(f)
+    leg.send(f)
+    await sleep(20)
+  }
   const answer = await leg.answer
   t.equal(answer.command, 'CONNECTED')
   t.equal(vendor.sessions()[0].frames, 0, 'no audio reached the vendor before it was ready')
-  for (let i = 10; i < 20; i++) { const f = frame(1, i); hash.update(f); leg.send(f) }
+  for (let i = 10; i < 20; i++) {
+    const f = frame(1, i)
+    hash.update(f)
+    leg.send(f)
+  }
   await until(() => vendor.sessions()[0].frames === 20)
   t.equal(vendor.sessions()[0].sha256, hash.digest('hex'), 'held and live audio arrive whole and in order')
   t.same(vendor.sessions()[0].errors, [], 'the vendor saw no audio before it said started')
@@ -75,27 +108,41 @@ t.test('frames sent before CONNECTED are held and delivered whole and in order',
   await leg.closed
   await sleep(50)
   t.notMatch(gw.logs.raw, AUDIO_TOKEN, 'the token never appears in a log line')
-  t.ok(gw.logs.lines.some(l => l.event === 'connected' && l.contactId === '7001' && l.route === 'demo' && l.perspective === 'TX'), 'the leg logs with its identity')
+  t.ok(
+    gw.logs.lines.some(
+      l => l.event === 'connected' && l.contactId === '7001' && l.route === 'demo' && l.perspective === 'TX'
+    ),
+    'the leg logs with its identity'
+  )
 })
 
-t.test('more audio before CONNECTED than the hold buffer takes closes the leg with HOLD_BUFFER_OVERFLOW, counted', async t => {
-  const vendor = await startVendor(t, { kind: 'json-events', readyDelayMs: 2000 })
-  const gw = await startGateway(t, { audio: { holdBufferBytes: 1600 }, routes: { demo: routeTo([vendor], 'mappings/json-events.yaml') } })
-  const leg = platformLeg(t, gw.url('/audio/demo'), init(7002))
-  await new Promise<void>(resolve => leg.ws.once('open', () => resolve()))
-  for (let i = 0; i < 11; i++) leg.send(frame(2, i))
-  const answer = await leg.answer
-  t.equal(answer.command, 'ERROR')
-  t.equal(answer.messageType, 'HOLD_BUFFER_OVERFLOW')
-  t.equal((await leg.closed).code, 1013)
-  const metrics = await (await fetch(gw.adminUrl('/metrics'))).text()
-  t.match(metrics, /assist_gateway_audio_dropped_frames_total\{route="demo",reason="hold_overflow"\} 11/)
-  t.match(metrics, /assist_gateway_audio_sessions_total\{route="demo",outcome="hold_buffer_overflow"\} 1/)
-})
+t.test(
+  'more audio before CONNECTED than the hold buffer takes closes the leg with HOLD_BUFFER_OVERFLOW, counted',
+  async t => {
+    const vendor = await startVendor(t, { kind: 'json-events', readyDelayMs: 2000 })
+    const gw = await startGateway(t, {
+      audio: { holdBufferBytes: 1600 },
+      routes: { demo: routeTo([vendor], 'mappings/json-events.yaml') }
+    })
+    const leg = platformLeg(t, gw.url('/audio/demo'), init(7002))
+    await new Promise<void>(resolve => leg.ws.once('open', () => resolve()))
+    for (let i = 0; i < 11; i++) leg.send(frame(2, i))
+    const answer = await leg.answer
+    t.equal(answer.command, 'ERROR')
+    t.equal(answer.messageType, 'HOLD_BUFFER_OVERFLOW')
+    t.equal((await leg.closed).code, 1013)
+    const metrics = await (await fetch(gw.adminUrl('/metrics'))).text()
+    t.match(metrics, /assist_gateway_audio_dropped_frames_total\{route="demo",reason="hold_overflow"\} 11/)
+    t.match(metrics, /assist_gateway_audio_sessions_total\{route="demo",outcome="hold_buffer_overflow"\} 1/)
+  }
+)
 
 t.test('the vendor drops mid-call and failover is off: the platform gets a clear ERROR and a close', async t => {
   const vendor = await startVendor(t, { kind: 'json-events' })
-  const gw = await startGateway(t, { audio: { failoverTimeoutSeconds: 0 }, routes: { demo: routeTo([vendor], 'mappings/json-events.yaml') } })
+  const gw = await startGateway(t, {
+    audio: { failoverTimeoutSeconds: 0 },
+    routes: { demo: routeTo([vendor], 'mappings/json-events.yaml') }
+  })
   const leg = platformLeg(t, gw.url('/audio/demo'), init(7003))
   t.equal((await leg.answer).command, 'CONNECTED')
   for (let i = 0; i < 5; i++) leg.send(frame(3, i))
@@ -104,7 +151,11 @@ t.test('the vendor drops mid-call and failover is off: the platform gets a clear
   const closed = await leg.closed
   t.equal(closed.code, 1011)
   const error = leg.messages.find(m => m.command === 'ERROR')
-  t.match(error, { command: 'ERROR', messageType: 'UPSTREAM_CLOSED', parameters: { code: 'UPSTREAM_CLOSED', vendorCloseCode: 1006 } })
+  t.match(error, {
+    command: 'ERROR',
+    messageType: 'UPSTREAM_CLOSED',
+    parameters: { code: 'UPSTREAM_CLOSED', vendorCloseCode: 1006 }
+  })
 })
 
 t.test('the platform drops: the vendor gets the mapping close message, then a normal close', async t => {
@@ -123,30 +174,61 @@ t.test('the platform drops: the vendor gets the mapping close message, then a no
 
 t.test('passthrough: init forwarded with the upstream credential, audio and MESSAGE frames unchanged', async t => {
   const vendor = await startVendor(t, { kind: 'passthrough', token: 'vendor-side-key-0001', resultEveryFrames: 10 })
-  const gw = await startGateway(t, {
-    routes: { pt: { mapping: 'mappings/passthrough.yaml', auth: { audio: ['${AUDIO_TOKEN}'] }, upstreams: [{ name: 'v', audio: vendor.url, credential: '${VENDOR_KEY}' }] } }
-  }, { VENDOR_KEY: 'vendor-side-key-0001' })
+  const gw = await startGateway(
+    t,
+    {
+      routes: {
+        pt: {
+          mapping: 'mappings/passthrough.yaml',
+          auth: { audio: ['${AUDIO_TOKEN}'] },
+          upstreams: [{ name: 'v', audio: vendor.url, credential: '${VENDOR_KEY}' }]
+        }
+      }
+    },
+    { VENDOR_KEY: 'vendor-side-key-0001' }
+  )
   const body = init(7005)
   const leg = platformLeg(t, gw.url('/audio/pt'), body)
   const answer = await leg.answer
   t.equal(answer.command, 'CONNECTED')
   t.match(answer.parameters, { vendor: 'passthrough-emulator' }, "the vendor's CONNECTED parameters reach the platform")
   const hash = createHash('sha256')
-  for (let i = 0; i < 20; i++) { const f = frame(5, i); hash.update(f); leg.send(f) }
+  for (let i = 0; i < 20; i++) {
+    const f = frame(5, i)
+    hash.update(f)
+    leg.send(f)
+  }
   await until(() => leg.messages.length === 2)
   const s = vendor.sessions()[0]
   t.equal(s.sha256, hash.digest('hex'), 'binary frames pass unchanged and in order')
   const { authenticationToken, ...rest } = body
   void authenticationToken
   t.match(s.open, rest, 'the init message is forwarded')
-  t.same(leg.messages[0], { command: 'MESSAGE', messageType: 'TRANSCRIPT', message: 'heard 10 frames', parameters: { seq: 1, frames: 10, bytes: 1600, isFinal: true } }, 'MESSAGE frames arrive unchanged')
+  t.same(
+    leg.messages[0],
+    {
+      command: 'MESSAGE',
+      messageType: 'TRANSCRIPT',
+      message: 'heard 10 frames',
+      parameters: { seq: 1, frames: 10, bytes: 1600, isFinal: true }
+    },
+    'MESSAGE frames arrive unchanged'
+  )
   await sleep(50)
   t.notMatch(gw.logs.raw, 'vendor-side-key-0001', 'the upstream credential is never logged')
 })
 
 t.test('passthrough without an upstream credential drops the token the gateway checked', async t => {
   const vendor = await startVendor(t, { kind: 'passthrough' })
-  const gw = await startGateway(t, { routes: { pt: { mapping: 'mappings/passthrough.yaml', auth: { audio: ['${AUDIO_TOKEN}'] }, upstreams: [{ name: 'v', audio: vendor.url }] } } })
+  const gw = await startGateway(t, {
+    routes: {
+      pt: {
+        mapping: 'mappings/passthrough.yaml',
+        auth: { audio: ['${AUDIO_TOKEN}'] },
+        upstreams: [{ name: 'v', audio: vendor.url }]
+      }
+    }
+  })
   const leg = platformLeg(t, gw.url('/audio/pt'), init(7006))
   t.equal((await leg.answer).command, 'CONNECTED')
   t.notOk('authenticationToken' in (vendor.sessions()[0].open as object), 'the platform token is not passed on')

@@ -5,8 +5,15 @@ import { join } from 'node:path'
 // `check` is run through the real command line, as an operator would (ts source via tap's loader).
 const CLI = join(__dirname, '..', 'helpers', 'run-cli.ts')
 
-function check (args: string[], env: Record<string, string> = {}): { status: number | null; stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, [...process.execArgv, CLI, 'check', ...args], { encoding: 'utf8', env: { ...process.env, ...env }, timeout: 60000 })
+function check(
+  args: string[],
+  env: Record<string, string> = {}
+): { status: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, [...process.execArgv, CLI, 'check', ...args], {
+    encoding: 'utf8',
+    env: { ...process.env, ...env },
+    timeout: 60000
+  })
   return { status: r.status, stdout: r.stdout, stderr: r.stderr }
 }
 
@@ -52,7 +59,10 @@ t.test('check refuses an inline secret and names an unset variable', async t => 
   const file = join(dir, 'gateway.yaml')
   const r = check(['--config', file])
   t.not(r.status, 0)
-  t.match(r.stderr, `${file}: /routes/demo/auth/text/0: must NOT have fewer than 1 characters (environment variable NOT_SET_ANYWHERE_TOKEN is not set)`)
+  t.match(
+    r.stderr,
+    `${file}: /routes/demo/auth/text/0: must NOT have fewer than 1 characters (environment variable NOT_SET_ANYWHERE_TOKEN is not set)`
+  )
   const r2 = check(['--config', file], { NOT_SET_ANYWHERE_TOKEN: 'x-1234' })
   t.match(r2.stderr, `${file}: /routes/demo/auth/audio/0: secrets must be written as \${VAR} references, not inline`)
   t.notMatch(r2.stderr + r2.stdout, 'x-1234', 'a secret value is never printed')
@@ -79,12 +89,7 @@ t.test('check reports a broken mapping with file and pointer and exits non-zero'
       '  audio:',
       '    - { event: transcript, text: hi }'
     ].join('\n'),
-    'syntax.yaml': [
-      'vendor: syntax',
-      'audio:',
-      '  open: \'{"event": \'',
-      '  close: "$notAFunction("'
-    ].join('\n'),
+    'syntax.yaml': ['vendor: syntax', 'audio:', '  open: \'{"event": \'', '  close: "$notAFunction("'].join('\n'),
     'gateway.yaml': [
       'routes:',
       '  a: { mapping: bad.yaml, upstreams: [{ name: a, audio: "ws://127.0.0.1:1/x" }] }',
@@ -96,7 +101,12 @@ t.test('check reports a broken mapping with file and pointer and exits non-zero'
   t.not(r.status, 0)
   t.match(r.stderr, `${join(dir, 'bad.yaml')}: /audio/frames/framing: must be one of "binary"`)
   t.match(r.stderr, `${join(dir, 'bad.yaml')}: /audio/results/0/emit: is required`)
-  t.match(r.stderr, new RegExp(`${join(dir, 'emits.yaml').replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}: /audio/results/0/emit: must produce a PlatformWebSocketMessage .*; it produced \\{"command":"SHOUT","text":"hi"\\}`))
+  t.match(
+    r.stderr,
+    new RegExp(
+      `${join(dir, 'emits.yaml').replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}: /audio/results/0/emit: must produce a PlatformWebSocketMessage .*; it produced \\{"command":"SHOUT","text":"hi"\\}`
+    )
+  )
   t.match(r.stderr, `${join(dir, 'syntax.yaml')}: /audio/open: JSONata`)
   t.match(r.stderr, `${join(dir, 'syntax.yaml')}: /audio/close: JSONata`)
 })

@@ -1,26 +1,36 @@
 import t from 'tap'
 import { createHash } from 'node:crypto'
 import { initMessage } from '../../gateway/tools/simulate'
-import { AUDIO_TOKEN, platformLeg, routeTo, startGateway, startVendor, sleep, until, type PlatformLegClient } from '../helpers/gateway'
+import {
+  AUDIO_TOKEN,
+  platformLeg,
+  routeTo,
+  startGateway,
+  startVendor,
+  sleep,
+  until,
+  type PlatformLegClient
+} from '../helpers/gateway'
 
-function frame (leg: number, seq: number): Buffer {
+function frame(leg: number, seq: number): Buffer {
   const b = Buffer.alloc(160, (leg * 13 + seq) & 0xff)
   b.writeUInt32BE(leg, 0)
   b.writeUInt32BE(seq, 4)
   return b
 }
 
-const init = (contactId: number): Record<string, unknown> => initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
+const init = (contactId: number): Record<string, unknown> =>
+  initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
 
 /** sha256 of frames [from, to) of a leg. */
-function hashOf (leg: number, from: number, to: number): string {
+function hashOf(leg: number, from: number, to: number): string {
   const h = createHash('sha256')
   for (let i = from; i < to; i++) h.update(frame(leg, i))
   return h.digest('hex')
 }
 
 /** Pace `count` frames per leg at 50 frames/s from `first`, one scheduler for all legs. */
-async function stream (legs: PlatformLegClient[], first: number, count: number): Promise<void> {
+async function stream(legs: PlatformLegClient[], first: number, count: number): Promise<void> {
   const start = performance.now()
   let sent = 0
   while (sent < count) {
@@ -30,79 +40,109 @@ async function stream (legs: PlatformLegClient[], first: number, count: number):
   }
 }
 
-t.test('two replicas, 50 legs, one replica killed: no platform socket closes; the survivor gets the replay and every later frame, in order', async t => {
-  const LEGS = 50
-  const BEFORE = 100
-  const AFTER = 100
-  const a = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
-  const b = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
-  const gw = await startGateway(t, { audio: { replaySeconds: 1 }, routes: { demo: routeTo([a, b], 'mappings/json-events.yaml') } })
-  const legs: PlatformLegClient[] = []
-  for (let i = 0; i < LEGS; i++) legs.push(platformLeg(t, gw.url('/audio/demo'), init(300000 + i)))
-  t.ok((await Promise.all(legs.map(async l => await l.answer))).every(x => x.command === 'CONNECTED'))
-  t.equal(a.sessions().length, LEGS / 2, 'least-streams balancing splits the legs evenly')
-  let closedEarly = 0
-  for (const l of legs) void l.closed.then(() => { closedEarly++ })
+t.test(
+  'two replicas, 50 legs, one replica killed: no platform socket closes; the survivor gets the replay and every later frame, in order',
+  async t => {
+    const LEGS = 50
+    const BEFORE = 100
+    const AFTER = 100
+    const a = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
+    const b = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
+    const gw = await startGateway(t, {
+      audio: { replaySeconds: 1 },
+      routes: { demo: routeTo([a, b], 'mappings/json-events.yaml') }
+    })
+    const legs: PlatformLegClient[] = []
+    for (let i = 0; i < LEGS; i++) legs.push(platformLeg(t, gw.url('/audio/demo'), init(300000 + i)))
+    t.ok((await Promise.all(legs.map(async l => await l.answer))).every(x => x.command === 'CONNECTED'))
+    t.equal(a.sessions().length, LEGS / 2, 'least-streams balancing splits the legs evenly')
+    let closedEarly = 0
+    for (const l of legs)
+      void l.closed.then(() => {
+        closedEarly++
+      })
 
-  await stream(legs, 0, BEFORE)
-  await until(() => b.sessions().reduce((n, s) => n + s.frames, 0) === (LEGS / 2) * BEFORE)
-  const onB = new Set(b.sessions().map(s => (s.open as { start: { contactId: number } }).start.contactId - 300000))
-  await b.close()
-  await stream(legs, BEFORE, AFTER)
-  const total = BEFORE + AFTER
-  const onA = (i: number): { frames: number; sha256: string }[] => a.sessions().filter(s => (s.open as { start: { contactId: number } }).start.contactId === 300000 + i)
-  // Settled when every leg's survivor session has all audio up to the last frame sent.
-  await until(() => legs.every((_, i) => onA(i).some(s => s.frames >= (onB.has(i) ? AFTER : total))), 10000)
-  await sleep(200)
-  t.equal(closedEarly, 0, 'no platform socket closed')
+    await stream(legs, 0, BEFORE)
+    await until(() => b.sessions().reduce((n, s) => n + s.frames, 0) === (LEGS / 2) * BEFORE)
+    const onB = new Set(b.sessions().map(s => (s.open as { start: { contactId: number } }).start.contactId - 300000))
+    await b.close()
+    await stream(legs, BEFORE, AFTER)
+    const total = BEFORE + AFTER
+    const onA = (i: number): { frames: number; sha256: string }[] =>
+      a.sessions().filter(s => (s.open as { start: { contactId: number } }).start.contactId === 300000 + i)
+    // Settled when every leg's survivor session has all audio up to the last frame sent.
+    await until(() => legs.every((_, i) => onA(i).some(s => s.frames >= (onB.has(i) ? AFTER : total))), 10000)
+    await sleep(200)
+    t.equal(closedEarly, 0, 'no platform socket closed')
 
-  let exact = 0
-  let replayed = 0
-  for (let i = 0; i < LEGS; i++) {
-    const sessions = onA(i)
-    if (!onB.has(i)) {
-      if (sessions.length === 1 && sessions[0].sha256 === hashOf(i, 0, total)) exact++
-      continue
+    let exact = 0
+    let replayed = 0
+    for (let i = 0; i < LEGS; i++) {
+      const sessions = onA(i)
+      if (!onB.has(i)) {
+        if (sessions.length === 1 && sessions[0].sha256 === hashOf(i, 0, total)) exact++
+        continue
+      }
+      t.equal(sessions.length, 1, `leg ${i}: one replacement session on the survivor`)
+      const s = sessions[0]
+      // The survivor holds a contiguous run [j, total): the replayed tail of what b had, then everything after.
+      const j = total - s.frames
+      if (j <= BEFORE && j >= BEFORE - 50 - 5 && s.sha256 === hashOf(i, j, total)) replayed++
+      else t.fail(`leg ${i}: survivor got ${s.frames} frames, not a replayed tail plus every later frame`)
     }
-    t.equal(sessions.length, 1, `leg ${i}: one replacement session on the survivor`)
-    const s = sessions[0]
-    // The survivor holds a contiguous run [j, total): the replayed tail of what b had, then everything after.
-    const j = total - s.frames
-    if (j <= BEFORE && j >= BEFORE - 50 - 5 && s.sha256 === hashOf(i, j, total)) replayed++
-    else t.fail(`leg ${i}: survivor got ${s.frames} frames, not a replayed tail plus every later frame`)
+    t.equal(exact, LEGS - onB.size, 'legs on the surviving replica lost nothing')
+    t.equal(replayed, onB.size, 'every failed-over leg: replay of the recent audio, then every later frame, in order')
+    const metrics = await (await fetch(gw.adminUrl('/metrics'))).text()
+    t.match(metrics, `assist_gateway_audio_failovers_total{route="demo",result="ok"} ${onB.size}`)
+    t.match(metrics, `assist_gateway_audio_gap_seconds_count{route="demo"} ${onB.size}`)
+    t.notMatch(
+      metrics,
+      /assist_gateway_audio_dropped_frames_total\{route="demo",reason="failover"\}/,
+      'nothing was dropped'
+    )
+    for (const l of legs) l.ws.close(1000)
   }
-  t.equal(exact, LEGS - onB.size, 'legs on the surviving replica lost nothing')
-  t.equal(replayed, onB.size, 'every failed-over leg: replay of the recent audio, then every later frame, in order')
-  const metrics = await (await fetch(gw.adminUrl('/metrics'))).text()
-  t.match(metrics, `assist_gateway_audio_failovers_total{route="demo",result="ok"} ${onB.size}`)
-  t.match(metrics, `assist_gateway_audio_gap_seconds_count{route="demo"} ${onB.size}`)
-  t.notMatch(metrics, /assist_gateway_audio_dropped_frames_total\{route="demo",reason="failover"\}/, 'nothing was dropped')
-  for (const l of legs) l.ws.close(1000)
-})
+)
 
-t.test('a failover that finds no replica within the timeout ends the leg with UPSTREAM_CLOSED and counts the lost audio', async t => {
-  const a = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
-  const gw = await startGateway(t, { audio: { failoverTimeoutSeconds: 0.6 }, routes: { demo: routeTo([a], 'mappings/json-events.yaml') } })
-  const leg = platformLeg(t, gw.url('/audio/demo'), init(400001))
-  t.equal((await leg.answer).command, 'CONNECTED')
-  for (let i = 0; i < 5; i++) leg.send(frame(0, i))
-  await until(() => a.sessions()[0]?.frames === 5)
-  await a.close()
-  for (let i = 5; i < 15; i++) { leg.send(frame(0, i)); await sleep(20) }
-  const closed = await leg.closed
-  t.equal(closed.code, 1011)
-  t.match(leg.messages.at(-1), { command: 'ERROR', messageType: 'UPSTREAM_CLOSED' })
-  const metrics = await (await fetch(gw.adminUrl('/metrics'))).text()
-  t.match(metrics, 'assist_gateway_audio_failovers_total{route="demo",result="failed"} 1')
-  t.match(metrics, /assist_gateway_audio_dropped_frames_total\{route="demo",reason="failover"\} 1[0-5]/, 'the replayed and queued audio is counted as lost')
-  t.match(metrics, 'assist_gateway_audio_gap_seconds_count{route="demo"} 1')
-  await sleep(20)
-  t.equal(gw.logs.lines.filter(l => l.event === 'failover_failed').length, 1, 'logged once per incident')
-})
+t.test(
+  'a failover that finds no replica within the timeout ends the leg with UPSTREAM_CLOSED and counts the lost audio',
+  async t => {
+    const a = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
+    const gw = await startGateway(t, {
+      audio: { failoverTimeoutSeconds: 0.6 },
+      routes: { demo: routeTo([a], 'mappings/json-events.yaml') }
+    })
+    const leg = platformLeg(t, gw.url('/audio/demo'), init(400001))
+    t.equal((await leg.answer).command, 'CONNECTED')
+    for (let i = 0; i < 5; i++) leg.send(frame(0, i))
+    await until(() => a.sessions()[0]?.frames === 5)
+    await a.close()
+    for (let i = 5; i < 15; i++) {
+      leg.send(frame(0, i))
+      await sleep(20)
+    }
+    const closed = await leg.closed
+    t.equal(closed.code, 1011)
+    t.match(leg.messages.at(-1), { command: 'ERROR', messageType: 'UPSTREAM_CLOSED' })
+    const metrics = await (await fetch(gw.adminUrl('/metrics'))).text()
+    t.match(metrics, 'assist_gateway_audio_failovers_total{route="demo",result="failed"} 1')
+    t.match(
+      metrics,
+      /assist_gateway_audio_dropped_frames_total\{route="demo",reason="failover"\} 1[0-5]/,
+      'the replayed and queued audio is counted as lost'
+    )
+    t.match(metrics, 'assist_gateway_audio_gap_seconds_count{route="demo"} 1')
+    await sleep(20)
+    t.equal(gw.logs.lines.filter(l => l.event === 'failover_failed').length, 1, 'logged once per incident')
+  }
+)
 
 t.test('a leg that reconnects within grace continues the same vendor session; after grace, a new one', async t => {
   const v = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
-  const gw = await startGateway(t, { audio: { reattachGraceSeconds: 1 }, routes: { demo: routeTo([v], 'mappings/json-events.yaml') } })
+  const gw = await startGateway(t, {
+    audio: { reattachGraceSeconds: 1 },
+    routes: { demo: routeTo([v], 'mappings/json-events.yaml') }
+  })
   const first = platformLeg(t, gw.url('/audio/demo'), init(500001))
   t.equal((await first.answer).command, 'CONNECTED')
   for (let i = 0; i < 10; i++) first.send(frame(0, i))
@@ -132,7 +172,10 @@ t.test('a leg that reconnects within grace continues the same vendor session; af
 
 t.test('a second connection of a leg whose first socket is still open takes over the session', async t => {
   const v = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
-  const gw = await startGateway(t, { audio: { reattachGraceSeconds: 5 }, routes: { demo: routeTo([v], 'mappings/json-events.yaml') } })
+  const gw = await startGateway(t, {
+    audio: { reattachGraceSeconds: 5 },
+    routes: { demo: routeTo([v], 'mappings/json-events.yaml') }
+  })
   const first = platformLeg(t, gw.url('/audio/demo'), init(500002))
   t.equal((await first.answer).command, 'CONNECTED')
   const second = platformLeg(t, gw.url('/audio/demo'), init(500002))
@@ -147,7 +190,15 @@ t.test('passive health: repeated connect failures eject a replica, never the las
   const a = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
   const gw = await startGateway(t, {
     health: { passive: { consecutiveFailures: 2, baseEjectionSeconds: 30 } },
-    routes: { demo: { ...routeTo([a], 'mappings/json-events.yaml'), upstreams: [{ name: 'dead', audio: 'ws://127.0.0.1:1/x' }, { name: 'alive', audio: a.url }] } }
+    routes: {
+      demo: {
+        ...routeTo([a], 'mappings/json-events.yaml'),
+        upstreams: [
+          { name: 'dead', audio: 'ws://127.0.0.1:1/x' },
+          { name: 'alive', audio: a.url }
+        ]
+      }
+    }
   })
   for (let i = 0; i < 3; i++) {
     const leg = platformLeg(t, gw.url('/audio/demo'), init(600000 + i))
@@ -155,7 +206,9 @@ t.test('passive health: repeated connect failures eject a replica, never the las
     leg.ws.close(1000)
     await leg.closed
   }
-  const ups = await (await fetch(gw.adminUrl('/admin/upstreams'))).json() as { routes: { replicas: { name: string; state: string; reason: string }[] }[] }
+  const ups = (await (await fetch(gw.adminUrl('/admin/upstreams'))).json()) as {
+    routes: { replicas: { name: string; state: string; reason: string }[] }[]
+  }
   const dead = ups.routes[0].replicas.find(r => r.name === 'dead')!
   t.equal(dead.state, 'ejected')
   t.match(dead.reason, /2 failures in a row, last: connect: ECONNREFUSED; ejected for 30 s/)

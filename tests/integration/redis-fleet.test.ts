@@ -2,54 +2,84 @@ import t from 'tap'
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { initMessage } from '../../gateway/tools/simulate'
-import { AUDIO_TOKEN, platformLeg, routeTo, startGateway, startVendor, sleep, until, upstreams } from '../helpers/gateway'
+import {
+  AUDIO_TOKEN,
+  platformLeg,
+  routeTo,
+  startGateway,
+  startVendor,
+  sleep,
+  until,
+  upstreams
+} from '../helpers/gateway'
 import { freePort } from '../helpers/process'
 
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
-const init = (contactId: number): Record<string, unknown> => initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'RX' })
-
+const init = (contactId: number): Record<string, unknown> =>
+  initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'RX' })
 
 /** Each test gets its own key prefix, so tests (and CI runs) never see each other's state. */
-const fleet = (extra: Record<string, unknown> = {}): Record<string, unknown> => ({ redis: REDIS_URL, store: { keyPrefix: `test:${randomUUID()}:`, syncIntervalSeconds: 0.2, leaseSeconds: 2 }, ...extra })
-
-t.test('two instances sharing Redis: a replica probed down by the leader is avoided by the other within one interval', async t => {
-  const a = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
-  const b = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
-  const cfg = fleet({
-    health: { active: { kind: 'http', path: '/healthz', intervalSeconds: 0.3, timeoutSeconds: 0.5, unhealthyThreshold: 1, healthyThreshold: 1 } },
-    routes: { demo: routeTo([a, b], 'mappings/json-events.yaml') }
-  })
-  const g1 = await startGateway(t, cfg)
-  const g2 = await startGateway(t, cfg)
-  await until(() => g1.store.isLeader() !== g2.store.isLeader(), 3000)
-  t.not(g1.store.isLeader(), g2.store.isLeader(), 'exactly one instance holds the prober lease')
-  const follower = g1.store.isLeader() ? g2 : g1
-  await b.close()
-  const t0 = Date.now()
-  const seen = await until(() => follower.store.sharedHealth().get('demo/r1')?.state === 'down', 3000, 10)
-  t.ok(seen, 'the follower sees the verdict it did not probe itself')
-  t.ok(Date.now() - t0 < 300 + 500 + 200 + 300, 'within one probe interval plus one sync')
-  const ups = await upstreams(follower.adminUrl(''))
-  t.match(ups.routes[0].replicas[1], { name: 'r1', state: 'down' })
-  for (let i = 0; i < 4; i++) {
-    const leg = platformLeg(t, follower.url('/audio/demo'), init(700000 + i))
-    t.equal((await leg.answer).command, 'CONNECTED')
-  }
-  t.equal(a.sessions().length, 4, 'every new leg on the follower went to the healthy replica')
+const fleet = (extra: Record<string, unknown> = {}): Record<string, unknown> => ({
+  redis: REDIS_URL,
+  store: { keyPrefix: `test:${randomUUID()}:`, syncIntervalSeconds: 0.2, leaseSeconds: 2 },
+  ...extra
 })
 
-t.test('stream counts are fleet-wide: the second instance balances against the first one\'s legs', async t => {
+t.test(
+  'two instances sharing Redis: a replica probed down by the leader is avoided by the other within one interval',
+  async t => {
+    const a = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
+    const b = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
+    const cfg = fleet({
+      health: {
+        active: {
+          kind: 'http',
+          path: '/healthz',
+          intervalSeconds: 0.3,
+          timeoutSeconds: 0.5,
+          unhealthyThreshold: 1,
+          healthyThreshold: 1
+        }
+      },
+      routes: { demo: routeTo([a, b], 'mappings/json-events.yaml') }
+    })
+    const g1 = await startGateway(t, cfg)
+    const g2 = await startGateway(t, cfg)
+    await until(() => g1.store.isLeader() !== g2.store.isLeader(), 3000)
+    t.not(g1.store.isLeader(), g2.store.isLeader(), 'exactly one instance holds the prober lease')
+    const follower = g1.store.isLeader() ? g2 : g1
+    await b.close()
+    const t0 = Date.now()
+    const seen = await until(() => follower.store.sharedHealth().get('demo/r1')?.state === 'down', 3000, 10)
+    t.ok(seen, 'the follower sees the verdict it did not probe itself')
+    t.ok(Date.now() - t0 < 300 + 500 + 200 + 300, 'within one probe interval plus one sync')
+    const ups = await upstreams(follower.adminUrl(''))
+    t.match(ups.routes[0].replicas[1], { name: 'r1', state: 'down' })
+    for (let i = 0; i < 4; i++) {
+      const leg = platformLeg(t, follower.url('/audio/demo'), init(700000 + i))
+      t.equal((await leg.answer).command, 'CONNECTED')
+    }
+    t.equal(a.sessions().length, 4, 'every new leg on the follower went to the healthy replica')
+  }
+)
+
+t.test("stream counts are fleet-wide: the second instance balances against the first one's legs", async t => {
   const a = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
   const b = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
   const cfg = fleet({ routes: { demo: routeTo([a, b], 'mappings/json-events.yaml') } })
   const g1 = await startGateway(t, cfg)
   const g2 = await startGateway(t, cfg)
   // g1 places 3 legs: a, b, a (ties keep config order), so the fleet has a=2, b=1.
-  for (let i = 0; i < 3; i++) t.equal((await platformLeg(t, g1.url('/audio/demo'), init(710000 + i)).answer).command, 'CONNECTED')
+  for (let i = 0; i < 3; i++)
+    t.equal((await platformLeg(t, g1.url('/audio/demo'), init(710000 + i)).answer).command, 'CONNECTED')
   t.same([a.sessions().length, b.sessions().length], [2, 1])
   await sleep(800) // g2 learns g1's counts through Redis (published and read every 0.2 s)
   const seen = await upstreams(g2.adminUrl(''))
-  t.same(seen.routes[0].replicas.map(r => r.fleetStreams), [2, 1], 'g2 sees g1\'s streams per replica')
+  t.same(
+    seen.routes[0].replicas.map(r => r.fleetStreams),
+    [2, 1],
+    "g2 sees g1's streams per replica"
+  )
   // Counting only its own (zero) streams, g2 would pick a; fleet-wide it picks b.
   t.equal((await platformLeg(t, g2.url('/audio/demo'), init(710009)).answer).command, 'CONNECTED')
   t.same([a.sessions().length, b.sessions().length], [2, 2], 'g2 placed its leg on the less loaded replica')
@@ -57,45 +87,72 @@ t.test('stream counts are fleet-wide: the second instance balances against the f
 
 const haveRedisServer = spawnSync('redis-server', ['--version']).status === 0
 
-t.test('Redis stopped mid-call: calls continue on local state, store_up 0, one log line; Redis back: sharing resumes', { skip: haveRedisServer ? false : 'redis-server binary not on PATH' }, async t => {
-  const port = await freePort()
-  let redis: ChildProcess | null = null
-  const startRedis = async (): Promise<void> => {
-    redis = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' })
-    await until(() => spawnSync('redis-cli', ['-p', String(port), 'ping']).stdout?.toString().includes('PONG') ?? false, 5000, 50)
+t.test(
+  'Redis stopped mid-call: calls continue on local state, store_up 0, one log line; Redis back: sharing resumes',
+  { skip: haveRedisServer ? false : 'redis-server binary not on PATH' },
+  async t => {
+    const port = await freePort()
+    let redis: ChildProcess | null = null
+    const startRedis = async (): Promise<void> => {
+      redis = spawn(
+        'redis-server',
+        ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+        { stdio: 'ignore' }
+      )
+      await until(
+        () =>
+          spawnSync('redis-cli', ['-p', String(port), 'ping'])
+            .stdout?.toString()
+            .includes('PONG') ?? false,
+        5000,
+        50
+      )
+    }
+    const stopRedis = async (): Promise<void> => {
+      const r = redis
+      redis = null
+      if (r === null) return
+      const gone = new Promise(resolve => r.on('exit', resolve))
+      r.kill('SIGKILL')
+      await gone
+    }
+    t.teardown(stopRedis)
+    await startRedis()
+    const v = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
+    const gw = await startGateway(
+      t,
+      fleet({ redis: `redis://127.0.0.1:${port}`, routes: { demo: routeTo([v], 'mappings/json-events.yaml') } })
+    )
+    t.equal(gw.store.up(), true)
+    const leg = platformLeg(t, gw.url('/audio/demo'), init(730001))
+    t.equal((await leg.answer).command, 'CONNECTED')
+    await stopRedis()
+    t.ok(await until(() => !gw.store.up(), 3000), 'the store notices')
+    for (let i = 0; i < 10; i++) {
+      leg.send(Buffer.alloc(160, i))
+      await sleep(20)
+    }
+    await until(() => v.sessions()[0].frames === 10)
+    t.equal(v.sessions()[0].frames, 10, 'the call goes on')
+    const during = platformLeg(t, gw.url('/audio/demo'), init(730002))
+    t.equal((await during.answer).command, 'CONNECTED', 'new calls are taken on local state')
+    let metrics = await (await fetch(gw.adminUrl('/metrics'))).text()
+    t.match(metrics, 'assist_gateway_store_up 0')
+    t.equal((await fetch(gw.adminUrl('/readyz'))).status, 503, 'readiness says the shared store is away')
+    t.equal(gw.logs.lines.filter(l => l.event === 'store_down').length, 1, 'one log line for the outage')
+    await startRedis()
+    t.ok(await until(() => gw.store.up(), 5000), 'the store reconnects')
+    await sleep(400)
+    metrics = await (await fetch(gw.adminUrl('/metrics'))).text()
+    t.match(metrics, 'assist_gateway_store_up 1')
+    const keys = spawnSync('redis-cli', ['-p', String(port), '--scan', '--pattern', '*streams*'])
+      .stdout.toString()
+      .trim()
+    t.not(keys, '', 'stream counts are published again')
+    t.equal(
+      gw.logs.lines.filter(l => l.event === 'store_up').length,
+      2,
+      'one log line when it came back (after the first)'
+    )
   }
-  const stopRedis = async (): Promise<void> => {
-    const r = redis
-    redis = null
-    if (r === null) return
-    const gone = new Promise(resolve => r.on('exit', resolve))
-    r.kill('SIGKILL')
-    await gone
-  }
-  t.teardown(stopRedis)
-  await startRedis()
-  const v = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
-  const gw = await startGateway(t, fleet({ redis: `redis://127.0.0.1:${port}`, routes: { demo: routeTo([v], 'mappings/json-events.yaml') } }))
-  t.equal(gw.store.up(), true)
-  const leg = platformLeg(t, gw.url('/audio/demo'), init(730001))
-  t.equal((await leg.answer).command, 'CONNECTED')
-  await stopRedis()
-  t.ok(await until(() => !gw.store.up(), 3000), 'the store notices')
-  for (let i = 0; i < 10; i++) { leg.send(Buffer.alloc(160, i)); await sleep(20) }
-  await until(() => v.sessions()[0].frames === 10)
-  t.equal(v.sessions()[0].frames, 10, 'the call goes on')
-  const during = platformLeg(t, gw.url('/audio/demo'), init(730002))
-  t.equal((await during.answer).command, 'CONNECTED', 'new calls are taken on local state')
-  let metrics = await (await fetch(gw.adminUrl('/metrics'))).text()
-  t.match(metrics, 'assist_gateway_store_up 0')
-  t.equal((await fetch(gw.adminUrl('/readyz'))).status, 503, 'readiness says the shared store is away')
-  t.equal(gw.logs.lines.filter(l => l.event === 'store_down').length, 1, 'one log line for the outage')
-  await startRedis()
-  t.ok(await until(() => gw.store.up(), 5000), 'the store reconnects')
-  await sleep(400)
-  metrics = await (await fetch(gw.adminUrl('/metrics'))).text()
-  t.match(metrics, 'assist_gateway_store_up 1')
-  const keys = spawnSync('redis-cli', ['-p', String(port), '--scan', '--pattern', '*streams*']).stdout.toString().trim()
-  t.not(keys, '', 'stream counts are published again')
-  t.equal(gw.logs.lines.filter(l => l.event === 'store_up').length, 2, 'one log line when it came back (after the first)')
-})
+)

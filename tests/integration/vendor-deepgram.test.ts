@@ -14,47 +14,108 @@ type Json = Record<string, any>
 
 const KEY = 'dg-key-0123456789abcdef'
 const ROOT = join(__dirname, '..', '..')
-const init = (contactId: number, perspective = 'TX'): Json => initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective })
+const init = (contactId: number, perspective = 'TX'): Json =>
+  initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective })
 
-async function emulator (t: T, opts: Omit<RealVendorOptions, 'kind'>): Promise<RealVendorEmulator> {
+async function emulator(t: T, opts: Omit<RealVendorOptions, 'kind'>): Promise<RealVendorEmulator> {
   const emu = await startRealVendor({ kind: 'deepgram', apiKey: KEY, ...opts })
   t.teardown(async () => await emu.close())
   return emu
 }
 
-async function gateway (t: T, emu: RealVendorEmulator, mapping: string, params: Json = {}, key = KEY): Promise<TestGateway> {
-  return await startGateway(t, {
-    routes: { x: { mapping, auth: { audio: ['${AUDIO_TOKEN}'] }, upstreams: [{ name: 'v', audio: emu.url, credential: '${VENDOR_KEY}' }], params } }
-  }, { VENDOR_KEY: key })
+async function gateway(
+  t: T,
+  emu: RealVendorEmulator,
+  mapping: string,
+  params: Json = {},
+  key = KEY
+): Promise<TestGateway> {
+  return await startGateway(
+    t,
+    {
+      routes: {
+        x: {
+          mapping,
+          auth: { audio: ['${AUDIO_TOKEN}'] },
+          upstreams: [{ name: 'v', audio: emu.url, credential: '${VENDOR_KEY}' }],
+          params
+        }
+      }
+    },
+    { VENDOR_KEY: key }
+  )
 }
 
-async function metrics (gw: TestGateway): Promise<string> {
+async function metrics(gw: TestGateway): Promise<string> {
   return await (await fetch(gw.adminUrl('/metrics'))).text()
 }
 
 t.test('deepgram: query and Token auth, µ-law unchanged, Results → TRANSCRIPT, CloseStream → Metadata', async t => {
   const emu = await emulator(t, { resultEveryMs: 500 })
-  const gw = await gateway(t, emu, 'mappings/deepgram.yaml', { model: 'nova-2-phonecall', language: 'en-US', endpointing: 300, utterance_end_ms: 1000, keyterm: ['refund', 'change of address'] })
+  const gw = await gateway(t, emu, 'mappings/deepgram.yaml', {
+    model: 'nova-2-phonecall',
+    language: 'en-US',
+    endpointing: 300,
+    utterance_end_ms: 1000,
+    keyterm: ['refund', 'change of address']
+  })
   const leg = platformLeg(t, gw.url('/audio/x'), init(8101))
   t.equal((await leg.answer).command, 'CONNECTED', 'CONNECTED as soon as the vendor socket is open')
   const sent = await stream(leg, 0, 125) // 2.5 s
   t.ok(await until(() => emu.sessions()[0]?.audioBytes === sent.length, 3000), 'every byte reached Deepgram')
   let s = emu.sessions()[0]
-  t.same(s.query, {
-    encoding: 'mulaw', sample_rate: '8000', channels: '1', model: 'nova-2-phonecall', language: 'en-US', interim_results: 'true',
-    punctuate: 'true', endpointing: '300', utterance_end_ms: '1000', keyterm: 'change of address'
-  }, 'options from route.params in the query string (the last keyterm shown; both are sent)')
-  t.equal(s.headers.authorization, '[REDACTED]', 'an Authorization header was presented (and accepted: the emulator checks it)')
+  t.same(
+    s.query,
+    {
+      encoding: 'mulaw',
+      sample_rate: '8000',
+      channels: '1',
+      model: 'nova-2-phonecall',
+      language: 'en-US',
+      interim_results: 'true',
+      punctuate: 'true',
+      endpointing: '300',
+      utterance_end_ms: '1000',
+      keyterm: 'change of address'
+    },
+    'options from route.params in the query string (the last keyterm shown; both are sent)'
+  )
+  t.equal(
+    s.headers.authorization,
+    '[REDACTED]',
+    'an Authorization header was presented (and accepted: the emulator checks it)'
+  )
   t.equal(s.sha256, sha256(sent), 'the platform µ-law arrives byte for byte, in order')
   t.equal(s.frames, 125, 'one binary frame per platform frame')
   // resultEveryMs 500 with interim results: an interim then a final every 250 ms of audio.
   t.ok(await until(() => leg.messages.length >= 10, 3000), 'results came back')
-  t.ok(leg.messages.every(m => m.command === 'MESSAGE' && m.messageType === 'TRANSCRIPT'), 'every result is a MESSAGE TRANSCRIPT')
-  t.match(leg.messages.find(m => (m.parameters as Json).isFinal === false), { message: /^emulated segment \d+$/, parameters: { isFinal: false, speechFinal: false, perspective: 'TX', vendor: 'deepgram' } })
-  t.match(leg.messages.find(m => (m.parameters as Json).isFinal === true), {
-    message: 'emulated segment 1',
-    parameters: { isFinal: true, speechFinal: true, fromFinalize: false, start: 0, duration: Number, confidence: Number, perspective: 'TX', vendor: 'deepgram' }
-  })
+  t.ok(
+    leg.messages.every(m => m.command === 'MESSAGE' && m.messageType === 'TRANSCRIPT'),
+    'every result is a MESSAGE TRANSCRIPT'
+  )
+  t.match(
+    leg.messages.find(m => (m.parameters as Json).isFinal === false),
+    {
+      message: /^emulated segment \d+$/,
+      parameters: { isFinal: false, speechFinal: false, perspective: 'TX', vendor: 'deepgram' }
+    }
+  )
+  t.match(
+    leg.messages.find(m => (m.parameters as Json).isFinal === true),
+    {
+      message: 'emulated segment 1',
+      parameters: {
+        isFinal: true,
+        speechFinal: true,
+        fromFinalize: false,
+        start: 0,
+        duration: Number,
+        confidence: Number,
+        perspective: 'TX',
+        vendor: 'deepgram'
+      }
+    }
+  )
   const closing = Date.now()
   leg.ws.close(1000)
   await leg.closed
@@ -65,7 +126,11 @@ t.test('deepgram: query and Token auth, µ-law unchanged, Results → TRANSCRIPT
   t.ok(s.closedAt! - closing < 2000, 'closed on Metadata, not after the close timeout')
   t.same(s.errors, [], 'the strict emulator recorded no protocol error')
   const m = await metrics(gw)
-  t.notMatch(m, /assist_gateway_audio_vendor_messages_total\{route="x",result="(unmatched|error)"\}/, 'every vendor message was matched by a rule')
+  t.notMatch(
+    m,
+    /assist_gateway_audio_vendor_messages_total\{route="x",result="(unmatched|error)"\}/,
+    'every vendor message was matched by a rule'
+  )
   t.notMatch(gw.logs.raw, KEY, 'the vendor key is never logged')
 })
 
@@ -79,7 +144,10 @@ t.test('deepgram: a 12 s silent hold keeps the vendor session alive with KeepAli
   const s1 = emu.sessions()[0]
   t.notOk(s1.closed, 'Deepgram did not close the idle stream (NET-0001)')
   t.ok(s1.keepalives >= 3, `KeepAlive messages kept it open (${s1.keepalives})`)
-  t.ok(s1.texts.every(x => JSON.stringify(x) === '{"type":"KeepAlive"}'), 'only KeepAlive was sent during the hold')
+  t.ok(
+    s1.texts.every(x => JSON.stringify(x) === '{"type":"KeepAlive"}'),
+    'only KeepAlive was sent during the hold'
+  )
   const after = await stream(leg, 25, 50)
   t.ok(await until(() => emu.sessions()[0].audioBytes === before.length + after.length, 3000))
   leg.ws.close(1000)
@@ -90,7 +158,10 @@ t.test('deepgram: a 12 s silent hold keeps the vendor session alive with KeepAli
   t.same(s.texts.at(-1), { type: 'CloseStream' })
   t.equal(s.closeCode, 1000)
   t.same(s.errors, [])
-  t.notOk(leg.messages.some(m => m.command === 'ERROR'), 'the platform never saw an error')
+  t.notOk(
+    leg.messages.some(m => m.command === 'ERROR'),
+    'the platform never saw an error'
+  )
   t.ok(leg.messages.filter(m => (m.parameters as Json).isFinal === true).length >= 1, 'results flowed')
 })
 
@@ -98,7 +169,12 @@ t.test('deepgram: a 12 s silent hold keeps the vendor session alive with KeepAli
  * A test-only copy of a shipped mapping, changed by `edit`, in this test's testdir. The gateway (whose
  * helper makes its own testdir, emptying the test's) then runs in a subtest given the copy's path.
  */
-async function withMappingCopy (t: T, name: string, edit: (m: Json) => void, fn: (t: T, file: string) => Promise<void>): Promise<void> {
+async function withMappingCopy(
+  t: T,
+  name: string,
+  edit: (m: Json) => void,
+  fn: (t: T, file: string) => Promise<void>
+): Promise<void> {
   const mapping = parse(readFileSync(join(ROOT, 'mappings', `${name}.yaml`), 'utf8')) as Json
   edit(mapping)
   const dir = t.testdir({ [`${name}-test.yaml`]: stringify(mapping) })
@@ -106,30 +182,42 @@ async function withMappingCopy (t: T, name: string, edit: (m: Json) => void, fn:
 }
 
 t.test('deepgram: a result rule that throws is counted in mapping_errors and the leg goes on', async t => {
-  await withMappingCopy(t, 'deepgram', m => {
-    m.audio.results.unshift({ when: 'msg.type = "Results" and msg.is_final = false', emit: '$error("boom")' })
-  }, async (t, file) => {
-    const emu = await emulator(t, { resultEveryMs: 500 })
-    const gw = await gateway(t, emu, file)
-    const leg = platformLeg(t, gw.url('/audio/x'), init(8103))
-    t.equal((await leg.answer).command, 'CONNECTED')
-    const sent = await stream(leg, 0, 75) // 1.5 s: 3 interim results (the rule throws) + 3 final ones
-    t.ok(await until(() => leg.messages.length >= 3, 3000))
-    await sleep(100)
-    const m = await metrics(gw)
-    t.match(m, /assist_gateway_mapping_errors_total\{route="x",stage="result_emit"\} 3\b/, 'each failing emit is counted')
-    t.match(m, /assist_gateway_audio_vendor_messages_total\{route="x",result="error"\} 3\b/)
-    t.equal(leg.messages.length, 3, 'the finals still reach the platform')
-    t.ok(leg.messages.every(m => m.command === 'MESSAGE' && (m.parameters as Json).isFinal === true))
-    t.equal(leg.ws.readyState, leg.ws.OPEN, 'the leg is still open')
-    t.ok(gw.logs.lines.some(l => l.event === 'mapping_error' && String(l.error).includes('boom')), 'the failure is logged with its message')
-    leg.ws.close(1000)
-    t.ok(await until(() => emu.sessions()[0].closed, 3000))
-    const s = emu.sessions()[0]
-    t.equal(s.sha256, sha256(sent))
-    t.same(s.errors, [])
-    t.same(s.texts.at(-1), { type: 'CloseStream' })
-  })
+  await withMappingCopy(
+    t,
+    'deepgram',
+    m => {
+      m.audio.results.unshift({ when: 'msg.type = "Results" and msg.is_final = false', emit: '$error("boom")' })
+    },
+    async (t, file) => {
+      const emu = await emulator(t, { resultEveryMs: 500 })
+      const gw = await gateway(t, emu, file)
+      const leg = platformLeg(t, gw.url('/audio/x'), init(8103))
+      t.equal((await leg.answer).command, 'CONNECTED')
+      const sent = await stream(leg, 0, 75) // 1.5 s: 3 interim results (the rule throws) + 3 final ones
+      t.ok(await until(() => leg.messages.length >= 3, 3000))
+      await sleep(100)
+      const m = await metrics(gw)
+      t.match(
+        m,
+        /assist_gateway_mapping_errors_total\{route="x",stage="result_emit"\} 3\b/,
+        'each failing emit is counted'
+      )
+      t.match(m, /assist_gateway_audio_vendor_messages_total\{route="x",result="error"\} 3\b/)
+      t.equal(leg.messages.length, 3, 'the finals still reach the platform')
+      t.ok(leg.messages.every(m => m.command === 'MESSAGE' && (m.parameters as Json).isFinal === true))
+      t.equal(leg.ws.readyState, leg.ws.OPEN, 'the leg is still open')
+      t.ok(
+        gw.logs.lines.some(l => l.event === 'mapping_error' && String(l.error).includes('boom')),
+        'the failure is logged with its message'
+      )
+      leg.ws.close(1000)
+      t.ok(await until(() => emu.sessions()[0].closed, 3000))
+      const s = emu.sessions()[0]
+      t.equal(s.sha256, sha256(sent))
+      t.same(s.errors, [])
+      t.same(s.texts.at(-1), { type: 'CloseStream' })
+    }
+  )
 })
 
 t.test('deepgram: a wrong key is refused on the upgrade and the platform gets a clear ERROR', async t => {
@@ -137,6 +225,10 @@ t.test('deepgram: a wrong key is refused on the upgrade and the platform gets a 
   const gw = await gateway(t, emu, 'mappings/deepgram.yaml', {}, 'not-the-key-000')
   const leg = platformLeg(t, gw.url('/audio/x'), init(8104))
   const answer = await leg.answer
-  t.match(answer, { command: 'ERROR', messageType: 'UPSTREAM_UNREACHABLE', message: /HTTP 401/ }, 'the vendor status reaches the platform')
+  t.match(
+    answer,
+    { command: 'ERROR', messageType: 'UPSTREAM_UNREACHABLE', message: /HTTP 401/ },
+    'the vendor status reaches the platform'
+  )
   t.match(emu.sessions()[0].errors, ['invalid credentials'])
 })

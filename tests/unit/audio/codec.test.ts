@@ -75,7 +75,7 @@ function resampleInPieces(r: Resampler, input: Int16Array, piece: number): Int16
   return all.subarray(0, total)
 }
 
-t.test('mu-law decoding is exact for all 256 codes against the G.711 formula', async (t) => {
+t.test('mu-law decoding is exact for all 256 codes against the G.711 formula', async t => {
   const golden = new Uint8Array(256)
   for (let i = 0; i < 256; i++) golden[i] = i
   const pcm = new Int16Array(256)
@@ -89,14 +89,14 @@ t.test('mu-law decoding is exact for all 256 codes against the G.711 formula', a
   t.equal(pcm[0x7f], 0, '0x7F is (negative) zero')
 })
 
-t.test('mu-law decoding writes at an offset and refuses a short buffer', async (t) => {
+t.test('mu-law decoding writes at an offset and refuses a short buffer', async t => {
   const dst = new Int16Array(6).fill(7)
   t.equal(mulawDecodeInto(Uint8Array.of(0x80, 0x00), dst, 3), 2)
   t.same(Array.from(dst), [7, 7, 7, 32124, -32124, 7])
   t.throws(() => mulawDecodeInto(new Uint8Array(4), dst, 3), RangeError)
 })
 
-t.test('PCM16 is written little-endian', async (t) => {
+t.test('PCM16 is written little-endian', async t => {
   const src = Int16Array.of(0x1234, -2, 32767, -32768)
   const dst = new Uint8Array(10)
   t.equal(pcm16ToBytesLE(src, 4, dst, 2), 8)
@@ -105,7 +105,7 @@ t.test('PCM16 is written little-endian', async (t) => {
   t.throws(() => pcm16ToBytesLE(src, 4, dst, 3), RangeError)
 })
 
-t.test('8 kHz → 16 kHz keeps a 1 kHz tone: frequency, level, and no 7 kHz image', async (t) => {
+t.test('8 kHz → 16 kHz keeps a 1 kHz tone: frequency, level, and no 7 kHz image', async t => {
   const input = tone(1000, 8000, 8000, 12000) // 1 s
   const r = new Resampler(8000, 16000)
   t.equal(r.up, 2)
@@ -133,7 +133,7 @@ t.test('8 kHz → 16 kHz keeps a 1 kHz tone: frequency, level, and no 7 kHz imag
   t.ok(imageDb < -40, `7 kHz image at ${imageDb.toFixed(1)} dB relative to 1 kHz (< -40 dB)`)
 })
 
-t.test('16 kHz → 8 kHz keeps a 1 kHz tone and rejects a 5 kHz tone', async (t) => {
+t.test('16 kHz → 8 kHz keeps a 1 kHz tone and rejects a 5 kHz tone', async t => {
   const r = new Resampler(16000, 8000)
   const pass = resampleWhole(r, tone(1000, 16000, 16000, 12000))
   t.equal(pass.length, 8000)
@@ -146,7 +146,7 @@ t.test('16 kHz → 8 kHz keeps a 1 kHz tone and rejects a 5 kHz tone', async (t)
   t.ok(aliasDb < -40, `5 kHz (would alias to 3 kHz) attenuated to ${aliasDb.toFixed(1)} dB`)
 })
 
-t.test('chunk boundaries do not matter: 160-sample pieces equal one piece', async (t) => {
+t.test('chunk boundaries do not matter: 160-sample pieces equal one piece', async t => {
   // A non-trivial signal: two tones plus a deterministic pseudo-random component.
   const n = 8000 * 3 + 37
   const input = new Int16Array(n)
@@ -154,19 +154,29 @@ t.test('chunk boundaries do not matter: 160-sample pieces equal one piece', asyn
   for (let i = 0; i < n; i++) {
     seed = (seed * 1103515245 + 12345) & 0x7fffffff
     const noise = (seed / 0x7fffffff - 0.5) * 4000
-    input[i] = Math.round(8000 * Math.sin((2 * Math.PI * 440 * i) / 8000) + 3000 * Math.sin((2 * Math.PI * 3100 * i) / 8000) + noise)
+    input[i] = Math.round(
+      8000 * Math.sin((2 * Math.PI * 440 * i) / 8000) + 3000 * Math.sin((2 * Math.PI * 3100 * i) / 8000) + noise
+    )
   }
-  for (const [inRate, outRate] of [[8000, 16000], [16000, 8000]] as const) {
+  for (const [inRate, outRate] of [
+    [8000, 16000],
+    [16000, 8000]
+  ] as const) {
     const whole = resampleWhole(new Resampler(inRate, outRate), input)
     for (const piece of [160, 1, 7, 333]) {
       const pieces = resampleInPieces(new Resampler(inRate, outRate), input, piece)
       t.equal(pieces.length, whole.length, `${inRate}→${outRate}, ${piece}-sample pieces: same length`)
-      t.ok(Buffer.from(pieces.buffer, pieces.byteOffset, pieces.byteLength).equals(Buffer.from(whole.buffer, whole.byteOffset, whole.byteLength)), `${inRate}→${outRate}, ${piece}-sample pieces: identical samples`)
+      t.ok(
+        Buffer.from(pieces.buffer, pieces.byteOffset, pieces.byteLength).equals(
+          Buffer.from(whole.buffer, whole.byteOffset, whole.byteLength)
+        ),
+        `${inRate}→${outRate}, ${piece}-sample pieces: identical samples`
+      )
     }
   }
 })
 
-t.test('resampler guards its arguments', async (t) => {
+t.test('resampler guards its arguments', async t => {
   const r = new Resampler(8000, 16000)
   t.throws(() => r.process(new Int16Array(160), 160, new Int16Array(319)), RangeError, 'out too small')
   t.throws(() => r.process(new Int16Array(10), 11, new Int16Array(100)), RangeError, 'inLen past input')
@@ -175,17 +185,17 @@ t.test('resampler guards its arguments', async (t) => {
   t.equal(r.process(new Int16Array(0), 0, new Int16Array(0)), 0, 'empty input is fine')
 })
 
-t.test('rechunker emits exact chunks in order and flush emits the remainder', async (t) => {
+t.test('rechunker emits exact chunks in order and flush emits the remainder', async t => {
   const chunks: number[][] = []
   const seen = new Set<Uint8Array>()
   const rc = new Rechunker({
     chunkMs: 100,
     sampleRate: 8000,
     bytesPerSample: 1,
-    onChunk: (buf) => {
+    onChunk: buf => {
       seen.add(buf)
       chunks.push(Array.from(buf)) // copy: the buffer is reused
-    },
+    }
   })
   t.equal(rc.chunkBytes, 800, '100 ms of 8 kHz mu-law')
   const stream: number[] = []
@@ -203,7 +213,10 @@ t.test('rechunker emits exact chunks in order and flush emits the remainder', as
   }
   const total = sizes.reduce((a, b) => a + b, 0)
   t.equal(chunks.length, Math.floor(total / 800), 'one callback per full chunk')
-  t.ok(chunks.every((c) => c.length === 800), 'every chunk is exactly 800 bytes')
+  t.ok(
+    chunks.every(c => c.length === 800),
+    'every chunk is exactly 800 bytes'
+  )
   t.equal(seen.size, 1, 'one reused buffer')
   t.equal(rc.pending, total % 800)
   t.equal(rc.flush(), total % 800, 'flush returns the remainder length')
@@ -212,9 +225,16 @@ t.test('rechunker emits exact chunks in order and flush emits the remainder', as
   t.equal(rc.flush(), 0, 'nothing left to flush')
 
   const padded: number[][] = []
-  const rc2 = new Rechunker({ chunkBytes: 4, onChunk: (b) => padded.push(Array.from(b)) })
+  const rc2 = new Rechunker({ chunkBytes: 4, onChunk: b => padded.push(Array.from(b)) })
   rc2.push(Uint8Array.of(1, 2, 3, 4, 5))
   rc2.flush(0xff)
-  t.same(padded, [[1, 2, 3, 4], [5, 0xff, 0xff, 0xff]], 'flush can pad with mu-law silence')
+  t.same(
+    padded,
+    [
+      [1, 2, 3, 4],
+      [5, 0xff, 0xff, 0xff]
+    ],
+    'flush can pad with mu-law silence'
+  )
   t.throws(() => new Rechunker({ chunkMs: 0.1, sampleRate: 8000, bytesPerSample: 2, onChunk: () => {} }), TypeError)
 })

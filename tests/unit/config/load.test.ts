@@ -3,7 +3,8 @@ import { join } from 'node:path'
 import { loadConfig } from '../../../gateway/config/load'
 import { ConfigError } from '../../../gateway/errors'
 
-const ROUTE = 'routes:\n  demo:\n    mapping: mappings/json-events.yaml\n    auth: { audio: ["${TOK}"] }\n    upstreams: [{ name: a, audio: "ws://127.0.0.1:9/x", credential: "${VKEY:-fallback-key}" }]\n'
+const ROUTE =
+  'routes:\n  demo:\n    mapping: mappings/json-events.yaml\n    auth: { audio: ["${TOK}"] }\n    upstreams: [{ name: a, audio: "ws://127.0.0.1:9/x", credential: "${VKEY:-fallback-key}" }]\n'
 
 t.test('defaults come from the schema; the result is frozen; paths are resolved', async t => {
   const dir = t.testdir({ 'g.yaml': ROUTE })
@@ -23,7 +24,13 @@ t.test('defaults come from the schema; the result is frozen; paths are resolved'
 
 t.test('PORT, ADMIN_PORT, REDIS_URL and LOG_LEVEL override the file', async t => {
   const dir = t.testdir({ 'g.yaml': ROUTE })
-  const c = loadConfig(join(dir, 'g.yaml'), { TOK: 'abcd-token', PORT: '8081', ADMIN_PORT: '9999', REDIS_URL: 'redis://:pw-secret-1@127.0.0.1:6379/3', LOG_LEVEL: 'debug' })
+  const c = loadConfig(join(dir, 'g.yaml'), {
+    TOK: 'abcd-token',
+    PORT: '8081',
+    ADMIN_PORT: '9999',
+    REDIS_URL: 'redis://:pw-secret-1@127.0.0.1:6379/3',
+    LOG_LEVEL: 'debug'
+  })
   t.equal(c.listen.port, 8081)
   t.equal(c.admin.port, 9999)
   t.equal(c.redis, 'redis://:pw-secret-1@127.0.0.1:6379/3')
@@ -33,7 +40,10 @@ t.test('PORT, ADMIN_PORT, REDIS_URL and LOG_LEVEL override the file', async t =>
 })
 
 t.test('problems are listed all at once, each with file and pointer', async t => {
-  const dir = t.testdir({ 'g.yaml': 'listen: { port: -1, bogus: 1 }\naudio: { backpressurePolicy: maybe }\nroutes:\n  "bad name!": { mapping: x.yaml, upstreams: [] }\n' })
+  const dir = t.testdir({
+    'g.yaml':
+      'listen: { port: -1, bogus: 1 }\naudio: { backpressurePolicy: maybe }\nroutes:\n  "bad name!": { mapping: x.yaml, upstreams: [] }\n'
+  })
   const file = join(dir, 'g.yaml')
   try {
     loadConfig(file, {})
@@ -41,14 +51,16 @@ t.test('problems are listed all at once, each with file and pointer', async t =>
   } catch (err) {
     t.type(err, ConfigError)
     const pointers = (err as ConfigError).problems.map(p => p.pointer)
-    for (const p of ['/listen/port', '/listen/bogus', '/audio/backpressurePolicy']) t.ok(pointers.includes(p), `${p} reported`)
+    for (const p of ['/listen/port', '/listen/bogus', '/audio/backpressurePolicy'])
+      t.ok(pointers.includes(p), `${p} reported`)
     t.ok((err as ConfigError).problems.every(p => p.file === file))
   }
 })
 
 t.test('two default routes, duplicate replica names and a missing mapping are refused', async t => {
   const dir = t.testdir({
-    'g.yaml': 'routes:\n  a: { default: true, mapping: mappings/passthrough.yaml, upstreams: [{ name: x, audio: "ws://h/1" }, { name: x, audio: "ws://h/2" }] }\n  b: { default: true, mapping: nowhere.yaml, upstreams: [{ name: y, audio: "ws://h/3" }] }\n'
+    'g.yaml':
+      'routes:\n  a: { default: true, mapping: mappings/passthrough.yaml, upstreams: [{ name: x, audio: "ws://h/1" }, { name: x, audio: "ws://h/2" }] }\n  b: { default: true, mapping: nowhere.yaml, upstreams: [{ name: y, audio: "ws://h/3" }] }\n'
   })
   const err = t.throws(() => loadConfig(join(dir, 'g.yaml'), {})) as unknown as ConfigError
   const msgs = err.problems.map(p => `${p.pointer}: ${p.message}`)

@@ -53,7 +53,10 @@ t.test('an expression that never ends fails at the time limit, measured on the c
   t.equal(out.ok, false)
   if (!out.ok) t.match(out.error, `longer than ${EXPRESSION_LIMITS.timeoutMs} ms`)
   // One clock read per step at 1 ms each: it stops right after its own 1000 ms, not later.
-  t.ok(clock.reads() > EXPRESSION_LIMITS.timeoutMs && clock.reads() < EXPRESSION_LIMITS.timeoutMs + 10, `stopped at the limit (${clock.reads()} steps)`)
+  t.ok(
+    clock.reads() > EXPRESSION_LIMITS.timeoutMs && clock.reads() < EXPRESSION_LIMITS.timeoutMs + 10,
+    `stopped at the limit (${clock.reads()} steps)`
+  )
 })
 
 t.test('the shipped limit stops a never-ending expression on the real clock', async t => {
@@ -65,7 +68,10 @@ t.test('the shipped limit stops a never-ending expression on the real clock', as
 t.test('concurrent evaluations of one expression keep their own depth', async t => {
   const m = loadMapping(mappingWith(t, RECURSE))
   const outs = await Promise.all(Array.from({ length: 20 }, async () => await run(m.audio!.results[0].emit, input)))
-  t.ok(outs.every(o => o.ok && o.value === 120), 'twenty interleaved evaluations each under the depth limit succeed')
+  t.ok(
+    outs.every(o => o.ok && o.value === 120),
+    'twenty interleaved evaluations each under the depth limit succeed'
+  )
 })
 
 t.test('interleaved evaluations are each charged only their own time', async t => {
@@ -77,9 +83,16 @@ t.test('interleaved evaluations are each charged only their own time', async t =
   const alone = steppingClock(1)
   t.ok((await run(compileExpr(SMALL, { clock: alone.now }), input)).ok, 'one evaluation alone is under the limit')
   const ownMs = alone.reads()
-  t.ok(ownMs < EXPRESSION_LIMITS.timeoutMs && ownMs * 20 > EXPRESSION_LIMITS.timeoutMs, `one costs ${ownMs} ms, twenty ${ownMs * 20} ms`)
+  t.ok(
+    ownMs < EXPRESSION_LIMITS.timeoutMs && ownMs * 20 > EXPRESSION_LIMITS.timeoutMs,
+    `one costs ${ownMs} ms, twenty ${ownMs * 20} ms`
+  )
   const outs = await Promise.all(Array.from({ length: 20 }, async () => await run(expr, input)))
-  t.same(outs.map(o => (o.ok ? o.value : o.error)), Array(20).fill(20), 'every interleaved evaluation succeeds')
+  t.same(
+    outs.map(o => (o.ok ? o.value : o.error)),
+    Array(20).fill(20),
+    'every interleaved evaluation succeeds'
+  )
 })
 
 t.test('an evaluation over its own time fails while the interleaved ones under it succeed', async t => {
@@ -88,5 +101,8 @@ t.test('an evaluation over its own time fails while the interleaved ones under i
   const fine = compileExpr(SMALL, { clock: clock.now })
   const outs = await Promise.all([run(expr, input), ...Array.from({ length: 5 }, async () => await run(fine, input))])
   t.equal(outs[0].ok, false, 'the runaway fails')
-  t.ok(outs.slice(1).every(o => o.ok && o.value === 20), 'the others, interleaved with it, succeed')
+  t.ok(
+    outs.slice(1).every(o => o.ok && o.value === 20),
+    'the others, interleaved with it, succeed'
+  )
 })

@@ -5,8 +5,15 @@ import { CATALOGUE, Metrics, PREFIX } from '../../../gateway/telemetry/metrics'
 
 t.test('every catalogue metric is registered under the prefix, and nothing else is', async t => {
   const m = new Metrics()
-  const names = (await m.registry.getMetricsAsJSON()).map(x => x.name).filter(n => !n.startsWith(PREFIX + 'process_') && !n.startsWith(PREFIX + 'nodejs_'))
-  t.same(names.slice().sort(), Object.keys(CATALOGUE).map(n => PREFIX + n).sort())
+  const names = (await m.registry.getMetricsAsJSON())
+    .map(x => x.name)
+    .filter(n => !n.startsWith(`${PREFIX}process_`) && !n.startsWith(`${PREFIX}nodejs_`))
+  t.same(
+    names.slice().sort(),
+    Object.keys(CATALOGUE)
+      .map(n => PREFIX + n)
+      .sort()
+  )
 })
 
 t.test('per-leg integers are published at scrape time, ended legs keep counting', async t => {
@@ -29,8 +36,14 @@ t.test('per-leg integers are published at scrape time, ended legs keep counting'
 
 t.test('the README names only catalogue metrics', async t => {
   const readme = readFileSync(join(__dirname, '..', '..', '..', 'README.md'), 'utf8')
-  const used = new Set([...readme.matchAll(/assist_gateway_([a-z_]+)/g)].map(m => m[1].replace(/_(bucket|sum|count)$/, '')))
+  const used = new Set(
+    [...readme.matchAll(/assist_gateway_([a-z_]+)/g)].map(m => m[1].replace(/_(bucket|sum|count)$/, ''))
+  )
   const known = new Set(Object.keys(CATALOGUE))
-  for (const n of used) t.ok(known.has(n as keyof typeof CATALOGUE) || n.startsWith('process_') || n.startsWith('nodejs_'), `${n} is in the catalogue`)
+  for (const n of used)
+    t.ok(
+      known.has(n as keyof typeof CATALOGUE) || n.startsWith('process_') || n.startsWith('nodejs_'),
+      `${n} is in the catalogue`
+    )
   for (const n of known) t.ok(used.has(n), `${n} is documented in the README`)
 })

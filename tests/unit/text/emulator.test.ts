@@ -1,18 +1,35 @@
 import t, { type Test } from 'tap'
 import { startVendorEmulator, type VendorEmulator } from '../../../gateway/tools/vendor-emulator'
 
-async function emulator (t: Test, opts: Parameters<typeof startVendorEmulator>[0]): Promise<VendorEmulator> {
+async function emulator(t: Test, opts: Parameters<typeof startVendorEmulator>[0]): Promise<VendorEmulator> {
   const e = await startVendorEmulator(opts)
   t.teardown(async () => await e.close())
   return e
 }
 
-async function call (url: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; json: any }> {
-  const r = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: typeof body === 'string' ? body : JSON.stringify(body) })
+async function call(
+  url: string,
+  body: unknown,
+  headers: Record<string, string> = {}
+): Promise<{ status: number; json: any }> {
+  const r = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body)
+  })
   return { status: r.status, json: await r.json() }
 }
 
-const rest = (over: Record<string, unknown> = {}): Record<string, unknown> => ({ conversationId: '42', businessUnit: 7, tenant: 't', role: 'customer', text: 'hi', attachments: {}, config: {}, ...over })
+const rest = (over: Record<string, unknown> = {}): Record<string, unknown> => ({
+  conversationId: '42',
+  businessUnit: 7,
+  tenant: 't',
+  role: 'customer',
+  text: 'hi',
+  attachments: {},
+  config: {},
+  ...over
+})
 
 t.test('json-events text: its own REST shape, strictly', async t => {
   const e = await emulator(t, { kind: 'json-events', text: { token: 'k-123' } })
@@ -20,7 +37,12 @@ t.test('json-events text: its own REST shape, strictly', async t => {
   const auth = { authorization: 'Bearer k-123' }
   const ok = await call(url, rest(), auth)
   t.equal(ok.status, 200)
-  t.same(ok.json.data, { conversationId: '42', role: 'customer', reply: 'echo: hi', suggestions: [{ type: 'reply', text: 'echo: hi', confidence: 0.9 }] })
+  t.same(ok.json.data, {
+    conversationId: '42',
+    role: 'customer',
+    reply: 'echo: hi',
+    suggestions: [{ type: 'reply', text: 'echo: hi', confidence: 0.9 }]
+  })
   t.equal((await call(url, rest())).status, 401, 'credential required')
   for (const [over, problem] of [
     [{ extra: 1 }, 'extra: unknown field'],
@@ -37,23 +59,49 @@ t.test('json-events text: its own REST shape, strictly', async t => {
     t.same(r.json, { error: { code: 'bad_request', message: problem } })
   }
   t.equal((await call(url, '{nope', auth)).status, 400)
-  t.equal((await fetch(url, { method: 'POST', headers: { 'content-type': 'text/plain', ...auth }, body: '{}' })).status, 415)
+  t.equal(
+    (await fetch(url, { method: 'POST', headers: { 'content-type': 'text/plain', ...auth }, body: '{}' })).status,
+    415
+  )
   t.equal((await call(`${e.httpUrl}/v1/other`, rest(), auth)).status, 404)
   const report = e.textRequests()
-  t.equal(report.length, 12, "every text request but the 404 is recorded")
-  t.match(report[0], { id: 1, method: 'POST', path: '/v1/conversations/42/messages', status: 200, error: null, headers: { authorization: '[REDACTED]' } })
+  t.equal(report.length, 12, 'every text request but the 404 is recorded')
+  t.match(report[0], {
+    id: 1,
+    method: 'POST',
+    path: '/v1/conversations/42/messages',
+    status: 200,
+    error: null,
+    headers: { authorization: '[REDACTED]' }
+  })
   t.match(report[2], { status: 400, error: 'extra: unknown field' })
-  const viaHttp = await (await fetch(`${e.httpUrl}/text-requests`)).json() as unknown[]
+  const viaHttp = (await (await fetch(`${e.httpUrl}/text-requests`)).json()) as unknown[]
   t.equal(viaHttp.length, 12)
 })
 
 t.test('passthrough text: the platform JSON at any path, answered in the platform message shape', async t => {
   const e = await emulator(t, { kind: 'passthrough' })
-  const msg = { contactId: 1, busNo: 2, tenantId: 't', participantId: 'agent', messageBody: 'yo', authorizationHeader: 'secret-x' }
+  const msg = {
+    contactId: 1,
+    busNo: 2,
+    tenantId: 't',
+    participantId: 'agent',
+    messageBody: 'yo',
+    authorizationHeader: 'secret-x'
+  }
   const r = await call(`${e.httpUrl}/any/path`, msg)
   t.equal(r.status, 200)
-  t.same(r.json, { command: 'MESSAGE', messageType: 'SUGGESTION', message: 'echo: yo', parameters: { contactId: 1, participantId: 'agent', seq: 1 } })
-  t.equal((e.textRequests()[0].body as Record<string, unknown>).authorizationHeader, '[REDACTED]', 'the report never keeps a credential')
+  t.same(r.json, {
+    command: 'MESSAGE',
+    messageType: 'SUGGESTION',
+    message: 'echo: yo',
+    parameters: { contactId: 1, participantId: 'agent', seq: 1 }
+  })
+  t.equal(
+    (e.textRequests()[0].body as Record<string, unknown>).authorizationHeader,
+    '[REDACTED]',
+    'the report never keeps a credential'
+  )
   t.equal((await call(`${e.httpUrl}/`, { contactId: 1 })).status, 400)
   t.equal((await call(`${e.httpUrl}/sessions`, msg)).status, 404, 'report paths are not text endpoints')
 })
@@ -70,7 +118,12 @@ t.test('text behaviours: slow, failing, hanging', async t => {
   t.equal(failed.json.messageType, 'VENDOR_FAILURE')
   e.setText({ hang: true })
   const ac = new AbortController()
-  const hung = fetch(e.httpUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(msg), signal: ac.signal })
+  const hung = fetch(e.httpUrl, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(msg),
+    signal: ac.signal
+  })
   await new Promise(resolve => setTimeout(resolve, 100))
   t.equal(e.textRequests().at(-1)?.status, null, 'received, never answered')
   ac.abort()

@@ -1,20 +1,44 @@
 import t from 'tap'
 import { join } from 'node:path'
-import { ConfigError } from '../../../gateway/errors'
+import type { ConfigError } from '../../../gateway/errors'
 import { loadMapping } from '../../../gateway/mapping/compile'
 import { dryRunMapping } from '../../../gateway/mapping/dry-run'
-import { EXAMPLE_UTTERANCE, copyHeaders, checkPath, mapRequest, normalizeUtterance, runText, type TextInput } from '../../../gateway/mapping/text'
+import {
+  EXAMPLE_UTTERANCE,
+  copyHeaders,
+  checkPath,
+  mapRequest,
+  normalizeUtterance,
+  runText,
+  type TextInput
+} from '../../../gateway/mapping/text'
 import type { RouteConfig } from '../../../gateway/config/types'
 
 const ROOT = join(__dirname, '..', '..', '..')
 
-function input (over: Partial<TextInput> = {}, msg: Record<string, unknown> = EXAMPLE_UTTERANCE): TextInput {
+function input(over: Partial<TextInput> = {}, msg: Record<string, unknown> = EXAMPLE_UTTERANCE): TextInput {
   const { request, message } = normalizeUtterance({ ...msg, authorizationHeader: 'platform-secret' }, true)
-  return { request, message, requestId: 'req-1', route: { name: 'demo', params: {}, checksToken: true }, upstream: { name: 'a', credential: null, hasCredential: false }, ...over }
+  return {
+    request,
+    message,
+    requestId: 'req-1',
+    route: { name: 'demo', params: {}, checksToken: true },
+    upstream: { name: 'a', credential: null, hasCredential: false },
+    ...over
+  }
 }
 
-function route (mapping: string, over: Partial<RouteConfig> = {}): RouteConfig {
-  return { name: 'demo', default: false, async: false, mapping, auth: { text: ['x'] }, params: {}, upstreams: [{ name: 'a', text: 'http://127.0.0.1:1', headers: {}, weight: 1, maxStreams: 1 }], ...over } as unknown as RouteConfig
+function route(mapping: string, over: Partial<RouteConfig> = {}): RouteConfig {
+  return {
+    name: 'demo',
+    default: false,
+    async: false,
+    mapping,
+    auth: { text: ['x'] },
+    params: {},
+    upstreams: [{ name: 'a', text: 'http://127.0.0.1:1', headers: {}, weight: 1, maxStreams: 1 }],
+    ...over
+  } as unknown as RouteConfig
 }
 
 t.test('json-events: the REST request built from an utterance', async t => {
@@ -27,18 +51,35 @@ t.test('json-events: the REST request built from an utterance', async t => {
       method: 'POST',
       path: '/v1/conversations/584930211/messages',
       headers: { 'x-request-id': 'req-1', 'content-type': 'application/json' },
-      body: JSON.stringify({ conversationId: '584930211', businessUnit: 4594, tenant: 'tenant-eu-1', role: 'customer', text: EXAMPLE_UTTERANCE.messageBody, attachments: EXAMPLE_UTTERANCE.messageData, config: EXAMPLE_UTTERANCE.agentAssistAppConfig })
+      body: JSON.stringify({
+        conversationId: '584930211',
+        businessUnit: 4594,
+        tenant: 'tenant-eu-1',
+        role: 'customer',
+        text: EXAMPLE_UTTERANCE.messageBody,
+        attachments: EXAMPLE_UTTERANCE.messageData,
+        config: EXAMPLE_UTTERANCE.agentAssistAppConfig
+      })
     }
   })
-  const keyed = await mapRequest(m.text!, input({ upstream: { name: 'a', credential: 'vendor-key', hasCredential: true } }))
+  const keyed = await mapRequest(
+    m.text!,
+    input({ upstream: { name: 'a', credential: 'vendor-key', hasCredential: true } })
+  )
   t.equal(keyed.ok && keyed.request.headers.authorization, 'Bearer vendor-key')
-  for (const [p, role] of [['agent', 'agent'], ['system', 'system']]) {
+  for (const [p, role] of [
+    ['agent', 'agent'],
+    ['system', 'system']
+  ]) {
     const r = await mapRequest(m.text!, input({}, { ...EXAMPLE_UTTERANCE, participantId: p }))
     t.equal(r.ok && JSON.parse(r.request.body!).role, role)
   }
   const answer = { status: 200, headers: {}, body: { data: { reply: 'r', suggestions: [{ text: 's' }] }, meta: {} } }
   const shaped = await runText(m.text!.response!, { ...input(), response: answer })
-  t.same(shaped, { ok: true, value: { contactId: 584930211, participantId: 'patron', reply: 'r', suggestions: [{ text: 's' }] } })
+  t.same(shaped, {
+    ok: true,
+    value: { contactId: 584930211, participantId: 'patron', reply: 'r', suggestions: [{ text: 's' }] }
+  })
   const unwrapped = await runText(m.text!.response!, { ...input(), response: { ...answer, body: { error: 'x' } } })
   t.same(unwrapped, { ok: true, value: undefined }, 'no data: nothing (502 at run time)')
 })
@@ -50,7 +91,10 @@ t.test('passthrough: the platform JSON, with the credential rule', async t => {
   if (!plain.ok) return
   t.equal(plain.request.path, null, 'the replica URL as it is')
   t.same(JSON.parse(plain.request.body!), EXAMPLE_UTTERANCE, 'unchanged, and without the platform credential')
-  const keyed = await mapRequest(m.text!, input({ upstream: { name: 'a', credential: 'vendor-key', hasCredential: true } }))
+  const keyed = await mapRequest(
+    m.text!,
+    input({ upstream: { name: 'a', credential: 'vendor-key', hasCredential: true } })
+  )
   t.equal(keyed.ok && JSON.parse(keyed.request.body!).authorizationHeader, 'vendor-key')
   t.equal(m.text!.response, null, 'the vendor answer goes back unchanged')
 })
@@ -71,10 +115,14 @@ t.test('what expressions produce is checked: paths, headers, bodies', async t =>
   t.match(copyHeaders({ 'x-a': 'v\r\nx-b: injected' }, {}), /line break/)
   t.match(copyHeaders({ 'x-a': { nested: 1 } }, {}), /must be a string/)
   t.match(copyHeaders([1], {}), /object/)
-  t.notMatch(String(copyHeaders({ 'x-key': 'secret-value\n' }, {})), 'secret-value', 'a complaint never quotes a header value')
+  t.notMatch(
+    String(copyHeaders({ 'x-key': 'secret-value\n' }, {})),
+    'secret-value',
+    'a complaint never quotes a header value'
+  )
 })
 
-t.test('a mapping file\'s text section is validated and compiled at load, problems by pointer', async t => {
+t.test("a mapping file's text section is validated and compiled at load, problems by pointer", async t => {
   const dir = t.testdir({
     'no-request.yaml': 'vendor: a\ntext: { response: "x" }\n',
     'bad-key.yaml': 'vendor: b\ntext: { request: { body: "x", verb: GET } }\n',
@@ -97,10 +145,14 @@ t.test('a mapping file\'s text section is validated and compiled at load, proble
 
 t.test('check dry-runs the text section and names file, pointer and what was produced', async t => {
   for (const file of ['json-events.yaml', 'passthrough.yaml']) {
-    t.same(await dryRunMapping(loadMapping(join(ROOT, 'mappings', file)), route(join(ROOT, 'mappings', file))), [], `${file} is clean`)
+    t.same(
+      await dryRunMapping(loadMapping(join(ROOT, 'mappings', file)), route(join(ROOT, 'mappings', file))),
+      [],
+      `${file} is clean`
+    )
   }
   const dir = t.testdir({
-    'bad.yaml': [
+    'bad.yaml': `${[
       'vendor: bad',
       'text:',
       '  request:',
@@ -112,16 +164,34 @@ t.test('check dry-runs the text section and names file, pointer and what was pro
       '  text:',
       '    - { body: { data: 1 } }',
       '    - { body: { missing: 1 } }'
-    ].join('\n') + '\n'
+    ].join('\n')}\n`
   })
   const file = join(dir, 'bad.yaml')
-  const problems = await dryRunMapping(loadMapping(file), route(file, { upstreams: [{ name: 'a', text: 'http://x', credential: 'real-secret', headers: {}, weight: 1, maxStreams: 1 }] } as unknown as Partial<RouteConfig>))
-  t.same(problems.map(p => p.file), [file, file, file, file])
+  const problems = await dryRunMapping(
+    loadMapping(file),
+    route(file, {
+      upstreams: [{ name: 'a', text: 'http://x', credential: 'real-secret', headers: {}, weight: 1, maxStreams: 1 }]
+    } as unknown as Partial<RouteConfig>)
+  )
+  t.same(
+    problems.map(p => p.file),
+    [file, file, file, file]
+  )
   t.match(problems, [
-    { pointer: '/text/request/path', message: 'must produce a path that starts with "/" and holds no spaces or "#"; it produced "no-slash"' },
-    { pointer: '/text/request/headers', message: 'header connection is set by the gateway, not the mapping; it produced {"authorization":"Bearer [credential]","connection":"close"}' },
+    {
+      pointer: '/text/request/path',
+      message: 'must produce a path that starts with "/" and holds no spaces or "#"; it produced "no-slash"'
+    },
+    {
+      pointer: '/text/request/headers',
+      message:
+        'header connection is set by the gateway, not the mapping; it produced {"authorization":"Bearer [credential]","connection":"close"}'
+    },
     { pointer: '/text/request/body', message: 'must produce an object, an array, a string or null; it produced 42' },
-    { pointer: '/text/response', message: 'on samples/text/0: must produce the answer for the platform; it produced nothing' }
+    {
+      pointer: '/text/response',
+      message: 'on samples/text/0: must produce the answer for the platform; it produced nothing'
+    }
   ])
   t.notMatch(JSON.stringify(problems), 'real-secret', 'the dry-run uses a placeholder credential')
 })

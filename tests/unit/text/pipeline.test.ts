@@ -3,25 +3,39 @@ import { CredentialList } from '../../../gateway/auth/credentials'
 import { normalizeUtterance } from '../../../gateway/mapping/text'
 import { checkCredential, checkUtterance, DeliveryQueue, MAX_DEPTH, tooDeep } from '../../../gateway/text/utterance'
 
-const valid = (over: Record<string, unknown> = {}): Record<string, unknown> => ({ contactId: 1, busNo: 2, tenantId: 't', participantId: 'agent', messageBody: 'hi', ...over })
-
-t.test('credentials: the body field or the Authorization header, raw or bearer, checked against the text list only', async t => {
-  const list = new CredentialList(['text-secret-1', 'text-secret-2'])
-  t.equal(checkCredential(new CredentialList(undefined), undefined, ''), null, 'no list: nothing required')
-  t.equal(checkCredential(list, undefined, ''), 'AUTH_MISSING')
-  t.equal(checkCredential(list, '', ''), 'AUTH_MISSING', 'an empty value is a missing one')
-  t.equal(checkCredential(list, 42, ''), 'AUTH_MISSING', 'a non-string body field is ignored')
-  t.equal(checkCredential(list, 'text-secret-2', ''), null, 'body field')
-  t.equal(checkCredential(list, undefined, 'text-secret-1'), null, 'raw header')
-  t.equal(checkCredential(list, undefined, 'Bearer text-secret-1'), null, 'bearer header')
-  t.equal(checkCredential(list, undefined, 'bearer text-secret-1'), null, 'the scheme is case-insensitive')
-  t.equal(checkCredential(list, 'Bearer text-secret-2', ''), null, 'bearer form in the body too')
-  t.equal(checkCredential(list, 'nope', 'Bearer text-secret-1'), null, 'either source may carry it')
-  t.equal(checkCredential(list, 'nope', 'Bearer nope'), 'AUTH_INVALID')
-  t.equal(checkCredential(list, 'text-secret-1x', ''), 'AUTH_INVALID')
-  const withBearer = new CredentialList(['Bearer abc-configured'])
-  t.equal(checkCredential(withBearer, undefined, 'Bearer abc-configured'), null, 'a configured value that itself starts with Bearer')
+const valid = (over: Record<string, unknown> = {}): Record<string, unknown> => ({
+  contactId: 1,
+  busNo: 2,
+  tenantId: 't',
+  participantId: 'agent',
+  messageBody: 'hi',
+  ...over
 })
+
+t.test(
+  'credentials: the body field or the Authorization header, raw or bearer, checked against the text list only',
+  async t => {
+    const list = new CredentialList(['text-secret-1', 'text-secret-2'])
+    t.equal(checkCredential(new CredentialList(undefined), undefined, ''), null, 'no list: nothing required')
+    t.equal(checkCredential(list, undefined, ''), 'AUTH_MISSING')
+    t.equal(checkCredential(list, '', ''), 'AUTH_MISSING', 'an empty value is a missing one')
+    t.equal(checkCredential(list, 42, ''), 'AUTH_MISSING', 'a non-string body field is ignored')
+    t.equal(checkCredential(list, 'text-secret-2', ''), null, 'body field')
+    t.equal(checkCredential(list, undefined, 'text-secret-1'), null, 'raw header')
+    t.equal(checkCredential(list, undefined, 'Bearer text-secret-1'), null, 'bearer header')
+    t.equal(checkCredential(list, undefined, 'bearer text-secret-1'), null, 'the scheme is case-insensitive')
+    t.equal(checkCredential(list, 'Bearer text-secret-2', ''), null, 'bearer form in the body too')
+    t.equal(checkCredential(list, 'nope', 'Bearer text-secret-1'), null, 'either source may carry it')
+    t.equal(checkCredential(list, 'nope', 'Bearer nope'), 'AUTH_INVALID')
+    t.equal(checkCredential(list, 'text-secret-1x', ''), 'AUTH_INVALID')
+    const withBearer = new CredentialList(['Bearer abc-configured'])
+    t.equal(
+      checkCredential(withBearer, undefined, 'Bearer abc-configured'),
+      null,
+      'a configured value that itself starts with Bearer'
+    )
+  }
+)
 
 t.test('nesting: the first value deeper than the limit is named by pointer, iteratively', async t => {
   t.equal(tooDeep({ a: [1, { b: 'x' }] }, MAX_DEPTH), null)
@@ -41,22 +55,59 @@ t.test('schema: 2.7, or 2.8 when the data is named messageMetaData; every bad fi
   t.same(checkUtterance(valid({ messageMetaData: { a: 1 } })), [])
   t.same(checkUtterance(valid({ messageData: null, agentAssistAppConfig: null })), [])
   t.same(checkUtterance(valid({ unknownField: 1 })), [], 'unknown fields are allowed')
-  t.same(checkUtterance(valid({ messageMetaData: 'x' })).map(p => p.pointer), ['/messageMetaData'])
-  t.same(checkUtterance(valid({ messageData: {}, messageMetaData: 'x' })), [], 'with both, 2.7 is the schema and messageData wins')
+  t.same(
+    checkUtterance(valid({ messageMetaData: 'x' })).map(p => p.pointer),
+    ['/messageMetaData']
+  )
+  t.same(
+    checkUtterance(valid({ messageData: {}, messageMetaData: 'x' })),
+    [],
+    'with both, 2.7 is the schema and messageData wins'
+  )
   const bad = checkUtterance({ contactId: -1, busNo: 1.5, participantId: 'bot', messageBody: null, tenantId: '' })
   t.same(bad.map(p => p.pointer).sort(), ['/busNo', '/contactId', '/messageBody', '/participantId', '/tenantId'])
-  t.match(bad.find(p => p.pointer === '/participantId'), { message: 'must be one of "patron", "agent", "system"' })
-  t.same(checkUtterance({}).map(p => p.pointer).sort(), ['/busNo', '/contactId', '/messageBody', '/participantId', '/tenantId'])
+  t.match(
+    bad.find(p => p.pointer === '/participantId'),
+    { message: 'must be one of "patron", "agent", "system"' }
+  )
+  t.same(
+    checkUtterance({})
+      .map(p => p.pointer)
+      .sort(),
+    ['/busNo', '/contactId', '/messageBody', '/participantId', '/tenantId']
+  )
 })
 
 t.test('normalized utterance: one shape, never the credential', async t => {
-  const msg = valid({ contactId: '77', busNo: '5', messageMetaData: { img: 'u' }, agentAssistAppConfig: { k: 'v' }, authorizationHeader: 'secret' })
+  const msg = valid({
+    contactId: '77',
+    busNo: '5',
+    messageMetaData: { img: 'u' },
+    agentAssistAppConfig: { k: 'v' },
+    authorizationHeader: 'secret'
+  })
   const { request, message } = normalizeUtterance(msg, true)
-  t.same(request, { contactId: 77, busNo: 5, tenantId: 't', participantId: 'agent', messageBody: 'hi', messageData: { img: 'u' }, agentAssistAppConfig: { k: 'v' } })
+  t.same(request, {
+    contactId: 77,
+    busNo: 5,
+    tenantId: 't',
+    participantId: 'agent',
+    messageBody: 'hi',
+    messageData: { img: 'u' },
+    agentAssistAppConfig: { k: 'v' }
+  })
   t.notOk('authorizationHeader' in message, 'dropped when the route checks it')
   t.equal(message.contactId, '77', 'message is the platform JSON as received')
-  t.equal(normalizeUtterance(msg, false).message.authorizationHeader, 'secret', 'kept for the vendor when the route does not check it')
-  t.same(normalizeUtterance(valid({ messageData: { a: 1 }, messageMetaData: { b: 2 } }), true).request.messageData, { a: 1 }, 'messageData wins over messageMetaData')
+  t.equal(
+    normalizeUtterance(msg, false).message.authorizationHeader,
+    'secret',
+    'kept for the vendor when the route does not check it'
+  )
+  t.same(
+    normalizeUtterance(valid({ messageData: { a: 1 }, messageMetaData: { b: 2 } }), true).request.messageData,
+    { a: 1 },
+    'messageData wins over messageMetaData'
+  )
   t.same(normalizeUtterance(valid({ messageData: null }), true).request.messageData, {})
   t.same(normalizeUtterance(valid(), true).request.agentAssistAppConfig, {})
 })
@@ -87,7 +138,10 @@ t.test('the delivery queue is bounded, limits concurrency, keeps order and survi
 
   const many = new DeliveryQueue(5000, 1)
   let done = 0
-  for (let i = 0; i < 3000; i++) many.offer(async () => { done++ })
+  for (let i = 0; i < 3000; i++)
+    many.offer(async () => {
+      done++
+    })
   await new Promise(resolve => setTimeout(resolve, 50))
   t.equal(done, 3000, 'a long queue drains (its array is compacted as it goes)')
   t.equal(many.pending, 0)

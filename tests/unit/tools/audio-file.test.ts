@@ -38,7 +38,7 @@ function pcm16(samples: number[]): Buffer {
   return b
 }
 
-t.test('G.711 known values', async (t) => {
+t.test('G.711 known values', async t => {
   t.equal(linearToMulaw(0), 0xff)
   t.equal(linearToMulaw(-1), 0x7f)
   t.equal(linearToMulaw(32767), 0x80)
@@ -51,7 +51,7 @@ t.test('G.711 known values', async (t) => {
   t.equal(linearToMulaw(Number.NaN), 0xff, 'NaN encodes as silence')
 })
 
-t.test('G.711 round trips', async (t) => {
+t.test('G.711 round trips', async t => {
   let bad = 0
   for (let b = 0; b < 256; b++) {
     const want = b === 0x7f ? 0xff : b // both zero codes decode to 0, which encodes as 0xFF
@@ -74,7 +74,7 @@ t.test('G.711 round trips', async (t) => {
   t.ok(monotonic, 'quantiser is monotonic')
 })
 
-t.test('raw mu-law files are returned as they are', async (t) => {
+t.test('raw mu-law files are returned as they are', async t => {
   const dir = t.testdir({})
   const bytes = Buffer.from([0xff, 0x7f, 0x00, 0x80, 0x12])
   for (const ext of ['ulaw', 'mulaw', 'raw', 'ul', 'ULAW']) {
@@ -84,14 +84,14 @@ t.test('raw mu-law files are returned as they are', async (t) => {
   }
 })
 
-t.test('WAV PCM16 is encoded to mu-law; unknown and odd-sized chunks are skipped', async (t) => {
+t.test('WAV PCM16 is encoded to mu-law; unknown and odd-sized chunks are skipped', async t => {
   const dir = t.testdir({})
   const samples = [0, -1, 32767, -32768, 1000, -1000, 123, -4567]
   const wav = riff(
     fmt(1, 1, 8000, 16),
     chunk('LIST', Buffer.from('INFOISFT', 'latin1')),
     chunk('junk', Buffer.from([1, 2, 3])), // odd size: one pad byte follows
-    chunk('data', pcm16(samples)),
+    chunk('data', pcm16(samples))
   )
   const p = join(dir, 'pcm.wav')
   writeFileSync(p, wav)
@@ -100,7 +100,7 @@ t.test('WAV PCM16 is encoded to mu-law; unknown and odd-sized chunks are skipped
   t.same([...got.subarray(0, 4)], [0xff, 0x7f, 0x80, 0x00])
 })
 
-t.test('WAV mu-law (tag 7, 18-byte fmt, fact chunk) and extensible format', async (t) => {
+t.test('WAV mu-law (tag 7, 18-byte fmt, fact chunk) and extensible format', async t => {
   const dir = t.testdir({})
   const audio = Buffer.from([1, 2, 3, 4, 5])
   const fact = Buffer.alloc(4)
@@ -122,7 +122,7 @@ t.test('WAV mu-law (tag 7, 18-byte fmt, fact chunk) and extensible format', asyn
   t.same(readAudioClip(p3), audio, 'RIFF content is recognised without an extension')
 })
 
-t.test('a data chunk size larger than the file is clamped', async (t) => {
+t.test('a data chunk size larger than the file is clamped', async t => {
   const dir = t.testdir({})
   const data = chunk('data', Buffer.from([9, 8, 7, 6]))
   data.writeUInt32LE(0xffffffff, 4)
@@ -131,7 +131,7 @@ t.test('a data chunk size larger than the file is clamped', async (t) => {
   t.same([...readAudioClip(p)], [9, 8, 7, 6])
 })
 
-t.test('fixtures: hello.wav and hello.ulaw hold the same audio', async (t) => {
+t.test('fixtures: hello.wav and hello.ulaw hold the same audio', async t => {
   const raw = readAudioClip(join(FIXTURES, 'hello.ulaw'))
   const wav = readAudioClip(join(FIXTURES, 'hello.wav'))
   t.ok(raw.length > 8000, 'more than 1 s of audio')
@@ -139,22 +139,30 @@ t.test('fixtures: hello.wav and hello.ulaw hold the same audio', async (t) => {
   t.same(wav, raw)
 })
 
-t.test('bad inputs throw messages naming the file and the problem', async (t) => {
+t.test('bad inputs throw messages naming the file and the problem', async t => {
   const dir = t.testdir({})
   const audio = chunk('data', pcm16([1, 2, 3, 4]))
   const cases: [string, Buffer, RegExp][] = [
     ['rate.wav', riff(fmt(1, 1, 16000, 16), audio), /rate\.wav: WAV sample rate 16000 not supported \(need 8000\)/],
     ['stereo.wav', riff(fmt(1, 2, 8000, 16), audio), /stereo\.wav: WAV has 2 channels, not supported \(need mono\)/],
     ['float.wav', riff(fmt(3, 1, 8000, 32), audio), /float\.wav: WAV format tag 3 not supported/],
-    ['pcm8.wav', riff(fmt(1, 1, 8000, 8), audio), /pcm8\.wav: WAV PCM with 8 bits per sample not supported \(need 16\)/],
+    [
+      'pcm8.wav',
+      riff(fmt(1, 1, 8000, 8), audio),
+      /pcm8\.wav: WAV PCM with 8 bits per sample not supported \(need 16\)/
+    ],
     ['ulaw16.wav', riff(fmt(7, 1, 8000, 16), audio), /ulaw16\.wav: WAV mu-law with 16 bits/],
     ['nofmt.wav', riff(audio), /nofmt\.wav: WAV has no "fmt " chunk/],
     ['nodata.wav', riff(fmt(1, 1, 8000, 16)), /nodata\.wav: WAV has no "data" chunk/],
     ['short.wav', riff(chunk('fmt ', Buffer.alloc(10)), audio), /short\.wav: WAV "fmt " chunk is too short/],
-    ['empty-data.wav', riff(fmt(7, 1, 8000, 8), chunk('data', Buffer.alloc(0))), /empty-data\.wav: WAV data chunk is empty/],
+    [
+      'empty-data.wav',
+      riff(fmt(7, 1, 8000, 8), chunk('data', Buffer.alloc(0))),
+      /empty-data\.wav: WAV data chunk is empty/
+    ],
     ['text.wav', Buffer.from('hello there, not audio'), /text\.wav: not a RIFF\/WAVE file/],
     ['song.mp3', Buffer.from('ID3xxxxxxxxxxxx'), /song\.mp3: unknown audio file type "\.mp3"/],
-    ['empty.ulaw', Buffer.alloc(0), /empty\.ulaw: file is empty/],
+    ['empty.ulaw', Buffer.alloc(0), /empty\.ulaw: file is empty/]
   ]
   for (const [name, body, re] of cases) {
     const p = join(dir, name)

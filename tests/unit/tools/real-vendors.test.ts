@@ -7,7 +7,7 @@ import {
   twilioSignature,
   type RealVendorEmulator,
   type RealVendorOptions,
-  type RealVendorSession,
+  type RealVendorSession
 } from '../../../gateway/tools/real-vendors'
 
 type Json = Record<string, unknown>
@@ -33,7 +33,7 @@ function connect(url: string, headers: Record<string, string> = {}): Promise<Cli
   ws.on('message', (data: RawData, isBinary: boolean) => {
     if (!isBinary) msgs.push(JSON.parse(String(data)) as Json)
   })
-  const closed = new Promise<{ code: number; reason: string }>((resolve) => {
+  const closed = new Promise<{ code: number; reason: string }>(resolve => {
     ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() }))
   })
   return new Promise((resolve, reject) => {
@@ -44,23 +44,27 @@ function connect(url: string, headers: Record<string, string> = {}): Promise<Cli
         msgs,
         upgradeHeaders,
         closed,
-        sendJson: (msg) => ws.send(JSON.stringify(msg)),
+        sendJson: msg => ws.send(JSON.stringify(msg)),
         waitFor: async (pred, from = 0, ms = 3000) => {
           const end = Date.now() + ms
           for (;;) {
             const hit = msgs.slice(from).find(pred)
             if (hit !== undefined) return hit
-            if (Date.now() > end) throw new Error(`timed out waiting for a message; have ${JSON.stringify(msgs).slice(0, 400)}`)
+            if (Date.now() > end)
+              throw new Error(`timed out waiting for a message; have ${JSON.stringify(msgs).slice(0, 400)}`)
             await sleep(5)
           }
-        },
+        }
       })
     })
   })
 }
 
 /** Attempts an upgrade that the emulator should refuse; returns the HTTP answer. */
-function refused(url: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: IncomingMessage['headers']; body: Json }> {
+function refused(
+  url: string,
+  headers: Record<string, string> = {}
+): Promise<{ status: number; headers: IncomingMessage['headers']; body: Json }> {
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(url, { perMessageDeflate: false, headers })
     ws.on('open', () => reject(new Error('upgrade unexpectedly accepted')))
@@ -68,12 +72,14 @@ function refused(url: string, headers: Record<string, string> = {}): Promise<{ s
     ws.on('unexpected-response', (_req, res: IncomingMessage) => {
       let text = ''
       res.on('data', (c: Buffer) => (text += c.toString()))
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: JSON.parse(text) as Json }))
+      res.on('end', () =>
+        resolve({ status: res.statusCode ?? 0, headers: res.headers, body: JSON.parse(text) as Json })
+      )
     })
   })
 }
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms))
+const sleep = (ms: number): Promise<void> => new Promise(r => setTimeout(r, ms))
 
 async function until(cond: () => boolean, ms = 3000): Promise<void> {
   const end = Date.now() + ms
@@ -83,7 +89,10 @@ async function until(cond: () => boolean, ms = 3000): Promise<void> {
   }
 }
 
-async function emulator(t: { teardown(fn: () => unknown): void }, opts: RealVendorOptions): Promise<RealVendorEmulator> {
+async function emulator(
+  t: { teardown(fn: () => unknown): void },
+  opts: RealVendorOptions
+): Promise<RealVendorEmulator> {
   const emu = await startRealVendor(opts)
   t.teardown(() => emu.close())
   return emu
@@ -93,7 +102,7 @@ async function emulator(t: { teardown(fn: () => unknown): void }, opts: RealVend
 async function closedSession(emu: RealVendorEmulator, index = -1): Promise<RealVendorSession> {
   await until(() => {
     const s = emu.sessions().at(index)
-    return s !== undefined && s.closed
+    return s?.closed === true
   })
   return emu.sessions().at(index) as RealVendorSession
 }
@@ -111,10 +120,12 @@ const sha = (b: Buffer): string => createHash('sha256').update(b).digest('hex')
 // Deepgram
 // =============================================================================================
 
-t.test('deepgram: a conforming client gets Results, Finalize, Metadata and a clean close', async (t) => {
+t.test('deepgram: a conforming client gets Results, Finalize, Metadata and a clean close', async t => {
   const emu = await emulator(t, { kind: 'deepgram', apiKey: 'dg-secret', resultEveryMs: 200 })
   t.match(emu.url, /^ws:\/\/127\.0\.0\.1:\d+\/v1\/listen$/)
-  const c = await connect(`${emu.url}?model=nova-3&encoding=mulaw&sample_rate=8000&channels=1&punctuate=true&tag=x`, { Authorization: 'Token dg-secret' })
+  const c = await connect(`${emu.url}?model=nova-3&encoding=mulaw&sample_rate=8000&channels=1&punctuate=true&tag=x`, {
+    Authorization: 'Token dg-secret'
+  })
   const requestId = c.upgradeHeaders['dg-request-id']
   t.match(requestId, /^[0-9a-f-]{36}$/, '101 answer carries dg-request-id')
   const sent: Buffer[] = []
@@ -125,13 +136,13 @@ t.test('deepgram: a conforming client gets Results, Finalize, Metadata and a cle
   }
   c.sendJson({ type: 'KeepAlive' })
   c.sendJson({ type: 'Finalize' })
-  await c.waitFor((m) => m.from_finalize === true)
+  await c.waitFor(m => m.from_finalize === true)
   c.sendJson({ type: 'CloseStream' })
-  const meta = await c.waitFor((m) => m.type === 'Metadata')
+  const meta = await c.waitFor(m => m.type === 'Metadata')
   const { code } = await c.closed
   t.equal(code, 1000, 'closed 1000 after CloseStream')
 
-  const results = c.msgs.filter((m) => m.type === 'Results')
+  const results = c.msgs.filter(m => m.type === 'Results')
   t.equal(results.length, 6, '5 cadence results (1.1 s / 200 ms) + 1 from Finalize')
   for (const r of results) {
     t.match(r, {
@@ -142,14 +153,25 @@ t.test('deepgram: a conforming client gets Results, Finalize, Metadata and a cle
       is_final: true,
       speech_final: Boolean,
       channel: { alternatives: [{ transcript: String, confidence: Number, words: Array }] },
-      metadata: { request_id: requestId, model_info: { name: 'nova-3' } },
+      metadata: { request_id: requestId, model_info: { name: 'nova-3' } }
     })
   }
-  t.same(results.map((r) => r.start), [0, 0.2, 0.4, 0.6, 0.8, 1], 'segments are contiguous in audio time')
+  t.same(
+    results.map(r => r.start),
+    [0, 0.2, 0.4, 0.6, 0.8, 1],
+    'segments are contiguous in audio time'
+  )
   t.equal(results[5].duration, 0.1, 'Finalize flushes the pending 100 ms')
   const words = ((results[0].channel as Json).alternatives as Json[])[0].words as Json[]
   t.match(words[0], { word: String, start: Number, end: Number, confidence: Number, punctuated_word: String })
-  t.match(meta, { type: 'Metadata', transaction_key: 'deprecated', request_id: requestId, duration: 1.1, channels: 1, created: String })
+  t.match(meta, {
+    type: 'Metadata',
+    transaction_key: 'deprecated',
+    request_id: requestId,
+    duration: 1.1,
+    channels: 1,
+    created: String
+  })
   t.equal(meta.sha256, sha(Buffer.concat(sent)), 'Metadata sha256 is of the audio')
 
   const s = await closedSession(emu)
@@ -163,18 +185,21 @@ t.test('deepgram: a conforming client gets Results, Finalize, Metadata and a cle
   t.equal(s.closeCode, 1000)
 })
 
-t.test('deepgram: interim_results=true sends an interim before each final', async (t) => {
+t.test('deepgram: interim_results=true sends an interim before each final', async t => {
   const emu = await emulator(t, { kind: 'deepgram', resultEveryMs: 200 })
   const c = await connect(`${emu.url}?encoding=linear16&sample_rate=16000&channels=1&interim_results=true`)
   c.ws.send(Buffer.alloc(6400 * 2)) // 400 ms of 16 kHz PCM16, one frame
   await until(() => c.msgs.length >= 4)
-  t.same(c.msgs.map((m) => m.is_final), [false, true, false, true])
+  t.same(
+    c.msgs.map(m => m.is_final),
+    [false, true, false, true]
+  )
   c.sendJson({ type: 'CloseStream' })
   await c.closed
   t.same((await closedSession(emu)).errors, [])
 })
 
-t.test('deepgram: bad query and bad credentials are refused at upgrade', async (t) => {
+t.test('deepgram: bad query and bad credentials are refused at upgrade', async t => {
   const emu = await emulator(t, { kind: 'deepgram', apiKey: 'dg-secret' })
   const auth = { Authorization: 'Token dg-secret' }
   const noEncoding = await refused(`${emu.url}?sample_rate=8000&channels=1`, auth)
@@ -184,13 +209,25 @@ t.test('deepgram: bad query and bad credentials are refused at upgrade', async (
   const badRate = await refused(`${emu.url}?encoding=mulaw&sample_rate=44100&channels=1`, auth)
   t.equal(badRate.status, 400)
   t.match(badRate.body.err_msg, /sample_rate must be 8000 or 16000/)
-  t.equal((await refused(`${emu.url}?encoding=mulaw&sample_rate=8000&channels=2`, auth)).status, 400, 'channels must be 1')
-  t.equal((await refused(`${emu.url}?encoding=mulaw&sample_rate=8000&channels=1&interim_results=yes`, auth)).status, 400)
+  t.equal(
+    (await refused(`${emu.url}?encoding=mulaw&sample_rate=8000&channels=2`, auth)).status,
+    400,
+    'channels must be 1'
+  )
+  t.equal(
+    (await refused(`${emu.url}?encoding=mulaw&sample_rate=8000&channels=1&interim_results=yes`, auth)).status,
+    400
+  )
   const noKey = await refused(`${emu.url}?encoding=mulaw&sample_rate=8000&channels=1`)
   t.equal(noKey.status, 401, 'no credentials → 401')
   t.match(noKey.body, { err_code: 'INVALID_AUTH' })
-  t.equal((await refused(`${emu.url}?encoding=mulaw&sample_rate=8000&channels=1`, { Authorization: 'Token wrong' })).status, 401)
-  const bearer = await connect(`${emu.url}?encoding=mulaw&sample_rate=8000&channels=1`, { Authorization: 'Bearer dg-secret' })
+  t.equal(
+    (await refused(`${emu.url}?encoding=mulaw&sample_rate=8000&channels=1`, { Authorization: 'Token wrong' })).status,
+    401
+  )
+  const bearer = await connect(`${emu.url}?encoding=mulaw&sample_rate=8000&channels=1`, {
+    Authorization: 'Bearer dg-secret'
+  })
   bearer.ws.close(1000)
   await bearer.closed
   const sessions = emu.sessions()
@@ -200,14 +237,14 @@ t.test('deepgram: bad query and bad credentials are refused at upgrade', async (
   t.equal((await refused(emu.url.replace('/v1/listen', '/v2/listen'))).status, 404, 'wrong path → 404')
 })
 
-t.test('deepgram: odd-sized linear16 frames and unknown text messages are recorded, the stream goes on', async (t) => {
+t.test('deepgram: odd-sized linear16 frames and unknown text messages are recorded, the stream goes on', async t => {
   const emu = await emulator(t, { kind: 'deepgram', resultEveryMs: 100 })
   const c = await connect(`${emu.url}?encoding=linear16&sample_rate=8000&channels=1`)
   c.ws.send(Buffer.alloc(1601))
   c.sendJson({ type: 'Flush' })
   c.ws.send('not json')
   c.sendJson({ type: 'KeepAlive', extra: 1 })
-  await c.waitFor((m) => m.type === 'Results')
+  await c.waitFor(m => m.type === 'Results')
   c.sendJson({ type: 'CloseStream' })
   await c.closed
   const s = await closedSession(emu)
@@ -219,7 +256,7 @@ t.test('deepgram: odd-sized linear16 frames and unknown text messages are record
   t.equal(s.closeCode, 1000, 'the stream still ends normally')
 })
 
-t.test('deepgram: no audio or KeepAlive for idleCloseMs closes 1011 NET-0001', async (t) => {
+t.test('deepgram: no audio or KeepAlive for idleCloseMs closes 1011 NET-0001', async t => {
   const emu = await emulator(t, { kind: 'deepgram', idleCloseMs: 500 })
   const started = Date.now()
   const c = await connect(`${emu.url}?encoding=mulaw&sample_rate=8000&channels=1`)
@@ -233,7 +270,7 @@ t.test('deepgram: no audio or KeepAlive for idleCloseMs closes 1011 NET-0001', a
   t.match(s.errors, [/no audio or KeepAlive for 500 ms/])
 })
 
-t.test('deepgram: KeepAlive every 150 ms keeps an idle stream open past idleCloseMs', async (t) => {
+t.test('deepgram: KeepAlive every 150 ms keeps an idle stream open past idleCloseMs', async t => {
   const emu = await emulator(t, { kind: 'deepgram', idleCloseMs: 500 })
   const c = await connect(`${emu.url}?encoding=mulaw&sample_rate=8000&channels=1`)
   let closedEarly = false
@@ -254,11 +291,14 @@ t.test('deepgram: KeepAlive every 150 ms keeps an idle stream open past idleClos
 // AssemblyAI
 // =============================================================================================
 
-t.test('assemblyai: Begin, partial and final Turns, ForceEndpoint, Terminate → Termination', async (t) => {
+t.test('assemblyai: Begin, partial and final Turns, ForceEndpoint, Terminate → Termination', async t => {
   const emu = await emulator(t, { kind: 'assemblyai', apiKey: 'aai-secret', resultEveryMs: 500 })
   t.match(emu.url, /\/v3\/ws$/)
-  const c = await connect(`${emu.url}?sample_rate=8000&encoding=pcm_mulaw&format_turns=true&speech_model=universal-streaming-english`, { Authorization: 'aai-secret' })
-  const begin = await c.waitFor((m) => m.type === 'Begin')
+  const c = await connect(
+    `${emu.url}?sample_rate=8000&encoding=pcm_mulaw&format_turns=true&speech_model=universal-streaming-english`,
+    { Authorization: 'aai-secret' }
+  )
+  const begin = await c.waitFor(m => m.type === 'Begin')
   t.match(begin, { type: 'Begin', id: /^[0-9a-f-]{36}$/, expires_at: Number })
   t.ok(Math.abs((begin.expires_at as number) - (Date.now() / 1000 + 3 * 3600)) < 5, 'expires_at is about 3 h away')
   const sent: Buffer[] = []
@@ -270,21 +310,43 @@ t.test('assemblyai: Begin, partial and final Turns, ForceEndpoint, Terminate →
   c.sendJson({ type: 'KeepAlive' })
   c.sendJson({ type: 'UpdateConfiguration', end_of_turn_confidence_threshold: 0.5, max_turn_silence: 1000 })
   c.sendJson({ type: 'ForceEndpoint' })
-  await until(() => c.msgs.filter((m) => m.type === 'Turn' && m.end_of_turn === true).length === 6)
+  await until(() => c.msgs.filter(m => m.type === 'Turn' && m.end_of_turn === true).length === 6)
   c.sendJson({ type: 'Terminate' })
-  const term = await c.waitFor((m) => m.type === 'Termination')
+  const term = await c.waitFor(m => m.type === 'Termination')
   t.equal((await c.closed).code, 1000)
 
-  const turns = c.msgs.filter((m) => m.type === 'Turn')
+  const turns = c.msgs.filter(m => m.type === 'Turn')
   for (const turn of turns) {
-    t.match(turn, { type: 'Turn', turn_order: Number, turn_is_formatted: Boolean, end_of_turn: Boolean, transcript: String, end_of_turn_confidence: Number, words: Array })
-    t.match((turn.words as Json[])[0], { start: Number, end: Number, text: String, confidence: Number, word_is_final: Boolean })
+    t.match(turn, {
+      type: 'Turn',
+      turn_order: Number,
+      turn_is_formatted: Boolean,
+      end_of_turn: Boolean,
+      transcript: String,
+      end_of_turn_confidence: Number,
+      words: Array
+    })
+    t.match((turn.words as Json[])[0], {
+      start: Number,
+      end: Number,
+      text: String,
+      confidence: Number,
+      word_is_final: Boolean
+    })
   }
-  t.same(turns.map((x) => [x.turn_order, x.end_of_turn, x.turn_is_formatted]), [
-    [0, false, false], [0, true, false], [0, true, true],
-    [1, false, false], [1, true, false], [1, true, true],
-    [2, true, false], [2, true, true], // ForceEndpoint ends the 200 ms in progress
-  ])
+  t.same(
+    turns.map(x => [x.turn_order, x.end_of_turn, x.turn_is_formatted]),
+    [
+      [0, false, false],
+      [0, true, false],
+      [0, true, true],
+      [1, false, false],
+      [1, true, false],
+      [1, true, true],
+      [2, true, false],
+      [2, true, true] // ForceEndpoint ends the 200 ms in progress
+    ]
+  )
   t.match(turns[2].transcript, /^[A-Z].*\.$/, 'formatted turn is capitalised and punctuated')
   t.match(term, { type: 'Termination', audio_duration_seconds: 1, session_duration_seconds: Number })
   const s = await closedSession(emu)
@@ -294,18 +356,22 @@ t.test('assemblyai: Begin, partial and final Turns, ForceEndpoint, Terminate →
   t.equal(s.headers.authorization, '[REDACTED]')
 })
 
-t.test('assemblyai: a 20 ms chunk is an input duration violation (Error 3007, close 3007)', async (t) => {
+t.test('assemblyai: a 20 ms chunk is an input duration violation (Error 3007, close 3007)', async t => {
   const emu = await emulator(t, { kind: 'assemblyai' })
   const c = await connect(`${emu.url}?sample_rate=8000&encoding=pcm_mulaw`)
-  await c.waitFor((m) => m.type === 'Begin')
+  await c.waitFor(m => m.type === 'Begin')
   c.ws.send(audio(160))
-  const err = await c.waitFor((m) => m.type === 'Error')
-  t.match(err, { type: 'Error', error_code: 3007, error: /^Input duration violation: 20 ms\. Expected between 50 and 1000 ms$/ })
+  const err = await c.waitFor(m => m.type === 'Error')
+  t.match(err, {
+    type: 'Error',
+    error_code: 3007,
+    error: /^Input duration violation: 20 ms\. Expected between 50 and 1000 ms$/
+  })
   t.equal((await c.closed).code, 3007)
   t.match((await closedSession(emu)).errors, [/Input duration violation/])
 })
 
-t.test('assemblyai: a 1.2 s chunk is also a violation; pcm_s16le at 16 kHz 50 ms is fine', async (t) => {
+t.test('assemblyai: a 1.2 s chunk is also a violation; pcm_s16le at 16 kHz 50 ms is fine', async t => {
   const emu = await emulator(t, { kind: 'assemblyai' })
   const ok = await connect(`${emu.url}?sample_rate=16000&encoding=pcm_s16le`)
   ok.ws.send(Buffer.alloc(1600))
@@ -318,27 +384,36 @@ t.test('assemblyai: a 1.2 s chunk is also a violation; pcm_s16le at 16 kHz 50 ms
   t.match((await closedSession(emu, 1)).errors, [/1200 ms/])
 })
 
-t.test('assemblyai: missing encoding, missing key and unknown messages close with the documented codes', async (t) => {
+t.test('assemblyai: missing encoding, missing key and unknown messages close with the documented codes', async t => {
   const emu = await emulator(t, { kind: 'assemblyai', apiKey: 'k' })
   const noEnc = await connect(`${emu.url}?sample_rate=8000`, { Authorization: 'k' })
-  t.match(await noEnc.waitFor((m) => m.type === 'Error'), { error_code: 3006, error: /encoding is required/ })
+  t.match(await noEnc.waitFor(m => m.type === 'Error'), { error_code: 3006, error: /encoding is required/ })
   t.equal((await noEnc.closed).code, 3006)
   const noKey = await connect(`${emu.url}?sample_rate=8000&encoding=pcm_mulaw`)
-  t.match(await noKey.waitFor((m) => m.type === 'Error'), { error_code: 1008, error: 'Unauthorized Connection: Missing Authorization header' })
+  t.match(await noKey.waitFor(m => m.type === 'Error'), {
+    error_code: 1008,
+    error: 'Unauthorized Connection: Missing Authorization header'
+  })
   t.equal((await noKey.closed).code, 1008)
   const unknown = await connect(`${emu.url}?sample_rate=8000&encoding=pcm_mulaw`, { Authorization: 'k' })
   unknown.sendJson({ type: 'terminate_session' })
-  t.match(await unknown.waitFor((m) => m.type === 'Error'), { error_code: 3006, error: 'Invalid Message Type: terminate_session' })
+  t.match(await unknown.waitFor(m => m.type === 'Error'), {
+    error_code: 3006,
+    error: 'Invalid Message Type: terminate_session'
+  })
   t.equal((await unknown.closed).code, 3006)
   const sessions = emu.sessions()
   t.equal(sessions.length, 3)
-  t.ok(sessions.every((s) => s.errors.length === 1), 'each violation recorded once')
+  t.ok(
+    sessions.every(s => s.errors.length === 1),
+    'each violation recorded once'
+  )
 })
 
-t.test('assemblyai: sessionMaxMs closes 3008 like the 3-hour cap, without blaming the client', async (t) => {
+t.test('assemblyai: sessionMaxMs closes 3008 like the 3-hour cap, without blaming the client', async t => {
   const emu = await emulator(t, { kind: 'assemblyai', sessionMaxMs: 300 })
   const c = await connect(`${emu.url}?sample_rate=8000&encoding=pcm_mulaw`)
-  const err = await c.waitFor((m) => m.type === 'Error')
+  const err = await c.waitFor(m => m.type === 'Error')
   t.match(err, { error_code: 3008, error: 'Session Expired: Maximum session duration exceeded' })
   const { code, reason } = await c.closed
   t.equal(code, 3008)
@@ -350,9 +425,9 @@ t.test('assemblyai: sessionMaxMs closes 3008 like the 3-hour cap, without blamin
 // Twilio Media Streams
 // =============================================================================================
 
-const STREAM_SID = 'MZ' + 'a'.repeat(32)
-const ACCOUNT_SID = 'AC' + 'b'.repeat(32)
-const CALL_SID = 'CA' + 'c'.repeat(32)
+const STREAM_SID = `MZ${'a'.repeat(32)}`
+const ACCOUNT_SID = `AC${'b'.repeat(32)}`
+const CALL_SID = `CA${'c'.repeat(32)}`
 
 function twilioStart(seq = '1'): Json {
   return {
@@ -365,8 +440,8 @@ function twilioStart(seq = '1'): Json {
       callSid: CALL_SID,
       tracks: ['inbound'],
       customParameters: { contactId: '42' },
-      mediaFormat: { encoding: 'audio/x-mulaw', sampleRate: 8000, channels: 1 },
-    },
+      mediaFormat: { encoding: 'audio/x-mulaw', sampleRate: 8000, channels: 1 }
+    }
   }
 }
 
@@ -375,11 +450,16 @@ function twilioMedia(seq: number, chunk: number, payload: Buffer): Json {
     event: 'media',
     sequenceNumber: String(seq),
     streamSid: STREAM_SID,
-    media: { track: 'inbound', chunk: String(chunk), timestamp: String((chunk - 1) * 20), payload: payload.toString('base64') },
+    media: {
+      track: 'inbound',
+      chunk: String(chunk),
+      timestamp: String((chunk - 1) * 20),
+      payload: payload.toString('base64')
+    }
   }
 }
 
-t.test('twilio-media: connected, start, media, mark, dtmf, stop: no violations and transcripts arrive', async (t) => {
+t.test('twilio-media: connected, start, media, mark, dtmf, stop: no violations and transcripts arrive', async t => {
   const emu = await emulator(t, { kind: 'twilio-media', resultEveryMs: 500 })
   t.match(emu.url, /\/media$/)
   const c = await connect(emu.url)
@@ -392,9 +472,19 @@ t.test('twilio-media: connected, start, media, mark, dtmf, stop: no violations a
     c.sendJson(twilioMedia(i + 1, i, f))
   }
   c.sendJson({ event: 'mark', sequenceNumber: '52', streamSid: STREAM_SID, mark: { name: 'greeting-done' } })
-  c.sendJson({ event: 'dtmf', sequenceNumber: '53', streamSid: STREAM_SID, dtmf: { track: 'inbound_track', digit: '5' } })
+  c.sendJson({
+    event: 'dtmf',
+    sequenceNumber: '53',
+    streamSid: STREAM_SID,
+    dtmf: { track: 'inbound_track', digit: '5' }
+  })
   await until(() => c.msgs.length === 2)
-  c.sendJson({ event: 'stop', sequenceNumber: '54', streamSid: STREAM_SID, stop: { accountSid: ACCOUNT_SID, callSid: CALL_SID } })
+  c.sendJson({
+    event: 'stop',
+    sequenceNumber: '54',
+    streamSid: STREAM_SID,
+    stop: { accountSid: ACCOUNT_SID, callSid: CALL_SID }
+  })
   const { code, reason } = await c.closed
   t.equal(code, 1000)
   t.equal(reason, 'stream stopped')
@@ -409,7 +499,7 @@ t.test('twilio-media: connected, start, media, mark, dtmf, stop: no violations a
   t.equal(s.texts.length, 5, 'connected, start, mark, dtmf, stop (media are counted, not kept)')
 })
 
-t.test('twilio-media: a sequenceNumber gap and a chunk gap are recorded', async (t) => {
+t.test('twilio-media: a sequenceNumber gap and a chunk gap are recorded', async t => {
   const emu = await emulator(t, { kind: 'twilio-media' })
   const c = await connect(emu.url)
   c.sendJson({ event: 'connected', protocol: 'Call', version: '1.0.0' })
@@ -417,13 +507,18 @@ t.test('twilio-media: a sequenceNumber gap and a chunk gap are recorded', async 
   c.sendJson(twilioMedia(2, 1, audio(160)))
   c.sendJson(twilioMedia(4, 2, audio(160))) // seq 3 missing
   c.sendJson(twilioMedia(5, 4, audio(160))) // chunk 3 missing
-  c.sendJson({ event: 'stop', sequenceNumber: '6', streamSid: STREAM_SID, stop: { accountSid: ACCOUNT_SID, callSid: CALL_SID } })
+  c.sendJson({
+    event: 'stop',
+    sequenceNumber: '6',
+    streamSid: STREAM_SID,
+    stop: { accountSid: ACCOUNT_SID, callSid: CALL_SID }
+  })
   await c.closed
   const s = await closedSession(emu)
   t.same(s.errors, ['media: sequenceNumber 4, expected 3 (gap)', 'media.chunk 4 on inbound, expected 3'])
 })
 
-t.test('twilio-media: malformed start, payload, binary frames and a close before stop are recorded', async (t) => {
+t.test('twilio-media: malformed start, payload, binary frames and a close before stop are recorded', async t => {
   const emu = await emulator(t, { kind: 'twilio-media' })
   const c = await connect(emu.url)
   c.sendJson({ event: 'connected', protocol: 'Call', version: '1.0.0' })
@@ -431,7 +526,10 @@ t.test('twilio-media: malformed start, payload, binary frames and a close before
   ;(start.start as Json).mediaFormat = { encoding: 'audio/x-mulaw', sampleRate: '8000', channels: 1 }
   ;(start.start as Json).tracks = ['inbound', 'inbound']
   c.sendJson(start)
-  c.sendJson({ ...twilioMedia(2, 1, audio(160)), media: { track: 'inbound', chunk: '1', timestamp: '0', payload: 'not base64!' } })
+  c.sendJson({
+    ...twilioMedia(2, 1, audio(160)),
+    media: { track: 'inbound', chunk: '1', timestamp: '0', payload: 'not base64!' }
+  })
   c.ws.send(audio(160))
   c.sendJson({ ...twilioMedia(3, 2, audio(160)), sequenceNumber: 3 })
   await until(() => emu.sessions()[0].errors.length >= 5)
@@ -443,11 +541,11 @@ t.test('twilio-media: malformed start, payload, binary frames and a close before
     /media\.payload must be non-empty base64/,
     /binary frame of 160 bytes/,
     /sequenceNumber must be a decimal string/,
-    /closed by the client before a stop event/,
+    /closed by the client before a stop event/
   ])
 })
 
-t.test('twilio-media: with apiKey, X-Twilio-Signature (or Bearer) is required', async (t) => {
+t.test('twilio-media: with apiKey, X-Twilio-Signature (or Bearer) is required', async t => {
   const emu = await emulator(t, { kind: 'twilio-media', apiKey: 'auth-token' })
   const wssUrl = `wss://127.0.0.1:${emu.port}/media?x=1`
   const signed = await connect(`${emu.url}?x=1`, { 'X-Twilio-Signature': twilioSignature('auth-token', wssUrl) })
@@ -472,10 +570,13 @@ class AhClient {
   seq = 0
   samples = 0
   discarded = 0
-  constructor(readonly c: Client, readonly id: string) {}
+  constructor(
+    readonly c: Client,
+    readonly id: string
+  ) {}
 
   get serverseq(): number {
-    const seqs = this.c.msgs.map((m) => m.seq as number)
+    const seqs = this.c.msgs.map(m => m.seq as number)
     return seqs.length === 0 ? 0 : Math.max(...seqs)
   }
 
@@ -484,7 +585,16 @@ class AhClient {
   }
 
   send(type: string, parameters: Json, overrides: Json = {}): void {
-    this.c.sendJson({ version: '2', id: this.id, type, seq: ++this.seq, serverseq: this.serverseq, position: this.position(), parameters, ...overrides })
+    this.c.sendJson({
+      version: '2',
+      id: this.id,
+      type,
+      seq: ++this.seq,
+      serverseq: this.serverseq,
+      position: this.position(),
+      parameters,
+      ...overrides
+    })
   }
 
   audio(bytes: Buffer): void {
@@ -498,7 +608,7 @@ class AhClient {
       conversationId: randomUUID(),
       participant: { id: randomUUID(), ani: '+15551234567', aniName: 'Caller', dnis: '+15557654321' },
       media,
-      language: 'en-US',
+      language: 'en-US'
     })
   }
 }
@@ -509,29 +619,40 @@ async function ahConnect(emu: RealVendorEmulator, extra: Record<string, string> 
     'Audiohook-Organization-Id': ORG,
     'Audiohook-Session-Id': id,
     'Audiohook-Correlation-Id': randomUUID(),
-    ...extra,
+    ...extra
   })
   return new AhClient(c, id)
 }
 
-t.test('audiohook: open → opened, ping → pong, audio → transcript events, pause/resume, close → closed', async (t) => {
+t.test('audiohook: open → opened, ping → pong, audio → transcript events, pause/resume, close → closed', async t => {
   const emu = await emulator(t, { kind: 'audiohook', apiKey: 'ah-key', resultEveryMs: 500 })
-  const ah = await ahConnect(emu, { 'X-API-KEY': 'ah-key', Signature: 'sig1=:abc=:', 'Signature-Input': 'sig1=("@request-target");keyid="ah-key"' })
+  const ah = await ahConnect(emu, {
+    'X-API-KEY': 'ah-key',
+    Signature: 'sig1=:abc=:',
+    'Signature-Input': 'sig1=("@request-target");keyid="ah-key"'
+  })
   ah.open([
     { type: 'audio', format: 'PCMU', channels: ['external', 'internal'], rate: 8000 },
-    { type: 'audio', format: 'PCMU', channels: ['external'], rate: 8000 },
+    { type: 'audio', format: 'PCMU', channels: ['external'], rate: 8000 }
   ])
-  const opened = await ah.c.waitFor((m) => m.type === 'opened')
-  t.match(opened, { version: '2', id: ah.id, type: 'opened', seq: 1, clientseq: 1, parameters: { media: [{ type: 'audio', format: 'PCMU', channels: ['external'], rate: 8000 }] } })
+  const opened = await ah.c.waitFor(m => m.type === 'opened')
+  t.match(opened, {
+    version: '2',
+    id: ah.id,
+    type: 'opened',
+    seq: 1,
+    clientseq: 1,
+    parameters: { media: [{ type: 'audio', format: 'PCMU', channels: ['external'], rate: 8000 }] }
+  })
   ah.send('ping', {})
-  t.match(await ah.c.waitFor((m) => m.type === 'pong'), { seq: 2, clientseq: 2, parameters: {} })
+  t.match(await ah.c.waitFor(m => m.type === 'pong'), { seq: 2, clientseq: 2, parameters: {} })
   const sent: Buffer[] = []
   for (let i = 0; i < 10; i++) {
     const f = audio(800, i) // 100 ms
     sent.push(f)
     ah.audio(f)
   }
-  await until(() => ah.c.msgs.filter((m) => m.type === 'event').length === 2)
+  await until(() => ah.c.msgs.filter(m => m.type === 'event').length === 2)
   ah.send('paused', {})
   ah.send('resumed', { start: 'PT1S', discarded: 'PT0.5S' })
   ah.discarded += 0.5
@@ -539,14 +660,14 @@ t.test('audiohook: open → opened, ping → pong, audio → transcript events, 
   ah.send('discarded', { start: 'PT1.6S', discarded: 'PT0.2S' })
   ah.discarded += 0.2
   ah.send('update', { language: 'fr-FR' })
-  await ah.c.waitFor((m) => m.type === 'updated')
+  await ah.c.waitFor(m => m.type === 'updated')
   ah.send('ping', { rtt: 'PT0.012S' })
   ah.send('close', { reason: 'end' })
-  await ah.c.waitFor((m) => m.type === 'closed')
+  await ah.c.waitFor(m => m.type === 'closed')
   ah.c.ws.close(1000)
   await ah.c.closed
 
-  const events = ah.c.msgs.filter((m) => m.type === 'event')
+  const events = ah.c.msgs.filter(m => m.type === 'event')
   t.equal(events.length, 2)
   const entity = ((events[0].parameters as Json).entities as Json[])[0]
   t.match(entity, {
@@ -557,12 +678,16 @@ t.test('audiohook: open → opened, ping → pong, audio → transcript events, 
       isFinal: true,
       offset: 'PT0S',
       duration: 'PT0.5S',
-      alternatives: [{ confidence: Number, interpretations: [{ type: 'display', transcript: String }] }],
-    },
+      alternatives: [{ confidence: Number, interpretations: [{ type: 'display', transcript: String }] }]
+    }
   })
   t.equal((((events[1].parameters as Json).entities as Json[])[0].data as Json).offset, 'PT0.5S')
-  const seqs = ah.c.msgs.map((m) => m.seq)
-  t.same(seqs, seqs.map((_, i) => i + 1), 'server seq counts 1, 2, 3, …')
+  const seqs = ah.c.msgs.map(m => m.seq)
+  t.same(
+    seqs,
+    seqs.map((_, i) => i + 1),
+    'server seq counts 1, 2, 3, …'
+  )
   const s = await closedSession(emu)
   t.same(s.errors, [])
   t.equal(s.keepalives, 2, 'pings counted')
@@ -572,40 +697,48 @@ t.test('audiohook: open → opened, ping → pong, audio → transcript events, 
   t.equal(s.sha256, sha(Buffer.concat([...sent, audio(800)])))
 })
 
-t.test('audiohook: a seq gap is recorded and answered with disconnect {reason:"error"}', async (t) => {
+t.test('audiohook: a seq gap is recorded and answered with disconnect {reason:"error"}', async t => {
   const emu = await emulator(t, { kind: 'audiohook' })
   const ah = await ahConnect(emu)
   ah.open()
-  await ah.c.waitFor((m) => m.type === 'opened')
+  await ah.c.waitFor(m => m.type === 'opened')
   ah.seq++ // skip one
   ah.send('ping', {})
-  const disc = await ah.c.waitFor((m) => m.type === 'disconnect')
+  const disc = await ah.c.waitFor(m => m.type === 'disconnect')
   t.match(disc, { type: 'disconnect', parameters: { reason: 'error', info: /seq 3, expected 2/ } })
   ah.send('close', { reason: 'error' })
-  await ah.c.waitFor((m) => m.type === 'closed')
+  await ah.c.waitFor(m => m.type === 'closed')
   ah.c.ws.close(1000)
   const s = await closedSession(emu)
-  t.same(s.errors, ['ping: seq 3, expected 2 (not monotonically increasing)'], 'one error; counting resumes after the gap')
+  t.same(
+    s.errors,
+    ['ping: seq 3, expected 2 (not monotonically increasing)'],
+    'one error; counting resumes after the gap'
+  )
   t.equal(s.signed, false)
 })
 
-t.test('audiohook: audio before open, a wrong position and a close without close/closed are recorded', async (t) => {
+t.test('audiohook: audio before open, a wrong position and a close without close/closed are recorded', async t => {
   const emu = await emulator(t, { kind: 'audiohook' })
   const ah = await ahConnect(emu)
   ah.c.ws.send(audio(160))
-  await ah.c.waitFor((m) => m.type === 'disconnect')
+  await ah.c.waitFor(m => m.type === 'disconnect')
   ah.open()
-  await ah.c.waitFor((m) => m.type === 'opened')
+  await ah.c.waitFor(m => m.type === 'opened')
   ah.audio(audio(800))
   ah.send('ping', {}, { position: 'PT5S' })
   await until(() => emu.sessions()[0].errors.length === 2)
   ah.c.ws.close(1000)
   const s = await closedSession(emu)
-  t.match(s.errors, [/Received audio in state PREPARING/, /position PT5S does not match the audio received \(PT0.1S\)/, /closed by the client in state ACTIVE/])
-  t.equal(ah.c.msgs.filter((m) => m.type === 'disconnect').length, 1, 'disconnect is sent once')
+  t.match(s.errors, [
+    /Received audio in state PREPARING/,
+    /position PT5S does not match the audio received \(PT0.1S\)/,
+    /closed by the client in state ACTIVE/
+  ])
+  t.equal(ah.c.msgs.filter(m => m.type === 'disconnect').length, 1, 'disconnect is sent once')
 })
 
-t.test('audiohook: missing session id → 400, wrong API key → 401', async (t) => {
+t.test('audiohook: missing session id → 400, wrong API key → 401', async t => {
   const emu = await emulator(t, { kind: 'audiohook', apiKey: 'ah-key' })
   const base = { 'Audiohook-Organization-Id': ORG, 'Audiohook-Correlation-Id': 'c-1', 'X-API-KEY': 'ah-key' }
   const noId = await refused(emu.url, base)
@@ -614,23 +747,29 @@ t.test('audiohook: missing session id → 400, wrong API key → 401', async (t)
   t.equal((await refused(emu.url, { ...base, 'Audiohook-Session-Id': 'not-a-uuid' })).status, 400)
   t.equal((await refused(emu.url, { ...base, 'Audiohook-Session-Id': randomUUID(), 'X-API-KEY': 'nope' })).status, 401)
   t.equal(emu.sessions().length, 3)
-  t.ok(emu.sessions().every((s) => s.closed && s.errors.length === 1))
+  t.ok(emu.sessions().every(s => s.closed && s.errors.length === 1))
 })
 
 // =============================================================================================
 // Shared surface
 // =============================================================================================
 
-t.test('every kind answers /healthz and /sessions, and closeAll/dropAll/close end sessions', async (t) => {
+t.test('every kind answers /healthz and /sessions, and closeAll/dropAll/close end sessions', async t => {
   for (const kind of ['deepgram', 'assemblyai', 'twilio-media', 'audiohook'] as const) {
     const emu = await emulator(t, { kind })
     const health = (await (await fetch(`${emu.httpUrl}/healthz`)).json()) as Json
     t.same(health, { ok: true, kind })
     t.equal((await fetch(`${emu.httpUrl}/nope`)).status, 404)
-    const headers: Record<string, string> = kind === 'audiohook'
-      ? { 'Audiohook-Organization-Id': ORG, 'Audiohook-Session-Id': randomUUID(), 'Audiohook-Correlation-Id': 'x' }
-      : {}
-    const query = kind === 'deepgram' ? '?encoding=mulaw&sample_rate=8000&channels=1' : kind === 'assemblyai' ? '?sample_rate=8000&encoding=pcm_mulaw' : ''
+    const headers: Record<string, string> =
+      kind === 'audiohook'
+        ? { 'Audiohook-Organization-Id': ORG, 'Audiohook-Session-Id': randomUUID(), 'Audiohook-Correlation-Id': 'x' }
+        : {}
+    const query =
+      kind === 'deepgram'
+        ? '?encoding=mulaw&sample_rate=8000&channels=1'
+        : kind === 'assemblyai'
+          ? '?sample_rate=8000&encoding=pcm_mulaw'
+          : ''
     const a = await connect(emu.url + query, headers)
     const b = await connect(emu.url + query, { ...headers, 'Audiohook-Session-Id': randomUUID() })
     emu.closeAll(4000, 'bye')
@@ -642,6 +781,6 @@ t.test('every kind answers /healthz and /sessions, and closeAll/dropAll/close en
     emu.dropAll()
     t.equal((await c.closed).code, 1006, `${kind}: dropAll destroys the socket`)
     await emu.close()
-    t.ok(emu.sessions().every((s) => s.closed))
+    t.ok(emu.sessions().every(s => s.closed))
   }
 })

@@ -21,9 +21,9 @@ interface TestServer {
 /** A platform-facing hook: answers CONNECTED, then echoes the init message back as a MESSAGE. */
 async function hookServer(onFrame?: (c: Conn) => void): Promise<TestServer> {
   const wss = new WebSocketServer({ port: 0, host: '127.0.0.1', perMessageDeflate: false })
-  await new Promise<void>((r) => wss.once('listening', () => r()))
+  await new Promise<void>(r => wss.once('listening', () => r()))
   const conns: Conn[] = []
-  wss.on('connection', (ws) => {
+  wss.on('connection', ws => {
     const c: Conn = { ws, init: null, frameTimes: [], data: [] }
     conns.push(c)
     ws.on('message', (data: RawData, isBinary: boolean) => {
@@ -34,7 +34,9 @@ async function hookServer(onFrame?: (c: Conn) => void): Promise<TestServer> {
         return
       }
       c.init = JSON.parse(String(data)) as Json
-      ws.send(JSON.stringify({ command: 'CONNECTED', messageType: 'COMMAND', message: 'BEGIN AUDIO STREAM', parameters: {} }))
+      ws.send(
+        JSON.stringify({ command: 'CONNECTED', messageType: 'COMMAND', message: 'BEGIN AUDIO STREAM', parameters: {} })
+      )
       ws.send(JSON.stringify({ command: 'MESSAGE', messageType: 'ECHO', message: String(data), parameters: {} }))
     })
   })
@@ -43,14 +45,14 @@ async function hookServer(onFrame?: (c: Conn) => void): Promise<TestServer> {
     url: `ws://127.0.0.1:${port}/hook`,
     conns,
     close: () =>
-      new Promise<void>((r) => {
+      new Promise<void>(r => {
         for (const c of wss.clients) c.terminate()
         wss.close(() => r())
-      }),
+      })
   }
 }
 
-t.test('initMessage is a complete init message', async (t) => {
+t.test('initMessage is a complete init message', async t => {
   const m = initMessage({ contactId: 7, busNo: 4594, perspective: 'MIX' })
   t.notOk('authenticationToken' in m, 'no token field without a token')
   t.same(Object.keys(m), [
@@ -59,27 +61,34 @@ t.test('initMessage is a complete init message', async (t) => {
     'streamPerspective',
     'streamsConfiguration',
     'appParams',
-    'appConfig',
+    'appConfig'
   ])
   t.match(m, {
-    executionInfo: { contactId: 7, busNo: 4594, requestId: Number, actionType: 'AgentAssist', actionId: Number, scriptName: String },
+    executionInfo: {
+      contactId: 7,
+      busNo: 4594,
+      requestId: Number,
+      actionType: 'AgentAssist',
+      actionId: Number,
+      scriptName: String
+    },
     systemTelemetryData: {
       consumerProcessHost: String,
       consumerProcessName: String,
       consumerProcessVersion: String,
       platformClusterAlias: String,
       platformScriptEngineHost: String,
-      consumerMetaData: Object,
+      consumerMetaData: Object
     },
     streamPerspective: 'MIX',
     streamsConfiguration: '',
     appParams: {},
-    appConfig: {},
+    appConfig: {}
   })
   t.equal(initMessage({ token: 'x', contactId: 1, busNo: 2, perspective: 'TX' }).authenticationToken, 'x')
 })
 
-t.test('one leg: init, real-time pacing, looping clip, printed lines without the token', async (t) => {
+t.test('one leg: init, real-time pacing, looping clip, printed lines without the token', async t => {
   const srv = await hookServer()
   t.teardown(() => srv.close())
   // Not a multiple of 160 bytes, so some frames straddle the loop point.
@@ -95,7 +104,7 @@ t.test('one leg: init, real-time pacing, looping clip, printed lines without the
     contactIdBase: 555,
     busNo: 99,
     appParams: { lang: 'en' },
-    print: (l) => lines.push(l),
+    print: l => lines.push(l)
   })
   const took = Date.now() - start
   const [leg] = legs
@@ -108,15 +117,18 @@ t.test('one leg: init, real-time pacing, looping clip, printed lines without the
     authenticationToken: 'tok-SECRET-123',
     executionInfo: { contactId: 555, busNo: 99, actionType: 'AgentAssist' },
     streamPerspective: 'RX',
-    appParams: { lang: 'en' },
+    appParams: { lang: 'en' }
   })
   t.equal(c.data.length, 50)
-  t.ok(c.data.every((d) => d.length === 160), 'every frame is 160 bytes')
+  t.ok(
+    c.data.every(d => d.length === 160),
+    'every frame is 160 bytes'
+  )
   t.same(Buffer.concat(c.data), Buffer.concat(Array(11).fill(clip)).subarray(0, 8000), 'clip looped in order')
   const first = c.frameTimes[0]
   const span = c.frameTimes[49] - first
   t.ok(span >= 900 && span <= 1100, `50 frames spread over ~980 ms (got ${span})`)
-  const byHalf = c.frameTimes.filter((x) => x - first < 500).length
+  const byHalf = c.frameTimes.filter(x => x - first < 500).length
   t.ok(Math.abs(byHalf - 25) <= 5, `~25 frames in the first 500 ms (got ${byHalf})`)
   t.ok(took >= 1900 && took < 3500, `waited ~1 s for trailing messages (took ${took})`)
 
@@ -128,22 +140,28 @@ t.test('one leg: init, real-time pacing, looping clip, printed lines without the
   t.match(lines[1], /\[REDACTED\]/)
 })
 
-t.test('several legs share one scheduler; default length is the clip', async (t) => {
+t.test('several legs share one scheduler; default length is the clip', async t => {
   const srv = await hookServer()
   t.teardown(() => srv.close())
   const clip = Buffer.alloc(500, 0xff) // 3 full frames and a 20-byte tail
   const legs = await simulateAudio({ url: srv.url, clip, legs: 3 })
   t.equal(legs.length, 3)
   for (const leg of legs) t.match(leg, { framesSent: 4, bytesSent: 500, closeCode: 1000 })
-  t.same(legs.map((l) => l.index), [0, 1, 2])
-  const ids = srv.conns.map((c) => (c.init?.executionInfo as Json).contactId).sort()
+  t.same(
+    legs.map(l => l.index),
+    [0, 1, 2]
+  )
+  const ids = srv.conns.map(c => (c.init?.executionInfo as Json | undefined)?.contactId).sort()
   t.same(ids, [1000000, 1000001, 1000002])
-  t.ok(srv.conns.every((c) => c.init?.streamPerspective === 'TX' && !('authenticationToken' in (c.init ?? {}))))
-  t.same(srv.conns[0].data.map((d) => d.length), [160, 160, 160, 20])
+  t.ok(srv.conns.every(c => c.init?.streamPerspective === 'TX' && !('authenticationToken' in (c.init ?? {}))))
+  t.same(
+    srv.conns[0].data.map(d => d.length),
+    [160, 160, 160, 20]
+  )
 })
 
-t.test('a server close stops the leg and is recorded', async (t) => {
-  const srv = await hookServer((c) => {
+t.test('a server close stops the leg and is recorded', async t => {
+  const srv = await hookServer(c => {
     if (c.data.length !== 5) return
     c.ws.send('not json')
     c.ws.close(4000, 'go away')
@@ -151,7 +169,7 @@ t.test('a server close stops the leg and is recorded', async (t) => {
   t.teardown(() => srv.close())
   const start = Date.now()
   const lines: string[] = []
-  const [leg] = await simulateAudio({ url: srv.url, clip: Buffer.alloc(160), seconds: 5, print: (l) => lines.push(l) })
+  const [leg] = await simulateAudio({ url: srv.url, clip: Buffer.alloc(160), seconds: 5, print: l => lines.push(l) })
   t.ok(Date.now() - start < 1000, 'did not wait for the whole clip')
   t.equal(leg.closeCode, 4000)
   t.equal(leg.closeReason, 'go away')
@@ -160,8 +178,8 @@ t.test('a server close stops the leg and is recorded', async (t) => {
   t.ok(lines.includes('leg 0 closed 4000 go away'))
 })
 
-t.test('a dropped connection is recorded as 1006', async (t) => {
-  const srv = await hookServer((c) => {
+t.test('a dropped connection is recorded as 1006', async t => {
+  const srv = await hookServer(c => {
     if (c.data.length === 3) c.ws.terminate()
   })
   t.teardown(() => srv.close())
@@ -169,8 +187,8 @@ t.test('a dropped connection is recorded as 1006', async (t) => {
   t.equal(leg.closeCode, 1006)
 })
 
-t.test('connection refused', async (t) => {
-  const port = await new Promise<number>((resolve) => {
+t.test('connection refused', async t => {
+  const port = await new Promise<number>(resolve => {
     const s = createServer()
     s.listen(0, '127.0.0.1', () => {
       const { port } = s.address() as { port: number }
@@ -183,7 +201,7 @@ t.test('connection refused', async (t) => {
   t.equal(leg.framesSent, 0)
 })
 
-t.test('bad options are rejected', async (t) => {
+t.test('bad options are rejected', async t => {
   await t.rejects(simulateAudio({ url: 'ws://127.0.0.1:1/', clip: Buffer.alloc(0) }), /clip is empty/)
   await t.rejects(simulateAudio({ url: 'ws://127.0.0.1:1/', clip: Buffer.alloc(1), legs: 0 }), /legs/)
   await t.rejects(simulateAudio({ url: 'ws://127.0.0.1:1/', clip: Buffer.alloc(1), seconds: -1 }), /seconds/)

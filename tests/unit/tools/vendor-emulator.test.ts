@@ -25,7 +25,7 @@ function connect(url: string): Promise<Client> {
       else waiters.push(w)
     }
   })
-  const closed = new Promise<{ code: number; reason: string }>((resolve) => {
+  const closed = new Promise<{ code: number; reason: string }>(resolve => {
     ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() }))
   })
   return new Promise((resolve, reject) => {
@@ -35,11 +35,11 @@ function connect(url: string): Promise<Client> {
         ws,
         msgs,
         closed,
-        waitMessages: (n) =>
-          new Promise<Json[]>((done) => {
+        waitMessages: n =>
+          new Promise<Json[]>(done => {
             if (msgs.length >= n) done(msgs)
             else waiters.push({ n, done: () => done(msgs) })
-          }),
+          })
       })
     })
   })
@@ -49,7 +49,7 @@ async function until(cond: () => boolean, ms = 2000): Promise<void> {
   const end = Date.now() + ms
   while (!cond()) {
     if (Date.now() > end) throw new Error('timed out waiting for condition')
-    await new Promise((r) => setTimeout(r, 5))
+    await new Promise(r => setTimeout(r, 5))
   }
 }
 
@@ -62,11 +62,18 @@ async function emulator(t: { teardown(fn: () => unknown): void }, opts: Emulator
 function init(token?: string): Json {
   return {
     ...(token === undefined ? {} : { authenticationToken: token }),
-    executionInfo: { contactId: 42, busNo: 4594, requestId: 1, actionType: 'AgentAssist', actionId: 3, scriptName: 's' },
+    executionInfo: {
+      contactId: 42,
+      busNo: 4594,
+      requestId: 1,
+      actionType: 'AgentAssist',
+      actionId: 3,
+      scriptName: 's'
+    },
     streamPerspective: 'TX',
     streamsConfiguration: '',
     appParams: {},
-    appConfig: {},
+    appConfig: {}
   }
 }
 
@@ -79,8 +86,8 @@ function startEvent(): Json {
       busNo: 4594,
       track: 'inbound',
       mediaFormat: { encoding: 'audio/x-mulaw', sampleRate: 8000, channels: 1 },
-      customParameters: { lang: 'en' },
-    },
+      customParameters: { lang: 'en' }
+    }
   }
 }
 
@@ -88,7 +95,7 @@ function sha(frames: Buffer[]): string {
   return createHash('sha256').update(Buffer.concat(frames)).digest('hex')
 }
 
-t.test('passthrough: happy path', async (t) => {
+t.test('passthrough: happy path', async t => {
   const emu = await emulator(t, { kind: 'passthrough', resultEveryFrames: 5, token: 'sekret' })
   t.match(emu.url, /^ws:\/\/127\.0\.0\.1:\d+\/stream$/)
   const c = await connect(`${emu.url}?tenant=7`)
@@ -98,7 +105,7 @@ t.test('passthrough: happy path', async (t) => {
     command: 'CONNECTED',
     messageType: 'COMMAND',
     message: 'BEGIN AUDIO STREAM',
-    parameters: { vendor: 'passthrough-emulator', session: 1 },
+    parameters: { vendor: 'passthrough-emulator', session: 1 }
   })
   const frames = Array.from({ length: 12 }, () => randomBytes(160))
   for (const f of frames) c.ws.send(f)
@@ -107,7 +114,7 @@ t.test('passthrough: happy path', async (t) => {
     command: 'MESSAGE',
     messageType: 'TRANSCRIPT',
     message: 'heard 5 frames',
-    parameters: { seq: 1, frames: 5, bytes: 800, isFinal: true },
+    parameters: { seq: 1, frames: 5, bytes: 800, isFinal: true }
   })
   t.match(msgs[2], { parameters: { seq: 2, frames: 10, bytes: 1600 } })
   c.ws.send(JSON.stringify({ hello: 1 }))
@@ -131,7 +138,7 @@ t.test('passthrough: happy path', async (t) => {
     errors: [],
     closed: true,
     closeCode: 1000,
-    closeReason: 'bye',
+    closeReason: 'bye'
   })
   t.ok(r.firstFrameAt !== null && r.lastFrameAt !== null && r.firstFrameAt <= r.lastFrameAt)
   t.ok(r.closedAt !== null && r.closedAt >= r.openedAt)
@@ -139,7 +146,7 @@ t.test('passthrough: happy path', async (t) => {
   t.equal(msgs.length, 3, 'no result for the 2 frames past the last multiple')
 })
 
-t.test('passthrough: violations', async (t) => {
+t.test('passthrough: violations', async t => {
   const emu = await emulator(t, { kind: 'passthrough', token: 'sekret' })
 
   const a = await connect(emu.url)
@@ -163,7 +170,7 @@ t.test('passthrough: violations', async (t) => {
   t.match((await d.waitMessages(1))[0], { messageType: 'AUTH_INVALID' })
   t.equal((await d.closed).code, 1008)
 
-  await until(() => emu.sessions().every((s) => s.closed))
+  await until(() => emu.sessions().every(s => s.closed))
   const [ra, rb, rc, rd] = emu.sessions()
   t.match(ra, { closeCode: 1007, ready: false, open: null, errors: [/not JSON/] })
   t.match(rb, { closeCode: 1007, frames: 0, errors: ['binary frame before init message'] })
@@ -172,7 +179,7 @@ t.test('passthrough: violations', async (t) => {
   t.notMatch(JSON.stringify(emu.sessions()), /wrong-token-value/)
 })
 
-t.test('passthrough: readyDelayMs, audio before CONNECTED is counted and noted once', async (t) => {
+t.test('passthrough: readyDelayMs, audio before CONNECTED is counted and noted once', async t => {
   const emu = await emulator(t, { kind: 'passthrough', readyDelayMs: 150, resultEveryFrames: 0 })
   const c = await connect(emu.url)
   const sent = Date.now()
@@ -192,7 +199,7 @@ t.test('passthrough: readyDelayMs, audio before CONNECTED is counted and noted o
   await c.closed
 })
 
-t.test('json-events: happy path', async (t) => {
+t.test('json-events: happy path', async t => {
   const emu = await emulator(t, { kind: 'json-events', resultEveryFrames: 4 })
   const c = await connect(emu.url)
   c.ws.send(JSON.stringify(startEvent()))
@@ -207,7 +214,7 @@ t.test('json-events: happy path', async (t) => {
     text: 'heard 4 frames',
     isFinal: true,
     frames: 4,
-    bytes: 640,
+    bytes: 640
   })
   t.match(msgs[2], { seq: 2, frames: 8, bytes: 1280 })
   const stop = { event: 'stop', streamId: 'MZ-1', stop: { reason: 'hangup' } }
@@ -225,11 +232,11 @@ t.test('json-events: happy path', async (t) => {
     sha256: sha(frames),
     texts: [stop],
     errors: [],
-    closeCode: 1000,
+    closeCode: 1000
   })
 })
 
-t.test('json-events: bad start events', async (t) => {
+t.test('json-events: bad start events', async t => {
   const emu = await emulator(t, { kind: 'json-events' })
   type Start = Json & { start: Json & { mediaFormat: Json; customParameters?: unknown } }
   const mutate = (f: (m: Start) => void): string => {
@@ -240,18 +247,18 @@ t.test('json-events: bad start events', async (t) => {
   const cases: [string, string, RegExp][] = [
     ['not json', '{"event":', /not JSON/],
     ['array', '[1,2]', /JSON object/],
-    ['wrong event', mutate((m) => (m.event = 'media')), /^event/],
-    ['no streamId', mutate((m) => delete m.streamId), /^streamId/],
-    ['numeric streamId', mutate((m) => (m.streamId = 5)), /^streamId/],
-    ['no start', mutate((m) => delete (m as Json).start), /^start must/],
-    ['string contactId', mutate((m) => (m.start.contactId = '42')), /^start\.contactId/],
-    ['fractional busNo', mutate((m) => (m.start.busNo = 1.5)), /^start\.busNo/],
-    ['bad track', mutate((m) => (m.start.track = 'sideways')), /^start\.track/],
-    ['no mediaFormat', mutate((m) => delete (m.start as Json).mediaFormat), /^start\.mediaFormat must/],
-    ['encoding', mutate((m) => (m.start.mediaFormat.encoding = 'audio/l16')), /^start\.mediaFormat\.encoding/],
-    ['sampleRate', mutate((m) => (m.start.mediaFormat.sampleRate = 16000)), /^start\.mediaFormat\.sampleRate/],
-    ['channels', mutate((m) => (m.start.mediaFormat.channels = 2)), /^start\.mediaFormat\.channels/],
-    ['customParameters', mutate((m) => (m.start.customParameters = ['x'])), /^start\.customParameters/],
+    ['wrong event', mutate(m => (m.event = 'media')), /^event/],
+    ['no streamId', mutate(m => delete m.streamId), /^streamId/],
+    ['numeric streamId', mutate(m => (m.streamId = 5)), /^streamId/],
+    ['no start', mutate(m => delete (m as Json).start), /^start must/],
+    ['string contactId', mutate(m => (m.start.contactId = '42')), /^start\.contactId/],
+    ['fractional busNo', mutate(m => (m.start.busNo = 1.5)), /^start\.busNo/],
+    ['bad track', mutate(m => (m.start.track = 'sideways')), /^start\.track/],
+    ['no mediaFormat', mutate(m => delete (m.start as Json).mediaFormat), /^start\.mediaFormat must/],
+    ['encoding', mutate(m => (m.start.mediaFormat.encoding = 'audio/l16')), /^start\.mediaFormat\.encoding/],
+    ['sampleRate', mutate(m => (m.start.mediaFormat.sampleRate = 16000)), /^start\.mediaFormat\.sampleRate/],
+    ['channels', mutate(m => (m.start.mediaFormat.channels = 2)), /^start\.mediaFormat\.channels/],
+    ['customParameters', mutate(m => (m.start.customParameters = ['x'])), /^start\.customParameters/]
   ]
   for (const [name, text, re] of cases) {
     const c = await connect(emu.url)
@@ -260,7 +267,7 @@ t.test('json-events: bad start events', async (t) => {
     t.match(answer, { event: 'error', code: 'bad_start', message: re }, name)
     t.equal((await c.closed).code, 1008, `${name}: closed 1008`)
   }
-  const ok = mutate((m) => {
+  const ok = mutate(m => {
     delete m.start.customParameters
     m.start.track = 'both'
   })
@@ -274,12 +281,17 @@ t.test('json-events: bad start events', async (t) => {
   d.ws.send(Buffer.alloc(160))
   t.match((await d.waitMessages(1))[0], { event: 'error', code: 'audio_before_start' })
   t.equal((await d.closed).code, 1008)
-  await until(() => emu.sessions().every((s) => s.closed))
+  await until(() => emu.sessions().every(s => s.closed))
   t.match(emu.sessions().at(-1), { errors: ['audio before start'], frames: 0 })
-  t.ok(emu.sessions().slice(0, cases.length).every((s) => s.errors.length === 1 && s.closeCode === 1008))
+  t.ok(
+    emu
+      .sessions()
+      .slice(0, cases.length)
+      .every(s => s.errors.length === 1 && s.closeCode === 1008)
+  )
 })
 
-t.test('json-events: readyDelayMs, unknown events, audio after stop', async (t) => {
+t.test('json-events: readyDelayMs, unknown events, audio after stop', async t => {
   const emu = await emulator(t, { kind: 'json-events', readyDelayMs: 120, resultEveryFrames: 0 })
   const c = await connect(emu.url)
   const sent = Date.now()
@@ -301,10 +313,14 @@ t.test('json-events: readyDelayMs, unknown events, audio after stop', async (t) 
   const r = emu.sessions()[0]
   t.equal(r.frames, 2, 'audio after stop is not counted')
   t.same(r.errors, ['audio before started', 'unknown event "mark"', 'text message is not JSON', 'audio after stop'])
-  t.same(r.texts, [{ event: 'mark', name: 'x' }, { unparsed: 'garbage' }, { event: 'stop', streamId: 'MZ-1', stop: { reason: 'done' } }])
+  t.same(r.texts, [
+    { event: 'mark', name: 'x' },
+    { unparsed: 'garbage' },
+    { event: 'stop', streamId: 'MZ-1', stop: { reason: 'done' } }
+  ])
 })
 
-t.test('dropAll and closeAll', async (t) => {
+t.test('dropAll and closeAll', async t => {
   const emu = await emulator(t, { kind: 'passthrough' })
   const a = await connect(emu.url)
   const b = await connect(emu.url)
@@ -314,8 +330,8 @@ t.test('dropAll and closeAll', async (t) => {
   emu.dropAll()
   t.equal((await a.closed).code, 1006)
   t.equal((await b.closed).code, 1006)
-  await until(() => emu.sessions().every((s) => s.closed))
-  t.ok(emu.sessions().every((s) => s.closeCode === 1006))
+  await until(() => emu.sessions().every(s => s.closed))
+  t.ok(emu.sessions().every(s => s.closeCode === 1006))
 
   const c = await connect(emu.url)
   c.ws.send(JSON.stringify(init()))
@@ -324,7 +340,7 @@ t.test('dropAll and closeAll', async (t) => {
   t.same(await c.closed, { code: 4001, reason: 'maintenance' })
 })
 
-t.test('HTTP endpoints and close()', async (t) => {
+t.test('HTTP endpoints and close()', async t => {
   const emu = await startVendorEmulator({ kind: 'json-events' })
   const health = await fetch(`${emu.httpUrl}/healthz`)
   t.equal(health.status, 200)
@@ -344,6 +360,6 @@ t.test('HTTP endpoints and close()', async (t) => {
   await emu.close()
 })
 
-t.test('rejects an unknown kind', async (t) => {
+t.test('rejects an unknown kind', async t => {
   await t.rejects(startVendorEmulator({ kind: 'nope' as 'passthrough' }), /unknown emulator kind/)
 })
