@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs'
 import { dirname, isAbsolute, join, resolve } from 'node:path'
-import { parseDocument } from 'yaml'
+import { LineCounter, parseDocument } from 'yaml'
 import { ConfigError } from '../errors'
 import { packageRoot } from '../paths'
 import { problemsOf, validator } from '../validate/compile'
@@ -18,10 +18,14 @@ export function loadConfig(file: string, env: NodeJS.ProcessEnv): Config {
   const raw = readStructured(path)
   const unset = new Map<string, string>()
   const literalSecrets: string[] = []
-  const expanded = interpolate(raw, env, '', unset, literalSecrets) as Record<string, unknown>
+  const wholeRefs = new Set<string>()
+  const expanded = interpolate(raw, { env, unset, literalSecrets, wholeRefs }, '') as Record<string, unknown>
   applyEnvOverrides(expanded, env)
   const validate = validator('gateway-config')
-  if (!validate(expanded)) {
+  // A value written as one ${VAR} is text until the schema says what it must be: a number or a
+  // boolean there is read from the text, then the whole config is validated again.
+  if (!validate(expanded) && coerceReferences(expanded, validate.errors ?? [], wholeRefs)) validate(expanded)
+  if (validate.errors !== null && validate.errors !== undefined && validate.errors.length > 0) {
     throw new ConfigError(
       problemsOf(validate.errors).map(p => ({
         file: path,
@@ -32,8 +36,18 @@ export function loadConfig(file: string, env: NodeJS.ProcessEnv): Config {
   }
   const problems: Problem[] = []
   const warnings: string[] = []
-  for (const [pointer, name] of unset)
-    warnings.push(`${path}: ${pointer}: environment variable ${name} is not set; using an empty value`)
+  for (const [pointer, name] of unset) {
+    if (pointer === '/redis') {
+      // An unset REDIS_URL must not quietly turn a fleet into lone instances.
+      problems.push({
+        file: path,
+        pointer,
+        message: `environment variable ${name} is not set (write \${${name}:-} to run without Redis when it is unset)`
+      })
+    } else {
+      warnings.push(`${path}: ${pointer}: environment variable ${name} is not set; using an empty value`)
+    }
+  }
   for (const pointer of literalSecrets)
     problems.push({ file: path, pointer, message: 'secrets must be written as ${VAR} references, not inline' })
   const cfg = expanded as Record<string, any>
@@ -95,14 +109,19 @@ export function readStructured(path: string): unknown {
       { file: path, pointer: '/', message: `cannot read file (${(err as NodeJS.ErrnoException).code ?? 'error'})` }
     ])
   }
-  const doc = parseDocument(text, { prettyErrors: false, uniqueKeys: true })
+  const lines = new LineCounter()
+  const doc = parseDocument(text, { prettyErrors: false, uniqueKeys: true, lineCounter: lines })
   if (doc.errors.length > 0) {
+    // The first errors: after a syntax error the parser reports nearly every later token too.
     throw new ConfigError(
-      doc.errors.map(e => ({
-        file: path,
-        pointer: '/',
-        message: `YAML ${e.code} at line ${e.linePos?.[0].line ?? '?'} column ${e.linePos?.[0].col ?? '?'}: ${e.message.split('\n')[0]}`
-      }))
+      doc.errors.slice(0, 3).map(e => {
+        const at = lines.linePos(e.pos[0])
+        return {
+          file: path,
+          pointer: '/',
+          message: `YAML ${e.code} at line ${at.line} column ${at.col}: ${e.message.split('\n')[0]}`
+        }
+      })
     )
   }
   return doc.toJS({ maxAliasCount: 100 })
@@ -115,33 +134,74 @@ const SECRET_POINTERS = [
   /^\/listen\/tls\/passphrase$/
 ]
 
-function interpolate(
-  node: unknown,
-  env: NodeJS.ProcessEnv,
-  pointer: string,
-  unset: Map<string, string>,
+interface Interpolation {
+  env: NodeJS.ProcessEnv
+  /** Pointer → name of each ${VAR} without a default whose variable is unset. */
+  unset: Map<string, string>
+  /** Credentials written inline instead of as ${VAR}. */
   literalSecrets: string[]
-): unknown {
+  /** Pointers of values written as exactly one ${VAR} (they may fill a number or a boolean). */
+  wholeRefs: Set<string>
+}
+
+const WHOLE_REF = /^\$\{[A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\}$/
+
+function interpolate(node: unknown, it: Interpolation, pointer: string): unknown {
   if (typeof node === 'string') {
     const isSecret = SECRET_POINTERS.some(re => re.test(pointer))
     REF.lastIndex = 0
-    if (isSecret && !REF.test(node)) literalSecrets.push(pointer)
+    if (isSecret && !REF.test(node)) it.literalSecrets.push(pointer)
+    if (WHOLE_REF.test(node)) it.wholeRefs.add(pointer)
     return node.replace(REF, (_m, name: string, fallback: string | undefined) => {
-      const v = env[name]
+      const v = it.env[name]
       if (v !== undefined && v !== '') return v
       if (fallback !== undefined) return fallback
-      unset.set(pointer === '' ? '/' : pointer, name)
+      it.unset.set(pointer === '' ? '/' : pointer, name)
       return ''
     })
   }
-  if (Array.isArray(node)) return node.map((v, i) => interpolate(v, env, `${pointer}/${i}`, unset, literalSecrets))
+  if (Array.isArray(node)) return node.map((v, i) => interpolate(v, it, `${pointer}/${i}`))
   if (node !== null && typeof node === 'object') {
     const out: Record<string, unknown> = {}
     for (const [k, v] of Object.entries(node))
-      out[k] = interpolate(v, env, `${pointer}/${k.replace(/~/g, '~0').replace(/\//g, '~1')}`, unset, literalSecrets)
+      out[k] = interpolate(v, it, `${pointer}/${k.replace(/~/g, '~0').replace(/\//g, '~1')}`)
     return out
   }
   return node
+}
+
+/**
+ * Where the schema wants a number, an integer or a boolean and the value came wholly from one
+ * ${VAR}, read it as that type. True when anything changed (the caller validates again).
+ */
+function coerceReferences(
+  root: Record<string, unknown>,
+  errors: readonly { keyword: string; instancePath: string; params: object }[],
+  wholeRefs: Set<string>
+): boolean {
+  let changed = false
+  for (const e of errors) {
+    if (e.keyword !== 'type' || !wholeRefs.has(e.instancePath)) continue
+    const parts = e.instancePath
+      .split('/')
+      .slice(1)
+      .map(p => p.replace(/~1/g, '/').replace(/~0/g, '~'))
+    const key = parts.pop()
+    let parent: any = root
+    for (const p of parts) parent = parent?.[p]
+    if (key === undefined || parent === null || typeof parent !== 'object') continue
+    const text = parent[key]
+    if (typeof text !== 'string') continue
+    const wanted = String((e.params as { type?: unknown }).type)
+    let value: number | boolean | null = null
+    if ((wanted.includes('number') || wanted.includes('integer')) && /^-?\d+(\.\d+)?$/.test(text.trim()))
+      value = Number(text)
+    else if (wanted.includes('boolean') && /^(true|false)$/.test(text.trim())) value = text.trim() === 'true'
+    if (value === null) continue
+    parent[key] = value
+    changed = true
+  }
+  return changed
 }
 
 function applyEnvOverrides(cfg: Record<string, any>, env: NodeJS.ProcessEnv): void {

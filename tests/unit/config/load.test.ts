@@ -68,3 +68,45 @@ t.test('two default routes, duplicate replica names and a missing mapping are re
   t.ok(msgs.some(m => m.startsWith('/routes/a/upstreams/1/name:')))
   t.ok(msgs.some(m => m.startsWith('/routes/b/mapping: mapping file nowhere.yaml not found')))
 })
+
+t.test('${VAR} fills numbers and booleans, validated after substitution', async t => {
+  const dir = t.testdir({
+    'g.yaml': `listen:\n  port: \${GW_PORT:-20080}\nuws:\n  allowFallback: \${ALLOW:-false}\n${ROUTE}`
+  })
+  const c = loadConfig(join(dir, 'g.yaml'), { TOK: 'abcd-token' })
+  t.equal(c.listen.port, 20080, 'the default fills an integer')
+  t.equal(c.uws.allowFallback, false, 'and a boolean')
+  const d = loadConfig(join(dir, 'g.yaml'), { TOK: 'abcd-token', GW_PORT: '8123', ALLOW: 'true' })
+  t.equal(d.listen.port, 8123)
+  t.equal(d.uws.allowFallback, true)
+  const bad = t.throws(() => loadConfig(join(dir, 'g.yaml'), { TOK: 'abcd-token', GW_PORT: 'eighty' })) as ConfigError
+  t.match(bad.problems, [{ pointer: '/listen/port', message: /integer/ }], 'text that is no number is still refused')
+  const mixed = t.testdir({ 'g.yaml': `listen:\n  port: 8\${GW_PORT:-0}\n${ROUTE}` })
+  t.throws(
+    () => loadConfig(join(mixed, 'g.yaml'), { TOK: 'abcd-token' }),
+    ConfigError,
+    'only a whole ${VAR} is read as a number'
+  )
+})
+
+t.test('redis: ${REDIS_URL} with the variable unset is an error; ${REDIS_URL:-} runs without Redis', async t => {
+  const dir = t.testdir({
+    'strict.yaml': `redis: \${REDIS_URL}\n${ROUTE}`,
+    'optional.yaml': `redis: \${REDIS_URL:-}\n${ROUTE}`
+  })
+  const err = t.throws(() => loadConfig(join(dir, 'strict.yaml'), { TOK: 'abcd-token' })) as ConfigError
+  t.match(err.problems, [{ pointer: '/redis', message: /REDIS_URL is not set/ }])
+  t.equal(loadConfig(join(dir, 'optional.yaml'), { TOK: 'abcd-token' }).redis, null)
+  t.equal(
+    loadConfig(join(dir, 'strict.yaml'), { TOK: 'abcd-token', REDIS_URL: 'redis://127.0.0.1:6379' }).redis,
+    'redis://127.0.0.1:6379'
+  )
+})
+
+t.test('YAML syntax errors name the line and column', async t => {
+  const dir = t.testdir({ 'g.yaml': 'listen:\n  port: 1\n  host: [unclosed\nroutes: {}\n' })
+  const err = t.throws(() => loadConfig(join(dir, 'g.yaml'), {})) as ConfigError
+  t.match(err.problems[0].message, /^YAML \w+ at line \d+ column \d+: /)
+  t.notMatch(err.problems[0].message, /\?/)
+  t.ok(err.problems.length <= 3, 'the first errors, not one per token after them')
+})
