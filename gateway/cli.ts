@@ -171,7 +171,7 @@ async function cmdSimulate(argv: string[]): Promise<number> {
     }
   })
   if (values.url === undefined) throw new UsageError('--url is required')
-  const clipFile = values.file ?? join(packageRoot(), 'tests', 'fixtures', 'hello.ulaw')
+  const clipFile = values.file ?? join(packageRoot(), 'examples', 'hello.ulaw')
   const perspective = values.perspective as 'TX' | 'RX' | 'MIX'
   if (!['TX', 'RX', 'MIX'].includes(perspective)) throw new UsageError('--perspective must be TX, RX or MIX')
   const legs = positive(values.legs!, '--legs')

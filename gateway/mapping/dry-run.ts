@@ -27,9 +27,7 @@ export async function dryRunMapping(mapping: CompiledMapping, route: RouteConfig
   const problems: Problem[] = await dryRunText(mapping, route)
   const audio = mapping.audio
   if (audio === null) return problems
-  const example = JSON.parse(
-    readFileSync(join(packageRoot(), 'tests', 'fixtures', 'init-message.json'), 'utf8')
-  ) as unknown
+  const example = JSON.parse(readFileSync(join(packageRoot(), 'examples', 'init-message.json'), 'utf8')) as unknown
   const checked = checkInit(example)
   if (!checked.ok) throw new Error('the bundled example init message does not match its schema')
   const upstream = route.upstreams[0]

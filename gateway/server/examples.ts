@@ -13,7 +13,7 @@ const DRY_RUN_LIMIT = 64 * 1024
 
 /** The three audio example endpoints of interface 4.2. */
 export function mountExamples(app: uWS.TemplatedApp, state: ServerState): void {
-  const example = readFileSync(join(packageRoot(), 'tests', 'fixtures', 'init-message.json'), 'utf8')
+  const example = readFileSync(join(packageRoot(), 'examples', 'init-message.json'), 'utf8')
 
   const pickRoute = (name: string): RouteRuntime | null =>
     name === '' ? (state.defaultRoute ?? state.routes.values().next().value ?? null) : (state.routes.get(name) ?? null)

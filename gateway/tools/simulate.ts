@@ -1,6 +1,7 @@
 import { request as httpRequest } from 'node:http'
 import { request as httpsRequest } from 'node:https'
 import { WebSocket, type RawData } from 'ws'
+import { systemClock, type Clock, type TimerHandle } from '../clock'
 
 export interface SimulateAudioOptions {
   url: string
@@ -21,6 +22,8 @@ export interface SimulateAudioOptions {
   print?: (line: string) => void
   /** Accept self-signed TLS certificates. */
   insecure?: boolean
+  /** Paces the frames and times the trailing wait. Default: the system clock (tests may pass a fake one). */
+  clock?: Clock
 }
 
 export interface SimulatedLeg {
@@ -83,8 +86,10 @@ interface LegState {
   /** When the init message went out; frame k is due at startedAt + k * 20 ms. */
   startedAt: number
   streaming: boolean
-  trailingTimer: NodeJS.Timeout | null
-  graceTimer: NodeJS.Timeout | null
+  /** The first text frame (the answer) came. */
+  answered: boolean
+  trailingTimer: TimerHandle | null
+  graceTimer: TimerHandle | null
 }
 
 function parseText(data: RawData): unknown {
@@ -103,91 +108,38 @@ function parseText(data: RawData): unknown {
  * Resolves when every leg is closed.
  */
 export function simulateAudio(opts: SimulateAudioOptions): Promise<SimulatedLeg[]> {
-  const clip = opts.clip
-  if (clip.length === 0) return Promise.reject(new Error('clip is empty'))
+  if (opts.clip.length === 0) return Promise.reject(new Error('clip is empty'))
   const legCount = opts.legs ?? 1
   if (!Number.isInteger(legCount) || legCount < 1) return Promise.reject(new Error(`legs must be a positive integer`))
   if (opts.seconds !== undefined && !(opts.seconds > 0)) return Promise.reject(new Error('seconds must be positive'))
-  const totalBytes = opts.seconds === undefined ? clip.length : Math.round(opts.seconds * 8000)
-  const totalFrames = Math.ceil(totalBytes / FRAME_BYTES)
-  const perspective = opts.perspective ?? 'TX'
-  const contactIdBase = opts.contactIdBase ?? 1000000
-  const busNo = opts.busNo ?? 4594
-  const token = opts.token
-  const rawPrint = opts.print
-  const print = (line: string): void => {
-    if (!rawPrint) return
-    // Servers may echo the token back; it must never reach the output.
-    rawPrint(token ? line.split(token).join('[REDACTED]') : line)
+  const sim = new AudioSimulation(opts, opts.clock ?? systemClock)
+  const runs: Promise<SimulatedLeg>[] = []
+  for (let i = 0; i < legCount; i++) runs.push(sim.runLeg(i))
+  return Promise.all(runs)
+}
+
+/** The legs of one simulateAudio call, paced by one scheduler. */
+class AudioSimulation {
+  private readonly clip: Buffer
+  private readonly totalBytes: number
+  private readonly totalFrames: number
+  private readonly streaming = new Set<LegState>()
+  private ticker: TimerHandle | null = null
+  private readonly schedulerStart: number
+  private tickNo = 0
+
+  constructor(
+    private readonly opts: SimulateAudioOptions,
+    private readonly clock: Clock
+  ) {
+    this.clip = opts.clip
+    this.totalBytes = opts.seconds === undefined ? this.clip.length : Math.round(opts.seconds * 8000)
+    this.totalFrames = Math.ceil(this.totalBytes / FRAME_BYTES)
+    this.schedulerStart = clock.now()
   }
 
-  function frameAt(k: number): Buffer {
-    const offset = (k * FRAME_BYTES) % clip.length
-    const size = Math.min(FRAME_BYTES, totalBytes - k * FRAME_BYTES)
-    if (offset + size <= clip.length) return clip.subarray(offset, offset + size)
-    const out = Buffer.allocUnsafe(size)
-    for (let i = 0; i < size; i++) out[i] = clip[(offset + i) % clip.length]
-    return out
-  }
-
-  const streaming = new Set<LegState>()
-  let ticker: NodeJS.Timeout | null = null
-  const schedulerStart = Date.now()
-  let tickNo = 0
-
-  function pump(st: LegState, now: number): void {
-    const due = Math.min(totalFrames, Math.floor((now - st.startedAt) / FRAME_MS) + 1)
-    while (st.leg.framesSent < due) {
-      if (st.ws.readyState !== WebSocket.OPEN) return stopStreaming(st)
-      const frame = frameAt(st.leg.framesSent)
-      st.ws.send(frame)
-      st.leg.framesSent++
-      st.leg.bytesSent += frame.length
-    }
-    if (st.leg.framesSent >= totalFrames) {
-      stopStreaming(st)
-      st.trailingTimer = setTimeout(() => {
-        st.trailingTimer = null
-        closeLeg(st)
-      }, TRAILING_WAIT_MS)
-    }
-  }
-
-  function stopStreaming(st: LegState): void {
-    st.streaming = false
-    streaming.delete(st)
-    if (streaming.size === 0 && ticker) {
-      clearTimeout(ticker)
-      ticker = null
-    }
-  }
-
-  // One scheduler for all legs; each tick is aimed at schedulerStart + n * 20 ms so delays do not accumulate.
-  function scheduleTick(): void {
-    if (ticker || streaming.size === 0) return
-    const now = Date.now()
-    tickNo = Math.max(tickNo + 1, Math.floor((now - schedulerStart) / FRAME_MS) + 1)
-    ticker = setTimeout(onTick, Math.max(0, schedulerStart + tickNo * FRAME_MS - now))
-  }
-
-  function onTick(): void {
-    ticker = null
-    const now = Date.now()
-    for (const st of streaming) pump(st, now)
-    scheduleTick()
-  }
-
-  function closeLeg(st: LegState): void {
-    if (st.ws.readyState === WebSocket.OPEN) {
-      st.ws.close(1000, 'done')
-      st.graceTimer = setTimeout(() => {
-        st.graceTimer = null
-        st.ws.terminate()
-      }, CLOSE_GRACE_MS)
-    }
-  }
-
-  function runLeg(index: number): Promise<SimulatedLeg> {
+  runLeg(index: number): Promise<SimulatedLeg> {
+    const opts = this.opts
     const leg: SimulatedLeg = {
       index,
       answer: null,
@@ -202,56 +154,146 @@ export function simulateAudio(opts: SimulateAudioOptions): Promise<SimulatedLeg[
       handshakeTimeout: HANDSHAKE_TIMEOUT_MS,
       rejectUnauthorized: !opts.insecure
     })
-    const st: LegState = { leg, ws, startedAt: 0, streaming: false, trailingTimer: null, graceTimer: null }
-    let gotAnswer = false
+    const st: LegState = {
+      leg,
+      ws,
+      startedAt: 0,
+      streaming: false,
+      answered: false,
+      trailingTimer: null,
+      graceTimer: null
+    }
     return new Promise<SimulatedLeg>(resolve => {
-      ws.on('open', () => {
-        ws.send(
-          JSON.stringify(
-            initMessage({ token, contactId: contactIdBase + index, busNo, perspective, appParams: opts.appParams })
-          )
-        )
-        st.startedAt = Date.now()
-        st.streaming = true
-        streaming.add(st)
-        pump(st, st.startedAt)
-        scheduleTick()
-      })
+      ws.on('open', () => this.start(st))
       ws.on('message', (data: RawData, isBinary: boolean) => {
-        if (isBinary) return
-        const value = parseText(data)
-        if (!gotAnswer) {
-          gotAnswer = true
-          leg.answer = value
-          print(`leg ${index} answer ${JSON.stringify(value)}`)
-        } else {
-          leg.messages.push(value)
-          print(`leg ${index} message ${JSON.stringify(value)}`)
-        }
+        if (!isBinary) this.received(st, parseText(data))
       })
       ws.on('error', (err: Error) => {
         leg.error ??= err.message
-        print(`leg ${index} error ${err.message}`)
+        this.print(`leg ${index} error ${err.message}`)
       })
       ws.on('close', (code: number, reason: Buffer) => {
-        stopStreaming(st)
-        if (st.trailingTimer) clearTimeout(st.trailingTimer)
-        if (st.graceTimer) clearTimeout(st.graceTimer)
-        st.trailingTimer = st.graceTimer = null
-        leg.closeCode = code
-        leg.closeReason = reason.toString('utf8')
-        print(`leg ${index} closed ${code} ${leg.closeReason}`.trimEnd())
-        print(
-          `leg ${index} sent ${leg.framesSent} frames (${leg.bytesSent} bytes), got ${leg.messages.length} messages`
-        )
+        this.closed(st, code, reason.toString('utf8'))
         resolve(leg)
       })
     })
   }
 
-  const runs: Promise<SimulatedLeg>[] = []
-  for (let i = 0; i < legCount; i++) runs.push(runLeg(i))
-  return Promise.all(runs)
+  private print(line: string): void {
+    const token = this.opts.token
+    // Servers may echo the token back; it must never reach the output.
+    this.opts.print?.(token ? line.split(token).join('[REDACTED]') : line)
+  }
+
+  /** The socket is open: the init message, then the first frame at once and the rest on the scheduler. */
+  private start(st: LegState): void {
+    const opts = this.opts
+    const init = initMessage({
+      token: opts.token,
+      contactId: (opts.contactIdBase ?? 1000000) + st.leg.index,
+      busNo: opts.busNo ?? 4594,
+      perspective: opts.perspective ?? 'TX',
+      appParams: opts.appParams
+    })
+    st.ws.send(JSON.stringify(init))
+    st.startedAt = this.clock.now()
+    st.streaming = true
+    this.streaming.add(st)
+    this.pump(st, st.startedAt)
+    this.scheduleTick()
+  }
+
+  /** The first text frame is the answer; every later one a message. */
+  private received(st: LegState, value: unknown): void {
+    const leg = st.leg
+    if (!st.answered) {
+      st.answered = true
+      leg.answer = value
+      this.print(`leg ${leg.index} answer ${JSON.stringify(value)}`)
+    } else {
+      leg.messages.push(value)
+      this.print(`leg ${leg.index} message ${JSON.stringify(value)}`)
+    }
+  }
+
+  private closed(st: LegState, code: number, reason: string): void {
+    const leg = st.leg
+    this.stopStreaming(st)
+    if (st.trailingTimer) this.clock.clearTimeout(st.trailingTimer)
+    if (st.graceTimer) this.clock.clearTimeout(st.graceTimer)
+    st.trailingTimer = st.graceTimer = null
+    leg.closeCode = code
+    leg.closeReason = reason
+    this.print(`leg ${leg.index} closed ${code} ${reason}`.trimEnd())
+    this.print(
+      `leg ${leg.index} sent ${leg.framesSent} frames (${leg.bytesSent} bytes), got ${leg.messages.length} messages`
+    )
+  }
+
+  private frameAt(k: number): Buffer {
+    const clip = this.clip
+    const offset = (k * FRAME_BYTES) % clip.length
+    const size = Math.min(FRAME_BYTES, this.totalBytes - k * FRAME_BYTES)
+    if (offset + size <= clip.length) return clip.subarray(offset, offset + size)
+    const out = Buffer.allocUnsafe(size)
+    for (let i = 0; i < size; i++) out[i] = clip[(offset + i) % clip.length]
+    return out
+  }
+
+  /** Sends every frame due by `now`; after the last, waits TRAILING_WAIT_MS for late answers, then closes. */
+  private pump(st: LegState, now: number): void {
+    const due = Math.min(this.totalFrames, Math.floor((now - st.startedAt) / FRAME_MS) + 1)
+    while (st.leg.framesSent < due) {
+      if (st.ws.readyState !== WebSocket.OPEN) return this.stopStreaming(st)
+      const frame = this.frameAt(st.leg.framesSent)
+      st.ws.send(frame)
+      st.leg.framesSent++
+      st.leg.bytesSent += frame.length
+    }
+    if (st.leg.framesSent >= this.totalFrames) {
+      this.stopStreaming(st)
+      st.trailingTimer = this.clock.setTimeout(() => {
+        st.trailingTimer = null
+        this.closeLeg(st)
+      }, TRAILING_WAIT_MS)
+    }
+  }
+
+  private stopStreaming(st: LegState): void {
+    st.streaming = false
+    this.streaming.delete(st)
+    if (this.streaming.size === 0 && this.ticker) {
+      this.clock.clearTimeout(this.ticker)
+      this.ticker = null
+    }
+  }
+
+  // One scheduler for all legs; each tick is aimed at schedulerStart + n * 20 ms so delays do not accumulate.
+  private scheduleTick(): void {
+    if (this.ticker || this.streaming.size === 0) return
+    const now = this.clock.now()
+    this.tickNo = Math.max(this.tickNo + 1, Math.floor((now - this.schedulerStart) / FRAME_MS) + 1)
+    this.ticker = this.clock.setTimeout(
+      () => this.onTick(),
+      Math.max(0, this.schedulerStart + this.tickNo * FRAME_MS - now)
+    )
+  }
+
+  private onTick(): void {
+    this.ticker = null
+    const now = this.clock.now()
+    for (const st of this.streaming) this.pump(st, now)
+    this.scheduleTick()
+  }
+
+  private closeLeg(st: LegState): void {
+    if (st.ws.readyState !== WebSocket.OPEN) return
+    st.ws.close(1000, 'done')
+    st.graceTimer = this.clock.setTimeout(() => {
+      st.graceTimer = null
+      st.ws.terminate()
+    }, CLOSE_GRACE_MS)
+  }
 }
 
 export interface SimulateTextOptions {

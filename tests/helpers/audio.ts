@@ -4,7 +4,7 @@ import { readAudioClip } from '../../gateway/tools/audio-file'
 import { sleep, untilOpen, type PlatformLegClient } from './gateway'
 
 /** The bundled speech clip (µ-law 8 kHz), played in 160-byte (20 ms) frames, looping. */
-export const CLIP = readAudioClip(join(__dirname, '..', 'fixtures', 'hello.ulaw'))
+export const CLIP = readAudioClip(join(__dirname, '..', '..', 'examples', 'hello.ulaw'))
 const FULL_FRAMES = Math.floor(CLIP.length / 160)
 
 export function frameAt(k: number): Buffer {

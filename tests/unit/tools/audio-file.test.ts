@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import { linearToMulaw, mulawToLinear, readAudioClip } from '../../../gateway/tools/audio-file'
 
 const FIXTURES = join(__dirname, '..', '..', 'fixtures')
+const EXAMPLES = join(__dirname, '..', '..', '..', 'examples')
 
 function chunk(id: string, body: Buffer): Buffer {
   const head = Buffer.alloc(8)
@@ -131,8 +132,8 @@ t.test('a data chunk size larger than the file is clamped', async t => {
   t.same([...readAudioClip(p)], [9, 8, 7, 6])
 })
 
-t.test('fixtures: hello.wav and hello.ulaw hold the same audio', async t => {
-  const raw = readAudioClip(join(FIXTURES, 'hello.ulaw'))
+t.test('the bundled clip examples/hello.ulaw and the fixture hello.wav hold the same audio', async t => {
+  const raw = readAudioClip(join(EXAMPLES, 'hello.ulaw'))
   const wav = readAudioClip(join(FIXTURES, 'hello.wav'))
   t.ok(raw.length > 8000, 'more than 1 s of audio')
   t.ok(raw.length < 40000, 'under 40 KB')

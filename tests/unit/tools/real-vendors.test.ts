@@ -9,6 +9,7 @@ import {
   type RealVendorOptions,
   type RealVendorSession
 } from '../../../gateway/tools/real-vendors'
+import { FakeClock } from '../../helpers/fake-clock'
 
 type Json = Record<string, unknown>
 
@@ -257,29 +258,32 @@ t.test('deepgram: odd-sized linear16 frames and unknown text messages are record
 })
 
 t.test('deepgram: no audio or KeepAlive for idleCloseMs closes 1011 NET-0001', async t => {
-  const emu = await emulator(t, { kind: 'deepgram', idleCloseMs: 500 })
-  const started = Date.now()
+  const clock = new FakeClock()
+  const emu = await emulator(t, { kind: 'deepgram', idleCloseMs: 500, clock })
   const c = await connect(`${emu.url}?encoding=mulaw&sample_rate=8000&channels=1`)
   c.ws.send(audio(160))
+  await until(() => emu.sessions()[0].frames === 1)
+  clock.advance(499)
+  t.same(emu.sessions()[0].errors, [], 'still open 1 ms before idleCloseMs')
+  clock.advance(1)
   const { code, reason } = await c.closed
-  const elapsed = Date.now() - started
   t.equal(code, 1011)
   t.match(reason, /NET-0001/)
-  t.ok(elapsed >= 500 && elapsed < 1500, `closed after ${elapsed} ms`)
   const s = await closedSession(emu)
   t.match(s.errors, [/no audio or KeepAlive for 500 ms/])
 })
 
 t.test('deepgram: KeepAlive every 150 ms keeps an idle stream open past idleCloseMs', async t => {
-  const emu = await emulator(t, { kind: 'deepgram', idleCloseMs: 500 })
+  const clock = new FakeClock()
+  const emu = await emulator(t, { kind: 'deepgram', idleCloseMs: 500, clock })
   const c = await connect(`${emu.url}?encoding=mulaw&sample_rate=8000&channels=1`)
-  let closedEarly = false
-  void c.closed.then(() => (closedEarly = true))
   for (let i = 0; i < 8; i++) {
     c.sendJson({ type: 'KeepAlive' })
-    await sleep(150)
+    await until(() => emu.sessions()[0].keepalives === i + 1)
+    clock.advance(150)
   }
-  t.notOk(closedEarly, 'still open after 1.2 s of KeepAlive only')
+  t.same(emu.sessions()[0].errors, [], 'still open after 1.2 s of KeepAlive only')
+  t.notOk(emu.sessions()[0].closed)
   c.sendJson({ type: 'CloseStream' })
   t.equal((await c.closed).code, 1000)
   const s = await closedSession(emu)
@@ -300,7 +304,10 @@ t.test('assemblyai: Begin, partial and final Turns, ForceEndpoint, Terminate →
   )
   const begin = await c.waitFor(m => m.type === 'Begin')
   t.match(begin, { type: 'Begin', id: /^[0-9a-f-]{36}$/, expires_at: Number })
-  t.ok(Math.abs((begin.expires_at as number) - (Date.now() / 1000 + 3 * 3600)) < 5, 'expires_at is about 3 h away')
+  // Begin went out between the upgrade and its arrival here: expires_at is 3 h after that moment.
+  const cap = (at: number): number => Math.floor((at + 3 * 3600 * 1000) / 1000)
+  const expires = begin.expires_at as number
+  t.ok(expires >= cap(emu.sessions()[0].openedAt) && expires <= cap(Date.now()), 'expires_at is 3 h after Begin')
   const sent: Buffer[] = []
   for (let i = 0; i < 24; i++) {
     const f = audio(400, i) // 50 ms of 8 kHz mu-law: the documented chunk size
@@ -411,14 +418,36 @@ t.test('assemblyai: missing encoding, missing key and unknown messages close wit
 })
 
 t.test('assemblyai: sessionMaxMs closes 3008 like the 3-hour cap, without blaming the client', async t => {
-  const emu = await emulator(t, { kind: 'assemblyai', sessionMaxMs: 300 })
+  const clock = new FakeClock()
+  const emu = await emulator(t, { kind: 'assemblyai', sessionMaxMs: 300, clock })
   const c = await connect(`${emu.url}?sample_rate=8000&encoding=pcm_mulaw`)
+  await c.waitFor(m => m.type === 'Begin')
+  clock.advance(299)
+  t.notOk(emu.sessions()[0].closed, 'open 1 ms before the cap')
+  clock.advance(1)
   const err = await c.waitFor(m => m.type === 'Error')
   t.match(err, { error_code: 3008, error: 'Session Expired: Maximum session duration exceeded' })
   const { code, reason } = await c.closed
   t.equal(code, 3008)
   t.equal(reason, 'Session Expired: Maximum session duration exceeded')
   t.same((await closedSession(emu)).errors, [])
+})
+
+t.test('assemblyai: inactivityTimeoutMs shortens the inactivity_timeout the client asked for', async t => {
+  const clock = new FakeClock()
+  const emu = await emulator(t, { kind: 'assemblyai', inactivityTimeoutMs: 1000, clock })
+  const c = await connect(`${emu.url}?sample_rate=8000&encoding=pcm_mulaw&inactivity_timeout=5`)
+  await c.waitFor(m => m.type === 'Begin')
+  clock.advance(900)
+  c.sendJson({ type: 'KeepAlive' })
+  await until(() => emu.sessions()[0].keepalives === 1)
+  clock.advance(999)
+  t.same(emu.sessions()[0].errors, [], 'a KeepAlive started the timeout over')
+  clock.advance(1)
+  const err = await c.waitFor(m => m.type === 'Error')
+  t.match(err, { error_code: 3005, error: /no audio or KeepAlive for 1000 ms/ })
+  t.equal((await c.closed).code, 3005)
+  t.match((await closedSession(emu)).errors, [/inactivity timeout/])
 })
 
 // =============================================================================================

@@ -2,6 +2,7 @@ import t from 'tap'
 import { createHash, randomBytes } from 'node:crypto'
 import { WebSocket, type RawData } from 'ws'
 import { startVendorEmulator, type EmulatorOptions, type VendorEmulator } from '../../../gateway/tools/vendor-emulator'
+import { FakeClock } from '../../helpers/fake-clock'
 
 type Json = Record<string, unknown>
 
@@ -180,15 +181,19 @@ t.test('passthrough: violations', async t => {
 })
 
 t.test('passthrough: readyDelayMs, audio before CONNECTED is counted and noted once', async t => {
-  const emu = await emulator(t, { kind: 'passthrough', readyDelayMs: 150, resultEveryFrames: 0 })
+  const clock = new FakeClock()
+  const emu = await emulator(t, { kind: 'passthrough', readyDelayMs: 150, resultEveryFrames: 0, clock })
   const c = await connect(emu.url)
-  const sent = Date.now()
   c.ws.send(JSON.stringify(init('anything')))
   const frames = [randomBytes(160), randomBytes(160), randomBytes(33)]
   for (const f of frames) c.ws.send(f)
+  await until(() => emu.sessions()[0]?.frames === 3)
+  clock.advance(149)
+  t.equal(emu.sessions()[0].ready, false, 'no CONNECTED before readyDelayMs')
+  clock.advance(1)
   const [connected] = await c.waitMessages(1)
-  t.ok(Date.now() - sent >= 140, 'CONNECTED waited for readyDelayMs')
   t.match(connected, { command: 'CONNECTED' })
+  t.equal(emu.sessions()[0].ready, true, 'CONNECTED once readyDelayMs passed')
   for (let i = 0; i < 5; i++) c.ws.send(randomBytes(160))
   await until(() => emu.sessions()[0].frames === 8)
   const r = emu.sessions()[0]
@@ -292,14 +297,17 @@ t.test('json-events: bad start events', async t => {
 })
 
 t.test('json-events: readyDelayMs, unknown events, audio after stop', async t => {
-  const emu = await emulator(t, { kind: 'json-events', readyDelayMs: 120, resultEveryFrames: 0 })
+  const clock = new FakeClock()
+  const emu = await emulator(t, { kind: 'json-events', readyDelayMs: 120, resultEveryFrames: 0, clock })
   const c = await connect(emu.url)
-  const sent = Date.now()
   c.ws.send(JSON.stringify(startEvent()))
   c.ws.send(Buffer.alloc(160, 1))
   c.ws.send(Buffer.alloc(160, 2))
+  await until(() => emu.sessions()[0]?.frames === 2)
+  clock.advance(119)
+  t.equal(emu.sessions()[0].ready, false, 'no started before readyDelayMs')
+  clock.advance(1)
   t.match((await c.waitMessages(1))[0], { event: 'started' })
-  t.ok(Date.now() - sent >= 110, 'started waited for readyDelayMs')
   c.ws.send(JSON.stringify({ event: 'mark', name: 'x' }))
   t.match((await c.waitMessages(2))[1], { event: 'error', code: 'unknown_event', message: /mark/ })
   c.ws.send('garbage')

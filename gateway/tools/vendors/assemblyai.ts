@@ -1,0 +1,244 @@
+import { randomUUID } from 'node:crypto'
+import type { TimerHandle } from '../../clock'
+import { Cadence, phrase, round3 } from './cadence'
+import type { Context, Protocol, VendorSession } from './session'
+import { DIGITS_RE, header, isObject, parseJson, safeEqual, type Json } from './wire'
+
+// AssemblyAI Universal-Streaming v3 (/v3/ws)
+//
+// Checked after the upgrade, answered as the service documents: an `Error` frame
+// {"type":"Error","error_code":N,"error":"…"} then close N.
+// Credentials: `Authorization: <key>`; missing/wrong → 1008 "Unauthorized Connection: …".
+// Query: `sample_rate` (8000|16000) and `encoding` (pcm_s16le|pcm_mulaw) required (the real
+// service defaults encoding; this emulator wants it explicit); optional numeric/boolean options
+// typed. Bad query → 3006 (choice: the docs list no code for it; 3006 is their bad-input code).
+// On open: {"type":"Begin","id":uuid,"expires_at":unix s}. Binary audio; each chunk MUST be 50–1000
+// ms → else 3007 "Input duration violation: <ms> ms. Expected between 50 and 1000 ms".
+// Text: Terminate | ForceEndpoint | KeepAlive | UpdateConfiguration; invalid JSON / not an object /
+// unknown type → 3006. UpdateConfiguration fields are type-checked (unknown field: recorded only).
+// Turns: a partial (end_of_turn=false) half-way through each resultEveryMs of audio and a final
+// (end_of_turn=true) at its end, plus a formatted copy with format_turns=true. ForceEndpoint ends
+// the current turn now. Terminate → final Turn for pending audio, Termination, close 1000.
+// sessionMaxMs → 3008 "Session Expired: Maximum session duration exceeded" (not recorded as a
+// client error). Inactivity (query inactivity_timeout s, or inactivityTimeoutMs when given; else
+// idleCloseMs if given): neither audio nor KeepAlive → recorded, close 3005 (choice: the v3 docs
+// list no inactivity code).
+
+const AAI_CONFIG_NUMBERS = [
+  'end_of_turn_confidence_threshold',
+  'min_end_of_turn_silence_when_confident',
+  'max_turn_silence',
+  'vad_threshold'
+]
+const THREE_HOURS_MS = 3 * 60 * 60 * 1000
+
+/** Returns the first problem with the query, as the service words it, or null. */
+function checkQuery(q: URLSearchParams): string | null {
+  const sr = q.get('sample_rate')
+  if (sr === null) return 'Invalid Configuration: sample_rate is required'
+  if (sr !== '8000' && sr !== '16000') return `Invalid Configuration: sample_rate must be 8000 or 16000 (got ${sr})`
+  const encoding = q.get('encoding')
+  if (encoding === null) return 'Invalid Configuration: encoding is required (pcm_s16le or pcm_mulaw)'
+  if (encoding !== 'pcm_s16le' && encoding !== 'pcm_mulaw')
+    return `Invalid Configuration: encoding must be pcm_s16le or pcm_mulaw (got ${encoding})`
+  const ft = q.get('format_turns')
+  if (ft !== null && ft !== 'true' && ft !== 'false') return 'Invalid Configuration: format_turns must be true or false'
+  for (const name of AAI_CONFIG_NUMBERS) {
+    const v = q.get(name)
+    if (v !== null && !(v.trim() !== '' && Number.isFinite(Number(v)) && Number(v) >= 0))
+      return `Invalid Configuration: ${name} must be a non-negative number`
+  }
+  const it = q.get('inactivity_timeout')
+  if (it !== null && !(DIGITS_RE.test(it) && Number(it) >= 5 && Number(it) <= 3600))
+    return 'Invalid Configuration: inactivity_timeout must be 5..3600 seconds'
+  return null
+}
+
+/** UpdateConfiguration: each field type-checked; problems are recorded only. */
+function configProblems(msg: Json): string[] {
+  const problems: string[] = []
+  for (const [k, v] of Object.entries(msg)) {
+    if (k === 'type') continue
+    if (AAI_CONFIG_NUMBERS.includes(k)) {
+      const threshold = k === 'end_of_turn_confidence_threshold'
+      if (typeof v !== 'number' || !(v >= 0) || (threshold && v > 1))
+        problems.push(`UpdateConfiguration: ${k} must be a non-negative number${threshold ? ' ≤ 1' : ''}`)
+    } else if (k === 'keyterms_prompt') {
+      if (!Array.isArray(v) || !(v as unknown[]).every(x => typeof x === 'string'))
+        problems.push('UpdateConfiguration: keyterms_prompt must be an array of strings')
+    } else if (k === 'format_turns') {
+      if (typeof v !== 'boolean') problems.push('UpdateConfiguration: format_turns must be a boolean')
+    } else {
+      problems.push(`UpdateConfiguration: unknown field "${k}"`)
+    }
+  }
+  return problems
+}
+
+/** One AssemblyAI v3 session after the upgrade. */
+export class AssemblyAiStream implements Protocol {
+  private readonly rate: number
+  private readonly encoding: string | null
+  private readonly bytesPerSample: number
+  private readonly formatTurns: boolean
+  private readonly cadence: Cadence
+  private readonly sessionMaxMs: number
+  private inactivityMs = 0
+  private inactivityTimer: TimerHandle | null = null
+  private turnOrder = 0
+  private ended = false
+  private lateNoted = false
+
+  constructor(
+    private readonly s: VendorSession,
+    private readonly ctx: Context
+  ) {
+    const q = s.params
+    this.rate = Number(q.get('sample_rate'))
+    this.encoding = q.get('encoding')
+    this.bytesPerSample = this.encoding === 'pcm_s16le' ? 2 : 1
+    this.formatTurns = q.get('format_turns') === 'true'
+    this.cadence = new Cadence(ctx.resultEveryMs / 2)
+    this.sessionMaxMs = ctx.opts.sessionMaxMs ?? THREE_HOURS_MS
+  }
+
+  open(): void {
+    const { s, ctx } = this
+    const apiKey = ctx.opts.apiKey
+    if (apiKey !== undefined) {
+      const auth = header(s.req, 'authorization')
+      if (auth === undefined || auth === '')
+        return this.fail(1008, 'Unauthorized Connection: Missing Authorization header')
+      if (!safeEqual(auth, apiKey)) return this.fail(1008, 'Unauthorized Connection: Invalid API key')
+    }
+    const bad = checkQuery(s.params)
+    if (bad !== null) return this.fail(3006, bad)
+    const it = s.params.get('inactivity_timeout')
+    this.inactivityMs = it !== null ? (ctx.opts.inactivityTimeoutMs ?? Number(it) * 1000) : (ctx.opts.idleCloseMs ?? 0)
+    s.send({ type: 'Begin', id: randomUUID(), expires_at: Math.floor((Date.now() + this.sessionMaxMs) / 1000) })
+    s.after(this.sessionMaxMs, () => {
+      if (this.ended) return
+      this.fail(3008, 'Session Expired: Maximum session duration exceeded', false)
+    })
+    this.touch()
+  }
+
+  binary(data: Buffer): void {
+    if (this.ended) return this.late('audio')
+    if (data.length % this.bytesPerSample !== 0)
+      this.s.note(`audio chunk of ${data.length} bytes is not a whole number of ${this.encoding} samples`)
+    const ms = (data.length / this.bytesPerSample / this.rate) * 1000
+    this.s.addAudio(data.length, data)
+    if (ms < 50 - 1e-6 || ms > 1000 + 1e-6)
+      return this.fail(3007, `Input duration violation: ${round3(ms)} ms. Expected between 50 and 1000 ms`)
+    this.touch()
+    const cadence = this.cadence
+    const crossed = cadence.add(ms)
+    for (let i = 0; i < crossed; i++) {
+      const at = cadence.boundary(i, crossed)
+      const tick = ++cadence.ticks
+      this.turn(cadence.start, at, tick % 2 === 0)
+    }
+  }
+
+  text(text: string): void {
+    const parsed = parseJson(text)
+    this.s.texts.push(parsed.ok ? parsed.value : { unparsed: text })
+    if (this.ended) return this.late('text message')
+    if (!parsed.ok) return this.fail(3006, `Invalid JSON: ${text.slice(0, 60)}`)
+    const msg = parsed.value
+    if (!isObject(msg)) return this.fail(3006, `Invalid Message: ${text.slice(0, 60)}`)
+    this.control(msg)
+  }
+
+  closed(): void {
+    this.ended = true
+  }
+
+  private control(msg: Json): void {
+    const cadence = this.cadence
+    switch (msg.type) {
+      case 'KeepAlive':
+        this.s.keepalives++
+        this.touch()
+        return
+      case 'ForceEndpoint':
+        if (cadence.pending) this.turn(cadence.start, cadence.audioMs, true)
+        return
+      case 'UpdateConfiguration':
+        for (const problem of configProblems(msg)) this.s.note(problem)
+        return
+      case 'Terminate':
+        this.ended = true
+        if (cadence.pending) this.turn(cadence.start, cadence.audioMs, true)
+        this.s.send({
+          type: 'Termination',
+          audio_duration_seconds: Math.round(cadence.audioMs / 1000),
+          session_duration_seconds: Math.round((Date.now() - this.s.openedAt) / 1000)
+        })
+        this.s.close(1000)
+        return
+      default: {
+        const type = typeof msg.type === 'string' ? msg.type : JSON.stringify(msg.type ?? null)
+        return this.fail(3006, `Invalid Message Type: ${type}`)
+      }
+    }
+  }
+
+  private fail(code: number, error: string, record = true): void {
+    if (record) this.s.note(error)
+    this.ended = true
+    this.s.send({ type: 'Error', error_code: code, error })
+    // Close reasons are limited to 123 bytes; the docs use this fixed text when it does not fit.
+    this.s.close(code, Buffer.byteLength(error) <= 123 ? error : 'See Error message for details')
+  }
+
+  /** Audio or KeepAlive: the inactivity timer starts over. */
+  private touch(): void {
+    const ms = this.inactivityMs
+    if (ms <= 0) return
+    this.s.cancel(this.inactivityTimer)
+    this.inactivityTimer = this.s.after(ms, () => {
+      if (this.ended) return
+      this.fail(3005, `Session Cancelled: no audio or KeepAlive for ${ms} ms (inactivity timeout)`)
+    })
+  }
+
+  private turn(startMs: number, endMs: number, endOfTurn: boolean): void {
+    const words = phrase(this.turnOrder + 1)
+    const step = (endMs - startMs) / words.length
+    const base = {
+      type: 'Turn',
+      turn_order: this.turnOrder,
+      end_of_turn_confidence: endOfTurn ? 0.91 : 0.08,
+      words: words.map((text, i) => ({
+        start: Math.round(startMs + i * step),
+        end: Math.round(startMs + (i + 1) * step),
+        text,
+        confidence: 0.93,
+        word_is_final: endOfTurn || i < words.length - 1
+      }))
+    }
+    const transcript = words.join(' ')
+    this.s.send({
+      ...base,
+      turn_is_formatted: false,
+      end_of_turn: endOfTurn,
+      transcript,
+      utterance: endOfTurn ? transcript : ''
+    })
+    if (!endOfTurn) return
+    if (this.formatTurns) {
+      const formatted = `${transcript[0].toUpperCase()}${transcript.slice(1)}.`
+      this.s.send({ ...base, turn_is_formatted: true, end_of_turn: true, transcript: formatted, utterance: formatted })
+    }
+    this.turnOrder++
+    this.cadence.start = endMs
+  }
+
+  private late(what: string): void {
+    if (this.lateNoted) return
+    this.lateNoted = true
+    this.s.note(`${what} after Terminate`)
+  }
+}

@@ -1,0 +1,330 @@
+import { randomUUID } from 'node:crypto'
+import type { IncomingMessage } from 'node:http'
+import { Cadence, phrase, round3 } from './cadence'
+import type { Context, Protocol, VendorSession, Verdict } from './session'
+import { header, isObject, parseJson, safeEqual, type Json } from './wire'
+
+// Genesys AudioHook v2 (/api/v1/audiohook/ws): the client plays Genesys
+//
+// Upgrade: `Audiohook-Organization-Id` and `Audiohook-Session-Id` must be UUIDs,
+// `Audiohook-Correlation-Id` non-empty (else HTTP 400); `X-API-KEY` must equal apiKey when set
+// (else HTTP 401). Signatures are not verified; `signed` records whether both were present.
+// Client messages (as the reference server validates them): text ≤ 65535 chars, JSON object,
+// version "2", id = the session id, type, seq = previous + 1 from 1, serverseq ≤ the server's seq
+// and never decreasing, position a "PT…S" duration equal to the audio received (samples / 8000,
+// plus reported discards; ±0.5 ms), parameters valid for the type. Types: open (first, once:
+// organizationId = header, conversationId, participant{id,ani,aniName,dnis}, media[]), ping → pong,
+// paused / resumed{start,discarded}, discarded{start,discarded}, update{language} → updated,
+// error{code,message}, close{reason} → closed. Binary audio only while ACTIVE (after opened, not
+// paused), a whole number of samples for the selected media. The server picks the first offered
+// PCMU 8000 Hz single-channel media (else the first PCMU); none → disconnect. Each violation is
+// recorded and, like the reference server, answered once with disconnect {reason:"error"}
+// (counting then resumes from the seq seen). Server messages carry version, id, type, seq,
+// clientseq, parameters. Every resultEveryMs of audio: event {entities:[{type:"transcript",
+// data:{id, channelId, isFinal, offset, duration, alternatives:[{confidence, interpretations:
+// [{type:"display", transcript}]}]}}]}. A client close before `closed` is recorded.
+
+const UUID_RE =
+  /^(?:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-5][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}|00000000-0000-0000-0000-000000000000)$/
+const DURATION_RE = /^PT(?:\d*\.)?\d+S$/
+const AH_LANG_RE = /^[a-z]{2,3}-[A-Za-z]{2,3}$/
+const AH_CLOSE_REASONS = ['end', 'error', 'disconnect', 'reconnect']
+const AH_ERROR_CODES = [400, 405, 408, 409, 413, 415, 429, 500, 503]
+
+/** ISO-8601 duration in seconds, as AudioHook writes it ("PT1.23S"). */
+function isoDuration(seconds: number): string {
+  return `PT${round3(seconds)}S`
+}
+
+function parseIsoDuration(d: string): number {
+  return Number(d.slice(2, -1))
+}
+
+function isDuration(v: unknown): v is string {
+  return typeof v === 'string' && DURATION_RE.test(v)
+}
+
+function isSeq(v: unknown): v is number {
+  return Number.isInteger(v) && (v as number) >= 0
+}
+
+export function audiohookUpgrade(req: IncomingMessage, apiKey: string | undefined): Verdict {
+  if (apiKey !== undefined) {
+    const key = header(req, 'x-api-key')
+    if (key === undefined || !safeEqual(key, apiKey))
+      return { ok: false, status: 401, error: key === undefined ? 'X-API-KEY missing' : 'X-API-KEY invalid' }
+  }
+  const problems: string[] = []
+  const org = header(req, 'audiohook-organization-id')
+  if (org === undefined || !UUID_RE.test(org)) problems.push('Audiohook-Organization-Id must be a UUID')
+  const sid = header(req, 'audiohook-session-id')
+  if (sid === undefined || !UUID_RE.test(sid)) problems.push('Audiohook-Session-Id must be a UUID')
+  const corr = header(req, 'audiohook-correlation-id')
+  if (corr === undefined || corr.trim() === '') problems.push('Audiohook-Correlation-Id is required')
+  return problems.length > 0 ? { ok: false, status: 400, error: problems.join('; ') } : { ok: true }
+}
+
+/** Returns the first problem with `open` parameters, or null. */
+function checkOpenParams(p: Json, orgId: string): string | null {
+  if (typeof p.organizationId !== 'string' || !UUID_RE.test(p.organizationId))
+    return 'open: organizationId must be a UUID'
+  if (p.organizationId.toLowerCase() !== orgId.toLowerCase())
+    return 'open: organizationId does not match the Audiohook-Organization-Id header'
+  if (typeof p.conversationId !== 'string' || !UUID_RE.test(p.conversationId))
+    return 'open: conversationId must be a UUID'
+  const part = p.participant
+  if (!isObject(part)) return 'open: participant must be an object'
+  if (typeof part.id !== 'string' || !UUID_RE.test(part.id)) return 'open: participant.id must be a UUID'
+  for (const k of ['ani', 'aniName', 'dnis'])
+    if (typeof part[k] !== 'string') return `open: participant.${k} must be a string`
+  if (!Array.isArray(p.media)) return 'open: media must be an array'
+  for (const [i, m] of (p.media as unknown[]).entries()) {
+    const bad = checkMediaOffer(m, i)
+    if (bad !== null) return bad
+  }
+  if ('language' in p && (typeof p.language !== 'string' || !AH_LANG_RE.test(p.language)))
+    return 'open: language must look like "en-US"'
+  if ('supportedLanguages' in p && typeof p.supportedLanguages !== 'boolean')
+    return 'open: supportedLanguages must be a boolean'
+  if ('customConfig' in p && !isObject(p.customConfig)) return 'open: customConfig must be an object'
+  if ('continuedSessions' in p) {
+    const cs = p.continuedSessions
+    const session = (c: unknown): boolean =>
+      isObject(c) && typeof c.id === 'string' && UUID_RE.test(c.id) && isSeq(c.serverseq) && isSeq(c.clientseq)
+    if (!Array.isArray(cs) || !(cs as unknown[]).every(session))
+      return 'open: continuedSessions must be [{id, serverseq, clientseq}]'
+  }
+  return null
+}
+
+function checkMediaOffer(m: unknown, i: number): string | null {
+  if (!isObject(m)) return `open: media[${i}] must be an object`
+  if (m.type !== 'audio') return `open: media[${i}].type must be "audio"`
+  if (m.format !== 'PCMU' && m.format !== 'L16') return `open: media[${i}].format must be PCMU or L16`
+  if (m.rate !== 8000) return `open: media[${i}].rate must be 8000`
+  const ch = m.channels
+  if (
+    !Array.isArray(ch) ||
+    ch.length < 1 ||
+    ch.length > 2 ||
+    !(ch as unknown[]).every(c => c === 'external' || c === 'internal')
+  )
+    return `open: media[${i}].channels must be 1–2 of "external" / "internal"`
+  return null
+}
+
+/** Whether a parsed text is a well-formed client message (version "2", id, type, seq, serverseq, position, parameters). */
+function isClientMessage(
+  m: unknown
+): m is Json & { type: string; seq: number; serverseq: number; position: string; id: string } {
+  return (
+    isObject(m) &&
+    m.version === '2' &&
+    typeof m.id === 'string' &&
+    UUID_RE.test(m.id) &&
+    typeof m.type === 'string' &&
+    isSeq(m.seq) &&
+    isObject(m.parameters) &&
+    isDuration(m.position) &&
+    isSeq(m.serverseq)
+  )
+}
+
+type AhState = 'PREPARING' | 'ACTIVE' | 'PAUSED' | 'CLOSED'
+
+/** One AudioHook session after the upgrade; the client plays Genesys. */
+export class AudioHookSession implements Protocol {
+  private readonly sessionId: string
+  private readonly orgId: string
+  private state: AhState = 'PREPARING'
+  private serverSeq = 0
+  private clientSeq = 0
+  private lastServerseq = 0
+  private signaled = false
+  private samples = 0
+  private discardedSec = 0
+  private channels = 1
+  private language: string | null = null
+  private readonly cadence: Cadence
+
+  constructor(
+    private readonly s: VendorSession,
+    ctx: Context
+  ) {
+    this.sessionId = header(s.req, 'audiohook-session-id') ?? ''
+    this.orgId = header(s.req, 'audiohook-organization-id') ?? ''
+    this.cadence = new Cadence(ctx.resultEveryMs)
+  }
+
+  open(): void {
+    this.s.signed = header(this.s.req, 'signature') !== undefined && header(this.s.req, 'signature-input') !== undefined
+  }
+
+  binary(data: Buffer): void {
+    if (this.state !== 'ACTIVE') return this.violation(`Received audio in state ${this.state}`)
+    const channels = this.channels
+    if (data.length % channels !== 0)
+      this.s.note(`audio frame of ${data.length} bytes is not a whole number of ${channels}-channel PCMU samples`)
+    this.s.addAudio(data.length, data)
+    const frameSamples = Math.floor(data.length / channels)
+    this.samples += frameSamples
+    // Offsets are on the stream timeline, which includes audio the client reported discarded.
+    const cadence = this.cadence
+    const crossed = cadence.add(frameSamples / 8)
+    for (let i = 0; i < crossed; i++) {
+      const at = cadence.boundary(i, crossed)
+      this.transcriptEvent(this.discardedSec + cadence.start / 1000, this.discardedSec + at / 1000, ++cadence.ticks)
+      cadence.start = at
+    }
+  }
+
+  text(text: string): void {
+    const parsed = parseJson(text)
+    this.s.texts.push(parsed.ok ? parsed.value : { unparsed: text.slice(0, 200) })
+    if (text.length > 65535) return this.violation(`Text message too large (>64K). Length: ${text.length}`)
+    if (!parsed.ok) return this.violation('Text message not valid JSON')
+    const m = parsed.value
+    if (!isClientMessage(m))
+      return this.violation(
+        'Message not a well-formed client message (version "2", id, type, seq, serverseq, position, parameters)'
+      )
+    this.checkEnvelope(m)
+    const type = m.type
+    if (this.state === 'PREPARING' && type !== 'open' && type !== 'close' && type !== 'error')
+      return this.violation(`${type} before open`)
+    if (this.state === 'CLOSED') return this.violation(`${type} after closed`)
+    this.dispatch(type, m.parameters as Json)
+  }
+
+  closed(_code: number, byUs: boolean): void {
+    if (!byUs && this.state !== 'CLOSED')
+      this.s.note(`socket closed by the client in state ${this.state}, before the close/closed transaction`)
+  }
+
+  /** seq, serverseq, id and position of every client message. */
+  private checkEnvelope(m: { type: string; seq: number; serverseq: number; position: string; id: string }): void {
+    const type = m.type
+    if (m.seq !== this.clientSeq + 1)
+      this.violation(`${type}: seq ${m.seq}, expected ${this.clientSeq + 1} (not monotonically increasing)`)
+    this.clientSeq = m.seq
+    if (m.serverseq > this.serverSeq)
+      this.violation(`${type}: serverseq ${m.serverseq} is higher than the server's seq ${this.serverSeq}`)
+    else if (m.serverseq < this.lastServerseq)
+      this.violation(`${type}: serverseq went backwards (${this.lastServerseq} → ${m.serverseq})`)
+    this.lastServerseq = Math.max(this.lastServerseq, m.serverseq)
+    if (m.id.toLowerCase() !== this.sessionId.toLowerCase())
+      this.violation(`${type}: id does not match the Audiohook-Session-Id header`)
+    const position = this.samples / 8000 + this.discardedSec
+    if (Math.abs(parseIsoDuration(m.position) - position) > 0.0005)
+      this.violation(`${type}: position ${m.position} does not match the audio received (${isoDuration(position)})`)
+  }
+
+  private dispatch(type: string, p: Json): void {
+    switch (type) {
+      case 'open':
+        return this.onOpen(p)
+      case 'ping':
+        if ('rtt' in p && !isDuration(p.rtt)) this.violation('ping: rtt must be a duration')
+        this.s.keepalives++
+        this.sendMsg('pong', {})
+        return
+      case 'paused':
+        if (this.state !== 'ACTIVE') return this.violation(`paused in state ${this.state}`)
+        this.state = 'PAUSED'
+        return
+      case 'resumed':
+        if (this.state !== 'PAUSED') return this.violation(`resumed in state ${this.state}`)
+        this.addDiscarded(p, 'resumed')
+        this.state = 'ACTIVE'
+        return
+      case 'discarded':
+        this.addDiscarded(p, 'discarded')
+        return
+      case 'update':
+        if (typeof p.language !== 'string' || !AH_LANG_RE.test(p.language))
+          return this.violation('update: language must look like "en-US"')
+        this.language = p.language
+        this.sendMsg('updated', {})
+        return
+      case 'error':
+        if (!AH_ERROR_CODES.includes(p.code as number) || typeof p.message !== 'string')
+          this.violation('error: parameters must be {code: 400|405|408|409|413|415|429|500|503, message}')
+        return
+      case 'close':
+        if (typeof p.reason !== 'string' || !AH_CLOSE_REASONS.includes(p.reason))
+          this.violation('close: reason must be end, error, disconnect or reconnect')
+        this.sendMsg('closed', {})
+        this.state = 'CLOSED'
+        return
+      default:
+        return this.violation(`Invalid Message: '${type}' is not a supported client message`)
+    }
+  }
+
+  private sendMsg(type: string, parameters: Json): void {
+    this.s.send({
+      version: '2',
+      id: this.sessionId,
+      type,
+      seq: ++this.serverSeq,
+      clientseq: this.clientSeq,
+      parameters
+    })
+  }
+
+  /** Records a violation and, once per session, answers it like the reference server. */
+  private violation(info: string): void {
+    this.s.note(info)
+    if (this.signaled || this.state === 'CLOSED') return
+    this.signaled = true
+    this.sendMsg('disconnect', { reason: 'error', info: `Client Error: ${info}` })
+  }
+
+  /** resumed / discarded: {start, discarded} durations; the discarded time moves the stream position on. */
+  private addDiscarded(p: Json, what: string): void {
+    if (!isDuration(p.start) || !isDuration(p.discarded))
+      return this.violation(`${what}: parameters must be {start, discarded} durations`)
+    this.discardedSec += parseIsoDuration(p.discarded)
+  }
+
+  private onOpen(p: Json): void {
+    if (this.state !== 'PREPARING') return this.violation(`open in state ${this.state}`)
+    const bad = checkOpenParams(p, this.orgId)
+    if (bad !== null) return this.violation(bad)
+    this.language = typeof p.language === 'string' ? p.language : null
+    const offers = p.media as Json[]
+    const selected =
+      offers.find(m => m.format === 'PCMU' && (m.channels as unknown[]).length === 1) ??
+      offers.find(m => m.format === 'PCMU')
+    if (selected === undefined) return this.violation('open: no PCMU 8000 Hz media offered')
+    this.channels = (selected.channels as unknown[]).length
+    this.sendMsg('opened', { media: [selected], startPaused: false })
+    this.state = 'ACTIVE'
+  }
+
+  private transcriptEvent(startSec: number, endSec: number, n: number): void {
+    const words = phrase(n)
+    const step = (endSec - startSec) / words.length
+    const tokens = words.map((value, i) => ({
+      type: 'word',
+      value,
+      confidence: 0.9,
+      offset: isoDuration(startSec + i * step),
+      duration: isoDuration(step)
+    }))
+    const alternative = {
+      confidence: 0.9,
+      ...(this.language === null ? {} : { languages: [this.language] }),
+      interpretations: [{ type: 'display', transcript: words.join(' '), tokens }]
+    }
+    const data = {
+      id: randomUUID(),
+      channelId: 0,
+      isFinal: true,
+      offset: isoDuration(startSec),
+      duration: isoDuration(endSec - startSec),
+      alternatives: [alternative]
+    }
+    this.sendMsg('event', { entities: [{ type: 'transcript', data }] })
+  }
+}

@@ -1,0 +1,79 @@
+import type { Clock } from '../../clock'
+import type { RecordedSession } from './recorder'
+
+/** The public shapes of the strict real-vendor emulators (see ../real-vendors.ts for what each checks). */
+
+export type RealVendorKind = 'deepgram' | 'assemblyai' | 'twilio-media' | 'audiohook'
+
+export interface RealVendorOptions {
+  kind: RealVendorKind
+  /** 0 = ephemeral (default). */
+  port?: number
+  /** Default 127.0.0.1. */
+  host?: string
+  /**
+   * Required credential; absent: none checked. deepgram: `Authorization: Token|Bearer <key>`
+   * (or subprotocol `token, <key>`); assemblyai: `Authorization: <key>`; twilio-media:
+   * `Authorization: Bearer <key>` or a valid `X-Twilio-Signature` made with this key as auth token;
+   * audiohook: `X-API-KEY: <key>`.
+   */
+  apiKey?: string
+  /** Results cadence, in milliseconds of audio received. Default 1000; 0 = never. */
+  resultEveryMs?: number
+  /**
+   * deepgram: close 1011 (NET-0001) after this long with neither audio nor KeepAlive. Default
+   * 10000, like the real service. assemblyai: inactivity timeout when the client did not ask for
+   * one with `inactivity_timeout` (only if this option is given; the real service has none by default).
+   */
+  idleCloseMs?: number
+  /**
+   * assemblyai: when the client asked for `inactivity_timeout` (seconds, 5-3600), close after this
+   * many milliseconds instead. Default: the client's value, like the real service; tests shorten it.
+   */
+  inactivityTimeoutMs?: number
+  /** assemblyai: session cap (real: 3 h, close 3008). Default 3 h. */
+  sessionMaxMs?: number
+  /** Where timers are armed and idle time is read. Default: wall time (tests may pass a fake clock). */
+  clock?: Clock
+  /** Default: no logging. */
+  log?: (line: string) => void
+}
+
+/** A real-vendor session: what every emulator records plus the upgrade request and the vendor's own counters. */
+export interface RealVendorSession extends RecordedSession {
+  id: number
+  kind: RealVendorKind
+  path: string
+  query: Record<string, string>
+  /** Upgrade request headers, lower-cased; credential values replaced by "[REDACTED]". */
+  headers: Record<string, string>
+  /** Decoded payload bytes for JSON-base64 formats. */
+  audioBytes: number
+  /** deepgram/assemblyai: KeepAlive messages; audiohook: pings; twilio-media: 0. */
+  keepalives: number
+  /** audiohook: whether `Signature` and `Signature-Input` were both present (not verified); else null. */
+  signed: boolean | null
+}
+
+export interface RealVendorEmulator {
+  readonly kind: RealVendorKind
+  readonly port: number
+  /** ws://host:port/<vendor path> */
+  readonly url: string
+  readonly httpUrl: string
+  sessions(): RealVendorSession[]
+  /** Abruptly terminates every open session socket (TCP destroy, no close frame). */
+  dropAll(): void
+  /** Sends a close frame to every open session. */
+  closeAll(code: number, reason?: string): void
+  /** Stops listening, terminates sessions, clears every timer; resolves when fully closed. */
+  close(): Promise<void>
+}
+
+/** WebSocket path of each emulated API. */
+export const REAL_VENDOR_PATHS: Readonly<Record<RealVendorKind, string>> = Object.freeze({
+  deepgram: '/v1/listen',
+  assemblyai: '/v3/ws',
+  'twilio-media': '/media',
+  audiohook: '/api/v1/audiohook/ws'
+})
