@@ -11,7 +11,7 @@ import { packageRoot } from '../paths'
 const ajv = new Ajv({ allErrors: true, useDefaults: true, strict: true, strictRequired: false, allowUnionTypes: true })
 const compiled = new Map<string, ValidateFunction>()
 
-export function schemaPath(name: string): string {
+function schemaPath(name: string): string {
   return join(packageRoot(), 'schemas', `${name}.schema.json`)
 }
 

@@ -1,4 +1,5 @@
 import { GatewayError } from '../errors'
+import type { Result } from '../result'
 import { escapePointer, problemsOf, validator, type Problem } from './compile'
 
 export type Perspective = 'TX' | 'RX' | 'MIX'
@@ -11,7 +12,7 @@ export interface LegIdentity {
   perspective: Perspective
 }
 
-export type Parsed = { ok: true; value: unknown } | { ok: false; error: GatewayError }
+export type Parsed = Result<unknown, GatewayError>
 
 /** JSON.parse that never throws. Deep nesting beyond V8's limit is a parse failure, not a crash. */
 export function parseJson(text: string): Parsed {
