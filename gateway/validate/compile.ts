@@ -64,6 +64,7 @@ export function problemsOf(errors: readonly ErrorObject[] | null | undefined): P
   return [...byPointer.values()]
 }
 
+/** One key as a JSON pointer segment (RFC 6901: `~` → `~0`, `/` → `~1`); the gateway's one escaper. */
 export function escapePointer(key: string): string {
   return key.replace(/~/g, '~0').replace(/\//g, '~1')
 }
