@@ -34,7 +34,7 @@ export interface TextDeps {
   log: Logger
 }
 
-/** Per route: its vendor calls and, for an asynchronous route, its delivery queue. */
+/** Per route: its request builder, its vendor calls and, for an asynchronous route, its delivery queue. */
 interface RouteText {
   readonly route: RouteRuntime
   readonly mapping: TextMapping
@@ -82,9 +82,9 @@ export class TextHook {
             input.upstream = this.upstreamInput(replica)
             return mapRequestNow(mapping, input)
           },
-          later: async (replica, input) => {
+          later: (replica, input) => {
             input.upstream = this.upstreamInput(replica)
-            return await mapRequest(mapping, input)
+            return mapRequest(mapping, input)
           }
         },
         inputRoute: Object.freeze({
