@@ -2,20 +2,13 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { RouteConfig } from '../config/types'
 import { packageRoot } from '../paths'
-import { checkInit } from '../validate/messages'
+import { checkInit, EXAMPLE_UTTERANCE, normalizeUtterance } from '../validate/messages'
 import { validator } from '../validate/compile'
 import type { CompiledMapping, Expr } from './compile'
+import { evaluate as runText } from './fast-path'
 import { run, type MappingInput } from './run'
-import {
-  EXAMPLE_UTTERANCE,
-  describe,
-  mapBody,
-  mapHeaders,
-  mapPath,
-  normalizeUtterance,
-  runText,
-  type TextInput
-} from './text'
+import type { TextInput } from './text'
+import { describe, mapBody, mapHeaders, mapPath } from './text-request'
 
 type Problem = { file: string; pointer: string; message: string }
 

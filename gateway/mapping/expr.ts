@@ -1,7 +1,13 @@
 import jsonata from 'jsonata'
 
-/** A compiled JSONata expression: evaluate it on one input object. Never used per audio frame. */
-export type Expr = (input: unknown) => Promise<unknown>
+/**
+ * A compiled JSONata expression: evaluate it on one input object (`I`: the audio `MappingInput` or the
+ * text `TextInput`). Never used per audio frame.
+ */
+export type Expr<I = unknown> = (input: I) => Promise<unknown>
+
+/** Compile the source found at a mapping file's JSON pointer; null when absent or when it does not compile (recorded). */
+export type CompileAt = (pointer: string, source: string | null | undefined) => Expr | null
 
 /**
  * Limits of one evaluation: a runaway expression fails (counted, logged) instead of stalling the

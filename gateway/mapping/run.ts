@@ -1,29 +1,25 @@
+import type { Result } from '../result'
 import type { Expr } from './expr'
 
-/** The one input object every audio expression sees (documented in schemas/mapping.schema.json). */
-export interface MappingInput {
-  init: Record<string, unknown>
-  leg: { id: string; route: string; perspective: string; contactId: string; busNo: string; requestId: string | null }
-  route: { name: string; params: Readonly<Record<string, unknown>>; checksToken: boolean }
-  upstream: { name: string; audio: string | null; credential: string | null; hasCredential: boolean }
-  /** The vendor socket being opened: a fresh id per socket (failover and rotation open new ones). */
-  session?: { id: string }
-  msg?: unknown
-}
+/** Kept importable from here: the audio side reads its input type from this file. */
+export type { MappingInput } from './audio'
 
-export type Outcome = { ok: true; value: unknown } | { ok: false; error: string }
+/** What one evaluation gave: its value, or JSONata's error as text. */
+export type Outcome = Result<unknown>
 
-/** Evaluate an expression; a failure is a value (the caller counts and logs it), never a throw. */
-export async function run(expr: Expr, input: MappingInput): Promise<Outcome> {
+/** Evaluate an expression on its input (audio or text); a failure is a value (the caller counts and logs it), never a throw. */
+export async function run<I>(expr: Expr<I>, input: I): Promise<Outcome> {
   try {
     return { ok: true, value: await expr(input) }
   } catch (err) {
-    const e = err as { message?: string; code?: string; position?: number }
-    return {
-      ok: false,
-      error: `JSONata ${e.code ?? 'error'}${e.position !== undefined ? ` at ${e.position}` : ''}: ${e.message ?? String(err)}`
-    }
+    return { ok: false, error: describeError(err) }
   }
+}
+
+/** JSONata's error as one line: its code, where in the source, and its message. */
+function describeError(err: unknown): string {
+  const e = err as { message?: string; code?: string; position?: number }
+  return `JSONata ${e.code ?? 'error'}${e.position !== undefined ? ` at ${e.position}` : ''}: ${e.message ?? String(err)}`
 }
 
 /** JSONata yields `undefined` for "no match"; a predicate holds only for a true boolean. */

@@ -6,7 +6,7 @@ import type { TextHook, TextResult } from '../text/utterance'
 import { problemBody, readBody, send } from './http'
 import type { ServerState } from './state'
 
-export const DEFAULT_TEXT_PATH = '/agent_assist_text_webhooks/utterance'
+const DEFAULT_TEXT_PATH = '/agent_assist_text_webhooks/utterance'
 
 const JSON_TYPE = /^application\/(?:[\w.-]+\+)?json\s*(?:;|$)/i
 

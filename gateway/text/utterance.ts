@@ -1,24 +1,18 @@
 import type { TextSettings } from '../config/types'
 import { GatewayError, logLevelOf } from '../errors'
 import type { CredentialList } from '../auth/credentials'
-import {
-  evaluate,
-  mapRequest,
-  normalizeUtterance,
-  type MappedOutcome,
-  type TextInput,
-  type TextMapping
-} from '../mapping/text'
+import { evaluateNow } from '../mapping/fast-path'
+import { run } from '../mapping/run'
+import type { TextInput, TextMapping } from '../mapping/text'
+import { mapRequest, mapRequestNow, type MappingFailure } from '../mapping/text-request'
 import type { RouteRuntime } from '../route'
 import type { Logger } from '../telemetry/log'
 import type { Metrics } from '../telemetry/metrics'
-import { TextUpstream, type CallOutcome, type OutgoingRequest } from '../upstream/http-call'
+import { TextUpstream, type CallOptions, type CallOutcome, type RequestBuilder } from '../upstream/http-call'
 import type { Replica } from '../upstream/pool'
-import { problemsOf, validator, type Problem } from '../validate/compile'
-import { parseJson } from '../validate/messages'
-
-/** Deepest nesting accepted in a body: deeper JSON is refused (400) before anything recursive sees it. */
-export const MAX_DEPTH = 64
+import type { Problem } from '../validate/compile'
+import { checkUtterance, normalizeUtterance, parseJson } from '../validate/messages'
+import { DeliveryQueue } from './delivery-queue'
 
 /** One text hook request, copied out of the server's request object. */
 export interface IncomingUtterance {
@@ -40,14 +34,16 @@ export interface TextDeps {
   log: Logger
 }
 
-/** Per route: its vendor calls and, for an asynchronous route, its delivery queue. */
+/** Per route: its request builder, its vendor calls and, for an asynchronous route, its delivery queue. */
 interface RouteText {
   readonly route: RouteRuntime
   readonly mapping: TextMapping
   readonly upstream: TextUpstream
   readonly queue: DeliveryQueue | null
+  readonly callOptions: CallOptions
+  /** text.request for the replica chosen: `input.upstream` is set to that replica first. */
+  readonly request: RequestBuilder<TextInput, MappingFailure>
   readonly inputRoute: TextInput['route']
-  readonly inputUpstream: WeakMap<Replica, TextInput['upstream']>
 }
 
 /**
@@ -64,6 +60,7 @@ interface RouteText {
  */
 export class TextHook {
   private readonly routes = new Map<RouteRuntime, RouteText>()
+  private readonly inputUpstream = new WeakMap<Replica, TextInput['upstream']>()
 
   constructor(
     routes: Iterable<RouteRuntime>,
@@ -79,12 +76,22 @@ export class TextHook {
         queue: route.config.async
           ? new DeliveryQueue(deps.settings.asyncQueueSize, deps.settings.asyncConcurrency)
           : null,
+        callOptions: Object.freeze({ idempotent: mapping.idempotent }),
+        request: {
+          now: (replica, input) => {
+            input.upstream = this.upstreamInput(replica)
+            return mapRequestNow(mapping, input)
+          },
+          later: (replica, input) => {
+            input.upstream = this.upstreamInput(replica)
+            return mapRequest(mapping, input)
+          }
+        },
         inputRoute: Object.freeze({
           name: route.name,
           params: route.config.params,
           checksToken: route.textAuth.required
-        }),
-        inputUpstream: new WeakMap()
+        })
       })
     }
   }
@@ -142,35 +149,21 @@ export class TextHook {
   /** The vendor call and the answer mapping; shared by synchronous answers and background delivery. */
   private async deliver(rt: RouteText, input: TextInput): Promise<TextResult> {
     const { metrics } = this.deps
-    // Where text.request failed, for the log line only: it may quote what an expression produced.
-    const mapping = { pointer: '', error: '' }
-    let out: CallOutcome
-    const built = (mapped: MappedOutcome): OutgoingRequest | GatewayError => {
-      if (mapped.ok) return mapped.request
-      mapping.pointer = mapped.pointer
-      mapping.error = mapped.error
-      return new GatewayError('MAPPING_FAILED')
-    }
+    let out: CallOutcome<MappingFailure>
     try {
-      out = await rt.upstream.call(
-        replica => {
-          input.upstream = this.upstreamInput(rt, replica)
-          const mapped = mapRequest(rt.mapping, input)
-          return mapped instanceof Promise ? mapped.then(built) : built(mapped)
-        },
-        { idempotent: rt.mapping.idempotent }
-      )
+      out = await rt.upstream.call(rt.request, input, rt.callOptions)
     } catch (err) {
       return this.fail(rt, input, new GatewayError('INTERNAL', { cause: err }), { err })
     }
     if (!out.ok) {
-      if (mapping.pointer !== '') {
+      if (out.unbuilt !== undefined) {
+        // The log line alone says where text.request failed and why: it may quote what an expression produced.
         metrics.mappingErrors.inc({ route: rt.route.name, stage: 'text_request' })
         return this.fail(rt, input, out.error, {
-          upstream: out.replica?.name,
+          upstream: out.replica.name,
           mapping: rt.route.mapping.file,
-          pointer: mapping.pointer,
-          mappingError: mapping.error
+          pointer: out.unbuilt.pointer,
+          mappingError: out.unbuilt.error
         })
       }
       return this.fail(
@@ -186,8 +179,7 @@ export class TextHook {
       return { ok: true, status: 200, json: out.answer.json ?? JSON.stringify(out.answer.body ?? null) }
     }
     input.response = out.answer
-    const evaluated = evaluate(rt.mapping.response, input)
-    const shaped = evaluated instanceof Promise ? await evaluated : evaluated
+    const shaped = evaluateNow(rt.mapping.response, input) ?? (await run(rt.mapping.response.slow, input))
     if (!shaped.ok || shaped.value === undefined) {
       metrics.mappingErrors.inc({ route: rt.route.name, stage: 'text_response' })
       const why = shaped.ok ? 'text.response produced nothing from the vendor answer' : shaped.error
@@ -212,12 +204,13 @@ export class TextHook {
     return { ok: true, status: 200, json }
   }
 
-  private upstreamInput(rt: RouteText, replica: Replica): TextInput['upstream'] {
-    let u = rt.inputUpstream.get(replica)
+  /** The `upstream` of the text input for a replica, made once per replica. */
+  private upstreamInput(replica: Replica): TextInput['upstream'] {
+    let u = this.inputUpstream.get(replica)
     if (u === undefined) {
       const credential = replica.config.credential
       u = Object.freeze({ name: replica.name, credential: credential ?? null, hasCredential: credential !== undefined })
-      rt.inputUpstream.set(replica, u)
+      this.inputUpstream.set(replica, u)
     }
     return u
   }
@@ -284,85 +277,4 @@ export function checkCredential(
     if (list.check(v).ok) return null
   }
   return presented ? 'AUTH_INVALID' : 'AUTH_MISSING'
-}
-
-/** Nesting, then the interface schema (2.8 when the body names its data messageMetaData, else 2.7). */
-export function checkUtterance(msg: Record<string, unknown>): Problem[] {
-  const deep = tooDeep(msg, MAX_DEPTH)
-  if (deep !== null) return [{ pointer: deep, message: `nests deeper than ${MAX_DEPTH} levels` }]
-  const validate =
-    'messageMetaData' in msg && !('messageData' in msg)
-      ? validator('agent-assist-utterance')
-      : validator('webhooks-messages-request')
-  return validate(msg) ? [] : problemsOf(validate.errors)
-}
-
-/** JSON pointer of the first value nested deeper than `max` (the root is depth 0), or null. Iterative. */
-export function tooDeep(root: unknown, max: number): string | null {
-  const values: unknown[] = [root]
-  const depths: number[] = [0]
-  const parents: number[] = [-1]
-  const keys: string[] = ['']
-  const stack: number[] = [0]
-  while (stack.length > 0) {
-    const i = stack.pop()!
-    const v = values[i]
-    if (v === null || typeof v !== 'object') continue
-    if (depths[i] >= max) {
-      const parts: string[] = []
-      for (let j = i; j > 0; j = parents[j]) parts.push(keys[j].replace(/~/g, '~0').replace(/\//g, '~1'))
-      return `/${parts.reverse().join('/')}`
-    }
-    for (const k of Object.keys(v)) {
-      values.push((v as Record<string, unknown>)[k])
-      depths.push(depths[i] + 1)
-      parents.push(i)
-      keys.push(k)
-      stack.push(values.length - 1)
-    }
-  }
-  return null
-}
-
-/**
- * Bounded background delivery: at most `size` jobs wait and `concurrency` run. `offer` is false when
- * full. Jobs report their own failures; a job that throws is a bug and must not stop the queue.
- */
-export class DeliveryQueue {
-  private waiting: (() => Promise<void>)[] = []
-  private head = 0
-  private running = 0
-
-  constructor(
-    private readonly size: number,
-    private readonly concurrency: number
-  ) {}
-
-  get pending(): number {
-    return this.waiting.length - this.head
-  }
-
-  offer(job: () => Promise<void>): boolean {
-    if (this.pending >= this.size) return false
-    this.waiting.push(job)
-    this.pump()
-    return true
-  }
-
-  private pump(): void {
-    while (this.running < this.concurrency && this.pending > 0) {
-      const job = this.waiting[this.head++]
-      if (this.head > 1024 && this.head * 2 > this.waiting.length) {
-        this.waiting = this.waiting.slice(this.head)
-        this.head = 0
-      }
-      this.running++
-      job()
-        .catch(() => {})
-        .finally(() => {
-          this.running--
-          this.pump()
-        })
-    }
-  }
 }

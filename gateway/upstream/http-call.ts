@@ -1,4 +1,5 @@
 import { Pool, type Dispatcher } from 'undici'
+import { systemClock, type Clock } from '../clock'
 import type { TextSettings } from '../config/types'
 import { GatewayError, type ErrorCode } from '../errors'
 import type { Metrics } from '../telemetry/metrics'
@@ -14,7 +15,7 @@ export type UpstreamResult =
   | 'bad_answer'
   | 'no_replica'
 
-/** A request to send, as the mapping built it; `path` is relative to the replica's text URL. */
+/** The one upstream text request: built by the text mapping for one replica; `path` is relative to its text URL. */
 export interface OutgoingRequest {
   method: 'POST' | 'PUT' | 'PATCH'
   path: string | null
@@ -30,10 +31,48 @@ export interface Answer {
   json: string | null
 }
 
-export type CallOutcome =
+/** What a request builder gives for one replica: the request, or its own failure value (then nothing is sent). */
+export type Built<F extends { ok: false }> = { ok: true; value: OutgoingRequest } | F
+
+/**
+ * Builds the request for one replica (the credential may differ per replica) from the caller's input:
+ * `now` synchronously, or null when it cannot (an expression needs JSONata's evaluator); then `later`.
+ * Made once per route: a call allocates no builder.
+ */
+export interface RequestBuilder<A, F extends { ok: false }> {
+  now: (replica: Replica, input: A) => Built<F> | null
+  later: (replica: Replica, input: A) => Promise<Built<F>>
+}
+
+/** How an exchange ended, or why none was made (`result` null: the deadline passed first, or shutting down). */
+export type Exchanged =
   | { ok: true; replica: Replica; answer: Answer }
-  /** `result` null: no call was made (the request could not be built; `error` says why). */
-  | { ok: false; replica: Replica | null; error: GatewayError; result: UpstreamResult | null; vendorStatus?: number }
+  | {
+      ok: false
+      replica: Replica | null
+      error: GatewayError
+      result: UpstreamResult | null
+      vendorStatus?: number
+      unbuilt?: undefined
+    }
+
+/** The builder failed for `replica`: nothing was sent. `unbuilt` is the builder's failure value; `error` is MAPPING_FAILED. */
+export interface Unbuilt<F> {
+  ok: false
+  replica: Replica
+  error: GatewayError
+  result: null
+  unbuilt: F
+}
+
+export type CallOutcome<F = never> = Exchanged | Unbuilt<F>
+
+export interface CallOptions {
+  /** The vendor may receive the request twice: a timed-out call may go to another replica. */
+  idempotent: boolean
+}
+
+const NOT_IDEMPOTENT: CallOptions = Object.freeze({ idempotent: false })
 
 /** What one replica needs: its keep-alive Pool, where its text URL points, cached metric children. */
 interface Lane {
@@ -59,11 +98,12 @@ const CONNECT_CODES = new Set([
 const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT'])
 
 /**
- * The text hook's HTTP calls to one route's replicas, the only undici user. One keep-alive Pool per
- * replica (connections, connect/headers/body timeouts and the answer size limit from `text` settings).
- * Replica choice: round-robin or power-of-two-choices over the replicas that have a `text` URL, are
- * healthy and under `maxInFlight`; retries as `call` says. One deadline, `timeoutSeconds`, covers the
- * whole exchange, retries included. undici's error codes are translated here, once.
+ * The text hook's HTTP calls to one route's replicas (health.ts's probes are the other undici user).
+ * One keep-alive Pool per replica (connections, connect/headers/body timeouts and the answer size limit
+ * from `text` settings). Replica choice: round-robin or power-of-two-choices over the replicas that
+ * have a `text` URL, are healthy and under `maxInFlight`; retries as `call` says. One deadline,
+ * `timeoutSeconds` on `clock`, covers the whole exchange, retries included. undici's error codes are
+ * translated here, once. It sends the request its caller's builder gives, and knows nothing of mappings.
  */
 export class TextUpstream {
   private readonly lanes = new Map<Replica, Lane>()
@@ -76,23 +116,25 @@ export class TextUpstream {
     private readonly route: string,
     private readonly pool: UpstreamPool,
     private readonly settings: TextSettings,
-    private readonly metrics: Metrics
+    private readonly metrics: Metrics,
+    private readonly clock: Clock = systemClock
   ) {
     this.replicas = pool.replicas
     this.noReplica = metrics.upstreamRequests.labels(route, '', 'no_replica')
   }
 
   /**
-   * Send one request. `build` maps it for the replica chosen (the credential may differ per replica);
-   * a GatewayError from it ends the call before anything is sent. Retries go to a replica not yet
-   * tried, at most `text.retries`: after a connect failure (nothing reached the vendor) or a
-   * 502/503/504; after a timeout only when `idempotent`. Retries in flight stay within
-   * `text.retryBudgetPercent` of requests in flight (at least 3).
+   * Send one request. `builder` gives the request from `input` for the replica chosen, or its own
+   * failure value, which ends the call before anything is sent. Retries go to a replica not yet tried,
+   * at most `text.retries`: after a connect failure (nothing reached the vendor) or a 502/503/504;
+   * after a timeout only when `idempotent`. Retries in flight stay within `text.retryBudgetPercent` of
+   * requests in flight (at least 3).
    */
-  async call(
-    build: (replica: Replica) => OutgoingRequest | GatewayError | Promise<OutgoingRequest | GatewayError>,
-    opts: { idempotent?: boolean } = {}
-  ): Promise<CallOutcome> {
+  async call<A, F extends { ok: false } = never>(
+    builder: RequestBuilder<A, F>,
+    input: A,
+    opts: CallOptions = NOT_IDEMPOTENT
+  ): Promise<CallOutcome<F>> {
     if (this.closed) return { ok: false, replica: null, error: new GatewayError('SHUTTING_DOWN'), result: null }
     const tried = new Set<Replica>()
     let replica = this.pick(tried)
@@ -101,7 +143,7 @@ export class TextUpstream {
       return { ok: false, replica: null, error: new GatewayError('NO_HEALTHY_UPSTREAM'), result: 'no_replica' }
     }
     const deadline: Deadline = { timedOut: false, current: null }
-    const timer = setTimeout(() => {
+    const timer = this.clock.setTimeout(() => {
       deadline.timedOut = true
       deadline.current?.expire()
     }, this.settings.timeoutSeconds * 1000)
@@ -110,9 +152,9 @@ export class TextUpstream {
     try {
       for (let attempt = 0; ; attempt++) {
         tried.add(replica)
-        const built = build(replica)
-        const request = built instanceof Promise ? await built : built
-        if (request instanceof GatewayError) return { ok: false, replica, error: request, result: null }
+        const built = builder.now(replica, input) ?? (await builder.later(replica, input))
+        if (!built.ok)
+          return { ok: false, replica, error: new GatewayError('MAPPING_FAILED'), result: null, unbuilt: built }
         if (deadline.timedOut)
           return {
             ok: false,
@@ -121,13 +163,13 @@ export class TextUpstream {
             result: null
           }
         replica.inFlight++
-        let out: CallOutcome
+        let out: Exchanged
         try {
-          out = await this.send(replica, request, deadline)
+          out = await this.send(replica, built.value, deadline)
         } finally {
           replica.inFlight--
         }
-        const reason = this.retryReason(out, deadline, opts.idempotent === true)
+        const reason = this.retryReason(out, deadline, opts.idempotent)
         this.passive(replica, out, reason)
         if (reason === null || attempt >= this.settings.retries || deadline.timedOut) return out
         const other = this.pick(tried)
@@ -144,7 +186,7 @@ export class TextUpstream {
         replica = other
       }
     } finally {
-      clearTimeout(timer)
+      this.clock.clearTimeout(timer)
       this.activeRequests--
       if (retrying) this.activeRetries--
     }
@@ -160,7 +202,7 @@ export class TextUpstream {
 
   /** Why this failure may be sent to another replica; null: it may not. */
   private retryReason(
-    out: CallOutcome,
+    out: Exchanged,
     deadline: Deadline,
     idempotent: boolean
   ): 'connect_failed' | 'status_5xx' | 'timeout' | null {
@@ -178,7 +220,7 @@ export class TextUpstream {
   }
 
   /** Passive health: gateway-side failures count against the replica; a vendor 4xx never does. */
-  private passive(replica: Replica, out: CallOutcome, reason: string | null): void {
+  private passive(replica: Replica, out: Exchanged, reason: string | null): void {
     if (out.ok) {
       this.pool.recordSuccess(replica)
       return
@@ -256,9 +298,9 @@ export class TextUpstream {
   }
 
   /** One exchange with one replica, through undici's dispatch API (no stream or promise per chunk). */
-  private async send(replica: Replica, req: OutgoingRequest, deadline: Deadline): Promise<CallOutcome> {
+  private async send(replica: Replica, req: OutgoingRequest, deadline: Deadline): Promise<Exchanged> {
     const lane = this.lane(replica)
-    const started = performance.now()
+    const started = this.clock.now()
     const headers = { ...req.headers, ...replica.config.headers }
     const raw = await new Promise<RawAnswer>(resolve => {
       const exchange = new Exchange(resolve)
@@ -269,7 +311,7 @@ export class TextUpstream {
       )
     })
     deadline.current = null
-    let outcome: CallOutcome
+    let outcome: Exchanged
     let result: UpstreamResult
     if (raw.error !== null) {
       const [r, code, detail] = translate(raw.error, raw.timedOut)
@@ -314,7 +356,7 @@ export class TextUpstream {
         }
       }
     }
-    lane.duration.observe((performance.now() - started) / 1000)
+    lane.duration.observe((this.clock.now() - started) / 1000)
     this.count(lane, replica, result)
     return outcome
   }

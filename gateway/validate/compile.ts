@@ -11,7 +11,7 @@ import { packageRoot } from '../paths'
 const ajv = new Ajv({ allErrors: true, useDefaults: true, strict: true, strictRequired: false, allowUnionTypes: true })
 const compiled = new Map<string, ValidateFunction>()
 
-export function schemaPath(name: string): string {
+function schemaPath(name: string): string {
   return join(packageRoot(), 'schemas', `${name}.schema.json`)
 }
 
@@ -64,6 +64,7 @@ export function problemsOf(errors: readonly ErrorObject[] | null | undefined): P
   return [...byPointer.values()]
 }
 
+/** One key as a JSON pointer segment (RFC 6901: `~` → `~0`, `/` → `~1`); the gateway's one escaper. */
 export function escapePointer(key: string): string {
   return key.replace(/~/g, '~0').replace(/\//g, '~1')
 }

@@ -2,10 +2,16 @@ import t, { type Test } from 'tap'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { TextSettings } from '../../../gateway/config/types'
-import { GatewayError } from '../../../gateway/errors'
+import { systemClock, type Clock } from '../../../gateway/clock'
 import { Metrics } from '../../../gateway/telemetry/metrics'
-import { TextUpstream, type OutgoingRequest } from '../../../gateway/upstream/http-call'
+import {
+  TextUpstream,
+  type Built,
+  type OutgoingRequest,
+  type RequestBuilder
+} from '../../../gateway/upstream/http-call'
 import type { Replica, UpstreamPool } from '../../../gateway/upstream/pool'
+import { FakeClock, flush } from '../../helpers/fake-clock'
 
 const SETTINGS: TextSettings = {
   maxBodyBytes: 65536,
@@ -77,10 +83,26 @@ const req = (over: Partial<OutgoingRequest> = {}): OutgoingRequest => ({
   ...over
 })
 
-function upstream(t: Test, replicas: Replica[], settings: Partial<TextSettings> = {}): TextUpstream {
+/** A builder that answers synchronously (the text mapping's fast path). */
+function by<F extends { ok: false } = never>(fn: (r: Replica) => Built<F>): RequestBuilder<null, F> {
+  return { now: r => fn(r), later: async r => fn(r) }
+}
+
+/** What a builder gives when the request could be built. */
+const built = (over: Partial<OutgoingRequest> = {}): { ok: true; value: OutgoingRequest } => ({
+  ok: true,
+  value: req(over)
+})
+
+function upstream(
+  t: Test,
+  replicas: Replica[],
+  settings: Partial<TextSettings> = {},
+  clock: Clock = systemClock
+): TextUpstream {
   // A pool that only lists the replicas; passive health is covered by the integration tests.
   const pool = { replicas, recordSuccess: () => {}, recordFailure: () => false } as unknown as UpstreamPool
-  const u = new TextUpstream('r', pool, { ...SETTINGS, ...settings }, new Metrics())
+  const u = new TextUpstream('r', pool, { ...SETTINGS, ...settings }, new Metrics(), clock)
   t.teardown(async () => await u.close())
   return u
 }
@@ -98,7 +120,10 @@ t.test(
     ])
     const froms: unknown[] = []
     for (let i = 0; i < 4; i++) {
-      const out = await u.call(async () => req({ headers: { 'x-api-key': 'from-mapping', 'x-other': '1' } }))
+      const out = await u.call(
+        by(() => built({ headers: { 'x-api-key': 'from-mapping', 'x-other': '1' } })),
+        null
+      )
       froms.push(out.ok && (out.answer.body as { from: string }).from)
     }
     t.same(froms, ['a', 'b', 'a', 'b'])
@@ -106,10 +131,16 @@ t.test(
     t.equal(a.seen[0].headers['x-api-key'], 'from-config')
     t.equal(a.seen[0].headers['x-other'], '1')
     t.equal(b.seen.length, 2, 'the unhealthy replica and the one without a text URL are skipped')
-    const q = await u.call(async () => req({ path: '/y?z=2' }))
+    const q = await u.call(
+      by(() => built({ path: '/y?z=2' })),
+      null
+    )
     t.ok(q.ok)
     t.equal(a.seen[2].url, '/base/y?z=2', 'a mapped query replaces the base one')
-    await u.call(async () => req({ path: null }))
+    await u.call(
+      by(() => built({ path: null })),
+      null
+    )
     t.equal(b.seen[2].url, '/', 'no path: the replica URL as it is')
   }
 )
@@ -120,7 +151,10 @@ t.test(
     let next = { body: '{"a":1}', type: 'application/json; charset=utf-8' }
     const v = await vendor(t, () => next)
     const u = upstream(t, [replica('v', v.url)])
-    const json = await u.call(async () => req())
+    const json = await u.call(
+      by(() => built()),
+      null
+    )
     t.same(json.ok && json.answer, {
       status: 200,
       headers: json.ok ? json.answer.headers : {},
@@ -128,16 +162,33 @@ t.test(
       json: '{"a":1}'
     })
     next = { body: 'plain words', type: 'text/plain' }
-    const text = await u.call(async () => req())
+    const text = await u.call(
+      by(() => built()),
+      null
+    )
     t.equal(text.ok && text.answer.body, 'plain words')
     t.equal(text.ok && text.answer.json, null)
     next = { body: '', type: 'application/json' }
-    t.equal(((await u.call(async () => req())) as { answer: { body: unknown } }).answer.body, null)
+    t.equal(
+      (
+        (await u.call(
+          by(() => built()),
+          null
+        )) as { answer: { body: unknown } }
+      ).answer.body,
+      null
+    )
     next = { body: '{"a":', type: 'application/json' }
-    const broken = await u.call(async () => req())
+    const broken = await u.call(
+      by(() => built()),
+      null
+    )
     t.match(broken, { ok: false, result: 'bad_answer', error: { code: 'UPSTREAM_BAD_ANSWER' } })
     next = { body: JSON.stringify({ big: 'x'.repeat(5000) }), type: 'application/json' }
-    const big = await u.call(async () => req())
+    const big = await u.call(
+      by(() => built()),
+      null
+    )
     t.match(big, {
       ok: false,
       result: 'bad_answer',
@@ -149,18 +200,32 @@ t.test(
 t.test('non-2xx answers are 502 with the vendor status; a build failure sends nothing', async t => {
   const v = await vendor(t, s => ({ status: s.body === 'a' ? 404 : 503, body: '{"error":"echo of the request"}' }))
   const u = upstream(t, [replica('v', v.url)])
-  t.match(await u.call(async () => req({ body: 'a' })), {
-    ok: false,
-    result: 'status_4xx',
-    vendorStatus: 404,
-    error: { code: 'UPSTREAM_BAD_ANSWER' }
-  })
-  const e503 = await u.call(async () => req({ body: 'b' }))
+  t.match(
+    await u.call(
+      by(() => built({ body: 'a' })),
+      null
+    ),
+    {
+      ok: false,
+      result: 'status_4xx',
+      vendorStatus: 404,
+      error: { code: 'UPSTREAM_BAD_ANSWER' }
+    }
+  )
+  const e503 = await u.call(
+    by(() => built({ body: 'b' })),
+    null
+  )
   t.match(e503, { ok: false, result: 'status_5xx', vendorStatus: 503 })
   t.notMatch(JSON.stringify(e503), 'echo of the request', 'the vendor error body is not kept')
-  const built = await u.call(async () => new GatewayError('MAPPING_FAILED'))
-  t.match(built, { ok: false, result: null, error: { code: 'MAPPING_FAILED' } })
+  const unbuilt = await u.call(
+    by(() => ({ ok: false as const, pointer: '/text/request/body', error: 'x' })),
+    null
+  )
+  t.match(unbuilt, { ok: false, result: null, error: { code: 'MAPPING_FAILED' } })
   t.equal(v.seen.length, 2)
+  const later = await u.call({ now: () => null, later: async () => built({ body: 'a' }) }, null)
+  t.match(later, { ok: false, vendorStatus: 404 }, 'a builder that cannot answer now answers later')
 })
 
 t.test(
@@ -170,25 +235,37 @@ t.test(
     const dead = 'http://127.0.0.1:1'
     const tried: string[] = []
     const u = upstream(t, [replica('d1', dead), replica('d2', dead), replica('g', good.url)])
-    const first = await u.call(async r => {
-      tried.push(r.name)
-      return req()
-    })
+    const first = await u.call(
+      by(r => {
+        tried.push(r.name)
+        return built()
+      }),
+      null
+    )
     t.ok(first.ok, 'two retries reach the good replica')
     t.same(tried, ['d1', 'd2', 'g'], 'each try on another replica')
     tried.length = 0
     const one = upstream(t, [replica('d1', dead), replica('d2', dead), replica('g', good.url)], { retries: 1 })
-    const limited = await one.call(async r => {
-      tried.push(r.name)
-      return req()
-    })
+    const limited = await one.call(
+      by(r => {
+        tried.push(r.name)
+        return built()
+      }),
+      null
+    )
     t.match(limited, { ok: false, result: 'connect_failed', error: { code: 'UPSTREAM_UNREACHABLE' } })
     t.same(tried, ['d1', 'd2'], 'retries: 1 means two tries, not three')
-    t.match(await upstream(t, [replica('x', undefined)]).call(async () => req()), {
-      ok: false,
-      result: 'no_replica',
-      error: { code: 'NO_HEALTHY_UPSTREAM' }
-    })
+    t.match(
+      await upstream(t, [replica('x', undefined)]).call(
+        by(() => built()),
+        null
+      ),
+      {
+        ok: false,
+        result: 'no_replica',
+        error: { code: 'NO_HEALTHY_UPSTREAM' }
+      }
+    )
   }
 )
 
@@ -204,7 +281,10 @@ t.test('502, 503 and 504 go to another replica; 500 and 4xx do not', async t => 
     const bad = await vendor(t, () => ({ status, body: '{}' }))
     const good = await vendor(t, () => ({ body: '{"ok":1}' }))
     const u = upstream(t, [replica('bad', bad.url), replica('good', good.url)])
-    const out = await u.call(async () => req())
+    const out = await u.call(
+      by(() => built()),
+      null
+    )
     t.equal(out.ok, retried, `${status}: ${retried ? 'retried on the other replica' : 'answered as is'}`)
     t.equal(good.seen.length, retried ? 1 : 0)
   }
@@ -218,8 +298,9 @@ t.test('a timeout is retried only when the mapping marks the call idempotent', a
   })
   const good = await vendor(t, () => ({ body: '{"ok":1}' }))
   const settings = { timeoutSeconds: 3, headersTimeoutSeconds: 0.2 }
-  const plain = await upstream(t, [replica('slow', slow.url), replica('good', good.url)], settings).call(async () =>
-    req()
+  const plain = await upstream(t, [replica('slow', slow.url), replica('good', good.url)], settings).call(
+    by(() => built()),
+    null
   )
   t.match(
     plain,
@@ -227,7 +308,8 @@ t.test('a timeout is retried only when the mapping marks the call idempotent', a
     'not idempotent: the vendor may have acted on it'
   )
   const idem = await upstream(t, [replica('slow', slow.url), replica('good', good.url)], settings).call(
-    async () => req(),
+    by(() => built()),
+    null,
     { idempotent: true }
   )
   t.ok(idem.ok, 'idempotent: sent again to the other replica')
@@ -253,7 +335,14 @@ t.test('the retry budget caps retries in flight at max(3, budget% of requests in
   // Every call starts on `bad` (round-robin would alternate: pin it with one eligible first choice each time).
   const u = new TextUpstream('r', pool, { ...SETTINGS, retryBudgetPercent: 20 }, metrics)
   t.teardown(async () => await u.close())
-  const calls = Array.from({ length: 10 }, async () => await u.call(async () => req()))
+  const calls = Array.from(
+    { length: 10 },
+    async () =>
+      await u.call(
+        by(() => built()),
+        null
+      )
+  )
   await new Promise(resolve => setTimeout(resolve, 300))
   for (const f of hold) f()
   const outs = await Promise.all(calls)
@@ -278,18 +367,41 @@ t.test('the retry budget caps retries in flight at max(3, budget% of requests in
 t.test('the deadline covers queueing for a connection; after close calls are refused', async t => {
   const v = await vendor(t, () => ({ body: '{}' }))
   v.server.removeAllListeners('request')
-  v.server.on('request', () => {
-    /* never answers */
+  const arrived = new Promise<void>(resolve => {
+    v.server.on('request', () => {
+      resolve() /* and never answers */
+    })
   })
-  const u = upstream(t, [replica('v', v.url)], { timeoutSeconds: 0.3, connectionsPerReplica: 1 })
-  const started = performance.now()
-  const outs = await Promise.all([1, 2, 3].map(async () => await u.call(async () => req())))
-  const ms = performance.now() - started
+  const clock = new FakeClock()
+  const u = upstream(t, [replica('v', v.url)], { timeoutSeconds: 0.3, connectionsPerReplica: 1 }, clock)
+  let settled = 0
+  const calls = [1, 2, 3].map(async () => {
+    const out = await u.call(
+      by(() => built()),
+      null
+    )
+    settled++
+    return out
+  })
+  // One request holds the only connection; the other two wait for it inside undici.
+  await arrived
+  await flush()
+  t.equal(settled, 0, 'nothing settles before the deadline')
+  clock.advance(299)
+  await flush()
+  t.equal(settled, 0, 'nor just before it')
+  clock.advance(1)
+  const outs = await Promise.all(calls)
   t.ok(
     outs.every(o => !o.ok && o.error.code === 'UPSTREAM_TIMEOUT'),
-    'all three time out, the queued ones too'
+    'all three time out on the one deadline, the queued ones too, not one after another'
   )
-  t.ok(ms < 800, `on the deadline (${Math.round(ms)} ms), not one after another`)
   await u.close()
-  t.match(await u.call(async () => req()), { ok: false, error: { code: 'SHUTTING_DOWN' } })
+  t.match(
+    await u.call(
+      by(() => built()),
+      null
+    ),
+    { ok: false, error: { code: 'SHUTTING_DOWN' } }
+  )
 })

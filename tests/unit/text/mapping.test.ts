@@ -3,15 +3,10 @@ import { join } from 'node:path'
 import type { ConfigError } from '../../../gateway/errors'
 import { loadMapping } from '../../../gateway/mapping/compile'
 import { dryRunMapping } from '../../../gateway/mapping/dry-run'
-import {
-  EXAMPLE_UTTERANCE,
-  copyHeaders,
-  checkPath,
-  mapRequest,
-  normalizeUtterance,
-  runText,
-  type TextInput
-} from '../../../gateway/mapping/text'
+import { evaluate as runText } from '../../../gateway/mapping/fast-path'
+import type { TextInput } from '../../../gateway/mapping/text'
+import { copyHeaders, checkPath, mapRequest, mapRequestNow } from '../../../gateway/mapping/text-request'
+import { EXAMPLE_UTTERANCE, normalizeUtterance } from '../../../gateway/validate/messages'
 import type { RouteConfig } from '../../../gateway/config/types'
 
 const ROOT = join(__dirname, '..', '..', '..')
@@ -47,7 +42,7 @@ t.test('json-events: the REST request built from an utterance', async t => {
   const plain = await mapRequest(m.text!, input())
   t.same(plain, {
     ok: true,
-    request: {
+    value: {
       method: 'POST',
       path: '/v1/conversations/584930211/messages',
       headers: { 'x-request-id': 'req-1', 'content-type': 'application/json' },
@@ -66,13 +61,13 @@ t.test('json-events: the REST request built from an utterance', async t => {
     m.text!,
     input({ upstream: { name: 'a', credential: 'vendor-key', hasCredential: true } })
   )
-  t.equal(keyed.ok && keyed.request.headers.authorization, 'Bearer vendor-key')
+  t.equal(keyed.ok && keyed.value.headers.authorization, 'Bearer vendor-key')
   for (const [p, role] of [
     ['agent', 'agent'],
     ['system', 'system']
   ]) {
     const r = await mapRequest(m.text!, input({}, { ...EXAMPLE_UTTERANCE, participantId: p }))
-    t.equal(r.ok && JSON.parse(r.request.body!).role, role)
+    t.equal(r.ok && JSON.parse(r.value.body!).role, role)
   }
   const answer = { status: 200, headers: {}, body: { data: { reply: 'r', suggestions: [{ text: 's' }] }, meta: {} } }
   const shaped = await runText(m.text!.response!, { ...input(), response: answer })
@@ -84,18 +79,33 @@ t.test('json-events: the REST request built from an utterance', async t => {
   t.same(unwrapped, { ok: true, value: undefined }, 'no data: nothing (502 at run time)')
 })
 
+t.test('the request is built synchronously when every expression takes the fast path', async t => {
+  const m = loadMapping(join(ROOT, 'mappings', 'json-events.yaml'))
+  t.same(mapRequestNow(m.text!, input()), await mapRequest(m.text!, input()))
+  const dir = t.testdir({ 'slow.yaml': 'vendor: s\ntext: { request: { body: "$uppercase(request.messageBody)" } }\n' })
+  const slow = loadMapping(join(dir, 'slow.yaml'))
+  t.equal(mapRequestNow(slow.text!, input()), null, 'outside the subset: JSONata decides, later')
+  t.match(await mapRequest(slow.text!, input()), {
+    ok: true,
+    value: {
+      body: EXAMPLE_UTTERANCE.messageBody.toUpperCase(),
+      headers: { 'content-type': 'text/plain; charset=utf-8' }
+    }
+  })
+})
+
 t.test('passthrough: the platform JSON, with the credential rule', async t => {
   const m = loadMapping(join(ROOT, 'mappings', 'passthrough.yaml'))
   const plain = await mapRequest(m.text!, input())
   t.ok(plain.ok)
   if (!plain.ok) return
-  t.equal(plain.request.path, null, 'the replica URL as it is')
-  t.same(JSON.parse(plain.request.body!), EXAMPLE_UTTERANCE, 'unchanged, and without the platform credential')
+  t.equal(plain.value.path, null, 'the replica URL as it is')
+  t.same(JSON.parse(plain.value.body!), EXAMPLE_UTTERANCE, 'unchanged, and without the platform credential')
   const keyed = await mapRequest(
     m.text!,
     input({ upstream: { name: 'a', credential: 'vendor-key', hasCredential: true } })
   )
-  t.equal(keyed.ok && JSON.parse(keyed.request.body!).authorizationHeader, 'vendor-key')
+  t.equal(keyed.ok && JSON.parse(keyed.value.body!).authorizationHeader, 'vendor-key')
   t.equal(m.text!.response, null, 'the vendor answer goes back unchanged')
 })
 

@@ -1,7 +1,8 @@
 import t from 'tap'
 import { CredentialList } from '../../../gateway/auth/credentials'
-import { normalizeUtterance } from '../../../gateway/mapping/text'
-import { checkCredential, checkUtterance, DeliveryQueue, MAX_DEPTH, tooDeep } from '../../../gateway/text/utterance'
+import { DeliveryQueue } from '../../../gateway/text/delivery-queue'
+import { checkCredential } from '../../../gateway/text/utterance'
+import { checkUtterance, MAX_DEPTH, normalizeUtterance, tooDeep } from '../../../gateway/validate/messages'
 
 const valid = (over: Record<string, unknown> = {}): Record<string, unknown> => ({
   contactId: 1,

@@ -1,0 +1,103 @@
+import type { CompileAt, Expr } from './expr'
+
+/** The one input object every audio expression sees (documented in schemas/mapping.schema.json). */
+export interface MappingInput {
+  init: Record<string, unknown>
+  leg: { id: string; route: string; perspective: string; contactId: string; busNo: string; requestId: string | null }
+  route: { name: string; params: Readonly<Record<string, unknown>>; checksToken: boolean }
+  upstream: { name: string; audio: string | null; credential: string | null; hasCredential: boolean }
+  /** The vendor socket being opened: a fresh id per socket (failover and rotation open new ones). */
+  session?: { id: string }
+  msg?: unknown
+}
+
+/** What a mapping's `audio.frames` asks for (schemas/mapping.schema.json). */
+export interface FramesSpec {
+  framing: 'binary' | 'json-base64'
+  encoding: 'mulaw' | 'pcm16'
+  sampleRate: 8000 | 16000
+  /** Vendor chunk length; null: one vendor frame per platform frame. */
+  chunkMs: number | null
+}
+
+/** The audio section of a mapping file, compiled (format: schemas/mapping.schema.json `audio`). */
+export interface AudioMapping {
+  url: Expr | null
+  headers: Expr | null
+  open: Expr | null
+  ready: { when: Expr | null; refused: Expr | null; reason: Expr | null; parameters: Expr | null } | null
+  frames: FramesSpec
+  template: Expr | null
+  keepalive: { everyMs: number; when: 'idle' | 'always'; frame: Expr } | null
+  results: { when: Expr; emit: Expr }[]
+  pause: Expr | null
+  resume: Expr | null
+  close: Expr | null
+  closeWhen: Expr | null
+  closeTimeoutMs: number
+  closeCode: number
+  rotateAfterMs: number | null
+}
+
+/**
+ * Compile the audio section (already valid against the schema). `expr` records an expression that does
+ * not compile; `problem` records what the schema cannot say.
+ */
+export function compileAudio(
+  a: Record<string, any>,
+  expr: CompileAt,
+  problem: (pointer: string, message: string) => void
+): AudioMapping {
+  const f = a.frames ?? {}
+  const frames: FramesSpec = {
+    framing: f.framing ?? 'binary',
+    encoding: f.encoding ?? 'mulaw',
+    sampleRate: f.sampleRate ?? 8000,
+    chunkMs: f.chunkMs ?? null
+  }
+  if (frames.encoding === 'mulaw' && frames.sampleRate !== 8000)
+    problem('/audio/frames/sampleRate', 'mulaw is sent at 8000 Hz; use pcm16 for 16000')
+  if (frames.framing === 'json-base64' && (f.template === undefined || f.template === null))
+    problem('/audio/frames/template', 'is required for json-base64 framing')
+  // A `ready` expression that is given but does not compile is already a problem: then a missing `when` is not another.
+  let readyFailed = false
+  const ready = (key: 'when' | 'refused' | 'reason' | 'parameters'): Expr | null => {
+    const source = a.ready[key]
+    const compiled = expr(`/audio/ready/${key}`, source)
+    if (compiled === null && source !== undefined && source !== null) readyFailed = true
+    return compiled
+  }
+  const audio: AudioMapping = {
+    url: expr('/audio/url', a.url),
+    headers: expr('/audio/headers', a.headers),
+    open: expr('/audio/open', a.open),
+    ready:
+      a.ready === undefined
+        ? null
+        : { when: ready('when'), refused: ready('refused'), reason: ready('reason'), parameters: ready('parameters') },
+    frames,
+    template: frames.framing === 'json-base64' ? expr('/audio/frames/template', f.template) : null,
+    keepalive:
+      a.keepalive === undefined
+        ? null
+        : {
+            everyMs: a.keepalive.everySeconds * 1000,
+            when: a.keepalive.when ?? 'idle',
+            frame: expr('/audio/keepalive/frame', a.keepalive.frame) as Expr
+          },
+    pause: expr('/audio/pause', a.pause),
+    resume: expr('/audio/resume', a.resume),
+    closeWhen: expr('/audio/closeWhen', a.closeWhen),
+    closeTimeoutMs: (a.closeTimeoutSeconds ?? 5) * 1000,
+    rotateAfterMs: a.rotateAfterSeconds === undefined ? null : a.rotateAfterSeconds * 1000,
+    results: (a.results ?? []).map((r: { when: string; emit: string }, i: number) => ({
+      when: expr(`/audio/results/${i}/when`, r.when) as Expr,
+      emit: expr(`/audio/results/${i}/emit`, r.emit) as Expr
+    })),
+    close: expr('/audio/close', a.close),
+    closeCode: a.closeCode ?? 1000
+  }
+  if (audio.ready !== null && audio.ready.when === null && !readyFailed)
+    problem('/audio/ready/when', 'is required when ready is given')
+  return audio
+}
