@@ -3,7 +3,7 @@ import { dirname, isAbsolute, join, resolve } from 'node:path'
 import { LineCounter, parseDocument } from 'yaml'
 import { ConfigError } from '../errors'
 import { packageRoot } from '../paths'
-import { problemsOf, validator } from '../validate/compile'
+import { escapePointer, pointerSegments, problemsOf, validator } from '../validate/compile'
 import type { Config } from './types'
 
 type Problem = { file: string; pointer: string; message: string }
@@ -163,8 +163,7 @@ function interpolate(node: unknown, it: Interpolation, pointer: string): unknown
   if (Array.isArray(node)) return node.map((v, i) => interpolate(v, it, `${pointer}/${i}`))
   if (node !== null && typeof node === 'object') {
     const out: Record<string, unknown> = {}
-    for (const [k, v] of Object.entries(node))
-      out[k] = interpolate(v, it, `${pointer}/${k.replace(/~/g, '~0').replace(/\//g, '~1')}`)
+    for (const [k, v] of Object.entries(node)) out[k] = interpolate(v, it, `${pointer}/${escapePointer(k)}`)
     return out
   }
   return node
@@ -182,10 +181,7 @@ function coerceReferences(
   let changed = false
   for (const e of errors) {
     if (e.keyword !== 'type' || !wholeRefs.has(e.instancePath)) continue
-    const parts = e.instancePath
-      .split('/')
-      .slice(1)
-      .map(p => p.replace(/~1/g, '/').replace(/~0/g, '~'))
+    const parts = pointerSegments(e.instancePath)
     const key = parts.pop()
     let parent: any = root
     for (const p of parts) parent = parent?.[p]

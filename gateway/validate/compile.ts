@@ -68,3 +68,11 @@ export function problemsOf(errors: readonly ErrorObject[] | null | undefined): P
 export function escapePointer(key: string): string {
   return key.replace(/~/g, '~0').replace(/\//g, '~1')
 }
+
+/** The segments of a JSON pointer, unescaped. */
+export function pointerSegments(pointer: string): string[] {
+  return pointer
+    .split('/')
+    .slice(1)
+    .map(p => p.replace(/~1/g, '/').replace(/~0/g, '~'))
+}
