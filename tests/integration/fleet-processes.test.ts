@@ -27,13 +27,15 @@ t.test(
     const b = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
     const cfg = {
       redis: REDIS_URL,
-      store: { keyPrefix: `test:${randomUUID()}:`, syncIntervalSeconds: 0.2, leaseSeconds: 2 },
+      // A lease a busy machine renews in time (no test waits for one to expire); syncs every 0.2 s, polled for.
+      store: { keyPrefix: `test:${randomUUID()}:`, syncIntervalSeconds: 0.2, leaseSeconds: 10 },
       health: {
         active: {
           kind: 'http',
           path: '/healthz',
           intervalSeconds: 0.3,
-          timeoutSeconds: 0.5,
+          // Generous: a probe of the healthy replica must not time out on a busy machine (the closed one is refused at once).
+          timeoutSeconds: 10,
           unhealthyThreshold: 1,
           healthyThreshold: 1
         }

@@ -21,7 +21,8 @@ const init = (contactId: number): Record<string, unknown> =>
 /** Each test gets its own key prefix, so tests (and CI runs) never see each other's state. */
 const fleet = (redis: string, extra: Record<string, unknown> = {}): Record<string, unknown> => ({
   redis,
-  store: { keyPrefix: `test:${randomUUID()}:`, syncIntervalSeconds: 0.2, leaseSeconds: 2 },
+  // A lease a busy machine renews in time (no test waits for one to expire); syncs every 0.2 s, polled for.
+  store: { keyPrefix: `test:${randomUUID()}:`, syncIntervalSeconds: 0.2, leaseSeconds: 10 },
   ...extra
 })
 
@@ -36,7 +37,8 @@ t.test(
           kind: 'http',
           path: '/healthz',
           intervalSeconds: 0.3,
-          timeoutSeconds: 0.5,
+          // Generous: a probe of the healthy replica must not time out on a busy machine (the closed one is refused at once).
+          timeoutSeconds: 10,
           unhealthyThreshold: 1,
           healthyThreshold: 1
         }
