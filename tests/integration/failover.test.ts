@@ -70,8 +70,9 @@ t.test(
     await b.close()
     await stream(legs, BEFORE, AFTER)
     const total = BEFORE + AFTER
+    // A replacement session polled while it opens has no open message yet (open is null): not this leg's, yet.
     const onA = (i: number): { frames: number; sha256: string }[] =>
-      a.sessions().filter(s => (s.open as { start: { contactId: number } }).start.contactId === 300000 + i)
+      a.sessions().filter(s => (s.open as { start: { contactId: number } } | null)?.start.contactId === 300000 + i)
     // Settled when every leg's survivor session has all audio up to the last frame sent.
     await until(() => legs.every((_, i) => onA(i).some(s => s.frames >= (onB.has(i) ? AFTER : total))))
     // A barrier, not a sleep: a close the gateway sent before answering a ping has arrived by its pong.
