@@ -181,12 +181,39 @@ export function sleep(ms: number): Promise<void> {
   return new Promise(resolve => setTimeout(resolve, ms))
 }
 
-/** Poll until `fn` is true or the deadline passes; returns the last value of fn. */
-export async function until(fn: () => boolean, ms = 5000, step = 20): Promise<boolean> {
+/**
+ * Poll until `fn` holds (it may be async) or `ms` pass; returns the last value of fn. It returns as soon
+ * as the condition holds, so the limit is generous on purpose: a busy machine is slow, not wrong, and only
+ * a broken test ever waits it out.
+ */
+export async function until(fn: () => boolean | Promise<boolean>, ms = 30_000, step = 20): Promise<boolean> {
   const end = Date.now() + ms
   while (Date.now() < end) {
-    if (fn()) return true
+    if (await fn()) return true
     await sleep(step)
   }
-  return fn()
+  return await fn()
+}
+
+/** Whether the gateway has logged a line with this event (and these fields). */
+export function logged(gw: { logs: LogCapture }, event: string, fields: Record<string, unknown> = {}): boolean {
+  return gw.logs.lines.some(l => l.event === event && Object.entries(fields).every(([k, v]) => l[k] === v))
+}
+
+/**
+ * A ping answered by a pong: everything the peer sent before its pong has arrived by the time this
+ * resolves (one socket delivers in order). A barrier, not a timer. Resolves at once on a socket not open.
+ */
+export function roundTrip(ws: WebSocket): Promise<void> {
+  if (ws.readyState !== WebSocket.OPEN) return Promise.resolve()
+  return new Promise(resolve => {
+    const done = (): void => {
+      ws.off('pong', done)
+      ws.off('close', done)
+      resolve()
+    }
+    ws.on('pong', done)
+    ws.on('close', done)
+    ws.ping()
+  })
 }

@@ -1,10 +1,10 @@
-import { spawn } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { createServer } from 'node:net'
 import { join } from 'node:path'
 import { stringify } from 'yaml'
-import { AUDIO_TOKEN, TEXT_TOKEN } from './gateway'
+import { spawnCli } from './cli'
+import { AUDIO_TOKEN, TEXT_TOKEN, sleep } from './gateway'
 
 type T = { teardown: (fn: () => unknown) => void }
 
@@ -25,8 +25,8 @@ export async function freePort(): Promise<number> {
 }
 
 /**
- * A gateway in its own process (`serve` through the CLI, from source under tap's TypeScript loader),
- * on fixed free ports, ready when /livez answers; killed at teardown.
+ * A gateway in its own process (`serve` through the built CLI, bin/assist-gateway.js), on fixed free
+ * ports, ready when /livez answers; killed at teardown.
  */
 export async function spawnGateway(
   t: T,
@@ -47,8 +47,7 @@ export async function spawnGateway(
       ...config
     })
   )
-  const cli = join(__dirname, 'run-cli.ts')
-  const child = spawn(process.execPath, [...process.execArgv, cli, 'serve', '--config', file], {
+  const child = spawnCli(['serve', '--config', file], {
     env: {
       ...process.env,
       AUDIO_TOKEN,
@@ -58,14 +57,13 @@ export async function spawnGateway(
       ADMIN_PORT: '',
       REDIS_URL: '',
       GATEWAY_CONFIG: ''
-    },
-    stdio: ['ignore', 'pipe', 'pipe']
+    }
   })
   let out = ''
-  child.stdout.on('data', d => {
+  child.stdout!.on('data', d => {
     out += String(d)
   })
-  child.stderr.on('data', d => {
+  child.stderr!.on('data', d => {
     out += String(d)
   })
   t.teardown(async () => {
@@ -76,7 +74,8 @@ export async function spawnGateway(
     await gone
     clearTimeout(timer)
   })
-  const deadline = Date.now() + 30_000
+  // Polled: it returns as soon as /livez answers; the limit only names a start that never comes.
+  const deadline = Date.now() + 60_000
   for (;;) {
     if (child.exitCode !== null) throw new Error(`gateway process exited: ${out}`)
     try {
@@ -84,8 +83,8 @@ export async function spawnGateway(
     } catch {
       /* not up yet */
     }
-    if (Date.now() > deadline) throw new Error(`gateway process did not start: ${out}`)
-    await new Promise(resolve => setTimeout(resolve, 100))
+    if (Date.now() > deadline) throw new Error(`gateway process did not answer /livez within 60 s: ${out}`)
+    await sleep(50)
   }
   return {
     pid: child.pid!,

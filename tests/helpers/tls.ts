@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process'
-import { mkdirSync, readFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { Agent, request } from 'undici'
 import { startGateway, type TestGateway } from './gateway'
@@ -12,12 +13,13 @@ export interface ThrowawayCert {
   pem: string
 }
 
-/**
- * A self-signed certificate for localhost and 127.0.0.1, valid one day, made with the openssl CLI in a
- * test dir (created with `files`, since t.testdir() starts afresh on every call).
- */
-export function throwawayCert(t: T, files: Record<string, string> = {}): ThrowawayCert {
-  const dir = t.testdir(files)
+let made: { cert: string; key: string } | null = null
+
+/** One key pair and certificate per test process (RSA key generation costs CPU a busy machine lacks). */
+function makeOnce(): { cert: string; key: string } {
+  if (made !== null) return made
+  const dir = mkdtempSync(join(tmpdir(), 'assist-gateway-cert-'))
+  process.once('exit', () => rmSync(dir, { recursive: true, force: true }))
   const cert = join(dir, 'cert.pem')
   const key = join(dir, 'key.pem')
   execFileSync(
@@ -41,7 +43,23 @@ export function throwawayCert(t: T, files: Record<string, string> = {}): Throwaw
     ],
     { stdio: 'ignore' }
   )
-  return { cert, key, pem: readFileSync(cert, 'utf8') }
+  made = { cert: readFileSync(cert, 'utf8'), key: readFileSync(key, 'utf8') }
+  return made
+}
+
+/**
+ * A self-signed certificate for localhost and 127.0.0.1, valid one day, made with the openssl CLI (once
+ * per test process) and written into a test dir (created with `files`, since t.testdir() starts afresh
+ * on every call).
+ */
+export function throwawayCert(t: T, files: Record<string, string> = {}): ThrowawayCert {
+  const dir = t.testdir(files)
+  const cert = join(dir, 'cert.pem')
+  const key = join(dir, 'key.pem')
+  const pair = makeOnce()
+  writeFileSync(cert, pair.cert)
+  writeFileSync(key, pair.key, { mode: 0o600 })
+  return { cert, key, pem: pair.cert }
 }
 
 export interface TlsGateway extends TestGateway {

@@ -3,6 +3,7 @@ import { createHash } from 'node:crypto'
 import { initMessage } from '../../gateway/tools/simulate'
 import {
   AUDIO_TOKEN,
+  logged,
   platformLeg,
   routeTo,
   startGateway,
@@ -38,7 +39,8 @@ t.test('100 legs x 5 s at 50 frames/s: every frame reaches the vendor in order a
     'every leg is CONNECTED'
   )
   const hashes = legs.map(() => createHash('sha256'))
-  // One drift-corrected 20 ms scheduler for all legs, as the platform's media server paces audio.
+  // One drift-corrected 20 ms scheduler for all legs, as the platform's media server paces audio (pacing
+  // only: what is asserted is what arrives, never when).
   const start = performance.now()
   let sent = 0
   while (sent < FRAMES) {
@@ -53,7 +55,7 @@ t.test('100 legs x 5 s at 50 frames/s: every frame reaches the vendor in order a
     await sleep(5)
   }
   const expected = new Map(hashes.map((h, i) => [200000 + i, h.digest('hex')]))
-  const done = await until(() => vendor.sessions().filter(s => s.frames === FRAMES).length === LEGS, 10000)
+  const done = await until(() => vendor.sessions().filter(s => s.frames === FRAMES).length === LEGS)
   t.ok(done, 'every vendor session received all frames')
   let intact = 0
   for (const s of vendor.sessions()) {
@@ -61,7 +63,7 @@ t.test('100 legs x 5 s at 50 frames/s: every frame reaches the vendor in order a
     if (s.sha256 === expected.get(contactId) && s.bytes === FRAMES * 160) intact++
   }
   t.equal(intact, LEGS, 'per leg, the bytes the vendor got are exactly those sent, in order')
-  await until(() => legs.every(l => l.messages.length >= FRAMES / 50), 5000)
+  await until(() => legs.every(l => l.messages.length >= FRAMES / 50))
   t.ok(
     legs.every(l => l.messages.length === FRAMES / 50),
     'every leg got one result per 50 frames'
@@ -86,12 +88,12 @@ t.test('frames sent before CONNECTED are held and delivered whole and in order',
   const leg = platformLeg(t, gw.url('/audio/demo'), init(7001))
   const hash = createHash('sha256')
   await new Promise<void>(resolve => leg.ws.once('open', () => resolve()))
-  // The init went out on open; stream right behind it, without waiting for the answer.
+  // The init went out on open; stream right behind it, without waiting for the answer. At once, not
+  // paced: all ten are sent long before the vendor's 400 ms ready delay ends, however busy the machine.
   for (let i = 0; i < 10; i++) {
     const f = frame(1, i)
     hash.update(f)
     leg.send(f)
-    await sleep(20)
   }
   const answer = await leg.answer
   t.equal(answer.command, 'CONNECTED')
@@ -106,7 +108,7 @@ t.test('frames sent before CONNECTED are held and delivered whole and in order',
   t.same(vendor.sessions()[0].errors, [], 'the vendor saw no audio before it said started')
   leg.ws.close(1000)
   await leg.closed
-  await sleep(50)
+  await until(() => logged(gw, 'platform_closed'))
   t.notMatch(gw.logs.raw, AUDIO_TOKEN, 'the token never appears in a log line')
   t.ok(
     gw.logs.lines.some(
@@ -214,7 +216,6 @@ t.test('passthrough: init forwarded with the upstream credential, audio and MESS
     },
     'MESSAGE frames arrive unchanged'
   )
-  await sleep(50)
   t.notMatch(gw.logs.raw, 'vendor-side-key-0001', 'the upstream credential is never logged')
 })
 

@@ -1,24 +1,18 @@
 import t from 'tap'
-import { spawnSync } from 'node:child_process'
 import { join } from 'node:path'
+import { runCli } from '../helpers/cli'
 
-// `check` is run through the real command line, as an operator would (ts source via tap's loader).
-const CLI = join(__dirname, '..', 'helpers', 'run-cli.ts')
-
-function check(
+// `check` is run through the real command line, as an operator would (the built CLI, bin/assist-gateway.js).
+async function check(
   args: string[],
   env: Record<string, string> = {}
-): { status: number | null; stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, [...process.execArgv, CLI, 'check', ...args], {
-    encoding: 'utf8',
-    env: { ...process.env, ...env },
-    timeout: 60000
-  })
-  return { status: r.status, stdout: r.stdout, stderr: r.stderr }
+): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  const r = await runCli(['check', ...args], env)
+  return { status: r.code, stdout: r.stdout, stderr: r.stderr }
 }
 
 t.test('check accepts the shipped default config and its mapping', async t => {
-  const r = check(['--config', join(__dirname, '..', '..', 'ops', 'gateway.yaml')])
+  const r = await check(['--config', join(__dirname, '..', '..', 'ops', 'gateway.yaml')])
   t.equal(r.status, 0, r.stderr)
   t.match(r.stdout, /^ok: /m)
 })
@@ -38,7 +32,7 @@ t.test('check reports a broken config with file and JSON pointer and exits non-z
     ].join('\n')
   })
   const file = join(dir, 'gateway.yaml')
-  const r = check(['--config', file])
+  const r = await check(['--config', file])
   t.not(r.status, 0)
   t.match(r.stderr, `${file}: /listen/port: `)
   t.match(r.stderr, `${file}: /uws/idleTimeoutSeconds: `)
@@ -57,13 +51,13 @@ t.test('check refuses an inline secret and names an unset variable', async t => 
     ].join('\n')
   })
   const file = join(dir, 'gateway.yaml')
-  const r = check(['--config', file])
+  const r = await check(['--config', file])
   t.not(r.status, 0)
   t.match(
     r.stderr,
     `${file}: /routes/demo/auth/text/0: must NOT have fewer than 1 characters (environment variable NOT_SET_ANYWHERE_TOKEN is not set)`
   )
-  const r2 = check(['--config', file], { NOT_SET_ANYWHERE_TOKEN: 'x-1234' })
+  const r2 = await check(['--config', file], { NOT_SET_ANYWHERE_TOKEN: 'x-1234' })
   t.match(r2.stderr, `${file}: /routes/demo/auth/audio/0: secrets must be written as \${VAR} references, not inline`)
   t.notMatch(r2.stderr + r2.stdout, 'x-1234', 'a secret value is never printed')
 })
@@ -97,7 +91,7 @@ t.test('check reports a broken mapping with file and pointer and exits non-zero'
       '  c: { mapping: syntax.yaml, upstreams: [{ name: a, audio: "ws://127.0.0.1:1/x" }] }'
     ].join('\n')
   })
-  const r = check(['--config', join(dir, 'gateway.yaml')])
+  const r = await check(['--config', join(dir, 'gateway.yaml')])
   t.not(r.status, 0)
   t.match(r.stderr, `${join(dir, 'bad.yaml')}: /audio/frames/framing: must be one of "binary"`)
   t.match(r.stderr, `${join(dir, 'bad.yaml')}: /audio/results/0/emit: is required`)
@@ -113,10 +107,10 @@ t.test('check reports a broken mapping with file and pointer and exits non-zero'
 
 t.test('check reports an unreadable config and a YAML syntax error', async t => {
   const dir = t.testdir({ 'broken.yaml': 'routes: [unclosed\n  - a: b: c\n' })
-  const r = check(['--config', join(dir, 'missing.yaml')])
+  const r = await check(['--config', join(dir, 'missing.yaml')])
   t.not(r.status, 0)
   t.match(r.stderr, `${join(dir, 'missing.yaml')}: /: cannot read file (ENOENT)`)
-  const r2 = check(['--config', join(dir, 'broken.yaml')])
+  const r2 = await check(['--config', join(dir, 'broken.yaml')])
   t.not(r2.status, 0)
   t.match(r2.stderr, `${join(dir, 'broken.yaml')}: /: YAML`)
 })

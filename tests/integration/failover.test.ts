@@ -3,7 +3,9 @@ import { createHash } from 'node:crypto'
 import { initMessage } from '../../gateway/tools/simulate'
 import {
   AUDIO_TOKEN,
+  logged,
   platformLeg,
+  roundTrip,
   routeTo,
   startGateway,
   startVendor,
@@ -29,7 +31,7 @@ function hashOf(leg: number, from: number, to: number): string {
   return h.digest('hex')
 }
 
-/** Pace `count` frames per leg at 50 frames/s from `first`, one scheduler for all legs. */
+/** Pace `count` frames per leg at 50 frames/s from `first`, one scheduler for all legs (pacing only: nothing is timed). */
 async function stream(legs: PlatformLegClient[], first: number, count: number): Promise<void> {
   const start = performance.now()
   let sent = 0
@@ -68,11 +70,13 @@ t.test(
     await b.close()
     await stream(legs, BEFORE, AFTER)
     const total = BEFORE + AFTER
+    // A replacement session polled while it opens has no open message yet (open is null): not this leg's, yet.
     const onA = (i: number): { frames: number; sha256: string }[] =>
-      a.sessions().filter(s => (s.open as { start: { contactId: number } }).start.contactId === 300000 + i)
+      a.sessions().filter(s => (s.open as { start: { contactId: number } } | null)?.start.contactId === 300000 + i)
     // Settled when every leg's survivor session has all audio up to the last frame sent.
-    await until(() => legs.every((_, i) => onA(i).some(s => s.frames >= (onB.has(i) ? AFTER : total))), 10000)
-    await sleep(200)
+    await until(() => legs.every((_, i) => onA(i).some(s => s.frames >= (onB.has(i) ? AFTER : total))))
+    // A barrier, not a sleep: a close the gateway sent before answering a ping has arrived by its pong.
+    await Promise.all(legs.map(async l => await roundTrip(l.ws)))
     t.equal(closedEarly, 0, 'no platform socket closed')
 
     let exact = 0
@@ -117,10 +121,8 @@ t.test(
     for (let i = 0; i < 5; i++) leg.send(frame(0, i))
     await until(() => a.sessions()[0]?.frames === 5)
     await a.close()
-    for (let i = 5; i < 15; i++) {
-      leg.send(frame(0, i))
-      await sleep(20)
-    }
+    // At once, not paced: all of it reaches the gateway well inside the failover timeout, however busy the machine.
+    for (let i = 5; i < 15; i++) leg.send(frame(0, i))
     const closed = await leg.closed
     t.equal(closed.code, 1011)
     t.match(leg.messages.at(-1), { command: 'ERROR', messageType: 'UPSTREAM_CLOSED' })
@@ -132,15 +134,17 @@ t.test(
       'the replayed and queued audio is counted as lost'
     )
     t.match(metrics, 'assist_gateway_audio_gap_seconds_count{route="demo"} 1')
-    await sleep(20)
+    await until(() => logged(gw, 'failover_failed'))
     t.equal(gw.logs.lines.filter(l => l.event === 'failover_failed').length, 1, 'logged once per incident')
   }
 )
 
 t.test('a leg that reconnects within grace continues the same vendor session; after grace, a new one', async t => {
   const v = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
+  // The grace is the one real timer here (the gateway takes no clock): long enough that a busy machine
+  // re-attaches within it, and waited for by polling, never by a fixed sleep.
   const gw = await startGateway(t, {
-    audio: { reattachGraceSeconds: 1 },
+    audio: { reattachGraceSeconds: 2 },
     routes: { demo: routeTo([v], 'mappings/json-events.yaml') }
   })
   const first = platformLeg(t, gw.url('/audio/demo'), init(500001))
@@ -149,7 +153,7 @@ t.test('a leg that reconnects within grace continues the same vendor session; af
   await until(() => v.sessions()[0]?.frames === 10)
   first.ws.terminate()
   await first.closed
-  await sleep(200)
+  await until(() => logged(gw, 'platform_closed'))
   t.equal(v.sessions()[0].closed, false, 'the vendor session is kept during the grace')
   const second = platformLeg(t, gw.url('/audio/demo'), init(500001))
   t.equal((await second.answer).command, 'CONNECTED', 'the handshake is repeated and answered')
@@ -160,7 +164,7 @@ t.test('a leg that reconnects within grace continues the same vendor session; af
   t.same(v.sessions()[0].texts, [], 'no stop in between')
   second.ws.close(1000)
   await second.closed
-  await sleep(1400)
+  await until(() => v.sessions()[0].closed)
   t.equal(v.sessions()[0].closed, true, 'after the grace the vendor session is closed')
   t.match(v.sessions()[0].texts, [{ event: 'stop' }], 'with the mapping close message')
   const third = platformLeg(t, gw.url('/audio/demo'), init(500001))

@@ -1,11 +1,11 @@
 import t from 'tap'
 import { randomUUID } from 'node:crypto'
 import { initMessage } from '../../gateway/tools/simulate'
-import { AUDIO_TOKEN, platformLeg, routeTo, sleep, startVendor, upstreams } from '../helpers/gateway'
+import { AUDIO_TOKEN, platformLeg, routeTo, startVendor, until, upstreams } from '../helpers/gateway'
 import { spawnGateway, type GatewayProcess } from '../helpers/process'
+import { needRedis } from '../helpers/redis'
 
 // Two gateway processes sharing one Redis (each test its own key prefix), real emulators.
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 const init = (contactId: number): Record<string, unknown> =>
   initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
 
@@ -22,17 +22,20 @@ const probes = async (g: GatewayProcess): Promise<number> => {
 t.test(
   'two gateway processes: one probes, both avoid the replica it marked down; a leg that moves to the other process keeps its replica',
   async t => {
+    const REDIS_URL = await needRedis()
     const a = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
     const b = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
     const cfg = {
       redis: REDIS_URL,
-      store: { keyPrefix: `test:${randomUUID()}:`, syncIntervalSeconds: 0.2, leaseSeconds: 2 },
+      // A lease a busy machine renews in time (no test waits for one to expire); syncs every 0.2 s, polled for.
+      store: { keyPrefix: `test:${randomUUID()}:`, syncIntervalSeconds: 0.2, leaseSeconds: 10 },
       health: {
         active: {
           kind: 'http',
           path: '/healthz',
           intervalSeconds: 0.3,
-          timeoutSeconds: 0.5,
+          // Generous: a probe of the healthy replica must not time out on a busy machine (the closed one is refused at once).
+          timeoutSeconds: 10,
           unhealthyThreshold: 1,
           healthyThreshold: 1
         }
@@ -41,7 +44,9 @@ t.test(
       routes: { demo: routeTo([a, b], 'mappings/json-events.yaml') }
     }
     const [p1, p2] = await Promise.all([spawnGateway(t, cfg), spawnGateway(t, cfg)])
-    await sleep(1000)
+    // Both share the store (ready), and the prober lease has been taken: one of them has probed.
+    const ready = async (g: GatewayProcess): Promise<boolean> => (await fetch(g.adminUrl('/readyz'))).status === 200
+    await until(async () => (await ready(p1)) && (await ready(p2)) && (await probes(p1)) + (await probes(p2)) > 0)
     const [n1, n2] = [await probes(p1), await probes(p2)]
     t.ok(n1 > 0 !== n2 > 0, `exactly one process probes (probes: ${n1}, ${n2})`)
     const follower = n1 > 0 ? p2 : p1
@@ -53,7 +58,7 @@ t.test(
     const other = home === a ? b : a
     first.ws.terminate()
     await first.closed
-    await sleep(500)
+    await until(() => p1.output().includes('"event":"platform_closed"'))
     const second = platformLeg(t, p2.url('/audio/demo'), init(910001))
     t.equal((await second.answer).command, 'CONNECTED')
     t.equal(home.sessions().length, 2, 'the other process opened the new vendor session on the same replica')
@@ -67,10 +72,10 @@ t.test(
 
     // Health through Redis: b goes away; the process that does not probe learns it from the prober's verdict.
     await b.close()
-    let down = false
-    for (const end = Date.now() + 3000; !down && Date.now() < end; await sleep(50))
-      down = (await replicaState(follower, 'r1')) === 'down'
-    t.ok(down, 'the follower process shows the replica down')
+    t.ok(
+      await until(async () => (await replicaState(follower, 'r1')) === 'down', 30_000, 50),
+      'the follower process shows the replica down'
+    )
     t.equal(await probes(follower), 0, 'and it never probed itself')
     const before = a.sessions().length
     for (let i = 0; i < 3; i++)

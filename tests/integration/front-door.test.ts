@@ -1,26 +1,17 @@
 import t from 'tap'
-import { spawn } from 'node:child_process'
 import { join } from 'node:path'
+import { runCli } from '../helpers/cli'
 import { AUDIO_TOKEN, routeTo, startGateway, startVendor } from '../helpers/gateway'
-
-const CLI = join(__dirname, '..', 'helpers', 'run-cli.ts')
 
 t.test('serve refuses to start when uWebSockets.js fell back to its pure-JS build', async t => {
   const dir = t.testdir({
     'gateway.yaml':
       'listen: { host: 127.0.0.1, port: 0 }\nadmin: { host: 127.0.0.1, port: 0 }\nroutes:\n  a: { mapping: mappings/passthrough.yaml, upstreams: [{ name: a, audio: "ws://127.0.0.1:1/x" }] }\n'
   })
-  const child = spawn(process.execPath, [...process.execArgv, CLI, 'serve', '--config', join(dir, 'gateway.yaml')], {
-    env: { ...process.env, UWS_USE_FALLBACK: '1' }
+  const { code, stdout, stderr } = await runCli(['serve', '--config', join(dir, 'gateway.yaml')], {
+    UWS_USE_FALLBACK: '1'
   })
-  let out = ''
-  child.stdout.on('data', d => {
-    out += String(d)
-  })
-  child.stderr.on('data', d => {
-    out += String(d)
-  })
-  const code = await new Promise<number | null>(resolve => child.on('exit', c => resolve(c)))
+  const out = stdout + stderr
   t.not(code, 0, 'exits non-zero')
   t.match(out, /pure-JS fallback, not the native binary: refusing to serve/)
 })

@@ -1,27 +1,16 @@
 import t from 'tap'
-import { spawn } from 'node:child_process'
 import { join } from 'node:path'
+import { runCli } from '../helpers/cli'
 import { TEXT_TOKEN, routeTo, startVendor } from '../helpers/gateway'
 import { startTlsGateway } from '../helpers/tls'
 
-const CLI = join(__dirname, '..', 'helpers', 'run-cli.ts')
-
-/** The real command line (ts source through tap's loader), as an operator runs it. */
+/** The real command line (the built CLI, bin/assist-gateway.js), as an operator runs it. */
 async function cli(
   args: string[],
   env: Record<string, string> = {}
 ): Promise<{ code: number | null; out: string; err: string }> {
-  const child = spawn(process.execPath, [...process.execArgv, CLI, ...args], { env: { ...process.env, ...env } })
-  let out = ''
-  let err = ''
-  child.stdout.on('data', d => {
-    out += String(d)
-  })
-  child.stderr.on('data', d => {
-    err += String(d)
-  })
-  const code = await new Promise<number | null>(resolve => child.on('exit', c => resolve(c)))
-  return { code, out, err }
+  const r = await runCli(args, env)
+  return { code: r.code, out: r.stdout, err: r.stderr }
 }
 
 t.test('simulate text posts one utterance over HTTPS and prints the status and the answer', async t => {

@@ -1,0 +1,49 @@
+import Redis from 'ioredis'
+
+/** The Redis the fleet tests share (each test uses its own key prefix): REDIS_URL, or the local default. */
+export const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379'
+
+let probe: Promise<string | null> | null = null
+
+/** Connect once and PING; the problem as text, or null when Redis answers. */
+async function ping(): Promise<string | null> {
+  const redis = new Redis(REDIS_URL, {
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+    // Generous: it only bounds an address that swallows packets; a refused connection fails at once.
+    connectTimeout: 20_000
+  })
+  // ioredis rejects with "Connection is closed."; the cause (ECONNREFUSED, ENOTFOUND…) comes as an event.
+  let cause = ''
+  redis.on('error', (err: Error) => {
+    cause ||= err.message
+  })
+  try {
+    await redis.connect()
+    const pong = await redis.ping()
+    return pong === 'PONG' ? null : `PING answered ${JSON.stringify(pong)}`
+  } catch (err) {
+    return cause || (err as Error).message
+  } finally {
+    redis.disconnect()
+  }
+}
+
+/**
+ * The Redis URL for a test that needs a shared Redis, once Redis answers there (checked once per test
+ * file). When it does not, this throws one clear error naming REDIS_URL, so such a test fails at once
+ * instead of in a cascade of timeouts.
+ */
+export async function needRedis(): Promise<string> {
+  probe ??= ping()
+  const problem = await probe
+  if (problem !== null)
+    throw new Error(
+      `this test needs Redis, and none answers at REDIS_URL=${REDIS_URL}` +
+        `${process.env.REDIS_URL ? '' : ' (REDIS_URL is unset: the default)'} (${problem}); ` +
+        'start one there (e.g. `redis-server`) or point REDIS_URL at one'
+    )
+  return REDIS_URL
+}
