@@ -316,10 +316,14 @@ export class VendorSession {
     return conn
   }
 
+  /**
+   * The same mapping fails on every replica, so no other replica is tried: the leg ends with
+   * MAPPING_FAILED. The expression's error text may quote the init message: it is logged, never sent.
+   */
   private buildFailed(stage: 'url' | 'headers', error: string): null {
     this.deps.metrics.mappingErrors.inc({ route: this.deps.route.name, stage })
-    this.lastError = `mapping ${stage}: ${error}`
     this.log.warn({ event: 'mapping_error', stage, error }, 'the mapping could not build the vendor connection')
+    this.giveUp(new GatewayError('MAPPING_FAILED', { detail: `audio.${stage}` }), {})
     return null
   }
 
