@@ -7,6 +7,7 @@ import type { Store } from '../store/port'
 import type { Logger } from '../telemetry/log'
 import type { LegCounters, Metrics } from '../telemetry/metrics'
 import type { Problem } from '../validate/compile'
+import type { ConnectionFactory } from './connection-contract'
 import { checkHandshake, connectedFrame, errorFrame } from './handshake'
 import type { SessionRegistry } from './registry'
 import { VendorSession } from './session'
@@ -32,6 +33,8 @@ export interface LegDeps {
   legId: string
   /** Above this many bytes queued towards the platform, reading from the vendor pauses. */
   platformHighWaterBytes: number
+  /** How vendor connections are made (default: real ones); unit tests pass fakes. */
+  connect?: ConnectionFactory
 }
 
 /**
@@ -189,7 +192,8 @@ export class AudioLeg implements SessionOwner {
         store: this.deps.store,
         clock: this.deps.clock,
         host: registry,
-        log: this.log
+        log: this.log,
+        connect: this.deps.connect
       },
       this,
       input,
