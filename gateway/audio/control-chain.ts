@@ -11,9 +11,4 @@ export class ControlChain {
   run(task: () => Promise<void>): void {
     this.tail = this.tail.then(task).catch(this.onBug)
   }
-
-  /** Resolves once every task queued so far is done (tests, graceful close). */
-  get idle(): Promise<void> {
-    return this.tail
-  }
 }

@@ -18,7 +18,7 @@ export interface AudioSink {
  * (`backpressurePolicy`). gated: queued behind a control frame still on its way (resume), same policy.
  * recover: queued while a replacement connection opens; the oldest audio goes first. closed: counted late.
  */
-export type RelayMode = 'hold' | 'flow' | 'gated' | 'recover' | 'closed'
+type RelayMode = 'hold' | 'flow' | 'gated' | 'recover' | 'closed'
 
 /** The relay cannot take more audio under the policy in force: the session ends the leg with this code. */
 export type Overflow = 'HOLD_BUFFER_OVERFLOW' | 'BACKPRESSURE_OVERFLOW'

@@ -6,7 +6,7 @@ import type { Store } from '../store/port'
 import type { Logger } from '../telemetry/log'
 import type { LegCounters, Metrics } from '../telemetry/metrics'
 import type { Replica } from '../upstream/pool'
-import type { ConnectionFactory } from './connection-contract'
+import type { Connection, ConnectionFactory, VendorFailure } from './connection-contract'
 import type { AudioRelay } from './relay'
 
 // The seam between a platform leg (audio/leg.ts), the registry (audio/registry.ts) and the vendor
@@ -72,3 +72,22 @@ export interface Session {
   pauseVendor: () => void
   resumeVendor: () => void
 }
+
+/**
+ * Why a session cannot go on as it is. connection: a vendor connection failed (judged by
+ * audio/failover.ts: walk on, recover, or end). fatal: end the leg with this error (`internal`: logged
+ * as the detail, never sent to the platform).
+ */
+export type SessionFailure =
+  | {
+      readonly kind: 'connection'
+      readonly conn: Connection
+      readonly failure: VendorFailure
+      readonly when: 'refused' | 'lost'
+    }
+  | {
+      readonly kind: 'fatal'
+      readonly error: GatewayError
+      readonly extra?: Record<string, unknown>
+      readonly internal?: string
+    }

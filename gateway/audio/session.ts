@@ -4,17 +4,11 @@ import type { MappingInput } from '../mapping/run'
 import type { Logger } from '../telemetry/log'
 import type { LegCounters } from '../telemetry/metrics'
 import type { Replica } from '../upstream/pool'
-import type {
-  Connection,
-  ConnectionContext,
-  ConnectionEvents,
-  ConnectionFactory,
-  VendorFailure
-} from './connection-contract'
+import type { Connection, ConnectionContext, ConnectionEvents, ConnectionFactory } from './connection-contract'
 import { ControlChain } from './control-chain'
 import { judge, ReplicaWalk } from './failover'
 import { AudioRelay } from './relay'
-import type { Session, SessionDeps, SessionOwner, SessionState } from './session-contract'
+import type { Session, SessionDeps, SessionFailure, SessionOwner, SessionState } from './session-contract'
 import { VendorConnection } from './vendor-connection'
 
 const newConnection: ConnectionFactory = (ctx, replica, input, events) =>
@@ -29,8 +23,11 @@ const AFTER_FAILURE: Record<SessionState, 'walk-or-end' | 'recover' | 'walk-or-w
   CLOSED: 'ignore'
 }
 
-/** Whether the owner can be told "ready" in each state (an owner attaching later is told at once). */
-const OWNER_READY: Record<SessionState, boolean> = {
+/**
+ * Whether audio flows to a ready vendor connection in each state: then an owner (a leg attaching later,
+ * too) is told ready at once, and a close can say goodbye (queued audio, the close frame, the handshake).
+ */
+const FLOWING: Record<SessionState, boolean> = {
   OPENING: false,
   READY: true,
   RESUMING: true,
@@ -46,34 +43,6 @@ const KEEPS: Record<SessionState, boolean> = {
   RECOVERING: true,
   CLOSED: false
 }
-
-/** Whether a close can say goodbye in each state: queued audio, the mapping's close frame, the close handshake. */
-const GRACEFUL: Record<SessionState, boolean> = {
-  OPENING: false,
-  READY: true,
-  RESUMING: true,
-  RECOVERING: false,
-  CLOSED: false
-}
-
-/**
- * Why a session cannot go on as it is. connection: a vendor connection failed (judged by
- * audio/failover.ts: walk on, recover, or end). fatal: end the leg with this error (`internal`: logged
- * as the detail, never sent to the platform).
- */
-export type SessionFailure =
-  | {
-      readonly kind: 'connection'
-      readonly conn: Connection
-      readonly failure: VendorFailure
-      readonly when: 'refused' | 'lost'
-    }
-  | {
-      readonly kind: 'fatal'
-      readonly error: GatewayError
-      readonly extra?: Record<string, unknown>
-      readonly internal?: string
-    }
 
 /**
  * The vendor side of one call leg, as a state machine over its vendor connections. It may outlive a
@@ -217,7 +186,7 @@ export class VendorSession implements Session {
   }
 
   private tellOwner(): void {
-    if (this.owner !== null && OWNER_READY[this.state]) this.owner.sessionReady({ ...this.vendorParams })
+    if (this.owner !== null && FLOWING[this.state]) this.owner.sessionReady({ ...this.vendorParams })
   }
 
   private deliver(text: string): void {
@@ -405,7 +374,7 @@ export class VendorSession implements Session {
   /** End the session. `graceful`: queued audio, then the mapping's close frame, then the close handshake. */
   close(graceful: boolean): void {
     if (this.state === 'CLOSED') return
-    const goodbye = graceful && GRACEFUL[this.state]
+    const goodbye = graceful && FLOWING[this.state]
     this.state = 'CLOSED'
     for (const t of [this.retryTimer, this.parkTimer, this.rotateTimer]) if (t !== null) this.deps.clock.clearTimeout(t)
     this.retryTimer = this.parkTimer = this.rotateTimer = null
