@@ -19,7 +19,7 @@ import type { ServerState } from './state'
  * Which uWebSockets.js loaded. The unofficial build silently falls back to a pure-JS server when its
  * native binary does not load; native functions print as `[native code]`, the fallback's do not.
  */
-export function uwsBuild(): { native: boolean; binary: string | null } {
+function uwsBuild(): { native: boolean; binary: string | null } {
   const native = /\[native code\]/.test(Function.prototype.toString.call(uWS.App))
   const binary = Object.keys(require.cache).find(k => /uws_.*\.node$/.test(k)) ?? null
   return { native, binary }

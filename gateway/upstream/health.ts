@@ -62,6 +62,7 @@ export class Prober {
     const failure = await this.probe(r)
     const ok = failure === null
     this.events.checked(r, ok)
+    // `since` is wall-clock time on purpose: the fleet reads it (/admin/upstreams), unlike the timers.
     let s = this.streak.get(r.key)
     if (s === undefined) {
       const shared = this.store.sharedHealth().get(r.key)
