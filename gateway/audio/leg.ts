@@ -7,8 +7,11 @@ import type { Store } from '../store/port'
 import type { Logger } from '../telemetry/log'
 import type { LegCounters, Metrics } from '../telemetry/metrics'
 import type { Problem } from '../validate/compile'
+import type { ConnectionFactory } from './connection-contract'
 import { checkHandshake, connectedFrame, errorFrame } from './handshake'
-import { VendorSession, type SessionOwner, type SessionRegistry } from './session'
+import type { SessionRegistry } from './registry'
+import { VendorSession } from './session'
+import type { Session, SessionOwner } from './session-contract'
 
 /** The platform socket as the leg sees it (the uWS adapter lives in server/audio-route.ts). */
 export interface PlatformLeg {
@@ -30,6 +33,8 @@ export interface LegDeps {
   legId: string
   /** Above this many bytes queued towards the platform, reading from the vendor pauses. */
   platformHighWaterBytes: number
+  /** How vendor connections are made (default: real ones); unit tests pass fakes. */
+  connect?: ConnectionFactory
 }
 
 /**
@@ -49,13 +54,14 @@ const BINARY_IN: Record<LegState, 'session' | 'refuse' | 'count-late'> = {
 
 /**
  * One platform audio leg: handshake, then hands audio to its vendor session (audio/session.ts) and
- * results back to the platform. The per-frame path is `onPlatformBinary` → `VendorSession.write` →
- * `VendorSocket.sendBinary`: no parse, no await, no log, no prom-client call.
+ * results back to the platform. The per-frame path is `onPlatformBinary` → `AudioRelay.write` →
+ * `VendorConnection.writeAudio` → `VendorSocket.sendBinary`: no parse, no await, no log, no
+ * allocation, no prom-client call.
  */
 export class AudioLeg implements SessionOwner {
   state: LegState = 'AWAIT_INIT'
   readonly counters: LegCounters
-  private session: VendorSession | null = null
+  private session: Session | null = null
   private handshakeTimer: TimerHandle | null
   private vendorPaused = false
   private log: Logger
@@ -83,7 +89,7 @@ export class AudioLeg implements SessionOwner {
     c.bytesFromPlatform += data.byteLength
     const session = this.session
     if (session !== null && this.state !== 'CLOSED') {
-      session.write(data)
+      session.relay.write(data)
       return
     }
     if (BINARY_IN[this.state] === 'refuse') this.fail(new GatewayError('FIRST_FRAME_NOT_TEXT'))
@@ -164,14 +170,11 @@ export class AudioLeg implements SessionOwner {
     const key = `${route.name}:${id.busNo}:${id.contactId}:${id.perspective}`
 
     // Re-attach: the same leg identity came back while its vendor session is kept on this instance.
-    const existing = registry.get(key)
-    if (existing !== undefined && existing.state !== 'CLOSED') {
-      const previous = existing.owner
-      if (previous instanceof AudioLeg && previous !== this) previous.supersede()
+    const existing = registry.claim(key, this, checked.init, this.log)
+    if (existing !== null) {
       this.session = existing
       metrics.reattach.inc({ route: route.name, result: 'same_session' })
       this.log.info({ event: 'reattached', session: existing.id }, 'leg re-attached to its vendor session')
-      existing.attach(this, checked.init, this.log)
       return
     }
 
@@ -188,8 +191,9 @@ export class AudioLeg implements SessionOwner {
         metrics,
         store: this.deps.store,
         clock: this.deps.clock,
-        registry,
-        log: this.log
+        host: registry,
+        log: this.log,
+        connect: this.deps.connect
       },
       this,
       input,
@@ -243,7 +247,7 @@ export class AudioLeg implements SessionOwner {
   }
 
   /** A newer connection with the same identity took this leg's vendor session. */
-  private supersede(): void {
+  superseded(): void {
     this.session = null
     this.fail(new GatewayError('LEG_REPLACED'))
   }

@@ -1,5 +1,5 @@
 import * as uWS from 'uWebSockets.js'
-import { SessionRegistry } from '../audio/session'
+import { SessionRegistry } from '../audio/registry'
 import type { Config } from '../config/types'
 import { loadMapping } from '../mapping/compile'
 import { buildRoute, type RouteRuntime } from '../route'
@@ -19,7 +19,7 @@ import type { ServerState } from './state'
  * Which uWebSockets.js loaded. The unofficial build silently falls back to a pure-JS server when its
  * native binary does not load; native functions print as `[native code]`, the fallback's do not.
  */
-export function uwsBuild(): { native: boolean; binary: string | null } {
+function uwsBuild(): { native: boolean; binary: string | null } {
   const native = /\[native code\]/.test(Function.prototype.toString.call(uWS.App))
   const binary = Object.keys(require.cache).find(k => /uws_.*\.node$/.test(k)) ?? null
   return { native, binary }
@@ -84,6 +84,15 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   metrics.replicaHealth = () =>
     pools.flatMap(p => p.replicas.map(r => ({ route: r.route, upstream: r.name, healthy: r.healthy })))
   metrics.storeIsUp = () => store.up()
+  for (const pool of pools)
+    pool.onDown((r, source, reason) => {
+      if (source === 'probe') return // the prober logs its own verdicts (upstream_health)
+      metrics.ejections.inc({ route: r.route, upstream: r.name })
+      log.warn(
+        { event: 'upstream_ejected', route: r.route, upstream: r.name, source, reason },
+        'replica ejected after gateway-side failures'
+      )
+    })
   const prober = new Prober(pools, config.health.active, store, {
     checked: (r, ok) => metrics.healthChecks.inc({ route: r.route, upstream: r.name, result: ok ? 'ok' : 'failed' }),
     changed: (r, st, reason) => {
@@ -93,19 +102,10 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       )
     }
   })
-  // Sessions on a replica that turned down (probed here or by the fleet's prober) move off it.
-  const wasDown = new Set<string>()
-  const onHealth = (): void => {
-    for (const p of pools) {
-      for (const r of p.replicas) {
-        if (!r.probedUp && !wasDown.has(r.key)) {
-          wasDown.add(r.key)
-          sessions.onReplicaDown(r)
-        } else if (r.probedUp) wasDown.delete(r.key)
-      }
-    }
-  }
-  store.onSync(onHealth)
+  // A replica probed down (here or by the fleet's prober) goes down in its pool: its streams move off it.
+  store.onSync(() => {
+    for (const p of pools) p.refreshProbes()
+  })
   // This instance's stream counts go to the fleet with every store sync.
   const report = setInterval(
     () => {

@@ -1,5 +1,5 @@
 import type { AudioLeg } from '../audio/leg'
-import type { SessionRegistry } from '../audio/session'
+import type { SessionRegistry } from '../audio/registry'
 import type { Store } from '../store/port'
 import type { Config } from '../config/types'
 import type { RouteRuntime } from '../route'

@@ -1,5 +1,6 @@
 import WebSocket from 'ws'
 import { request } from 'undici'
+import { type Clock, systemClock, type TimerHandle } from '../clock'
 import type { HealthSettings } from '../config/types'
 import type { Store } from '../store/port'
 import type { Replica, UpstreamPool } from './pool'
@@ -18,7 +19,7 @@ export interface ProbeEvents {
  * verdicts for the fleet; every other instance reads them on its store sync.
  */
 export class Prober {
-  private timer: NodeJS.Timeout | null = null
+  private timer: TimerHandle | null = null
   private readonly streak = new Map<
     string,
     { ok: number; fail: number; state: 'up' | 'down'; since: number; reason: string }
@@ -29,20 +30,20 @@ export class Prober {
     private readonly pools: readonly UpstreamPool[],
     private readonly settings: HealthSettings['active'],
     private readonly store: Store,
-    private readonly events: ProbeEvents
+    private readonly events: ProbeEvents,
+    private readonly clock: Clock = systemClock
   ) {}
 
   start(): void {
     if (this.settings.kind === 'none') return
-    this.timer = setInterval(() => {
+    this.timer = this.clock.setInterval(() => {
       void this.round()
     }, this.settings.intervalSeconds * 1000)
-    this.timer.unref()
     void this.round()
   }
 
   stop(): void {
-    if (this.timer !== null) clearInterval(this.timer)
+    if (this.timer !== null) this.clock.clearInterval(this.timer)
     this.timer = null
   }
 
@@ -61,6 +62,7 @@ export class Prober {
     const failure = await this.probe(r)
     const ok = failure === null
     this.events.checked(r, ok)
+    // `since` is wall-clock time on purpose: the fleet reads it (/admin/upstreams), unlike the timers.
     let s = this.streak.get(r.key)
     if (s === undefined) {
       const shared = this.store.sharedHealth().get(r.key)

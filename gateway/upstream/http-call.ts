@@ -3,7 +3,7 @@ import { systemClock, type Clock } from '../clock'
 import type { TextSettings } from '../config/types'
 import { GatewayError, type ErrorCode } from '../errors'
 import type { Metrics } from '../telemetry/metrics'
-import type { Replica, UpstreamPool } from './pool'
+import { TextBalancer, type Replica, type UpstreamPool } from './pool'
 
 /** Bounded values of `upstream_requests_total{result}`. */
 export type UpstreamResult =
@@ -107,10 +107,9 @@ const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT'
  */
 export class TextUpstream {
   private readonly lanes = new Map<Replica, Lane>()
-  private cursor = 0
   private closed = false
   private readonly noReplica: { inc: () => void }
-  private readonly replicas: readonly Replica[]
+  private readonly balancer: TextBalancer
 
   constructor(
     private readonly route: string,
@@ -119,7 +118,7 @@ export class TextUpstream {
     private readonly metrics: Metrics,
     private readonly clock: Clock = systemClock
   ) {
-    this.replicas = pool.replicas
+    this.balancer = new TextBalancer(pool.replicas, settings.balancing)
     this.noReplica = metrics.upstreamRequests.labels(route, '', 'no_replica')
   }
 
@@ -137,7 +136,7 @@ export class TextUpstream {
   ): Promise<CallOutcome<F>> {
     if (this.closed) return { ok: false, replica: null, error: new GatewayError('SHUTTING_DOWN'), result: null }
     const tried = new Set<Replica>()
-    let replica = this.pick(tried)
+    let replica = this.balancer.pick(tried)
     if (replica === null) {
       this.noReplica.inc()
       return { ok: false, replica: null, error: new GatewayError('NO_HEALTHY_UPSTREAM'), result: 'no_replica' }
@@ -162,17 +161,17 @@ export class TextUpstream {
             error: new GatewayError('UPSTREAM_TIMEOUT', { detail: 'no whole answer within text.timeoutSeconds' }),
             result: null
           }
-        replica.inFlight++
+        this.balancer.begin(replica)
         let out: Exchanged
         try {
           out = await this.send(replica, built.value, deadline)
         } finally {
-          replica.inFlight--
+          this.balancer.end(replica)
         }
         const reason = this.retryReason(out, deadline, opts.idempotent)
         this.passive(replica, out, reason)
         if (reason === null || attempt >= this.settings.retries || deadline.timedOut) return out
-        const other = this.pick(tried)
+        const other = this.balancer.pick(tried)
         if (other === null) return out
         if (!retrying && !this.budgetAllows()) {
           this.metrics.upstreamRetries.inc({ route: this.route, reason: 'budget_exhausted' })
@@ -226,9 +225,7 @@ export class TextUpstream {
       return
     }
     const gatewaySide = out.result === 'connect_failed' || out.result === 'timeout' || reason === 'status_5xx'
-    if (gatewaySide && this.pool.recordFailure(replica, `text: ${out.result ?? 'failed'}`)) {
-      this.metrics.ejections.inc({ route: this.route, upstream: replica.name })
-    }
+    if (gatewaySide) this.pool.recordFailure(replica, `text: ${out.result ?? 'failed'}`, 'text')
   }
 
   /** Close every pool; calls in flight fail (the listener is closing too). */
@@ -237,30 +234,6 @@ export class TextUpstream {
     const pools = [...this.lanes.values()].map(l => l.pool)
     this.lanes.clear()
     await Promise.all(pools.map(async p => await p.destroy().catch(() => {})))
-  }
-
-  /** An eligible replica not in `exclude`: round-robin, or the less busy of two random ones (p2c). */
-  private pick(exclude: ReadonlySet<Replica>): Replica | null {
-    const all = this.replicas
-    const n = all.length
-    const eligible = (r: Replica): boolean =>
-      !exclude.has(r) && r.config.text !== undefined && r.healthy && r.inFlight < r.config.maxInFlight
-    if (this.settings.balancing === 'p2c') {
-      const ok = all.filter(eligible)
-      if (ok.length <= 1) return ok[0] ?? null
-      const a = ok[Math.floor(Math.random() * ok.length)]
-      let b = ok[Math.floor(Math.random() * (ok.length - 1))]
-      if (b === a) b = ok[ok.length - 1]
-      return b.inFlight / b.config.weight < a.inFlight / a.config.weight ? b : a
-    }
-    for (let i = 0; i < n; i++) {
-      const r = all[(this.cursor + i) % n]
-      if (eligible(r)) {
-        this.cursor = (this.cursor + i + 1) % n
-        return r
-      }
-    }
-    return null
   }
 
   private lane(replica: Replica): Lane {

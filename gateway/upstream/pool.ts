@@ -1,32 +1,37 @@
-import type { HealthSettings, RouteConfig, UpstreamConfig } from '../config/types'
+import { type Clock, systemClock } from '../clock'
+import type { HealthSettings, RouteConfig, TextSettings, UpstreamConfig } from '../config/types'
 import type { Store } from '../store/port'
 
-/** Something using a replica that must move off it when the replica goes down (an audio session). */
+/** Something holding a stream on a replica that must move off it when the replica goes down (a vendor connection). */
 export interface ReplicaUser {
-  lose: (why: string) => void
+  replicaDown: (why: string) => void
 }
+
+/** Where a "replica down" verdict came from: the active prober (here or fleet-wide), or passive ejection. */
+export type DownSource = 'probe' | 'audio' | 'text'
 
 /** One replica of a route's vendor: this instance's live counts and its health as seen from here. */
 export class Replica {
-  /** Audio streams this instance has open on the replica. */
+  /** Audio streams this instance has open on the replica. Changed only by leases (`UpstreamPool.leaseStream`). */
   activeStreams = 0
-  /** Text requests in flight from this instance. */
+  /** Text requests in flight from this instance. Changed only by `TextBalancer.begin`/`end`. */
   inFlight = 0
-  /** Vendor sockets being opened from this instance. */
+  /** Vendor sockets being opened from this instance. Changed only by leases. */
   pendingHandshakes = 0
-  /** Passive health: gateway-side failures in a row, ejections so far, ejected until (ms epoch). */
+  /** Passive health: gateway-side failures in a row, ejections so far, ejected until (clock ms). */
   consecutiveFailures = 0
   ejections = 0
   ejectedUntil = 0
   ejectReason = ''
-  ejectedSince = 0
+  ejectedSince: string | null = null
   readonly key: string
-  /** Audio sessions of this instance currently on the replica. */
-  readonly sessions = new Set<ReplicaUser>()
+  /** The streams of this instance on the replica, so a down verdict can move them. */
+  readonly leases = new Set<StreamLease>()
   constructor(
     readonly route: string,
     readonly config: UpstreamConfig,
-    private readonly store: Store
+    private readonly store: Store,
+    private readonly clock: Clock
   ) {
     this.key = `${route}/${config.name}`
   }
@@ -41,7 +46,7 @@ export class Replica {
   }
 
   get ejected(): boolean {
-    return this.ejectedUntil > Date.now()
+    return this.ejectedUntil > this.clock.now()
   }
 
   get healthy(): boolean {
@@ -58,8 +63,7 @@ export class Replica {
     const probed = this.store.sharedHealth().get(this.key)
     if (probed?.state === 'down')
       return { state: 'down', reason: probed.reason, since: new Date(probed.since).toISOString() }
-    if (this.ejected)
-      return { state: 'ejected', reason: this.ejectReason, since: new Date(this.ejectedSince).toISOString() }
+    if (this.ejected) return { state: 'ejected', reason: this.ejectReason, since: this.ejectedSince }
     return {
       state: 'up',
       reason: probed?.reason ?? 'no failures seen',
@@ -69,19 +73,61 @@ export class Replica {
 }
 
 /**
- * Picks replicas for a route. Audio: least active streams counted fleet-wide, relative to weight,
- * among replicas with an audio URL, good health and room under their limits; ties keep config order.
- * Passive ejection (gateway-side failures only) backs off 30 s × n up to 300 s and never ejects the
- * last healthy replica.
+ * One audio stream on a replica: counted in `activeStreams` (and `pendingHandshakes` until the
+ * handshake is over) from `leaseStream` to `release`, so a replica's counts cannot drift whatever
+ * path a stream ends by. Both ends are idempotent.
+ */
+export class StreamLease {
+  private pending = true
+  private released = false
+  constructor(
+    readonly replica: Replica,
+    readonly user: ReplicaUser
+  ) {
+    replica.activeStreams++
+    replica.pendingHandshakes++
+    replica.leases.add(this)
+  }
+
+  /** The vendor socket opened, or failed to: it no longer counts against `maxPendingHandshakes`. */
+  handshakeDone(): void {
+    if (!this.pending) return
+    this.pending = false
+    this.replica.pendingHandshakes--
+  }
+
+  release(): void {
+    if (this.released) return
+    this.handshakeDone()
+    this.released = true
+    this.replica.activeStreams--
+    this.replica.leases.delete(this)
+  }
+}
+
+/** Told of every down verdict, whatever its source (logs and metrics; streams are moved by the pool itself). */
+export type DownListener = (replica: Replica, source: DownSource, reason: string) => void
+
+/**
+ * The replicas of one route and everything about their state: audio balancing (least active streams
+ * counted fleet-wide, relative to weight, among replicas with an audio URL, good health and room under
+ * their limits; ties keep config order), stream leases, passive ejection (gateway-side failures only;
+ * 30 s × n up to 300 s; never the last healthy replica) and the one `markDown` every down verdict goes
+ * through.
  */
 export class UpstreamPool {
   readonly replicas: readonly Replica[]
+  private readonly listeners: DownListener[] = []
+  /** Replicas whose probe verdict was down at the last `refreshProbes`. */
+  private readonly probedDown = new Set<Replica>()
+
   constructor(
     route: RouteConfig,
     store: Store,
-    private readonly health: HealthSettings
+    private readonly health: HealthSettings,
+    private readonly clock: Clock = systemClock
   ) {
-    this.replicas = route.upstreams.map(u => new Replica(route.name, u, store))
+    this.replicas = route.upstreams.map(u => new Replica(route.name, u, store, clock))
   }
 
   /** Audio replicas in the order to try them; `exclude` are tried last (a failed replica is still better than none). */
@@ -110,25 +156,104 @@ export class UpstreamPool {
     return this.audioCandidates().length > 0
   }
 
-  /** A gateway-side failure (connect/TLS error, upgrade ≠ 101, abnormal close, not ready in time). */
-  recordFailure(r: Replica, reason: string): boolean {
+  /** Count a stream on `replica` until the lease is released; `user` is moved off when the replica goes down. */
+  leaseStream(replica: Replica, user: ReplicaUser): StreamLease {
+    return new StreamLease(replica, user)
+  }
+
+  onDown(listener: DownListener): void {
+    this.listeners.push(listener)
+  }
+
+  /**
+   * A gateway-side failure (connect/TLS error, upgrade ≠ 101, abnormal close, not ready in time, a text
+   * connect failure, timeout or 502/503/504). True when it ejected the replica (through `markDown`).
+   */
+  recordFailure(r: Replica, reason: string, source: 'audio' | 'text' = 'text'): boolean {
     r.consecutiveFailures++
     if (r.consecutiveFailures < this.health.passive.consecutiveFailures || r.ejected) return false
-    const othersHealthy = this.replicas.some(o => o !== r && o.healthy)
-    if (!othersHealthy) return false
-    r.ejections++
-    const seconds = Math.min(
-      this.health.passive.baseEjectionSeconds * r.ejections,
-      this.health.passive.maxEjectionSeconds
-    )
-    r.ejectedSince = Date.now()
-    r.ejectedUntil = r.ejectedSince + seconds * 1000
-    r.ejectReason = `${r.consecutiveFailures} failures in a row, last: ${reason}; ejected for ${seconds} s`
-    r.consecutiveFailures = 0
+    if (!this.replicas.some(o => o !== r && o.healthy)) return false
+    this.markDown(r, source, reason)
     return true
   }
 
   recordSuccess(r: Replica): void {
     r.consecutiveFailures = 0
+  }
+
+  /**
+   * The one way a replica goes down, whatever said so: a passive source ejects it for a while (the
+   * probe's verdict lives in the store), listeners are told, and every stream of this instance on it
+   * is moved off now rather than at its next error.
+   */
+  markDown(r: Replica, source: DownSource, reason: string): void {
+    if (source !== 'probe') {
+      r.ejections++
+      const seconds = Math.min(
+        this.health.passive.baseEjectionSeconds * r.ejections,
+        this.health.passive.maxEjectionSeconds
+      )
+      r.ejectedSince = new Date().toISOString()
+      r.ejectedUntil = this.clock.now() + seconds * 1000
+      r.ejectReason = `${r.consecutiveFailures} failures in a row, last: ${reason}; ejected for ${seconds} s`
+      r.consecutiveFailures = 0
+    }
+    for (const listener of this.listeners) listener(r, source, source === 'probe' ? reason : r.ejectReason)
+    for (const lease of [...r.leases]) lease.user.replicaDown(`replica ${r.name} marked down`)
+  }
+
+  /** Read the probe verdicts (this instance's or the fleet's, via the store): a replica newly down goes through `markDown`. */
+  refreshProbes(): void {
+    for (const r of this.replicas) {
+      if (r.probedUp) this.probedDown.delete(r)
+      else if (!this.probedDown.has(r)) {
+        this.probedDown.add(r)
+        this.markDown(r, 'probe', r.describe().reason)
+      }
+    }
+  }
+}
+
+/**
+ * Text balancing over a pool's replicas: round-robin, or the less busy of two random ones (p2c), among
+ * replicas with a text URL, healthy and under `maxInFlight`. It also keeps the in-flight counts p2c reads.
+ */
+export class TextBalancer {
+  private cursor = 0
+  constructor(
+    private readonly replicas: readonly Replica[],
+    private readonly policy: TextSettings['balancing']
+  ) {}
+
+  /** An eligible replica not in `exclude`, or null. */
+  pick(exclude: ReadonlySet<Replica>): Replica | null {
+    const all = this.replicas
+    const n = all.length
+    const eligible = (r: Replica): boolean =>
+      !exclude.has(r) && r.config.text !== undefined && r.healthy && r.inFlight < r.config.maxInFlight
+    if (this.policy === 'p2c') {
+      const ok = all.filter(eligible)
+      if (ok.length <= 1) return ok[0] ?? null
+      const a = ok[Math.floor(Math.random() * ok.length)]
+      let b = ok[Math.floor(Math.random() * (ok.length - 1))]
+      if (b === a) b = ok[ok.length - 1]
+      return b.inFlight / b.config.weight < a.inFlight / a.config.weight ? b : a
+    }
+    for (let i = 0; i < n; i++) {
+      const r = all[(this.cursor + i) % n]
+      if (eligible(r)) {
+        this.cursor = (this.cursor + i + 1) % n
+        return r
+      }
+    }
+    return null
+  }
+
+  begin(r: Replica): void {
+    r.inFlight++
+  }
+
+  end(r: Replica): void {
+    r.inFlight--
   }
 }

@@ -1,12 +1,38 @@
 import WebSocket from 'ws'
+import type { Clock, TimerHandle } from '../clock'
+
+/**
+ * Why a vendor socket failed, as a value (never a string to parse back). `upgrade`: the vendor answered
+ * the upgrade request with this HTTP status; `network`: connect, TLS or socket error (the library's
+ * code); `missed-pong`: the heartbeat found the vendor gone; `closed-before-open`: no reason known.
+ */
+export type SocketFailure =
+  | { readonly kind: 'upgrade'; readonly status: number }
+  | { readonly kind: 'network'; readonly code: string }
+  | { readonly kind: 'missed-pong' }
+  | { readonly kind: 'closed-before-open' }
+
+/** A short text for logs and error details (never a URL: it may hold credentials). */
+export function describeSocketFailure(f: SocketFailure): string {
+  switch (f.kind) {
+    case 'upgrade':
+      return `HTTP ${f.status}`
+    case 'network':
+      return f.code
+    case 'missed-pong':
+      return 'missed pong'
+    case 'closed-before-open':
+      return 'closed before open'
+  }
+}
 
 /** What a vendor socket tells its owner. Exactly one of onOpen / onClose(opened=false) follows a connect. */
 export interface VendorEvents {
   onOpen: () => void
   onText: (text: string) => void
   onBinary: (bytes: number) => void
-  /** `opened` false: the connection never opened (connect, TLS or upgrade failure); `error` says why, when known (also 'missed pong'). */
-  onClose: (code: number, reason: string, opened: boolean, error: string | null) => void
+  /** `opened` false: the connection never opened; `failure` says why when known (always set then). */
+  onClose: (code: number, reason: string, opened: boolean, failure: SocketFailure | null) => void
 }
 
 const BINARY = { binary: true } as const
@@ -20,13 +46,14 @@ export class VendorSocket {
   private readonly ws: WebSocket
   private opened = false
   private finished = false
-  private lastError: string | null = null
-  private heartbeat: NodeJS.Timeout | null = null
+  private failure: SocketFailure | null = null
+  private heartbeat: TimerHandle | null = null
   private pongSeen = true
 
   constructor(
     url: string,
     opts: { headers: Record<string, string>; connectTimeoutMs: number; maxPayloadBytes?: number },
+    private readonly clock: Clock,
     private readonly events: VendorEvents
   ) {
     this.ws = new WebSocket(url, {
@@ -44,27 +71,25 @@ export class VendorSocket {
       if (isBinary) this.events.onBinary(data.length)
       else this.events.onText(data.toString('utf8'))
     })
+    // With a listener here `ws` leaves the refused upgrade to us: keep its status, then abort.
+    this.ws.on('unexpected-response', (_req, res) => {
+      this.failure ??= { kind: 'upgrade', status: res.statusCode ?? 0 }
+      this.ws.terminate()
+    })
     this.ws.on('error', (err: Error & { code?: string }) => {
-      // Translate once, at the edge: keep the library's code, never a URL with credentials in it.
-      const upgrade = /Unexpected server response: (\d+)/.exec(err.message)
-      this.lastError =
-        upgrade !== null
-          ? `HTTP ${upgrade[1]}`
-          : (err.code ?? err.message.replace(/https?:\/\/\S+|wss?:\/\/\S+/g, '<url>'))
+      // Translate once, at the edge: keep the library's code, never its message (it may hold the URL).
+      this.failure ??= { kind: 'network', code: err.code ?? err.name }
     })
     this.ws.on('pong', () => {
       this.pongSeen = true
     })
     this.ws.on('close', (code: number, reason: Buffer) => {
-      if (this.heartbeat !== null) clearInterval(this.heartbeat)
+      if (this.heartbeat !== null) this.clock.clearInterval(this.heartbeat)
+      this.heartbeat = null
       if (this.finished) return
       this.finished = true
-      this.events.onClose(
-        code,
-        reason.toString('utf8'),
-        this.opened,
-        this.lastError ?? (this.opened ? null : 'closed before open')
-      )
+      const failure = this.failure ?? (this.opened ? null : ({ kind: 'closed-before-open' } as const))
+      this.events.onClose(code, reason.toString('utf8'), this.opened, failure)
     })
   }
 
@@ -92,16 +117,15 @@ export class VendorSocket {
    */
   startHeartbeat(ms: number): void {
     if (ms <= 0 || this.heartbeat !== null) return
-    this.heartbeat = setInterval(() => {
+    this.heartbeat = this.clock.setInterval(() => {
       if (!this.pongSeen) {
-        this.lastError = 'missed pong'
+        this.failure ??= { kind: 'missed-pong' }
         this.ws.terminate()
         return
       }
       this.pongSeen = false
       if (this.isOpen) this.ws.ping()
     }, ms)
-    this.heartbeat.unref()
   }
 
   /** Stop reading from the vendor (the platform side is backed up). */

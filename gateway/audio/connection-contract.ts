@@ -1,0 +1,83 @@
+import type { Clock } from '../clock'
+import type { AudioSettings } from '../config/types'
+import type { MappingInput } from '../mapping/run'
+import type { RouteRuntime } from '../route'
+import type { Logger } from '../telemetry/log'
+import type { LegCounters, Metrics } from '../telemetry/metrics'
+import type { Replica } from '../upstream/pool'
+import type { SocketFailure } from '../upstream/ws-leg'
+import type { ControlChain } from './control-chain'
+import type { AudioSink } from './relay'
+
+// The seam between a vendor session and its vendor connections (audio/vendor-connection.ts): what a
+// connection tells, what the session may ask of it, and the factory unit tests replace.
+
+/**
+ * Why a vendor connection failed, as a value. unreachable: it never opened (`socket` says why; an
+ * `upgrade` 4xx is the vendor's verdict on the request, not a sick replica). closed: the vendor closed it.
+ * not-ready: no readiness within `readyTimeoutSeconds`. refused: the vendor's own refusal message.
+ * mapping: the mapping could not build what this connection needs (`error` is the expression's text:
+ * for logs only). replica-down: its replica was marked down (probe or ejection).
+ */
+export type VendorFailure =
+  | { readonly kind: 'unreachable'; readonly socket: SocketFailure }
+  | { readonly kind: 'closed'; readonly code: number; readonly reason: string; readonly socket: SocketFailure | null }
+  | { readonly kind: 'not-ready' }
+  | { readonly kind: 'refused'; readonly vendorMessage: string | undefined }
+  | { readonly kind: 'mapping'; readonly stage: 'url' | 'headers' | 'template' | 'open'; readonly error: string }
+  | { readonly kind: 'replica-down'; readonly why: string }
+
+/** What a connection tells its session. No ready, refused or lost after `abort` or `goodbye`. */
+export interface ConnectionEvents {
+  /** The vendor session is ready for audio (`params`: the mapping's `ready.parameters`). */
+  ready: (conn: Connection, params: Record<string, unknown>) => void
+  /** It failed before it was ready. The connection is already over. */
+  refused: (conn: Connection, failure: VendorFailure) => void
+  /** It failed once ready. The connection is already over. */
+  lost: (conn: Connection, failure: VendorFailure) => void
+  /** A message for the platform (a PlatformWebSocketMessage as JSON text). */
+  result: (text: string) => void
+}
+
+/** What every connection of one session shares. The session replaces `log` when a leg re-attaches. */
+export interface ConnectionContext {
+  readonly route: RouteRuntime
+  readonly settings: AudioSettings
+  readonly metrics: Metrics
+  readonly clock: Clock
+  readonly chain: ControlChain
+  readonly counters: LegCounters
+  log: Logger
+}
+
+/**
+ * BUILDING: URL and headers being evaluated. CONNECTING: the upgrade is under way. OPENING: open frame
+ * sent, readiness awaited. READY: carries audio. CLOSING: the goodbye is under way. CLOSED: over.
+ */
+export type ConnectionState = 'BUILDING' | 'CONNECTING' | 'OPENING' | 'READY' | 'CLOSING' | 'CLOSED'
+
+/** A vendor connection as its session sees it. */
+export interface Connection extends AudioSink {
+  readonly replica: Replica
+  readonly state: ConnectionState
+  /** Rotation: take over the audio `old` holds for an incomplete chunk. */
+  takeOver: (old: Connection) => void
+  /** Audio held for an incomplete chunk, given up (rotation). */
+  takeRemainder: () => Uint8Array | null
+  /** Send the mapping's pause or resume frame (if any) on the control chain, then call `done`. */
+  control: (kind: 'pause' | 'resume', done?: () => void) => void
+  /** Stop / restart reading from the vendor (the platform side is backed up). */
+  pause: () => void
+  resume: () => void
+  /** Close gracefully: encoder remainder, the mapping's close frame, the vendor's goodbye or a timeout. */
+  goodbye: () => void
+  /** End at once, telling nobody. */
+  abort: () => void
+}
+
+export type ConnectionFactory = (
+  ctx: ConnectionContext,
+  replica: Replica,
+  input: MappingInput,
+  events: ConnectionEvents
+) => Connection

@@ -1,0 +1,45 @@
+import type { Logger } from '../telemetry/log'
+import type { Session, SessionHost, SessionOwner } from './session-contract'
+
+/**
+ * The vendor sessions of this instance by leg identity (`route:busNo:contactId:perspective`): who owns
+ * each, which are parked waiting for their leg, and the claims of legs that come back.
+ */
+export class SessionRegistry implements SessionHost {
+  private readonly byKey = new Map<string, Session>()
+  private readonly parkedSessions = new Set<Session>()
+
+  /** A new session for a leg identity; it replaces a closed one of the same identity. */
+  add(s: Session): void {
+    this.byKey.set(s.key, s)
+  }
+
+  /**
+   * A leg with this identity came back: it takes over the live session kept for it (parked, or still
+   * owned by an older connection, which is superseded). Null when there is none: open a new one.
+   */
+  claim(key: string, owner: SessionOwner, init: Record<string, unknown>, log: Logger): Session | null {
+    const s = this.byKey.get(key)
+    if (s === undefined || s.state === 'CLOSED') return null
+    s.attach(owner, init, log)
+    return s
+  }
+
+  parked(s: Session): void {
+    this.parkedSessions.add(s)
+  }
+  unparked(s: Session): void {
+    this.parkedSessions.delete(s)
+  }
+  closed(s: Session): void {
+    if (this.byKey.get(s.key) === s) this.byKey.delete(s.key)
+    this.parkedSessions.delete(s)
+  }
+
+  get parkedCount(): number {
+    return this.parkedSessions.size
+  }
+  all(): IterableIterator<Session> {
+    return this.byKey.values()
+  }
+}

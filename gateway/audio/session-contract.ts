@@ -1,0 +1,93 @@
+import type { Clock } from '../clock'
+import type { AudioSettings } from '../config/types'
+import type { GatewayError } from '../errors'
+import type { RouteRuntime } from '../route'
+import type { Store } from '../store/port'
+import type { Logger } from '../telemetry/log'
+import type { LegCounters, Metrics } from '../telemetry/metrics'
+import type { Replica } from '../upstream/pool'
+import type { Connection, ConnectionFactory, VendorFailure } from './connection-contract'
+import type { AudioRelay } from './relay'
+
+// The seam between a platform leg (audio/leg.ts), the registry (audio/registry.ts) and the vendor
+// session state machine (audio/session.ts).
+
+/** The platform leg a session currently serves (audio/leg.ts). */
+export interface SessionOwner {
+  /** The vendor session is ready (first time, after a failover, or for a leg that re-attached). May come more than once. */
+  sessionReady: (parameters: Record<string, unknown>) => void
+  /** The session gave up; the owner ends its platform leg with this error. The session has closed itself. */
+  sessionFailed: (error: GatewayError, extra: Record<string, unknown>) => void
+  /** A MESSAGE for the platform (already a PlatformWebSocketMessage in JSON). */
+  deliver: (text: string) => void
+  /** A newer leg with the same identity took the session over. */
+  superseded: () => void
+}
+
+/** Who keeps sessions findable for a re-attach (audio/registry.ts). */
+export interface SessionHost {
+  parked: (s: Session) => void
+  unparked: (s: Session) => void
+  closed: (s: Session) => void
+}
+
+export interface SessionDeps {
+  route: RouteRuntime
+  settings: AudioSettings
+  metrics: Metrics
+  store: Store
+  clock: Clock
+  host: SessionHost
+  log: Logger
+  /** How a vendor connection is made; unit tests pass fake connections here. */
+  connect?: ConnectionFactory
+}
+
+/**
+ * Vendor session states. OPENING: the first vendor connection is being opened (audio is held).
+ * READY: audio flows. RESUMING: a leg re-attached to a paused vendor session; audio queues until the
+ * mapping's resume frame is out. RECOVERING: the vendor connection was lost mid-call; a replacement is
+ * being opened (audio is queued, the platform leg stays open). CLOSED: over.
+ */
+export type SessionState = 'OPENING' | 'READY' | 'RESUMING' | 'RECOVERING' | 'CLOSED'
+
+/** A vendor session as its leg and the registry see it. */
+export interface Session {
+  readonly key: string
+  readonly id: string
+  readonly state: SessionState
+  readonly owner: SessionOwner | null
+  readonly counters: LegCounters
+  /** The per-frame path: the leg writes platform audio here. */
+  readonly relay: AudioRelay
+  /** Open the first vendor connection, on `preferred` first when given (affinity), else by balancing. */
+  start: (preferred: Replica | null) => void
+  /** The platform leg is gone: keep the vendor session for the re-attach grace, if there is one. */
+  park: () => void
+  /** A leg with the same identity came back: it continues this session (the previous owner is superseded). */
+  attach: (owner: SessionOwner, init: Record<string, unknown>, log: Logger) => void
+  /** End the session; `graceful`: queued audio, the mapping's close frame, then the close handshake. */
+  close: (graceful: boolean) => void
+  /** Stop / restart reading from the vendor while the platform side is backed up. */
+  pauseVendor: () => void
+  resumeVendor: () => void
+}
+
+/**
+ * Why a session cannot go on as it is. connection: a vendor connection failed (judged by
+ * audio/failover.ts: walk on, recover, or end). fatal: end the leg with this error (`internal`: logged
+ * as the detail, never sent to the platform).
+ */
+export type SessionFailure =
+  | {
+      readonly kind: 'connection'
+      readonly conn: Connection
+      readonly failure: VendorFailure
+      readonly when: 'refused' | 'lost'
+    }
+  | {
+      readonly kind: 'fatal'
+      readonly error: GatewayError
+      readonly extra?: Record<string, unknown>
+      readonly internal?: string
+    }

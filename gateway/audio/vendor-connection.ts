@@ -1,0 +1,385 @@
+import { randomUUID } from 'node:crypto'
+import type { TimerHandle } from '../clock'
+import type { Expr } from '../mapping/expr'
+import { frameOf, type MappingInput, run } from '../mapping/run'
+import type { RouteRuntime } from '../route'
+import type { Replica, StreamLease } from '../upstream/pool'
+import { type SocketFailure, VendorSocket } from '../upstream/ws-leg'
+import type {
+  Connection,
+  ConnectionContext,
+  ConnectionEvents,
+  ConnectionState,
+  VendorFailure
+} from './connection-contract'
+import { AudioEncoder, FrameCounters, fillControl, isIdentity, MediaTemplate } from './encoder'
+import { parseVendorText, type ReadPhase, readVendorMessage } from './vendor-message'
+
+/** How a vendor text frame is read in each state (null: not at all). */
+const READ: Record<ConnectionState, ReadPhase | null> = {
+  BUILDING: null,
+  CONNECTING: null,
+  OPENING: 'awaiting-ready',
+  READY: 'ready',
+  CLOSING: 'closing',
+  CLOSED: null
+}
+
+/** What the socket closing means in each state: a failure before or after readiness, or nothing new. */
+const ON_CLOSE: Record<ConnectionState, 'refused' | 'lost' | 'over'> = {
+  BUILDING: 'refused',
+  CONNECTING: 'refused',
+  OPENING: 'refused',
+  READY: 'lost',
+  CLOSING: 'over',
+  CLOSED: 'over'
+}
+
+/**
+ * One vendor connection of a session: builds URL and headers from the mapping, holds a stream lease on
+ * its replica, opens the socket, sends the open frame, reads vendor messages (audio/vendor-message.ts)
+ * and acts on the verdict, encodes audio (a sink of audio/relay.ts), sends keepalive and pause/resume
+ * frames, and says goodbye. It decides no policy: it tells the session ready, refused or lost.
+ */
+export class VendorConnection implements Connection {
+  state: ConnectionState = 'BUILDING'
+  private socket: VendorSocket | null = null
+  private lease: StreamLease | null = null
+  private encoder: AudioEncoder | null = null
+  private readonly frames = new FrameCounters()
+  private readonly input: MappingInput
+  private readonly audio: NonNullable<RouteRuntime['mapping']['audio']>
+  private readyTimer: TimerHandle | null = null
+  private keepaliveTimer: TimerHandle | null = null
+  private closeTimer: TimerHandle | null = null
+  /** Platform frames written, and the count at the last keepalive tick (idle detection). */
+  private audioWrites = 0
+  private keepaliveMark = -1
+
+  constructor(
+    private readonly ctx: ConnectionContext,
+    readonly replica: Replica,
+    input: MappingInput,
+    private readonly events: ConnectionEvents
+  ) {
+    const cfg = replica.config
+    this.audio = ctx.route.mapping.audio!
+    this.input = {
+      ...input,
+      upstream: {
+        name: cfg.name,
+        audio: cfg.audio ?? null,
+        credential: cfg.credential ?? null,
+        hasCredential: cfg.credential !== undefined
+      },
+      session: { id: randomUUID() }
+    }
+    ctx.chain.run(async () => await this.connect())
+  }
+
+  // ---- audio (a relay sink) -----------------------------------------------------------------------
+
+  get bufferedAmount(): number {
+    return this.socket!.bufferedAmount
+  }
+
+  /** Per-frame path: to the socket unchanged, or into the encoder. */
+  writeAudio(data: ArrayBuffer | Uint8Array): void {
+    this.audioWrites++
+    if (this.encoder === null) {
+      this.socket!.sendBinary(data)
+      // What the placeholders read ({{chunk}}, {{position}}): 8 bytes of 8 kHz µ-law per ms.
+      this.frames.chunk++
+      this.frames.audioMs += data.byteLength / 8
+    } else {
+      this.encoder.push(data instanceof Uint8Array ? data : new Uint8Array(data))
+    }
+  }
+
+  /** Rotation: audio `old` held for an incomplete chunk moves here, so no silence is added mid-call. */
+  takeOver(old: Connection): void {
+    const rest = old.takeRemainder()
+    if (rest !== null) this.encoder?.pushEncoded(rest)
+  }
+
+  takeRemainder(): Uint8Array | null {
+    return this.encoder?.takeRemainder() ?? null
+  }
+
+  pause(): void {
+    this.socket?.pause()
+  }
+  resume(): void {
+    this.socket?.resume()
+  }
+
+  // ---- opening -----------------------------------------------------------------------------------
+
+  private async connect(): Promise<void> {
+    if (this.state !== 'BUILDING') return
+    const cfg = this.replica.config
+    let url = cfg.audio!
+    const headers: Record<string, string> = { ...cfg.headers }
+    if (this.audio.url !== null) {
+      const out = await run(this.audio.url, this.input)
+      if (!out.ok || typeof out.value !== 'string')
+        return this.mappingFailed('url', out.ok ? 'did not produce a string' : out.error)
+      url = out.value
+    }
+    if (this.audio.headers !== null) {
+      const out = await run(this.audio.headers, this.input)
+      if (!out.ok || out.value === null || typeof out.value !== 'object')
+        return this.mappingFailed('headers', out.ok ? 'did not produce an object' : out.error)
+      for (const [k, v] of Object.entries(out.value as Record<string, unknown>))
+        if (v !== undefined && v !== null) headers[k] = String(v)
+    }
+    if (this.state !== 'BUILDING') return
+    this.state = 'CONNECTING'
+    this.lease = this.ctx.route.pool.leaseStream(this.replica, this)
+    this.socket = new VendorSocket(
+      url,
+      { headers, connectTimeoutMs: this.ctx.settings.connectTimeoutSeconds * 1000 },
+      this.ctx.clock,
+      {
+        onOpen: () => {
+          this.lease?.handshakeDone()
+          if (this.state === 'CONNECTING') this.ctx.chain.run(async () => await this.opened())
+        },
+        onText: text => this.onText(text),
+        onBinary: bytes => {
+          this.ctx.counters.dropVendorBinary++
+          this.ctx.counters.bytesFromVendor += bytes
+        },
+        onClose: (code, reason, opened, failure) => this.onClose(code, reason, opened, failure)
+      }
+    )
+  }
+
+  /** The socket is open: encoder, open frame, then readiness (at once, or awaited with a deadline). */
+  private async opened(): Promise<void> {
+    if (this.state !== 'CONNECTING') return
+    this.state = 'OPENING'
+    const audio = this.audio
+    if (audio.template !== null) {
+      const t = await run(audio.template, this.input)
+      if (!t.ok || t.value === null || typeof t.value !== 'object')
+        return this.mappingFailed('template', t.ok ? 'the template did not produce an object' : t.error)
+      this.encoder = this.newEncoder(new MediaTemplate(JSON.stringify(t.value)))
+    } else if (!isIdentity(audio.frames)) {
+      this.encoder = this.newEncoder(null)
+    }
+    if (audio.open !== null && !(await this.sendControl(audio.open, 'open'))) return
+    if (this.state !== 'OPENING') return
+    if (audio.ready === null) {
+      this.becomeReady({})
+      return
+    }
+    this.readyTimer = this.ctx.clock.setTimeout(() => {
+      this.readyTimer = null
+      if (this.state === 'OPENING') this.fail({ kind: 'not-ready' })
+    }, this.ctx.settings.readyTimeoutSeconds * 1000)
+  }
+
+  private newEncoder(template: MediaTemplate | null): AudioEncoder {
+    return new AudioEncoder(this.audio.frames, this.frames, template, {
+      binary: chunk => this.socket!.sendBinary(chunk),
+      text: frame => this.socket!.sendText(frame)
+    })
+  }
+
+  private becomeReady(params: Record<string, unknown>): void {
+    this.clearTimer('readyTimer')
+    this.state = 'READY'
+    this.ctx.route.pool.recordSuccess(this.replica)
+    this.socket!.startHeartbeat(this.ctx.settings.vendorPingSeconds * 1000)
+    this.armKeepalive()
+    this.events.ready(this, params)
+  }
+
+  /** The mapping's keepalive: on its timer, when idle (no audio since the last tick) or always. */
+  private armKeepalive(): void {
+    const ka = this.audio.keepalive
+    if (ka === null) return
+    this.keepaliveTimer = this.ctx.clock.setInterval(() => {
+      if (this.state !== 'READY') return
+      const idle = this.audioWrites === this.keepaliveMark
+      this.keepaliveMark = this.audioWrites
+      if (ka.when === 'always' || idle)
+        this.ctx.chain.run(async () => {
+          if (this.state === 'READY') await this.sendControl(ka.frame, 'keepalive')
+        })
+    }, ka.everyMs)
+  }
+
+  // ---- control frames ----------------------------------------------------------------------------
+
+  /**
+   * Evaluate a control expression and send its frame(s), placeholders filled. A failing `open` fails
+   * the connection (false); any other failing frame is counted, logged and skipped.
+   */
+  private async sendControl(expr: Expr, stage: 'open' | 'keepalive' | 'pause' | 'resume' | 'close'): Promise<boolean> {
+    const out = await run(expr, this.input)
+    if (!out.ok) {
+      if (stage === 'open') {
+        this.mappingFailed('open', out.error)
+        return false
+      }
+      this.ctx.metrics.mappingErrors.inc({ route: this.ctx.route.name, stage })
+      this.ctx.log.warn(
+        { event: 'mapping_error', stage, error: out.error },
+        `the ${stage} expression failed; nothing sent`
+      )
+      return true
+    }
+    const frames = Array.isArray(out.value) ? out.value : [out.value]
+    for (const v of frames) {
+      const frame = frameOf(v)
+      if (frame !== null && this.socket?.isOpen === true) this.socket.sendText(fillControl(frame, this.frames))
+    }
+    return true
+  }
+
+  control(kind: 'pause' | 'resume', done: () => void = () => {}): void {
+    const expr = this.audio[kind]
+    this.ctx.chain.run(async () => {
+      if (expr !== null && this.state === 'READY') await this.sendControl(expr, kind)
+      done()
+    })
+  }
+
+  // ---- vendor messages ---------------------------------------------------------------------------
+
+  private onText(text: string): void {
+    const c = this.ctx.counters
+    c.framesFromVendor++
+    c.bytesFromVendor += text.length
+    this.ctx.chain.run(async () => await this.read(text))
+  }
+
+  private async read(text: string): Promise<void> {
+    const phase = READ[this.state]
+    if (phase === null) return
+    const msg = parseVendorText(text)
+    // Vendors that number their messages (AudioHook) are answered with the last number seen.
+    const seq = (msg as { seq?: unknown } | null)?.seq
+    if (typeof seq === 'number') this.frames.serverseq = seq
+    const reading = await readVendorMessage(this.audio, { ...this.input, msg }, phase)
+    const { route, metrics } = this.ctx
+    if (reading.closeMatched) this.socket?.close(this.audio.closeCode, 'done')
+    if (reading.readyFailed) metrics.mappingErrors.inc({ route: route.name, stage: 'ready' })
+    const v = reading.verdict
+    switch (v.kind) {
+      case 'ready':
+        if (this.state === 'OPENING') this.becomeReady(v.params)
+        return
+      case 'refused':
+        if (this.state === 'OPENING') this.fail({ kind: 'refused', vendorMessage: v.vendorMessage })
+        return
+      case 'result':
+        this.events.result(v.message)
+        return
+      case 'unmatched':
+        metrics.vendorMessages.inc({ route: route.name, result: 'unmatched' })
+        return
+      case 'failed':
+        metrics.vendorMessages.inc({ route: route.name, result: 'error' })
+        metrics.mappingErrors.inc({ route: route.name, stage: `result_${v.stage}` })
+        this.ctx.log.warn(
+          { event: 'mapping_error', stage: v.stage, mapping: route.mapping.file, error: v.error },
+          'a vendor result could not be mapped; the leg goes on'
+        )
+        return
+      case 'silent':
+        return
+    }
+  }
+
+  // ---- failure and the end -----------------------------------------------------------------------
+
+  private mappingFailed(stage: 'url' | 'headers' | 'template' | 'open', error: string): void {
+    this.ctx.metrics.mappingErrors.inc({ route: this.ctx.route.name, stage })
+    this.ctx.log.warn({ event: 'mapping_error', stage, error }, 'the mapping could not build the vendor connection')
+    this.fail({ kind: 'mapping', stage, error })
+  }
+
+  /** This connection failed on its own: it ends, then the session is told (refused or lost by state). */
+  private fail(failure: VendorFailure): void {
+    const tell = ON_CLOSE[this.state]
+    if (tell === 'over') return
+    this.abort()
+    this.events[tell](this, failure)
+  }
+
+  /** The replica was marked down: a ready connection is lost now; one still opening finds out by itself. */
+  replicaDown(why: string): void {
+    if (this.state === 'READY') this.fail({ kind: 'replica-down', why })
+  }
+
+  /** The stream stops counting at once; what the close means waits for the messages that came before it. */
+  private onClose(code: number, reason: string, opened: boolean, socketFailure: SocketFailure | null): void {
+    this.lease?.release()
+    if (opened) this.ctx.metrics.wsCloses.inc({ side: 'vendor', code: String(code) })
+    this.ctx.chain.run(async () => this.closed(code, reason, opened, socketFailure))
+  }
+
+  private closed(code: number, reason: string, opened: boolean, socketFailure: SocketFailure | null): void {
+    const failure: VendorFailure = opened
+      ? { kind: 'closed', code, reason, socket: socketFailure }
+      : { kind: 'unreachable', socket: socketFailure ?? { kind: 'closed-before-open' } }
+    this.fail(failure)
+    this.finish()
+  }
+
+  /**
+   * Say goodbye (the session closes gracefully): the mapping's close frame, then the vendor's own
+   * goodbye (`closeWhen`: Termination, closed, Metadata) or `closeTimeoutMs`, then the close handshake.
+   */
+  goodbye(): void {
+    if (this.state === 'CLOSED' || this.state === 'CLOSING') return
+    this.state = 'CLOSING'
+    this.stopTimers()
+    this.encoder?.flush()
+    const audio = this.audio
+    this.ctx.chain.run(async () => {
+      try {
+        if (audio.close !== null) await this.sendControl(audio.close, 'close')
+      } catch {
+        this.socket?.terminate()
+        return
+      }
+      if (audio.closeWhen === null) this.socket?.close(audio.closeCode, 'platform closed')
+      else
+        this.closeTimer = this.ctx.clock.setTimeout(() => {
+          this.closeTimer = null
+          this.socket?.close(audio.closeCode, 'platform closed')
+        }, audio.closeTimeoutMs)
+    })
+  }
+
+  /** End at once, telling nobody (the session no longer wants it, or it failed). */
+  abort(): void {
+    if (this.state === 'CLOSED') return
+    this.state = 'CLOSED'
+    this.socket?.terminate()
+    this.finish()
+  }
+
+  private finish(): void {
+    this.state = 'CLOSED'
+    this.lease?.release()
+    this.stopTimers()
+    this.clearTimer('closeTimer')
+  }
+
+  private stopTimers(): void {
+    this.clearTimer('readyTimer')
+    if (this.keepaliveTimer !== null) this.ctx.clock.clearInterval(this.keepaliveTimer)
+    this.keepaliveTimer = null
+  }
+
+  private clearTimer(name: 'readyTimer' | 'closeTimer'): void {
+    const t = this[name]
+    if (t !== null) this.ctx.clock.clearTimeout(t)
+    this[name] = null
+  }
+}

@@ -1,0 +1,87 @@
+import { type MappingInput, run, truthy } from '../mapping/run'
+import type { RouteRuntime } from '../route'
+import { validator } from '../validate/compile'
+
+type AudioMapping = NonNullable<RouteRuntime['mapping']['audio']>
+
+/** Where the connection a vendor message came on stands: it decides which rules are read. */
+export type ReadPhase = 'awaiting-ready' | 'ready' | 'closing'
+
+/**
+ * What one vendor message means, as a value. ready / refused: the answer to the open (only while
+ * awaiting it). result: a PlatformWebSocketMessage for the platform (JSON text). silent: a rule matched
+ * and emitted nothing. unmatched: no rule matched. failed: a result rule's expression failed (`stage`
+ * when or emit; `error` is the expression's text: for logs only, never for the platform).
+ */
+export type Verdict =
+  | { readonly kind: 'ready'; readonly params: Record<string, unknown> }
+  | { readonly kind: 'refused'; readonly vendorMessage: string | undefined }
+  | { readonly kind: 'result'; readonly message: string }
+  | { readonly kind: 'silent' }
+  | { readonly kind: 'unmatched' }
+  | { readonly kind: 'failed'; readonly stage: 'when' | 'emit'; readonly error: string }
+
+export interface Reading {
+  readonly verdict: Verdict
+  /** Closing, and the mapping's `closeWhen` matched: the vendor said its goodbye. */
+  readonly closeMatched: boolean
+  /** The `ready.when` expression failed (counted; the message is then read as a result). */
+  readonly readyFailed: boolean
+}
+
+const SILENT: Verdict = { kind: 'silent' }
+const UNMATCHED: Verdict = { kind: 'unmatched' }
+
+/** A vendor text frame as the mapping sees it (`msg`): its JSON, or `{ text }` when it is not JSON. */
+export function parseVendorText(text: string): unknown {
+  try {
+    return JSON.parse(text)
+  } catch {
+    return { text }
+  }
+}
+
+/**
+ * Read one vendor message against the mapping: `closeWhen` while closing; `ready.refused`, `ready.when`
+ * while awaiting readiness; then the result rules, first match wins. Evaluates expressions and nothing
+ * else: no socket, no timer, no counter (the connection acts on the verdict). A message that comes
+ * before readiness and is not about it is read as a result: it goes out after CONNECTED, in order.
+ */
+export async function readVendorMessage(audio: AudioMapping, input: MappingInput, phase: ReadPhase): Promise<Reading> {
+  const closeMatched = phase === 'closing' && audio.closeWhen !== null && truthy(await run(audio.closeWhen, input))
+  let readyFailed = false
+  if (phase === 'awaiting-ready' && audio.ready !== null) {
+    if (audio.ready.refused !== null && truthy(await run(audio.ready.refused, input))) {
+      const reason = audio.ready.reason === null ? null : await run(audio.ready.reason, input)
+      const vendorMessage = reason?.ok && typeof reason.value === 'string' ? reason.value.slice(0, 512) : undefined
+      return { verdict: { kind: 'refused', vendorMessage }, closeMatched, readyFailed }
+    }
+    const ready = await run(audio.ready.when!, input)
+    readyFailed = !ready.ok
+    if (truthy(ready)) {
+      let params: Record<string, unknown> = {}
+      if (audio.ready.parameters !== null) {
+        const p = await run(audio.ready.parameters, input)
+        if (p.ok && p.value !== null && typeof p.value === 'object' && !Array.isArray(p.value))
+          params = p.value as Record<string, unknown>
+      }
+      return { verdict: { kind: 'ready', params }, closeMatched, readyFailed }
+    }
+  }
+  return { verdict: await readResult(audio, input), closeMatched, readyFailed }
+}
+
+async function readResult(audio: AudioMapping, input: MappingInput): Promise<Verdict> {
+  for (const rule of audio.results) {
+    const when = await run(rule.when, input)
+    if (!when.ok) return { kind: 'failed', stage: 'when', error: when.error }
+    if (when.value !== true) continue
+    const out = await run(rule.emit, input)
+    if (!out.ok) return { kind: 'failed', stage: 'emit', error: out.error }
+    if (out.value === null || out.value === undefined) return SILENT
+    if (!validator('platform-websocket-message')(out.value))
+      return { kind: 'failed', stage: 'emit', error: 'the emitted value is not a PlatformWebSocketMessage' }
+    return { kind: 'result', message: JSON.stringify(out.value) }
+  }
+  return UNMATCHED
+}

@@ -1,0 +1,278 @@
+import { Writable } from 'node:stream'
+import type {
+  Connection,
+  ConnectionContext,
+  ConnectionEvents,
+  ConnectionState,
+  VendorFailure
+} from '../../../gateway/audio/connection-contract'
+import { IDENTITY_FRAMES } from '../../../gateway/audio/encoder'
+import { SessionRegistry } from '../../../gateway/audio/registry'
+import { VendorSession } from '../../../gateway/audio/session'
+import type { SessionOwner } from '../../../gateway/audio/session-contract'
+import { CredentialList } from '../../../gateway/auth/credentials'
+import type { AudioSettings, HealthSettings, RouteConfig } from '../../../gateway/config/types'
+import type { GatewayError } from '../../../gateway/errors'
+import type { MappingInput } from '../../../gateway/mapping/run'
+import type { RouteRuntime } from '../../../gateway/route'
+import { MemoryStore } from '../../../gateway/store/memory'
+import { createLogger, type Logger } from '../../../gateway/telemetry/log'
+import { Metrics } from '../../../gateway/telemetry/metrics'
+import { type Replica, UpstreamPool } from '../../../gateway/upstream/pool'
+import { FakeClock } from '../../helpers/fake-clock'
+
+// A vendor session on fake connections and a fake clock: the state machine alone, with no socket and
+// no timer of the machine's. Frames are 160 bytes (20 ms of µ-law).
+
+type AudioMapping = NonNullable<RouteRuntime['mapping']['audio']>
+
+export const SETTINGS: AudioSettings = {
+  handshakeTimeoutSeconds: 5,
+  connectTimeoutSeconds: 2,
+  readyTimeoutSeconds: 2,
+  holdBufferBytes: 1600, // 10 frames
+  bufferBytes: 3200, // 20 frames
+  vendorHighWaterBytes: 1000,
+  backpressurePolicy: 'drop-oldest',
+  replaySeconds: 0.1, // 800 bytes: the last 5 frames
+  failoverTimeoutSeconds: 2,
+  reattachGraceSeconds: 5,
+  vendorPingSeconds: 0
+}
+
+export const HEALTH: HealthSettings = {
+  active: {
+    kind: 'none',
+    path: '/',
+    intervalSeconds: 5,
+    timeoutSeconds: 2,
+    unhealthyThreshold: 3,
+    healthyThreshold: 2
+  },
+  passive: { consecutiveFailures: 2, baseEjectionSeconds: 30, maxEjectionSeconds: 300 }
+}
+
+export function audioMapping(over: Partial<AudioMapping> = {}): AudioMapping {
+  return {
+    url: null,
+    headers: null,
+    open: null,
+    ready: null,
+    frames: IDENTITY_FRAMES,
+    template: null,
+    keepalive: null,
+    results: [],
+    pause: null,
+    resume: null,
+    close: null,
+    closeWhen: null,
+    closeTimeoutMs: 1000,
+    closeCode: 1000,
+    rotateAfterMs: null,
+    ...over
+  }
+}
+
+export function routeConfig(replicas: readonly string[], audio: (name: string) => string | undefined): RouteConfig {
+  return {
+    name: 'r',
+    default: false,
+    async: false,
+    mapping: 'test.yaml',
+    auth: {},
+    params: {},
+    upstreams: replicas.map(name => ({
+      name,
+      audio: audio(name),
+      headers: {},
+      weight: 1,
+      maxStreams: 100,
+      maxPendingHandshakes: 100,
+      maxInFlight: 100
+    }))
+  }
+}
+
+export function route(
+  clock: FakeClock,
+  replicas: readonly string[],
+  audio: Partial<AudioMapping> = {},
+  url: (name: string) => string | undefined = name => `ws://${name}.invalid/`
+): RouteRuntime {
+  const config = routeConfig(replicas, url)
+  return {
+    name: 'r',
+    config,
+    mapping: {
+      file: 'test.yaml',
+      vendor: 'test',
+      audio: audioMapping(audio),
+      text: null,
+      samples: { audio: [], text: [] }
+    },
+    audioAuth: new CredentialList(undefined),
+    textAuth: new CredentialList(undefined),
+    pool: new UpstreamPool(config, new MemoryStore('test'), HEALTH, clock)
+  } as RouteRuntime
+}
+
+/** Log lines, parsed. */
+export class Lines {
+  readonly lines: Record<string, unknown>[] = []
+  readonly log: Logger = createLogger({
+    level: 'debug',
+    secrets: [],
+    destination: new Writable({
+      write: (chunk: Buffer, _enc, cb) => {
+        for (const l of chunk.toString('utf8').split('\n')) if (l !== '') this.lines.push(JSON.parse(l))
+        cb()
+      }
+    })
+  })
+  events(): unknown[] {
+    return this.lines.map(l => l.event)
+  }
+}
+
+/** A vendor connection the test drives: it only records what the session asks and tells what the test says. */
+export class FakeConnection implements Connection {
+  state: ConnectionState = 'OPENING'
+  bufferedAmount = 0
+  readonly written: Buffer[] = []
+  readonly controls: string[] = []
+  private controlDone: (() => void)[] = []
+
+  constructor(
+    readonly replica: Replica,
+    readonly input: MappingInput,
+    private readonly events: ConnectionEvents
+  ) {}
+
+  writeAudio(data: ArrayBuffer | Uint8Array): void {
+    this.written.push(Buffer.from(data instanceof Uint8Array ? data : new Uint8Array(data)))
+  }
+  takeOver(): void {}
+  takeRemainder(): Uint8Array | null {
+    return null
+  }
+  control(kind: 'pause' | 'resume', done: () => void = () => {}): void {
+    this.controls.push(kind)
+    this.controlDone.push(done)
+  }
+  /** The control frames asked for are out. */
+  controlsSent(): void {
+    const done = this.controlDone
+    this.controlDone = []
+    for (const d of done) d()
+  }
+  pause(): void {}
+  resume(): void {}
+  goodbye(): void {
+    this.state = 'CLOSING'
+  }
+  abort(): void {
+    this.state = 'CLOSED'
+  }
+
+  ready(params: Record<string, unknown> = {}): void {
+    this.state = 'READY'
+    this.events.ready(this, params)
+  }
+  /** It fails: before readiness the session hears `refused`, after it `lost`. */
+  failWith(failure: VendorFailure): void {
+    const when = this.state === 'READY' ? 'lost' : 'refused'
+    this.state = 'CLOSED'
+    this.events[when](this, failure)
+  }
+  result(text: string): void {
+    this.events.result(text)
+  }
+  /** The replicas' frames, as indexes of `frame(i)`. */
+  get frames(): number[] {
+    return this.written.map(b => b[0])
+  }
+}
+
+export class FakeOwner implements SessionOwner {
+  readonly readies: Record<string, unknown>[] = []
+  readonly failures: { error: GatewayError; extra: Record<string, unknown> }[] = []
+  readonly delivered: string[] = []
+  supersededCount = 0
+  sessionReady(p: Record<string, unknown>): void {
+    this.readies.push(p)
+  }
+  sessionFailed(error: GatewayError, extra: Record<string, unknown>): void {
+    this.failures.push({ error, extra })
+  }
+  deliver(text: string): void {
+    this.delivered.push(text)
+  }
+  superseded(): void {
+    this.supersededCount++
+  }
+}
+
+/** A 160-byte frame whose every byte is `i` (frames are told apart by their first byte). */
+export function frame(i: number): ArrayBuffer {
+  return new Uint8Array(160).fill(i).buffer
+}
+
+export interface Harness {
+  clock: FakeClock
+  route: RouteRuntime
+  session: VendorSession
+  owner: FakeOwner
+  registry: SessionRegistry
+  metrics: Metrics
+  logs: Lines
+  conns: FakeConnection[]
+  /** The last connection opened. */
+  conn: () => FakeConnection
+  replica: (name: string) => Replica
+}
+
+export function harness(
+  opts: { replicas?: string[]; settings?: Partial<AudioSettings>; audio?: Partial<AudioMapping> } = {}
+): Harness {
+  const clock = new FakeClock()
+  const r = route(clock, opts.replicas ?? ['a', 'b'], opts.audio)
+  const owner = new FakeOwner()
+  const registry = new SessionRegistry()
+  const metrics = new Metrics()
+  const logs = new Lines()
+  const conns: FakeConnection[] = []
+  const input = { init: {}, leg: {}, route: {}, upstream: {} } as unknown as MappingInput
+  const session = new VendorSession(
+    {
+      route: r,
+      settings: { ...SETTINGS, ...opts.settings },
+      metrics,
+      store: new MemoryStore('test'),
+      clock,
+      host: registry,
+      log: logs.log,
+      connect: (_ctx: ConnectionContext, replica, input, events) => {
+        const c = new FakeConnection(replica, input, events)
+        conns.push(c)
+        return c
+      }
+    },
+    owner,
+    input,
+    'r:1:2:TX',
+    'leg-1'
+  )
+  registry.add(session)
+  return {
+    clock,
+    route: r,
+    session,
+    owner,
+    registry,
+    metrics,
+    logs,
+    conns,
+    conn: () => conns[conns.length - 1],
+    replica: name => r.pool.byName(name)!
+  }
+}

@@ -1,0 +1,216 @@
+import t, { type Test } from 'tap'
+import type { AddressInfo } from 'node:net'
+import { type WebSocket, WebSocketServer } from 'ws'
+import type { ConnectionContext, VendorFailure } from '../../../gateway/audio/connection-contract'
+import { ControlChain } from '../../../gateway/audio/control-chain'
+import { VendorConnection } from '../../../gateway/audio/vendor-connection'
+import type { MappingInput } from '../../../gateway/mapping/run'
+import { Metrics } from '../../../gateway/telemetry/metrics'
+import { FakeClock, flush } from '../../helpers/fake-clock'
+import { type audioMapping, Lines, route, SETTINGS } from './harness'
+
+// One vendor connection against a tiny real vendor (ws on 127.0.0.1, port 0): what it sends, and the
+// typed ready / refused / lost it tells. Time (the ready deadline) is the fake clock's.
+
+type Msg = { event?: string; [k: string]: unknown }
+type AudioMapping = Parameters<typeof audioMapping>[0]
+
+interface Vendor {
+  url: string
+  /** Text frames received, parsed, per connection, and the request headers of each. */
+  texts: Msg[][]
+  headers: Record<string, string | string[] | undefined>[]
+  binary: number[]
+  sockets: WebSocket[]
+  connected: Promise<WebSocket>
+}
+
+async function vendor(
+  t: Test,
+  opts: { refuse?: number; onText?: (ws: WebSocket, m: Msg) => void } = {}
+): Promise<Vendor> {
+  const wss = new WebSocketServer({
+    host: '127.0.0.1',
+    port: 0,
+    verifyClient: (_info, cb) => (opts.refuse === undefined ? cb(true) : cb(false, opts.refuse))
+  })
+  await new Promise<void>(resolve => wss.once('listening', () => resolve()))
+  let connected!: (ws: WebSocket) => void
+  const v: Vendor = {
+    url: `ws://127.0.0.1:${(wss.address() as AddressInfo).port}/stream`,
+    texts: [],
+    headers: [],
+    binary: [],
+    sockets: [],
+    connected: new Promise(resolve => {
+      connected = resolve
+    })
+  }
+  wss.on('connection', (ws, req) => {
+    const texts: Msg[] = []
+    v.texts.push(texts)
+    v.headers.push(req.headers)
+    v.sockets.push(ws)
+    ws.on('message', (data, isBinary) => {
+      if (isBinary) v.binary.push((data as Buffer).length)
+      else {
+        const m = JSON.parse(data.toString()) as Msg
+        texts.push(m)
+        opts.onText?.(ws, m)
+      }
+    })
+    connected(ws)
+  })
+  t.teardown(
+    () =>
+      new Promise<void>(resolve => {
+        for (const ws of wss.clients) ws.terminate()
+        wss.close(() => resolve())
+      })
+  )
+  return v
+}
+
+/** Open one connection to `url` with this mapping; `told` resolves with the first thing it tells. */
+function connect(t: Test, url: string, audio: AudioMapping) {
+  const clock = new FakeClock()
+  const metrics = new Metrics()
+  const logs = new Lines()
+  const r = route(clock, ['v'], audio, () => url)
+  const ctx: ConnectionContext = {
+    route: r,
+    settings: SETTINGS,
+    metrics,
+    clock,
+    chain: new ControlChain(err => t.fail(`control work threw: ${String(err)}`)),
+    counters: metrics.startLeg('r'),
+    log: logs.log
+  }
+  const results: string[] = []
+  let tell!: (v: { what: 'ready' | 'refused' | 'lost'; detail: unknown }) => void
+  let told = new Promise<{ what: 'ready' | 'refused' | 'lost'; detail: unknown }>(resolve => {
+    tell = resolve
+  })
+  const input = { init: { token: 'x' }, leg: { id: 'leg-7' }, route: {}, upstream: {} } as unknown as MappingInput
+  const replica = r.pool.byName('v')!
+  const conn = new VendorConnection(ctx, replica, input, {
+    ready: (_c, params) => tell({ what: 'ready', detail: params }),
+    refused: (_c, failure: VendorFailure) => tell({ what: 'refused', detail: failure }),
+    lost: (_c, failure: VendorFailure) => tell({ what: 'lost', detail: failure }),
+    result: text => results.push(text)
+  })
+  t.teardown(() => conn.abort())
+  const next = async () => {
+    const v = await told
+    told = new Promise(resolve => {
+      tell = resolve
+    })
+    return v
+  }
+  return { conn, clock, replica, results, logs, metrics, next }
+}
+
+const READY_ON_STARTED: AudioMapping = {
+  url: async (i: any) => `${i.upstream.audio}?leg=${i.leg.id}`,
+  headers: async (i: any) => ({ 'x-session': i.session.id, 'x-none': null }),
+  open: async (i: any) => ({ event: 'start', leg: i.leg.id }),
+  ready: {
+    when: async (i: any) => i.msg.event === 'started',
+    refused: async (i: any) => i.msg.event === 'error',
+    reason: async (i: any) => i.msg.message,
+    parameters: async (i: any) => ({ vendorId: i.msg.id })
+  },
+  results: [
+    {
+      when: async (i: any) => i.msg.event === 'transcript',
+      emit: async (i: any) => ({ command: 'MESSAGE', messageType: 'TRANSCRIPT', message: i.msg.text, parameters: {} })
+    }
+  ],
+  close: async () => ({ event: 'stop' }),
+  closeWhen: async (i: any) => i.msg.event === 'stopped'
+}
+
+t.test('opens with the mapping URL and headers, sends the open frame, is ready on the vendor answer', async t => {
+  const v = await vendor(t, {
+    onText: (ws, m) => {
+      if (m.event === 'start') {
+        ws.send(JSON.stringify({ event: 'transcript', text: 'early' }))
+        ws.send(JSON.stringify({ event: 'started', id: 'v-1' }))
+      }
+      if (m.event === 'stop') ws.send(JSON.stringify({ event: 'stopped' }))
+    }
+  })
+  const c = connect(t, v.url, READY_ON_STARTED)
+  t.same(await c.next(), { what: 'ready', detail: { vendorId: 'v-1' } })
+  t.equal(c.conn.state, 'READY')
+  t.match(v.headers[0], { 'x-session': /^[0-9a-f-]{36}$/ })
+  t.notOk('x-none' in v.headers[0], 'null headers are left out')
+  t.same(v.texts[0], [{ event: 'start', leg: 'leg-7' }])
+  t.equal(c.replica.activeStreams, 1, 'the stream is leased')
+  t.equal(c.replica.pendingHandshakes, 0)
+  t.match(c.results, [/"message":"early"/], 'a result before readiness is read as a result')
+  c.conn.writeAudio(new Uint8Array(160))
+  c.conn.goodbye()
+  const ws = await v.connected
+  const code = await new Promise<number>(resolve => ws.once('close', resolve))
+  t.equal(code, 1000, 'closed once the vendor said its goodbye (closeWhen)')
+  t.same(v.texts[0].at(-1), { event: 'stop' })
+  t.same(v.binary, [160])
+  await flush()
+  t.equal(c.replica.activeStreams, 0, 'the lease is released')
+})
+
+t.test('no readiness within readyTimeoutSeconds: refused, not-ready (on the fake clock)', async t => {
+  const v = await vendor(t)
+  const c = connect(t, v.url, READY_ON_STARTED)
+  await v.connected
+  while (v.texts[0]?.length !== 1) await flush(1)
+  c.clock.advance(1999)
+  t.equal(c.conn.state, 'OPENING')
+  c.clock.advance(1)
+  t.same(await c.next(), { what: 'refused', detail: { kind: 'not-ready' } })
+  t.equal(c.conn.state, 'CLOSED')
+  t.equal(c.replica.activeStreams, 0)
+})
+
+t.test('the vendor refuses with a message: refused, with the message as a value', async t => {
+  const v = await vendor(t, { onText: ws => ws.send(JSON.stringify({ event: 'error', message: 'bad model' })) })
+  const c = connect(t, v.url, READY_ON_STARTED)
+  t.same(await c.next(), { what: 'refused', detail: { kind: 'refused', vendorMessage: 'bad model' } })
+})
+
+t.test('an upgrade answered 401 is refused as a typed value: unreachable, upgrade, 401 (no text to parse)', async t => {
+  const v = await vendor(t, { refuse: 401 })
+  const c = connect(t, v.url, READY_ON_STARTED)
+  t.same(await c.next(), { what: 'refused', detail: { kind: 'unreachable', socket: { kind: 'upgrade', status: 401 } } })
+  t.equal(c.replica.activeStreams, 0)
+  t.equal(c.replica.pendingHandshakes, 0)
+})
+
+t.test('nobody listening: unreachable with the network code', async t => {
+  const v = await vendor(t)
+  const c = connect(t, v.url.replace(/:\d+/, ':1'), READY_ON_STARTED)
+  t.match(await c.next(), {
+    what: 'refused',
+    detail: { kind: 'unreachable', socket: { kind: 'network', code: 'ECONNREFUSED' } }
+  })
+})
+
+t.test(
+  'lost after ready: the close code and reason as a value; a failing url expression is a mapping failure',
+  async t => {
+    const v = await vendor(t)
+    const c = connect(t, v.url, { ...READY_ON_STARTED, ready: null })
+    t.equal((await c.next()).what, 'ready', 'no ready rule: ready once the open frame is out')
+    ;(await v.connected).close(4001, 'quota')
+    t.same(await c.next(), { what: 'lost', detail: { kind: 'closed', code: 4001, reason: 'quota', socket: null } })
+
+    const m = connect(t, v.url, {
+      url: async () => {
+        throw new Error('no url for secret-value')
+      }
+    })
+    t.match(await m.next(), { what: 'refused', detail: { kind: 'mapping', stage: 'url', error: /secret-value/ } })
+    t.match(m.logs.lines, [{ event: 'mapping_error', stage: 'url' }])
+  }
+)
