@@ -295,7 +295,8 @@ t.test('Grafana is provisioned with the Prometheus datasource and the dashboard'
       return [posix.normalize(src), dst]
     })
   )
-  t.equal(mounts.get('ops/grafana/provisioning'), '/etc/grafana/provisioning')
+  for (const kind of ['datasources', 'dashboards'])
+    t.equal(mounts.get(`ops/grafana/provisioning/${kind}`), `/etc/grafana/provisioning/${kind}`)
   const dash = mounts.get('ops/grafana-dashboard.json')
   t.ok(dash?.endsWith('.json'), 'the dashboard file is mounted')
   const dsDir = join(root, 'ops', 'grafana', 'provisioning', 'datasources')
