@@ -336,7 +336,7 @@ function k8s(): Record<string, any> {
 }
 
 t.test('the Kubernetes Deployment probes, ports and config match the gateway config it mounts', async t => {
-  const { Deployment: dep, ConfigMap: cm, Service: svc, Kustomization: kz } = k8s()
+  const { Deployment: dep, ConfigMap: cm, Service: svc, Kustomization: kz, NetworkPolicy: np } = k8s()
   t.ok(dep && cm && svc, 'a Deployment, a ConfigMap and a Service')
   const files = readdirSync(join(root, 'ops', 'k8s')).filter(n => /\.ya?ml$/.test(n) && n !== 'kustomization.yaml')
   t.same([...kz.resources].sort(), files.sort(), 'the kustomization lists every manifest')
@@ -371,6 +371,16 @@ t.test('the Kubernetes Deployment probes, ports and config match the gateway con
     const target = typeof p.targetPort === 'number' ? p.targetPort : port(p.targetPort)
     t.equal(target, cfg.listen.port, 'the Service reaches the public listener only, never admin')
   }
+  const policyPort = (p: any): number => (typeof p.port === 'number' ? p.port : port(p.port))
+  t.same(np.spec.podSelector.matchLabels, svc.spec.selector, 'the NetworkPolicy applies to the gateway pods')
+  for (const rule of np.spec.ingress as any[]) {
+    const ports = (rule.ports as any[]).map(policyPort)
+    if (ports.includes(cfg.admin.port)) t.ok(rule.from?.length > 0, 'the admin port is open to named sources only')
+  }
+  t.ok(
+    (np.spec.ingress as any[]).some(r => r.from === undefined && r.ports.map(policyPort).includes(cfg.listen.port)),
+    'the public port is open to all'
+  )
 })
 
 t.test('the Kubernetes pod runs as non-root, with resources, a preStop and a grace period that covers it', async t => {
