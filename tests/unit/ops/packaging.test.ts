@@ -1,0 +1,449 @@
+import t from 'tap'
+import { execFile } from 'node:child_process'
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
+import { basename, dirname, join, posix, relative } from 'node:path'
+import { promisify } from 'node:util'
+import { parse, parseAllDocuments } from 'yaml'
+import { loadConfig } from '../../../gateway/config/load'
+import type { Config } from '../../../gateway/config/types'
+
+// What the container image, docker-compose.yml and ops/k8s/ promise, checked without a Docker engine
+// (CI has none): structure, ports and paths against the gateway configs they run, and `check` on every
+// shipped config with the environment that runs it.
+
+const root = join(__dirname, '..', '..', '..')
+const run = promisify(execFile)
+const read = (p: string): string => readFileSync(join(root, p), 'utf8')
+const yamlOf = (p: string): any => parse(read(p), { merge: true })
+const BIN = join(root, 'bin', 'assist-gateway.js')
+/** A pinned tag: a full version, never latest. */
+const PINNED = /^[a-z0-9./_-]+:v?\d+\.\d+\.\d+[a-z0-9.-]*$/
+
+/** Port and path of a healthcheck's `fetch('http://127.0.0.1:…/path')` (the port may be `'+(process.env.PORT||N)+'`). */
+function fetchTarget(code: string | undefined): { port: number; path: string } | null {
+  const m = /^fetch\('http:\/\/127\.0\.0\.1:(?:'\+\(process\.env\.PORT\|\|(\d+)\)\+'|(\d+))(\/\w+)'\)/.exec(code ?? '')
+  return m === null ? null : { port: Number(m[1] ?? m[2]), path: m[3] }
+}
+
+/** `${NAME}` references without a default: the variables the environment must provide. */
+function requiredVars(text: string): string[] {
+  return [...new Set([...text.matchAll(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g)].map(m => m[1]))].sort()
+}
+
+/** The built CLI's `check`, in an environment holding only PATH and the given variables. */
+async function check(file: string, env: Record<string, string>): Promise<{ code: number; out: string }> {
+  try {
+    const r = await run(process.execPath, [BIN, 'check', '--config', file], {
+      env: { PATH: process.env.PATH ?? '', ...env },
+      cwd: root
+    })
+    return { code: 0, out: r.stdout + r.stderr }
+  } catch (err) {
+    const e = err as { code?: number; stdout?: string; stderr?: string }
+    return { code: typeof e.code === 'number' ? e.code : -1, out: `${e.stdout ?? ''}${e.stderr ?? ''}` }
+  }
+}
+
+// ---- the Dockerfile ----
+
+interface Instruction {
+  op: string
+  args: string
+}
+
+function dockerfile(): { stages: Instruction[][]; all: Instruction[] } {
+  const lines = read('ops/Dockerfile')
+    .replace(/\\\n/g, ' ')
+    .split('\n')
+    .map(l => l.trim())
+    .filter(l => l !== '' && !l.startsWith('#'))
+  const all = lines.map(l => {
+    const [op, ...rest] = l.split(/\s+/)
+    return { op: op.toUpperCase(), args: rest.join(' ') }
+  })
+  const stages: Instruction[][] = []
+  for (const i of all) {
+    if (i.op === 'FROM') stages.push([])
+    stages.at(-1)?.push(i)
+  }
+  return { stages, all }
+}
+
+function imageConfigPath(): string {
+  const env = dockerfile()
+    .stages.at(-1)!
+    .filter(i => i.op === 'ENV')
+    .map(i => i.args)
+    .join(' ')
+  const m = /GATEWAY_CONFIG=\/app\/(\S+)/.exec(env)
+  if (m === null) throw new Error('the runtime stage sets no GATEWAY_CONFIG=/app/…')
+  return m[1]
+}
+
+t.test('the image is built in two stages and runs production files only, not as root', async t => {
+  const { stages, all } = dockerfile()
+  t.ok(stages.length >= 2, 'multi-stage')
+  const args = argDefaults(all)
+  for (const from of all.filter(i => i.op === 'FROM')) {
+    const image = from.args.split(/\s+/)[0].replace(/^\$\{(\w+)\}$/, (_m, name: string) => args[name] ?? '')
+    t.match(image, PINNED, `FROM ${from.args}: pinned base image`)
+  }
+  const [build, runtime] = [stages[0], stages.at(-1)!]
+  t.match(build[0].args, /\bAS build$/i)
+  const buildRuns = build.filter(i => i.op === 'RUN').map(i => i.args)
+  t.ok(
+    buildRuns.some(r => /tsc -p tsconfig\.json/.test(r)),
+    'the build stage compiles TypeScript'
+  )
+  t.ok(
+    buildRuns.some(r => /npm prune --omit=dev/.test(r)),
+    'dev dependencies are pruned'
+  )
+  t.ok(
+    buildRuns.some(r => /node ops\/prune-uws\.js/.test(r)),
+    'other platforms’ uWS binaries are deleted'
+  )
+  t.notOk(
+    runtime.some(i => i.op === 'RUN' && /npm (ci|install)/.test(i.args)),
+    'no install in the runtime stage'
+  )
+  const copies = runtime.filter(i => i.op === 'COPY').map(i => i.args)
+  t.ok(
+    copies.some(c => /--from=build \/app\/node_modules/.test(c)),
+    'node_modules come from the pruned build stage'
+  )
+  for (const c of all.filter(i => i.op === 'COPY' || i.op === 'ADD'))
+    t.notMatch(c.args, /(^|\s)(\.\/)?tests?\b|\btsconfig\.tests/, `${c.op} ${c.args}: no test file`)
+  const user = runtime.filter(i => i.op === 'USER').at(-1)?.args ?? 'root'
+  t.match(user, /^[1-9]\d*(:\d+)?$/, 'a numeric non-root user (Kubernetes runAsNonRoot can verify it)')
+  const ignored = read('.dockerignore').split('\n')
+  for (const p of ['tests', 'node_modules', 'dist', '.git']) t.ok(ignored.includes(p), `.dockerignore lists ${p}`)
+})
+
+function argDefaults(all: Instruction[]): Record<string, string> {
+  const out: Record<string, string> = {}
+  for (const i of all.filter(x => x.op === 'ARG')) {
+    const [k, v] = i.args.split('=')
+    if (v !== undefined) out[k] = v
+  }
+  return out
+}
+
+t.test('the image config listens where a container can be reached, and EXPOSE and HEALTHCHECK follow it', async t => {
+  const file = imageConfigPath()
+  const { all, stages } = dockerfile()
+  t.ok(
+    stages.at(-1)!.some(i => i.op === 'COPY' && i.args.split(/\s+/).includes(file)),
+    `${file} is copied into the image`
+  )
+  const cfg = loadConfig(join(root, file), {})
+  t.equal(cfg.listen.host, '0.0.0.0', 'public listener on every interface of the container')
+  t.equal(cfg.admin.host, '0.0.0.0', 'admin reachable from Prometheus in another container')
+  const exposed = all
+    .filter(i => i.op === 'EXPOSE')
+    .flatMap(i => i.args.split(/\s+/))
+    .map(p => Number(p.replace(/\/tcp$/, '')))
+  t.same(exposed, [cfg.listen.port], 'EXPOSE is the public port, and the admin port is not exposed')
+  const hc = all.filter(i => i.op === 'HEALTHCHECK')
+  t.equal(hc.length, 1)
+  const cmd = JSON.parse(hc[0].args.slice(hc[0].args.indexOf('CMD') + 3).trim()) as string[]
+  t.same(cmd.slice(0, 2), ['node', '-e'], 'exec form, with node only (no curl in the image)')
+  const target = fetchTarget(cmd[2])
+  t.ok(target, 'fetches a path on the loopback')
+  t.equal(target?.port, cfg.listen.port, 'on the public port of the image config (PORT overrides both)')
+  t.equal(target?.path, '/livez')
+})
+
+t.test('prune-uws keeps only the binary of the running platform, architecture and Node ABI', async t => {
+  const mine = `uws_${process.platform}_${process.arch}_${process.versions.modules}.node`
+  const others = [
+    'uws_darwin_arm64_115.node',
+    'uws_linux_arm64_115.node',
+    'uws_win32_x64_108.node',
+    'uws_linux_x64_93.node'
+  ]
+  const files = Object.fromEntries([mine, ...others].map(n => [n, 'x']))
+  const dir = t.testdir({
+    pkg: {
+      'package.json': '{}',
+      binaries: files,
+      dist: { 'index.js': '', 'uws_linux_x64_115.node': 'x' },
+      src: { 'uws.js': '' }
+    },
+    empty: { binaries: { 'uws_os2_x86_1.node': 'x' } }
+  })
+  await run(process.execPath, [join(root, 'ops', 'prune-uws.js'), join(dir, 'pkg'), '--no-load-check'])
+  t.same(readdirSync(join(dir, 'pkg', 'binaries')), [mine])
+  t.same(readdirSync(join(dir, 'pkg', 'dist')), ['index.js'], 'the unused dist/*.node copies go too')
+  await t.rejects(
+    run(process.execPath, [join(root, 'ops', 'prune-uws.js'), join(dir, 'empty'), '--no-load-check']),
+    { code: 1 },
+    'no binary for this Node: the build fails instead of shipping the pure-JS fallback'
+  )
+})
+
+// ---- docker-compose.yml ----
+
+const compose = (): Record<string, any> => yamlOf('docker-compose.yml').services
+
+function gatewayConfigOf(service: any): string {
+  const cmd = service.command as string[]
+  const i = cmd.indexOf('--config')
+  return i < 0 ? imageConfigPath() : cmd[i + 1]
+}
+
+/** A compose environment value as compose resolves it with nothing set: `${X:-d}` gives d. */
+function composeEnv(env: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(env ?? {}).map(([k, v]) => [k, String(v).replace(/\$\{\w+:-([^}]*)\}/g, '$1')])
+  )
+}
+
+t.test('compose builds one image once and every other service of it reuses it', async t => {
+  const services = compose()
+  const builders = Object.entries(services).filter(([, s]) => s.build !== undefined)
+  t.equal(builders.length, 1, 'exactly one service builds')
+  const [, builder] = builders[0]
+  t.equal(builder.build.dockerfile, 'ops/Dockerfile')
+  t.equal(builder.build.context, '.')
+  t.ok(typeof builder.image === 'string', 'the built image is named, so others can reuse it')
+  const users = Object.entries(services).filter(([, s]) => s.image === builder.image)
+  t.ok(users.length >= 4, 'the gateways and the emulators all run the built image')
+  for (const [name, s] of Object.entries(services)) {
+    t.ok(typeof s.image === 'string', `${name} names its image`)
+    if (s.image !== builder.image) t.match(s.image, PINNED, `${name}: ${s.image} is pinned`)
+    t.notMatch(s.image, /:latest$|^[^:]+$/, `${name}: no latest or untagged image`)
+  }
+})
+
+t.test('every compose service has a healthcheck and every start waits on an explicit condition', async t => {
+  const services = compose()
+  for (const [name, s] of Object.entries(services)) {
+    t.ok(Array.isArray(s.healthcheck?.test) && s.healthcheck.test.length > 1, `${name} has a healthcheck`)
+    t.notOk(Array.isArray(s.depends_on), `${name}: depends_on names a condition for each dependency`)
+    for (const [dep, d] of Object.entries((s.depends_on ?? {}) as Record<string, any>)) {
+      t.ok(services[dep] !== undefined, `${name} depends on an existing service ${dep}`)
+      t.match(d.condition, /^service_(healthy|started|completed_successfully)$/, `${name} → ${dep}: a condition`)
+    }
+  }
+  const gateways = Object.entries(services).filter(([, s]) => s.command?.[0] === 'serve')
+  t.equal(gateways.length, 2, 'two gateway instances')
+  for (const [name, s] of gateways)
+    for (const dep of ['redis', 'vendor-a', 'vendor-b'])
+      t.equal(s.depends_on?.[dep]?.condition, 'service_healthy', `${name} starts once ${dep} is healthy`)
+  t.equal(services.grafana.depends_on?.prometheus?.condition, 'service_healthy')
+})
+
+t.test('compose ports, healthchecks and environment match the gateway config each service runs', async t => {
+  const services = compose()
+  for (const [name, s] of Object.entries(services)) {
+    const [cmd] = (s.command ?? []) as string[]
+    const test = (s.healthcheck?.test ?? []) as string[]
+    if (cmd === 'serve') {
+      const file = gatewayConfigOf(s)
+      const text = read(file)
+      const env = composeEnv(s.environment)
+      for (const v of requiredVars(text)) t.ok(env[v] !== undefined, `${name} sets ${v}, which ${file} requires`)
+      const cfg: Config = loadConfig(join(root, file), env)
+      t.equal(cfg.listen.host, '0.0.0.0', `${name}: public listener reachable`)
+      t.equal(cfg.admin.host, '0.0.0.0', `${name}: admin reachable by Prometheus on the compose network`)
+      const published = ((s.ports ?? []) as string[]).map(p => Number(p.split(':').at(-1)))
+      t.same(published, [cfg.listen.port], `${name} publishes the public port only, never the admin port`)
+      t.same(test.slice(0, 3), ['CMD', 'node', '-e'])
+      t.same(fetchTarget(test[3]), { port: cfg.listen.port, path: '/livez' }, `${name}: healthcheck on /livez`)
+    } else if (cmd === 'vendor') {
+      const port = Number(s.command[s.command.indexOf('--port') + 1])
+      t.equal(s.command[s.command.indexOf('--host') + 1], '0.0.0.0', `${name} listens for the gateways`)
+      t.same(fetchTarget(test[3]), { port, path: '/healthz' }, `${name}: healthcheck on the emulator's /healthz`)
+    }
+  }
+})
+
+t.test('Prometheus loads the alert rules and scrapes every gateway on its admin port', async t => {
+  const services = compose()
+  const prom = yamlOf('ops/prometheus.yml')
+  const mounts = new Map(
+    (services.prometheus.volumes as string[]).map(v => {
+      const [src, dst] = v.split(':')
+      return [posix.normalize(src), dst]
+    })
+  )
+  const configAt = mounts.get('ops/prometheus.yml')
+  t.equal(configAt, '/etc/prometheus/prometheus.yml', 'the default config path of the image')
+  t.ok(prom.rule_files.includes('alerts.yml'))
+  t.equal(mounts.get('ops/alerts.yml'), posix.join(posix.dirname(configAt!), 'alerts.yml'), 'rules beside it')
+  const job = prom.scrape_configs.find((j: any) => j.job_name === 'assist-gateway')
+  t.ok(job, 'job "assist-gateway" (the up == 0 alert selects it)')
+  const gateways = Object.entries(services).filter(([, s]) => s.command?.[0] === 'serve')
+  const expected = gateways.map(([name, s]) => {
+    const cfg = loadConfig(join(root, gatewayConfigOf(s)), composeEnv(s.environment))
+    return `${name}:${cfg.admin.port}`
+  })
+  t.same([...job.static_configs.flatMap((c: any) => c.targets)].sort(), expected.sort())
+  const up = yamlOf('ops/alerts.yml')
+    .groups.flatMap((g: any) => g.rules)
+    .find((r: any) => /^up\{/.test(r.expr))
+  t.equal(up?.expr, 'up{job="assist-gateway"} == 0', 'an alert when an instance cannot be scraped')
+  t.equal(up?.labels?.severity, 'page')
+})
+
+t.test('Grafana is provisioned with the Prometheus datasource and the dashboard', async t => {
+  const services = compose()
+  const mounts = new Map(
+    (services.grafana.volumes as string[]).map(v => {
+      const [src, dst] = v.split(':')
+      return [posix.normalize(src), dst]
+    })
+  )
+  for (const kind of ['datasources', 'dashboards'])
+    t.equal(mounts.get(`ops/grafana/provisioning/${kind}`), `/etc/grafana/provisioning/${kind}`)
+  const dash = mounts.get('ops/grafana-dashboard.json')
+  t.ok(dash?.endsWith('.json'), 'the dashboard file is mounted')
+  const dsDir = join(root, 'ops', 'grafana', 'provisioning', 'datasources')
+  const sources = readdirSync(dsDir).flatMap(f => parse(readFileSync(join(dsDir, f), 'utf8')).datasources)
+  const ds = sources.find((d: any) => d.type === 'prometheus')
+  t.equal(ds?.url, 'http://prometheus:9090', 'the compose Prometheus')
+  t.equal(ds?.isDefault, true)
+  const dbDir = join(root, 'ops', 'grafana', 'provisioning', 'dashboards')
+  const providers = readdirSync(dbDir).flatMap(f => parse(readFileSync(join(dbDir, f), 'utf8')).providers)
+  t.ok(
+    providers.some((p: any) => p.type === 'file' && p.options.path === posix.dirname(dash ?? '')),
+    'a file provider reads the folder the dashboard is mounted in'
+  )
+  const dashboard = JSON.parse(read('ops/grafana-dashboard.json'))
+  t.equal(dashboard.__inputs, undefined, 'no import-time inputs: file provisioning does not fill them')
+  const vars = new Set(dashboard.templating.list.filter((v: any) => v.type === 'datasource').map((v: any) => v.name))
+  const uids = new Set<string>()
+  JSON.stringify(dashboard, (k, v) => {
+    if (k === 'datasource' && v?.uid !== undefined) uids.add(v.uid)
+    return v
+  })
+  t.ok(uids.size > 0)
+  for (const uid of uids) t.ok(vars.has(/^\$\{(\w+)\}$/.exec(uid)?.[1]), `datasource ${uid} is a dashboard variable`)
+})
+
+// ---- Kubernetes ----
+
+function k8s(): Record<string, any> {
+  const dir = join(root, 'ops', 'k8s')
+  const out: Record<string, any> = {}
+  for (const f of readdirSync(dir).filter(n => /\.ya?ml$/.test(n)))
+    for (const doc of parseAllDocuments(readFileSync(join(dir, f), 'utf8'))) {
+      const o = doc.toJS()
+      if (o !== null) out[o.kind] = { ...o, file: f }
+    }
+  return out
+}
+
+t.test('the Kubernetes Deployment probes, ports and config match the gateway config it mounts', async t => {
+  const { Deployment: dep, ConfigMap: cm, Service: svc, Kustomization: kz, NetworkPolicy: np } = k8s()
+  t.ok(dep && cm && svc, 'a Deployment, a ConfigMap and a Service')
+  const files = readdirSync(join(root, 'ops', 'k8s')).filter(n => /\.ya?ml$/.test(n) && n !== 'kustomization.yaml')
+  t.same([...kz.resources].sort(), files.sort(), 'the kustomization lists every manifest')
+  const pod = dep.spec.template.spec
+  t.same(dep.spec.selector.matchLabels, svc.spec.selector, 'the Service selects the pods')
+  t.match(dep.spec.template.metadata.labels, svc.spec.selector)
+  const [c] = pod.containers
+  t.match(c.image, PINNED, 'a pinned image tag')
+  const configPath = c.args[c.args.indexOf('--config') + 1]
+  const mount = c.volumeMounts.find((m: any) => configPath.startsWith(`${m.mountPath}/`))
+  const volume = pod.volumes.find((v: any) => v.name === mount?.name)
+  t.equal(volume?.configMap?.name, cm.metadata.name, '--config is a file of the mounted ConfigMap')
+  const text = cm.data[basename(configPath)] as string
+  t.ok(text, 'the ConfigMap holds that file')
+  const env = Object.fromEntries(c.env.map((e: any) => [e.name, `k8s-${e.name.toLowerCase()}-value`]))
+  for (const v of requiredVars(text)) t.ok(env[v] !== undefined, `the Deployment sets ${v}`)
+  env.REDIS_URL = 'redis://redis:6379'
+  const dir = t.testdir({ 'gateway.yaml': text })
+  const cfg = loadConfig(join(dir, 'gateway.yaml'), env)
+  t.equal(cfg.listen.host, '0.0.0.0')
+  t.equal(cfg.admin.host, '0.0.0.0', 'admin reachable on the pod IP, for Prometheus')
+  const port = (name: string): number => c.ports.find((p: any) => p.name === name)?.containerPort
+  t.equal(port('http'), cfg.listen.port, 'containerPort http = listen.port')
+  t.equal(port('admin'), cfg.admin.port, 'containerPort admin = admin.port')
+  const probePort = (p: any): number => (typeof p.httpGet.port === 'number' ? p.httpGet.port : port(p.httpGet.port))
+  t.equal(c.livenessProbe.httpGet.path, '/livez')
+  t.equal(c.readinessProbe.httpGet.path, '/readyz')
+  for (const p of [c.livenessProbe, c.readinessProbe, c.startupProbe].filter(Boolean))
+    t.equal(probePort(p), cfg.listen.port, `${p.httpGet.path} probed on the public listener`)
+  t.equal(dep.spec.template.metadata.annotations?.['prometheus.io/port'], String(cfg.admin.port))
+  for (const p of svc.spec.ports) {
+    const target = typeof p.targetPort === 'number' ? p.targetPort : port(p.targetPort)
+    t.equal(target, cfg.listen.port, 'the Service reaches the public listener only, never admin')
+  }
+  const policyPort = (p: any): number => (typeof p.port === 'number' ? p.port : port(p.port))
+  t.same(np.spec.podSelector.matchLabels, svc.spec.selector, 'the NetworkPolicy applies to the gateway pods')
+  for (const rule of np.spec.ingress as any[]) {
+    const ports = (rule.ports as any[]).map(policyPort)
+    if (ports.includes(cfg.admin.port)) t.ok(rule.from?.length > 0, 'the admin port is open to named sources only')
+  }
+  t.ok(
+    (np.spec.ingress as any[]).some(r => r.from === undefined && r.ports.map(policyPort).includes(cfg.listen.port)),
+    'the public port is open to all'
+  )
+})
+
+t.test('the Kubernetes pod runs as non-root, with resources, a preStop and a grace period that covers it', async t => {
+  const { Deployment: dep } = k8s()
+  const pod = dep.spec.template.spec
+  const [c] = pod.containers
+  t.equal(pod.securityContext.runAsNonRoot, true)
+  t.ok(pod.securityContext.runAsUser > 0, 'a non-zero uid')
+  t.equal(c.securityContext.allowPrivilegeEscalation, false)
+  t.same(c.securityContext.capabilities.drop, ['ALL'])
+  t.ok(c.resources.requests.cpu && c.resources.requests.memory, 'cpu and memory requests')
+  t.ok(c.resources.limits.memory, 'a memory limit')
+  const sleep = c.lifecycle.preStop.exec.command as string[]
+  t.equal(sleep[0], 'sleep', 'preStop waits for the endpoints to drop the pod (the image has sleep)')
+  const seconds = Number(sleep[1])
+  t.ok(seconds >= 5, 'long enough for kube-proxy and load balancers to notice')
+  t.ok(
+    pod.terminationGracePeriodSeconds >= seconds + 5,
+    'the grace period covers the preStop sleep plus the shutdown, or the kubelet SIGKILLs mid-shutdown'
+  )
+})
+
+// ---- every shipped gateway config passes `check` ----
+
+t.test('every shipped gateway config passes the built CLI’s check, with the environment that runs it', async t => {
+  if (!existsSync(join(root, 'dist', 'gateway', 'cli.js'))) {
+    t.fail('dist/ is missing: run npm run build (or npx tsc -p tsconfig.json) first')
+    return
+  }
+  const services = compose()
+  const composeEnvOf = new Map<string, Record<string, string>>()
+  for (const s of Object.values(services))
+    if (s.command?.[0] === 'serve') composeEnvOf.set(gatewayConfigOf(s), composeEnv(s.environment))
+  const files: string[] = []
+  const walk = (d: string): void => {
+    for (const n of readdirSync(d)) {
+      const p = join(d, n)
+      if (statSync(p).isDirectory()) walk(p)
+      else if (/\.ya?ml$/.test(n) && parse(readFileSync(p, 'utf8'))?.routes !== undefined) files.push(relative(root, p))
+    }
+  }
+  walk(join(root, 'ops'))
+  for (const f of ['ops/gateway.yaml', 'ops/container.yaml', 'ops/compose-gateway.yaml'])
+    t.ok(files.includes(f), `${f} is found and checked`)
+  for (const f of files) {
+    const env = composeEnvOf.get(f) ?? {}
+    const r = await check(join(root, f), env)
+    t.equal(r.code, 0, `check ${f}${Object.keys(env).length > 0 ? ` (with ${Object.keys(env).join(', ')})` : ''}`, {
+      output: r.out
+    })
+  }
+  const { Deployment: dep, ConfigMap: cm } = k8s()
+  const [c] = dep.spec.template.spec.containers
+  const env = Object.fromEntries(c.env.map((e: any) => [e.name, `k8s-${e.name.toLowerCase()}-value`]))
+  env.REDIS_URL = 'redis://redis:6379'
+  const configPath = c.args[c.args.indexOf('--config') + 1] as string
+  const dir = t.testdir({ [basename(configPath)]: cm.data[basename(configPath)] })
+  const r = await check(join(dir, basename(configPath)), env)
+  t.equal(r.code, 0, `check the ConfigMap's ${basename(configPath)} (with ${Object.keys(env).join(', ')})`, {
+    output: r.out
+  })
+  t.equal(dirname(configPath), c.volumeMounts.find((m: any) => configPath.startsWith(m.mountPath)).mountPath)
+  // The defaults-only configs must not depend on a variable the image does not set.
+  const bare = await check(join(root, imageConfigPath()), {})
+  t.equal(bare.code, 0, 'the image config passes with an empty environment', { output: bare.out })
+})
