@@ -129,8 +129,6 @@ export const CATALOGUE = {
 } as const
 
 export type MetricName = keyof typeof CATALOGUE
-export type Direction = 'from_platform' | 'to_vendor' | 'from_vendor' | 'to_platform'
-export type DropReason = 'hold_overflow' | 'backpressure' | 'vendor_binary' | 'after_close' | 'failover'
 
 /** Plain per-leg integers; the relay increments these and nothing else per frame. */
 export class LegCounters {
