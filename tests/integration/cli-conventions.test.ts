@@ -1,7 +1,7 @@
 import t from 'tap'
 import { execFileSync, spawn, spawnSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
-import type { AddressInfo } from 'node:net'
+import { type AddressInfo, createServer } from 'node:net'
 import { join } from 'node:path'
 import { WebSocketServer } from 'ws'
 import { freePort } from '../helpers/process'
@@ -241,6 +241,17 @@ t.test('check and serve load the TLS pair: swapped, mismatched or undecryptable 
   t.match(good.out, /^ok: /m)
   const decrypted = await cli(['check', '--config', join(dir, 'encrypted.yaml')], { TLS_PASS: 'right-pass-1' })
   t.equal(decrypted.code, 0, decrypted.err)
+})
+
+t.test('serve exits 1 when it cannot serve a valid config (its port is taken)', async t => {
+  const taken = createServer()
+  await new Promise<void>(resolve => taken.listen(0, '127.0.0.1', () => resolve()))
+  t.teardown(() => new Promise(resolve => taken.close(resolve)))
+  const port = (taken.address() as AddressInfo).port
+  const dir = t.testdir({ 'gateway.yaml': gatewayYaml().replace('port: 0 }', `port: ${port} }`) })
+  const r = await cli(['serve', '--config', join(dir, 'gateway.yaml')])
+  t.equal(r.code, 1, 'a runtime failure, not a config error')
+  t.match(r.err, /^assist-gateway: /m)
 })
 
 /** A stand-in audio hook: answers CONNECTED, then /ok runs to the end, /cut and /ends-early close, /chatty talks. */
