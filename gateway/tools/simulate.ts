@@ -36,6 +36,11 @@ export interface SimulatedLeg {
   bytesSent: number
   closeCode: number | null
   closeReason: string
+  /**
+   * The leg ended before its run was complete: not every frame went out, or the close was not a normal
+   * one (1000, or 1005 answering the simulator's own close). Set when the leg closes.
+   */
+  cut: boolean
   error?: string
 }
 
@@ -90,6 +95,8 @@ interface LegState {
   answered: boolean
   trailingTimer: TimerHandle | null
   graceTimer: TimerHandle | null
+  /** The simulator sent its own close frame. */
+  closing: boolean
 }
 
 function parseText(data: RawData): unknown {
@@ -105,7 +112,7 @@ function parseText(data: RawData): unknown {
 /**
  * Acts as the platform: opens `legs` audio WebSockets, sends the init message, then streams the
  * clip at real-time pace (160-byte frames every 20 ms) without waiting for CONNECTED.
- * Resolves when every leg is closed.
+ * Resolves when every leg is closed; a leg's `error`, `answer` and `cut` say whether it ran to the end.
  */
 export function simulateAudio(opts: SimulateAudioOptions): Promise<SimulatedLeg[]> {
   if (opts.clip.length === 0) return Promise.reject(new Error('clip is empty'))
@@ -147,7 +154,8 @@ class AudioSimulation {
       framesSent: 0,
       bytesSent: 0,
       closeCode: null,
-      closeReason: ''
+      closeReason: '',
+      cut: false
     }
     const ws = new WebSocket(opts.url, {
       perMessageDeflate: false,
@@ -161,7 +169,8 @@ class AudioSimulation {
       streaming: false,
       answered: false,
       trailingTimer: null,
-      graceTimer: null
+      graceTimer: null,
+      closing: false
     }
     return new Promise<SimulatedLeg>(resolve => {
       ws.on('open', () => this.start(st))
@@ -224,6 +233,7 @@ class AudioSimulation {
     st.trailingTimer = st.graceTimer = null
     leg.closeCode = code
     leg.closeReason = reason
+    leg.cut = leg.framesSent < this.totalFrames || !(code === 1000 || (st.closing && code === 1005))
     this.print(`leg ${leg.index} closed ${code} ${reason}`.trimEnd())
     this.print(
       `leg ${leg.index} sent ${leg.framesSent} frames (${leg.bytesSent} bytes), got ${leg.messages.length} messages`
@@ -288,6 +298,7 @@ class AudioSimulation {
 
   private closeLeg(st: LegState): void {
     if (st.ws.readyState !== WebSocket.OPEN) return
+    st.closing = true
     st.ws.close(1000, 'done')
     st.graceTimer = this.clock.setTimeout(() => {
       st.graceTimer = null

@@ -1,0 +1,50 @@
+#!/usr/bin/env node
+'use strict'
+// `npm start`'s prestart: compile the TypeScript (tsc -p tsconfig.json) only when dist/ is missing a
+// compiled file or is older than its source or than tsconfig.json. A current build starts at once.
+const { spawnSync } = require('node:child_process')
+const { readdirSync, statSync } = require('node:fs')
+const { join, relative } = require('node:path')
+
+const root = join(__dirname, '..')
+// The folders tsconfig.json compiles ("include"), each .ts to dist/<same path>.js.
+const SOURCES = ['gateway', join('tests', 'bench')]
+
+function mtime(file) {
+  try {
+    return statSync(file).mtimeMs
+  } catch {
+    return null
+  }
+}
+
+function* tsFiles(dir) {
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name)
+    if (e.isDirectory()) yield* tsFiles(p)
+    else if (e.name.endsWith('.ts') && !e.name.endsWith('.d.ts')) yield p
+  }
+}
+
+/** Why a build is needed, or null when dist/ is current. */
+function staleReason() {
+  const tsconfig = mtime(join(root, 'tsconfig.json')) ?? 0
+  for (const folder of SOURCES) {
+    for (const src of tsFiles(join(root, folder))) {
+      const rel = relative(root, src)
+      const out = mtime(join(root, 'dist', rel.replace(/\.ts$/, '.js')))
+      if (out === null) return `${rel} is not compiled yet`
+      if (out < mtime(src)) return `${rel} changed since the last build`
+      if (out < tsconfig) return 'tsconfig.json changed since the last build'
+    }
+  }
+  return null
+}
+
+const reason = staleReason()
+if (reason !== null) {
+  console.error(`assist-gateway: ${reason}: compiling (tsc -p tsconfig.json)`)
+  const tsc = require.resolve('typescript/bin/tsc', { paths: [root] })
+  const r = spawnSync(process.execPath, [tsc, '-p', join(root, 'tsconfig.json')], { cwd: root, stdio: 'inherit' })
+  process.exitCode = r.status ?? 1
+}

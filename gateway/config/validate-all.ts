@@ -1,0 +1,73 @@
+import { readFileSync } from 'node:fs'
+import { createSecureContext } from 'node:tls'
+import { ConfigError } from '../errors'
+import { loadMapping } from '../mapping/compile'
+import { dryRunMapping } from '../mapping/dry-run'
+import { loadConfig } from './load'
+import type { Config } from './types'
+
+type Problem = { file: string; pointer: string; message: string }
+
+/** Every problem of a config, or the config when it has none. */
+export type Validation = { ok: true; config: Config } | { ok: false; config: Config | null; problems: Problem[] }
+
+/**
+ * Everything `check` checks and `serve` must check before it listens, in one place so the two cannot
+ * disagree: the config (loadConfig), every route's mapping loaded, compiled and dry-run on the
+ * interface's example messages, and the TLS certificate, key and passphrase loaded as a pair.
+ * Bugs (anything but a ConfigError) are thrown, not reported as problems.
+ */
+export async function validateAll(file: string, env: NodeJS.ProcessEnv): Promise<Validation> {
+  let config: Config
+  try {
+    config = loadConfig(file, env)
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err
+    return { ok: false, config: null, problems: [...err.problems] }
+  }
+  const problems: Problem[] = [...tlsProblems(config)]
+  for (const route of Object.values(config.routes)) {
+    try {
+      problems.push(...(await dryRunMapping(loadMapping(route.mapping), route)))
+    } catch (err) {
+      if (!(err instanceof ConfigError)) throw err
+      problems.push(...err.problems)
+    }
+  }
+  return problems.length === 0 ? { ok: true, config } : { ok: false, config, problems }
+}
+
+const TLS_HINTS: Record<string, string> = {
+  ERR_OSSL_PEM_NO_START_LINE: 'a file is not the PEM it should be (are cert and key swapped?)',
+  ERR_OSSL_X509_KEY_VALUES_MISMATCH: 'the key does not belong to the certificate',
+  ERR_OSSL_BAD_DECRYPT: 'the key is encrypted and listen.tls.passphrase is missing or wrong'
+}
+
+/** Loads listen.tls as the server will (createSecureContext fails on a mismatched or undecryptable pair). */
+function tlsProblems(config: Config): Problem[] {
+  const tls = config.listen.tls
+  if (tls === null) return []
+  const pem: Record<'cert' | 'key', Buffer | null> = { cert: null, key: null }
+  const problems: Problem[] = []
+  for (const key of ['cert', 'key'] as const) {
+    try {
+      pem[key] = readFileSync(tls[key])
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code ?? 'error'
+      problems.push({ file: config.file, pointer: `/listen/tls/${key}`, message: `cannot read ${tls[key]} (${code})` })
+    }
+  }
+  if (pem.cert === null || pem.key === null) return problems
+  try {
+    createSecureContext({ cert: pem.cert, key: pem.key, passphrase: tls.passphrase })
+  } catch (err) {
+    const e = err as { code?: string; message?: string }
+    const hint = TLS_HINTS[e.code ?? ''] ?? 'they do not load'
+    problems.push({
+      file: config.file,
+      pointer: '/listen/tls',
+      message: `certificate ${tls.cert} and key ${tls.key} do not load as a pair: ${hint} (${e.message ?? String(err)})`
+    })
+  }
+  return problems
+}
