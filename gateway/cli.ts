@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { validateAll } from './config/validate-all'
+import { validateAll } from './check'
 import type { Config } from './config/types'
 import { ConfigError } from './errors'
 import { packageRoot } from './paths'

@@ -33,7 +33,7 @@ t.test('check reports a broken config with file and JSON pointer and exits non-z
   })
   const file = join(dir, 'gateway.yaml')
   const r = await check(['--config', file])
-  t.not(r.status, 0)
+  t.equal(r.status, 2, 'a config problem exits 2')
   t.match(r.stderr, `${file}: /listen/port: `)
   t.match(r.stderr, `${file}: /uws/idleTimeoutSeconds: `)
   t.match(r.stderr, `${file}: /routes/demo/upstreams/0/audio: `)
@@ -52,7 +52,7 @@ t.test('check refuses an inline secret and names an unset variable', async t => 
   })
   const file = join(dir, 'gateway.yaml')
   const r = await check(['--config', file])
-  t.not(r.status, 0)
+  t.equal(r.status, 2, 'a config problem exits 2')
   t.match(
     r.stderr,
     `${file}: /routes/demo/auth/text/0: must NOT have fewer than 1 characters (environment variable NOT_SET_ANYWHERE_TOKEN is not set)`
@@ -92,7 +92,7 @@ t.test('check reports a broken mapping with file and pointer and exits non-zero'
     ].join('\n')
   })
   const r = await check(['--config', join(dir, 'gateway.yaml')])
-  t.not(r.status, 0)
+  t.equal(r.status, 2, 'a config problem exits 2')
   t.match(r.stderr, `${join(dir, 'bad.yaml')}: /audio/frames/framing: must be one of "binary"`)
   t.match(r.stderr, `${join(dir, 'bad.yaml')}: /audio/results/0/emit: is required`)
   t.match(
@@ -108,9 +108,9 @@ t.test('check reports a broken mapping with file and pointer and exits non-zero'
 t.test('check reports an unreadable config and a YAML syntax error', async t => {
   const dir = t.testdir({ 'broken.yaml': 'routes: [unclosed\n  - a: b: c\n' })
   const r = await check(['--config', join(dir, 'missing.yaml')])
-  t.not(r.status, 0)
+  t.equal(r.status, 2, 'a config problem exits 2')
   t.match(r.stderr, `${join(dir, 'missing.yaml')}: /: cannot read file (ENOENT)`)
   const r2 = await check(['--config', join(dir, 'broken.yaml')])
-  t.not(r2.status, 0)
+  t.equal(r2.status, 2, 'a config problem exits 2')
   t.match(r2.stderr, `${join(dir, 'broken.yaml')}: /: YAML`)
 })

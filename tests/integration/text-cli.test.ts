@@ -94,7 +94,7 @@ t.test('check prints every text mapping problem as file: pointer: message', asyn
       'routes:\n  demo:\n    mapping: bad.yaml\n    upstreams: [{ name: a, text: "http://127.0.0.1:1" }]\n'
   })
   const r = await cli(['check', '--config', join(dir, 'gateway.yaml')])
-  t.equal(r.code, 1)
+  t.equal(r.code, 2)
   const file = join(dir, 'bad.yaml')
   t.match(
     r.err,

@@ -1,10 +1,10 @@
 import { readFileSync } from 'node:fs'
 import { createSecureContext } from 'node:tls'
-import { ConfigError } from '../errors'
-import { loadMapping } from '../mapping/compile'
-import { dryRunMapping } from '../mapping/dry-run'
-import { loadConfig } from './load'
-import type { Config } from './types'
+import { ConfigError } from './errors'
+import { loadMapping } from './mapping/compile'
+import { dryRunMapping } from './mapping/dry-run'
+import { loadConfig } from './config/load'
+import type { Config } from './config/types'
 
 type Problem = { file: string; pointer: string; message: string }
 
