@@ -131,7 +131,8 @@ export function readStructured(path: string): unknown {
 const SECRET_POINTERS = [
   /^\/routes\/[^/]+\/auth\/(audio|text)\/\d+$/,
   /^\/routes\/[^/]+\/upstreams\/\d+\/(credential|headers\/.+)$/,
-  /^\/listen\/tls\/passphrase$/
+  /^\/listen\/tls\/passphrase$/,
+  /^\/store\/(password|sentinelPassword)$/
 ]
 
 interface Interpolation {
@@ -247,6 +248,8 @@ function collectSecrets(cfg: Record<string, any>): string[] {
     }
   }
   if (cfg.listen.tls?.passphrase) out.add(cfg.listen.tls.passphrase)
+  if (cfg.store?.password) out.add(cfg.store.password)
+  if (cfg.store?.sentinelPassword) out.add(cfg.store.sentinelPassword)
   if (cfg.redis) {
     try {
       const pw = new URL(cfg.redis).password
