@@ -257,14 +257,15 @@ export interface StoreUnderTest {
 
 /**
  * A store built as `serve` builds it: a config file (one demo route, the given `redis` and `store`
- * sections, secrets as ${VAR} from `env`), loadConfig, createStore, start. Closed at teardown.
+ * sections, secrets as ${VAR} from `env`, `files` beside it), loadConfig, createStore, start. Closed at teardown.
  */
 export async function storeFromConfig(
   t: T & { testdir: (fixture?: Record<string, string>) => string },
   sections: { redis?: string; store: Record<string, unknown> },
-  env: Record<string, string> = {}
+  env: Record<string, string> = {},
+  files: Record<string, string> = {}
 ): Promise<StoreUnderTest> {
-  const dir = t.testdir()
+  const dir = t.testdir(files)
   const file = join(dir, 'gateway.yaml')
   writeFileSync(
     file,
