@@ -213,7 +213,7 @@ export async function startSentinelSet(
         'bind 127.0.0.1',
         `dir ${p.dir}`,
         `sentinel monitor ${name} 127.0.0.1 ${mport} 2`,
-        `sentinel down-after-milliseconds ${name} 2000`,
+        `sentinel down-after-milliseconds ${name} 5000`,
         `sentinel failover-timeout ${name} 10000`,
         `sentinel parallel-syncs ${name} 1`,
         ...(opts.password === undefined ? [] : [`sentinel auth-pass ${name} ${opts.password}`]),
