@@ -361,6 +361,7 @@ export class RedisStore implements Store {
         this.failing = false
         this.report()
       }
+      this.lastError = ''
       for (const fn of this.listeners) fn()
     } catch (err) {
       // The last cache stays for local use, but up() is false until a sync succeeds.
