@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { dirname, join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import { validateAll } from './check'
-import type { Config } from './config/types'
+import type { Config, StoreTls } from './config/types'
 import { ConfigError } from './errors'
 import { packageRoot } from './paths'
 import { startServer, type RunningServer } from './server/app'
@@ -99,6 +99,28 @@ export function createStore(config: Config, log: Logger, metrics: Metrics): Stor
   const s = config.store
   if (config.redis === null && s.sentinels === undefined && s.clusterNodes === undefined)
     return new MemoryStore(instanceId)
+  // TLS settings become node:tls options here; the CA file is read once, relative to the config file.
+  const tls = (
+    t: StoreTls | undefined,
+    key: string
+  ): { ca?: Buffer; servername?: string; rejectUnauthorized?: boolean } | undefined => {
+    if (t === undefined || t === false) return undefined
+    if (t === true) return {}
+    let ca: Buffer | undefined
+    if (t.ca !== undefined) {
+      const file = resolve(dirname(config.file), t.ca)
+      try {
+        ca = readFileSync(file)
+      } catch (err) {
+        throw new Error(`store.${key}.ca: cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? 'error'})`)
+      }
+    }
+    return {
+      ...(ca !== undefined ? { ca } : {}),
+      ...(t.servername !== undefined ? { servername: t.servername } : {}),
+      ...(t.rejectUnauthorized !== undefined ? { rejectUnauthorized: t.rejectUnauthorized } : {})
+    }
+  }
   return new RedisStore(instanceId, {
     url: config.redis,
     keyPrefix: s.keyPrefix,
@@ -107,8 +129,15 @@ export function createStore(config: Config, log: Logger, metrics: Metrics): Stor
     sentinels: s.sentinels,
     sentinelName: s.sentinelName,
     clusterNodes: s.clusterNodes,
+    username: s.username,
+    password: s.password,
+    tls: tls(s.tls, 'tls'),
+    sentinelUsername: s.sentinelUsername,
+    sentinelPassword: s.sentinelPassword,
+    sentinelTls: tls(s.sentinelTls, 'sentinelTls'),
     log,
-    onUp: up => metrics.storeUp.set(up ? 1 : 0)
+    onUp: up => metrics.storeUp.set(up ? 1 : 0),
+    onError: op => metrics.storeErrors.inc({ op })
   })
 }
 

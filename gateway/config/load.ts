@@ -91,6 +91,13 @@ export function loadConfig(file: string, env: NodeJS.ProcessEnv): Config {
   } else {
     cfg.listen.tls = null
   }
+  for (const key of ['tls', 'sentinelTls']) {
+    const t = cfg.store?.[key]
+    if (t === null || typeof t !== 'object' || t.ca === undefined) continue
+    const f = resolveFile(t.ca, dir, false)
+    if (f === null) problems.push({ file: path, pointer: `/store/${key}/ca`, message: `file ${t.ca} not found` })
+    else t.ca = f
+  }
   if (cfg.redis === '') cfg.redis = null
   if (problems.length > 0) throw new ConfigError(problems)
   cfg.file = path
@@ -131,7 +138,8 @@ export function readStructured(path: string): unknown {
 const SECRET_POINTERS = [
   /^\/routes\/[^/]+\/auth\/(audio|text)\/\d+$/,
   /^\/routes\/[^/]+\/upstreams\/\d+\/(credential|headers\/.+)$/,
-  /^\/listen\/tls\/passphrase$/
+  /^\/listen\/tls\/passphrase$/,
+  /^\/store\/(password|sentinelPassword)$/
 ]
 
 interface Interpolation {
@@ -243,6 +251,8 @@ function collectSecrets(cfg: Record<string, any>): string[] {
     }
   }
   if (cfg.listen.tls?.passphrase) out.add(cfg.listen.tls.passphrase)
+  if (cfg.store?.password) out.add(cfg.store.password)
+  if (cfg.store?.sentinelPassword) out.add(cfg.store.sentinelPassword)
   if (cfg.redis) {
     try {
       const pw = new URL(cfg.redis).password

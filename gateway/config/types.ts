@@ -53,12 +53,25 @@ export interface HealthSettings {
   }
 }
 
+/** TLS to Redis: `true`, or the CA file (as written, relative to the config file), server name, verification. */
+export type StoreTls =
+  | boolean
+  | { readonly ca?: string; readonly servername?: string; readonly rejectUnauthorized?: boolean }
+
 export interface StoreSettings {
   readonly keyPrefix: string
   readonly syncIntervalSeconds: number
   readonly leaseSeconds: number
+  /** Credentials and TLS of the data nodes (URL, Sentinel's master, Cluster nodes); the password is a secret. */
+  readonly username?: string
+  readonly password?: string
+  readonly tls?: StoreTls
   readonly sentinels?: readonly { readonly host: string; readonly port: number }[]
   readonly sentinelName: string
+  /** Credentials and TLS of the Sentinel nodes themselves; the password is a secret. */
+  readonly sentinelUsername?: string
+  readonly sentinelPassword?: string
+  readonly sentinelTls?: StoreTls
   readonly clusterNodes?: readonly { readonly host: string; readonly port: number }[]
 }
 

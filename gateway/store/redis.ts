@@ -1,6 +1,17 @@
-import Redis, { Cluster, type RedisOptions } from 'ioredis'
+import type { ConnectionOptions } from 'node:tls'
+import Redis, { Cluster, type ClusterOptions, type RedisOptions } from 'ioredis'
 import type { Logger } from '../telemetry/log'
 import type { Affinity, HealthRecord, Store } from './port'
+
+/** What a failed store command was doing: the `op` label of `store_errors_total` (a closed set). */
+export type StoreOp =
+  | 'connect'
+  | 'sync'
+  | 'write_health'
+  | 'set_affinity'
+  | 'get_affinity'
+  | 'delete_affinity'
+  | 'close'
 
 export interface RedisStoreOptions {
   url: string | null
@@ -10,8 +21,31 @@ export interface RedisStoreOptions {
   sentinels?: readonly { host: string; port: number }[]
   sentinelName?: string
   clusterNodes?: readonly { host: string; port: number }[]
+  /** ACL user and password of the data nodes (URL: used when the URL carries none). */
+  username?: string
+  password?: string
+  /** TLS to the data nodes (URL, Sentinel's master, Cluster nodes); `rediss://` also turns it on. */
+  tls?: ConnectionOptions
+  /** Credentials and TLS of the Sentinel nodes themselves. */
+  sentinelUsername?: string
+  sentinelPassword?: string
+  sentinelTls?: ConnectionOptions
   log: Logger
   onUp: (up: boolean) => void
+  /** One call per failed command or connection attempt. */
+  onError?: (op: StoreOp) => void
+}
+
+/**
+ * The key prefix with a Redis Cluster hash tag. Cluster hashes only the text between the first `{`
+ * and the next `}` when that text is not empty, so with a tagged prefix every key of the gateway
+ * lives in one slot, and one MULTI or pipeline may touch any of them. A prefix without a usable tag
+ * is wrapped whole: `fleet-a:` gives `{fleet-a:}health`.
+ */
+export function hashTaggedPrefix(prefix: string): string {
+  const open = prefix.indexOf('{')
+  if (open >= 0 && prefix.indexOf('}', open + 1) > open + 1) return prefix
+  return `{${prefix}}`
 }
 
 /** Renew the lease only if we still hold it; take it if free. Returns 1 when held. */
@@ -21,81 +55,155 @@ if v == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end
 if not v then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end
 return 0`
 
+/** The first error of a MULTI's or pipeline's replies, if any. */
+function firstError(res: [Error | null, unknown][] | null): Error | null {
+  if (res === null) return new Error('transaction aborted')
+  for (const [err] of res) if (err !== null) return err
+  return null
+}
+
 /**
  * The fleet store (the only ioredis importer). One sync every `syncIntervalMs`: publish this
  * instance's stream counts under a lease key, read the other live instances' counts and the shared
  * health hash, renew or take the prober lease. Commands fail fast while Redis is away (no offline
  * queue): the gateway then runs on local state, says so once, and resumes when Redis is back.
+ * Every key carries the same hash tag (see `hashTaggedPrefix`), so this works on Redis Cluster too.
+ *
+ * `up()` MUST be false whenever sharing does not work: the connection is not ready, or the last
+ * command failed (wrong password, CROSSSLOT, READONLY, OOM...). Each failure is counted through
+ * `onError`; a failing store clears on the next successful sync.
  */
 export class RedisStore implements Store {
   readonly kind = 'redis' as const
   private readonly redis: Redis | Cluster
+  private readonly prefix: string
   private health = new Map<string, HealthRecord>()
   private others = new Map<string, number>()
   private ownStreams: ReadonlyMap<string, number> = new Map()
   private leader = false
-  private isUp = false
+  /** The connection is ready. */
+  private connected = false
+  /** The connection has not proven itself yet, or the last command failed (cleared by a successful sync). */
+  private failing = false
+  /** What `up()` last reported (the transitions are logged once each). */
+  private reported = false
+  private lastError = ''
   private timer: NodeJS.Timeout | null = null
   private readonly listeners: (() => void)[] = []
-  private syncing = false
+  private syncing: Promise<void> | null = null
+  private closing = false
 
   constructor(
     readonly instanceId: string,
     private readonly opts: RedisStoreOptions
   ) {
-    const common: RedisOptions = {
+    this.prefix = hashTaggedPrefix(opts.keyPrefix)
+    const auth = {
+      ...(opts.username !== undefined ? { username: opts.username } : {}),
+      ...(opts.password !== undefined ? { password: opts.password } : {}),
+      ...(opts.tls !== undefined ? { tls: opts.tls } : {})
+    }
+    const node: RedisOptions = {
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
       connectTimeout: 2000,
       lazyConnect: true,
-      retryStrategy: () => 1000
+      // A demoted master answers writes with READONLY until its clients move: reconnect then.
+      reconnectOnError: err => err.message.startsWith('READONLY'),
+      ...auth
     }
     if (opts.clusterNodes !== undefined && opts.clusterNodes.length > 0) {
-      this.redis = new Cluster([...opts.clusterNodes], {
+      const { enableOfflineQueue: _q, ...redisOptions } = node
+      const cluster: ClusterOptions = {
         enableOfflineQueue: false,
-        redisOptions: common,
+        lazyConnect: true,
         clusterRetryStrategy: () => 1000,
-        lazyConnect: true
-      })
+        slotsRefreshTimeout: 2000,
+        redisOptions
+      }
+      // With TLS the certificates name the hosts, so connect to the names Cluster reports, unresolved.
+      if (opts.tls !== undefined) cluster.dnsLookup = (address, callback) => callback(null, address)
+      this.redis = new Cluster([...opts.clusterNodes], cluster)
     } else if (opts.sentinels !== undefined && opts.sentinels.length > 0) {
-      this.redis = new Redis({ ...common, sentinels: [...opts.sentinels], name: opts.sentinelName ?? 'mymaster' })
+      this.redis = new Redis({
+        ...node,
+        retryStrategy: () => 1000,
+        sentinels: [...opts.sentinels],
+        name: opts.sentinelName ?? 'mymaster',
+        enableTLSForSentinelMode: opts.tls !== undefined,
+        // Told by the Sentinels as soon as a failover switches the master, not at the next error.
+        failoverDetector: true,
+        ...(opts.sentinelUsername !== undefined ? { sentinelUsername: opts.sentinelUsername } : {}),
+        ...(opts.sentinelPassword !== undefined ? { sentinelPassword: opts.sentinelPassword } : {}),
+        ...(opts.sentinelTls !== undefined ? { sentinelTLS: opts.sentinelTls } : {})
+      })
     } else {
-      this.redis = new Redis(opts.url ?? 'redis://127.0.0.1:6379', common)
+      this.redis = new Redis(opts.url ?? 'redis://127.0.0.1:6379', { ...node, retryStrategy: () => 1000 })
     }
-    this.redis.on('ready', () => this.setUp(true))
-    this.redis.on('end', () => this.setUp(false))
-    this.redis.on('close', () => this.setUp(false))
-    // Connection errors are reported once through setUp; ioredis would otherwise print each retry.
-    this.redis.on('error', () => {})
+    this.redis.on('ready', () => this.setConnected(true))
+    this.redis.on('end', () => this.setConnected(false))
+    this.redis.on('close', () => this.setConnected(false))
+    // Every connection error is counted; the outage itself is logged once, with the last reason.
+    this.redis.on('error', (err: Error) => {
+      if (this.closing) return
+      this.lastError = err.message
+      this.opts.onError?.('connect')
+    })
   }
 
-  private setUp(up: boolean): void {
-    if (up === this.isUp) return
-    this.isUp = up
+  /** A new connection is not up until a sync over it succeeds (it may refuse every command). */
+  private setConnected(connected: boolean): void {
+    if (connected === this.connected) return
+    this.connected = connected
+    if (connected) {
+      this.failing = true
+      void this.sync()
+    } else this.report()
+  }
+
+  /** Count a failed command and mark the store not up until a sync succeeds. */
+  private failed(op: StoreOp, err: unknown): void {
+    this.lastError = err instanceof Error ? err.message : String(err)
+    this.opts.onError?.(op)
+    if (this.closing) return
+    this.failing = true
+    this.report(op)
+  }
+
+  private report(op?: StoreOp): void {
+    const up = this.up()
+    if (up === this.reported) return
+    this.reported = up
     if (!up) this.leader = false
     if (up) this.opts.log.info({ event: 'store_up' }, 'Redis reachable: sharing state with the fleet')
-    else this.opts.log.error({ event: 'store_down' }, 'Redis unreachable: serving on local state until it returns')
+    else
+      this.opts.log.error(
+        { event: 'store_down', ...(op !== undefined ? { op } : {}), reason: this.lastError || 'connection lost' },
+        this.connected
+          ? 'Redis commands failing: serving on local state until they succeed'
+          : 'Redis unreachable: serving on local state until it returns'
+      )
     this.opts.onUp(up)
-    if (up) void this.sync()
   }
 
   private k(s: string): string {
-    return this.opts.keyPrefix + s
+    return this.prefix + s
   }
 
   up(): boolean {
-    return this.isUp
+    return this.connected && !this.failing
   }
   reportStreams(counts: ReadonlyMap<string, number>): void {
     this.ownStreams = counts
   }
   otherStreams(key: string): number {
-    return this.isUp ? (this.others.get(key) ?? 0) : 0
+    return this.up() ? (this.others.get(key) ?? 0) : 0
   }
 
   writeHealth(key: string, record: HealthRecord): void {
     this.health.set(key, record)
-    if (this.isUp) this.redis.hset(this.k('health'), key, JSON.stringify(record)).catch(() => {})
+    if (this.connected)
+      this.redis.hset(this.k('health'), key, JSON.stringify(record)).catch(err => this.failed('write_health', err))
   }
 
   sharedHealth(): ReadonlyMap<string, HealthRecord> {
@@ -103,24 +211,30 @@ export class RedisStore implements Store {
   }
 
   setAffinity(key: string, a: Affinity, ttlSeconds: number): void {
-    if (!this.isUp) return
+    if (!this.connected) return
     this.redis
       .set(this.k(`aff:${key}`), JSON.stringify(a), 'PX', Math.max(1, Math.round(ttlSeconds * 1000)))
-      .catch(() => {})
+      .catch(err => this.failed('set_affinity', err))
   }
 
   async getAffinity(key: string): Promise<Affinity | null> {
-    if (!this.isUp) return null
+    if (!this.connected) return null
+    let v: string | null
     try {
-      const v = await this.redis.get(this.k(`aff:${key}`))
+      v = await this.redis.get(this.k(`aff:${key}`))
+    } catch (err) {
+      this.failed('get_affinity', err)
+      return null
+    }
+    try {
       return v === null ? null : (JSON.parse(v) as Affinity)
     } catch {
-      return null
+      return null // a foreign value under our key: no affinity
     }
   }
 
   deleteAffinity(key: string, legId: string): void {
-    if (!this.isUp) return
+    if (!this.connected) return
     // Only the leg that owns the record removes it (a re-attached leg may have replaced it).
     this.redis
       .eval(
@@ -130,12 +244,12 @@ export class RedisStore implements Store {
         this.k(`aff:${key}`),
         legId
       )
-      .catch(() => {})
+      .catch(err => this.failed('delete_affinity', err))
   }
 
-  /** Leader while holding the lease; with Redis away, every instance probes for itself. */
+  /** Leader while holding the lease; with Redis away or failing, every instance probes for itself. */
   isLeader(): boolean {
-    return this.isUp ? this.leader : true
+    return this.up() ? this.leader : true
   }
 
   onSync(fn: () => void): void {
@@ -145,15 +259,18 @@ export class RedisStore implements Store {
   async start(): Promise<void> {
     try {
       await this.redis.connect()
-    } catch {
-      // Not reachable now: setUp(false) was reported; ioredis keeps retrying.
-      if (!this.isUp)
-        this.opts.log.error(
-          { event: 'store_down' },
-          'Redis unreachable at start: serving on local state until it returns'
-        )
+    } catch (err) {
+      // Not reachable now (counted by the 'error' listener); ioredis keeps retrying.
+      if (this.lastError === '') this.lastError = err instanceof Error ? err.message : String(err)
     }
-    if (this.isUp) await this.sync()
+    if (this.connected) await this.sync()
+    if (!this.up())
+      this.opts.log.error(
+        { event: 'store_down', reason: this.lastError || 'not ready' },
+        this.connected
+          ? 'Redis commands failing at start: serving on local state until they succeed'
+          : 'Redis unreachable at start: serving on local state until it returns'
+      )
     this.timer = setInterval(() => {
       void this.sync()
     }, this.opts.syncIntervalMs)
@@ -162,13 +279,16 @@ export class RedisStore implements Store {
 
   async close(): Promise<void> {
     if (this.timer !== null) clearInterval(this.timer)
+    this.closing = true
     try {
-      if (this.isUp) {
-        await this.redis
+      if (this.connected) {
+        const res = await this.redis
           .multi()
           .del(this.k(`streams:${this.instanceId}`))
           .zrem(this.k('instances'), this.instanceId)
           .exec()
+        const err = firstError(res)
+        if (err !== null) throw err
         if (this.leader)
           await this.redis.eval(
             "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
@@ -177,16 +297,23 @@ export class RedisStore implements Store {
             this.instanceId
           )
       }
-    } catch {
-      /* shutting down anyway */
+    } catch (err) {
+      // Shutting down anyway: counted, and the keys expire with their lease.
+      this.failed('close', err)
     }
     this.redis.disconnect()
   }
 
-  /** One round trip's worth of sharing. Never throws; overlapping calls are skipped. */
-  async sync(): Promise<void> {
-    if (!this.isUp || this.syncing) return
-    this.syncing = true
+  /** One round trip's worth of sharing. Never rejects (failures are counted); overlapping calls share one. */
+  sync(): Promise<void> {
+    if (!this.connected || this.closing) return Promise.resolve()
+    this.syncing ??= this.syncOnce().finally(() => {
+      this.syncing = null
+    })
+    return this.syncing
+  }
+
+  private async syncOnce(): Promise<void> {
     try {
       const now = Date.now()
       const leaseMs = this.opts.leaseMs
@@ -201,10 +328,12 @@ export class RedisStore implements Store {
       tx.hgetall(this.k('health'))
       tx.eval(LEAD, 1, this.k('leader'), this.instanceId, String(leaseMs))
       const res = await tx.exec()
-      if (res === null) return
-      const instances = (res[5][1] as string[]).filter(i => i !== this.instanceId)
-      const healthRaw = res[6][1] as Record<string, string>
-      this.leader = res[7][1] === 1
+      const txErr = firstError(res)
+      if (txErr !== null || res === null) throw txErr
+      const n = res.length
+      const instances = (res[n - 3][1] as string[]).filter(i => i !== this.instanceId)
+      const healthRaw = res[n - 2][1] as Record<string, string>
+      const leader = res[n - 1][1] === 1
       const health = new Map<string, HealthRecord>()
       for (const [k, v] of Object.entries(healthRaw)) {
         try {
@@ -213,24 +342,30 @@ export class RedisStore implements Store {
           /* a foreign value: ignore */
         }
       }
-      this.health = health
       const others = new Map<string, number>()
       if (instances.length > 0) {
         const p = this.redis.pipeline()
         for (const i of instances) p.hgetall(this.k(`streams:${i}`))
         const counts = await p.exec()
-        for (const [err, value] of counts ?? []) {
-          if (err !== null) continue
+        const pErr = firstError(counts)
+        if (pErr !== null) throw pErr
+        for (const [, value] of counts ?? []) {
           for (const [k, v] of Object.entries(value as Record<string, string>))
             others.set(k, (others.get(k) ?? 0) + Number(v))
         }
       }
+      this.leader = leader
+      this.health = health
       this.others = others
+      if (this.failing) {
+        this.failing = false
+        this.report()
+      }
+      this.lastError = ''
       for (const fn of this.listeners) fn()
-    } catch {
-      // A failed sync leaves the last cache in place; 'close' / 'end' events report the outage.
-    } finally {
-      this.syncing = false
+    } catch (err) {
+      // The last cache stays for local use, but up() is false until a sync succeeds.
+      this.failed('sync', err)
     }
   }
 }

@@ -123,8 +123,15 @@ export const CATALOGUE = {
   },
   store_up: {
     type: 'gauge',
-    help: '1 when the shared store (Redis) is reachable, or the store is in-memory.',
+    help: '1 when the shared store (Redis) is reachable and its commands succeed, or the store is in-memory.',
     labels: []
+  },
+  store_errors_total: {
+    type: 'counter',
+    help:
+      'Failed shared-store (Redis) commands and connection attempts, by op (connect, sync, write_health, ' +
+      'set_affinity, get_affinity, delete_affinity, close).',
+    labels: ['op']
   }
 } as const
 
@@ -192,6 +199,7 @@ export class Metrics {
   readonly ejections: Counter
   readonly healthChecks: Counter
   readonly storeUp: Gauge
+  readonly storeErrors: Counter
   readonly upstreamRetries: Counter
   /** Set by the server: every replica's health, read at scrape time. */
   replicaHealth: () => { route: string; upstream: string; healthy: boolean }[] = () => []
@@ -273,6 +281,8 @@ export class Metrics {
         this.set(self.storeIsUp() ? 1 : 0)
       }
     })
+
+    this.storeErrors = counter('store_errors_total')
 
     // Published at scrape time from the plain per-leg integers: nothing per frame touches prom-client.
     new Gauge({

@@ -110,3 +110,15 @@ t.test('YAML syntax errors name the line and column', async t => {
   t.notMatch(err.problems[0].message, /\?/)
   t.ok(err.problems.length <= 3, 'the first errors, not one per token after them')
 })
+
+t.test('a store CA file that does not exist is a config problem', async t => {
+  const dir = t.testdir({
+    'g.yaml': `store:\n  tls: { ca: missing-ca.pem }\n${ROUTE}`,
+    'ok.yaml': `store:\n  tls: { ca: ca.pem }\n${ROUTE}`,
+    'ca.pem': 'x'
+  })
+  const err = t.throws(() => loadConfig(join(dir, 'g.yaml'), { TOK: 'abcd-token' })) as ConfigError
+  t.match(err.problems, [{ pointer: '/store/tls/ca', message: /missing-ca\.pem not found/ }])
+  const c = loadConfig(join(dir, 'ok.yaml'), { TOK: 'abcd-token' })
+  t.equal((c.store.tls as { ca: string }).ca, join(dir, 'ca.pem'), 'resolved beside the config file')
+})
