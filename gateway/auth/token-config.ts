@@ -78,7 +78,7 @@ export const MIN_HS256_SECRET_BYTES = 32
 export function trustedIssuers(route: RouteTokenSettings | undefined): readonly string[] {
   if (route === undefined || route === false) return []
   if (route === true) return [SELF_ISSUER]
-  return route.issuers
+  return typeof route === 'object' && route !== null && Array.isArray(route.issuers) ? route.issuers : []
 }
 
 /**

@@ -89,7 +89,7 @@ function fail(error: OAuthError, description: string, challenge: boolean): OAuth
 }
 
 function lowerCase(h: Record<string, string>): Record<string, string | undefined> {
-  const out: Record<string, string | undefined> = {}
+  const out: Record<string, string | undefined> = Object.create(null)
   for (const [k, v] of Object.entries(h)) out[k.toLowerCase()] = v
   return out
 }

@@ -128,7 +128,9 @@ export class TokenVerifier {
 
   /** Verifies `token` (the bare JWT, see `extractJwt`) for one hook of one route. */
   async verify(token: string, target: { route: string; hook: 'audio' | 'text' }): Promise<TokenCheck> {
-    const names = trustedIssuers(this.opts.routes[target.route])
+    // MUST read own keys only: a route name comes from the URL (`/audio/constructor`).
+    const routes = this.opts.routes
+    const names = trustedIssuers(Object.hasOwn(routes, target.route) ? routes[target.route] : undefined)
     const checked = await this.check(token, names)
     if (!checked.ok) return checked
     const c = checked.claims

@@ -6,7 +6,7 @@ import { FakeClock } from '../../helpers/fake-clock'
 import { RemoteJwks, readJwks } from '../../../gateway/auth/jwks'
 import { fetchJwks } from '../../../gateway/auth/jwks-fetch'
 import type { JwksIssuerSettings } from '../../../gateway/auth/token-config'
-import { START_MS, world } from './setup'
+import { START_MS, world } from './fixtures/setup'
 
 const ISS = 'https://idp.example/'
 const AUD = 'assist-gateway-api'

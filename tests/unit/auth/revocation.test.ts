@@ -4,7 +4,7 @@ import { FakeClock } from '../../helpers/fake-clock'
 import { MemoryRevocationStore } from '../../../gateway/auth/revocation'
 import { revokeEndpoint } from '../../../gateway/auth/revoke-endpoint'
 import { TokenIssuer } from '../../../gateway/auth/token-issuer'
-import { CLIENT_A, KEY1, START_MS, assertNoSecrets, world, type World } from './setup'
+import { CLIENT_A, KEY1, START_MS, assertNoSecrets, world, type World } from './fixtures/setup'
 
 const at = { route: 'demo', hook: 'audio' } as const
 const revoke = (w: World, body: unknown) =>

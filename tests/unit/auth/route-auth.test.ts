@@ -3,7 +3,7 @@ import { FakeClock } from '../../helpers/fake-clock'
 import { CredentialList } from '../../../gateway/auth/credentials'
 import { authenticate, type HookAuth } from '../../../gateway/auth/route-auth'
 import { createTokenAuth } from '../../../gateway/auth/token-auth'
-import { CLIENT_A, CLIENT_B, KEY1, START_MS, assertNoSecrets, basic, tokenSettings } from './setup'
+import { CLIENT_A, CLIENT_B, KEY1, START_MS, assertNoSecrets, basic, tokenSettings } from './fixtures/setup'
 
 const STATIC = 'static-audio-credential-0123456789'
 

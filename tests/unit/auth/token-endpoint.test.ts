@@ -1,6 +1,6 @@
 import t from 'tap'
 import { decodeJwt, decodeProtectedHeader } from 'jose'
-import { CLIENT_A, CLIENT_B, KEY1, assertNoSecrets, basic, world } from './setup'
+import { CLIENT_A, CLIENT_B, KEY1, assertNoSecrets, basic, world } from './fixtures/setup'
 
 t.test('a client with Basic credentials gets a Bearer token of its full scope, not to be cached', async t => {
   const w = await world()

@@ -7,7 +7,7 @@ import { FakeClock } from '../../helpers/fake-clock'
 import { loadKeyRing } from '../../../gateway/auth/key-ring'
 import { TokenIssuer } from '../../../gateway/auth/token-issuer'
 import type { TokenCheck } from '../../../gateway/auth/token-verify'
-import { CLIENT_A, KEY1, KEY2, START_MS, assertNoSecrets, tokenSettings, world } from './setup'
+import { CLIENT_A, KEY1, KEY2, START_MS, assertNoSecrets, tokenSettings, world } from './fixtures/setup'
 
 t.test('an issued token opens exactly the hooks its scope names', async t => {
   const w = await world()
@@ -30,6 +30,13 @@ t.test('an issued token opens exactly the hooks its scope names', async t => {
     'a route that takes no tokens'
   )
   t.same(await w.verifier.verify(both, { route: 'nowhere', hook: 'text' }), { ok: false, reason: 'wrong_issuer' })
+  for (const route of ['constructor', '__proto__', 'toString', 'hasOwnProperty']) {
+    t.same(
+      await w.verifier.verify(both, { route, hook: 'text' }),
+      { ok: false, reason: 'wrong_issuer' },
+      `route ${route}`
+    )
+  }
 })
 
 t.test('exp and nbf hold within the configured clock skew, on the injected clock', async t => {
