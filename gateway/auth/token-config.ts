@@ -110,6 +110,12 @@ export function checkTokenSettings(
   })
   if ((tokens?.clients?.length ?? 0) > 0 && keys.length === 0)
     problems.push('/tokens/keys: clients are configured but no key signs')
+  // The unverified `iss` picks the key set, so no two trusted issuers may share an `iss`.
+  const issuers = new Set(tokens === undefined ? [] : [tokens.issuer])
+  ;(tokens?.jwks ?? []).forEach((j, i) => {
+    if (issuers.has(j.issuer)) problems.push(`/tokens/jwks/${i}/issuer: another issuer already has this iss`)
+    issuers.add(j.issuer)
+  })
   const jwksNames = new Set((tokens?.jwks ?? []).map(j => j.name))
   for (const [name, route] of Object.entries(routes)) {
     for (const issuer of trustedIssuers(route.auth?.tokens)) {

@@ -77,6 +77,10 @@ t.test('cross-field checks name the pointer and never quote a secret', async t =
     "/routes/demo/auth/tokens: the route trusts the gateway's own tokens but tokens.keys is empty"
   ])
   t.same(checkTokenSettings(issueExample, { demo: { auth: { tokens: true } } }), [])
+  const jwks = (issuer: string) => ({ name: issuer.replace(/\W/g, ''), url: 'https://i/', issuer, audience: 'a' })
+  t.same(checkTokenSettings({ ...issueExample, jwks: [jwks('https://idp/'), jwks('assist-gateway')] }, {}), [
+    '/tokens/jwks/1/issuer: another issuer already has this iss'
+  ])
   t.notOk(
     problems.join('\n').includes(KEY1) || problems.join('\n').includes(multibyte) || problems.join().includes(CLIENT_A)
   )
