@@ -1,6 +1,6 @@
 import { importJWK, type JWK } from 'jose'
 import { TOKEN_DEFAULTS, type JwksIssuerSettings } from './token-config'
-import { fetchJwks, type JwksFetch } from './jwks-fetch'
+import { fetchJwks, type JwksFetch } from '../upstream/jwks-fetch'
 
 export type JwksAlg = 'RS256' | 'ES256'
 

@@ -1,4 +1,4 @@
-import type { JwksFetch } from './jwks-fetch'
+import type { JwksFetch } from '../upstream/jwks-fetch'
 import { ClientRegistry } from './client-auth'
 import { RemoteJwks } from './jwks'
 import { loadKeyRing } from './key-ring'

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net'
 import { SignJWT, exportJWK, generateKeyPair, type JWK } from 'jose'
 import { FakeClock } from '../../helpers/fake-clock'
 import { RemoteJwks, readJwks } from '../../../gateway/auth/jwks'
-import { fetchJwks } from '../../../gateway/auth/jwks-fetch'
+import { fetchJwks } from '../../../gateway/upstream/jwks-fetch'
 import type { JwksIssuerSettings } from '../../../gateway/auth/token-config'
 import { START_MS, world } from './fixtures/setup'
 
