@@ -84,6 +84,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   metrics.replicaHealth = () =>
     pools.flatMap(p => p.replicas.map(r => ({ route: r.route, upstream: r.name, healthy: r.healthy })))
   metrics.storeIsUp = () => store.up()
+  metrics.routeNames = () => [...routes.keys()]
   for (const pool of pools)
     pool.onDown((r, source, reason) => {
       if (source === 'probe') return // the prober logs its own verdicts (upstream_health)

@@ -204,6 +204,8 @@ export class Metrics {
   /** Set by the server: every replica's health, read at scrape time. */
   replicaHealth: () => { route: string; upstream: string; healthy: boolean }[] = () => []
   storeIsUp: () => boolean = () => true
+  /** Set by the server: every configured route, so per-route gauges have a sample at 0 when idle. */
+  routeNames: () => readonly string[] = () => []
 
   constructor() {
     const r = [this.registry]
@@ -292,6 +294,7 @@ export class Metrics {
       registers: r,
       collect() {
         this.reset()
+        for (const route of self.routeNames()) this.set({ route }, 0)
         for (const l of self.live) if (l.active) this.inc({ route: l.route })
       }
     })
@@ -302,6 +305,7 @@ export class Metrics {
       registers: r,
       collect() {
         this.reset()
+        for (const route of self.routeNames()) this.set({ route }, 0)
         for (const l of self.live) if (l.bufferedBytes > 0) this.inc({ route: l.route }, l.bufferedBytes)
       }
     })

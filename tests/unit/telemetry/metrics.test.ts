@@ -47,3 +47,22 @@ t.test('the README names only catalogue metrics', async t => {
     )
   for (const n of known) t.ok(used.has(n), `${n} is documented in the README`)
 })
+
+t.test('per-route gauges have a sample at 0 for every configured route when idle', async t => {
+  const m = new Metrics()
+  m.routeNames = () => ['demo', 'other']
+  let text = await m.registry.metrics()
+  for (const route of ['demo', 'other']) {
+    t.match(text, `assist_gateway_audio_sessions_active{route="${route}"} 0`)
+    t.match(text, `assist_gateway_audio_buffered_bytes{route="${route}"} 0`)
+  }
+  const leg = m.startLeg('demo')
+  leg.active = true
+  leg.bufferedBytes = 320
+  text = await m.registry.metrics()
+  t.match(text, 'assist_gateway_audio_sessions_active{route="demo"} 1')
+  t.match(text, 'assist_gateway_audio_buffered_bytes{route="demo"} 320')
+  t.match(text, 'assist_gateway_audio_sessions_active{route="other"} 0')
+  m.endLeg(leg)
+  t.match(await m.registry.metrics(), 'assist_gateway_audio_sessions_active{route="demo"} 0')
+})
