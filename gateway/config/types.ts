@@ -118,7 +118,7 @@ export interface Config {
   readonly text: TextSettings
   readonly health: HealthSettings
   readonly store: StoreSettings
-  readonly log: { readonly level: string }
+  readonly log: { readonly level: string; readonly accessLog: 'info' | 'debug' | 'off' }
   readonly emulators: readonly EmulatorConfig[]
   readonly routes: Readonly<Record<string, RouteConfig>>
   /**

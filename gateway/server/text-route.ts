@@ -1,7 +1,7 @@
-import { randomUUID } from 'node:crypto'
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js'
 import { CODES, GatewayError, logLevelOf, type ErrorCode } from '../errors'
 import type { RouteRuntime } from '../route'
+import { requestIdFrom, traceFrom } from '../telemetry/trace'
 import type { TextHook, TextResult } from '../text/utterance'
 import { problemBody, readBody, send } from './http'
 import type { ServerState } from './state'
@@ -18,6 +18,7 @@ const JSON_TYPE = /^application\/(?:[\w.-]+\+)?json\s*(?:;|$)/i
  */
 export function mountText(app: TemplatedApp, state: ServerState, hook: TextHook): void {
   const limit = state.config.text.maxBodyBytes
+  const accessLevel = state.config.log.accessLog
   const metrics = state.metrics
   const counters = new Map<string, { inc: () => void }>()
   const durations = new Map<string, { observe: (v: number) => void }>()
@@ -48,9 +49,26 @@ export function mountText(app: TemplatedApp, state: ServerState, hook: TextHook)
     const contentType = req.getHeader('content-type')
     const authorization = req.getHeader('authorization')
     const declaredLength = req.getHeader('content-length')
-    const requestId = randomUUID()
+    const requestId = requestIdFrom(req.getHeader('x-request-id'))
+    const trace = traceFrom(req.getHeader('traceparent'))
     const routeName = route?.name ?? ''
     const headers = { 'x-request-id': requestId }
+    /** One access line per request, at the configured level. */
+    const access = (status: number, upstream: string | undefined): void => {
+      if (accessLevel === 'off') return
+      state.log[accessLevel](
+        {
+          event: 'text_request',
+          route: routeName || undefined,
+          status,
+          ms: Math.round((performance.now() - started) * 10) / 10,
+          upstream,
+          requestId,
+          traceId: trace.traceId
+        },
+        'text request'
+      )
+    }
 
     const answer = (result: TextResult, tooLarge = false): void => {
       if (aborted) {
@@ -63,6 +81,7 @@ export function mountText(app: TemplatedApp, state: ServerState, hook: TextHook)
       if (result.ok) {
         send(res, result.status, 'application/json', result.json, headers)
         count(routeName, result.status, (performance.now() - started) / 1000)
+        access(result.status, result.upstream)
         return
       }
       const status = CODES[result.error.code].status
@@ -73,6 +92,7 @@ export function mountText(app: TemplatedApp, state: ServerState, hook: TextHook)
       // lose the 413 to an EPIPE/ECONNRESET. uWS has no lingering close.
       send(res, status, 'application/problem+json', body, tooLarge ? { ...headers, connection: 'close' } : headers)
       count(routeName, status, (performance.now() - started) / 1000)
+      access(status, result.upstream)
     }
     const refuse = (code: ErrorCode, tooLarge = false): void => {
       state.log[logLevelOf(code)](
@@ -89,13 +109,15 @@ export function mountText(app: TemplatedApp, state: ServerState, hook: TextHook)
     readBody(res, limit, body => {
       if (aborted) return
       if (body === null) return refuse('MESSAGE_TOO_LARGE', true)
-      hook.handle({ route, body, authorization, requestId }).then(answer, (err: unknown) => {
-        state.log.error(
-          { event: 'text_bug', route: routeName, requestId, err },
-          'unexpected error in the text pipeline'
-        )
-        answer({ ok: false, error: new GatewayError('INTERNAL'), problems: [], extra: {} })
-      })
+      hook
+        .handle({ route, body, authorization, requestId, traceparent: trace.traceparent })
+        .then(answer, (err: unknown) => {
+          state.log.error(
+            { event: 'text_bug', route: routeName, requestId, err },
+            'unexpected error in the text pipeline'
+          )
+          answer({ ok: false, error: new GatewayError('INTERNAL'), problems: [], extra: {} })
+        })
     })
   }
 

@@ -21,12 +21,14 @@ export interface IncomingUtterance {
   /** The Authorization header ('' when absent). */
   authorization: string
   requestId: string
+  /** W3C trace context for the vendor call (this hop's own span), or null. */
+  traceparent: string | null
 }
 
 /** What the server renders: a JSON answer (already encoded), or a catalogued error as problem+json. */
 export type TextResult =
-  | { ok: true; status: 200 | 202; json: string }
-  | { ok: false; error: GatewayError; problems: readonly Problem[]; extra: Record<string, unknown> }
+  | { ok: true; status: 200 | 202; json: string; upstream?: string }
+  | { ok: false; error: GatewayError; problems: readonly Problem[]; extra: Record<string, unknown>; upstream?: string }
 
 export interface TextDeps {
   settings: TextSettings
@@ -133,12 +135,12 @@ export class TextHook {
     const input: TextInput = { request, message, requestId: req.requestId, route: rt.inputRoute, upstream: NO_UPSTREAM }
     if (rt.queue !== null) {
       const accepted = rt.queue.offer(async () => {
-        await this.deliver(rt, input)
+        await this.deliver(rt, input, req.traceparent)
       })
       if (!accepted) return this.refuse(req, new GatewayError('QUEUE_FULL'))
       return { ok: true, status: 202, json: JSON.stringify({ accepted: true, requestId: req.requestId }) }
     }
-    return await this.deliver(rt, input)
+    return await this.deliver(rt, input, req.traceparent)
   }
 
   /** Stop every vendor pool (the listener is closing). */
@@ -147,11 +149,12 @@ export class TextHook {
   }
 
   /** The vendor call and the answer mapping; shared by synchronous answers and background delivery. */
-  private async deliver(rt: RouteText, input: TextInput): Promise<TextResult> {
+  private async deliver(rt: RouteText, input: TextInput, traceparent: string | null): Promise<TextResult> {
     const { metrics } = this.deps
     let out: CallOutcome<MappingFailure>
+    const options = traceparent === null ? rt.callOptions : { ...rt.callOptions, traceparent }
     try {
-      out = await rt.upstream.call(rt.request, input, rt.callOptions)
+      out = await rt.upstream.call(rt.request, input, options)
     } catch (err) {
       return this.fail(rt, input, new GatewayError('INTERNAL', { cause: err }), { err })
     }
@@ -176,7 +179,12 @@ export class TextHook {
     }
     if (rt.mapping.response === null) {
       // No response mapping: the vendor's JSON as it came (checked to be JSON), else its text as a JSON string.
-      return { ok: true, status: 200, json: out.answer.json ?? JSON.stringify(out.answer.body ?? null) }
+      return {
+        ok: true,
+        status: 200,
+        json: out.answer.json ?? JSON.stringify(out.answer.body ?? null),
+        upstream: out.replica.name
+      }
     }
     input.response = out.answer
     const shaped = evaluateNow(rt.mapping.response, input) ?? (await run(rt.mapping.response.slow, input))
@@ -201,7 +209,7 @@ export class TextHook {
         { upstream: out.replica.name }
       )
     }
-    return { ok: true, status: 200, json }
+    return { ok: true, status: 200, json, upstream: out.replica.name }
   }
 
   /** The `upstream` of the text input for a replica, made once per replica. */
@@ -251,7 +259,7 @@ export class TextHook {
       },
       error.message
     )
-    return { ok: false, error, problems: [], extra }
+    return { ok: false, error, problems: [], extra, upstream: fields.upstream as string | undefined }
   }
 }
 

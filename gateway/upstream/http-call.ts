@@ -63,6 +63,8 @@ export type CallOutcome<F = never> = Exchanged | Unbuilt<F>
 export interface CallOptions {
   /** The vendor may receive the request twice: a timed-out call may go to another replica. */
   idempotent: boolean
+  /** W3C `traceparent` sent with the request (the caller's hop), when there is a trace. */
+  traceparent?: string
 }
 
 const NOT_IDEMPOTENT: CallOptions = Object.freeze({ idempotent: false })
@@ -144,7 +146,7 @@ export class TextUpstream {
         this.balancer.begin(replica)
         let out: Exchanged
         try {
-          out = await this.send(replica, built.value, deadline)
+          out = await this.send(replica, built.value, deadline, opts.traceparent)
         } finally {
           this.balancer.end(replica)
         }
@@ -251,10 +253,16 @@ export class TextUpstream {
   }
 
   /** One exchange with one replica, through undici's dispatch API (no stream or promise per chunk). */
-  private async send(replica: Replica, req: OutgoingRequest, deadline: Deadline): Promise<Exchanged> {
+  private async send(
+    replica: Replica,
+    req: OutgoingRequest,
+    deadline: Deadline,
+    traceparent: string | undefined
+  ): Promise<Exchanged> {
     const lane = this.lane(replica)
     const started = this.clock.now()
-    const headers = { ...req.headers, ...replica.config.headers }
+    const headers: Record<string, string> = { ...req.headers, ...replica.config.headers }
+    if (traceparent !== undefined) headers.traceparent = traceparent
     const raw = await new Promise<RawAnswer>(resolve => {
       const exchange = new Exchange(resolve)
       deadline.current = exchange

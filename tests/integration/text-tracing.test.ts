@@ -1,0 +1,72 @@
+import t from 'tap'
+import { request } from 'undici'
+import { TEXT_TOKEN, logged, routeTo, startGateway, startVendor, until } from '../helpers/gateway'
+import { utterance } from '../helpers/tls'
+
+const INCOMING = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'
+const TRACEPARENT = /^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/
+
+async function post(url: string, headers: Record<string, string>): Promise<{ status: number; requestId: string }> {
+  const res = await request(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: TEXT_TOKEN, ...headers },
+    body: JSON.stringify(utterance())
+  })
+  await res.body.dump()
+  return { status: res.statusCode, requestId: String(res.headers['x-request-id']) }
+}
+
+t.test(
+  'x-request-id and traceparent: kept when well-formed, continued to the vendor, one access line each',
+  async t => {
+    const vendor = await startVendor(t, { kind: 'json-events' })
+    const gw = await startGateway(t, { routes: { demo: routeTo([vendor], 'mappings/json-events.yaml') } })
+    const url = gw.url('/text/demo')
+
+    const kept = await post(url, { 'x-request-id': 'caller-id.42', traceparent: INCOMING })
+    t.equal(kept.status, 200)
+    t.equal(kept.requestId, 'caller-id.42', 'a well-formed request id is kept')
+    await until(() => vendor.textRequests().length === 1)
+    const first = vendor.textRequests()[0].headers
+    t.equal(first['x-request-id'], 'caller-id.42', 'and reaches the vendor')
+    t.match(first.traceparent, TRACEPARENT)
+    t.equal(first.traceparent.slice(3, 35), '4bf92f3577b34da6a3ce929d0e0e4736', 'the caller’s trace continues')
+    t.not(first.traceparent.slice(36, 52), '00f067aa0ba902b7', 'with this hop as the parent')
+    t.equal(first.traceparent.slice(53), '01', 'and its sampled flag')
+
+    const fresh = await post(url, { 'x-request-id': `bad id ${'x'.repeat(200)}`, traceparent: 'ff-garbage' })
+    t.match(fresh.requestId, /^[0-9a-f-]{36}$/, 'a malformed request id is replaced by a new one')
+    await until(() => vendor.textRequests().length === 2)
+    const second = vendor.textRequests()[1].headers
+    t.match(second.traceparent, TRACEPARENT, 'a malformed traceparent starts a new trace')
+    t.equal(second.traceparent.slice(53), '00', 'not sampled: the gateway records no spans')
+    t.not(second.traceparent.slice(3, 35), '4bf92f3577b34da6a3ce929d0e0e4736')
+
+    const refused = await post(url, { authorization: 'wrong' })
+    t.equal(refused.status, 401)
+    t.ok(
+      await until(() => logged(gw, 'text_request', { status: 401, route: 'demo' })),
+      'a refusal has its access line too'
+    )
+    const lines = gw.logs.lines.filter(l => l.event === 'text_request')
+    t.equal(lines.length, 3, 'one access line per request')
+    t.match(lines[0], {
+      status: 200,
+      route: 'demo',
+      upstream: 'r0',
+      requestId: 'caller-id.42',
+      traceId: '4bf92f3577b34da6a3ce929d0e0e4736'
+    })
+    t.type(lines[0].ms, 'number')
+  }
+)
+
+t.test('log.accessLog: off writes no access line', async t => {
+  const vendor = await startVendor(t, { kind: 'json-events' })
+  const gw = await startGateway(t, {
+    log: { accessLog: 'off' },
+    routes: { demo: routeTo([vendor], 'mappings/json-events.yaml') }
+  })
+  t.equal((await post(gw.url('/text/demo'), {})).status, 200)
+  t.notOk(logged(gw, 'text_request'))
+})
