@@ -7,7 +7,7 @@
  * N keep-alive connections, each with one utterance in flight at a time (closed loop, no pipelining),
  * over plain HTTP and then HTTPS with a throwaway certificate. Prints req/s and latency percentiles.
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
+import { spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { connect as netConnect, type Socket } from 'node:net'
@@ -15,6 +15,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { connect as tlsConnect } from 'node:tls'
 import { stringify } from 'yaml'
+import { selfSignedPair } from '../helpers/openssl'
 import {
   exited,
   fmt,
@@ -193,29 +194,7 @@ async function runMode(
   let ca: string | null = null
   let tls: Record<string, string> | null = null
   if (mode === 'tls') {
-    const cert = join(o.dir, 'cert.pem')
-    const key = join(o.dir, 'key.pem')
-    execFileSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'rsa:2048',
-        '-nodes',
-        '-keyout',
-        key,
-        '-out',
-        cert,
-        '-days',
-        '1',
-        '-subj',
-        '/CN=localhost',
-        '-addext',
-        'subjectAltName=DNS:localhost,IP:127.0.0.1'
-      ],
-      { stdio: 'ignore' }
-    )
+    const { cert, key } = selfSignedPair(o.dir)
     ca = readFileSync(cert, 'utf8')
     tls = { cert, key }
   }

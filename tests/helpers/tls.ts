@@ -1,9 +1,9 @@
-import { execFileSync } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { Agent, request } from 'undici'
 import { startGateway, type TestGateway } from './gateway'
+import { selfSignedPair } from './openssl'
 
 type T = Parameters<typeof startGateway>[0]
 
@@ -20,29 +20,7 @@ function makeOnce(): { cert: string; key: string } {
   if (made !== null) return made
   const dir = mkdtempSync(join(tmpdir(), 'assist-gateway-cert-'))
   process.once('exit', () => rmSync(dir, { recursive: true, force: true }))
-  const cert = join(dir, 'cert.pem')
-  const key = join(dir, 'key.pem')
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'rsa:2048',
-      '-nodes',
-      '-keyout',
-      key,
-      '-out',
-      cert,
-      '-days',
-      '1',
-      '-subj',
-      '/CN=localhost',
-      '-addext',
-      'subjectAltName=DNS:localhost,IP:127.0.0.1'
-    ],
-    { stdio: 'ignore' }
-  )
+  const { cert, key } = selfSignedPair(dir)
   made = { cert: readFileSync(cert, 'utf8'), key: readFileSync(key, 'utf8') }
   return made
 }

@@ -1,5 +1,6 @@
 import t from 'tap'
-import { execFileSync, spawn, spawnSync } from 'node:child_process'
+import { selfSignedPair } from '../helpers/openssl'
+import { spawn, spawnSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { type AddressInfo, createServer } from 'node:net'
 import { join } from 'node:path'
@@ -61,29 +62,7 @@ async function cliEach(argLists: string[][]): Promise<Run[]> {
 
 /** A self-signed pair made with the openssl CLI; `passphrase` encrypts the key. */
 function pair(dir: string, name: string, passphrase?: string): { cert: string; key: string } {
-  const cert = join(dir, `${name}-cert.pem`)
-  const key = join(dir, `${name}-key.pem`)
-  const secret = passphrase === undefined ? ['-nodes'] : ['-passout', `pass:${passphrase}`]
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'rsa:2048',
-      ...secret,
-      '-keyout',
-      key,
-      '-out',
-      cert,
-      '-days',
-      '1',
-      '-subj',
-      '/CN=localhost'
-    ],
-    { stdio: 'ignore' }
-  )
-  return { cert, key }
+  return selfSignedPair(dir, `${name}-`, passphrase)
 }
 
 /** A config that serves nothing reachable: one route to a closed port, listeners on port 0. */
