@@ -31,3 +31,11 @@ export async function stream(leg: PlatformLegClient, from: number, to: number): 
 }
 
 export const sha256 = (b: Buffer): string => createHash('sha256').update(b).digest('hex')
+
+/** A 160-byte frame whose content is unique to (leg, seq), so order and integrity show in a hash. */
+export function uniqueFrame(leg: number, seq: number): Buffer {
+  const b = Buffer.alloc(160, (leg * 7 + seq) & 0xff)
+  b.writeUInt32BE(leg, 0)
+  b.writeUInt32BE(seq, 4)
+  return b
+}

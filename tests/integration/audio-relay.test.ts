@@ -12,14 +12,9 @@ import {
   until,
   type PlatformLegClient
 } from '../helpers/gateway'
+import { uniqueFrame } from '../helpers/audio'
 
-/** A 160-byte frame whose content is unique to (leg, seq), so order and integrity show in the hash. */
-function frame(leg: number, seq: number): Buffer {
-  const b = Buffer.alloc(160, (leg * 7 + seq) & 0xff)
-  b.writeUInt32BE(leg, 0)
-  b.writeUInt32BE(seq, 4)
-  return b
-}
+const frame = uniqueFrame
 
 const init = (contactId: number, over: Record<string, unknown> = {}): Record<string, unknown> => ({
   ...initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' }),

@@ -13,13 +13,9 @@ import {
   until,
   type PlatformLegClient
 } from '../helpers/gateway'
+import { uniqueFrame } from '../helpers/audio'
 
-function frame(leg: number, seq: number): Buffer {
-  const b = Buffer.alloc(160, (leg * 13 + seq) & 0xff)
-  b.writeUInt32BE(leg, 0)
-  b.writeUInt32BE(seq, 4)
-  return b
-}
+const frame = uniqueFrame
 
 const init = (contactId: number): Record<string, unknown> =>
   initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
