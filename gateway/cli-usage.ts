@@ -1,0 +1,113 @@
+/** The command line's words: usages, help, usage errors and option parsing shared by every command. */
+
+const ENVIRONMENT =
+  'Environment: GATEWAY_CONFIG, PORT, ADMIN_PORT, REDIS_URL, LOG_LEVEL (and the ${VAR}s the config names).'
+const EXIT_CODES = 'Exit status: 0 ok, 1 runtime failure, 2 usage or config error.'
+
+/** Each command's usage, printed by `<command> --help` (stdout, exit 0) and after a usage error (stderr, exit 2). */
+export const USAGES = {
+  serve: `usage: assist-gateway serve [--config FILE]
+  Run the gateway. The config (default $GATEWAY_CONFIG, else ops/gateway.yaml) is first validated as
+  \`check\` does: exit 2 on any problem, 1 when serving fails, 0 after SIGTERM or SIGINT.`,
+  check: `usage: assist-gateway check [--config FILE]
+  Validate the config, every mapping it names (compiled and dry-run on the interface's example messages)
+  and the TLS certificate, key and passphrase; print each problem as file: /pointer: message.
+  Exit 0 when clean, 2 on any problem.`,
+  'simulate audio': `usage: assist-gateway simulate audio --url URL [--token T] [--file CLIP] [--perspective TX|RX|MIX]
+                                [--legs N] [--seconds S] [--insecure]
+  Act as the platform: open N audio hooks (ws:// or wss://), stream the clip (mu-law or WAV) at real-time
+  pace, print every message that comes back. Exit 1 when a leg was refused, never connected or was cut.`,
+  'simulate text': `usage: assist-gateway simulate text --url URL --text "…" [--token T] [--auth-header]
+                               [--participant patron|agent|system] [--contact-id N] [--bus-no N] [--tenant ID]
+                               [--insecure]
+  POST one utterance to the text hook (http:// or https://); print the status and the answer.
+  Exit 1 unless the answer is a 2xx.`,
+  vendor: `usage: assist-gateway vendor --kind passthrough|json-events|deepgram|assemblyai|twilio-media|audiohook
+                        --port N [--host H] [--result-every-frames N] [--api-key KEY]
+  Run a bundled vendor emulator in the foreground until SIGTERM or SIGINT (--port 0 picks a free port).`
+} as const
+export type Command = keyof typeof USAGES
+
+export const USAGE = `usage: assist-gateway <command> [options]    (assist-gateway <command> --help for its options)
+  serve       run the gateway
+  check       validate a config, its mappings and its TLS material
+  simulate    act as the platform: simulate audio | simulate text
+  vendor      run a bundled vendor emulator
+  --version   print the version
+${EXIT_CODES}
+${ENVIRONMENT}`
+
+/** `--help`/`-h`, accepted by every command. */
+export const HELP = { help: { type: 'boolean', short: 'h', default: false } } as const
+
+export function help(command: Command | 'simulate' | null): number {
+  if (command === null) console.log(USAGE)
+  else if (command === 'simulate') console.log(`${USAGES['simulate audio']}\n${USAGES['simulate text']}`)
+  else console.log(`${USAGES[command]}\n${EXIT_CODES}`)
+  return 0
+}
+
+/** A wrong command line: exit 2 with the message and the command's usage on stderr. */
+export class UsageError extends Error {
+  constructor(
+    message: string,
+    readonly command: Command | 'simulate' | null = null
+  ) {
+    super(message)
+  }
+}
+
+/** A whole number of at least `min` (and at most `max`), written as plain digits: "2.5", "1e3" and "abc" are refused. */
+export function integer(
+  s: string,
+  name: string,
+  min: number,
+  usage: (message: string) => UsageError,
+  max = Number.MAX_SAFE_INTEGER
+): number {
+  const n = /^\d+$/.test(s) ? Number(s) : Number.NaN
+  if (!(n >= min && n <= max))
+    throw usage(
+      `${name} must be a whole number ${max === Number.MAX_SAFE_INTEGER ? `>= ${min}` : `${min}-${max}`}, not "${s}"`
+    )
+  return n
+}
+
+export function positive(s: string, name: string, usage: (message: string) => UsageError): number {
+  const n = Number(s)
+  if (s.trim() === '' || !Number.isFinite(n) || n <= 0) throw usage(`${name} must be a positive number, not "${s}"`)
+  return n
+}
+
+export function requireUrl(s: string | undefined, protocols: string[], usage: (message: string) => UsageError): string {
+  if (s === undefined) throw usage('--url is required')
+  let url: URL
+  try {
+    url = new URL(s)
+  } catch {
+    throw usage(`--url ${s} is not a URL`)
+  }
+  if (!protocols.includes(url.protocol)) throw usage(`--url must be ${protocols.map(p => `${p}//`).join(' or ')}`)
+  return s
+}
+
+let stdoutGuarded = false
+
+/**
+ * A reader that goes away (`… | head`) must not crash the CLI with an EPIPE stack trace: the output has
+ * nowhere to go, so the process ends at once and quietly, with status 1 (the run did not complete).
+ */
+export function endQuietlyWhenStdoutCloses(): void {
+  if (stdoutGuarded) return
+  stdoutGuarded = true
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPIPE') console.error(`assist-gateway: stdout: ${err.message}`)
+    process.exit(1)
+  })
+}
+
+/** The command whose options parseArgs refused, for the usage shown under the error. */
+export function parseArgsCommand(command: string | undefined, rest: string[]): Command | 'simulate' | null {
+  if (command === 'simulate') return rest[0] === 'audio' || rest[0] === 'text' ? `simulate ${rest[0]}` : 'simulate'
+  return command !== undefined && command in USAGES ? (command as Command) : null
+}
