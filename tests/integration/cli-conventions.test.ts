@@ -13,6 +13,10 @@ const ROOT = join(__dirname, '..', '..')
 const BIN = join(ROOT, 'bin', 'assist-gateway.js')
 const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version
 
+// About forty CLI processes, each loading the whole gateway: on a busy 2-core machine that is minutes,
+// not a hang. The runner's per-file limit (120 s) is raised for this file only.
+t.setTimeout(300_000)
+
 const build = spawnSync(process.execPath, [join(ROOT, 'bin', 'build-if-stale.js')], { encoding: 'utf8' })
 if (build.status !== 0) throw new Error(`cannot build dist/: ${build.stderr}`)
 
