@@ -5,6 +5,7 @@ import { systemClock } from '../clock'
 import { GatewayError } from '../errors'
 import { errorFrame } from '../audio/handshake'
 import type { RouteRuntime } from '../route'
+import { scrubberFor } from '../telemetry/scrub'
 import { sendProblem } from './http'
 import type { ServerState } from './state'
 
@@ -17,6 +18,8 @@ interface LegData {
 /** WS /audio/{route}: upgrade (unknown route refused before it) → open → message → drain → close, all handed to audio/leg. */
 export function mountAudio(app: uWS.TemplatedApp, state: ServerState): void {
   const cfg = state.config
+  // Every text frame to the platform (CONNECTED, MESSAGE, ERROR) passes here: configured secrets never reach it.
+  const scrub = scrubberFor(cfg.secrets)
   app.ws<LegData>('/audio/:route', {
     compression: uWS.DISABLED,
     maxPayloadLength: cfg.uws.maxPayloadBytes,
@@ -48,7 +51,7 @@ export function mountAudio(app: uWS.TemplatedApp, state: ServerState): void {
           if (data.closed) return 2
           let status = 2
           ws.cork(() => {
-            status = ws.send(text, false)
+            status = ws.send(scrub.json(text), false)
           })
           return status
         },

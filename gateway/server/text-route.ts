@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto'
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js'
 import { CODES, GatewayError, logLevelOf, type ErrorCode } from '../errors'
 import type { RouteRuntime } from '../route'
+import { scrubberFor } from '../telemetry/scrub'
 import type { TextHook, TextResult } from '../text/utterance'
 import { problemBody, readBody, send } from './http'
 import type { ServerState } from './state'
@@ -19,6 +20,8 @@ const JSON_TYPE = /^application\/(?:[\w.-]+\+)?json\s*(?:;|$)/i
 export function mountText(app: TemplatedApp, state: ServerState, hook: TextHook): void {
   const limit = state.config.text.maxBodyBytes
   const metrics = state.metrics
+  // Every answer body (vendor answers and problem+json) passes here: configured secrets never reach the platform.
+  const scrub = scrubberFor(state.config.secrets)
   const counters = new Map<string, { inc: () => void }>()
   const durations = new Map<string, { observe: (v: number) => void }>()
   const count = (route: string, status: number, seconds: number): void => {
@@ -61,12 +64,12 @@ export function mountText(app: TemplatedApp, state: ServerState, hook: TextHook)
         return
       }
       if (result.ok) {
-        send(res, result.status, 'application/json', result.json, headers)
+        send(res, result.status, 'application/json', scrub.json(result.json), headers)
         count(routeName, result.status, (performance.now() - started) / 1000)
         return
       }
       const status = CODES[result.error.code].status
-      const body = problemBody(result.error, result.problems, { requestId, ...result.extra })
+      const body = scrub.json(problemBody(result.error, result.problems, { requestId, ...result.extra }))
       // Past the body limit the answer goes at once with `connection: close`, so the client stops sending;
       // uWS discards whatever of the body still arrives (nothing more is buffered). Not end(body, true):
       // uWS then resets the socket while the client is still writing, and clients (undici among them)
