@@ -125,18 +125,23 @@ export class AudioLeg implements SessionOwner {
     }
   }
 
-  /** The platform socket closed (by the platform, or after our own `end`). Idempotent. */
-  onPlatformClose(code: number): void {
+  /**
+   * The platform socket closed (by the platform, or after our own `end`). Idempotent. `cut`: uWS cut the
+   * socket for a frame it will not deliver (over its read limit, or text that is not UTF-8); the leg
+   * ends with that outcome, not `ok`/`abandoned`.
+   */
+  onPlatformClose(code: number, cut?: 'too_large_cut' | 'invalid_utf8'): void {
     this.deps.metrics.wsCloses.inc({ side: 'platform', code: String(code) })
     if (this.state === 'CLOSED') return
     const wasStreaming = this.state === 'STREAMING'
     this.state = 'CLOSED'
+    if (cut !== undefined) this.deps.metrics.validationFailures.inc({ hook: 'audio' })
     this.log.info(
-      { event: 'platform_closed', code, framesFromPlatform: this.counters.framesFromPlatform },
-      'platform ended the leg'
+      { event: 'platform_closed', code, cut, framesFromPlatform: this.counters.framesFromPlatform },
+      cut === undefined ? 'platform ended the leg' : 'the platform sent a frame the server cut the socket for'
     )
     this.dropEarly()
-    this.release(wasStreaming ? 'ok' : 'abandoned')
+    this.release(cut ?? (wasStreaming ? 'ok' : 'abandoned'))
     // Streaming: the vendor session waits for a re-attach (grace), then says goodbye. Not yet
     // streaming: nobody will come back for it.
     const session = this.session
@@ -145,6 +150,14 @@ export class AudioLeg implements SessionOwner {
       if (wasStreaming) session.park()
       else session.close(false)
     }
+  }
+
+  /** A platform frame the leg will not take (over `uws.maxPayloadBytes`): ERROR with this code, then its close code. */
+  refuse(code: ErrorCode): void {
+    if (this.state === 'CLOSED') return
+    this.counters.framesFromPlatform++
+    this.deps.metrics.validationFailures.inc({ hook: 'audio' })
+    this.fail(new GatewayError(code))
   }
 
   /** End the leg from outside (shutdown): one ERROR frame with this code, then its close code. */

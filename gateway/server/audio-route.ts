@@ -9,6 +9,25 @@ import { scrubberFor } from '../telemetry/scrub'
 import { sendProblem } from './http'
 import type { ServerState } from './state'
 
+/**
+ * uWS cuts a socket itself (no frame, the platform sees 1006) for a message over its maxPayloadLength
+ * and for a text frame that is not UTF-8, and reports the cut in the close handler with these reasons.
+ * The gateway cannot answer either: it counts them under their own outcome instead of `abandoned`.
+ */
+const UWS_CUTS: Record<string, 'too_large_cut' | 'invalid_utf8'> = {
+  'Received too big message': 'too_large_cut',
+  'Received too big message, or other inflation error': 'too_large_cut',
+  'Received invalid UTF-8': 'invalid_utf8'
+}
+
+/**
+ * uWS reads messages up to this many times `uws.maxPayloadBytes` (at most 64 MiB), so the gateway sees a
+ * message over the limit and answers it (ERROR MESSAGE_TOO_LARGE, 1009); past that, uWS cuts the socket
+ * without a frame, which bounds what one socket can make the gateway buffer.
+ */
+export const OVERSIZE_READ_FACTOR = 16
+const OVERSIZE_READ_MAX = 64 * 1024 * 1024
+
 interface LegData {
   route: RouteRuntime
   leg: AudioLeg | null
@@ -20,9 +39,10 @@ export function mountAudio(app: uWS.TemplatedApp, state: ServerState): void {
   const cfg = state.config
   // Every text frame to the platform (CONNECTED, MESSAGE, ERROR) passes here: configured secrets never reach it.
   const scrub = scrubberFor(cfg.secrets)
+  const limit = cfg.uws.maxPayloadBytes
   app.ws<LegData>('/audio/:route', {
     compression: uWS.DISABLED,
-    maxPayloadLength: cfg.uws.maxPayloadBytes,
+    maxPayloadLength: Math.max(limit, Math.min(limit * OVERSIZE_READ_FACTOR, OVERSIZE_READ_MAX)),
     idleTimeout: cfg.uws.idleTimeoutSeconds,
     maxLifetime: 0,
     maxBackpressure: cfg.uws.maxBackpressureBytes,
@@ -80,18 +100,20 @@ export function mountAudio(app: uWS.TemplatedApp, state: ServerState): void {
     },
     message: (ws, message, isBinary) => {
       const leg = ws.getUserData().leg!
-      if (isBinary) leg.onPlatformBinary(message)
+      if (message.byteLength > limit) leg.refuse('MESSAGE_TOO_LARGE')
+      else if (isBinary) leg.onPlatformBinary(message)
       else leg.onPlatformText(message)
     },
     drain: ws => {
       ws.getUserData().leg?.onPlatformDrain()
     },
-    close: (ws, code) => {
+    close: (ws, code, message) => {
       const data = ws.getUserData()
       data.closed = true
       if (data.leg !== null) {
         state.legs.delete(data.leg)
-        data.leg.onPlatformClose(code)
+        const cut = code === 1006 ? UWS_CUTS[Buffer.from(message).toString('utf8')] : undefined
+        data.leg.onPlatformClose(code, cut)
       }
     }
   })
