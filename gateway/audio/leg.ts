@@ -53,6 +53,14 @@ const BINARY_IN: Record<LegState, 'session' | 'refuse' | 'count-late'> = {
 }
 
 /**
+ * Vendor results that come before CONNECTED (a vendor may answer before it says ready) are held for it,
+ * in order, up to this many messages and this many characters; later ones are dropped and counted as
+ * `audio_vendor_messages_total{result="dropped_before_connected"}`. The platform never sees MESSAGE first.
+ */
+export const EARLY_RESULTS_MAX = 64
+export const EARLY_RESULTS_MAX_CHARS = 64 * 1024
+
+/**
  * One platform audio leg: handshake, then hands audio to its vendor session (audio/session.ts) and
  * results back to the platform. The per-frame path is `onPlatformBinary` → `AudioRelay.write` →
  * `VendorConnection.writeAudio` → `VendorSocket.sendBinary`: no parse, no await, no log, no
@@ -66,6 +74,10 @@ export class AudioLeg implements SessionOwner {
   private vendorPaused = false
   private log: Logger
   private initAt = 0
+  /** Results held until CONNECTED (bounded by EARLY_RESULTS_MAX / _CHARS). */
+  private early: string[] = []
+  private earlyChars = 0
+  private earlyDropLogged = false
 
   constructor(
     private readonly platform: PlatformLeg,
@@ -113,17 +125,23 @@ export class AudioLeg implements SessionOwner {
     }
   }
 
-  /** The platform socket closed (by the platform, or after our own `end`). Idempotent. */
-  onPlatformClose(code: number): void {
+  /**
+   * The platform socket closed (by the platform, or after our own `end`). Idempotent. `cut`: uWS cut the
+   * socket for a frame it will not deliver (over its read limit, or text that is not UTF-8); the leg
+   * ends with that outcome, not `ok`/`abandoned`.
+   */
+  onPlatformClose(code: number, cut?: 'too_large_cut' | 'invalid_utf8'): void {
     this.deps.metrics.wsCloses.inc({ side: 'platform', code: String(code) })
     if (this.state === 'CLOSED') return
     const wasStreaming = this.state === 'STREAMING'
     this.state = 'CLOSED'
+    if (cut !== undefined) this.deps.metrics.validationFailures.inc({ hook: 'audio' })
     this.log.info(
-      { event: 'platform_closed', code, framesFromPlatform: this.counters.framesFromPlatform },
-      'platform ended the leg'
+      { event: 'platform_closed', code, cut, framesFromPlatform: this.counters.framesFromPlatform },
+      cut === undefined ? 'platform ended the leg' : 'the platform sent a frame the server cut the socket for'
     )
-    this.release(wasStreaming ? 'ok' : 'abandoned')
+    this.dropEarly()
+    this.release(cut ?? (wasStreaming ? 'ok' : 'abandoned'))
     // Streaming: the vendor session waits for a re-attach (grace), then says goodbye. Not yet
     // streaming: nobody will come back for it.
     const session = this.session
@@ -132,6 +150,14 @@ export class AudioLeg implements SessionOwner {
       if (wasStreaming) session.park()
       else session.close(false)
     }
+  }
+
+  /** A platform frame the leg will not take (over `uws.maxPayloadBytes`): ERROR with this code, then its close code. */
+  refuse(code: ErrorCode): void {
+    if (this.state === 'CLOSED') return
+    this.counters.framesFromPlatform++
+    this.deps.metrics.validationFailures.inc({ hook: 'audio' })
+    this.fail(new GatewayError(code))
   }
 
   /** End the leg from outside (shutdown): one ERROR frame with this code, then its close code. */
@@ -234,6 +260,10 @@ export class AudioLeg implements SessionOwner {
     const seconds = (this.deps.clock.now() - this.initAt) / 1000
     this.deps.metrics.handshakeDuration.observe({ route: this.deps.route.name }, seconds)
     this.sendToPlatform(connectedFrame({ ...vendorParameters, legId: this.deps.legId, route: this.deps.route.name }))
+    const early = this.early
+    this.early = []
+    this.earlyChars = 0
+    for (const text of early) this.sendToPlatform(text)
     this.log.info({ event: 'connected', handshakeSeconds: seconds }, 'vendor session ready; audio flowing')
   }
 
@@ -243,7 +273,33 @@ export class AudioLeg implements SessionOwner {
   }
 
   deliver(text: string): void {
-    this.sendToPlatform(text)
+    if (this.state !== 'CONNECTING') {
+      this.sendToPlatform(text)
+      return
+    }
+    if (this.early.length < EARLY_RESULTS_MAX && this.earlyChars + text.length <= EARLY_RESULTS_MAX_CHARS) {
+      this.early.push(text)
+      this.earlyChars += text.length
+      return
+    }
+    this.countEarlyDropped(1)
+  }
+
+  /** Held results that will never go out (the leg ended before CONNECTED) are counted as dropped. */
+  private dropEarly(): void {
+    if (this.early.length > 0) this.countEarlyDropped(this.early.length)
+    this.early = []
+    this.earlyChars = 0
+  }
+
+  private countEarlyDropped(n: number): void {
+    this.deps.metrics.vendorMessages.inc({ route: this.deps.route.name, result: 'dropped_before_connected' }, n)
+    if (this.earlyDropLogged) return
+    this.earlyDropLogged = true
+    this.log.warn(
+      { event: 'early_results_dropped', count: n, held: this.early.length },
+      'vendor results that came before CONNECTED were dropped (over the hold bound, or the leg ended first)'
+    )
   }
 
   /** A newer connection with the same identity took this leg's vendor session. */
@@ -295,6 +351,7 @@ export class AudioLeg implements SessionOwner {
     const extraForPlatform = { ...extra }
     delete extraForPlatform.detail
     if (this.platform.sendText(errorFrame(error, problems, extraForPlatform)) !== 2) this.counters.framesToPlatform++
+    this.dropEarly()
     this.release(code.toLowerCase())
     const session = this.session
     this.session = null

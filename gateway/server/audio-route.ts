@@ -5,8 +5,28 @@ import { systemClock } from '../clock'
 import { GatewayError } from '../errors'
 import { errorFrame } from '../audio/handshake'
 import type { RouteRuntime } from '../route'
+import { scrubberFor } from '../telemetry/scrub'
 import { sendProblem } from './http'
 import type { ServerState } from './state'
+
+/**
+ * uWS cuts a socket itself (no frame, the platform sees 1006) for a message over its maxPayloadLength
+ * and for a text frame that is not UTF-8, and reports the cut in the close handler with these reasons.
+ * The gateway cannot answer either: it counts them under their own outcome instead of `abandoned`.
+ */
+const UWS_CUTS: Record<string, 'too_large_cut' | 'invalid_utf8'> = {
+  'Received too big message': 'too_large_cut',
+  'Received too big message, or other inflation error': 'too_large_cut',
+  'Received invalid UTF-8': 'invalid_utf8'
+}
+
+/**
+ * uWS reads messages up to this many times `uws.maxPayloadBytes` (at most 64 MiB), so the gateway sees a
+ * message over the limit and answers it (ERROR MESSAGE_TOO_LARGE, 1009); past that, uWS cuts the socket
+ * without a frame, which bounds what one socket can make the gateway buffer.
+ */
+export const OVERSIZE_READ_FACTOR = 16
+const OVERSIZE_READ_MAX = 64 * 1024 * 1024
 
 interface LegData {
   route: RouteRuntime
@@ -17,9 +37,12 @@ interface LegData {
 /** WS /audio/{route}: upgrade (unknown route refused before it) → open → message → drain → close, all handed to audio/leg. */
 export function mountAudio(app: uWS.TemplatedApp, state: ServerState): void {
   const cfg = state.config
+  // Every text frame to the platform (CONNECTED, MESSAGE, ERROR) passes here: configured secrets never reach it.
+  const scrub = scrubberFor(cfg.secrets)
+  const limit = cfg.uws.maxPayloadBytes
   app.ws<LegData>('/audio/:route', {
     compression: uWS.DISABLED,
-    maxPayloadLength: cfg.uws.maxPayloadBytes,
+    maxPayloadLength: Math.max(limit, Math.min(limit * OVERSIZE_READ_FACTOR, OVERSIZE_READ_MAX)),
     idleTimeout: cfg.uws.idleTimeoutSeconds,
     maxLifetime: 0,
     maxBackpressure: cfg.uws.maxBackpressureBytes,
@@ -48,7 +71,7 @@ export function mountAudio(app: uWS.TemplatedApp, state: ServerState): void {
           if (data.closed) return 2
           let status = 2
           ws.cork(() => {
-            status = ws.send(text, false)
+            status = ws.send(scrub.json(text), false)
           })
           return status
         },
@@ -77,18 +100,20 @@ export function mountAudio(app: uWS.TemplatedApp, state: ServerState): void {
     },
     message: (ws, message, isBinary) => {
       const leg = ws.getUserData().leg!
-      if (isBinary) leg.onPlatformBinary(message)
+      if (message.byteLength > limit) leg.refuse('MESSAGE_TOO_LARGE')
+      else if (isBinary) leg.onPlatformBinary(message)
       else leg.onPlatformText(message)
     },
     drain: ws => {
       ws.getUserData().leg?.onPlatformDrain()
     },
-    close: (ws, code) => {
+    close: (ws, code, message) => {
       const data = ws.getUserData()
       data.closed = true
       if (data.leg !== null) {
         state.legs.delete(data.leg)
-        data.leg.onPlatformClose(code)
+        const cut = code === 1006 ? UWS_CUTS[Buffer.from(message).toString('utf8')] : undefined
+        data.leg.onPlatformClose(code, cut)
       }
     }
   })

@@ -1,6 +1,7 @@
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js'
 import { CODES, GatewayError, logLevelOf, type ErrorCode } from '../errors'
 import type { RouteRuntime } from '../route'
+import { scrubberFor } from '../telemetry/scrub'
 import { requestIdFrom, traceFrom } from '../telemetry/trace'
 import type { TextHook, TextResult } from '../text/utterance'
 import { problemBody, readBody, send } from './http'
@@ -20,6 +21,8 @@ export function mountText(app: TemplatedApp, state: ServerState, hook: TextHook)
   const limit = state.config.text.maxBodyBytes
   const accessLevel = state.config.log.accessLog
   const metrics = state.metrics
+  // Every answer body (vendor answers and problem+json) passes here: configured secrets never reach the platform.
+  const scrub = scrubberFor(state.config.secrets)
   const counters = new Map<string, { inc: () => void }>()
   const durations = new Map<string, { observe: (v: number) => void }>()
   const count = (route: string, status: number, seconds: number): void => {
@@ -79,13 +82,13 @@ export function mountText(app: TemplatedApp, state: ServerState, hook: TextHook)
         return
       }
       if (result.ok) {
-        send(res, result.status, 'application/json', result.json, headers)
+        send(res, result.status, 'application/json', scrub.json(result.json), headers)
         count(routeName, result.status, (performance.now() - started) / 1000)
         access(result.status, result.upstream)
         return
       }
       const status = CODES[result.error.code].status
-      const body = problemBody(result.error, result.problems, { requestId, ...result.extra })
+      const body = scrub.json(problemBody(result.error, result.problems, { requestId, ...result.extra }))
       // Past the body limit the answer goes at once with `connection: close`, so the client stops sending;
       // uWS discards whatever of the body still arrives (nothing more is buffered). Not end(body, true):
       // uWS then resets the socket while the client is still writing, and clients (undici among them)

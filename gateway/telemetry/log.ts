@@ -1,4 +1,5 @@
 import pino, { type DestinationStream, type Logger } from 'pino'
+import { scrubberFor } from './scrub'
 
 export type { Logger }
 
@@ -31,16 +32,12 @@ export interface LogOptions {
 
 /**
  * pino JSON logger. Two layers keep credentials out: path redaction for the known field names, and a
- * last-line scrub of every configured secret value (also in its JSON-escaped form), so a token that
- * lands in an unexpected field or message text is still never written.
+ * last-line scrub of every configured secret value (telemetry/scrub.ts: as written, JSON-escaped and
+ * URL-encoded; the same matcher scrubs answers to the platform), so a token that lands in an unexpected
+ * field or message text is still never written.
  */
 export function createLogger(opts: LogOptions): Logger {
-  const needles: string[] = []
-  for (const s of opts.secrets) {
-    needles.push(s)
-    const escaped = JSON.stringify(s).slice(1, -1)
-    if (escaped !== s) needles.push(escaped)
-  }
+  const scrub = scrubberFor(opts.secrets)
   return pino(
     {
       level: opts.level,
@@ -48,15 +45,7 @@ export function createLogger(opts: LogOptions): Logger {
       timestamp: pino.stdTimeFunctions.isoTime,
       redact: { paths: REDACT_PATHS, censor: '[REDACTED]' },
       formatters: { level: label => ({ level: label }) },
-      hooks:
-        needles.length === 0
-          ? {}
-          : {
-              streamWrite(line: string): string {
-                for (const n of needles) if (line.includes(n)) line = line.split(n).join('[REDACTED]')
-                return line
-              }
-            }
+      hooks: scrub.active ? { streamWrite: scrub.text } : {}
     },
     opts.destination ?? pino.destination({ dest: 1, sync: false })
   )

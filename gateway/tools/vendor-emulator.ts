@@ -59,7 +59,9 @@ export async function startVendorEmulator(opts: EmulatorOptions): Promise<Vendor
     kind,
     resultEvery: opts.resultEveryFrames ?? 50,
     readyDelayMs: opts.readyDelayMs ?? 0,
-    token: opts.token
+    token: opts.token,
+    earlyResults: opts.earlyResults ?? 0,
+    echo: opts.echo ?? false
   })
   const text = new TextEndpoints(kind, opts.text ?? {}, log)
   const all: DemoSession[] = []
@@ -69,8 +71,9 @@ export async function startVendorEmulator(opts: EmulatorOptions): Promise<Vendor
   const wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: MAX_PAYLOAD })
   const server = createServer((req, res) => onRequest(req, res, all, text))
 
-  const accept = (ws: WebSocket, path: string): void => {
+  const accept = (ws: WebSocket, path: string, headers: IncomingMessage['headers']): void => {
     const s = new DemoSession(nextId++, kind, path, ws, clock, log)
+    s.upgrade = { url: path, headers: { ...headers } }
     all.push(s)
     live.add(s)
     s.say(`opened ${path}`)
@@ -89,7 +92,7 @@ export async function startVendorEmulator(opts: EmulatorOptions): Promise<Vendor
     })
   }
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-    wss.handleUpgrade(req, socket, head, ws => accept(ws, req.url ?? '/'))
+    wss.handleUpgrade(req, socket, head, ws => accept(ws, req.url ?? '/', req.headers))
   })
 
   const l = await listenEmulator(server, wss, opts.host ?? '127.0.0.1', opts.port ?? 0, () => {

@@ -37,16 +37,50 @@ const PERSPECTIVES: Record<string, Perspective> = {
   2: 'MIX'
 }
 
-/** Validate a parsed init message against schemas/websocket-hook-initialize-message.schema.json. */
+/** The numeric ids of executionInfo (2.2). */
+const ID_FIELDS = ['contactId', 'busNo', 'requestId', 'actionId'] as const
+const MAX_EXACT_ID = BigInt(Number.MAX_SAFE_INTEGER)
+
+/**
+ * Ids above 2^53-1 are refused, not passed on: JSON.parse has already rounded such a number, and
+ * mappings compute in IEEE doubles (`$number(leg.contactId)`), so a larger id would reach the vendor
+ * changed. Strings of digits are judged by their value, numbers by whether they are still exact.
+ */
+function inexactIds(value: unknown): Problem[] {
+  const info = (value as { executionInfo?: unknown } | null)?.executionInfo
+  if (info === null || typeof info !== 'object') return []
+  const out: Problem[] = []
+  for (const k of ID_FIELDS) {
+    const v = (info as Record<string, unknown>)[k]
+    const inexact =
+      typeof v === 'number'
+        ? Number.isInteger(v) && !Number.isSafeInteger(v)
+        : typeof v === 'string' && /^[0-9]{1,400}$/.test(v) && BigInt(v) > MAX_EXACT_ID
+    if (inexact)
+      out.push({
+        pointer: `/executionInfo/${k}`,
+        message: `is above ${Number.MAX_SAFE_INTEGER} (2^53-1), which cannot be kept exact`
+      })
+  }
+  return out
+}
+
+function invalid(problems: Problem[]): InitCheck {
+  return { ok: false, error: new GatewayError('MESSAGE_INVALID', { pointers: problems.map(p => p.pointer) }), problems }
+}
+
+/**
+ * Validate a parsed init message: nesting (MAX_DEPTH, like the text hook, before anything recursive
+ * sees it), exact ids, then schemas/websocket-hook-initialize-message.schema.json.
+ */
 export function checkInit(value: unknown): InitCheck {
+  const deep = tooDeep(value, MAX_DEPTH)
+  if (deep !== null) return invalid([{ pointer: deep, message: `nests deeper than ${MAX_DEPTH} levels` }])
   const validate = validator('websocket-hook-initialize-message')
-  if (!validate(value)) {
-    const problems = problemsOf(validate.errors)
-    return {
-      ok: false,
-      error: new GatewayError('MESSAGE_INVALID', { pointers: problems.map(p => p.pointer) }),
-      problems
-    }
+  const ids = inexactIds(value)
+  if (!validate(value) || ids.length > 0) {
+    const seen = new Set(ids.map(p => p.pointer))
+    return invalid([...ids, ...problemsOf(validate.errors).filter(p => !seen.has(p.pointer))])
   }
   const init = value as Record<string, unknown>
   const info = init.executionInfo as Record<string, unknown>

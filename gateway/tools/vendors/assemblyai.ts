@@ -12,6 +12,9 @@ import { DIGITS_RE, header, isObject, parseJson, safeEqual, type Json } from './
 // Query: `sample_rate` (8000|16000) and `encoding` (pcm_s16le|pcm_mulaw) required (the real
 // service defaults encoding; this emulator wants it explicit); optional numeric/boolean options
 // typed. Bad query → 3006 (choice: the docs list no code for it; 3006 is their bad-input code).
+// `min_end_of_turn_silence_when_confident` was renamed `min_turn_silence` (public spec, 2026-03): the
+// old name is refused (3006) in the query and recorded as unknown in UpdateConfiguration, so a mapping
+// still sending it is caught.
 // On open: {"type":"Begin","id":uuid,"expires_at":unix s}. Binary audio; each chunk MUST be 50–1000
 // ms → else 3007 "Input duration violation: <ms> ms. Expected between 50 and 1000 ms".
 // Text: Terminate | ForceEndpoint | KeepAlive | UpdateConfiguration; invalid JSON / not an object /
@@ -24,12 +27,9 @@ import { DIGITS_RE, header, isObject, parseJson, safeEqual, type Json } from './
 // idleCloseMs if given): neither audio nor KeepAlive → recorded, close 3005 (choice: the v3 docs
 // list no inactivity code).
 
-const AAI_CONFIG_NUMBERS = [
-  'end_of_turn_confidence_threshold',
-  'min_end_of_turn_silence_when_confident',
-  'max_turn_silence',
-  'vad_threshold'
-]
+const AAI_CONFIG_NUMBERS = ['end_of_turn_confidence_threshold', 'min_turn_silence', 'max_turn_silence', 'vad_threshold']
+/** Names the service no longer takes, with the name that replaced each. */
+const AAI_RENAMED: Readonly<Record<string, string>> = { min_end_of_turn_silence_when_confident: 'min_turn_silence' }
 const THREE_HOURS_MS = 3 * 60 * 60 * 1000
 
 /** Returns the first problem with the query, as the service words it, or null. */
@@ -41,6 +41,8 @@ function checkQuery(q: URLSearchParams): string | null {
   if (encoding === null) return 'Invalid Configuration: encoding is required (pcm_s16le or pcm_mulaw)'
   if (encoding !== 'pcm_s16le' && encoding !== 'pcm_mulaw')
     return `Invalid Configuration: encoding must be pcm_s16le or pcm_mulaw (got ${encoding})`
+  for (const [old, now] of Object.entries(AAI_RENAMED))
+    if (q.has(old)) return `Invalid Configuration: unknown parameter ${old} (renamed ${now})`
   const ft = q.get('format_turns')
   if (ft !== null && ft !== 'true' && ft !== 'false') return 'Invalid Configuration: format_turns must be true or false'
   for (const name of AAI_CONFIG_NUMBERS) {

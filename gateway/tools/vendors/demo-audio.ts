@@ -18,6 +18,10 @@ export interface DemoAudioConfig {
   readyDelayMs: number
   /** passthrough: required authenticationToken. */
   token: string | undefined
+  /** Results sent before the ready answer (see EmulatorOptions.earlyResults). */
+  earlyResults: number
+  /** Echo the upgrade request and open message into answers (see EmulatorOptions.echo). */
+  echo: boolean
 }
 
 /** A copy without the credential field (audio: authenticationToken; text: authorizationHeader). */
@@ -61,6 +65,10 @@ export class DemoSession extends SessionRecorder {
   lateAudioNoted = false
   /** The ready answer (CONNECTED / started) was sent. */
   readySent = false
+  /** The upgrade request as received (kept only for the echo option; never reported). */
+  upgrade: { url: string; headers: Record<string, unknown> } | null = null
+  /** The open message as received, credential included (kept only for the echo option; never reported). */
+  rawOpen: unknown = null
 
   constructor(
     id: number,
@@ -158,9 +166,13 @@ export class DemoAudio {
     }
   }
 
-  private result(s: DemoSession): void {
+  /** What the session received, unredacted: the echo option reflects it into answers. */
+  private echoOf(s: DemoSession): string {
+    return JSON.stringify({ upgrade: s.upgrade, open: s.rawOpen })
+  }
+
+  private result(s: DemoSession, text = `heard ${s.frames} frames`): void {
     const seq = ++s.results
-    const text = `heard ${s.frames} frames`
     if (this.cfg.kind === 'passthrough') {
       s.send({
         command: 'MESSAGE',
@@ -196,31 +208,33 @@ export class DemoAudio {
     }
     const init = parsed.value
     s.open = redact(init)
+    s.rawOpen = init
     if (this.cfg.token !== undefined && init.authenticationToken !== this.cfg.token) {
       s.note('invalid token')
       s.reject(1008, 'invalid token', {
         command: 'ERROR',
         messageType: 'AUTH_INVALID',
-        message: 'invalid token',
+        message: this.cfg.echo ? `invalid token in ${this.echoOf(s)}` : 'invalid token',
         parameters: {}
       })
       return
     }
     s.phase = 'opened'
-    this.becomeReady(s, {
-      command: 'CONNECTED',
-      messageType: 'COMMAND',
-      message: 'BEGIN AUDIO STREAM',
-      parameters: { vendor: 'passthrough-emulator', session: s.id }
-    })
+    const parameters: Json = { vendor: 'passthrough-emulator', session: s.id }
+    if (this.cfg.echo) parameters.echo = this.echoOf(s)
+    this.becomeReady(s, { command: 'CONNECTED', messageType: 'COMMAND', message: 'BEGIN AUDIO STREAM', parameters })
   }
 
   private openJsonEvents(s: DemoSession, parsed: ReturnType<typeof parseJson>): void {
     const problem = parsed.ok ? checkStartEvent(parsed.value) : 'message is not JSON'
-    if (parsed.ok) s.open = redact(parsed.value)
+    if (parsed.ok) {
+      s.open = redact(parsed.value)
+      s.rawOpen = parsed.value
+    }
     if (problem !== null) {
       s.note(`bad start: ${problem}`)
-      s.reject(1008, 'bad start', { event: 'error', code: 'bad_start', message: problem })
+      const message = this.cfg.echo ? `${problem} in ${this.echoOf(s)}` : problem
+      s.reject(1008, 'bad start', { event: 'error', code: 'bad_start', message })
       return
     }
     s.streamId = (parsed as { ok: true; value: Json }).value.streamId as string
@@ -230,11 +244,13 @@ export class DemoAudio {
 
   /** The ready answer, after readyDelayMs on the emulator's clock (at once without one). */
   private becomeReady(s: DemoSession, answer: unknown): void {
+    for (let i = 1; i <= this.cfg.earlyResults; i++) this.result(s, `early ${i}`)
     const go = (): void => {
       if (s.phase !== 'opened') return
       s.phase = 'ready'
       s.readySent = true
       s.send(answer)
+      if (this.cfg.echo) this.result(s, this.echoOf(s))
     }
     if (this.cfg.readyDelayMs > 0) s.after(this.cfg.readyDelayMs, go)
     else go()

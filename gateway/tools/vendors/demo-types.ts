@@ -17,6 +17,17 @@ export interface EmulatorOptions {
   readyDelayMs?: number
   /** passthrough: required authenticationToken. */
   token?: string
+  /**
+   * Default 0: results sent right after the open message, before the ready answer (a vendor that
+   * answers before its handshake); json-events `transcript` / passthrough MESSAGE, text "early <n>".
+   */
+  earlyResults?: number
+  /**
+   * Default false: echo what the session received (upgrade URL, headers, open message, unredacted) in
+   * the ready answer's parameters (passthrough), in a result right after ready, and in refusals, like a
+   * careless vendor that reflects its input. For tests that the gateway never passes a secret on.
+   */
+  echo?: boolean
   /** Where the ready delay is armed. Default: wall time (tests may pass a fake clock). */
   clock?: Clock
   /** Default: no logging. */

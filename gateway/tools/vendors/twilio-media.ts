@@ -14,8 +14,12 @@ import { DIGITS_RE, header, isObject, parseJson, safeEqual, type Json } from './
 // start's. start: SIDs shaped like Twilio's (MZ/AC/CA + 32 hex), tracks ⊆ {inbound, outbound},
 // customParameters an object of strings, mediaFormat exactly audio/x-mulaw, 8000, 1 channel.
 // media: track one of the started tracks, `chunk` a decimal string +1 per message per track from
-// "1", `timestamp` a decimal string (ms) never decreasing per track, `payload` non-empty canonical
-// base64 (decoded into sha256/audioBytes). Twilio defines no transcript message; this emulated
+// "1", `timestamp` a decimal string: Twilio's "presentation timestamp in milliseconds from the start
+// of the stream", per track: the first chunk of a track within the stream's first second, each next
+// chunk exactly the previous one's timestamp plus its audio ms (± 1 for rounding), later than that
+// only after a lost chunk (a `chunk` gap); so stamps counted in chunks or bytes, over both tracks, or
+// carried over from another stream are recorded. `payload` non-empty canonical base64 (decoded into
+// sha256/audioBytes). Twilio defines no transcript message; this emulated
 // assist vendor sends its own {"event":"transcript","streamSid","text","isFinal":true} every
 // resultEveryMs of audio. stop {accountSid, callSid} as in start → final transcript for pending
 // audio, close 1000 "stream stopped" (choice). Violations are recorded only: Twilio's format has no
@@ -88,7 +92,8 @@ export class TwilioMediaStream implements Protocol {
   private callSid = ''
   private tracks: string[] = []
   private readonly chunks = new Map<string, number>()
-  private readonly stamps = new Map<string, number>()
+  /** Per track: the last chunk's number, timestamp and audio ms (µ-law 8 kHz: 8 bytes a ms). */
+  private readonly lastChunk = new Map<string, { chunk: number; ts: number; ms: number }>()
   private readonly cadence: Cadence
   private results = 0
   private lateNoted = false
@@ -208,6 +213,7 @@ export class TwilioMediaStream implements Protocol {
       return
     }
     const audio = Buffer.from(m.payload, 'base64')
+    this.checkTimestamp(m, track, audio.length)
     s.addAudio(wire, audio)
     if (this.phase !== 'streaming') return
     const cadence = this.cadence
@@ -218,7 +224,7 @@ export class TwilioMediaStream implements Protocol {
     }
   }
 
-  /** media.chunk counts up from 1 per track; media.timestamp never goes backwards per track. */
+  /** media.chunk counts up from 1 per track. */
   private checkChunk(m: Json, track: string): void {
     const s = this.s
     if (typeof m.chunk !== 'string' || !DIGITS_RE.test(m.chunk)) s.note('media.chunk must be a decimal string')
@@ -228,14 +234,26 @@ export class TwilioMediaStream implements Protocol {
       if (got !== want) s.note(`media.chunk ${got} on ${track}, expected ${want}`)
       this.chunks.set(track, got)
     }
-    if (typeof m.timestamp !== 'string' || !DIGITS_RE.test(m.timestamp))
-      s.note('media.timestamp must be a decimal string (ms)')
-    else {
-      const ts = Number(m.timestamp)
-      const prev = this.stamps.get(track)
-      if (prev !== undefined && ts < prev) s.note(`media.timestamp went backwards on ${track}: ${prev} → ${ts}`)
-      this.stamps.set(track, ts)
+  }
+
+  /** media.timestamp: ms since the stream's start, per track, advancing with the audio (see the header). */
+  private checkTimestamp(m: Json, track: string, bytes: number): void {
+    if (typeof m.timestamp !== 'string' || !DIGITS_RE.test(m.timestamp)) {
+      this.s.note('media.timestamp must be a decimal string (ms)')
+      return
     }
+    const ts = Number(m.timestamp)
+    const chunk = typeof m.chunk === 'string' && DIGITS_RE.test(m.chunk) ? Number(m.chunk) : Number.NaN
+    const prev = this.lastChunk.get(track)
+    this.lastChunk.set(track, { chunk, ts, ms: bytes / 8 })
+    const where = `media.timestamp ${ts} on ${track}`
+    if (prev === undefined) {
+      if (ts >= 1000) this.s.note(`${where}: the first chunk of a stream is stamped within its first second`)
+      return
+    }
+    const due = prev.ts + prev.ms
+    if (chunk === prev.chunk + 1 ? Math.abs(ts - due) > 1 : ts < due - 1)
+      this.s.note(`${where}, expected ${Math.round(due)} (the previous chunk's timestamp plus its ms of audio)`)
   }
 
   private onMark(msg: Json): void {
