@@ -39,7 +39,7 @@ export const CATALOGUE = {
   },
   audio_vendor_messages_total: {
     type: 'counter',
-    help: 'Vendor text messages after ready, by result (emitted, unmatched, error).',
+    help: 'Vendor text messages, by result (emitted, unmatched, error, parked, dropped_before_connected).',
     labels: ['route', 'result']
   },
   ws_closes_total: {
