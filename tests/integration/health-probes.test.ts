@@ -58,7 +58,14 @@ async function counter(gw: TestGateway, name: string, extra = ''): Promise<numbe
 
 async function replica(gw: TestGateway): Promise<Json> {
   const body = (await (await fetch(gw.adminUrl('/admin/upstreams'))).json()) as Json
-  return body.routes[0].replicas[0]
+  return { ...body.routes[0].replicas[0], probe: body.routes[0].probe }
+}
+
+const PROBES: Record<RealVendorKind, string> = {
+  deepgram: 'upgrade',
+  assemblyai: 'http',
+  'twilio-media': 'upgrade',
+  audiohook: 'protocol'
 }
 
 for (const v of VENDORS) {
@@ -70,6 +77,7 @@ for (const v of VENDORS) {
     t.equal(await counter(gw, 'upstream_health_checks_total', ',result="credential_refused"'), 0)
     const r = await replica(gw)
     t.equal(r.state, 'up')
+    t.equal(r.probe, PROBES[v.kind], "/admin/upstreams names the route's probe")
     t.match(r.reason, /probe ok \(\d+ in a row\)/, 'the reason is the latest verdict, not "not probed yet"')
     t.equal((await fetch(gw.adminUrl('/readyz'))).status, 200)
 
