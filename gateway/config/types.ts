@@ -27,7 +27,7 @@ export interface RouteConfig {
 
 /** A route's own probe (schemas/gateway-config.schema.json `route.health`). */
 export interface RouteHealth {
-  readonly probe: 'mapping' | 'upgrade' | 'http' | 'protocol' | 'tcp' | 'none'
+  readonly kind: 'mapping' | 'upgrade' | 'http' | 'protocol' | 'tcp' | 'none'
   readonly method?: 'GET' | 'HEAD' | 'POST' | 'OPTIONS'
   readonly path?: string
 }

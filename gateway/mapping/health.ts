@@ -10,7 +10,7 @@ export type HealthStep = { send: Expr } | { expect: Expr; refused: Expr | null; 
 
 /** The `health` section of a mapping file, compiled. */
 export interface HealthMapping {
-  probe: ProbeKind
+  kind: ProbeKind
   http: { method: string; path: Expr | null; headers: Expr | null }
   steps: HealthStep[]
 }
@@ -30,9 +30,9 @@ export function compileHealth(
       failed: expr(`${at}/failed`, s.failed)
     }
   })
-  if (h.probe === 'protocol' && steps.length === 0) problem('/health/steps', 'is required for a protocol probe')
+  if (h.kind === 'protocol' && steps.length === 0) problem('/health/steps', 'is required for a protocol probe')
   return {
-    probe: h.probe,
+    kind: h.kind,
     http: {
       method: h.http?.method ?? 'GET',
       path: expr('/health/http/path', h.http?.path),
@@ -77,14 +77,14 @@ export function probeInput(route: RouteConfig, u: UpstreamConfig): MappingInput 
 }
 
 /**
- * Which probe a route runs: its own `health.probe`, else an explicit `health.active.kind` (every route),
- * else the mapping's `health.probe`, else `upgrade` (an audio mapping) or `tcp`.
+ * Which probe a route runs: its own `health.kind`, else an explicit `health.active.kind` (every route),
+ * else the mapping's `health.kind`, else `upgrade` (an audio mapping) or `tcp`.
  */
 export function probeKind(route: RouteConfig, mapping: ProbedMapping, active: HealthSettings['active']): ProbeKind {
-  const own = route.health?.probe
+  const own = route.health?.kind
   if (own !== undefined && own !== 'mapping') return own
   if (own === undefined && active.kind !== undefined) return active.kind === 'ws' ? 'upgrade' : active.kind
-  return mapping.health?.probe ?? (mapping.audio !== null ? 'upgrade' : 'tcp')
+  return mapping.health?.kind ?? (mapping.audio !== null ? 'upgrade' : 'tcp')
 }
 
 /** The probe plan of one route. Throws when the route asks for a protocol probe its mapping does not define. */

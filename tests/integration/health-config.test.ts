@@ -36,15 +36,15 @@ t.test("a route's own health.probe overrides its mapping's; the others keep the 
     {
       health: { active: { kind: undefined, intervalSeconds: 0.25 } },
       routes: {
-        quiet: { mapping: 'mappings/deepgram.yaml', upstreams, health: { probe: 'none' } },
-        tcp: { mapping: 'mappings/deepgram.yaml', upstreams, health: { probe: 'tcp' } },
+        quiet: { mapping: 'mappings/deepgram.yaml', upstreams, health: { kind: 'none' } },
+        tcp: { mapping: 'mappings/deepgram.yaml', upstreams, health: { kind: 'tcp' } },
         own: { mapping: 'mappings/deepgram.yaml', upstreams }
       }
     },
     { VENDOR_KEY: KEY }
   )
   t.ok(await until(async () => (await checks(gw, 'own', 'ok')) >= 4 && (await checks(gw, 'tcp', 'ok')) >= 4, 60_000))
-  t.equal(await checks(gw, 'quiet', 'ok'), 0, 'probe: none is never probed')
+  t.equal(await checks(gw, 'quiet', 'ok'), 0, 'kind: none is never probed')
   const r = await routes(gw)
   t.same([r.quiet.probe, r.tcp.probe, r.own.probe], ['none', 'tcp', 'upgrade'])
   t.equal(r.quiet.replicas[0].state, 'up', 'passive health only: up')

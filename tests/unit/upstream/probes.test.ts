@@ -114,11 +114,11 @@ t.test('which probe a route runs: route > explicit health.active.kind > mapping 
   t.equal(probeKind(r, m, ACTIVE), 'protocol', "the mapping's own")
   t.equal(probeKind(r, m, { ...ACTIVE, kind: 'ws' }), 'upgrade', 'ws is the old name of upgrade')
   t.equal(probeKind(r, m, { ...ACTIVE, kind: 'none' }), 'none')
-  t.equal(probeKind({ ...r, health: { probe: 'tcp' } }, m, { ...ACTIVE, kind: 'none' }), 'tcp', 'the route wins')
-  t.equal(probeKind({ ...r, health: { probe: 'mapping' } }, m, { ...ACTIVE, kind: 'none' }), 'protocol')
+  t.equal(probeKind({ ...r, health: { kind: 'tcp' } }, m, { ...ACTIVE, kind: 'none' }), 'tcp', 'the route wins')
+  t.equal(probeKind({ ...r, health: { kind: 'mapping' } }, m, { ...ACTIVE, kind: 'none' }), 'protocol')
   t.equal(probeKind(r, { ...m, health: null }, ACTIVE), 'upgrade', 'no health section: upgrade')
   t.throws(
-    () => probePlan({ ...r, health: { probe: 'protocol' } }, loadMapping('mappings/deepgram.yaml'), ACTIVE),
+    () => probePlan({ ...r, health: { kind: 'protocol' } }, loadMapping('mappings/deepgram.yaml'), ACTIVE),
     /protocol probe needs health.steps/
   )
 })
@@ -131,9 +131,9 @@ t.test('upgrade, http and tcp probes: 401/403 are credential refusals; no URL or
   t.same(await runProbe(up, u, 2000), { ok: true })
   t.equal(v.upgrades.at(-1)!.url?.startsWith('/stream?encoding=mulaw'), true, "the mapping's URL expression")
   t.equal(v.upgrades.at(-1)!.headers.authorization, `Token ${KEY}`, "the mapping's header expression")
-  const http = probePlan(route(v, m.file, { health: { probe: 'http', path: '/account' } }), m, ACTIVE)
+  const http = probePlan(route(v, m.file, { health: { kind: 'http', path: '/account' } }), m, ACTIVE)
   t.same(await runProbe(http, u, 2000), { ok: true })
-  const tcp = probePlan(route(v, m.file, { health: { probe: 'tcp' } }), m, ACTIVE)
+  const tcp = probePlan(route(v, m.file, { health: { kind: 'tcp' } }), m, ACTIVE)
   t.same(await runProbe(tcp, u, 2000), { ok: true })
   v.key = 'rotated-key'
   const refusedUp = await runProbe(up, u, 2000)
@@ -240,7 +240,7 @@ t.test('prober: a credential refusal is down at once; the reason is always the l
 t.test('a route whose probe is none is never probed', async t => {
   const v = await vendor(t)
   const m = loadMapping(MAPPING)
-  const rc = route(v, m.file, { health: { probe: 'none' } })
+  const rc = route(v, m.file, { health: { kind: 'none' } })
   const clock = new FakeClock()
   const store = new MemoryStore('i1')
   const pool = new UpstreamPool(
