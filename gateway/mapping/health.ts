@@ -93,7 +93,9 @@ export function probePlan(route: RouteConfig, mapping: ProbedMapping, active: He
   const health = mapping.health ?? null
   if (kind === 'protocol' && (health === null || health.steps.length === 0))
     throw new Error(`route ${route.name}: a protocol probe needs health.steps in ${mapping.file}`)
-  const ownPath = route.health?.path ?? (route.health === undefined && active.kind === 'http' ? active.path : undefined)
+  // The old `health.active.path` keeps its meaning: a path on the text URL first.
+  const legacy = route.health === undefined && active.kind === 'http'
+  const ownPath = route.health?.path ?? (legacy ? active.path : undefined)
   return {
     kind,
     prepare: async u => {
@@ -106,7 +108,8 @@ export function probePlan(route: RouteConfig, mapping: ProbedMapping, active: He
         for (const [k, v] of Object.entries(out.value)) if (v !== undefined && v !== null) headers[k] = String(v)
       }
       if (kind === 'http') {
-        const base = u.audio !== undefined ? u.audio.replace(/^ws/, 'http') : u.text!
+        const audio = u.audio?.replace(/^ws/, 'http')
+        const base = (legacy ? (u.text ?? audio) : (audio ?? u.text))!
         let path: unknown = ownPath ?? null
         if (path === null && health?.http.path != null) {
           const out = await run(health.http.path, input)
