@@ -37,6 +37,11 @@ export interface ConnectionEvents {
   lost: (conn: Connection, failure: VendorFailure) => void
   /** A message for the platform (a PlatformWebSocketMessage as JSON text). */
   result: (text: string) => void
+  /**
+   * The replica of a ready connection was marked down: true when the session takes it from here (a
+   * parked session ends with the mapping's close sequence); otherwise the connection is lost as usual.
+   */
+  replicaDown?: (conn: Connection) => boolean
 }
 
 /** What every connection of one session shares. The session replaces `log` when a leg re-attaches. */

@@ -93,8 +93,20 @@ export class VendorSession implements Session {
       ready: (conn, params) => this.connectionReady(conn, params),
       refused: (conn, failure) => this.fail({ kind: 'connection', conn, failure, when: 'refused' }),
       lost: (conn, failure) => this.fail({ kind: 'connection', conn, failure, when: 'lost' }),
-      result: text => this.deliver(text)
+      result: text => this.deliver(text),
+      replicaDown: conn => this.replicaDownWhileParked(conn)
     }
+  }
+
+  /** A parked session has nobody to fail over for: its replica going down ends it with the close sequence, not 1006. */
+  private replicaDownWhileParked(conn: Connection): boolean {
+    if (this.owner !== null || conn !== this.conn) return false
+    this.ctx.log.info(
+      { event: 'parked_session_replica_down', upstream: conn.replica.name },
+      'the replica of a parked vendor session was marked down; closing the session gracefully'
+    )
+    this.close(true)
+    return true
   }
 
   pauseVendor(): void {

@@ -310,9 +310,13 @@ export class VendorConnection implements Connection {
     this.events[tell](this, failure)
   }
 
-  /** The replica was marked down: a ready connection is lost now; one still opening finds out by itself. */
+  /**
+   * The replica was marked down: a ready connection is lost now (unless its session ends it gracefully);
+   * one still opening finds out by itself.
+   */
   replicaDown(why: string): void {
-    if (this.state === 'READY') this.fail({ kind: 'replica-down', why })
+    if (this.state !== 'READY' || this.events.replicaDown?.(this) === true) return
+    this.fail({ kind: 'replica-down', why })
   }
 
   /** The stream stops counting at once; what the close means waits for the messages that came before it. */

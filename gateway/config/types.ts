@@ -20,7 +20,16 @@ export interface RouteConfig {
   readonly mapping: string
   readonly auth: { readonly audio?: readonly string[]; readonly text?: readonly string[] }
   readonly params: Readonly<Record<string, unknown>>
+  /** Overrides the mapping's `health` probe for this route. */
+  readonly health?: RouteHealth
   readonly upstreams: readonly UpstreamConfig[]
+}
+
+/** A route's own probe (schemas/gateway-config.schema.json `route.health`). */
+export interface RouteHealth {
+  readonly kind: 'mapping' | 'upgrade' | 'http' | 'protocol' | 'tcp' | 'none'
+  readonly method?: 'GET' | 'HEAD' | 'POST' | 'OPTIONS'
+  readonly path?: string
 }
 
 export interface AudioSettings {
@@ -39,7 +48,8 @@ export interface AudioSettings {
 
 export interface HealthSettings {
   readonly active: {
-    readonly kind: 'ws' | 'http' | 'none'
+    /** Absent: each route probes as its mapping says. `ws` is the old name of `upgrade`. */
+    readonly kind?: 'ws' | 'upgrade' | 'http' | 'tcp' | 'none'
     readonly path: string
     readonly intervalSeconds: number
     readonly timeoutSeconds: number

@@ -3,6 +3,7 @@ import { readStructured } from '../config/load'
 import { problemsOf, validator } from '../validate/compile'
 import { compileAudio, type AudioMapping } from './audio'
 import { compileExpr, type CompileAt } from './expr'
+import { compileHealth, type HealthMapping } from './health'
 import { compileText, type TextMapping } from './text'
 
 // Kept importable from here: the audio side reads these names from this file.
@@ -14,6 +15,8 @@ export interface CompiledMapping {
   vendor: string
   audio: AudioMapping | null
   text: TextMapping | null
+  /** The `health` section; absent in hand-built mappings (tests). */
+  health?: HealthMapping | null
   samples: { audio: unknown[]; text: unknown[] }
 }
 
@@ -43,12 +46,14 @@ export function loadMapping(file: string): CompiledMapping {
   }
   const audio = raw.audio === undefined ? null : compileAudio(raw.audio, expr, problem)
   const text = raw.text === undefined ? null : compileText(raw.text, expr)
+  const health = raw.health === undefined ? null : compileHealth(raw.health, expr, problem)
   if (problems.length > 0) throw new ConfigError(problems)
   const mapping: CompiledMapping = {
     file,
     vendor: raw.vendor,
     audio,
     text,
+    health,
     samples: { audio: raw.samples?.audio ?? [], text: raw.samples?.text ?? [] }
   }
   cache.set(file, mapping)

@@ -1,4 +1,5 @@
 import type * as uWS from 'uWebSockets.js'
+import { probeKind } from '../mapping/health'
 import { sendJson, send } from './http'
 import type { ServerState } from './state'
 
@@ -50,6 +51,8 @@ export function mountAdmin(app: uWS.TemplatedApp, state: ServerState): void {
     const routes = [...state.routes.values()].map(r => ({
       route: r.name,
       vendor: r.mapping.vendor,
+      // How the replicas are probed (the mapping's health section, or the config's override).
+      probe: probeKind(r.config, r.mapping, state.config.health.active),
       replicas: r.pool.replicas.map(p => ({
         name: p.name,
         healthy: p.healthy,

@@ -7,7 +7,10 @@ import type { Logger } from '../telemetry/log'
 import type { Metrics } from '../telemetry/metrics'
 import type { Store } from '../store/port'
 import { TextHook } from '../text/utterance'
+import { probePlan } from '../mapping/health'
 import { Prober } from '../upstream/health'
+import type { ProbePlan } from '../upstream/probes'
+import type { UpstreamPool } from '../upstream/pool'
 import { mountAdmin, mountHealth } from './admin'
 import { mountAudio } from './audio-route'
 import { mountExamples } from './examples'
@@ -94,15 +97,28 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
         'replica ejected after gateway-side failures'
       )
     })
-  const prober = new Prober(pools, config.health.active, store, {
-    checked: (r, ok) => metrics.healthChecks.inc({ route: r.route, upstream: r.name, result: ok ? 'ok' : 'failed' }),
-    changed: (r, st, reason) => {
-      log[st === 'down' ? 'error' : 'info'](
-        { event: 'upstream_health', route: r.route, upstream: r.name, state: st, reason },
-        `replica ${r.name} is ${st}`
-      )
-    }
-  })
+  // Each route probes as its mapping's `health` section says, unless its config (or health.active.kind) overrides it.
+  const plans = new Map<UpstreamPool, ProbePlan>()
+  for (const r of routes.values()) plans.set(r.pool, probePlan(r.config, r.mapping, config.health.active))
+  const prober = new Prober(
+    pools,
+    config.health.active,
+    store,
+    {
+      checked: (r, ok, refused) => {
+        const result = ok ? 'ok' : refused ? 'credential_refused' : 'failed'
+        metrics.healthChecks.inc({ route: r.route, upstream: r.name, result })
+      },
+      changed: (r, st, reason) => {
+        log[st === 'down' ? 'error' : 'info'](
+          { event: 'upstream_health', route: r.route, upstream: r.name, state: st, reason },
+          `replica ${r.name} is ${st}`
+        )
+      }
+    },
+    undefined,
+    plans
+  )
   // A replica probed down (here or by the fleet's prober) goes down in its pool: its streams move off it.
   store.onSync(() => {
     for (const p of pools) p.refreshProbes()

@@ -111,7 +111,7 @@ export const CATALOGUE = {
   },
   upstream_health_checks_total: {
     type: 'counter',
-    help: 'Active probes, by result (ok, failed).',
+    help: 'Active probes, by result (ok, failed, credential_refused: the vendor refused the credential, a misconfiguration).',
     labels: ['route', 'upstream', 'result']
   },
   upstream_retries_total: {

@@ -27,6 +27,24 @@ import { DIGITS_RE, header, isObject, parseJson, safeEqual, type Json } from './
 // idleCloseMs if given): neither audio nor KeepAlive → recorded, close 3005 (choice: the v3 docs
 // list no inactivity code).
 
+/**
+ * `GET /v3/token?expires_in_seconds=1..600` (the streaming host's temporary-token endpoint, free and
+ * billed nothing): the same credential rule as a session, answered in HTTP. What the gateway's AssemblyAI
+ * health probe asks for.
+ */
+export function assemblyaiToken(
+  auth: string | undefined,
+  q: URLSearchParams,
+  apiKey: string | undefined
+): { status: number; body: Json } {
+  if (apiKey !== undefined && (auth === undefined || !safeEqual(auth, apiKey)))
+    return { status: 401, body: { error: auth === undefined ? 'Missing Authorization header' : 'Invalid API key' } }
+  const expires = Number(q.get('expires_in_seconds'))
+  if (!Number.isInteger(expires) || expires < 1 || expires > 600)
+    return { status: 400, body: { error: 'expires_in_seconds must be an integer from 1 to 600' } }
+  return { status: 200, body: { token: randomUUID(), expires_in_seconds: expires } }
+}
+
 const AAI_CONFIG_NUMBERS = ['end_of_turn_confidence_threshold', 'min_turn_silence', 'max_turn_silence', 'vad_threshold']
 /** Names the service no longer takes, with the name that replaced each. */
 const AAI_RENAMED: Readonly<Record<string, string>> = { min_end_of_turn_silence_when_confident: 'min_turn_silence' }

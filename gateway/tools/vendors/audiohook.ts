@@ -130,6 +130,16 @@ function isClientMessage(
   )
 }
 
+const NULL_UUID = '00000000-0000-0000-0000-000000000000'
+
+/**
+ * Genesys' connection probe: an `open` whose conversationId is the null UUID, answered like any open
+ * (opened, then closed on close). It is recorded as a probe, not a billable session.
+ */
+function markConnectionProbe(s: VendorSession, p: Json): void {
+  if (p.conversationId === NULL_UUID) s.probe = true
+}
+
 type AhState = 'PREPARING' | 'ACTIVE' | 'PAUSED' | 'CLOSED'
 
 /** One AudioHook session after the upgrade; the client plays Genesys. */
@@ -300,6 +310,7 @@ export class AudioHookSession implements Protocol {
     this.channels = (selected.channels as unknown[]).length
     this.sendMsg('opened', { media: [selected], startPaused: false })
     this.state = 'ACTIVE'
+    markConnectionProbe(this.s, p)
   }
 
   private transcriptEvent(startSec: number, endSec: number, n: number): void {

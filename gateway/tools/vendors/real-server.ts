@@ -3,14 +3,14 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Duplex } from 'node:stream'
 import { WebSocketServer, type RawData, type WebSocket } from 'ws'
 import { listenEmulator } from '../emulator-server'
-import { AssemblyAiStream } from './assemblyai'
+import { AssemblyAiStream, assemblyaiToken } from './assemblyai'
 import { AudioHookSession, audiohookUpgrade } from './audiohook'
 import { DeepgramStream, deepgramUpgrade } from './deepgram'
 import { emulatorClock } from './recorder'
 import { VendorSession, type Context, type Protocol, type Verdict } from './session'
 import { TwilioMediaStream, twilioUpgrade } from './twilio-media'
 import { REAL_VENDOR_PATHS, type RealVendorEmulator, type RealVendorKind, type RealVendorOptions } from './types'
-import { rawToBuffer, redactHeaders, redactQuery, refuse, reply, type Json } from './wire'
+import { header, rawToBuffer, redactHeaders, redactQuery, refuse, reply, type Json } from './wire'
 
 const MAX_PAYLOAD = 4 * 1024 * 1024
 
@@ -22,6 +22,16 @@ const UPGRADES: Record<RealVendorKind, (req: IncomingMessage, q: URLSearchParams
   'twilio-media': (req, _q, apiKey) => twilioUpgrade(req, apiKey),
   audiohook: (req, _q, apiKey) => audiohookUpgrade(req, apiKey)
 }
+
+/** Each vendor's own HTTP endpoints (what the gateway's health probes ask for), with its credential rule. */
+const HTTP_API: Partial<
+  Record<RealVendorKind, (req: IncomingMessage, path: string, q: URLSearchParams, apiKey?: string) => Answer | null>
+> = {
+  assemblyai: (req, path, q, apiKey) =>
+    req.method === 'GET' && path === '/v3/token' ? assemblyaiToken(header(req, 'authorization'), q, apiKey) : null
+}
+
+type Answer = { status: number; body: Json }
 
 /** Each vendor's side of an accepted session. */
 const PROTOCOLS: Record<RealVendorKind, (s: VendorSession, ctx: Context, requestId: string) => Protocol> = {
@@ -49,6 +59,7 @@ class RealVendorServer {
   private readonly kind: RealVendorKind
   private readonly vendorPath: string
   private readonly all: VendorSession[] = []
+  private readonly requests: { method: string; path: string; status: number }[] = []
   private readonly live = new Set<VendorSession>()
   /** Deepgram request ids, set at upgrade so the 101 answer can carry them. */
   private readonly requestIds = new WeakMap<IncomingMessage, string>()
@@ -80,7 +91,9 @@ class RealVendorServer {
       port: l.port,
       url: `${l.wsBase}${this.vendorPath}`,
       httpUrl: l.httpUrl,
-      sessions: () => this.all.map(s => s.report()),
+      sessions: () => this.all.filter(s => !s.probe).map(s => s.report()),
+      probes: () => this.all.filter(s => s.probe).map(s => s.report()),
+      httpRequests: () => this.requests.map(r => ({ ...r })),
       dropAll: () => {
         for (const s of this.live) s.terminate()
       },
@@ -93,6 +106,16 @@ class RealVendorServer {
 
   private onRequest(req: IncomingMessage, res: ServerResponse): void {
     const path = (req.url ?? '/').split('?')[0]
+    const api = HTTP_API[this.kind]?.(
+      req,
+      path,
+      new URL(req.url ?? '/', 'http://emulator').searchParams,
+      this.opts.apiKey
+    )
+    if (api !== null && api !== undefined) {
+      this.requests.push({ method: req.method ?? '', path, status: api.status })
+      return reply(res, api.status, api.body)
+    }
     if (req.method === 'GET' && path === '/sessions')
       reply(
         res,

@@ -29,6 +29,8 @@ export class VendorSession extends SessionRecorder {
   /** deepgram/assemblyai: KeepAlive messages; audiohook: pings. */
   keepalives = 0
   signed: boolean | null = null
+  /** audiohook: the session was a connection probe (open with the null conversation id), not billable. */
+  probe = false
 
   constructor(
     id: number,
@@ -54,7 +56,8 @@ export class VendorSession extends SessionRecorder {
       ...this.recorded(),
       audioBytes: this.audioBytes,
       keepalives: this.keepalives,
-      signed: this.signed
+      signed: this.signed,
+      probe: this.probe
     }
   }
 }

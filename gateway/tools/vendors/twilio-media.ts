@@ -83,6 +83,11 @@ function startProblems(st: Json, streamSid: string): string[] {
 
 type Phase = 'await-connected' | 'await-start' | 'streaming' | 'stopped'
 
+/** A socket closed 1000 before any message: a connection (health) check, no stream was started. */
+function isConnectionCheck(phase: Phase, code: number): boolean {
+  return phase === 'await-connected' && code === 1000
+}
+
 /** One Twilio Media Stream after the upgrade; the client plays Twilio. */
 export class TwilioMediaStream implements Protocol {
   private phase: Phase = 'await-connected'
@@ -140,8 +145,9 @@ export class TwilioMediaStream implements Protocol {
     }
   }
 
-  closed(_code: number, byUs: boolean): void {
-    if (!byUs && this.phase !== 'stopped') this.s.note('socket closed by the client before a stop event')
+  closed(code: number, byUs: boolean): void {
+    if (!byUs && this.phase !== 'stopped' && !isConnectionCheck(this.phase, code))
+      this.s.note('socket closed by the client before a stop event')
   }
 
   private transcript(): void {

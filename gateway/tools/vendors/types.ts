@@ -53,6 +53,8 @@ export interface RealVendorSession extends RecordedSession {
   keepalives: number
   /** audiohook: whether `Signature` and `Signature-Input` were both present (not verified); else null. */
   signed: boolean | null
+  /** audiohook: a connection probe (open with the null conversation id), not a billable session; else false. */
+  probe: boolean
 }
 
 export interface RealVendorEmulator {
@@ -61,7 +63,12 @@ export interface RealVendorEmulator {
   /** ws://host:port/<vendor path> */
   readonly url: string
   readonly httpUrl: string
+  /** Every session but connection probes (refused upgrades included). */
   sessions(): RealVendorSession[]
+  /** audiohook: the connection-probe sessions (empty for the other vendors). */
+  probes(): RealVendorSession[]
+  /** HTTP requests answered on the vendor's own API paths (e.g. assemblyai /v3/token), in order. */
+  httpRequests(): { method: string; path: string; status: number }[]
   /** Abruptly terminates every open session socket (TCP destroy, no close frame). */
   dropAll(): void
   /** Sends a close frame to every open session. */

@@ -1,0 +1,155 @@
+import { randomUUID } from 'node:crypto'
+import type { HealthSettings, RouteConfig, UpstreamConfig } from '../config/types'
+import type { BoundStep, PreparedProbe, ProbeKind, ProbePlan } from '../upstream/probes'
+import type { AudioMapping, MappingInput } from './audio'
+import type { CompileAt, Expr } from './expr'
+import { frameOf, run, truthy } from './run'
+
+/** One step of a protocol probe (schemas/mapping.schema.json `health.steps`). */
+export type HealthStep = { send: Expr } | { expect: Expr; refused: Expr | null; failed: Expr | null }
+
+/** The `health` section of a mapping file, compiled. */
+export interface HealthMapping {
+  kind: ProbeKind
+  http: { method: string; path: Expr | null; headers: Expr | null }
+  steps: HealthStep[]
+}
+
+/** Compile the health section (already valid against the schema). */
+export function compileHealth(
+  h: Record<string, any>,
+  expr: CompileAt,
+  problem: (pointer: string, message: string) => void
+): HealthMapping {
+  const steps: HealthStep[] = (h.steps ?? []).map((s: Record<string, string>, i: number) => {
+    const at = `/health/steps/${i}`
+    if (s.send !== undefined) return { send: expr(`${at}/send`, s.send) as Expr }
+    return {
+      expect: expr(`${at}/expect`, s.expect) as Expr,
+      refused: expr(`${at}/refused`, s.refused),
+      failed: expr(`${at}/failed`, s.failed)
+    }
+  })
+  if (h.kind === 'protocol' && steps.length === 0) problem('/health/steps', 'is required for a protocol probe')
+  return {
+    kind: h.kind,
+    http: {
+      method: h.http?.method ?? 'GET',
+      path: expr('/health/http/path', h.http?.path),
+      headers: expr('/health/http/headers', h.http?.headers)
+    },
+    steps
+  }
+}
+
+/** The mapping parts a probe reads. */
+export interface ProbedMapping {
+  file: string
+  audio: AudioMapping | null
+  health?: HealthMapping | null
+}
+
+/**
+ * The probe input: the audio input object of a synthetic leg, `init.probe` true, a fresh leg and
+ * session id per probe (documented in schemas/mapping.schema.json `health`).
+ */
+export function probeInput(route: RouteConfig, u: UpstreamConfig): MappingInput & { msg: unknown } {
+  return {
+    init: { command: 'INIT', probe: true },
+    leg: {
+      id: `probe-${randomUUID()}`,
+      route: route.name,
+      perspective: 'TX',
+      contactId: '0',
+      busNo: '0',
+      requestId: null
+    },
+    route: { name: route.name, params: route.params, checksToken: false },
+    upstream: {
+      name: u.name,
+      audio: u.audio ?? null,
+      credential: u.credential ?? null,
+      hasCredential: u.credential !== undefined
+    },
+    session: { id: randomUUID() },
+    msg: null
+  }
+}
+
+/**
+ * Which probe a route runs: its own `health.kind`, else an explicit `health.active.kind` (every route),
+ * else the mapping's `health.kind`, else `upgrade` (an audio mapping) or `tcp`.
+ */
+export function probeKind(route: RouteConfig, mapping: ProbedMapping, active: HealthSettings['active']): ProbeKind {
+  const own = route.health?.kind
+  if (own !== undefined && own !== 'mapping') return own
+  if (own === undefined && active.kind !== undefined) return active.kind === 'ws' ? 'upgrade' : active.kind
+  return mapping.health?.kind ?? (mapping.audio !== null ? 'upgrade' : 'tcp')
+}
+
+/** The probe plan of one route. Throws when the route asks for a protocol probe its mapping does not define. */
+export function probePlan(route: RouteConfig, mapping: ProbedMapping, active: HealthSettings['active']): ProbePlan {
+  const kind = probeKind(route, mapping, active)
+  const health = mapping.health ?? null
+  if (kind === 'protocol' && (health === null || health.steps.length === 0))
+    throw new Error(`route ${route.name}: a protocol probe needs health.steps in ${mapping.file}`)
+  // The old `health.active.path` keeps its meaning: a path on the text URL first.
+  const legacy = route.health === undefined && active.kind === 'http'
+  const ownPath = route.health?.path ?? (legacy ? active.path : undefined)
+  return {
+    kind,
+    prepare: async u => {
+      const input = probeInput(route, u)
+      const headers: Record<string, string> = { ...u.headers }
+      const headerExpr = kind === 'http' ? (health?.http.headers ?? mapping.audio?.headers) : mapping.audio?.headers
+      if (headerExpr != null) {
+        const out = await run(headerExpr, input)
+        if (!out.ok || typeof out.value !== 'object' || out.value === null) return 'headers'
+        for (const [k, v] of Object.entries(out.value)) if (v !== undefined && v !== null) headers[k] = String(v)
+      }
+      if (kind === 'http') {
+        const audio = u.audio?.replace(/^ws/, 'http')
+        const base = (legacy ? (u.text ?? audio) : (audio ?? u.text))!
+        let path: unknown = ownPath ?? null
+        if (path === null && health?.http.path != null) {
+          const out = await run(health.http.path, input)
+          if (!out.ok || typeof out.value !== 'string') return 'http path'
+          path = out.value
+        }
+        const method = route.health?.method ?? health?.http.method ?? 'GET'
+        return { url: new URL((path as string | null) ?? '', base).toString(), headers, method, steps: [] }
+      }
+      let url = u.audio!
+      if (mapping.audio?.url != null) {
+        const out = await run(mapping.audio.url, input)
+        if (!out.ok || typeof out.value !== 'string') return 'url'
+        url = out.value
+      }
+      const steps = kind === 'protocol' ? bindSteps(health!.steps, input) : []
+      return { url, headers, method: 'GET', steps } satisfies PreparedProbe
+    }
+  }
+}
+
+/** The steps on this probe's input; `msg` is the last answer an `expect` matched. A failed evaluation throws. */
+function bindSteps(steps: HealthStep[], input: MappingInput & { msg: unknown }): BoundStep[] {
+  const value = async (e: Expr, msg: unknown): Promise<unknown> => {
+    const out = await run(e, { ...input, msg })
+    if (!out.ok) throw new Error('health step failed')
+    return out.value
+  }
+  const holds = async (e: Expr | null, msg: unknown): Promise<boolean> =>
+    e !== null && truthy(await run(e, { ...input, msg }))
+  return steps.map(s =>
+    'send' in s
+      ? { kind: 'send', frame: async last => frameOf(await value(s.send, last)) }
+      : {
+          kind: 'expect',
+          classify: async msg => {
+            if (await holds(s.refused, msg)) return 'refused'
+            if (await holds(s.failed, msg)) return 'failed'
+            return (await holds(s.expect, msg)) ? 'match' : 'other'
+          }
+        }
+  )
+}
