@@ -17,7 +17,8 @@ import type { AudioSink } from './relay'
  * `upgrade` 4xx is the vendor's verdict on the request, not a sick replica). closed: the vendor closed it.
  * not-ready: no readiness within `readyTimeoutSeconds`. refused: the vendor's own refusal message.
  * mapping: the mapping could not build what this connection needs (`error` is the expression's text:
- * for logs only). replica-down: its replica was marked down (probe or ejection).
+ * for logs only). replica-down: its replica was marked down (probe or ejection). ended: a control rule
+ * of the mapping ended the session on the vendor's word (`then`: fail over, or end the leg).
  */
 export type VendorFailure =
   | { readonly kind: 'unreachable'; readonly socket: SocketFailure }
@@ -26,6 +27,7 @@ export type VendorFailure =
   | { readonly kind: 'refused'; readonly vendorMessage: string | undefined }
   | { readonly kind: 'mapping'; readonly stage: 'url' | 'headers' | 'template' | 'open'; readonly error: string }
   | { readonly kind: 'replica-down'; readonly why: string }
+  | { readonly kind: 'ended'; readonly then: 'failover' | 'leg'; readonly vendorMessage: string | undefined }
 
 /** What a connection tells its session. No ready, refused or lost after `abort` or `goodbye`. */
 export interface ConnectionEvents {
@@ -37,6 +39,8 @@ export interface ConnectionEvents {
   lost: (conn: Connection, failure: VendorFailure) => void
   /** A message for the platform (a PlatformWebSocketMessage as JSON text). */
   result: (text: string) => void
+  /** The vendor asked for a new session (a control rule's `reconnect`); this one carries audio until it is ready. */
+  reconnect?: (conn: Connection) => void
 }
 
 /** What every connection of one session shares. The session replaces `log` when a leg re-attaches. */

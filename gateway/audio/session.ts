@@ -93,7 +93,8 @@ export class VendorSession implements Session {
       ready: (conn, params) => this.connectionReady(conn, params),
       refused: (conn, failure) => this.fail({ kind: 'connection', conn, failure, when: 'refused' }),
       lost: (conn, failure) => this.fail({ kind: 'connection', conn, failure, when: 'lost' }),
-      result: text => this.deliver(text)
+      result: text => this.deliver(text),
+      reconnect: conn => this.reconnect(conn)
     }
   }
 
@@ -216,9 +217,14 @@ export class VendorSession implements Session {
     this.rotateTimer = this.deps.clock.setTimeout(() => {
       this.rotateTimer = null
       const conn = this.conn
-      if (conn === null || this.state !== 'READY' || this.next !== null) return
-      this.next = this.connect(this.ctx, conn.replica, this.input, this.events)
+      if (conn !== null) this.reconnect(conn)
     }, after)
+  }
+
+  /** A new vendor session on the same replica, make-before-break (rotation, or the vendor asked: `reconnect`). */
+  private reconnect(conn: Connection): void {
+    if (conn !== this.conn || this.state !== 'READY' || this.next !== null) return
+    this.next = this.connect(this.ctx, conn.replica, this.input, this.events)
   }
 
   // ---- failure: the one verb -------------------------------------------------------------------
@@ -253,6 +259,8 @@ export class VendorSession implements Session {
     }
     if (conn !== this.conn) return
     this.conn = null
+    // A control rule ended the session on the vendor's word and wants the leg to end with it.
+    if (failure.kind === 'ended' && failure.then === 'leg') return this.end(j.error, j.extra)
     const log = this.ctx.log
     switch (AFTER_FAILURE[this.state]) {
       case 'walk-or-end':
