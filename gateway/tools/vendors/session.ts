@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http'
 import type { Clock } from '../../clock'
 import { SessionRecorder } from './recorder'
-import type { RealVendorKind, RealVendorOptions, RealVendorSession } from './types'
+import type { AudioHookReport, RealVendorKind, RealVendorOptions, RealVendorSession } from './types'
 
 /** What a vendor's upgrade check decides: accept, or refuse with an HTTP answer. */
 export type Verdict =
@@ -29,6 +29,8 @@ export class VendorSession extends SessionRecorder {
   /** deepgram/assemblyai: KeepAlive messages; audiohook: pings. */
   keepalives = 0
   signed: boolean | null = null
+  /** audiohook: the server's own moves. */
+  audiohook: AudioHookReport | undefined = undefined
 
   constructor(
     id: number,
@@ -54,7 +56,10 @@ export class VendorSession extends SessionRecorder {
       ...this.recorded(),
       audioBytes: this.audioBytes,
       keepalives: this.keepalives,
-      signed: this.signed
+      signed: this.signed,
+      ...(this.audiohook === undefined
+        ? {}
+        : { audiohook: { ...this.audiohook, serverSent: [...this.audiohook.serverSent] } })
     }
   }
 }
