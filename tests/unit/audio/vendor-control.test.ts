@@ -1,16 +1,21 @@
 import t from 'tap'
+import { join } from 'node:path'
 import type { ConnectionContext, ConnectionEvents, VendorFailure } from '../../../gateway/audio/connection-contract'
 import { FrameCounters } from '../../../gateway/audio/encoder'
 import { type ControlHost, VendorControl } from '../../../gateway/audio/vendor-control'
 import type { Reading, Verdict } from '../../../gateway/audio/vendor-message'
+import { readVendorMessage } from '../../../gateway/audio/vendor-message'
 import { compileAudio } from '../../../gateway/mapping/audio'
+import { loadMapping } from '../../../gateway/mapping/compile'
+import { dryRunMapping } from '../../../gateway/mapping/dry-run'
 import { compileExpr } from '../../../gateway/mapping/expr'
 import type { MappingInput } from '../../../gateway/mapping/run'
 import { LegCounters, Metrics } from '../../../gateway/telemetry/metrics'
-import { frame, harness, Lines } from './harness'
+import { frame, harness, Lines, routeConfig } from './harness'
 
 // Vendor control rules (audio.control): how a rule is read and acted on (audio/vendor-control.ts), the
-// session's answer to a vendor that ends or moves its session (on fake connections and the fake clock).
+// session's answer to a vendor that ends or moves its session (on fake connections and the fake clock),
+// and the shipped AudioHook mapping's rules.
 
 type Json = Record<string, any>
 
@@ -270,3 +275,30 @@ t.test('session: reconnect opens a new session on the same replica, audio moves 
   t.equal(old.state, 'CLOSING', 'the old one gets its close transaction')
   t.same(h.owner.readies.length, 1, 'the platform noticed nothing')
 })
+
+// ---- the shipped AudioHook mapping -------------------------------------------------------------------
+
+t.test(
+  'mappings/audiohook.yaml: its samples dry-run clean; an event with two transcripts emits two messages',
+  async t => {
+    const m = loadMapping(join(__dirname, '..', '..', '..', 'mappings', 'audiohook.yaml'))
+    const route = {
+      ...routeConfig(['a'], () => 'ws://a.invalid/'),
+      params: { organizationId: 'd7934305-0972-4844-938e-9060eef73d05' }
+    }
+    t.same(await dryRunMapping(m, route), [], 'no problem')
+    const event = m.samples.audio.find(
+      s => (s as Json).type === 'event' && (s as Json).parameters.entities.length === 2
+    )
+    const input = {
+      init: {},
+      leg: { perspective: 'TX' },
+      route: { params: {} },
+      upstream: {},
+      session: { id: 's' },
+      msg: event
+    } as unknown as MappingInput
+    const reading = await readVendorMessage(m.audio!, input, 'ready')
+    t.match(reading.verdict, { kind: 'result', messages: [/"message":"hello"/, /"message":"hello there"/] })
+  }
+)
