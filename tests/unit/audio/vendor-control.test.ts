@@ -302,3 +302,31 @@ t.test(
     t.match(reading.verdict, { kind: 'result', messages: [/"message":"hello"/, /"message":"hello there"/] })
   }
 )
+
+t.test(
+  'mappings/audiohook.yaml: pause → paused, resume → resumed {start, discarded}; pong → the next ping rtt',
+  async t => {
+    const m = loadMapping(join(__dirname, '..', '..', '..', 'mappings', 'audiohook.yaml'))
+    const r = rig(m.audio!)
+    r.frames.audioMs = 1000
+    await r.read({ type: 'pause', seq: 2, parameters: {} })
+    t.equal(r.control.gate, 'discard', 'a server pause discards (the client reports it in resumed)')
+    for (let i = 0; i < 10; i++) r.control.discard(160)
+    await r.read({ type: 'resume', seq: 3, parameters: {} })
+    t.match(r.sent, [
+      { type: 'paused', position: '{{position}}', parameters: {} },
+      { type: 'resumed', parameters: { start: 'PT1S', discarded: 'PT0.2S' } }
+    ])
+    t.equal(r.frames.audioMs, 1200)
+    await r.read({ type: 'disconnect', parameters: { reason: 'completed' } })
+    t.match(r.calls.at(-1), /^end:failover/)
+    t.same(r.control.state, { closeReason: 'disconnect' }, 'the close frame will say reason "disconnect"')
+    const base = { init: {}, leg: {}, route: {}, upstream: {}, session: { id: 's' } } as unknown as MappingInput
+    await r.control.apply(m.audio!.keepalive!.set!, r.control.input(base))
+    await r.read({ type: 'pong', seq: 4, parameters: {} })
+    const ping = (await m.audio!.keepalive!.frame(r.control.input(base))) as Json
+    t.match(ping.parameters, { rtt: /^PT\d+(\.\d+)?S$/ }, 'the ping carries the last round trip')
+    const close = (await m.audio!.close!(r.control.input(base))) as Json
+    t.same(close.parameters, { reason: 'disconnect' })
+  }
+)
