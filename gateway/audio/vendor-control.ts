@@ -87,6 +87,7 @@ export class VendorControl {
 
   private timeline(): ControlAudioView {
     return {
+      paused: this.gate !== 'open',
       positionMs: this.frames.audioMs,
       discardedMs: this.discardedMs,
       pauseStartMs: this.pauseStartMs,

@@ -13,10 +13,12 @@ export interface MappingInput {
 
 /**
  * What control expressions read of the vendor socket's audio timeline (`session.audio`), in ms:
- * `positionMs` audio on the timeline (sent, and discarded while paused), `discardedMs` discarded in all,
- * `pauseStartMs` where the current or last pause began (null: none yet), `pauseDiscardedMs` discarded since.
+ * `paused` the vendor has audio held or discarded now, `positionMs` audio on the timeline (sent, and
+ * discarded once a resume reported it), `discardedMs` discarded and reported in all, `pauseStartMs` where
+ * the current or last pause began (null: none yet), `pauseDiscardedMs` discarded since.
  */
 export interface ControlAudioView {
+  paused: boolean
   positionMs: number
   discardedMs: number
   pauseStartMs: number | null

@@ -31,7 +31,7 @@ export async function dryRunMapping(mapping: CompiledMapping, route: RouteConfig
     session: {
       id: '00000000-0000-4000-8000-000000000000',
       state: {},
-      audio: { positionMs: 0, discardedMs: 0, pauseStartMs: null, pauseDiscardedMs: 0 }
+      audio: { paused: false, positionMs: 0, discardedMs: 0, pauseStartMs: null, pauseDiscardedMs: 0 }
     },
     upstream: {
       name: upstream.name,

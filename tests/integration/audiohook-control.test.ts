@@ -23,10 +23,11 @@ async function emulator(t: T, opts: Omit<RealVendorOptions, 'kind'> = {}): Promi
   return emu
 }
 
-async function gateway(t: T, emus: RealVendorEmulator[]): Promise<TestGateway> {
+async function gateway(t: T, emus: RealVendorEmulator[], extra: Json = {}): Promise<TestGateway> {
   return await startGateway(
     t,
     {
+      ...extra,
       health: { active: { kind: 'none' } },
       routes: {
         x: {
@@ -85,6 +86,39 @@ t.test(
     )
   }
 )
+
+t.test('the platform drops and re-attaches while the server has paused: no second paused, one resumed', async t => {
+  const emu = await emulator(t, {
+    audiohook: {
+      steps: [
+        { afterMs: 500, type: 'pause' },
+        { afterMs: 2500, type: 'resume' }
+      ]
+    }
+  })
+  const gw = await gateway(t, [emu], { audio: { reattachGraceSeconds: 5 } })
+  const first = platformLeg(t, gw.url('/audio/x'), init(9107))
+  t.equal((await first.answer).command, 'CONNECTED')
+  const a = await stream(first, 0, 50)
+  t.ok(await until(() => types(emu.sessions()[0]).includes('paused'), 10_000), 'paused answered the server pause')
+  first.ws.close(1000)
+  await first.closed
+  const second = platformLeg(t, gw.url('/audio/x'), init(9107))
+  t.equal((await second.answer).command, 'CONNECTED', 'the returning leg continues the session')
+  const b = await stream(second, 50, 150)
+  t.ok(await until(() => types(emu.sessions()[0]).includes('resumed'), 10_000), 'the server resume was answered')
+  second.ws.close(1000)
+  t.ok(await until(() => emu.sessions()[0]?.closed === true, 15_000), 'the session ended after the grace')
+  const s = emu.sessions()[0] as Json
+  t.same(s.errors, [], 'no protocol error: no paused while paused, no audio while paused')
+  t.equal(emu.sessions().length, 1, 'one AudioHook session across both platform connections')
+  t.same(types(s), ['open', 'paused', 'resumed', 'paused', 'close'], 'the last hold after the resume says paused')
+  const dropped = await metric(
+    gw,
+    /assist_gateway_audio_dropped_frames_total\{route="x",reason="vendor_paused"\} (\d+)/
+  )
+  t.equal(s.audioBytes + dropped * 160, a.length + b.length, 'every frame delivered or counted as discarded')
+})
 
 t.test('opened.startPaused: CONNECTED, audio held until the server resumes, then delivered in order', async t => {
   const emu = await emulator(t, { audiohook: { startPaused: true, steps: [{ afterMs: 1000, type: 'resume' }] } })
