@@ -1,5 +1,6 @@
 import type { Clock } from '../clock'
 import type { AudioSettings } from '../config/types'
+import type { PreviousSession } from '../mapping/audio'
 import type { MappingInput } from '../mapping/run'
 import type { RouteRuntime } from '../route'
 import type { Logger } from '../telemetry/log'
@@ -68,6 +69,8 @@ export interface Connection extends AudioSink {
   takeOver: (old: Connection) => void
   /** Audio held for an incomplete chunk, given up (rotation). */
   takeRemainder: () => Uint8Array | null
+  /** What a new session that continues this one is told of it (mapping input `previous`). */
+  handover?: () => PreviousSession
   /** Send the mapping's pause or resume frame (if any) on the control chain, then call `done`. */
   control: (kind: 'pause' | 'resume', done?: () => void) => void
   /** Stop / restart reading from the vendor (the platform side is backed up). */

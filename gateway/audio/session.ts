@@ -224,7 +224,8 @@ export class VendorSession implements Session {
   /** A new vendor session on the same replica, make-before-break (rotation, or the vendor asked: `reconnect`). */
   private reconnect(conn: Connection): void {
     if (conn !== this.conn || this.state !== 'READY' || this.next !== null) return
-    this.next = this.connect(this.ctx, conn.replica, this.input, this.events)
+    const input = conn.handover === undefined ? this.input : { ...this.input, previous: conn.handover() }
+    this.next = this.connect(this.ctx, conn.replica, input, this.events)
   }
 
   // ---- failure: the one verb -------------------------------------------------------------------

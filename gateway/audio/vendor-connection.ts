@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import type { TimerHandle } from '../clock'
+import type { PreviousSession } from '../mapping/audio'
 import type { Expr } from '../mapping/expr'
 import { frameOf, type MappingInput, run } from '../mapping/run'
 import type { RouteRuntime } from '../route'
@@ -110,6 +111,10 @@ export class VendorConnection implements Connection {
 
   takeRemainder(): Uint8Array | null {
     return this.encoder?.takeRemainder() ?? null
+  }
+
+  handover(): PreviousSession {
+    return this.rules.handover(this.input.session!.id)
   }
 
   pause(): void {

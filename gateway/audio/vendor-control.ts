@@ -1,4 +1,4 @@
-import type { AudioMapping, ControlAudioView, ControlRule } from '../mapping/audio'
+import type { AudioMapping, ControlAudioView, ControlRule, PreviousSession } from '../mapping/audio'
 import type { Expr } from '../mapping/expr'
 import { type MappingInput, run } from '../mapping/run'
 import type { ConnectionContext } from './connection-contract'
@@ -77,6 +77,11 @@ export class VendorControl {
   discard(bytes: number): void {
     this.pauseDiscardedMs += bytes / 8
     this.ctx.counters.dropVendorPaused++
+  }
+
+  /** What a session that continues this one (reconnect, rotation) is told of it: mapping input `previous`. */
+  handover(id: string): PreviousSession {
+    return { id, seq: this.frames.seq, serverseq: this.frames.serverseq, state: this.state }
   }
 
   /** `base` with this socket's control state (`session.state`, `session.audio`) and `msg` (when given). */

@@ -8,6 +8,8 @@ export interface MappingInput {
   upstream: { name: string; audio: string | null; credential: string | null; hasCredential: boolean }
   /** The vendor socket being opened: a fresh id per socket (failover and rotation open new ones). */
   session?: { id: string; state?: Readonly<Record<string, unknown>>; audio?: ControlAudioView }
+  /** The vendor socket a new one continues (a control rule's `reconnect`, rotation): absent otherwise. */
+  previous?: PreviousSession
   msg?: unknown
 }
 
@@ -23,6 +25,14 @@ export interface ControlAudioView {
   discardedMs: number
   pauseStartMs: number | null
   pauseDiscardedMs: number
+}
+
+/** `previous`: the session id, the last `seq` sent and `serverseq` seen, and the control state of the old socket. */
+export interface PreviousSession {
+  id: string
+  seq: number
+  serverseq: number
+  state: Readonly<Record<string, unknown>>
 }
 
 /** One `audio.control` rule, compiled (schemas/mapping.schema.json `audio.control`). */

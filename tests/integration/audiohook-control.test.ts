@@ -202,6 +202,10 @@ t.test('server reconnect: a new session, make-before-break, the old one closes w
   t.match(s1.texts.at(-1), { type: 'close', parameters: { reason: 'reconnect' } })
   t.equal(s1.audiohook.serverSent.at(-1), 'closed')
   t.match(s2.texts.at(-1), { type: 'close', parameters: { reason: 'end' } })
+  const open2 = (s2.texts as Json[])[0]
+  t.match(open2.parameters.continuedSessions, [{ id: s1.texts[0].id, serverseq: Number, clientseq: Number }])
+  t.ok(open2.parameters.continuedSessions[0].serverseq >= 2, 'it names the old session with its sequence numbers')
+  t.equal((s1.texts[0] as Json).parameters.continuedSessions, undefined, 'a first session continues nothing')
   t.equal(s1.audioBytes + s2.audioBytes, sent.length, 'every frame went to exactly one of the two sessions')
   t.ok(
     leg.messages.every(m => m.command !== 'ERROR'),
