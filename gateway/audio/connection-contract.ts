@@ -1,5 +1,6 @@
 import type { Clock } from '../clock'
 import type { AudioSettings } from '../config/types'
+import type { PreviousSession } from '../mapping/audio'
 import type { MappingInput } from '../mapping/run'
 import type { RouteRuntime } from '../route'
 import type { Logger } from '../telemetry/log'
@@ -17,7 +18,8 @@ import type { AudioSink } from './relay'
  * `upgrade` 4xx is the vendor's verdict on the request, not a sick replica). closed: the vendor closed it.
  * not-ready: no readiness within `readyTimeoutSeconds`. refused: the vendor's own refusal message.
  * mapping: the mapping could not build what this connection needs (`error` is the expression's text:
- * for logs only). replica-down: its replica was marked down (probe or ejection).
+ * for logs only). replica-down: its replica was marked down (probe or ejection). ended: a control rule
+ * of the mapping ended the session on the vendor's word (`then`: fail over, or end the leg).
  */
 export type VendorFailure =
   | { readonly kind: 'unreachable'; readonly socket: SocketFailure }
@@ -26,6 +28,7 @@ export type VendorFailure =
   | { readonly kind: 'refused'; readonly vendorMessage: string | undefined }
   | { readonly kind: 'mapping'; readonly stage: 'url' | 'headers' | 'template' | 'open'; readonly error: string }
   | { readonly kind: 'replica-down'; readonly why: string }
+  | { readonly kind: 'ended'; readonly then: 'failover' | 'leg'; readonly vendorMessage: string | undefined }
 
 /** What a connection tells its session. No ready, refused or lost after `abort` or `goodbye`. */
 export interface ConnectionEvents {
@@ -42,6 +45,8 @@ export interface ConnectionEvents {
    * parked session ends with the mapping's close sequence); otherwise the connection is lost as usual.
    */
   replicaDown?: (conn: Connection) => boolean
+  /** The vendor asked for a new session (a control rule's `reconnect`); this one carries audio until it is ready. */
+  reconnect?: (conn: Connection) => void
 }
 
 /** What every connection of one session shares. The session replaces `log` when a leg re-attaches. */
@@ -69,6 +74,8 @@ export interface Connection extends AudioSink {
   takeOver: (old: Connection) => void
   /** Audio held for an incomplete chunk, given up (rotation). */
   takeRemainder: () => Uint8Array | null
+  /** What a new session that continues this one is told of it (mapping input `previous`). */
+  handover?: () => PreviousSession
   /** Send the mapping's pause or resume frame (if any) on the control chain, then call `done`. */
   control: (kind: 'pause' | 'resume', done?: () => void) => void
   /** Stop / restart reading from the vendor (the platform side is backed up). */

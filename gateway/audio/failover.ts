@@ -71,6 +71,15 @@ export function judge(f: VendorFailure, when: 'refused' | 'lost'): Judgement {
         extra: {}
       }
     }
+    case 'ended': {
+      const why = `the vendor ended the session${f.vendorMessage === undefined ? '' : `: ${f.vendorMessage}`}`
+      return {
+        gatewaySide: false,
+        why,
+        error: new GatewayError(when === 'refused' ? 'UPSTREAM_REFUSED' : 'UPSTREAM_CLOSED', { detail: why }),
+        extra: { vendorMessage: f.vendorMessage }
+      }
+    }
     case 'replica-down':
       return {
         gatewaySide: false,

@@ -94,7 +94,8 @@ export class VendorSession implements Session {
       refused: (conn, failure) => this.fail({ kind: 'connection', conn, failure, when: 'refused' }),
       lost: (conn, failure) => this.fail({ kind: 'connection', conn, failure, when: 'lost' }),
       result: text => this.deliver(text),
-      replicaDown: conn => this.replicaDownWhileParked(conn)
+      replicaDown: conn => this.replicaDownWhileParked(conn),
+      reconnect: conn => this.reconnect(conn)
     }
   }
 
@@ -228,9 +229,15 @@ export class VendorSession implements Session {
     this.rotateTimer = this.deps.clock.setTimeout(() => {
       this.rotateTimer = null
       const conn = this.conn
-      if (conn === null || this.state !== 'READY' || this.next !== null) return
-      this.next = this.connect(this.ctx, conn.replica, this.input, this.events)
+      if (conn !== null) this.reconnect(conn)
     }, after)
+  }
+
+  /** A new vendor session on the same replica, make-before-break (rotation, or the vendor asked: `reconnect`). */
+  private reconnect(conn: Connection): void {
+    if (conn !== this.conn || this.state !== 'READY' || this.next !== null) return
+    const input = conn.handover === undefined ? this.input : { ...this.input, previous: conn.handover() }
+    this.next = this.connect(this.ctx, conn.replica, input, this.events)
   }
 
   // ---- failure: the one verb -------------------------------------------------------------------
@@ -265,6 +272,8 @@ export class VendorSession implements Session {
     }
     if (conn !== this.conn) return
     this.conn = null
+    // A control rule ended the session on the vendor's word and wants the leg to end with it.
+    if (failure.kind === 'ended' && failure.then === 'leg') return this.end(j.error, j.extra)
     const log = this.ctx.log
     switch (AFTER_FAILURE[this.state]) {
       case 'walk-or-end':

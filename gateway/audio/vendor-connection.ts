@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import type { TimerHandle } from '../clock'
+import type { PreviousSession } from '../mapping/audio'
 import type { Expr } from '../mapping/expr'
 import { frameOf, type MappingInput, run } from '../mapping/run'
 import type { RouteRuntime } from '../route'
@@ -13,7 +14,8 @@ import type {
   VendorFailure
 } from './connection-contract'
 import { AudioEncoder, FrameCounters, fillControl, isIdentity, MediaTemplate } from './encoder'
-import { parseVendorText, type ReadPhase, readVendorMessage } from './vendor-message'
+import { type ControlHost, VendorControl } from './vendor-control'
+import { parseVendorText, type ReadPhase, type Verdict } from './vendor-message'
 
 /** How a vendor text frame is read in each state (null: not at all). */
 const READ: Record<ConnectionState, ReadPhase | null> = {
@@ -47,6 +49,8 @@ export class VendorConnection implements Connection {
   private lease: StreamLease | null = null
   private encoder: AudioEncoder | null = null
   private readonly frames = new FrameCounters()
+  /** The mapping's control rules: per-session state and the audio gate (audio/vendor-control.ts). */
+  private readonly rules: VendorControl
   private readonly input: MappingInput
   private readonly audio: NonNullable<RouteRuntime['mapping']['audio']>
   private readyTimer: TimerHandle | null = null
@@ -74,18 +78,21 @@ export class VendorConnection implements Connection {
       },
       session: { id: randomUUID() }
     }
+    this.rules = new VendorControl(this.audio, this.frames, ctx)
     ctx.chain.run(async () => await this.connect())
   }
 
   // ---- audio (a relay sink) -----------------------------------------------------------------------
 
+  /** While the vendor has audio held (a control rule's `pause`) this reads as full: the relay queues. */
   get bufferedAmount(): number {
-    return this.socket!.bufferedAmount
+    return this.rules.gate === 'held' ? Number.POSITIVE_INFINITY : this.socket!.bufferedAmount
   }
 
-  /** Per-frame path: to the socket unchanged, or into the encoder. */
+  /** Per-frame path: to the socket unchanged, or into the encoder, or discarded while the vendor said so. */
   writeAudio(data: ArrayBuffer | Uint8Array): void {
     this.audioWrites++
+    if (this.rules.gate === 'discard') return this.rules.discard(data.byteLength)
     if (this.encoder === null) {
       this.socket!.sendBinary(data)
       // What the placeholders read ({{chunk}}, {{position}}): 8 bytes of 8 kHz µ-law per ms.
@@ -104,6 +111,10 @@ export class VendorConnection implements Connection {
 
   takeRemainder(): Uint8Array | null {
     return this.encoder?.takeRemainder() ?? null
+  }
+
+  handover(): PreviousSession {
+    return this.rules.handover(this.input.session!.id)
   }
 
   pause(): void {
@@ -206,7 +217,9 @@ export class VendorConnection implements Connection {
       this.keepaliveMark = this.audioWrites
       if (ka.when === 'always' || idle)
         this.ctx.chain.run(async () => {
-          if (this.state === 'READY') await this.sendControl(ka.frame, 'keepalive')
+          if (this.state !== 'READY') return
+          if (ka.set != null) await this.rules.apply(ka.set, this.rules.input(this.input))
+          await this.sendControl(ka.frame, 'keepalive')
         })
     }, ka.everyMs)
   }
@@ -218,7 +231,7 @@ export class VendorConnection implements Connection {
    * the connection (false); any other failing frame is counted, logged and skipped.
    */
   private async sendControl(expr: Expr, stage: 'open' | 'keepalive' | 'pause' | 'resume' | 'close'): Promise<boolean> {
-    const out = await run(expr, this.input)
+    const out = await run(expr, this.rules.input(this.input))
     if (!out.ok) {
       if (stage === 'open') {
         this.mappingFailed('open', out.error)
@@ -231,12 +244,15 @@ export class VendorConnection implements Connection {
       )
       return true
     }
-    const frames = Array.isArray(out.value) ? out.value : [out.value]
-    for (const v of frames) {
+    this.sendFrames(out.value)
+    return true
+  }
+
+  private sendFrames(value: unknown): void {
+    for (const v of Array.isArray(value) ? value : [value]) {
       const frame = frameOf(v)
       if (frame !== null && this.socket?.isOpen === true) this.socket.sendText(fillControl(frame, this.frames))
     }
-    return true
   }
 
   control(kind: 'pause' | 'resume', done: () => void = () => {}): void {
@@ -263,11 +279,11 @@ export class VendorConnection implements Connection {
     // Vendors that number their messages (AudioHook) are answered with the last number seen.
     const seq = (msg as { seq?: unknown } | null)?.seq
     if (typeof seq === 'number') this.frames.serverseq = seq
-    const reading = await readVendorMessage(this.audio, { ...this.input, msg }, phase)
+    await this.rules.read(msg, phase, this.controlHost)
+  }
+
+  private verdict(v: Verdict): void {
     const { route, metrics } = this.ctx
-    if (reading.closeMatched) this.socket?.close(this.audio.closeCode, 'done')
-    if (reading.readyFailed) metrics.mappingErrors.inc({ route: route.name, stage: 'ready' })
-    const v = reading.verdict
     switch (v.kind) {
       case 'ready':
         if (this.state === 'OPENING') this.becomeReady(v.params)
@@ -276,7 +292,7 @@ export class VendorConnection implements Connection {
         if (this.state === 'OPENING') this.fail({ kind: 'refused', vendorMessage: v.vendorMessage })
         return
       case 'result':
-        this.events.result(v.message)
+        for (const m of v.messages) this.events.result(m)
         return
       case 'unmatched':
         metrics.vendorMessages.inc({ route: route.name, result: 'unmatched' })
@@ -291,6 +307,27 @@ export class VendorConnection implements Connection {
         return
       case 'silent':
         return
+    }
+  }
+
+  private readonly controlHost: ControlHost = {
+    input: msg => this.rules.input(this.input, msg),
+    send: value => this.sendFrames(value),
+    reading: r => {
+      if (r.closeMatched) this.socket?.close(this.audio.closeCode, 'done')
+      if (r.readyFailed) this.ctx.metrics.mappingErrors.inc({ route: this.ctx.route.name, stage: 'ready' })
+      this.verdict(r.verdict)
+    },
+    emit: v => this.verdict(v),
+    end: (then, vendorMessage) => {
+      // The vendor's word: audio leaves this session now, which then runs the mapping's close transaction.
+      const tell = ON_CLOSE[this.state]
+      if (tell === 'over') return
+      this.goodbye()
+      this.events[tell](this, { kind: 'ended', then, vendorMessage })
+    },
+    reconnect: () => {
+      if (this.state === 'READY') this.events.reconnect?.(this)
     }
   }
 

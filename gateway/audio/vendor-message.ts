@@ -9,14 +9,14 @@ export type ReadPhase = 'awaiting-ready' | 'ready' | 'closing'
 
 /**
  * What one vendor message means, as a value. ready / refused: the answer to the open (only while
- * awaiting it). result: a PlatformWebSocketMessage for the platform (JSON text). silent: a rule matched
+ * awaiting it). result: PlatformWebSocketMessages for the platform (JSON text each, in order). silent: a rule matched
  * and emitted nothing. unmatched: no rule matched. failed: a result rule's expression failed (`stage`
  * when or emit; `error` is the expression's text: for logs only, never for the platform).
  */
 export type Verdict =
   | { readonly kind: 'ready'; readonly params: Record<string, unknown> }
   | { readonly kind: 'refused'; readonly vendorMessage: string | undefined }
-  | { readonly kind: 'result'; readonly message: string }
+  | { readonly kind: 'result'; readonly messages: readonly string[] }
   | { readonly kind: 'silent' }
   | { readonly kind: 'unmatched' }
   | { readonly kind: 'failed'; readonly stage: 'when' | 'emit'; readonly error: string }
@@ -46,8 +46,14 @@ export function parseVendorText(text: string): unknown {
  * while awaiting readiness; then the result rules, first match wins. Evaluates expressions and nothing
  * else: no socket, no timer, no counter (the connection acts on the verdict). A message that comes
  * before readiness and is not about it is read as a result: it goes out after CONNECTED, in order.
+ * `results` false: a control rule answered for the message (audio/vendor-control.ts); results are not read.
  */
-export async function readVendorMessage(audio: AudioMapping, input: MappingInput, phase: ReadPhase): Promise<Reading> {
+export async function readVendorMessage(
+  audio: AudioMapping,
+  input: MappingInput,
+  phase: ReadPhase,
+  results = true
+): Promise<Reading> {
   const closeMatched = phase === 'closing' && audio.closeWhen !== null && truthy(await run(audio.closeWhen, input))
   let readyFailed = false
   if (phase === 'awaiting-ready' && audio.ready !== null) {
@@ -68,7 +74,7 @@ export async function readVendorMessage(audio: AudioMapping, input: MappingInput
       return { verdict: { kind: 'ready', params }, closeMatched, readyFailed }
     }
   }
-  return { verdict: await readResult(audio, input), closeMatched, readyFailed }
+  return { verdict: results ? await readResult(audio, input) : SILENT, closeMatched, readyFailed }
 }
 
 async function readResult(audio: AudioMapping, input: MappingInput): Promise<Verdict> {
@@ -78,10 +84,23 @@ async function readResult(audio: AudioMapping, input: MappingInput): Promise<Ver
     if (when.value !== true) continue
     const out = await run(rule.emit, input)
     if (!out.ok) return { kind: 'failed', stage: 'emit', error: out.error }
-    if (out.value === null || out.value === undefined) return SILENT
-    if (!validator('platform-websocket-message')(out.value))
-      return { kind: 'failed', stage: 'emit', error: 'the emitted value is not a PlatformWebSocketMessage' }
-    return { kind: 'result', message: JSON.stringify(out.value) }
+    return emitted(out.value)
   }
   return UNMATCHED
+}
+
+/**
+ * What an `emit` produced, as a verdict: one PlatformWebSocketMessage, an array of them (several
+ * messages in order; null items are skipped), or null (nothing). Anything else fails the whole emit.
+ */
+export function emitted(value: unknown): Verdict {
+  const items = Array.isArray(value) ? value : [value]
+  const messages: string[] = []
+  for (const v of items) {
+    if (v === null || v === undefined) continue
+    if (!validator('platform-websocket-message')(v))
+      return { kind: 'failed', stage: 'emit', error: 'the emitted value is not a PlatformWebSocketMessage' }
+    messages.push(JSON.stringify(v))
+  }
+  return messages.length === 0 ? SILENT : { kind: 'result', messages }
 }

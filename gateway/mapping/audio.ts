@@ -7,8 +7,43 @@ export interface MappingInput {
   route: { name: string; params: Readonly<Record<string, unknown>>; checksToken: boolean }
   upstream: { name: string; audio: string | null; credential: string | null; hasCredential: boolean }
   /** The vendor socket being opened: a fresh id per socket (failover and rotation open new ones). */
-  session?: { id: string }
+  session?: { id: string; state?: Readonly<Record<string, unknown>>; audio?: ControlAudioView }
+  /** The vendor socket a new one continues (a control rule's `reconnect`, rotation): absent otherwise. */
+  previous?: PreviousSession
   msg?: unknown
+}
+
+/**
+ * What control expressions read of the vendor socket's audio timeline (`session.audio`), in ms:
+ * `paused` the vendor has audio held or discarded now, `positionMs` audio on the timeline (sent, and
+ * discarded once a resume reported it), `discardedMs` discarded and reported in all, `pauseStartMs` where
+ * the current or last pause began (null: none yet), `pauseDiscardedMs` discarded since.
+ */
+export interface ControlAudioView {
+  paused: boolean
+  positionMs: number
+  discardedMs: number
+  pauseStartMs: number | null
+  pauseDiscardedMs: number
+}
+
+/** `previous`: the session id, the last `seq` sent and `serverseq` seen, and the control state of the old socket. */
+export interface PreviousSession {
+  id: string
+  seq: number
+  serverseq: number
+  state: Readonly<Record<string, unknown>>
+}
+
+/** One `audio.control` rule, compiled (schemas/mapping.schema.json `audio.control`). */
+export interface ControlRule {
+  when: Expr
+  set: Expr | null
+  reply: Expr | null
+  emit: Expr | null
+  audio: 'pause' | 'discard' | 'resume' | null
+  end: 'failover' | 'leg' | null
+  reconnect: boolean
 }
 
 /** What a mapping's `audio.frames` asks for (schemas/mapping.schema.json). */
@@ -28,7 +63,9 @@ export interface AudioMapping {
   ready: { when: Expr | null; refused: Expr | null; reason: Expr | null; parameters: Expr | null } | null
   frames: FramesSpec
   template: Expr | null
-  keepalive: { everyMs: number; when: 'idle' | 'always'; frame: Expr } | null
+  keepalive: { everyMs: number; when: 'idle' | 'always'; frame: Expr; set?: Expr | null } | null
+  /** Vendor control rules, read before `results` (absent in hand-built mappings: none). */
+  control?: ControlRule[]
   results: { when: Expr; emit: Expr }[]
   pause: Expr | null
   resume: Expr | null
@@ -83,7 +120,8 @@ export function compileAudio(
         : {
             everyMs: a.keepalive.everySeconds * 1000,
             when: a.keepalive.when ?? 'idle',
-            frame: expr('/audio/keepalive/frame', a.keepalive.frame) as Expr
+            frame: expr('/audio/keepalive/frame', a.keepalive.frame) as Expr,
+            set: expr('/audio/keepalive/set', a.keepalive.set)
           },
     pause: expr('/audio/pause', a.pause),
     resume: expr('/audio/resume', a.resume),
@@ -94,10 +132,25 @@ export function compileAudio(
       when: expr(`/audio/results/${i}/when`, r.when) as Expr,
       emit: expr(`/audio/results/${i}/emit`, r.emit) as Expr
     })),
+    control: (a.control ?? []).map((r: Record<string, any>, i: number) =>
+      compileControl(r, `/audio/control/${i}`, expr)
+    ),
     close: expr('/audio/close', a.close),
     closeCode: a.closeCode ?? 1000
   }
   if (audio.ready !== null && audio.ready.when === null && !readyFailed)
     problem('/audio/ready/when', 'is required when ready is given')
   return audio
+}
+
+function compileControl(r: Record<string, any>, at: string, expr: CompileAt): ControlRule {
+  return {
+    when: expr(`${at}/when`, r.when) as Expr,
+    set: expr(`${at}/set`, r.set),
+    reply: expr(`${at}/reply`, r.reply),
+    emit: expr(`${at}/emit`, r.emit),
+    audio: r.audio ?? null,
+    end: r.end ?? null,
+    reconnect: r.reconnect === true
+  }
 }

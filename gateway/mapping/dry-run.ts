@@ -28,7 +28,11 @@ export async function dryRunMapping(mapping: CompiledMapping, route: RouteConfig
     init: checked.init,
     leg: { id: 'dry-run', route: route.name, ...checked.identity },
     route: { name: route.name, params: route.params, checksToken: (route.auth.audio ?? []).length > 0 },
-    session: { id: '00000000-0000-4000-8000-000000000000' },
+    session: {
+      id: '00000000-0000-4000-8000-000000000000',
+      state: {},
+      audio: { paused: false, positionMs: 0, discardedMs: 0, pauseStartMs: null, pauseDiscardedMs: 0 }
+    },
     upstream: {
       name: upstream.name,
       audio: upstream.audio ?? null,
@@ -61,9 +65,11 @@ export async function dryRunMapping(mapping: CompiledMapping, route: RouteConfig
     v === undefined || typeof v === 'boolean' ? null : 'must produce true or false'
   const platformMessage = validator('platform-websocket-message')
   const emitted = (v: unknown): string | null =>
-    v === undefined || v === null || platformMessage(v)
+    (Array.isArray(v) ? v : [v]).every(x => x === undefined || x === null || platformMessage(x))
       ? null
-      : 'must produce a PlatformWebSocketMessage {command, messageType, message, parameters}'
+      : 'must produce a PlatformWebSocketMessage {command, messageType, message, parameters}, an array of them or null'
+  const patch = (v: unknown): string | null =>
+    v === undefined || v === null || isObject(v) === null ? null : 'must produce an object (or null)'
 
   const frames = (v: unknown): string | null =>
     Array.isArray(v) ? (v.every(x => frame(x) === null) ? null : 'must produce objects, strings or null') : frame(v)
@@ -86,6 +92,13 @@ export async function dryRunMapping(mapping: CompiledMapping, route: RouteConfig
     if (audio.ready !== null) {
       await evaluate('/audio/ready/when', audio.ready.when, input, predicate)
       await evaluate('/audio/ready/refused', audio.ready.refused, input, predicate)
+    }
+    for (const [j, rule] of (audio.control ?? []).entries()) {
+      const at = `/audio/control/${j}`
+      if ((await evaluate(`${at}/when`, rule.when, input, predicate)) !== true) continue
+      await evaluate(`${at}/set`, rule.set, input, patch)
+      await evaluate(`${at}/reply`, rule.reply, input, frames)
+      await evaluate(`${at}/emit`, rule.emit, input, emitted)
     }
     for (const [j, rule] of audio.results.entries()) {
       const when = await evaluate(`/audio/results/${j}/when`, rule.when, input, predicate)

@@ -29,7 +29,7 @@ export const CATALOGUE = {
   audio_bytes_total: { type: 'counter', help: 'Payload bytes relayed, by direction.', labels: ['route', 'direction'] },
   audio_dropped_frames_total: {
     type: 'counter',
-    help: 'Audio frames not delivered, by reason (hold_overflow, backpressure, vendor_binary, after_close).',
+    help: 'Audio frames not delivered, by reason (hold_overflow, backpressure, vendor_binary, after_close, failover, vendor_paused).',
     labels: ['route', 'reason']
   },
   audio_buffered_bytes: {
@@ -152,6 +152,7 @@ export class LegCounters {
   dropVendorBinary = 0
   dropAfterClose = 0
   dropFailover = 0
+  dropVendorPaused = 0
   bufferedBytes = 0
   active = false
   constructor(readonly route: string) {}
@@ -171,7 +172,8 @@ const FIELDS = [
   'dropBackpressure',
   'dropVendorBinary',
   'dropAfterClose',
-  'dropFailover'
+  'dropFailover',
+  'dropVendorPaused'
 ] as const
 
 export class Metrics {
@@ -353,7 +355,8 @@ export class Metrics {
         ['backpressure', t => t.dropBackpressure],
         ['vendor_binary', t => t.dropVendorBinary],
         ['after_close', t => t.dropAfterClose],
-        ['failover', t => t.dropFailover]
+        ['failover', t => t.dropFailover],
+        ['vendor_paused', t => t.dropVendorPaused]
       ],
       'reason'
     )

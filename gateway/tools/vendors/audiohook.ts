@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
+import { AudioHookMoves, type ServerMove } from './audiohook-moves'
 import { Cadence, phrase, round3 } from './cadence'
 import type { Context, Protocol, VendorSession, Verdict } from './session'
 import { header, isObject, parseJson, safeEqual, type Json } from './wire'
@@ -23,6 +24,11 @@ import { header, isObject, parseJson, safeEqual, type Json } from './wire'
 // clientseq, parameters. Every resultEveryMs of audio: event {entities:[{type:"transcript",
 // data:{id, channelId, isFinal, offset, duration, alternatives:[{confidence, interpretations:
 // [{type:"display", transcript}]}]}}]}. A client close before `closed` is recorded.
+// Server moves (options.audiohook, audiohook-moves.ts): opened {startPaused}, a refusal (disconnect
+// instead of opened), and scripted pause / resume / disconnect / reconnect / event. After `pause`, audio
+// is allowed until the client's `paused` (counted), then is an error until `resumed`, whose `start`
+// must be the stream position (its `discarded` then moves the position on). After `disconnect`, audio
+// until `close` is counted.
 
 const UUID_RE =
   /^(?:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-5][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}|00000000-0000-0000-0000-000000000000)$/
@@ -156,6 +162,7 @@ export class AudioHookSession implements Protocol {
   private channels = 1
   private language: string | null = null
   private readonly cadence: Cadence
+  private readonly moves: AudioHookMoves
 
   constructor(
     private readonly s: VendorSession,
@@ -164,6 +171,7 @@ export class AudioHookSession implements Protocol {
     this.sessionId = header(s.req, 'audiohook-session-id') ?? ''
     this.orgId = header(s.req, 'audiohook-organization-id') ?? ''
     this.cadence = new Cadence(ctx.resultEveryMs)
+    this.moves = new AudioHookMoves(s, ctx.opts.audiohook)
   }
 
   open(): void {
@@ -171,6 +179,7 @@ export class AudioHookSession implements Protocol {
   }
 
   binary(data: Buffer): void {
+    this.moves.audio()
     if (this.state !== 'ACTIVE') return this.violation(`Received audio in state ${this.state}`)
     const channels = this.channels
     if (data.length % channels !== 0)
@@ -241,9 +250,16 @@ export class AudioHookSession implements Protocol {
       case 'paused':
         if (this.state !== 'ACTIVE') return this.violation(`paused in state ${this.state}`)
         this.state = 'PAUSED'
+        this.moves.pausing = false
         return
       case 'resumed':
         if (this.state !== 'PAUSED') return this.violation(`resumed in state ${this.state}`)
+        // (choice) The discarded stretch starts where audio stopped: `start` is the stream position.
+        if (
+          isDuration(p.start) &&
+          Math.abs(parseIsoDuration(p.start) - (this.samples / 8000 + this.discardedSec)) > 0.0005
+        )
+          this.violation(`resumed: start ${p.start} is not the stream position`)
         this.addDiscarded(p, 'resumed')
         this.state = 'ACTIVE'
         return
@@ -265,6 +281,7 @@ export class AudioHookSession implements Protocol {
           this.violation('close: reason must be end, error, disconnect or reconnect')
         this.sendMsg('closed', {})
         this.state = 'CLOSED'
+        this.moves.disconnecting = false
         return
       default:
         return this.violation(`Invalid Message: '${type}' is not a supported client message`)
@@ -272,6 +289,7 @@ export class AudioHookSession implements Protocol {
   }
 
   private sendMsg(type: string, parameters: Json): void {
+    this.moves.sent(type)
     this.s.send({
       version: '2',
       id: this.sessionId,
@@ -308,9 +326,28 @@ export class AudioHookSession implements Protocol {
       offers.find(m => m.format === 'PCMU')
     if (selected === undefined) return this.violation('open: no PCMU 8000 Hz media offered')
     this.channels = (selected.channels as unknown[]).length
-    this.sendMsg('opened', { media: [selected], startPaused: false })
-    this.state = 'ACTIVE'
+    const refusal = this.moves.refusal
+    if (refusal !== null) {
+      this.signaled = true
+      return this.sendMsg('disconnect', refusal)
+    }
+    const startPaused = this.moves.startPaused
+    this.sendMsg('opened', { media: [selected], startPaused })
+    this.state = startPaused ? 'PAUSED' : 'ACTIVE'
     markConnectionProbe(this.s, p)
+    this.moves.arm((type, params) => this.serverMove(type, params))
+  }
+
+  /** A scripted server message (options.audiohook.steps), when the session is in a state to send it. */
+  private serverMove(type: ServerMove, p: Json): void {
+    if (this.state === 'CLOSED' || !this.s.isOpen) return
+    if (type === 'pause' && this.state !== 'ACTIVE') return this.s.say(`pause skipped in state ${this.state}`)
+    if (type === 'resume' && this.state !== 'PAUSED') return this.s.say(`resume skipped in state ${this.state}`)
+    if (type === 'disconnect') {
+      this.signaled = true
+      return this.sendMsg('disconnect', { reason: 'completed', ...p })
+    }
+    this.sendMsg(type, p)
   }
 
   private transcriptEvent(startSec: number, endSec: number, n: number): void {

@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http'
 import type { Clock } from '../../clock'
 import { SessionRecorder } from './recorder'
-import type { RealVendorKind, RealVendorOptions, RealVendorSession } from './types'
+import type { AudioHookReport, RealVendorKind, RealVendorOptions, RealVendorSession } from './types'
 
 /** What a vendor's upgrade check decides: accept, or refuse with an HTTP answer. */
 export type Verdict =
@@ -31,6 +31,8 @@ export class VendorSession extends SessionRecorder {
   signed: boolean | null = null
   /** audiohook: the session was a connection probe (open with the null conversation id), not billable. */
   probe = false
+  /** audiohook: the server's own moves. */
+  audiohook: AudioHookReport | undefined = undefined
 
   constructor(
     id: number,
@@ -57,7 +59,10 @@ export class VendorSession extends SessionRecorder {
       audioBytes: this.audioBytes,
       keepalives: this.keepalives,
       signed: this.signed,
-      probe: this.probe
+      probe: this.probe,
+      ...(this.audiohook === undefined
+        ? {}
+        : { audiohook: { ...this.audiohook, serverSent: [...this.audiohook.serverSent] } })
     }
   }
 }

@@ -33,10 +33,42 @@ export interface RealVendorOptions {
   inactivityTimeoutMs?: number
   /** assemblyai: session cap (real: 3 h, close 3008). Default 3 h. */
   sessionMaxMs?: number
+  /** audiohook: what the server does on its own (startPaused, pause/resume, disconnect, reconnect, events). */
+  audiohook?: AudioHookScript
   /** Where timers are armed and idle time is read. Default: wall time (tests may pass a fake clock). */
   clock?: Clock
   /** Default: no logging. */
   log?: (line: string) => void
+}
+
+/**
+ * An AudioHook server's own moves, for tests. Times are ms after the session's `opened` on the emulator's
+ * clock; each step applies to one session (`session`: the emulator's session id, 1 = the first; default 1).
+ */
+export interface AudioHookScript {
+  /** Answer `open` with `opened {startPaused: true}` (the server sends `resume` when a step says so). */
+  startPaused?: boolean
+  /** Answer `open` with `disconnect {reason, info}` instead of `opened` (a refusal); then expect close → closed. */
+  refuse?: { reason: 'unauthorized' | 'error' | 'completed'; info?: string }
+  /** Server messages: pause, resume, disconnect {reason, info}, reconnect {info}, event {entities}. */
+  steps?: readonly {
+    afterMs: number
+    type: 'pause' | 'resume' | 'disconnect' | 'reconnect' | 'event'
+    parameters?: Record<string, unknown>
+    session?: number
+  }[]
+}
+
+/**
+ * What the AudioHook emulator records of the server's own moves. `serverSent`: types of the server's
+ * messages in order. `framesAfterPause` / `framesAfterDisconnect`: audio frames that arrived after the
+ * server sent `pause` (before the client's `paused`) / after it sent `disconnect` (before `close`), allowed
+ * in flight; any audio while paused or after `close` is a protocol error in `errors`.
+ */
+export interface AudioHookReport {
+  serverSent: string[]
+  framesAfterPause: number
+  framesAfterDisconnect: number
 }
 
 /** A real-vendor session: what every emulator records plus the upgrade request and the vendor's own counters. */
@@ -55,6 +87,8 @@ export interface RealVendorSession extends RecordedSession {
   signed: boolean | null
   /** audiohook: a connection probe (open with the null conversation id), not a billable session; else false. */
   probe: boolean
+  /** audiohook: the server's own moves (see AudioHookReport); absent for other kinds. */
+  audiohook?: AudioHookReport
 }
 
 export interface RealVendorEmulator {

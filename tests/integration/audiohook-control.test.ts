@@ -1,0 +1,268 @@
+import t, { type Test } from 'tap'
+import { startRealVendor, type RealVendorEmulator, type RealVendorOptions } from '../../gateway/tools/real-vendors'
+import { initMessage } from '../../gateway/tools/simulate'
+import { sha256, stream } from '../helpers/audio'
+import { AUDIO_TOKEN, platformLeg, startGateway, until, type TestGateway } from '../helpers/gateway'
+
+// The AudioHook server's own control messages (issue 9, item 2), over real sockets: the platform
+// (simulated legs) → a real gateway on mappings/audiohook.yaml → the strict AudioHook emulator, scripted.
+// Every check polls with generous limits; nothing asserts on elapsed time.
+
+type T = Test
+type Json = Record<string, any>
+
+const KEY = 'ah-api-key-0123456789'
+const ORG = 'd7934305-0972-4844-938e-9060eef73d05'
+const init = (contactId: number): Json =>
+  initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX', appParams: {} })
+const types = (s: Json): string[] => (s.texts as Json[]).map(m => m.type as string).filter(x => x !== 'ping')
+
+async function emulator(t: T, opts: Omit<RealVendorOptions, 'kind'> = {}): Promise<RealVendorEmulator> {
+  const emu = await startRealVendor({ kind: 'audiohook', apiKey: KEY, resultEveryMs: 0, ...opts })
+  t.teardown(async () => await emu.close())
+  return emu
+}
+
+async function gateway(t: T, emus: RealVendorEmulator[], extra: Json = {}): Promise<TestGateway> {
+  return await startGateway(
+    t,
+    {
+      ...extra,
+      health: { active: { kind: 'none' } },
+      routes: {
+        x: {
+          mapping: 'mappings/audiohook.yaml',
+          auth: { audio: ['${AUDIO_TOKEN}'] },
+          upstreams: emus.map((e, i) => ({ name: `v${i}`, audio: e.url, credential: '${VENDOR_KEY}' })),
+          params: { organizationId: ORG, language: 'en-US' }
+        }
+      }
+    },
+    { VENDOR_KEY: KEY }
+  )
+}
+
+async function metric(gw: TestGateway, pattern: RegExp): Promise<number> {
+  const m = (await (await fetch(gw.adminUrl('/metrics'))).text()).match(pattern)
+  return m === null ? 0 : Number(m[1])
+}
+
+t.test(
+  'server pause mid-call: paused, no audio while paused, resume → resumed {start, discarded}, counted',
+  async t => {
+    const emu = await emulator(t, {
+      audiohook: {
+        steps: [
+          { afterMs: 1000, type: 'pause' },
+          { afterMs: 2000, type: 'resume' }
+        ]
+      }
+    })
+    const gw = await gateway(t, [emu])
+    const leg = platformLeg(t, gw.url('/audio/x'), init(9101))
+    t.equal((await leg.answer).command, 'CONNECTED')
+    const sent = await stream(leg, 0, 175)
+    t.ok(await until(() => types(emu.sessions()[0]).includes('resumed'), 10_000), 'the server resume was answered')
+    leg.ws.close(1000)
+    t.ok(await until(() => emu.sessions()[0]?.closed === true, 10_000), 'the session ended')
+    const s = emu.sessions()[0] as Json
+    t.same(s.errors, [], 'no protocol error: no audio while paused, positions and resumed consistent')
+    t.same(s.audiohook.serverSent.slice(0, 3), ['opened', 'pause', 'resume'])
+    t.same(types(s), ['open', 'paused', 'resumed', 'close'])
+    const resumed = (s.texts as Json[]).find(m => m.type === 'resumed')!
+    const discarded = Number(String(resumed.parameters.discarded).slice(2, -1))
+    t.ok(discarded > 0.5, `audio was discarded while paused (${resumed.parameters.discarded})`)
+    const dropped = await metric(
+      gw,
+      /assist_gateway_audio_dropped_frames_total\{route="x",reason="vendor_paused"\} (\d+)/
+    )
+    t.ok(dropped > 0, 'discarded frames are counted as dropped, reason vendor_paused')
+    t.equal(s.audioBytes + dropped * 160, sent.length, 'every frame was either delivered or counted as discarded')
+    t.equal(Math.round(discarded * 8000), dropped * 160, 'resumed.discarded reports exactly what was dropped')
+    t.match(s.texts.at(-1), { type: 'close', position: 'PT3.5S', parameters: { reason: 'end' } }, 'timeline complete')
+    t.ok(
+      leg.messages.every(m => m.command === 'MESSAGE'),
+      'no ERROR to the platform'
+    )
+  }
+)
+
+t.test('the platform drops and re-attaches while the server has paused: no second paused, one resumed', async t => {
+  const emu = await emulator(t, {
+    audiohook: {
+      steps: [
+        { afterMs: 500, type: 'pause' },
+        { afterMs: 2500, type: 'resume' }
+      ]
+    }
+  })
+  const gw = await gateway(t, [emu], { audio: { reattachGraceSeconds: 5 } })
+  const first = platformLeg(t, gw.url('/audio/x'), init(9107))
+  t.equal((await first.answer).command, 'CONNECTED')
+  const a = await stream(first, 0, 50)
+  t.ok(await until(() => types(emu.sessions()[0]).includes('paused'), 10_000), 'paused answered the server pause')
+  first.ws.close(1000)
+  await first.closed
+  const second = platformLeg(t, gw.url('/audio/x'), init(9107))
+  t.equal((await second.answer).command, 'CONNECTED', 'the returning leg continues the session')
+  const b = await stream(second, 50, 150)
+  t.ok(await until(() => types(emu.sessions()[0]).includes('resumed'), 10_000), 'the server resume was answered')
+  second.ws.close(1000)
+  t.ok(await until(() => emu.sessions()[0]?.closed === true, 15_000), 'the session ended after the grace')
+  const s = emu.sessions()[0] as Json
+  t.same(s.errors, [], 'no protocol error: no paused while paused, no audio while paused')
+  t.equal(emu.sessions().length, 1, 'one AudioHook session across both platform connections')
+  t.same(types(s), ['open', 'paused', 'resumed', 'paused', 'close'], 'the last hold after the resume says paused')
+  const dropped = await metric(
+    gw,
+    /assist_gateway_audio_dropped_frames_total\{route="x",reason="vendor_paused"\} (\d+)/
+  )
+  t.equal(s.audioBytes + dropped * 160, a.length + b.length, 'every frame delivered or counted as discarded')
+})
+
+t.test('opened.startPaused: CONNECTED, audio held until the server resumes, then delivered in order', async t => {
+  const emu = await emulator(t, { audiohook: { startPaused: true, steps: [{ afterMs: 1000, type: 'resume' }] } })
+  const gw = await gateway(t, [emu])
+  const leg = platformLeg(t, gw.url('/audio/x'), init(9102))
+  t.equal((await leg.answer).command, 'CONNECTED', 'CONNECTED once opened came, paused or not')
+  const sent = await stream(leg, 0, 100)
+  t.ok(await until(() => emu.sessions()[0]?.audioBytes === sent.length, 10_000), 'all held audio arrived after resume')
+  leg.ws.close(1000)
+  t.ok(await until(() => emu.sessions()[0]?.closed === true, 10_000))
+  const s = emu.sessions()[0] as Json
+  t.same(s.errors, [], 'no audio before resumed (the emulator records any as an error)')
+  t.same(types(s), ['open', 'resumed', 'close'])
+  t.match((s.texts as Json[])[1], {
+    type: 'resumed',
+    position: 'PT0S',
+    parameters: { start: 'PT0S', discarded: 'PT0S' }
+  })
+  t.equal(s.sha256, sha256(sent), 'held audio delivered byte for byte, in order')
+})
+
+t.test(
+  'server disconnect mid-call: close transaction, a handful of frames at most, the call goes on elsewhere',
+  async t => {
+    const a = await emulator(t, {
+      audiohook: { steps: [{ afterMs: 1000, type: 'disconnect', parameters: { reason: 'completed' } }] }
+    })
+    const b = await emulator(t)
+    const gw = await gateway(t, [a, b])
+    const leg = platformLeg(t, gw.url('/audio/x'), init(9103))
+    let closedEarly = false
+    void leg.closed.then(() => {
+      closedEarly = true
+    })
+    t.equal((await leg.answer).command, 'CONNECTED')
+    await stream(leg, 0, 150)
+    t.ok(await until(() => a.sessions()[0]?.closed === true, 10_000), 'the ended session is closed')
+    t.ok(await until(() => (b.sessions()[0]?.audioBytes ?? 0) > 0, 10_000), 'the call continues on the other replica')
+    const s = a.sessions()[0] as Json
+    t.same(s.errors, [], 'no protocol error on the ended session (nothing after close)')
+    t.same(types(s), ['open', 'close'])
+    t.match(s.texts.at(-1), { type: 'close', parameters: { reason: 'disconnect' } }, 'close {reason: "disconnect"}')
+    t.equal(s.audiohook.serverSent.at(-1), 'closed', 'the close transaction completed')
+    t.equal(s.closeCode, 1000, 'the gateway closed the socket after closed')
+    t.ok(
+      s.audiohook.framesAfterDisconnect <= 5,
+      `at most a handful of frames after disconnect (${s.audiohook.framesAfterDisconnect})`
+    )
+    t.equal(closedEarly, false, 'the platform leg stayed open')
+    t.ok(
+      leg.messages.every(m => m.command !== 'ERROR'),
+      'the platform saw no ERROR'
+    )
+    t.ok(
+      (await metric(gw, /assist_gateway_audio_failovers_total\{route="x",result="ok"\} (\d+)/)) >= 1,
+      'counted as a failover'
+    )
+    leg.ws.close(1000)
+    t.ok(await until(() => b.sessions()[0]?.closed === true, 10_000))
+    t.same(b.sessions()[0].errors, [], 'the replacement session is clean too')
+  }
+)
+
+t.test('server reconnect: a new session, make-before-break, the old one closes with reason reconnect', async t => {
+  const emu = await emulator(t, {
+    audiohook: { steps: [{ afterMs: 1000, type: 'reconnect', parameters: { info: 'draining' } }] }
+  })
+  const gw = await gateway(t, [emu])
+  const leg = platformLeg(t, gw.url('/audio/x'), init(9104))
+  t.equal((await leg.answer).command, 'CONNECTED')
+  const sent = await stream(leg, 0, 150)
+  t.ok(
+    await until(() => emu.sessions().length === 2 && emu.sessions()[0].closed, 10_000),
+    'two sessions, the first closed'
+  )
+  leg.ws.close(1000)
+  t.ok(await until(() => emu.sessions().every(s => s.closed), 10_000))
+  const [s1, s2] = emu.sessions() as Json[]
+  t.same(s1.errors, [], 'first session: no protocol error')
+  t.same(s2.errors, [], 'second session: no protocol error')
+  t.match(s1.texts.at(-1), { type: 'close', parameters: { reason: 'reconnect' } })
+  t.equal(s1.audiohook.serverSent.at(-1), 'closed')
+  t.match(s2.texts.at(-1), { type: 'close', parameters: { reason: 'end' } })
+  const open2 = (s2.texts as Json[])[0]
+  t.match(open2.parameters.continuedSessions, [{ id: s1.texts[0].id, serverseq: Number, clientseq: Number }])
+  t.ok(open2.parameters.continuedSessions[0].serverseq >= 2, 'it names the old session with its sequence numbers')
+  t.equal((s1.texts[0] as Json).parameters.continuedSessions, undefined, 'a first session continues nothing')
+  t.equal(s1.audioBytes + s2.audioBytes, sent.length, 'every frame went to exactly one of the two sessions')
+  t.ok(
+    leg.messages.every(m => m.command !== 'ERROR'),
+    'the platform noticed nothing'
+  )
+})
+
+t.test('an event with several entities: one platform MESSAGE per entity, in order', async t => {
+  const transcript = (id: string, text: string, isFinal: boolean): Json => ({
+    type: 'transcript',
+    data: {
+      id,
+      channelId: 0,
+      isFinal,
+      offset: 'PT0.5S',
+      duration: 'PT0.4S',
+      alternatives: [{ confidence: 0.8, interpretations: [{ type: 'display', transcript: text }] }]
+    }
+  })
+  const suggestion = {
+    type: 'agentassist',
+    data: {
+      id: 'aa1',
+      utterances: [],
+      suggestions: [{ type: 'faq', id: 'f1', confidence: 0.7, question: 'Reset?', answer: 'x' }]
+    }
+  }
+  const entities = [transcript('t1', 'hello', false), transcript('t2', 'hello there', true), suggestion]
+  const emu = await emulator(t, { audiohook: { steps: [{ afterMs: 300, type: 'event', parameters: { entities } }] } })
+  const gw = await gateway(t, [emu])
+  const leg = platformLeg(t, gw.url('/audio/x'), init(9105))
+  t.equal((await leg.answer).command, 'CONNECTED')
+  await stream(leg, 0, 40)
+  t.ok(await until(() => leg.messages.length >= 3, 10_000), 'three messages')
+  t.match(leg.messages, [
+    { command: 'MESSAGE', messageType: 'TRANSCRIPT', message: 'hello', parameters: { isFinal: false } },
+    { command: 'MESSAGE', messageType: 'TRANSCRIPT', message: 'hello there', parameters: { isFinal: true } },
+    { command: 'MESSAGE', messageType: 'SUGGESTION', message: 'Reset?' }
+  ])
+  t.equal(leg.messages.length, 3)
+})
+
+t.test('a refusal (disconnect before opened) is answered with the close transaction, not a dropped socket', async t => {
+  const emu = await emulator(t, { audiohook: { refuse: { reason: 'unauthorized', info: 'unknown organization' } } })
+  const gw = await gateway(t, [emu])
+  const leg = platformLeg(t, gw.url('/audio/x'), init(9106))
+  const answer = await leg.answer
+  t.match(answer, {
+    command: 'ERROR',
+    messageType: 'UPSTREAM_REFUSED',
+    parameters: { vendorMessage: 'unknown organization' }
+  })
+  t.ok(await until(() => emu.sessions()[0]?.closed === true, 10_000))
+  const s = emu.sessions()[0] as Json
+  t.same(s.errors, [], 'no protocol error: no audio, close after the refusal')
+  t.same(types(s), ['open', 'close'])
+  t.match(s.texts.at(-1), { type: 'close', parameters: { reason: 'disconnect' } })
+  t.same(s.audiohook.serverSent, ['disconnect', 'closed'])
+  t.equal(s.closeCode, 1000, 'closed with 1000 after closed, not dropped (1006)')
+})
