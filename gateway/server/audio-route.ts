@@ -60,7 +60,7 @@ export function mountAudio(app: uWS.TemplatedApp, state: ServerState): void {
       const legId = randomUUID()
       data.leg = new AudioLeg(platform, {
         route: data.route,
-        settings: cfg.audio,
+        settings: state.config.audio,
         metrics: state.metrics,
         store: state.store,
         registry: state.sessions,

@@ -16,8 +16,7 @@ const JSON_TYPE = /^application\/(?:[\w.-]+\+)?json\s*(?:;|$)/i
  * unknown route 404, draining 503, not JSON 415, a declared length over text.maxBodyBytes 413. Other
  * methods on these paths: 405. Every answer carries x-request-id and is counted here.
  */
-export function mountText(app: TemplatedApp, state: ServerState, hook: TextHook): void {
-  const limit = state.config.text.maxBodyBytes
+export function mountText(app: TemplatedApp, state: ServerState, hook: Pick<TextHook, 'serves' | 'handle'>): void {
   const metrics = state.metrics
   const counters = new Map<string, { inc: () => void }>()
   const durations = new Map<string, { observe: (v: number) => void }>()
@@ -85,6 +84,7 @@ export function mountText(app: TemplatedApp, state: ServerState, hook: TextHook)
     if (route === null || route === undefined || !hook.serves(route)) return refuse('ROUTE_NOT_FOUND')
     if (state.draining) return refuse('SHUTTING_DOWN')
     if (!JSON_TYPE.test(contentType)) return refuse('UNSUPPORTED_MEDIA_TYPE')
+    const limit = state.config.text.maxBodyBytes
     if (declaredLength !== '' && Number(declaredLength) > limit) return refuse('MESSAGE_TOO_LARGE', true)
     readBody(res, limit, body => {
       if (aborted) return

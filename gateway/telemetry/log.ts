@@ -36,28 +36,40 @@ export interface LogOptions {
  */
 export function createLogger(opts: LogOptions): Logger {
   const needles: string[] = []
-  for (const s of opts.secrets) {
-    needles.push(s)
-    const escaped = JSON.stringify(s).slice(1, -1)
-    if (escaped !== s) needles.push(escaped)
-  }
-  return pino(
+  addNeedles(needles, opts.secrets)
+  const log = pino(
     {
       level: opts.level,
       base: { service: 'assist-gateway' },
       timestamp: pino.stdTimeFunctions.isoTime,
       redact: { paths: REDACT_PATHS, censor: '[REDACTED]' },
       formatters: { level: label => ({ level: label }) },
-      hooks:
-        needles.length === 0
-          ? {}
-          : {
-              streamWrite(line: string): string {
-                for (const n of needles) if (line.includes(n)) line = line.split(n).join('[REDACTED]')
-                return line
-              }
-            }
+      hooks: {
+        streamWrite(line: string): string {
+          for (const n of needles) if (line.includes(n)) line = line.split(n).join('[REDACTED]')
+          return line
+        }
+      }
     },
     opts.destination ?? pino.destination({ dest: 1, sync: false })
   )
+  scrubbed.set(log, needles)
+  return log
+}
+
+const scrubbed = new WeakMap<Logger, string[]>()
+
+function addNeedles(needles: string[], secrets: readonly string[]): void {
+  for (const s of secrets) {
+    if (s === '' || needles.includes(s)) continue
+    needles.push(s)
+    const escaped = JSON.stringify(s).slice(1, -1)
+    if (escaped !== s) needles.push(escaped)
+  }
+}
+
+/** Scrub more credential values from every line of a logger made by createLogger (a reloaded config's). */
+export function redactAlso(log: Logger, secrets: readonly string[]): void {
+  const needles = scrubbed.get(log)
+  if (needles !== undefined) addNeedles(needles, secrets)
 }
