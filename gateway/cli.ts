@@ -186,6 +186,7 @@ async function cmdServe(argv: string[]): Promise<number> {
   if (!checked.ok) throw new ConfigError(checked.problems)
   const file = configPath(values.config)
   const running = await serve(checked.config, { revalidate: async () => await validateAll(file, process.env) })
+  // The store, emulators and logger close once the server is done (drained, cut at the deadline, or stopped).
   const exit = (): void => {
     running
       .close()
@@ -199,13 +200,9 @@ async function cmdServe(argv: string[]): Promise<number> {
     log: running.log,
     reload: async trigger => await running.server.reload(trigger),
     drain: signal => {
-      running.log.info(
-        { event: 'shutdown', signal },
-        'shutting down: ending live legs with 1012 so the platform reconnects elsewhere'
-      )
-      exit()
+      running.server.drain(signal).then(exit, exit)
     },
-    stopNow: () => setTimeout(() => process.exit(0), 100).unref()
+    stopNow: signal => running.server.stopNow(`second signal (${signal})`)
   })
   return -1
 }

@@ -69,8 +69,8 @@ export interface Connection extends AudioSink {
   /** Stop / restart reading from the vendor (the platform side is backed up). */
   pause: () => void
   resume: () => void
-  /** Close gracefully: encoder remainder, the mapping's close frame, the vendor's goodbye or a timeout. */
-  goodbye: () => void
+  /** Close gracefully: encoder remainder, the mapping's close frame, the vendor's goodbye or a timeout; `reason` in the close frame. */
+  goodbye: (reason?: string) => void
   /** End at once, telling nobody. */
   abort: () => void
 }

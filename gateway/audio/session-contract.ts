@@ -68,6 +68,11 @@ export interface Session {
   attach: (owner: SessionOwner, init: Record<string, unknown>, log: Logger) => void
   /** End the session; `graceful`: queued audio, the mapping's close frame, then the close handshake. */
   close: (graceful: boolean) => void
+  /**
+   * Shutdown drain: the leg continues on another instance. Close gracefully with this reason but keep
+   * the affinity for `ttlSeconds`, so the next instance opens its vendor session on the same replica.
+   */
+  handOff: (reason: string, ttlSeconds: number) => void
   /** Stop / restart reading from the vendor while the platform side is backed up. */
   pauseVendor: () => void
   resumeVendor: () => void

@@ -54,6 +54,8 @@ const KEEPS: Record<SessionState, boolean> = {
  */
 export class VendorSession implements Session {
   state: SessionState = 'OPENING'
+  /** Set by `handOff`: the close reason, and the affinity stays for the next instance. */
+  private handedOff: string | null = null
   readonly counters: LegCounters
   readonly relay: AudioRelay
   owner: SessionOwner | null
@@ -372,6 +374,13 @@ export class VendorSession implements Session {
   }
 
   /** End the session. `graceful`: queued audio, then the mapping's close frame, then the close handshake. */
+  handOff(reason: string, ttlSeconds: number): void {
+    if (this.state === 'CLOSED') return
+    if (this.conn !== null) this.setAffinity(this.conn, ttlSeconds)
+    this.handedOff = reason
+    this.close(true)
+  }
+
   close(graceful: boolean): void {
     if (this.state === 'CLOSED') return
     const goodbye = graceful && FLOWING[this.state]
@@ -383,11 +392,11 @@ export class VendorSession implements Session {
     const conn = this.conn
     if (conn !== null && goodbye && conn.state === 'READY') {
       this.relay.drainTo(conn)
-      conn.goodbye()
+      conn.goodbye(this.handedOff ?? undefined)
     } else conn?.abort()
     this.relay.close()
     this.deps.host.closed(this)
-    this.deps.store.deleteAffinity(this.key, this.id)
+    if (this.handedOff === null) this.deps.store.deleteAffinity(this.key, this.id)
     this.deps.metrics.endLeg(this.counters)
   }
 }

@@ -334,7 +334,7 @@ export class VendorConnection implements Connection {
    * Say goodbye (the session closes gracefully): the mapping's close frame, then the vendor's own
    * goodbye (`closeWhen`: Termination, closed, Metadata) or `closeTimeoutMs`, then the close handshake.
    */
-  goodbye(): void {
+  goodbye(reason = 'platform closed'): void {
     if (this.state === 'CLOSED' || this.state === 'CLOSING') return
     this.state = 'CLOSING'
     this.stopTimers()
@@ -347,11 +347,11 @@ export class VendorConnection implements Connection {
         this.socket?.terminate()
         return
       }
-      if (audio.closeWhen === null) this.socket?.close(audio.closeCode, 'platform closed')
+      if (audio.closeWhen === null) this.socket?.close(audio.closeCode, reason)
       else
         this.closeTimer = this.ctx.clock.setTimeout(() => {
           this.closeTimer = null
-          this.socket?.close(audio.closeCode, 'platform closed')
+          this.socket?.close(audio.closeCode, reason)
         }, audio.closeTimeoutMs)
     })
   }

@@ -5,7 +5,7 @@ import type { ServerState } from './state'
 /** Readiness: not draining, and every route has somewhere to send a new leg. */
 export function readiness(state: ServerState): { ready: boolean; reasons: string[] } {
   const reasons: string[] = []
-  if (state.draining) reasons.push('draining')
+  if (state.draining || state.leaving) reasons.push('draining')
   if (!state.store.up()) reasons.push('shared store (Redis) unreachable')
   for (const r of state.routes.values()) {
     if (r.mapping.audio !== null && r.config.upstreams.some(u => u.audio !== undefined) && !r.pool.hasAudioCapacity())

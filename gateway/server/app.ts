@@ -19,6 +19,7 @@ import {
   type ReloadReport,
   type Revalidate
 } from './reload'
+import { startDrain, type Drain } from './drain'
 import { TextHooks } from './text-hooks'
 import type { ServerState } from './state'
 
@@ -38,6 +39,10 @@ export interface RunningServer {
   readonly adminPort: number
   /** Re-read and validate the config (as `check` does) and apply it to new legs and requests. */
   reload: (trigger: string) => Promise<ReloadReport>
+  /** The graceful drain (shutdown.*); resolves when everything is closed. Idempotent. */
+  drain: (signal: string) => Promise<void>
+  /** Cut a drain short (a second signal), or close at once when none runs. */
+  stopNow: (why: string) => void
   /** Stop accepting, end every live leg with SHUTTING_DOWN (1012), close the listeners. */
   close: () => void
 }
@@ -86,6 +91,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     metrics,
     log,
     draining: false,
+    leaving: false,
     legs: new Set(),
     uwsNative: build.native,
     store,
@@ -180,29 +186,53 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     'gateway listening'
   )
 
+  let accepting = true
+  // Idempotent: uWS must not be asked to close a listen socket twice.
+  const stopAccepting = (): void => {
+    if (accepting) uWS.us_listen_socket_close(publicSocket)
+    accepting = false
+  }
   let closed = false
+  const finish = (): void => {
+    if (closed) return
+    closed = true
+    state.draining = true
+    metrics.draining.set(1)
+    gen.prober.stop()
+    clearInterval(report)
+    stopAccepting()
+    uWS.us_listen_socket_close(adminSocket)
+    for (const leg of [...state.legs]) leg.shutdown('SHUTTING_DOWN')
+    for (const s of [...sessions.all()])
+      s.close(true)
+      // TemplatedApp.close() exists at run time (uWS ≥ 20.27) but is missing from the bundled typings.
+    ;(app as unknown as { close: () => void }).close()
+    ;(admin as unknown as { close: () => void }).close()
+    texts.close().catch(err => log.error({ event: 'text_close_failed', err }, 'closing vendor HTTP pools failed'))
+  }
+  let drain: Drain | null = null
   return {
     state,
     port,
     adminPort,
     reload,
-    close: () => {
-      if (closed) return
-      closed = true
-      state.draining = true
-      metrics.draining.set(1)
-      gen.prober.stop()
-      clearInterval(report)
-      uWS.us_listen_socket_close(publicSocket)
-      uWS.us_listen_socket_close(adminSocket)
-      for (const leg of [...state.legs]) leg.shutdown('SHUTTING_DOWN')
-      for (const s of [...sessions.all()])
-        s.close(true)
-        // TemplatedApp.close() exists at run time (uWS ≥ 20.27) but is missing from the bundled typings.
-      ;(app as unknown as { close: () => void }).close()
-      ;(admin as unknown as { close: () => void }).close()
-      texts.close().catch(err => log.error({ event: 'text_close_failed', err }, 'closing vendor HTTP pools failed'))
-    }
+    drain: signal => {
+      drain ??= startDrain(
+        {
+          state,
+          pendingText: () => texts.pending,
+          stopAccepting,
+          finish
+        },
+        signal
+      )
+      return drain.done
+    },
+    stopNow: why => {
+      if (drain !== null) drain.stopNow(why)
+      else finish()
+    },
+    close: finish
   }
 }
 

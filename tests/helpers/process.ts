@@ -48,6 +48,8 @@ export async function spawnGateway(
       listen: { host: '127.0.0.1', port },
       admin: { host: '127.0.0.1', port: adminPort },
       log: { level: 'info' },
+      // Tests that stop it at teardown do not wait out the production drain delays.
+      shutdown: { drainDelaySeconds: 0, legDrainSeconds: 0 },
       ...config
     })
   )
