@@ -1,6 +1,7 @@
 import type { Clock } from '../clock'
 import type { AudioSettings } from '../config/types'
 import type { MappingInput } from '../mapping/run'
+import type { ContinuedSession } from '../store/port'
 import type { RouteRuntime } from '../route'
 import type { Logger } from '../telemetry/log'
 import type { LegCounters, Metrics } from '../telemetry/metrics'
@@ -71,6 +72,8 @@ export interface Connection extends AudioSink {
   resume: () => void
   /** Close gracefully: encoder remainder, the mapping's close frame, the vendor's goodbye or a timeout; `reason` in the close frame. */
   goodbye: (reason?: string) => void
+  /** Its mapping session id and frame counters (kept in the store when a drain hands the leg off). */
+  continuation?: () => ContinuedSession
   /** End at once, telling nobody. */
   abort: () => void
 }

@@ -244,7 +244,8 @@ export class AudioLeg implements SessionOwner {
             'leg came back from another instance: new vendor session on the same replica'
           )
         }
-        session.start(preferred)
+        // After a drain elsewhere: the mapping may continue that vendor session (AudioHook continuedSessions).
+        session.start(preferred, preferred !== null ? affinity?.continued : undefined)
       },
       () => session.start(null)
     )

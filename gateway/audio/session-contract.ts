@@ -2,7 +2,7 @@ import type { Clock } from '../clock'
 import type { AudioSettings } from '../config/types'
 import type { GatewayError } from '../errors'
 import type { RouteRuntime } from '../route'
-import type { Store } from '../store/port'
+import type { ContinuedSession, Store } from '../store/port'
 import type { Logger } from '../telemetry/log'
 import type { LegCounters, Metrics } from '../telemetry/metrics'
 import type { Replica } from '../upstream/pool'
@@ -61,7 +61,7 @@ export interface Session {
   /** The per-frame path: the leg writes platform audio here. */
   readonly relay: AudioRelay
   /** Open the first vendor connection, on `preferred` first when given (affinity), else by balancing. */
-  start: (preferred: Replica | null) => void
+  start: (preferred: Replica | null, continued?: ContinuedSession) => void
   /** The platform leg is gone: keep the vendor session for the re-attach grace, if there is one. */
   park: () => void
   /** A leg with the same identity came back: it continues this session (the previous owner is superseded). */

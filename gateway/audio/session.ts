@@ -3,6 +3,7 @@ import { GatewayError } from '../errors'
 import type { MappingInput } from '../mapping/run'
 import type { Logger } from '../telemetry/log'
 import type { LegCounters } from '../telemetry/metrics'
+import type { ContinuedSession } from '../store/port'
 import type { Replica } from '../upstream/pool'
 import type { Connection, ConnectionContext, ConnectionEvents, ConnectionFactory } from './connection-contract'
 import { ControlChain } from './control-chain'
@@ -109,7 +110,8 @@ export class VendorSession implements Session {
   // ---- opening ---------------------------------------------------------------------------------
 
   /** Open the first vendor connection, on `preferred` first when given (affinity), else by balancing. */
-  start(preferred: Replica | null): void {
+  start(preferred: Replica | null, continued?: ContinuedSession): void {
+    if (continued !== undefined) this.input = { ...this.input, continued }
     if (this.walk.begin(preferred)) this.tryNext()
     else this.fail({ kind: 'fatal', error: new GatewayError('NO_HEALTHY_UPSTREAM') })
   }
@@ -201,11 +203,17 @@ export class VendorSession implements Session {
     this.deps.metrics.vendorMessages.inc({ route, result: 'emitted' })
   }
 
-  private setAffinity(conn: Connection, ttlSeconds: number): void {
+  private setAffinity(conn: Connection, ttlSeconds: number, continued?: ContinuedSession): void {
     const { route, store } = this.deps
     store.setAffinity(
       this.key,
-      { route: route.name, replica: conn.replica.name, instance: store.instanceId, legId: this.id },
+      {
+        route: route.name,
+        replica: conn.replica.name,
+        instance: store.instanceId,
+        legId: this.id,
+        ...(continued !== undefined ? { continued } : {})
+      },
       ttlSeconds
     )
   }
@@ -376,7 +384,7 @@ export class VendorSession implements Session {
   /** End the session. `graceful`: queued audio, then the mapping's close frame, then the close handshake. */
   handOff(reason: string, ttlSeconds: number): void {
     if (this.state === 'CLOSED') return
-    if (this.conn !== null) this.setAffinity(this.conn, ttlSeconds)
+    if (this.conn !== null) this.setAffinity(this.conn, ttlSeconds, this.conn.continuation?.())
     this.handedOff = reason
     this.close(true)
   }

@@ -8,6 +8,11 @@ export interface MappingInput {
   upstream: { name: string; audio: string | null; credential: string | null; hasCredential: boolean }
   /** The vendor socket being opened: a fresh id per socket (failover and rotation open new ones). */
   session?: { id: string }
+  /**
+   * The leg came back after another instance drained it: that instance's last vendor socket on this
+   * replica (its `session.id` and frame counters). Absent otherwise.
+   */
+  continued?: { id: string; seq: number; serverseq: number; chunk: number; audioMs: number }
   msg?: unknown
 }
 

@@ -1,7 +1,9 @@
 import t from 'tap'
 import { randomUUID } from 'node:crypto'
 import { initMessage, utteranceMessage } from '../../gateway/tools/simulate'
+import { startRealVendor } from '../../gateway/tools/real-vendors'
 import type { SessionReport, VendorEmulator } from '../../gateway/tools/vendors/demo-types'
+import type { RealVendorSession } from '../../gateway/tools/vendors/types'
 import { frameAt, sha256 } from '../helpers/audio'
 import { AUDIO_TOKEN, TEXT_TOKEN, platformLeg, routeTo, sleep, startVendor, until, untilOpen } from '../helpers/gateway'
 import { spawnGateway, type GatewayProcess } from '../helpers/process'
@@ -149,3 +151,61 @@ t.test(
     t.match(out, /"event":"drain_finished","why":"drained"/)
   }
 )
+
+t.test(
+  'SIGTERM with AudioHook: the next instance opens on the same replica with continuedSessions; no protocol violation',
+  async t => {
+    const REDIS_URL = await needRedis()
+    const KEY = 'ah-api-key-0123456789'
+    const emus = [
+      await startRealVendor({ kind: 'audiohook', apiKey: KEY }),
+      await startRealVendor({ kind: 'audiohook', apiKey: KEY })
+    ]
+    t.teardown(async () => await Promise.all(emus.map(async e => await e.close())))
+    const cfg = {
+      redis: REDIS_URL,
+      store: { keyPrefix: `test:${randomUUID()}:`, syncIntervalSeconds: 0.2, leaseSeconds: 10 },
+      health: { active: { kind: 'none' } },
+      audio: { reattachGraceSeconds: 0 },
+      routes: {
+        demo: {
+          mapping: 'mappings/audiohook.yaml',
+          auth: { audio: ['${AUDIO_TOKEN}'] },
+          upstreams: emus.map((e, i) => ({ name: `r${i}`, audio: e.url, credential: '${VENDOR_KEY}' })),
+          params: { organizationId: 'd7934305-0972-4844-938e-9060eef73d05' }
+        }
+      }
+    }
+    const env = { VENDOR_KEY: KEY }
+    const g1 = await spawnGateway(t, { ...cfg, shutdown: { drainDelaySeconds: 0.5, legDrainSeconds: 1 } }, env)
+    const g2 = await spawnGateway(t, cfg, env)
+    const calls = Array.from({ length: 4 }, (_, i) => platformCall(t, g1, g2, 940000 + i))
+    t.ok(await until(() => emus.reduce((n, e) => n + e.sessions().length, 0) === 4), 'four legs on the first gateway')
+    process.kill(g1.pid, 'SIGTERM')
+    const moved = await Promise.all(calls)
+    t.equal(await g1.exited, 0)
+    const sessions = (): RealVendorSession[] => emus.flatMap(e => e.sessions())
+    t.ok(await until(() => sessions().filter(s => s.closed).length === 8), 'every vendor session ended')
+    for (const m of moved) {
+      const mine = emus.map(e => e.sessions().filter(s => sameContact(s, m.contactId)))
+      const home = mine.find(list => list.length > 0)!
+      t.same(mine.map(l => l.length).sort(), [0, 2], `leg ${m.contactId}: both vendor sessions on the same replica`)
+      const [before, after] = home as [RealVendorSession, RealVendorSession]
+      const firstOpen = before.texts[0] as { id: string }
+      const lastSeq = Math.max(...(before.texts as { seq?: number }[]).map(x => x.seq ?? 0))
+      const open = after.texts[0] as { parameters: { continuedSessions?: { id: string; clientseq: number }[] } }
+      t.equal(open.parameters.continuedSessions?.[0]?.id, firstOpen.id, 'the new session names the one it continues')
+      t.ok(
+        (open.parameters.continuedSessions?.[0]?.clientseq ?? 0) >= lastSeq - 1,
+        'with the client seq it had reached'
+      )
+      t.same([...before.errors, ...after.errors], [], 'no protocol violation on either session')
+      t.equal(after.sha256, sha256(m.after), 'nothing sent after reconnecting was lost')
+    }
+  }
+)
+
+function sameContact(s: RealVendorSession, contactId: number): boolean {
+  const open = s.texts[0] as { parameters?: { customConfig?: { contactId?: string } } } | undefined
+  return open?.parameters?.customConfig?.contactId === String(contactId)
+}
