@@ -209,3 +209,34 @@ function sameContact(s: RealVendorSession, contactId: number): boolean {
   const open = s.texts[0] as { parameters?: { customConfig?: { contactId?: string } } } | undefined
   return open?.parameters?.customConfig?.contactId === String(contactId)
 }
+
+t.test('a second SIGTERM stops at once; the deadline cuts a drain that would take longer', async t => {
+  const v = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
+  const base = { health: { active: { kind: 'none' } }, routes: { demo: routeTo([v], 'mappings/json-events.yaml') } }
+
+  // Twice: a drain that would wait 300 s ends at the second signal.
+  const g = await spawnGateway(t, {
+    ...base,
+    shutdown: { drainDelaySeconds: 300, legDrainSeconds: 0, deadlineSeconds: 3600 }
+  })
+  const leg = platformLeg(t, g.url('/audio/demo'), init(950001))
+  t.equal((await leg.answer).command, 'CONNECTED')
+  process.kill(g.pid, 'SIGTERM')
+  t.ok(await until(() => g.output().includes('"event":"drain_started"')))
+  process.kill(g.pid, 'SIGTERM')
+  t.equal(await g.exited, 0, 'it exits')
+  t.equal((await leg.closed).code, 1012, 'the live leg still gets 1012')
+  t.match(g.output(), /"event":"drain_finished","why":"second signal \(SIGTERM\)"/)
+
+  // Deadline: two legs spread over 600 s, cut at the 1 s deadline.
+  const h = await spawnGateway(t, {
+    ...base,
+    shutdown: { drainDelaySeconds: 0, legDrainSeconds: 600, deadlineSeconds: 1 }
+  })
+  const legs = [platformLeg(t, h.url('/audio/demo'), init(950002)), platformLeg(t, h.url('/audio/demo'), init(950003))]
+  for (const l of legs) t.equal((await l.answer).command, 'CONNECTED')
+  process.kill(h.pid, 'SIGTERM')
+  t.equal(await h.exited, 0)
+  t.same((await Promise.all(legs.map(async l => (await l.closed).code))).sort(), [1012, 1012], 'both legs got 1012')
+  t.match(h.output(), /"event":"drain_finished","why":"deadline","legsCut":1/)
+})

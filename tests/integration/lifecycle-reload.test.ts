@@ -103,4 +103,12 @@ t.test('SIGHUP with a broken file: nothing changes, one log line, the process li
   const ok = await fetch(g.adminUrl('/admin/reload'), { method: 'POST' })
   t.equal(ok.status, 200)
   t.same(((await ok.json()) as { changed: string[] }).changed, [], 'an unchanged route keeps its runtime')
+
+  // A listener-level key: accepted, reported and logged as needing a restart.
+  rewrite(g, cfg => {
+    cfg.uws = { idleTimeoutSeconds: 60 }
+  })
+  const later = await fetch(g.adminUrl('/admin/reload'), { method: 'POST' })
+  t.match(await later.json(), { ok: true, restartRequired: ['uws'] })
+  t.ok(await until(() => count(g, 'config_restart_required') === 1), 'the restart-only change is logged')
 })
