@@ -240,3 +240,49 @@ t.test('a second SIGTERM stops at once; the deadline cuts a drain that would tak
   t.same((await Promise.all(legs.map(async l => (await l.closed).code))).sort(), [1012, 1012], 'both legs got 1012')
   t.match(h.output(), /"event":"drain_finished","why":"deadline","legsCut":1/)
 })
+
+t.test(
+  'SIGTERM with Twilio Media Streams: same call on the same replica, a new stream that starts as Twilio requires',
+  async t => {
+    const REDIS_URL = await needRedis()
+    const KEY = 'twilio-key-0123456789'
+    const emus = [
+      await startRealVendor({ kind: 'twilio-media', apiKey: KEY, resultEveryMs: 0 }),
+      await startRealVendor({ kind: 'twilio-media', apiKey: KEY, resultEveryMs: 0 })
+    ]
+    t.teardown(async () => await Promise.all(emus.map(async e => await e.close())))
+    const cfg = {
+      redis: REDIS_URL,
+      store: { keyPrefix: `test:${randomUUID()}:`, syncIntervalSeconds: 0.2, leaseSeconds: 10 },
+      health: { active: { kind: 'none' } },
+      audio: { reattachGraceSeconds: 0 },
+      routes: {
+        demo: {
+          mapping: 'mappings/twilio-media.yaml',
+          auth: { audio: ['${AUDIO_TOKEN}'] },
+          upstreams: emus.map((e, i) => ({ name: `r${i}`, audio: e.url, credential: '${VENDOR_KEY}' }))
+        }
+      }
+    }
+    const env = { VENDOR_KEY: KEY }
+    const g1 = await spawnGateway(t, { ...cfg, shutdown: { drainDelaySeconds: 0.5, legDrainSeconds: 1 } }, env)
+    const g2 = await spawnGateway(t, cfg, env)
+    const calls = Array.from({ length: 3 }, (_, i) => platformCall(t, g1, g2, 970000 + i))
+    t.ok(await until(() => emus.reduce((n, e) => n + e.sessions().length, 0) === 3), 'three legs on the first gateway')
+    process.kill(g1.pid, 'SIGTERM')
+    const moved = await Promise.all(calls)
+    t.equal(await g1.exited, 0)
+    t.ok(await until(() => emus.flatMap(e => e.sessions()).filter(s => s.closed).length === 6), 'every stream ended')
+    type Start = { event: string; sequenceNumber: string; start: { callSid: string } }
+    const startOf = (s: RealVendorSession): Start | undefined => (s.texts as Start[]).find(m => m.event === 'start')
+    for (const m of moved) {
+      const callSid = `CA${'4594'.padStart(10, '0')}${String(m.contactId).padStart(22, '0')}`
+      const mine = emus.map(e => e.sessions().filter(s => startOf(s)?.start.callSid === callSid))
+      t.same(mine.map(l => l.length).sort(), [0, 2], `call ${m.contactId}: both streams on the same replica`)
+      const [before, after] = mine.find(l => l.length > 0)! as [RealVendorSession, RealVendorSession]
+      t.equal(startOf(after)?.sequenceNumber, '1', 'the new stream numbers its messages from 1, as Twilio requires')
+      t.same([...before.errors, ...after.errors], [], 'no protocol violation on either stream')
+      t.equal(after.sha256, sha256(m.after), 'nothing sent after reconnecting was lost')
+    }
+  }
+)
