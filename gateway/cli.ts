@@ -6,6 +6,8 @@ import type { Config, StoreTls } from './config/types'
 import { ConfigError } from './errors'
 import { packageRoot } from './paths'
 import { startServer, type RunningServer } from './server/app'
+import type { Revalidate } from './server/reload'
+import { installSignals } from './server/signals'
 import { createLogger, type Logger } from './telemetry/log'
 import { Metrics } from './telemetry/metrics'
 import { MemoryStore } from './store/memory'
@@ -92,7 +94,7 @@ export function createStore(config: Config, log: Logger, metrics: Metrics): Stor
   })
 }
 
-export async function serve(config: Config, opts: { log?: Logger } = {}): Promise<Running> {
+export async function serve(config: Config, opts: { log?: Logger; revalidate?: Revalidate } = {}): Promise<Running> {
   const log = opts.log ?? createLogger({ level: config.log.level, secrets: config.secrets })
   for (const w of config.warnings) log.warn({ event: 'config_warning' }, w)
   const emulators: VendorEmulator[] = []
@@ -107,7 +109,7 @@ export async function serve(config: Config, opts: { log?: Logger } = {}): Promis
   let server: RunningServer
   try {
     await store.start()
-    server = await startServer({ config, log, metrics, store, version: version() })
+    server = await startServer({ config, log, metrics, store, version: version(), revalidate: opts.revalidate })
   } catch (err) {
     await store.close()
     await Promise.all(emulators.map(async e => await e.close()))
@@ -133,12 +135,10 @@ async function cmdServe(argv: string[]): Promise<number> {
   // The same validation as `check`: a config `check` rejects never serves.
   const checked = await validateAll(configPath(values.config), process.env)
   if (!checked.ok) throw new ConfigError(checked.problems)
-  const running = await serve(checked.config)
-  const stop = (signal: string): void => {
-    running.log.info(
-      { event: 'shutdown', signal },
-      'shutting down: ending live legs with 1012 so the platform reconnects elsewhere'
-    )
+  const file = configPath(values.config)
+  const running = await serve(checked.config, { revalidate: async () => await validateAll(file, process.env) })
+  // The store, emulators and logger close once the server is done (drained, cut at the deadline, or stopped).
+  const exit = (): void => {
     running
       .close()
       .then(
@@ -147,8 +147,14 @@ async function cmdServe(argv: string[]): Promise<number> {
       )
       .finally(() => setTimeout(() => process.exit(0), 100).unref())
   }
-  process.once('SIGTERM', () => stop('SIGTERM'))
-  process.once('SIGINT', () => stop('SIGINT'))
+  installSignals({
+    log: running.log,
+    reload: async trigger => await running.server.reload(trigger),
+    drain: signal => {
+      running.server.drain(signal).then(exit, exit)
+    },
+    stopNow: signal => running.server.stopNow(`second signal (${signal})`)
+  })
   return -1
 }
 

@@ -2,6 +2,7 @@ import type { Clock } from '../clock'
 import type { AudioSettings } from '../config/types'
 import type { PreviousSession } from '../mapping/audio'
 import type { MappingInput } from '../mapping/run'
+import type { ContinuedSession } from '../store/port'
 import type { RouteRuntime } from '../route'
 import type { Logger } from '../telemetry/log'
 import type { LegCounters, Metrics } from '../telemetry/metrics'
@@ -81,8 +82,10 @@ export interface Connection extends AudioSink {
   /** Stop / restart reading from the vendor (the platform side is backed up). */
   pause: () => void
   resume: () => void
-  /** Close gracefully: encoder remainder, the mapping's close frame, the vendor's goodbye or a timeout. */
-  goodbye: () => void
+  /** Close gracefully: encoder remainder, the mapping's close frame, the vendor's goodbye or a timeout; `reason` in the close frame. */
+  goodbye: (reason?: string) => void
+  /** Its mapping session id and frame counters (kept in the store when a drain hands the leg off). */
+  continuation?: () => ContinuedSession
   /** End at once, telling nobody. */
   abort: () => void
 }

@@ -165,6 +165,30 @@ export class AudioLeg implements SessionOwner {
     this.fail(new GatewayError(code))
   }
 
+  /**
+   * Shutdown drain: the platform reconnects elsewhere and the leg continues there. One ERROR
+   * SHUTTING_DOWN frame and 1012; a streaming leg's vendor session says goodbye with an honest reason
+   * and keeps its affinity (`ttlSeconds`) so the next instance uses the same replica. Logged at info.
+   */
+  drain(ttlSeconds: number): void {
+    if (this.state === 'CLOSED') return
+    const wasStreaming = this.state === 'STREAMING'
+    this.state = 'CLOSED'
+    this.log.info(
+      { event: 'leg_drained', code: 'SHUTTING_DOWN', framesFromPlatform: this.counters.framesFromPlatform },
+      'gateway draining: leg closed with 1012 so the platform reconnects to another instance'
+    )
+    if (this.platform.sendText(errorFrame(new GatewayError('SHUTTING_DOWN'))) !== 2) this.counters.framesToPlatform++
+    this.release('shutting_down')
+    const session = this.session
+    this.session = null
+    if (session !== null && session.owner === this) {
+      if (wasStreaming) session.handOff('gateway instance draining; the leg continues on another instance', ttlSeconds)
+      else session.close(true)
+    }
+    this.platform.end(CODES.SHUTTING_DOWN.close, 'SHUTTING_DOWN')
+  }
+
   // ---- handshake -------------------------------------------------------------------------------
 
   private onInit(text: string): void {
@@ -246,7 +270,8 @@ export class AudioLeg implements SessionOwner {
             'leg came back from another instance: new vendor session on the same replica'
           )
         }
-        session.start(preferred)
+        // After a drain elsewhere: the mapping may continue that vendor session (AudioHook continuedSessions).
+        session.start(preferred, preferred !== null ? affinity?.continued : undefined)
       },
       () => session.start(null)
     )

@@ -2,7 +2,7 @@ import type { Clock } from '../clock'
 import type { AudioSettings } from '../config/types'
 import type { GatewayError } from '../errors'
 import type { RouteRuntime } from '../route'
-import type { Store } from '../store/port'
+import type { ContinuedSession, Store } from '../store/port'
 import type { Logger } from '../telemetry/log'
 import type { LegCounters, Metrics } from '../telemetry/metrics'
 import type { Replica } from '../upstream/pool'
@@ -61,13 +61,18 @@ export interface Session {
   /** The per-frame path: the leg writes platform audio here. */
   readonly relay: AudioRelay
   /** Open the first vendor connection, on `preferred` first when given (affinity), else by balancing. */
-  start: (preferred: Replica | null) => void
+  start: (preferred: Replica | null, continued?: ContinuedSession) => void
   /** The platform leg is gone: keep the vendor session for the re-attach grace, if there is one. */
   park: () => void
   /** A leg with the same identity came back: it continues this session (the previous owner is superseded). */
   attach: (owner: SessionOwner, init: Record<string, unknown>, log: Logger) => void
   /** End the session; `graceful`: queued audio, the mapping's close frame, then the close handshake. */
   close: (graceful: boolean) => void
+  /**
+   * Shutdown drain: the leg continues on another instance. Close gracefully with this reason but keep
+   * the affinity for `ttlSeconds`, so the next instance opens its vendor session on the same replica.
+   */
+  handOff: (reason: string, ttlSeconds: number) => void
   /** Stop / restart reading from the vendor while the platform side is backed up. */
   pauseVendor: () => void
   resumeVendor: () => void

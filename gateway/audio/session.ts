@@ -3,6 +3,7 @@ import { GatewayError } from '../errors'
 import type { MappingInput } from '../mapping/run'
 import type { Logger } from '../telemetry/log'
 import type { LegCounters } from '../telemetry/metrics'
+import type { ContinuedSession } from '../store/port'
 import type { Replica } from '../upstream/pool'
 import type { Connection, ConnectionContext, ConnectionEvents, ConnectionFactory } from './connection-contract'
 import { ControlChain } from './control-chain'
@@ -54,6 +55,8 @@ const KEEPS: Record<SessionState, boolean> = {
  */
 export class VendorSession implements Session {
   state: SessionState = 'OPENING'
+  /** Set by `handOff`: the close reason, and the affinity stays for the next instance. */
+  private handedOff: string | null = null
   readonly counters: LegCounters
   readonly relay: AudioRelay
   owner: SessionOwner | null
@@ -120,7 +123,8 @@ export class VendorSession implements Session {
   // ---- opening ---------------------------------------------------------------------------------
 
   /** Open the first vendor connection, on `preferred` first when given (affinity), else by balancing. */
-  start(preferred: Replica | null): void {
+  start(preferred: Replica | null, continued?: ContinuedSession): void {
+    if (continued !== undefined) this.input = { ...this.input, continued }
     if (this.walk.begin(preferred)) this.tryNext()
     else this.fail({ kind: 'fatal', error: new GatewayError('NO_HEALTHY_UPSTREAM') })
   }
@@ -212,11 +216,17 @@ export class VendorSession implements Session {
     this.deps.metrics.vendorMessages.inc({ route, result: 'emitted' })
   }
 
-  private setAffinity(conn: Connection, ttlSeconds: number): void {
+  private setAffinity(conn: Connection, ttlSeconds: number, continued?: ContinuedSession): void {
     const { route, store } = this.deps
     store.setAffinity(
       this.key,
-      { route: route.name, replica: conn.replica.name, instance: store.instanceId, legId: this.id },
+      {
+        route: route.name,
+        replica: conn.replica.name,
+        instance: store.instanceId,
+        legId: this.id,
+        ...(continued !== undefined ? { continued } : {})
+      },
       ttlSeconds
     )
   }
@@ -393,6 +403,13 @@ export class VendorSession implements Session {
   }
 
   /** End the session. `graceful`: queued audio, then the mapping's close frame, then the close handshake. */
+  handOff(reason: string, ttlSeconds: number): void {
+    if (this.state === 'CLOSED') return
+    if (this.conn !== null) this.setAffinity(this.conn, ttlSeconds, this.conn.continuation?.())
+    this.handedOff = reason
+    this.close(true)
+  }
+
   close(graceful: boolean): void {
     if (this.state === 'CLOSED') return
     const goodbye = graceful && FLOWING[this.state]
@@ -404,11 +421,11 @@ export class VendorSession implements Session {
     const conn = this.conn
     if (conn !== null && goodbye && conn.state === 'READY') {
       this.relay.drainTo(conn)
-      conn.goodbye()
+      conn.goodbye(this.handedOff ?? undefined)
     } else conn?.abort()
     this.relay.close()
     this.deps.host.closed(this)
-    this.deps.store.deleteAffinity(this.key, this.id)
+    if (this.handedOff === null) this.deps.store.deleteAffinity(this.key, this.id)
     this.deps.metrics.endLeg(this.counters)
   }
 }

@@ -375,7 +375,13 @@ export class VendorConnection implements Connection {
    * Say goodbye (the session closes gracefully): the mapping's close frame, then the vendor's own
    * goodbye (`closeWhen`: Termination, closed, Metadata) or `closeTimeoutMs`, then the close handshake.
    */
-  goodbye(): void {
+  /** What this socket reached (its mapping session id and frame counters), for the instance that continues the leg. */
+  continuation(): NonNullable<MappingInput['continued']> {
+    const f = this.frames
+    return { id: this.input.session?.id ?? '', seq: f.seq, serverseq: f.serverseq, chunk: f.chunk, audioMs: f.audioMs }
+  }
+
+  goodbye(reason = 'platform closed'): void {
     if (this.state === 'CLOSED' || this.state === 'CLOSING') return
     this.state = 'CLOSING'
     this.stopTimers()
@@ -388,11 +394,11 @@ export class VendorConnection implements Connection {
         this.socket?.terminate()
         return
       }
-      if (audio.closeWhen === null) this.socket?.close(audio.closeCode, 'platform closed')
+      if (audio.closeWhen === null) this.socket?.close(audio.closeCode, reason)
       else
         this.closeTimer = this.ctx.clock.setTimeout(() => {
           this.closeTimer = null
-          this.socket?.close(audio.closeCode, 'platform closed')
+          this.socket?.close(audio.closeCode, reason)
         }, audio.closeTimeoutMs)
     })
   }

@@ -108,6 +108,16 @@ export interface EmulatorConfig {
   readonly resultEveryFrames: number
 }
 
+/** The drain on SIGTERM/SIGINT: readiness off at once, then stop accepting, then legs closed spread out. */
+export interface ShutdownSettings {
+  /** /readyz is 503 while the gateway still serves for this long (load balancers notice first). */
+  readonly drainDelaySeconds: number
+  /** Live legs are closed spread evenly over this long (no reconnect herd). */
+  readonly legDrainSeconds: number
+  /** Hard stop, counted from the signal. */
+  readonly deadlineSeconds: number
+}
+
 export interface Config {
   /** Absolute path of the file this came from. */
   readonly file: string
@@ -129,6 +139,7 @@ export interface Config {
   readonly health: HealthSettings
   readonly store: StoreSettings
   readonly log: { readonly level: string; readonly accessLog: 'info' | 'debug' | 'off' }
+  readonly shutdown: ShutdownSettings
   readonly emulators: readonly EmulatorConfig[]
   readonly routes: Readonly<Record<string, RouteConfig>>
   /**

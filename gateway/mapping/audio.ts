@@ -10,6 +10,11 @@ export interface MappingInput {
   session?: { id: string; state?: Readonly<Record<string, unknown>>; audio?: ControlAudioView }
   /** The vendor socket a new one continues (a control rule's `reconnect`, rotation): absent otherwise. */
   previous?: PreviousSession
+  /**
+   * The leg came back after another instance drained it: that instance's last vendor socket on this
+   * replica (its `session.id` and frame counters). Absent otherwise.
+   */
+  continued?: { id: string; seq: number; serverseq: number; chunk: number; audioMs: number }
   msg?: unknown
 }
 

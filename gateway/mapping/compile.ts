@@ -22,6 +22,11 @@ export interface CompiledMapping {
 
 const cache = new Map<string, CompiledMapping>()
 
+/** Drop the compiled mappings, so the next loads read the files anew (a reload); compiled ones in use stay valid. */
+export function forgetMappings(): void {
+  cache.clear()
+}
+
 /** Load, validate and compile a mapping file once per process; every problem names file and pointer. */
 export function loadMapping(file: string): CompiledMapping {
   const hit = cache.get(file)

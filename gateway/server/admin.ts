@@ -1,30 +1,14 @@
 import type * as uWS from 'uWebSockets.js'
 import { probeKind } from '../mapping/health'
 import { sendJson, send } from './http'
+import { readiness, readinessDetail } from './readiness'
 import type { ServerState } from './state'
-
-/** Readiness: not draining, and every route has somewhere to send a new leg. */
-export function readiness(state: ServerState): { ready: boolean; reasons: string[] } {
-  const reasons: string[] = []
-  if (state.draining) reasons.push('draining')
-  if (!state.store.up()) reasons.push('shared store (Redis) unreachable')
-  for (const r of state.routes.values()) {
-    if (r.mapping.audio !== null && r.config.upstreams.some(u => u.audio !== undefined) && !r.pool.hasAudioCapacity())
-      reasons.push(`route ${r.name}: no healthy audio upstream`)
-    if (
-      r.mapping.text !== null &&
-      r.config.upstreams.some(u => u.text !== undefined) &&
-      !r.pool.replicas.some(p => p.config.text !== undefined && p.healthy)
-    )
-      reasons.push(`route ${r.name}: no healthy text upstream`)
-  }
-  return { ready: reasons.length === 0, reasons }
-}
 
 export function mountHealth(app: uWS.TemplatedApp, state: ServerState): void {
   app.get('/livez', res => sendJson(res, 200, { live: true }))
-  app.get('/readyz', res => {
-    const r = readiness(state)
+  app.get('/readyz', (res, req) => {
+    const verbose = /(?:^|&)verbose(?:[=&]|$)/.test(req.getQuery() ?? '')
+    const r = verbose ? readinessDetail(state) : readiness(state)
     sendJson(res, r.ready ? 200 : 503, r)
   })
 }

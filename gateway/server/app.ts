@@ -1,21 +1,26 @@
 import * as uWS from 'uWebSockets.js'
 import { SessionRegistry } from '../audio/registry'
 import type { Config } from '../config/types'
-import { loadMapping } from '../mapping/compile'
-import { buildRoute, type RouteRuntime } from '../route'
-import type { Logger } from '../telemetry/log'
+import { redactAlso, type Logger } from '../telemetry/log'
 import type { Metrics } from '../telemetry/metrics'
 import type { Store } from '../store/port'
-import { TextHook } from '../text/utterance'
-import { probePlan } from '../mapping/health'
-import { Prober } from '../upstream/health'
-import type { ProbePlan } from '../upstream/probes'
 import type { UpstreamPool } from '../upstream/pool'
 import { mountAdmin, mountHealth } from './admin'
 import { mountAudio } from './audio-route'
 import { mountExamples } from './examples'
 import { mountText } from './text-route'
 import { sendProblem } from './http'
+import {
+  buildGeneration,
+  mountReload,
+  reloader,
+  restartRequired,
+  routeChanges,
+  type ReloadReport,
+  type Revalidate
+} from './reload'
+import { startDrain, type Drain } from './drain'
+import { TextHooks } from './text-hooks'
 import type { ServerState } from './state'
 
 /**
@@ -32,6 +37,12 @@ export interface RunningServer {
   readonly state: ServerState
   readonly port: number
   readonly adminPort: number
+  /** Re-read and validate the config (as `check` does) and apply it to new legs and requests. */
+  reload: (trigger: string) => Promise<ReloadReport>
+  /** The graceful drain (shutdown.*); resolves when everything is closed. Idempotent. */
+  drain: (signal: string) => Promise<void>
+  /** Cut a drain short (a second signal), or close at once when none runs. */
+  stopNow: (why: string) => void
   /** Stop accepting, end every live leg with SHUTTING_DOWN (1012), close the listeners. */
   close: () => void
 }
@@ -42,7 +53,14 @@ export interface ServerOptions {
   metrics: Metrics
   store: Store
   version: string
+  /** Re-reads and validates the config file as `check` does; without it a reload is refused. */
+  revalidate?: Revalidate
 }
+
+const noRevalidate: Revalidate = async () => ({
+  ok: false,
+  problems: [{ file: '', pointer: '', message: 'this server was started without a config file to re-read' }]
+})
 
 export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const { config, log, metrics, store } = opts
@@ -63,77 +81,67 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     log.info({ event: 'uws_native', binary: build.binary }, 'uWebSockets.js native build loaded')
   }
 
-  const routes = new Map<string, RouteRuntime>()
-  let defaultRoute: RouteRuntime | null = null
-  for (const rc of Object.values(config.routes)) {
-    const r = buildRoute(rc, loadMapping(rc.mapping), store, config.health)
-    routes.set(rc.name, r)
-    if (rc.default) defaultRoute = r
-  }
+  const genDeps = { store, metrics, log }
+  let gen = buildGeneration(config, genDeps, null)
   const sessions = new SessionRegistry()
   const state: ServerState = {
     config,
-    routes,
-    defaultRoute,
+    routes: gen.routes,
+    defaultRoute: gen.defaultRoute,
     metrics,
     log,
     draining: false,
+    leaving: false,
     legs: new Set(),
     uwsNative: build.native,
     store,
     sessions
   }
-  const pools = [...routes.values()].map(r => r.pool)
+  // Pools of routes a reload replaced or removed, while live legs still hold streams on them.
+  const retired = new Set<UpstreamPool>()
+  const pools = (): UpstreamPool[] => {
+    for (const p of retired) if (p.replicas.every(r => r.activeStreams === 0)) retired.delete(p)
+    return [...[...gen.routes.values()].map(r => r.pool), ...retired]
+  }
   metrics.replicaHealth = () =>
-    pools.flatMap(p => p.replicas.map(r => ({ route: r.route, upstream: r.name, healthy: r.healthy })))
+    [...gen.routes.values()].flatMap(rt =>
+      rt.pool.replicas.map(r => ({ route: r.route, upstream: r.name, healthy: r.healthy }))
+    )
   metrics.storeIsUp = () => store.up()
-  metrics.routeNames = () => [...routes.keys()]
-  for (const pool of pools)
-    pool.onDown((r, source, reason) => {
-      if (source === 'probe') return // the prober logs its own verdicts (upstream_health)
-      metrics.ejections.inc({ route: r.route, upstream: r.name })
-      log.warn(
-        { event: 'upstream_ejected', route: r.route, upstream: r.name, source, reason },
-        'replica ejected after gateway-side failures'
-      )
-    })
-  // Each route probes as its mapping's `health` section says, unless its config (or health.active.kind) overrides it.
-  const plans = new Map<UpstreamPool, ProbePlan>()
-  for (const r of routes.values()) plans.set(r.pool, probePlan(r.config, r.mapping, config.health.active))
-  const prober = new Prober(
-    pools,
-    config.health.active,
-    store,
-    {
-      checked: (r, ok, refused) => {
-        const result = ok ? 'ok' : refused ? 'credential_refused' : 'failed'
-        metrics.healthChecks.inc({ route: r.route, upstream: r.name, result })
-      },
-      changed: (r, st, reason) => {
-        log[st === 'down' ? 'error' : 'info'](
-          { event: 'upstream_health', route: r.route, upstream: r.name, state: st, reason },
-          `replica ${r.name} is ${st}`
-        )
-      }
-    },
-    undefined,
-    plans
-  )
+  metrics.routeNames = () => [...gen.routes.keys()]
   // A replica probed down (here or by the fleet's prober) goes down in its pool: its streams move off it.
   store.onSync(() => {
-    for (const p of pools) p.refreshProbes()
+    for (const p of pools()) p.refreshProbes()
   })
   // This instance's stream counts go to the fleet with every store sync.
   const report = setInterval(
     () => {
-      store.reportStreams(
-        new Map(pools.flatMap(p => p.replicas.map(r => [r.key, r.activeStreams] as [string, number])))
-      )
+      const counts = new Map<string, number>()
+      for (const p of pools()) for (const r of p.replicas) counts.set(r.key, (counts.get(r.key) ?? 0) + r.activeStreams)
+      store.reportStreams(counts)
     },
     Math.max(100, config.store.syncIntervalSeconds * 1000)
   )
   report.unref()
-  prober.start()
+  gen.prober.start()
+  const texts = new TextHooks(gen.text, config.text)
+
+  const apply = (next: Config): Omit<ReloadReport, 'ok' | 'problems'> => {
+    const prev = gen
+    gen = buildGeneration(next, genDeps, prev)
+    for (const [name, r] of prev.routes) if (gen.routes.get(name) !== r) retired.add(r.pool)
+    prev.prober.stop()
+    gen.prober.start()
+    texts.replace(gen.text, next.text)
+    state.config = next
+    state.routes = gen.routes
+    state.defaultRoute = gen.defaultRoute
+    log.level = next.log.level
+    redactAlso(log, next.secrets)
+    for (const w of next.warnings) log.warn({ event: 'config_warning' }, w)
+    return { ...routeChanges(prev, gen), restartRequired: restartRequired(prev, gen) }
+  }
+  const reload = reloader(opts.revalidate ?? noRevalidate, apply, genDeps)
 
   const tls = config.listen.tls
   const app =
@@ -147,14 +155,14 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   if (tls === null)
     log.warn({ event: 'plain_listener' }, 'listen.tls is not configured: serving plain WS/HTTP; use TLS in production')
   mountAudio(app, state)
-  const text = new TextHook(routes.values(), { settings: config.text, metrics, log })
-  mountText(app, state, text)
+  mountText(app, state, texts)
   mountExamples(app, state)
   mountHealth(app, state)
   app.any('/*', res => sendProblem(res, 'NOT_FOUND'))
 
   const admin = uWS.App()
   mountAdmin(admin, state)
+  mountReload(admin, reload)
   admin.any('/*', res => sendProblem(res, 'NOT_FOUND'))
 
   const publicSocket = await listen(app, config.listen.host, config.listen.port)
@@ -168,32 +176,64 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const port = uWS.us_socket_local_port(publicSocket as unknown as uWS.us_socket)
   const adminPort = uWS.us_socket_local_port(adminSocket as unknown as uWS.us_socket)
   log.info(
-    { event: 'listening', host: config.listen.host, port, adminPort, tls: tls !== null, routes: [...routes.keys()] },
+    {
+      event: 'listening',
+      host: config.listen.host,
+      port,
+      adminPort,
+      tls: tls !== null,
+      routes: [...gen.routes.keys()]
+    },
     'gateway listening'
   )
 
+  let accepting = true
+  // Idempotent: uWS must not be asked to close a listen socket twice.
+  const stopAccepting = (): void => {
+    if (accepting) uWS.us_listen_socket_close(publicSocket)
+    accepting = false
+  }
   let closed = false
+  const finish = (): void => {
+    if (closed) return
+    closed = true
+    state.draining = true
+    metrics.draining.set(1)
+    gen.prober.stop()
+    clearInterval(report)
+    stopAccepting()
+    uWS.us_listen_socket_close(adminSocket)
+    for (const leg of [...state.legs]) leg.shutdown('SHUTTING_DOWN')
+    for (const s of [...sessions.all()])
+      s.close(true)
+      // TemplatedApp.close() exists at run time (uWS ≥ 20.27) but is missing from the bundled typings.
+    ;(app as unknown as { close: () => void }).close()
+    ;(admin as unknown as { close: () => void }).close()
+    texts.close().catch(err => log.error({ event: 'text_close_failed', err }, 'closing vendor HTTP pools failed'))
+  }
+  let drain: Drain | null = null
   return {
     state,
     port,
     adminPort,
-    close: () => {
-      if (closed) return
-      closed = true
-      state.draining = true
-      metrics.draining.set(1)
-      prober.stop()
-      clearInterval(report)
-      uWS.us_listen_socket_close(publicSocket)
-      uWS.us_listen_socket_close(adminSocket)
-      for (const leg of [...state.legs]) leg.shutdown('SHUTTING_DOWN')
-      for (const s of [...sessions.all()])
-        s.close(true)
-        // TemplatedApp.close() exists at run time (uWS ≥ 20.27) but is missing from the bundled typings.
-      ;(app as unknown as { close: () => void }).close()
-      ;(admin as unknown as { close: () => void }).close()
-      text.close().catch(err => log.error({ event: 'text_close_failed', err }, 'closing vendor HTTP pools failed'))
-    }
+    reload,
+    drain: signal => {
+      drain ??= startDrain(
+        {
+          state,
+          pendingText: () => texts.pending,
+          stopAccepting,
+          finish
+        },
+        signal
+      )
+      return drain.done
+    },
+    stopNow: why => {
+      if (drain !== null) drain.stopNow(why)
+      else finish()
+    },
+    close: finish
   }
 }
 

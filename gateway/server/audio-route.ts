@@ -37,8 +37,8 @@ interface LegData {
 /** WS /audio/{route}: upgrade (unknown route refused before it) → open → message → drain → close, all handed to audio/leg. */
 export function mountAudio(app: uWS.TemplatedApp, state: ServerState): void {
   const cfg = state.config
-  // Every text frame to the platform (CONNECTED, MESSAGE, ERROR) passes here: configured secrets never reach it.
-  const scrub = scrubberFor(cfg.secrets)
+  // Every text frame to the platform (CONNECTED, MESSAGE, ERROR) passes here: configured secrets never
+  // reach it. The matcher of the config in force (cached per secrets list; a reload may bring new ones).
   const limit = cfg.uws.maxPayloadBytes
   app.ws<LegData>('/audio/:route', {
     compression: uWS.DISABLED,
@@ -71,7 +71,7 @@ export function mountAudio(app: uWS.TemplatedApp, state: ServerState): void {
           if (data.closed) return 2
           let status = 2
           ws.cork(() => {
-            status = ws.send(scrub.json(text), false)
+            status = ws.send(scrubberFor(state.config.secrets).json(text), false)
           })
           return status
         },
@@ -83,7 +83,7 @@ export function mountAudio(app: uWS.TemplatedApp, state: ServerState): void {
       const legId = randomUUID()
       data.leg = new AudioLeg(platform, {
         route: data.route,
-        settings: cfg.audio,
+        settings: state.config.audio,
         metrics: state.metrics,
         store: state.store,
         registry: state.sessions,

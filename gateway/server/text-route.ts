@@ -17,12 +17,16 @@ const JSON_TYPE = /^application\/(?:[\w.-]+\+)?json\s*(?:;|$)/i
  * unknown route 404, draining 503, not JSON 415, a declared length over text.maxBodyBytes 413. Other
  * methods on these paths: 405. Every answer carries x-request-id and is counted here.
  */
-export function mountText(app: TemplatedApp, state: ServerState, hook: TextHook): void {
-  const limit = state.config.text.maxBodyBytes
-  const accessLevel = state.config.log.accessLog
+export function mountText(app: TemplatedApp, state: ServerState, hook: Pick<TextHook, 'serves' | 'handle'>): void {
   const metrics = state.metrics
-  // Every answer body (vendor answers and problem+json) passes here: configured secrets never reach the platform.
-  const scrub = scrubberFor(state.config.secrets)
+  // Every answer body (vendor answers and problem+json) passes here: configured secrets never reach the
+  // platform. One matcher per config snapshot (a reload may bring new secrets).
+  let scrubbing = { config: state.config, scrub: scrubberFor(state.config.secrets) }
+  const scrubber = (): ReturnType<typeof scrubberFor> => {
+    if (scrubbing.config !== state.config)
+      scrubbing = { config: state.config, scrub: scrubberFor(state.config.secrets) }
+    return scrubbing.scrub
+  }
   const counters = new Map<string, { inc: () => void }>()
   const durations = new Map<string, { observe: (v: number) => void }>()
   const count = (route: string, status: number, seconds: number): void => {
@@ -58,6 +62,7 @@ export function mountText(app: TemplatedApp, state: ServerState, hook: TextHook)
     const headers = { 'x-request-id': requestId }
     /** One access line per request, at the configured level. */
     const access = (status: number, upstream: string | undefined): void => {
+      const accessLevel = state.config.log.accessLog
       if (accessLevel === 'off') return
       state.log[accessLevel](
         {
@@ -82,13 +87,13 @@ export function mountText(app: TemplatedApp, state: ServerState, hook: TextHook)
         return
       }
       if (result.ok) {
-        send(res, result.status, 'application/json', scrub.json(result.json), headers)
+        send(res, result.status, 'application/json', scrubber().json(result.json), headers)
         count(routeName, result.status, (performance.now() - started) / 1000)
         access(result.status, result.upstream)
         return
       }
       const status = CODES[result.error.code].status
-      const body = scrub.json(problemBody(result.error, result.problems, { requestId, ...result.extra }))
+      const body = scrubber().json(problemBody(result.error, result.problems, { requestId, ...result.extra }))
       // Past the body limit the answer goes at once with `connection: close`, so the client stops sending;
       // uWS discards whatever of the body still arrives (nothing more is buffered). Not end(body, true):
       // uWS then resets the socket while the client is still writing, and clients (undici among them)
@@ -108,6 +113,7 @@ export function mountText(app: TemplatedApp, state: ServerState, hook: TextHook)
     if (route === null || route === undefined || !hook.serves(route)) return refuse('ROUTE_NOT_FOUND')
     if (state.draining) return refuse('SHUTTING_DOWN')
     if (!JSON_TYPE.test(contentType)) return refuse('UNSUPPORTED_MEDIA_TYPE')
+    const limit = state.config.text.maxBodyBytes
     if (declaredLength !== '' && Number(declaredLength) > limit) return refuse('MESSAGE_TOO_LARGE', true)
     readBody(res, limit, body => {
       if (aborted) return

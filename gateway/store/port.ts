@@ -14,12 +14,27 @@ export interface HealthRecord {
   by: string
 }
 
+/**
+ * What a drained leg's vendor socket had reached when its instance handed it off: the socket's mapping
+ * session id and its frame counters. The instance that takes the leg back gives it to the mapping as
+ * `continued` (AudioHook: `continuedSessions`). Counters of a new socket still start afresh, as vendors require.
+ */
+export interface ContinuedSession {
+  id: string
+  seq: number
+  serverseq: number
+  chunk: number
+  audioMs: number
+}
+
 /** Where a platform leg's vendor session lives, by `{busNo}:{contactId}:{perspective}` (and route). */
 export interface Affinity {
   route: string
   replica: string
   instance: string
   legId: string
+  /** Set when a drain handed the leg off (see ContinuedSession). */
+  continued?: ContinuedSession
 }
 
 export interface Store {

@@ -158,7 +158,7 @@ export class RedisStore implements Store {
     if (connected) {
       this.failing = true
       void this.sync()
-    } else this.report()
+    } else if (!this.closing) this.report() // our own quit at shutdown is not an outage
   }
 
   /** Count a failed command and mark the store not up until a sync succeeds. */

@@ -1,5 +1,5 @@
 import pino, { type DestinationStream, type Logger } from 'pino'
-import { scrubberFor } from './scrub'
+import { scrubberFor, type Scrubber } from './scrub'
 
 export type { Logger }
 
@@ -37,16 +37,30 @@ export interface LogOptions {
  * field or message text is still never written.
  */
 export function createLogger(opts: LogOptions): Logger {
-  const scrub = scrubberFor(opts.secrets)
-  return pino(
+  const scrubbing = { secrets: [...opts.secrets], scrub: scrubberFor(opts.secrets) }
+  const log = pino(
     {
       level: opts.level,
       base: { service: 'assist-gateway' },
       timestamp: pino.stdTimeFunctions.isoTime,
       redact: { paths: REDACT_PATHS, censor: '[REDACTED]' },
       formatters: { level: label => ({ level: label }) },
-      hooks: scrub.active ? { streamWrite: scrub.text } : {}
+      hooks: { streamWrite: line => (scrubbing.scrub.active ? scrubbing.scrub.text(line) : line) }
     },
     opts.destination ?? pino.destination({ dest: 1, sync: false })
   )
+  scrubbed.set(log, scrubbing)
+  return log
+}
+
+const scrubbed = new WeakMap<Logger, { secrets: string[]; scrub: Scrubber }>()
+
+/** Scrub more credential values from every line of a logger made by createLogger (a reloaded config's). */
+export function redactAlso(log: Logger, secrets: readonly string[]): void {
+  const st = scrubbed.get(log)
+  if (st === undefined) return
+  const added = secrets.filter(x => x !== '' && !st.secrets.includes(x))
+  if (added.length === 0) return
+  st.secrets = [...st.secrets, ...added]
+  st.scrub = scrubberFor(st.secrets)
 }

@@ -10,6 +10,11 @@ export const PREFIX = 'assist_gateway_'
 export const CATALOGUE = {
   build_info: { type: 'gauge', help: 'Build information; value 1.', labels: ['version', 'uws_native'] },
   draining: { type: 'gauge', help: '1 while the gateway drains before shutdown.', labels: [] },
+  config_reloads_total: {
+    type: 'counter',
+    help: 'Config reloads (SIGHUP, POST /admin/reload), by result (ok, failed: nothing changed).',
+    labels: ['result']
+  },
   audio_sessions_active: { type: 'gauge', help: 'Audio legs past the upgrade and not yet ended.', labels: ['route'] },
   audio_sessions_total: {
     type: 'counter',
@@ -183,6 +188,7 @@ export class Metrics {
 
   readonly buildInfo: Gauge
   readonly draining: Gauge
+  readonly configReloads: Counter
   readonly sessionsTotal: Counter
   readonly handshakeDuration: Histogram
   readonly vendorMessages: Counter
@@ -225,6 +231,7 @@ export class Metrics {
       registers: r
     })
     this.draining = new Gauge({ name: name('draining'), help: help('draining'), registers: r })
+    this.configReloads = counter('config_reloads_total')
     this.sessionsTotal = counter('audio_sessions_total')
     this.handshakeDuration = new Histogram({
       name: name('audio_handshake_duration_seconds'),

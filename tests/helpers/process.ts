@@ -10,9 +10,13 @@ type T = { teardown: (fn: () => unknown) => void }
 
 export interface GatewayProcess {
   pid: number
+  /** The config file it was started with (a test may rewrite it and send SIGHUP). */
+  file: string
   url: (path: string) => string
   adminUrl: (path: string) => string
   output: () => string
+  /** Resolves with the exit code (or signal) when the process ends. */
+  exited: Promise<number | string>
 }
 
 /** A port nothing listens on right now (bound to 0, read, closed). */
@@ -44,6 +48,8 @@ export async function spawnGateway(
       listen: { host: '127.0.0.1', port },
       admin: { host: '127.0.0.1', port: adminPort },
       log: { level: 'info' },
+      // Tests that stop it at teardown do not wait out the production drain delays.
+      shutdown: { drainDelaySeconds: 0, legDrainSeconds: 0 },
       ...config
     })
   )
@@ -60,6 +66,9 @@ export async function spawnGateway(
     }
   })
   let out = ''
+  const exited = new Promise<number | string>(resolve => {
+    child.once('exit', (code, signal) => resolve(code ?? signal ?? -1))
+  })
   child.stdout!.on('data', d => {
     out += String(d)
   })
@@ -88,8 +97,10 @@ export async function spawnGateway(
   }
   return {
     pid: child.pid!,
+    file,
     url: path => `${path.startsWith('/audio/') ? 'ws' : 'http'}://127.0.0.1:${port}${path}`,
     adminUrl: path => `http://127.0.0.1:${adminPort}${path}`,
-    output: () => out
+    output: () => out,
+    exited
   }
 }

@@ -143,7 +143,12 @@ t.test(
     t.equal((await during.answer).command, 'CONNECTED', 'new calls are taken on local state')
     let metrics = await (await fetch(gw.adminUrl('/metrics'))).text()
     t.match(metrics, 'assist_gateway_store_up 0')
-    t.equal((await fetch(gw.adminUrl('/readyz'))).status, 503, 'readiness says the shared store is away')
+    t.equal((await fetch(gw.adminUrl('/readyz'))).status, 200, 'still ready: it takes new work on local state')
+    t.match(
+      await (await fetch(gw.adminUrl('/readyz?verbose'))).json(),
+      { ready: true, store: { up: false }, degraded: [/Redis/] },
+      'the verbose view says the shared store is away'
+    )
     t.equal(gw.logs.lines.filter(l => l.event === 'store_down').length, 1, 'one log line for the outage')
     await startRedis()
     t.ok(await until(() => gw.store.up()), 'the store reconnects')

@@ -1,0 +1,289 @@
+import t from 'tap'
+import { randomUUID } from 'node:crypto'
+import { initMessage } from '../../gateway/tools/simulate'
+import { utteranceMessage } from '../../gateway/tools/simulate-text'
+import { startRealVendor } from '../../gateway/tools/real-vendors'
+import type { SessionReport, VendorEmulator } from '../../gateway/tools/vendors/demo-types'
+import type { RealVendorSession } from '../../gateway/tools/vendors/types'
+import { frameAt, sha256 } from '../helpers/audio'
+import { AUDIO_TOKEN, TEXT_TOKEN, platformLeg, routeTo, sleep, startVendor, until, untilOpen } from '../helpers/gateway'
+import { spawnGateway, type GatewayProcess } from '../helpers/process'
+import { needRedis } from '../helpers/redis'
+
+// The drain over real processes and signals: two gateways share Redis; the test plays the platform.
+type T = Parameters<typeof platformLeg>[0]
+const init = (contactId: number): Record<string, unknown> =>
+  initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
+const status = async (url: string): Promise<number> => {
+  try {
+    return (await fetch(url)).status
+  } catch {
+    return 0
+  }
+}
+const contactOf = (s: SessionReport): number => (s.open as { start?: { contactId?: number } }).start?.contactId ?? -1
+
+interface Moved {
+  contactId: number
+  firstClose: { code: number; reason: string }
+  shutdownFrame: Record<string, unknown> | undefined
+  /** Frames sent on the second leg (all of them must reach the vendor). */
+  after: Buffer
+  answer: Record<string, unknown>
+}
+
+/**
+ * One platform leg: streams on `from` until the gateway closes it; on 1012 it reconnects to `to` with
+ * the same init, sends 25 frames at once (before CONNECTED: they are held), and ends the leg.
+ */
+async function platformCall(t: T, from: GatewayProcess, to: GatewayProcess, contactId: number): Promise<Moved> {
+  const first = platformLeg(t, from.url('/audio/demo'), init(contactId))
+  if ((await first.answer).command !== 'CONNECTED') throw new Error(`leg ${contactId} did not connect`)
+  let open = true
+  void first.closed.then(() => {
+    open = false
+  })
+  for (let k = 0; open; k++) {
+    first.send(frameAt(k))
+    await sleep(20)
+  }
+  const firstClose = await first.closed
+  const shutdownFrame = first.messages.find(m => m.command === 'ERROR')
+  const second = platformLeg(t, to.url('/audio/demo'), init(contactId))
+  await untilOpen(second.ws)
+  const frames: Buffer[] = []
+  for (let k = 0; k < 25; k++) frames.push(frameAt(1000 + k))
+  for (const f of frames) second.send(f)
+  const answer = await second.answer
+  await sleep(200)
+  second.ws.close(1000)
+  await second.closed
+  return { contactId, firstClose, shutdownFrame, after: Buffer.concat(frames), answer }
+}
+
+t.test(
+  'SIGTERM: readiness off first, text in flight answered, 20 legs move to the other gateway on their replica',
+  async t => {
+    const REDIS_URL = await needRedis()
+    const a = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
+    const b = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
+    const cfg = {
+      redis: REDIS_URL,
+      store: { keyPrefix: `test:${randomUUID()}:`, syncIntervalSeconds: 0.2, leaseSeconds: 10 },
+      health: { active: { kind: 'none' } },
+      audio: { reattachGraceSeconds: 0 },
+      routes: { demo: routeTo([a, b], 'mappings/json-events.yaml') }
+    }
+    const g1 = await spawnGateway(t, {
+      ...cfg,
+      shutdown: { drainDelaySeconds: 1.5, legDrainSeconds: 3, deadlineSeconds: 60 }
+    })
+    const g2 = await spawnGateway(t, cfg)
+    t.ok(
+      await until(
+        async () => (await status(g1.adminUrl('/readyz'))) === 200 && (await status(g2.adminUrl('/readyz'))) === 200
+      )
+    )
+
+    const calls = Array.from({ length: 20 }, (_, i) => platformCall(t, g1, g2, 930000 + i))
+    t.ok(
+      await until(() => a.sessions().length + b.sessions().length === 20),
+      'twenty legs stream through the first gateway'
+    )
+
+    // A text request that is still at the vendor when the gateway stops accepting.
+    for (const v of [a, b]) v.setText({ delayMs: 3000 })
+    const text = fetch(g1.url('/text/demo'), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(
+        utteranceMessage({
+          token: TEXT_TOKEN,
+          contactId: 1,
+          busNo: 4594,
+          tenantId: 't1',
+          participant: 'patron',
+          text: 'hello'
+        })
+      )
+    })
+    t.ok(
+      await until(() => a.textRequests().length + b.textRequests().length === 1),
+      'the text request reached a vendor'
+    )
+
+    process.kill(g1.pid, 'SIGTERM')
+    t.ok(await until(async () => (await status(g1.adminUrl('/readyz'))) === 503), '/readyz turns 503')
+    const verbose = (await (await fetch(g1.adminUrl('/readyz?verbose'))).json()) as { reasons: string[] }
+    t.match(verbose.reasons, ['draining'])
+    t.equal(await status(g1.adminUrl('/livez')), 200, 'it still answers')
+    const during = platformLeg(t, g1.url('/audio/demo'), init(939999))
+    t.equal((await during.answer).command, 'CONNECTED', 'a leg arriving during the delay is still served')
+    during.ws.close(1000)
+
+    const answered = await text
+    t.equal(answered.status, 200, 'the text request in flight is answered')
+    const body = await answered.text()
+    t.ok(body.length > 0 && JSON.parse(body) !== null, `with a body: ${body}`)
+
+    const moved = await Promise.all(calls)
+    for (const m of moved) {
+      t.equal(m.firstClose.code, 1012, `leg ${m.contactId} closed with 1012`)
+      t.match(m.shutdownFrame, { command: 'ERROR', parameters: { code: 'SHUTTING_DOWN' } })
+      t.equal(m.answer.command, 'CONNECTED', `leg ${m.contactId} connected on the other gateway`)
+    }
+    const code = await g1.exited
+    t.equal(code, 0, `the drained gateway exits 0 (${code}): ${g1.output().slice(-1500)}`)
+
+    const all = (v: VendorEmulator): SessionReport[] =>
+      v.sessions().filter(s => contactOf(s) >= 930000 && contactOf(s) < 939999)
+    t.ok(await until(() => [...all(a), ...all(b)].filter(s => s.closed).length === 40), 'every vendor session ended')
+    for (const m of moved) {
+      const onA = all(a).filter(s => contactOf(s) === m.contactId)
+      const onB = all(b).filter(s => contactOf(s) === m.contactId)
+      const home = onA.length > 0 ? onA : onB
+      t.same([home.length, onA.length * onB.length], [2, 0], `leg ${m.contactId} continued on the same replica`)
+      t.match(home[0].closeReason, /draining/, 'the first vendor session was told why it ended')
+      t.equal(home[1].sha256, sha256(m.after), 'nothing sent after reconnecting was lost')
+    }
+    const out = g1.output()
+    t.equal(out.split('"event":"leg_drained"').length - 1, 20, 'each drained leg logged once')
+    t.notMatch(out, /"level":"error"/, 'no error lines')
+    t.match(out, /"event":"drain_finished","why":"drained"/)
+  }
+)
+
+t.test(
+  'SIGTERM with AudioHook: the next instance opens on the same replica with continuedSessions; no protocol violation',
+  async t => {
+    const REDIS_URL = await needRedis()
+    const KEY = 'ah-api-key-0123456789'
+    const emus = [
+      await startRealVendor({ kind: 'audiohook', apiKey: KEY }),
+      await startRealVendor({ kind: 'audiohook', apiKey: KEY })
+    ]
+    t.teardown(async () => await Promise.all(emus.map(async e => await e.close())))
+    const cfg = {
+      redis: REDIS_URL,
+      store: { keyPrefix: `test:${randomUUID()}:`, syncIntervalSeconds: 0.2, leaseSeconds: 10 },
+      health: { active: { kind: 'none' } },
+      audio: { reattachGraceSeconds: 0 },
+      routes: {
+        demo: {
+          mapping: 'mappings/audiohook.yaml',
+          auth: { audio: ['${AUDIO_TOKEN}'] },
+          upstreams: emus.map((e, i) => ({ name: `r${i}`, audio: e.url, credential: '${VENDOR_KEY}' })),
+          params: { organizationId: 'd7934305-0972-4844-938e-9060eef73d05' }
+        }
+      }
+    }
+    const env = { VENDOR_KEY: KEY }
+    const g1 = await spawnGateway(t, { ...cfg, shutdown: { drainDelaySeconds: 0.5, legDrainSeconds: 1 } }, env)
+    const g2 = await spawnGateway(t, cfg, env)
+    const calls = Array.from({ length: 4 }, (_, i) => platformCall(t, g1, g2, 940000 + i))
+    t.ok(await until(() => emus.reduce((n, e) => n + e.sessions().length, 0) === 4), 'four legs on the first gateway')
+    process.kill(g1.pid, 'SIGTERM')
+    const moved = await Promise.all(calls)
+    t.equal(await g1.exited, 0)
+    const sessions = (): RealVendorSession[] => emus.flatMap(e => e.sessions())
+    t.ok(await until(() => sessions().filter(s => s.closed).length === 8), 'every vendor session ended')
+    for (const m of moved) {
+      const mine = emus.map(e => e.sessions().filter(s => sameContact(s, m.contactId)))
+      const home = mine.find(list => list.length > 0)!
+      t.same(mine.map(l => l.length).sort(), [0, 2], `leg ${m.contactId}: both vendor sessions on the same replica`)
+      const [before, after] = home as [RealVendorSession, RealVendorSession]
+      const firstOpen = before.texts[0] as { id: string }
+      const lastSeq = Math.max(...(before.texts as { seq?: number }[]).map(x => x.seq ?? 0))
+      const open = after.texts[0] as { parameters: { continuedSessions?: { id: string; clientseq: number }[] } }
+      t.equal(open.parameters.continuedSessions?.[0]?.id, firstOpen.id, 'the new session names the one it continues')
+      t.ok(
+        (open.parameters.continuedSessions?.[0]?.clientseq ?? 0) >= lastSeq - 1,
+        'with the client seq it had reached'
+      )
+      t.same([...before.errors, ...after.errors], [], 'no protocol violation on either session')
+      t.equal(after.sha256, sha256(m.after), 'nothing sent after reconnecting was lost')
+    }
+  }
+)
+
+function sameContact(s: RealVendorSession, contactId: number): boolean {
+  const open = s.texts[0] as { parameters?: { customConfig?: { contactId?: string } } } | undefined
+  return open?.parameters?.customConfig?.contactId === String(contactId)
+}
+
+t.test('a second SIGTERM stops at once; the deadline cuts a drain that would take longer', async t => {
+  const v = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
+  const base = { health: { active: { kind: 'none' } }, routes: { demo: routeTo([v], 'mappings/json-events.yaml') } }
+
+  // Twice: a drain that would wait 300 s ends at the second signal.
+  const g = await spawnGateway(t, {
+    ...base,
+    shutdown: { drainDelaySeconds: 300, legDrainSeconds: 0, deadlineSeconds: 3600 }
+  })
+  const leg = platformLeg(t, g.url('/audio/demo'), init(950001))
+  t.equal((await leg.answer).command, 'CONNECTED')
+  process.kill(g.pid, 'SIGTERM')
+  t.ok(await until(() => g.output().includes('"event":"drain_started"')))
+  process.kill(g.pid, 'SIGTERM')
+  t.equal(await g.exited, 0, 'it exits')
+  t.equal((await leg.closed).code, 1012, 'the live leg still gets 1012')
+  t.match(g.output(), /"event":"drain_finished","why":"second signal \(SIGTERM\)"/)
+
+  // Deadline: two legs spread over 600 s, cut at the 1 s deadline.
+  const h = await spawnGateway(t, {
+    ...base,
+    shutdown: { drainDelaySeconds: 0, legDrainSeconds: 600, deadlineSeconds: 1 }
+  })
+  const legs = [platformLeg(t, h.url('/audio/demo'), init(950002)), platformLeg(t, h.url('/audio/demo'), init(950003))]
+  for (const l of legs) t.equal((await l.answer).command, 'CONNECTED')
+  process.kill(h.pid, 'SIGTERM')
+  t.equal(await h.exited, 0)
+  t.same((await Promise.all(legs.map(async l => (await l.closed).code))).sort(), [1012, 1012], 'both legs got 1012')
+  t.match(h.output(), /"event":"drain_finished","why":"deadline","legsCut":1/)
+})
+
+t.test(
+  'SIGTERM with Twilio Media Streams: same call on the same replica, a new stream that starts as Twilio requires',
+  async t => {
+    const REDIS_URL = await needRedis()
+    const KEY = 'twilio-key-0123456789'
+    const emus = [
+      await startRealVendor({ kind: 'twilio-media', apiKey: KEY, resultEveryMs: 0 }),
+      await startRealVendor({ kind: 'twilio-media', apiKey: KEY, resultEveryMs: 0 })
+    ]
+    t.teardown(async () => await Promise.all(emus.map(async e => await e.close())))
+    const cfg = {
+      redis: REDIS_URL,
+      store: { keyPrefix: `test:${randomUUID()}:`, syncIntervalSeconds: 0.2, leaseSeconds: 10 },
+      health: { active: { kind: 'none' } },
+      audio: { reattachGraceSeconds: 0 },
+      routes: {
+        demo: {
+          mapping: 'mappings/twilio-media.yaml',
+          auth: { audio: ['${AUDIO_TOKEN}'] },
+          upstreams: emus.map((e, i) => ({ name: `r${i}`, audio: e.url, credential: '${VENDOR_KEY}' }))
+        }
+      }
+    }
+    const env = { VENDOR_KEY: KEY }
+    const g1 = await spawnGateway(t, { ...cfg, shutdown: { drainDelaySeconds: 0.5, legDrainSeconds: 1 } }, env)
+    const g2 = await spawnGateway(t, cfg, env)
+    const calls = Array.from({ length: 3 }, (_, i) => platformCall(t, g1, g2, 970000 + i))
+    t.ok(await until(() => emus.reduce((n, e) => n + e.sessions().length, 0) === 3), 'three legs on the first gateway')
+    process.kill(g1.pid, 'SIGTERM')
+    const moved = await Promise.all(calls)
+    t.equal(await g1.exited, 0)
+    t.ok(await until(() => emus.flatMap(e => e.sessions()).filter(s => s.closed).length === 6), 'every stream ended')
+    type Start = { event: string; sequenceNumber: string; start: { callSid: string } }
+    const startOf = (s: RealVendorSession): Start | undefined => (s.texts as Start[]).find(m => m.event === 'start')
+    for (const m of moved) {
+      const callSid = `CA${'4594'.padStart(10, '0')}${String(m.contactId).padStart(22, '0')}`
+      const mine = emus.map(e => e.sessions().filter(s => startOf(s)?.start.callSid === callSid))
+      t.same(mine.map(l => l.length).sort(), [0, 2], `call ${m.contactId}: both streams on the same replica`)
+      const [before, after] = mine.find(l => l.length > 0)! as [RealVendorSession, RealVendorSession]
+      t.equal(startOf(after)?.sequenceNumber, '1', 'the new stream numbers its messages from 1, as Twilio requires')
+      t.same([...before.errors, ...after.errors], [], 'no protocol violation on either stream')
+      t.equal(after.sha256, sha256(m.after), 'nothing sent after reconnecting was lost')
+    }
+  }
+)
