@@ -27,6 +27,11 @@ export class HoldBuffer {
     for (const f of frames) this.bytes += f.length
   }
 
+  /** Bytes of the oldest frame (0 when empty). */
+  get nextBytes(): number {
+    return this.frames[this.head]?.length ?? 0
+  }
+
   shift(): Buffer | undefined {
     const f = this.frames[this.head]
     if (f === undefined) return undefined

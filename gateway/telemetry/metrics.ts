@@ -29,7 +29,7 @@ export const CATALOGUE = {
   audio_bytes_total: { type: 'counter', help: 'Payload bytes relayed, by direction.', labels: ['route', 'direction'] },
   audio_dropped_frames_total: {
     type: 'counter',
-    help: 'Audio frames not delivered, by reason (hold_overflow, backpressure, vendor_binary, after_close).',
+    help: 'Audio frames not delivered, by reason (hold_overflow, backpressure, vendor_binary, after_close, failover, failover_unreplayed).',
     labels: ['route', 'reason']
   },
   audio_buffered_bytes: {
@@ -145,6 +145,8 @@ export class LegCounters {
   dropVendorBinary = 0
   dropAfterClose = 0
   dropFailover = 0
+  /** Frames the lost vendor may not have processed (since its last sign of life, or unread) that the replay did not cover. */
+  dropFailoverUnreplayed = 0
   bufferedBytes = 0
   active = false
   constructor(readonly route: string) {}
@@ -164,7 +166,8 @@ const FIELDS = [
   'dropBackpressure',
   'dropVendorBinary',
   'dropAfterClose',
-  'dropFailover'
+  'dropFailover',
+  'dropFailoverUnreplayed'
 ] as const
 
 export class Metrics {
@@ -339,7 +342,8 @@ export class Metrics {
         ['backpressure', t => t.dropBackpressure],
         ['vendor_binary', t => t.dropVendorBinary],
         ['after_close', t => t.dropAfterClose],
-        ['failover', t => t.dropFailover]
+        ['failover', t => t.dropFailover],
+        ['failover_unreplayed', t => t.dropFailoverUnreplayed]
       ],
       'reason'
     )
