@@ -84,7 +84,9 @@ export const CATALOGUE = {
   },
   audio_failovers_total: {
     type: 'counter',
-    help: 'Mid-call vendor session replacements, by result (ok, failed).',
+    help:
+      'Mid-call vendor session replacements, by result (ok, failed); backoff: incidents that waited before their ' +
+      'first attempt (lost again soon after the last ready).',
     labels: ['route', 'result']
   },
   audio_gap_seconds: {
@@ -106,7 +108,9 @@ export const CATALOGUE = {
   },
   upstream_ejections_total: {
     type: 'counter',
-    help: 'Passive ejections of a replica after gateway-side failures.',
+    help:
+      'Passive ejections of a replica after gateway-side failures, and holds of its session-open breaker ' +
+      '(vendor sessions lost soon after they opened).',
     labels: ['route', 'upstream']
   },
   upstream_health_checks_total: {

@@ -35,7 +35,12 @@ let opened = 0
 let outOfOrder = 0
 let unknownLegs = 0
 let perLeg = new Uint32Array(1024)
-/** After a 'mark': for each connection opened since, [leg, first frame at, first seq, last seq, frames]. */
+/**
+ * After a 'mark': for each connection opened since, [leg, first frame at, first seq, last seq, frames,
+ * caught up at, frames until then]; caught up: the first frame less than CAUGHT_UP_MS old (live audio,
+ * by its send stamp), so frames before it are the backlog (replay and queued audio) and its rate shows.
+ */
+const CAUGHT_UP_MS = 60
 let markAt = Infinity
 const sinceMark: number[][] = []
 
@@ -107,7 +112,7 @@ function main(): void {
           if (c.frames === 0) {
             c.nextSeq = seq
             if (c.openedAt >= markAt) {
-              c.record = [c.leg, now, seq, seq, 0]
+              c.record = [c.leg, now, seq, seq, 0, -1, 0]
               sinceMark.push(c.record)
             }
           }
@@ -115,6 +120,10 @@ function main(): void {
           if (c.record !== null) {
             c.record[3] = seq
             c.record[4]++
+            if (c.record[5] < 0 && now - dv.getFloat64(STAMP_OFFSET, true) < CAUGHT_UP_MS) {
+              c.record[5] = now
+              c.record[6] = c.record[4] - 1
+            }
           }
           if (seq !== c.nextSeq) outOfOrder++
           c.nextSeq = seq + 1
