@@ -129,8 +129,11 @@ export class AudioRelay {
     const pacer = this.pacer
     pacer?.refill(this.clock.now())
     const q = this.queue
-    while (q.length > 0 && sink.bufferedAmount < this.highWater && (pacer === null || pacer.take(q.nextBytes)))
-      this.writeThrough(sink, q.shift()!)
+    while (q.length > 0 && sink.bufferedAmount < this.highWater && (pacer === null || pacer.take(q.nextBytes))) {
+      const f = q.shift()!
+      this.writeThrough(sink, f)
+      q.recycle(f)
+    }
     this.counters.bufferedBytes = q.bytes
     if (q.length > 0) this.armBacklog()
     else this.stopBacklog()

@@ -1,5 +1,6 @@
 import t from 'tap'
 import { replicaSecrets, vendorReason } from '../../../gateway/audio/failover'
+import { HoldBuffer } from '../../../gateway/audio/hold-buffer'
 import { Pacer } from '../../../gateway/audio/pacer'
 import { AudioRelay, type AudioSink } from '../../../gateway/audio/relay'
 import { LegCounters } from '../../../gateway/telemetry/metrics'
@@ -237,3 +238,20 @@ t.test('never-ready replicas are ejected passively; new legs then go to the heal
     ['b']
   )
 })
+
+t.test(
+  'a lasting backlog (a vendor paced at 1×) reuses its frame copies instead of allocating one per frame',
+  async t => {
+    const q = new HoldBuffer()
+    q.push(frame(1))
+    const a = q.shift()!
+    q.recycle(a)
+    q.push(frame(2))
+    const b = q.shift()!
+    t.equal(b, a, 'the same buffer, refilled')
+    t.equal(b[0], 2)
+    q.recycle(b)
+    q.push(new Uint8Array(80).buffer)
+    t.equal(q.shift()!.length, 80, 'another size gets its own copy')
+  }
+)
