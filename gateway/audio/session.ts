@@ -313,9 +313,13 @@ export class VendorSession implements Session {
       this.close(false)
       return
     }
-    if (this.deps.settings.failoverTimeoutSeconds <= 0) return this.end(error, extra)
-    this.state = 'RECOVERING'
     const loss = lost.lossReport?.() ?? null
+    if (this.deps.settings.failoverTimeoutSeconds <= 0) {
+      // No replay: what the vendor may not have processed is counted before the leg ends.
+      this.counters.dropFailoverUnreplayed += loss === null ? 0 : Math.max(loss.framesSinceLife, loss.unreadFrames)
+      return this.end(error, extra)
+    }
+    this.state = 'RECOVERING'
     const wait = this.walk.beginRecovery(lost.replica, loss?.lastLifeAt ?? null)
     const { replayed, unreplayed } = this.relay.recover(loss)
     this.ctx.log.warn(

@@ -255,3 +255,13 @@ t.test(
     t.equal(q.shift()!.length, 80, 'another size gets its own copy')
   }
 )
+
+t.test('failover off: what the lost vendor may not have processed is counted when the leg ends', async t => {
+  const h = harness({ settings: { failoverTimeoutSeconds: 0 } })
+  h.session.start(null)
+  h.conn().ready()
+  Object.assign(h.conn(), { lossReport: () => ({ framesSinceLife: 7, unreadFrames: 9, lastLifeAt: 0 }) })
+  h.conn().failWith({ kind: 'closed', code: 1006, reason: '', socket: null })
+  t.match(h.owner.failures, [{ error: { code: 'UPSTREAM_CLOSED' } }])
+  t.equal(h.session.counters.dropFailoverUnreplayed, 9, 'the larger of since-life and unread')
+})
