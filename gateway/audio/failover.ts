@@ -154,6 +154,8 @@ export class ReplicaWalk {
   private attempt = 0
   private deadline = 0
   private readyAt = Number.NEGATIVE_INFINITY
+  /** A loss since the last stable session: the next one within `stableSeconds` of a ready waits. */
+  private repeated = false
   /** When audio stopped reaching the vendor (its last sign of life, clock ms) and which replica was lost. */
   lostAt = 0
   lostReplica: Replica | null = null
@@ -177,7 +179,8 @@ export class ReplicaWalk {
   /**
    * A loss mid-call: the deadline starts now, the gap at `lastLifeAt` (the lost connection's last sign
    * of life, when known), and the lost replica is tried last. Returns ms to wait before the first
-   * attempt: 0 unless the previous vendor session became ready less than `stableSeconds` ago.
+   * attempt: 0 for the first loss since a stable session (one that lasted `stableSeconds`), else the
+   * next backoff step (the steps carry across incidents until a session is stable).
    */
   beginRecovery(lost: Replica, lastLifeAt: number | null = null): number {
     const now = this.clock.now()
@@ -187,6 +190,10 @@ export class ReplicaWalk {
     this.candidates = this.pool.audioCandidates(new Set([lost]))
     if (now - this.readyAt >= this.settings.recoveryBackoff.stableSeconds * 1000) {
       this.attempt = 0
+      this.repeated = false
+    }
+    if (!this.repeated) {
+      this.repeated = true
       return 0
     }
     return this.backoff() ?? 0
