@@ -3,8 +3,9 @@ const BYTES_PER_MS = 8
 
 /**
  * A token bucket over audio bytes: backlog (replay, queued audio) goes to a vendor session at most
- * `rate` × real time. The bucket holds at most one tick of credit (`burstMs`), so in any window of W ms
- * a vendor sees at most rate × (W + burstMs) ms of audio. No timer of its own (the relay's one timer
+ * `rate` × real time. The bucket holds at most `burstMs` of credit, so in any window of W ms a vendor
+ * sees at most rate × (W + burstMs) ms of audio; a timer tick that comes late (a busy event loop) keeps
+ * the credit it earned up to that bound instead of losing the rate. No timer of its own (the relay's one timer
  * asks it), and nothing allocated per frame.
  */
 export class Pacer {
@@ -23,13 +24,13 @@ export class Pacer {
     this.burst = Math.max(160, this.bytesPerMs * burstMs)
   }
 
-  /** A new backlog starts now with one tick of credit. */
+  /** A new backlog starts now with one frame of credit. */
   start(now: number): void {
     this.last = now
-    this.credit = this.burst
+    this.credit = 160
   }
 
-  /** Add the credit earned since the last call (capped at one tick). */
+  /** Add the credit earned since the last call (capped at `burstMs`). */
   refill(now: number): void {
     this.credit = Math.min(this.burst, this.credit + (now - this.last) * this.bytesPerMs)
     this.last = now

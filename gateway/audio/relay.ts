@@ -25,6 +25,8 @@ type RelayMode = 'hold' | 'flow' | 'gated' | 'recover' | 'closed'
 export type Overflow = 'HOLD_BUFFER_OVERFLOW' | 'BACKPRESSURE_OVERFLOW'
 
 const BACKLOG_POLL_MS = 10
+/** Credit the pacer keeps across late ticks: a vendor sees at most replayRate × (W + 0.1 s) in any window W. */
+const PACER_BURST_MS = 100
 
 /** What the lost vendor connection may not have processed (audio/connection-contract.ts `lossReport`). */
 export interface LossReport {
@@ -67,7 +69,7 @@ export class AudioRelay {
     this.ring = new ReplayRing(Math.round(settings.replaySeconds * 8000))
     this.limit = settings.holdBufferBytes
     this.highWater = settings.vendorHighWaterBytes
-    this.pacer = replayRate > 0 ? new Pacer(replayRate, BACKLOG_POLL_MS * 2) : null
+    this.pacer = replayRate > 0 ? new Pacer(replayRate, PACER_BURST_MS) : null
   }
 
   /** Per-frame path. `data` is only valid during this call: written through, or copied into the queue. */
