@@ -265,7 +265,9 @@ export class VendorSession implements Session {
     if (conn !== this.conn) return
     this.conn = null
     const pool = this.deps.route.pool
-    if (failure.kind !== 'unreachable')
+    // The breaker counts sessions lost once ready (and rate refusals): a refusal before ready is the vendor's
+    // verdict on one leg's request, never a storm.
+    if (f.when === 'lost' || j.closeClass === 'rate-exceeded')
       pool.recordSessionLoss(conn.replica, this.deps.clock.now() - this.connOpenedAt, this.deps.settings.sessionBreaker)
     if (j.final) return this.end(j.error, { upstream: conn.replica.name, ...j.extra })
     const log = this.ctx.log

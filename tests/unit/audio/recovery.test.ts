@@ -278,3 +278,20 @@ t.test('failover off: what the lost vendor may not have processed is counted whe
   t.match(h.owner.failures, [{ error: { code: 'UPSTREAM_CLOSED' } }])
   t.equal(h.session.counters.dropFailoverUnreplayed, 9, 'the larger of since-life and unread')
 })
+
+t.test('the session-open breaker counts sessions lost once ready, never a refusal before ready', async t => {
+  const h = harness({ replicas: ['a'], settings: DEFAULTS, random: () => 0 })
+  h.session.start(null)
+  h.conn().ready()
+  h.conn().failWith({ kind: 'closed', code: 1006, reason: '', socket: null })
+  let refused = 0
+  for (let i = 0; i < 4; i++) {
+    h.clock.advance(5000)
+    if (h.conn().state === 'CLOSED') continue
+    h.conn().failWith({ kind: 'refused', vendorMessage: 'busy' })
+    refused++
+  }
+  t.ok(refused >= 3, `${refused} replacements refused before ready`)
+  t.equal(h.replica('a').quickLosses.length, 1, 'only the loss after ready counts')
+  t.notOk(h.replica('a').heldOff)
+})
