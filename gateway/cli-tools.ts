@@ -115,7 +115,7 @@ const REAL_VENDOR_KINDS: readonly string[] = Object.keys(REAL_VENDOR_PATHS)
 /**
  * A vendor emulator in the foreground: the bundled demo vendors (passthrough, json-events) or a strict
  * emulator of a real streaming API (deepgram, assemblyai, twilio-media, audiohook; `--api-key` makes it
- * check the credential, `--result-every-frames` counts 20 ms frames of audio between results).
+ * check the credential, `--result-every-frames` counts 20 ms frames of audio between results, 0 for none).
  */
 export async function cmdVendor(argv: string[]): Promise<number> {
   const { values } = parseArgs({
@@ -137,7 +137,7 @@ export async function cmdVendor(argv: string[]): Promise<number> {
     throw usage(`--kind must be one of ${[...EMULATOR_KINDS, ...REAL_VENDOR_KINDS].join(', ')}`)
   if (values.port === undefined) throw usage('--port is required')
   const port = integer(values.port, '--port', 0, usage, 65535)
-  const everyFrames = integer(values['result-every-frames']!, '--result-every-frames', 1, usage)
+  const everyFrames = integer(values['result-every-frames']!, '--result-every-frames', 0, usage)
   const apiKey = values['api-key']
   if (!real && apiKey !== undefined) throw usage(`--api-key applies to ${REAL_VENDOR_KINDS.join(', ')}`)
   const log = (line: string): void => console.log(line)

@@ -9,7 +9,7 @@ import type { LegCounters, Metrics } from '../telemetry/metrics'
 import type { Replica } from '../upstream/pool'
 import type { SocketFailure } from '../upstream/ws-leg'
 import type { ControlChain } from './control-chain'
-import type { AudioSink } from './relay'
+import type { AudioSink, LossReport } from './relay'
 
 // The seam between a vendor session and its vendor connections (audio/vendor-connection.ts): what a
 // connection tells, what the session may ask of it, and the factory unit tests replace.
@@ -88,6 +88,8 @@ export interface Connection extends AudioSink {
   continuation?: () => ContinuedSession
   /** End at once, telling nobody. */
   abort: () => void
+  /** Once lost: what the vendor may not have processed, and its last sign of life (clock ms). */
+  lossReport?: () => LossReport & { readonly lastLifeAt: number }
 }
 
 export type ConnectionFactory = (

@@ -1,11 +1,13 @@
 import type { Clock } from '../clock'
 import type { AudioSettings } from '../config/types'
 import { GatewayError } from '../errors'
+import type { CloseClass } from '../mapping/audio'
 import type { Replica, UpstreamPool } from '../upstream/pool'
 import { describeSocketFailure } from '../upstream/ws-leg'
 import type { VendorFailure } from './connection-contract'
 
-const RETRY_BACKOFF_MS = [100, 250, 500, 1000, 2000]
+/** Longest vendor reason text kept (WebSocket close reasons are at most 123 bytes). */
+const REASON_CHARS = 120
 
 /** How a connection failure counts, and what it says if it ends the leg. */
 export interface Judgement {
@@ -16,6 +18,27 @@ export interface Judgement {
   /** The leg's error if this failure ends it; `extra` goes to the log and the ERROR frame's parameters. */
   readonly error: GatewayError
   readonly extra: Record<string, unknown>
+  /** The mapping's meaning of the vendor's close code (`audio.closeCodes`), when it has one. */
+  readonly closeClass: CloseClass | null
+  /** The same answer would come from every replica (a refused credential, a bad request): end, never walk. */
+  readonly final: boolean
+}
+
+/**
+ * The vendor's close reason as it may be shown: control characters removed, every value in `secrets`
+ * (what the gateway sent the vendor: its credential and header values) replaced, bounded.
+ */
+export function vendorReason(reason: string, secrets: readonly string[]): string {
+  let out = ''
+  for (const ch of reason) out += ch < ' ' || ch === '\u007f' ? ' ' : ch
+  for (const s of secrets) if (s.length >= 4) out = out.split(s).join('[redacted]')
+  return out.length > REASON_CHARS ? `${out.slice(0, REASON_CHARS - 1)}…` : out
+}
+
+/** What a replica's vendor could echo back: its credential and header values. */
+export function replicaSecrets(r: Replica): string[] {
+  const c = r.config
+  return [...(c.credential === undefined ? [] : [c.credential]), ...Object.values(c.headers ?? {})]
 }
 
 /**
@@ -23,7 +46,45 @@ export interface Judgement {
  * failures count against a replica: connect/TLS errors, an upgrade answered 5xx, abnormal closes
  * (1006/1011), missed pongs, no readiness in time; never a vendor 4xx, a graceful close or a refusal.
  */
-export function judge(f: VendorFailure, when: 'refused' | 'lost'): Judgement {
+export function judge(
+  f: VendorFailure,
+  when: 'refused' | 'lost',
+  closeCodes: Readonly<Record<number, CloseClass>> = {},
+  secrets: readonly string[] = []
+): Judgement {
+  if (f.kind === 'closed' && closeCodes[f.code] !== undefined)
+    return judgeClassified(f, when, closeCodes[f.code], secrets)
+  return { ...judgeUnclassified(f, when), closeClass: null, final: false }
+}
+
+/**
+ * A close code the mapping classifies: auth and bad-request end the leg (UPSTREAM_REFUSED: every
+ * replica would answer the same), rate-exceeded and transient fail over (with backoff). Never charged
+ * to the replica's passive health: it is the vendor's verdict; the session-open breaker still counts it.
+ */
+function judgeClassified(
+  f: Extract<VendorFailure, { kind: 'closed' }>,
+  when: 'refused' | 'lost',
+  cls: CloseClass,
+  secrets: readonly string[]
+): Judgement {
+  const reason = vendorReason(f.reason, secrets)
+  const final = cls === 'auth' || cls === 'bad-request'
+  const what =
+    cls === 'auth' ? 'refused the credential' : cls === 'bad-request' ? 'refused the request' : 'ended the session'
+  const why = `vendor ${what}: close ${f.code} (${cls})${reason === '' ? '' : ` ${reason}`}`
+  const code = final || when === 'refused' ? 'UPSTREAM_REFUSED' : 'UPSTREAM_CLOSED'
+  return {
+    gatewaySide: false,
+    why,
+    error: new GatewayError(code, { detail: `vendor ${what} (close ${f.code}, ${cls})` }),
+    extra: { vendorCloseCode: f.code, vendorCloseClass: cls, vendorCloseReason: reason },
+    closeClass: cls,
+    final
+  }
+}
+
+function judgeUnclassified(f: VendorFailure, when: 'refused' | 'lost'): Omit<Judgement, 'closeClass' | 'final'> {
   switch (f.kind) {
     case 'unreachable': {
       const why = describeSocketFailure(f.socket)
@@ -92,14 +153,19 @@ export function judge(f: VendorFailure, when: 'refused' | 'lost'): Judgement {
 
 /**
  * The failover policy of one session: which replica to try next (least-streams order from the pool,
- * affinity first), and, while recovering, the backoff between rounds and the deadline
- * (`failoverTimeoutSeconds` from the loss).
+ * affinity first), and, while recovering, the backoff and the deadline (`failoverTimeoutSeconds` from
+ * the loss). Backoff is exponential with equal jitter (`random`: injectable for tests), between rounds
+ * of one incident and across incidents: a loss within `recoveryBackoff.stableSeconds` of the last
+ * ready waits before its first attempt, so a vendor that ends every session quickly sees few.
  */
 export class ReplicaWalk {
   private candidates: Replica[] = []
   private attempt = 0
   private deadline = 0
-  /** When the recovery began (clock ms) and which replica was lost. */
+  private readyAt = Number.NEGATIVE_INFINITY
+  /** A loss since the last stable session: the next one within `stableSeconds` of a ready waits. */
+  private repeated = false
+  /** When audio stopped reaching the vendor (its last sign of life, clock ms) and which replica was lost. */
   lostAt = 0
   lostReplica: Replica | null = null
   /** Why the last attempt failed, for the error that ends the walk. */
@@ -108,7 +174,8 @@ export class ReplicaWalk {
   constructor(
     private readonly pool: UpstreamPool,
     private readonly settings: AudioSettings,
-    private readonly clock: Clock
+    private readonly clock: Clock,
+    private readonly random: () => number = Math.random
   ) {}
 
   /** The first open: `preferred` first when it is healthy (affinity), then by balancing. False when none is available. */
@@ -118,23 +185,45 @@ export class ReplicaWalk {
     return this.candidates.length > 0
   }
 
-  /** A loss mid-call: the deadline starts now, and the lost replica is tried last. */
-  beginRecovery(lost: Replica): void {
-    this.lostAt = this.clock.now()
-    this.deadline = this.lostAt + this.settings.failoverTimeoutSeconds * 1000
+  /**
+   * A loss mid-call: the deadline starts now, the gap at `lastLifeAt` (the lost connection's last sign
+   * of life, when known), and the lost replica is tried last. Returns ms to wait before the first
+   * attempt: 0 for the first loss since a stable session (one that lasted `stableSeconds`), else the
+   * next backoff step (the steps carry across incidents until a session is stable).
+   */
+  beginRecovery(lost: Replica, lastLifeAt: number | null = null): number {
+    const now = this.clock.now()
+    this.lostAt = lastLifeAt !== null && lastLifeAt < now ? lastLifeAt : now
+    this.deadline = now + this.settings.failoverTimeoutSeconds * 1000
     this.lostReplica = lost
     this.candidates = this.pool.audioCandidates(new Set([lost]))
+    if (now - this.readyAt >= this.settings.recoveryBackoff.stableSeconds * 1000) {
+      this.attempt = 0
+      this.repeated = false
+    }
+    if (!this.repeated) {
+      this.repeated = true
+      return 0
+    }
+    return this.backoff() ?? 0
   }
 
   next(): Replica | undefined {
     return this.candidates.shift()
   }
 
+  /** Whether another replica is left to try in this round. */
+  get hasNext(): boolean {
+    return this.candidates.length > 0
+  }
+
   /** Every candidate failed while recovering: ms to wait before the next round, or null past the deadline. */
   backoff(): number | null {
     const now = this.clock.now()
     if (now >= this.deadline) return null
-    const wait = Math.min(RETRY_BACKOFF_MS[Math.min(this.attempt, RETRY_BACKOFF_MS.length - 1)], this.deadline - now)
+    const { baseMs, maxMs } = this.settings.recoveryBackoff
+    const cap = Math.min(maxMs, baseMs * 2 ** Math.min(this.attempt, 30))
+    const wait = Math.min(cap / 2 + (this.random() * cap) / 2, this.deadline - now)
     this.attempt++
     return wait
   }
@@ -142,13 +231,13 @@ export class ReplicaWalk {
   /** A new round after the backoff. Never eject the last replica in effect: with none healthy, the lost one is tried again. */
   refill(): void {
     this.candidates = this.pool.audioCandidates()
-    if (this.candidates.length === 0 && this.lostReplica?.config.audio !== undefined)
+    if (this.candidates.length === 0 && this.lostReplica?.config.audio !== undefined && !this.lostReplica.heldOff)
       this.candidates = [this.lostReplica]
   }
 
-  /** A replacement is ready: the seconds audio did not flow. */
+  /** A vendor session is ready (the first, or a replacement): the seconds audio did not flow. */
   recovered(): number {
-    this.attempt = 0
+    this.readyAt = this.clock.now()
     return this.gapSeconds()
   }
 

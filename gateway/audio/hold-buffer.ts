@@ -7,6 +7,12 @@ export class HoldBuffer {
   private frames: Buffer[] = []
   private head = 0
   bytes = 0
+  /**
+   * Frames given back after they were written (`recycle`), reused by `push` when the size matches: a
+   * backlog that lasts (a vendor paced at 1× real time keeps live audio queued behind its replay) copies
+   * every frame but allocates none once warm.
+   */
+  private readonly spare: Buffer[] = []
 
   get length(): number {
     return this.frames.length - this.head
@@ -14,9 +20,20 @@ export class HoldBuffer {
 
   /** Copy a frame in; the caller checks the byte bound first. */
   push(data: ArrayBuffer): void {
-    const copy = Buffer.from(new Uint8Array(data))
+    const n = data.byteLength
+    const last = this.spare.length - 1
+    let copy: Buffer
+    if (last >= 0 && this.spare[last].length === n) {
+      copy = this.spare.pop()!
+      copy.set(new Uint8Array(data))
+    } else copy = Buffer.from(new Uint8Array(data))
     this.frames.push(copy)
-    this.bytes += copy.length
+    this.bytes += n
+  }
+
+  /** A shifted frame that nobody references any more (written: the socket copied it). */
+  recycle(f: Buffer): void {
+    if (this.spare.length < SPARE_FRAMES && f.length > 0) this.spare.push(f)
   }
 
   /** Put already-copied frames in front of what is queued (replay before live audio). */
@@ -25,6 +42,11 @@ export class HoldBuffer {
     this.frames = [...frames, ...this.frames.slice(this.head)]
     this.head = 0
     for (const f of frames) this.bytes += f.length
+  }
+
+  /** Bytes of the oldest frame (0 when empty). */
+  get nextBytes(): number {
+    return this.frames[this.head]?.length ?? 0
   }
 
   shift(): Buffer | undefined {
@@ -53,3 +75,4 @@ export class HoldBuffer {
 }
 
 const EMPTY = Buffer.alloc(0)
+const SPARE_FRAMES = 64

@@ -2,6 +2,7 @@ import type { Clock, TimerHandle } from '../clock'
 import type { AudioSettings } from '../config/types'
 import type { LegCounters } from '../telemetry/metrics'
 import { HoldBuffer } from './hold-buffer'
+import { Pacer } from './pacer'
 import { ReplayRing } from './replay-ring'
 
 /** Where the relay writes audio: the vendor connection that currently carries it (audio/vendor-connection.ts). */
@@ -24,6 +25,16 @@ type RelayMode = 'hold' | 'flow' | 'gated' | 'recover' | 'closed'
 export type Overflow = 'HOLD_BUFFER_OVERFLOW' | 'BACKPRESSURE_OVERFLOW'
 
 const BACKLOG_POLL_MS = 10
+/** Credit the pacer keeps across late ticks: a vendor sees at most replayRate × (W + 0.1 s) in any window W. */
+const PACER_BURST_MS = 100
+
+/** What the lost vendor connection may not have processed (audio/connection-contract.ts `lossReport`). */
+export interface LossReport {
+  /** Frames written to it since its last sign of life (pong, result). */
+  readonly framesSinceLife: number
+  /** Frames still in its socket buffer when it was lost (never read by the vendor). */
+  readonly unreadFrames: number
+}
 
 /**
  * The per-frame path of one leg: platform frames to the vendor connection, through a bounded queue
@@ -37,17 +48,28 @@ export class AudioRelay {
   private readonly ring: ReplayRing
   private limit: number
   private readonly highWater: number
+  /** The one timer of the leg's backlog: high-water polling and pacing both run on it. */
   private backlogTimer: TimerHandle | null = null
+  /** Paces backlog (held, replayed, queued audio) to `replayRate` × real time; null: unpaced. */
+  private readonly pacer: Pacer | null
 
+  /**
+   * `overflow`: the relay cannot take more audio; the session ends the leg. `holdFull`: the hold buffer
+   * is full before the first ready; true when the session moved on to another replica: the oldest held
+   * audio is then dropped (counted) and holding goes on; false: HOLD_BUFFER_OVERFLOW.
+   */
   constructor(
     private readonly counters: LegCounters,
     private readonly settings: AudioSettings,
     private readonly clock: Clock,
-    private readonly overflow: (code: Overflow) => void
+    private readonly overflow: (code: Overflow) => void,
+    private readonly holdFull: () => boolean = () => false,
+    replayRate: number = settings.replayRate
   ) {
     this.ring = new ReplayRing(Math.round(settings.replaySeconds * 8000))
     this.limit = settings.holdBufferBytes
     this.highWater = settings.vendorHighWaterBytes
+    this.pacer = replayRate > 0 ? new Pacer(replayRate, PACER_BURST_MS) : null
   }
 
   /** Per-frame path. `data` is only valid during this call: written through, or copied into the queue. */
@@ -76,12 +98,14 @@ export class AudioRelay {
       return
     }
     if (this.queue.bytes + data.byteLength > this.limit) {
-      if (mode === 'hold') return this.overflowed('HOLD_BUFFER_OVERFLOW')
+      if (mode === 'hold' && !this.holdFull()) return this.overflowed('HOLD_BUFFER_OVERFLOW')
       if (mode !== 'recover' && this.settings.backpressurePolicy === 'close')
         return this.overflowed('BACKPRESSURE_OVERFLOW')
-      // Backed up, gated or recovering: bounded; the oldest audio goes first (counted).
+      // Held (another replica is being tried), backed up, gated or recovering: bounded; the oldest audio
+      // goes first (counted).
       while (this.queue.bytes + data.byteLength > this.limit && this.queue.shift() !== undefined)
         if (mode === 'recover') c.dropFailover++
+        else if (mode === 'hold') c.dropHold++
         else c.dropBackpressure++
     }
     this.queue.push(data)
@@ -97,21 +121,34 @@ export class AudioRelay {
     this.overflow(code)
   }
 
-  /** Write queued frames while the sink is below its high-water mark; poll again while some are left. */
+  /**
+   * Write queued frames, oldest first, while the sink is below its high-water mark and the pacer allows;
+   * the one backlog timer keeps running while some are left (live audio queues behind them meanwhile).
+   */
   private flush(): void {
     const sink = this.sink
-    if (sink === null || this.mode !== 'flow') return
-    while (this.queue.length > 0 && sink.bufferedAmount < this.highWater) this.writeThrough(sink, this.queue.shift()!)
-    this.counters.bufferedBytes = this.queue.bytes
-    if (this.queue.length > 0) this.armBacklog()
+    if (sink === null || this.mode !== 'flow') return this.stopBacklog()
+    const pacer = this.pacer
+    pacer?.refill(this.clock.now())
+    const q = this.queue
+    while (q.length > 0 && sink.bufferedAmount < this.highWater && (pacer === null || pacer.take(q.nextBytes))) {
+      const f = q.shift()!
+      this.writeThrough(sink, f)
+      q.recycle(f)
+    }
+    this.counters.bufferedBytes = q.bytes
+    if (q.length > 0) this.armBacklog()
+    else this.stopBacklog()
   }
 
   private armBacklog(): void {
     if (this.backlogTimer !== null) return
-    this.backlogTimer = this.clock.setTimeout(() => {
-      this.backlogTimer = null
-      this.flush()
-    }, BACKLOG_POLL_MS)
+    this.backlogTimer = this.clock.setInterval(() => this.flush(), BACKLOG_POLL_MS)
+  }
+
+  private stopBacklog(): void {
+    if (this.backlogTimer !== null) this.clock.clearInterval(this.backlogTimer)
+    this.backlogTimer = null
   }
 
   // ---- modes, set by the session ----------------------------------------------------------------
@@ -121,6 +158,7 @@ export class AudioRelay {
     this.mode = 'flow'
     this.sink = sink
     this.limit = this.settings.bufferBytes
+    this.pacer?.start(this.clock.now())
     this.flush()
   }
 
@@ -136,17 +174,22 @@ export class AudioRelay {
 
   /**
    * The sink is gone mid-call: what it may not have processed (the replay ring) goes in front of the
-   * queue, trimmed to the bound (counted), and audio queues until a replacement `flowTo`. Returns the
-   * number of frames replayed.
+   * queue, trimmed to the bound (counted), and audio queues until a replacement `flowTo`. What it may
+   * not have processed beyond the ring (written since its last sign of life, or never read from its
+   * socket) is counted as `failover_unreplayed`. Returns the frames replayed and the frames counted.
    */
-  recover(): number {
+  recover(loss: LossReport | null = null): { replayed: number; unreplayed: number } {
     this.mode = 'recover'
     this.sink = null
+    this.stopBacklog()
     const replay = this.ring.drain()
+    const atRisk = loss === null ? 0 : Math.max(loss.framesSinceLife, loss.unreadFrames)
+    const unreplayed = Math.max(0, atRisk - replay.length)
+    this.counters.dropFailoverUnreplayed += unreplayed
     this.queue.unshiftAll(replay)
     while (this.queue.bytes > this.limit && this.queue.shift() !== undefined) this.counters.dropFailover++
     this.counters.bufferedBytes = this.queue.bytes
-    return replay.length
+    return { replayed: replay.length, unreplayed }
   }
 
   /** Frames waiting in the queue. */
@@ -173,8 +216,7 @@ export class AudioRelay {
   close(): void {
     this.mode = 'closed'
     this.sink = null
-    if (this.backlogTimer !== null) this.clock.clearTimeout(this.backlogTimer)
-    this.backlogTimer = null
+    this.stopBacklog()
     this.counters.dropAfterClose += this.queue.clear()
     this.counters.bufferedBytes = 0
   }

@@ -41,6 +41,8 @@ export interface SessionDeps {
   log: Logger
   /** How a vendor connection is made; unit tests pass fake connections here. */
   connect?: ConnectionFactory
+  /** Jitter of the recovery backoff, in [0, 1); unit tests pass a fixed one. */
+  random?: () => number
 }
 
 /**

@@ -7,7 +7,8 @@ import type { ContinuedSession } from '../store/port'
 import type { Replica } from '../upstream/pool'
 import type { Connection, ConnectionContext, ConnectionEvents, ConnectionFactory } from './connection-contract'
 import { ControlChain } from './control-chain'
-import { judge, ReplicaWalk } from './failover'
+import { judge, ReplicaWalk, replicaSecrets } from './failover'
+import { effectiveReplayRate } from './pacer'
 import { AudioRelay } from './relay'
 import type { Session, SessionDeps, SessionFailure, SessionOwner, SessionState } from './session-contract'
 import { VendorConnection } from './vendor-connection'
@@ -72,6 +73,9 @@ export class VendorSession implements Session {
   private parkTimer: TimerHandle | null = null
   private rotateTimer: TimerHandle | null = null
   private vendorParams: Record<string, unknown> = {}
+  /** When `conn` was opened (clock ms), for the replica's session-open breaker; and the one a full hold buffer moved to. */
+  private connOpenedAt = 0
+  private holdMovedTo: Connection | null = null
 
   constructor(
     private readonly deps: SessionDeps,
@@ -82,11 +86,16 @@ export class VendorSession implements Session {
   ) {
     this.owner = owner
     this.counters = deps.metrics.startLeg(deps.route.name)
-    this.relay = new AudioRelay(this.counters, deps.settings, deps.clock, code =>
-      this.fail({ kind: 'fatal', error: new GatewayError(code) })
+    this.relay = new AudioRelay(
+      this.counters,
+      deps.settings,
+      deps.clock,
+      code => this.fail({ kind: 'fatal', error: new GatewayError(code) }),
+      () => this.holdFull(),
+      effectiveReplayRate(deps.settings.replayRate, deps.route.mapping.audio!.replayRate)
     )
     this.connect = deps.connect ?? newConnection
-    this.walk = new ReplicaWalk(deps.route.pool, deps.settings, deps.clock)
+    this.walk = new ReplicaWalk(deps.route.pool, deps.settings, deps.clock, deps.random)
     const chain = new ControlChain(err => {
       this.ctx.log.error({ event: 'session_bug', err }, 'unexpected error in vendor session control work')
       this.fail({ kind: 'fatal', error: new GatewayError('INTERNAL') })
@@ -133,8 +142,10 @@ export class VendorSession implements Session {
   private tryNext(): void {
     if (this.state === 'CLOSED') return
     const replica = this.walk.next()
-    if (replica !== undefined) this.conn = this.connect(this.ctx, replica, this.input, this.events)
-    else if (this.state === 'OPENING')
+    if (replica !== undefined) {
+      this.connOpenedAt = this.deps.clock.now()
+      this.conn = this.connect(this.ctx, replica, this.input, this.events)
+    } else if (this.state === 'OPENING')
       this.fail({
         kind: 'fatal',
         error: new GatewayError('UPSTREAM_UNREACHABLE', { detail: this.walk.lastError ?? undefined })
@@ -263,7 +274,7 @@ export class VendorSession implements Session {
     if (this.state === 'CLOSED') return
     if (f.kind === 'fatal') return this.end(f.error, f.extra ?? {}, f.internal)
     const { conn, failure } = f
-    const j = judge(failure, f.when)
+    const j = judge(failure, f.when, this.deps.route.mapping.audio!.closeCodes, replicaSecrets(conn.replica))
     if (j.gatewaySide)
       this.deps.route.pool.recordFailure(
         conn.replica,
@@ -284,10 +295,18 @@ export class VendorSession implements Session {
     this.conn = null
     // A control rule ended the session on the vendor's word and wants the leg to end with it.
     if (failure.kind === 'ended' && failure.then === 'leg') return this.end(j.error, j.extra)
+    const pool = this.deps.route.pool
+    // The breaker counts sessions lost once ready (and rate refusals): a refusal before ready is the vendor's
+    // verdict on one leg's request, never a storm.
+    if (f.when === 'lost' || j.closeClass === 'rate-exceeded')
+      pool.recordSessionLoss(conn.replica, this.deps.clock.now() - this.connOpenedAt, this.deps.settings.sessionBreaker)
+    if (j.final) return this.end(j.error, { upstream: conn.replica.name, ...j.extra })
     const log = this.ctx.log
     switch (AFTER_FAILURE[this.state]) {
       case 'walk-or-end':
-        if (failure.kind !== 'unreachable') return this.end(j.error, { upstream: conn.replica.name, ...j.extra })
+        // Unreachable or never ready (charged above): the next replica. Any other answer is the vendor's.
+        if (failure.kind !== 'unreachable' && !(failure.kind === 'not-ready' && this.walk.hasNext))
+          return this.end(j.error, { upstream: conn.replica.name, ...j.extra })
         this.walk.lastError = j.why
         log.warn(
           { event: 'upstream_connect_failed', upstream: conn.replica.name, error: j.why },
@@ -327,15 +346,58 @@ export class VendorSession implements Session {
       this.close(false)
       return
     }
-    if (this.deps.settings.failoverTimeoutSeconds <= 0) return this.end(error, extra)
+    const loss = lost.lossReport?.() ?? null
+    if (this.deps.settings.failoverTimeoutSeconds <= 0) {
+      // No replay: what the vendor may not have processed is counted before the leg ends.
+      this.counters.dropFailoverUnreplayed += loss === null ? 0 : Math.max(loss.framesSinceLife, loss.unreadFrames)
+      return this.end(error, extra)
+    }
     this.state = 'RECOVERING'
-    this.walk.beginRecovery(lost.replica)
-    const replayFrames = this.relay.recover()
+    const wait = this.walk.beginRecovery(lost.replica, loss?.lastLifeAt ?? null)
+    const { replayed, unreplayed } = this.relay.recover(loss)
     this.ctx.log.warn(
-      { event: 'failover_start', upstream: lost.replica.name, why, replayFrames },
+      {
+        event: 'failover_start',
+        upstream: lost.replica.name,
+        why,
+        replayFrames: replayed,
+        unreplayed,
+        backoffMs: wait
+      },
       'vendor session lost mid-call; opening a replacement, the platform leg stays open'
     )
+    if (wait <= 0) return this.tryNext()
+    // Lost again soon after the last ready: back off before opening another session (no storm).
+    this.deps.metrics.failovers.inc({ route: this.deps.route.name, result: 'backoff' })
+    this.retryTimer = this.deps.clock.setTimeout(() => {
+      this.retryTimer = null
+      if (this.state === 'RECOVERING') this.tryNext()
+    }, wait)
+  }
+
+  /**
+   * The hold buffer is full before the first ready: the replica being opened is charged (not ready in
+   * time) and the next one tried, once per connection; true while the leg goes on (the oldest held
+   * audio is dropped, counted), false when no replica is left (HOLD_BUFFER_OVERFLOW).
+   */
+  private holdFull(): boolean {
+    const conn = this.conn
+    if (this.state !== 'OPENING' || conn === null) return false
+    if (conn === this.holdMovedTo) return true
+    if (!this.walk.hasNext) {
+      this.deps.route.pool.recordFailure(conn.replica, 'not ready before the hold buffer filled', 'audio')
+      return false
+    }
+    this.conn = null
+    conn.abort()
+    this.deps.route.pool.recordFailure(conn.replica, 'not ready before the hold buffer filled', 'audio')
+    this.ctx.log.warn(
+      { event: 'upstream_not_ready', upstream: conn.replica.name },
+      'hold buffer full before the vendor was ready; trying the next replica'
+    )
     this.tryNext()
+    this.holdMovedTo = this.conn
+    return this.state === 'OPENING'
   }
 
   /** The session cannot go on: tell the owner (its leg fails with `error`), then close. */

@@ -14,6 +14,7 @@ import type {
   VendorFailure
 } from './connection-contract'
 import { AudioEncoder, FrameCounters, fillControl, isIdentity, MediaTemplate } from './encoder'
+import { framesIn, SignOfLife } from './sign-of-life'
 import { type ControlHost, VendorControl } from './vendor-control'
 import { parseVendorText, type ReadPhase, type Verdict } from './vendor-message'
 
@@ -59,6 +60,7 @@ export class VendorConnection implements Connection {
   /** Platform frames written, and the count at the last keepalive tick (idle detection). */
   private audioWrites = 0
   private keepaliveMark = -1
+  private readonly life = new SignOfLife()
 
   constructor(
     private readonly ctx: ConnectionContext,
@@ -161,7 +163,9 @@ export class VendorConnection implements Connection {
           this.ctx.counters.dropVendorBinary++
           this.ctx.counters.bytesFromVendor += bytes
         },
-        onClose: (code, reason, opened, failure) => this.onClose(code, reason, opened, failure)
+        onClose: (code, reason, opened, failure) => this.onClose(code, reason, opened, failure),
+        onPing: () => this.life.ping(this.ctx.clock.now(), this.audioWrites),
+        onPong: () => this.life.pong()
       }
     )
   }
@@ -201,6 +205,7 @@ export class VendorConnection implements Connection {
   private becomeReady(params: Record<string, unknown>): void {
     this.clearTimer('readyTimer')
     this.state = 'READY'
+    this.life.reset(this.ctx.clock.now(), this.audioWrites)
     this.ctx.route.pool.recordSuccess(this.replica)
     this.socket!.startHeartbeat(this.ctx.settings.vendorPingSeconds * 1000)
     this.armKeepalive()
@@ -265,7 +270,17 @@ export class VendorConnection implements Connection {
 
   // ---- vendor messages ---------------------------------------------------------------------------
 
+  lossReport(): { framesSinceLife: number; unreadFrames: number; lastLifeAt: number } {
+    const s = this.socket
+    const unread = s === null ? 0 : framesIn(s.unreadAtLoss, s.bytesSent, this.audioWrites)
+    return { framesSinceLife: this.life.since(this.audioWrites), unreadFrames: unread, lastLifeAt: this.life.at }
+  }
+
   private onText(text: string): void {
+    // A vendor message is a sign of life for all but what still sits in our socket buffer.
+    const s = this.socket
+    if (this.state === 'READY' && s !== null)
+      this.life.seen(this.audioWrites - framesIn(s.bufferedAmount, s.bytesSent, this.audioWrites), this.ctx.clock.now())
     const c = this.ctx.counters
     c.framesFromVendor++
     c.bytesFromVendor += text.length

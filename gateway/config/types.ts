@@ -44,6 +44,17 @@ export interface AudioSettings {
   readonly failoverTimeoutSeconds: number
   readonly reattachGraceSeconds: number
   readonly vendorPingSeconds: number
+  /** Replay and queued audio to a new vendor session: at most this × real time (0: unpaced). */
+  readonly replayRate: number
+  /** Session-open rate limit per replica (upstream/pool.ts). */
+  readonly sessionBreaker: {
+    readonly quickLossSeconds: number
+    readonly quickLosses: number
+    readonly windowSeconds: number
+    readonly holdOffSeconds: number
+  }
+  /** Backoff between failover rounds and repeated failovers (audio/failover.ts). */
+  readonly recoveryBackoff: { readonly baseMs: number; readonly maxMs: number; readonly stableSeconds: number }
 }
 
 export interface HealthSettings {

@@ -79,7 +79,14 @@ export interface AudioMapping {
   closeTimeoutMs: number
   closeCode: number
   rotateAfterMs: number | null
+  /** Highest replay rate (× real time) the vendor takes: `replayRate`, 1 when `realTimeOnly`, else null (the gateway's). */
+  replayRate: number | null
+  /** The vendor's close codes by meaning (`closeCodes`). */
+  closeCodes: Readonly<Record<number, CloseClass>>
 }
+
+/** What a vendor close code means (mapping `audio.closeCodes`). */
+export type CloseClass = 'auth' | 'bad-request' | 'rate-exceeded' | 'transient'
 
 /**
  * Compile the audio section (already valid against the schema). `expr` records an expression that does
@@ -141,7 +148,9 @@ export function compileAudio(
       compileControl(r, `/audio/control/${i}`, expr)
     ),
     close: expr('/audio/close', a.close),
-    closeCode: a.closeCode ?? 1000
+    closeCode: a.closeCode ?? 1000,
+    replayRate: a.realTimeOnly === true ? 1 : (a.replayRate ?? null),
+    closeCodes: Object.fromEntries(Object.entries(a.closeCodes ?? {}).map(([k, v]) => [Number(k), v as CloseClass]))
   }
   if (audio.ready !== null && audio.ready.when === null && !readyFailed)
     problem('/audio/ready/when', 'is required when ready is given')

@@ -34,7 +34,9 @@ export const CATALOGUE = {
   audio_bytes_total: { type: 'counter', help: 'Payload bytes relayed, by direction.', labels: ['route', 'direction'] },
   audio_dropped_frames_total: {
     type: 'counter',
-    help: 'Audio frames not delivered, by reason (hold_overflow, backpressure, vendor_binary, after_close, failover, vendor_paused).',
+    help:
+      'Audio frames not delivered, by reason (hold_overflow, backpressure, vendor_binary, after_close, failover, ' +
+      'failover_unreplayed, vendor_paused).',
     labels: ['route', 'reason']
   },
   audio_buffered_bytes: {
@@ -89,7 +91,9 @@ export const CATALOGUE = {
   },
   audio_failovers_total: {
     type: 'counter',
-    help: 'Mid-call vendor session replacements, by result (ok, failed).',
+    help:
+      'Mid-call vendor session replacements, by result (ok, failed); backoff: incidents that waited before their ' +
+      'first attempt (lost again soon after the last ready).',
     labels: ['route', 'result']
   },
   audio_gap_seconds: {
@@ -111,7 +115,9 @@ export const CATALOGUE = {
   },
   upstream_ejections_total: {
     type: 'counter',
-    help: 'Passive ejections of a replica after gateway-side failures.',
+    help:
+      'Passive ejections of a replica after gateway-side failures, and holds of its session-open breaker ' +
+      '(vendor sessions lost soon after they opened).',
     labels: ['route', 'upstream']
   },
   upstream_health_checks_total: {
@@ -158,6 +164,8 @@ export class LegCounters {
   dropAfterClose = 0
   dropFailover = 0
   dropVendorPaused = 0
+  /** Frames the lost vendor may not have processed (since its last sign of life, or unread) that the replay did not cover. */
+  dropFailoverUnreplayed = 0
   bufferedBytes = 0
   active = false
   constructor(readonly route: string) {}
@@ -178,7 +186,8 @@ const FIELDS = [
   'dropVendorBinary',
   'dropAfterClose',
   'dropFailover',
-  'dropVendorPaused'
+  'dropVendorPaused',
+  'dropFailoverUnreplayed'
 ] as const
 
 export class Metrics {
@@ -363,7 +372,8 @@ export class Metrics {
         ['vendor_binary', t => t.dropVendorBinary],
         ['after_close', t => t.dropAfterClose],
         ['failover', t => t.dropFailover],
-        ['vendor_paused', t => t.dropVendorPaused]
+        ['vendor_paused', t => t.dropVendorPaused],
+        ['failover_unreplayed', t => t.dropFailoverUnreplayed]
       ],
       'reason'
     )

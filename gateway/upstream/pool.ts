@@ -1,5 +1,5 @@
 import { type Clock, systemClock } from '../clock'
-import type { HealthSettings, RouteConfig, TextSettings, UpstreamConfig } from '../config/types'
+import type { AudioSettings, HealthSettings, RouteConfig, TextSettings, UpstreamConfig } from '../config/types'
 import type { Store } from '../store/port'
 
 /** Something holding a stream on a replica that must move off it when the replica goes down (a vendor connection). */
@@ -8,7 +8,7 @@ export interface ReplicaUser {
 }
 
 /** Where a "replica down" verdict came from: the active prober (here or fleet-wide), or passive ejection. */
-export type DownSource = 'probe' | 'audio' | 'text'
+export type DownSource = 'probe' | 'audio' | 'text' | 'breaker'
 
 /** One replica of a route's vendor: this instance's live counts and its health as seen from here. */
 export class Replica {
@@ -24,6 +24,10 @@ export class Replica {
   ejectedUntil = 0
   ejectReason = ''
   ejectedSince: string | null = null
+  /** Session-open breaker: when recent vendor sessions were lost soon after they opened (clock ms, oldest first). */
+  readonly quickLosses: number[] = []
+  /** Held off by the session-open breaker until (clock ms): not even a last resort. */
+  breakerUntil = 0
   readonly key: string
   /** The streams of this instance on the replica, so a down verdict can move them. */
   readonly leases = new Set<StreamLease>()
@@ -47,6 +51,10 @@ export class Replica {
 
   get ejected(): boolean {
     return this.ejectedUntil > this.clock.now()
+  }
+
+  get heldOff(): boolean {
+    return this.breakerUntil > this.clock.now()
   }
 
   get healthy(): boolean {
@@ -179,6 +187,31 @@ export class UpstreamPool {
 
   recordSuccess(r: Replica): void {
     r.consecutiveFailures = 0
+  }
+
+  /**
+   * The session-open rate limit (a circuit breaker): a vendor session on `r` that ended (lost or refused,
+   * never a graceful close) `livedMs` after it was opened. `quickLosses` of them within `windowSeconds`,
+   * each under `quickLossSeconds`, hold the replica off for `holdOffSeconds`: no new session goes to it,
+   * even when it is the route's last (legs recovering onto it wait, within their failover deadline);
+   * its live streams stay. Counted and logged as an ejection (source `breaker`). True when it tripped.
+   */
+  recordSessionLoss(r: Replica, livedMs: number, b: AudioSettings['sessionBreaker']): boolean {
+    if (b.quickLossSeconds <= 0 || livedMs >= b.quickLossSeconds * 1000) return false
+    const now = this.clock.now()
+    const q = r.quickLosses
+    q.push(now)
+    while (q.length > 0 && q[0] <= now - b.windowSeconds * 1000) q.shift()
+    if (q.length < b.quickLosses || r.ejected) return false
+    q.length = 0
+    r.ejections++
+    r.ejectedSince = new Date().toISOString()
+    r.ejectedUntil = r.breakerUntil = now + b.holdOffSeconds * 1000
+    r.ejectReason =
+      `${b.quickLosses} vendor sessions lost within ${b.quickLossSeconds} s of opening; ` +
+      `no new session for ${b.holdOffSeconds} s`
+    for (const listener of this.listeners) listener(r, 'breaker', r.ejectReason)
+    return true
   }
 
   /**

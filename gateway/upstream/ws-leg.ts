@@ -33,6 +33,9 @@ export interface VendorEvents {
   onBinary: (bytes: number) => void
   /** `opened` false: the connection never opened; `failure` says why when known (always set then). */
   onClose: (code: number, reason: string, opened: boolean, failure: SocketFailure | null) => void
+  /** A heartbeat ping is about to go out / its pong came back: the vendor read everything sent before that ping. */
+  onPing?: () => void
+  onPong?: () => void
 }
 
 const BINARY = { binary: true } as const
@@ -49,6 +52,9 @@ export class VendorSocket {
   private failure: SocketFailure | null = null
   private heartbeat: TimerHandle | null = null
   private pongSeen = true
+  /** Bytes handed to the socket so far, and the bytes it still held when it was lost (never read by the vendor). */
+  bytesSent = 0
+  unreadAtLoss = -1
 
   constructor(
     url: string,
@@ -82,8 +88,10 @@ export class VendorSocket {
     })
     this.ws.on('pong', () => {
       this.pongSeen = true
+      this.events.onPong?.()
     })
     this.ws.on('close', (code: number, reason: Buffer) => {
+      this.noteUnread()
       if (this.heartbeat !== null) this.clock.clearInterval(this.heartbeat)
       this.heartbeat = null
       if (this.finished) return
@@ -105,10 +113,17 @@ export class VendorSocket {
   /** Per-frame path: one masked copy into a frame buffer; no other work. */
   sendBinary(data: ArrayBuffer | Uint8Array): void {
     this.ws.send(data, BINARY)
+    this.bytesSent += data.byteLength
   }
 
   sendText(text: string): void {
     this.ws.send(text)
+    this.bytesSent += text.length
+  }
+
+  /** Keep what the socket still holds before it is torn down (the first time only). */
+  private noteUnread(): void {
+    if (this.unreadAtLoss < 0) this.unreadAtLoss = this.ws.bufferedAmount
   }
 
   /**
@@ -117,14 +132,24 @@ export class VendorSocket {
    */
   startHeartbeat(ms: number): void {
     if (ms <= 0 || this.heartbeat !== null) return
+    let lastTick = this.clock.now()
     this.heartbeat = this.clock.setInterval(() => {
+      // A tick that comes late (a busy event loop) judges nothing: a pong may be waiting unread in the
+      // socket, since timers run before sockets are read. The next tick judges.
+      const now = this.clock.now()
+      const late = now - lastTick > ms * 1.5
+      lastTick = now
+      if (late) return
       if (!this.pongSeen) {
         this.failure ??= { kind: 'missed-pong' }
+        this.noteUnread()
         this.ws.terminate()
         return
       }
       this.pongSeen = false
-      if (this.isOpen) this.ws.ping()
+      if (!this.isOpen) return
+      this.events.onPing?.()
+      this.ws.ping()
     }, ms)
   }
 
@@ -145,6 +170,7 @@ export class VendorSocket {
 
   /** Abort at once (connect in progress, or the leg is being torn down after a failure). */
   terminate(): void {
+    this.noteUnread()
     this.ws.terminate()
   }
 }

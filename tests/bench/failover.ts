@@ -8,10 +8,25 @@
  */
 import { randomBytes } from 'node:crypto'
 import { startGateway } from './audio'
-import { fmt, fmtInt, numberFlag, progress, Report, round, Sink, sleep, stopChild, nowMs } from './lib'
+import {
+  BACKLOG_WINDOW_MS,
+  fmt,
+  fmtInt,
+  numberFlag,
+  progress,
+  Report,
+  round,
+  Sink,
+  sleep,
+  stopChild,
+  nowMs
+} from './lib'
 import { LoadGen } from './loadgen'
 
 export const FAILOVER_FLAGS = ['legs', 'warmup', 'after']
+
+/** audio.replayRate of the bench gateway (× real time). */
+const REPLAY_RATE = 4
 
 function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return NaN
@@ -38,7 +53,16 @@ export async function runFailover(flags: Map<string, string>): Promise<Record<st
       { name: 'a', audio: a.url },
       { name: 'b', audio: b.url }
     ],
-    extra: { audio: { replaySeconds: 1, failoverTimeoutSeconds: 30, reattachGraceSeconds: 0 } }
+    // Pings every second: the sinks never send a message, so a pong is their only sign of life.
+    extra: {
+      audio: {
+        replaySeconds: 1,
+        replayRate: REPLAY_RATE,
+        vendorPingSeconds: 1,
+        failoverTimeoutSeconds: 30,
+        reattachGraceSeconds: 0
+      }
+    }
   })
   const gen = new LoadGen(`ws://127.0.0.1:${gw.port}/audio/bench`, legs, token)
   const conn = await gen.connect()
@@ -56,6 +80,10 @@ export async function runFailover(flags: Map<string, string>): Promise<Record<st
   await sleep(1000)
   const final = await a.ask('stats')
   const droppedByGateway = await metric(gw.adminPort, 'assist_gateway_audio_dropped_frames_total')
+  const unconfirmed = await metric(
+    gw.adminPort,
+    'assist_gateway_audio_dropped_frames_total{route="bench",reason="failover_unreplayed"}'
+  )
   const failovers = await metric(gw.adminPort, 'assist_gateway_audio_failovers_total{route="bench",result="ok"}')
   await gen.close()
   await stopChild(gw.child, 5000)
@@ -65,6 +93,11 @@ export async function runFailover(flags: Map<string, string>): Promise<Record<st
   const replacement = new Map<number, number[]>()
   for (const r of final.sinceMark) if (!replacement.has(r[0])) replacement.set(r[0], r)
   const gaps: number[] = []
+  // Backlog rate per replacement, by the survivor's own clock: audio ms received in its first window.
+  const rates: number[] = []
+  for (const r of final.sinceMark) rates.push((r[5] * 20) / BACKLOG_WINDOW_MS)
+  rates.sort((x, y) => x - y)
+  const sessionsPerIncident = onB.length === 0 ? NaN : final.sinceMark.length / onB.length
   let missingTail = 0
   let seamGap = 0
   let replayed = 0
@@ -90,7 +123,7 @@ export async function runFailover(flags: Map<string, string>): Promise<Record<st
   )
   rep.section('setup')
   rep.row('legs streaming / on the killed replica', `${fmtInt(conn.streaming)} / ${fmtInt(onB.length)}`)
-  rep.row('replay ring / failover timeout', '1 s / 30 s')
+  rep.row('replay ring / vendor ping / failover timeout', '1 s / 1 s / 30 s')
   rep.section('time from the kill to the first frame on the survivor (per failed-over leg)')
   rep.row(
     'p50 / p99 / max',
@@ -98,12 +131,24 @@ export async function runFailover(flags: Map<string, string>): Promise<Record<st
   )
   rep.row('legs moved / not moved', `${fmtInt(gaps.length)} / ${fmtInt(notMoved)}`)
   rep.row('gateway: failovers ok', fmtInt(failovers))
+  rep.row('vendor sessions opened per incident', fmt(sessionsPerIncident, 2))
+  rep.section(
+    `replay and queued audio to the survivor (audio.replayRate ${REPLAY_RATE}; first ${BACKLOG_WINDOW_MS} ms, survivor's clock)`
+  )
+  rep.row(
+    'backlog rate p50 / max (× real time)',
+    `${fmt(percentile(rates, 50), 2)} / ${fmt(rates.at(-1) ?? NaN, 2)}  (${rates.length} replacements measured)`
+  )
   rep.section('audio')
   rep.row(
     'frames lost',
     `${fmtInt(lost)}  (tail missing ${missingTail}, gap at the seam ${seamGap}, gaps inside ${final.outOfOrder})`
   )
-  rep.row('gateway count of undelivered frames', fmtInt(droppedByGateway))
+  rep.row(
+    'gateway count of undelivered frames',
+    `${fmtInt(droppedByGateway)}  (of which failover_unreplayed ${fmtInt(unconfirmed)}: written since the ` +
+      'last sign of life and not in the replay; a vendor that dies at once may have had them)'
+  )
   rep.row(
     'frames replayed (sent twice)',
     `${fmtInt(replayed)}  (the dead replica's last second, re-sent to the survivor)`
@@ -121,7 +166,10 @@ export async function runFailover(flags: Map<string, string>): Promise<Record<st
     },
     framesLost: lost,
     gatewayDroppedFrames: droppedByGateway,
+    gatewayUnreplayedFrames: unconfirmed,
     framesReplayed: replayed,
-    failovers
+    failovers,
+    sessionsPerIncident: round(sessionsPerIncident),
+    replayRate: { configured: REPLAY_RATE, p50: round(percentile(rates, 50)), max: round(rates.at(-1) ?? NaN) }
   }
 }

@@ -21,6 +21,8 @@ export const SEQ_OFFSET = 8
 /** Bytes 12-15: uint32 LE leg index, for mappings that forward no init message (deepgram). */
 export const LEG_OFFSET = 12
 /** contactId of leg i is CONTACT_BASE + i; the sink learns the leg's index from the forwarded init message. */
+/** Sink: a replacement's first frames within this window of its first are its backlog (bench failover). */
+export const BACKLOG_WINDOW_MS = 250
 export const CONTACT_BASE = 1_000_000
 
 /** Wall-clock milliseconds with sub-µs resolution; comparable across processes on one machine. */

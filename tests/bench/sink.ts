@@ -9,7 +9,16 @@
  * Exits when the bench disconnects, on SIGTERM or SIGINT.
  */
 import * as uWS from 'uWebSockets.js'
-import { CONTACT_BASE, Histogram, LEG_OFFSET, nowMs, SEQ_OFFSET, STAMP_OFFSET, type SinkStats } from './lib'
+import {
+  BACKLOG_WINDOW_MS,
+  CONTACT_BASE,
+  Histogram,
+  LEG_OFFSET,
+  nowMs,
+  SEQ_OFFSET,
+  STAMP_OFFSET,
+  type SinkStats
+} from './lib'
 
 interface Conn {
   leg: number
@@ -35,7 +44,12 @@ let opened = 0
 let outOfOrder = 0
 let unknownLegs = 0
 let perLeg = new Uint32Array(1024)
-/** After a 'mark': for each connection opened since, [leg, first frame at, first seq, last seq, frames]. */
+/**
+ * After a 'mark': for each connection opened since, [leg, first frame at, first seq, last seq, frames,
+ * frames within BACKLOG_WINDOW_MS of the first]: a replacement's first frames are its backlog (replay
+ * and queued audio), so that count over the window is the backlog's rate by this sink's clock.
+ */
+
 let markAt = Infinity
 const sinceMark: number[][] = []
 
@@ -107,7 +121,7 @@ function main(): void {
           if (c.frames === 0) {
             c.nextSeq = seq
             if (c.openedAt >= markAt) {
-              c.record = [c.leg, now, seq, seq, 0]
+              c.record = [c.leg, now, seq, seq, 0, 0]
               sinceMark.push(c.record)
             }
           }
@@ -115,6 +129,7 @@ function main(): void {
           if (c.record !== null) {
             c.record[3] = seq
             c.record[4]++
+            if (now < c.record[1] + BACKLOG_WINDOW_MS) c.record[5]++
           }
           if (seq !== c.nextSeq) outOfOrder++
           c.nextSeq = seq + 1

@@ -71,6 +71,20 @@ t.test(
       a.sessions().filter(s => (s.open as { start: { contactId: number } } | null)?.start.contactId === 300000 + i)
     // Settled when every leg's survivor session has all audio up to the last frame sent.
     await until(() => legs.every((_, i) => onA(i).some(s => s.frames >= (onB.has(i) ? AFTER : total))))
+    // Replay and queued audio are paced (audio.replayRate): settled once no leg holds a backlog, and the
+    // survivor's counts have stopped moving (what was written is on the wire, not yet counted).
+    await until(async () => !(await (await fetch(gw.adminUrl('/metrics'))).text()).includes('audio_buffered_bytes{'))
+    let seen = -1
+    await until(
+      () => {
+        const n = a.sessions().reduce((m, s) => m + s.frames, 0)
+        const still = n === seen
+        seen = n
+        return still
+      },
+      30_000,
+      100
+    )
     // A barrier, not a sleep: a close the gateway sent before answering a ping has arrived by its pong.
     await Promise.all(legs.map(async l => await roundTrip(l.ws)))
     t.equal(closedEarly, 0, 'no platform socket closed')

@@ -37,7 +37,10 @@ export const SETTINGS: AudioSettings = {
   replaySeconds: 0.1, // 800 bytes: the last 5 frames
   failoverTimeoutSeconds: 2,
   reattachGraceSeconds: 5,
-  vendorPingSeconds: 0
+  vendorPingSeconds: 0,
+  replayRate: 0,
+  sessionBreaker: { quickLossSeconds: 0, quickLosses: 3, windowSeconds: 30, holdOffSeconds: 30 },
+  recoveryBackoff: { baseMs: 100, maxMs: 2000, stableSeconds: 0 }
 }
 
 export const HEALTH: HealthSettings = {
@@ -69,6 +72,8 @@ export function audioMapping(over: Partial<AudioMapping> = {}): AudioMapping {
     closeTimeoutMs: 1000,
     closeCode: 1000,
     rotateAfterMs: null,
+    replayRate: null,
+    closeCodes: {},
     ...over
   }
 }
@@ -232,7 +237,13 @@ export interface Harness {
 }
 
 export function harness(
-  opts: { replicas?: string[]; settings?: Partial<AudioSettings>; audio?: Partial<AudioMapping> } = {}
+  opts: {
+    replicas?: string[]
+    settings?: Partial<AudioSettings>
+    audio?: Partial<AudioMapping>
+    /** Backoff jitter; default 1: every wait at the top of its range. */
+    random?: () => number
+  } = {}
 ): Harness {
   const clock = new FakeClock()
   const r = route(clock, opts.replicas ?? ['a', 'b'], opts.audio)
@@ -251,6 +262,7 @@ export function harness(
       clock,
       host: registry,
       log: logs.log,
+      random: opts.random ?? (() => 1),
       connect: (_ctx: ConnectionContext, replica, input, events) => {
         const c = new FakeConnection(replica, input, events)
         conns.push(c)

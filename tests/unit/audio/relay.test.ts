@@ -17,7 +17,10 @@ const SETTINGS: AudioSettings = {
   replaySeconds: 0.1,
   failoverTimeoutSeconds: 2,
   reattachGraceSeconds: 5,
-  vendorPingSeconds: 0
+  vendorPingSeconds: 0,
+  replayRate: 0,
+  sessionBreaker: { quickLossSeconds: 0, quickLosses: 3, windowSeconds: 30, holdOffSeconds: 30 },
+  recoveryBackoff: { baseMs: 100, maxMs: 2000, stableSeconds: 0 }
 }
 
 /** A 160-byte frame whose every byte is `i`. */
@@ -47,7 +50,7 @@ t.test('recover: the replay ring goes in front of the queue, trimmed to bufferBy
   const s = sink()
   r.flowTo(s)
   for (let i = 0; i < 15; i++) r.write(frame(i))
-  t.equal(r.recover(), 15, 'all 15 written frames fit in one second of replay')
+  t.equal(r.recover().replayed, 15, 'all 15 written frames fit in one second of replay')
   for (let i = 15; i < 25; i++) r.write(frame(i))
   t.equal(counters.dropFailover, 5, '25 frames for a 20-frame bound: the 5 oldest go')
   const next = sink()

@@ -20,17 +20,20 @@ t.test('first open: audio is held until the vendor is ready, then goes out first
   t.equal(h.session.counters.framesToVendor, 4)
 })
 
-t.test('hold overflow: more audio before ready than holdBufferBytes ends the leg, every frame counted', async t => {
-  const h = harness()
-  h.session.start(null)
-  for (let i = 0; i < 11; i++) h.session.relay.write(frame(i))
-  t.equal(h.owner.failures[0]?.error.code, 'HOLD_BUFFER_OVERFLOW')
-  t.equal(h.session.counters.dropHold, 11)
-  t.equal(h.session.state, 'CLOSED')
-  t.equal(h.conn().state, 'CLOSED', 'the opening connection is aborted')
-  h.session.relay.write(frame(12))
-  t.equal(h.session.counters.dropAfterClose, 1, 'later audio is counted as late')
-})
+t.test(
+  'hold overflow on the last replica: more audio before ready than holdBufferBytes ends the leg, every frame counted',
+  async t => {
+    const h = harness({ replicas: ['a'] })
+    h.session.start(null)
+    for (let i = 0; i < 11; i++) h.session.relay.write(frame(i))
+    t.equal(h.owner.failures[0]?.error.code, 'HOLD_BUFFER_OVERFLOW')
+    t.equal(h.session.counters.dropHold, 11)
+    t.equal(h.session.state, 'CLOSED')
+    t.equal(h.conn().state, 'CLOSED', 'the opening connection is aborted')
+    h.session.relay.write(frame(12))
+    t.equal(h.session.counters.dropAfterClose, 1, 'later audio is counted as late')
+  }
+)
 
 t.test(
   'backpressure drop-oldest: a backed-up vendor keeps the newest audio, drops counted, flushed on drain',
@@ -100,18 +103,21 @@ t.test(
   }
 )
 
-t.test('ready timeout and a close before ready end the first open with their own codes', async t => {
-  const h = harness()
-  h.session.start(null)
-  h.conn().failWith({ kind: 'not-ready' })
-  t.match(h.owner.failures, [{ error: { code: 'UPSTREAM_NOT_READY' }, extra: { upstream: 'a' } }])
-  t.equal(h.replica('a').consecutiveFailures, 1, 'not ready in time is gateway-side')
+t.test(
+  'ready timeout (on the last replica) and a close before ready end the first open with their own codes',
+  async t => {
+    const h = harness({ replicas: ['a'] })
+    h.session.start(null)
+    h.conn().failWith({ kind: 'not-ready' })
+    t.match(h.owner.failures, [{ error: { code: 'UPSTREAM_NOT_READY' }, extra: { upstream: 'a' } }])
+    t.equal(h.replica('a').consecutiveFailures, 1, 'not ready in time is gateway-side')
 
-  const c = harness()
-  c.session.start(null)
-  c.conn().failWith({ kind: 'closed', code: 4000, reason: 'bad', socket: null })
-  t.match(c.owner.failures, [{ error: { code: 'UPSTREAM_REFUSED' }, extra: { vendorCloseCode: 4000 } }])
-})
+    const c = harness()
+    c.session.start(null)
+    c.conn().failWith({ kind: 'closed', code: 4000, reason: 'bad', socket: null })
+    t.match(c.owner.failures, [{ error: { code: 'UPSTREAM_REFUSED' }, extra: { vendorCloseCode: 4000 } }])
+  }
+)
 
 t.test('a mapping failure ends the leg with MAPPING_FAILED at once; its text is only a logged detail', async t => {
   const h = harness({ replicas: ['a', 'b'] })
@@ -153,7 +159,7 @@ t.test(
 )
 
 t.test(
-  'failover backoff and deadline: rounds wait 100, 250, 500… ms; past failoverTimeoutSeconds the leg ends',
+  'failover backoff and deadline: rounds wait 100, 200, 400… ms (jitter at its top); past failoverTimeoutSeconds the leg ends',
   async t => {
     const h = harness({ replicas: ['a'] })
     h.session.start(null)
@@ -171,7 +177,7 @@ t.test(
       if (h.conn().state !== 'CLOSED') h.conn().failWith(UNREACHABLE)
       h.clock.advance(10)
     }
-    t.same(opened, [100, 350, 850, 1850, 2000], 'backoff between rounds; the last one is cut to the deadline')
+    t.same(opened, [100, 300, 700, 1500, 2000], 'backoff between rounds; the last one is cut to the deadline')
     t.equal(h.session.state, 'CLOSED')
     t.match(h.owner.failures, [{ error: { code: 'UPSTREAM_CLOSED', detail: /within 2 s \(last: ECONNREFUSED\)/ } }])
     t.equal(h.session.counters.dropFailover, 1, 'the replayed frame is lost, counted')
