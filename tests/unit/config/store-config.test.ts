@@ -27,7 +27,11 @@ t.test(
     )
     t.equal(c.store.keyPrefix, '{assist-gateway}:', 'the default prefix is hash-tagged')
     t.equal(c.store.username, 'gw')
-    t.same(c.store.tls, { ca: join(lastDir, 'ca.pem'), servername: 'redis.internal' }, 'the CA is found beside the config')
+    t.same(
+      c.store.tls,
+      { ca: join(lastDir, 'ca.pem'), servername: 'redis.internal' },
+      'the CA is found beside the config'
+    )
     t.equal(c.store.sentinelTls, true)
     t.ok(c.secrets.includes('redis-pw-1'), 'store.password is redacted from logs')
     t.ok(c.secrets.includes('sentinel-pw-1'), 'store.sentinelPassword is redacted from logs')
