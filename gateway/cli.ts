@@ -92,7 +92,7 @@ export function createStore(config: Config, log: Logger, metrics: Metrics): Stor
   })
 }
 
-export async function serve(config: Config, opts: { log?: Logger } = {}): Promise<Running> {
+export async function serve(config: Config, opts: { log?: Logger; nowMs?: () => number } = {}): Promise<Running> {
   const log = opts.log ?? createLogger({ level: config.log.level, secrets: config.secrets })
   for (const w of config.warnings) log.warn({ event: 'config_warning' }, w)
   const emulators: VendorEmulator[] = []
@@ -107,7 +107,7 @@ export async function serve(config: Config, opts: { log?: Logger } = {}): Promis
   let server: RunningServer
   try {
     await store.start()
-    server = await startServer({ config, log, metrics, store, version: version() })
+    server = await startServer({ config, log, metrics, store, version: version(), nowMs: opts.nowMs })
   } catch (err) {
     await store.close()
     await Promise.all(emulators.map(async e => await e.close()))

@@ -14,6 +14,7 @@ import { mountExamples } from './examples'
 import { mountText } from './text-route'
 import { sendProblem } from './http'
 import type { ServerState } from './state'
+import { mountTokenAdmin, mountTokenEndpoint, startTokenAuth } from './token-routes'
 
 /**
  * Which uWebSockets.js loaded. The unofficial build silently falls back to a pure-JS server when its
@@ -39,6 +40,8 @@ export interface ServerOptions {
   metrics: Metrics
   store: Store
   version: string
+  /** Wall clock (epoch ms) of token issuing, expiry and revocation; default Date.now (tests pass their own). */
+  nowMs?: () => number
 }
 
 export async function startServer(opts: ServerOptions): Promise<RunningServer> {
@@ -60,10 +63,11 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     log.info({ event: 'uws_native', binary: build.binary }, 'uWebSockets.js native build loaded')
   }
 
+  const tokens = await startTokenAuth(config, opts.nowMs)
   const routes = new Map<string, RouteRuntime>()
   let defaultRoute: RouteRuntime | null = null
   for (const rc of Object.values(config.routes)) {
-    const r = buildRoute(rc, loadMapping(rc.mapping), store, config.health)
+    const r = buildRoute(rc, loadMapping(rc.mapping), store, config.health, tokens?.verifier)
     routes.set(rc.name, r)
     if (rc.default) defaultRoute = r
   }
@@ -135,10 +139,12 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   mountText(app, state, text)
   mountExamples(app, state)
   mountHealth(app, state)
+  mountTokenEndpoint(app, state, tokens)
   app.any('/*', res => sendProblem(res, 'NOT_FOUND'))
 
   const admin = uWS.App()
   mountAdmin(admin, state)
+  mountTokenAdmin(admin, state, tokens)
   admin.any('/*', res => sendProblem(res, 'NOT_FOUND'))
 
   const publicSocket = await listen(app, config.listen.host, config.listen.port)
