@@ -19,6 +19,12 @@ export interface RouteRuntime {
   readonly verifier?: TokenVerifier
 }
 
+/** True when the hook demands a credential (static list or tokens): mappings then never forward it. */
+export function demandsCredential(route: RouteRuntime, hook: 'audio' | 'text'): boolean {
+  const h = hookAuth(route, hook)
+  return h.list.required || h.tokens
+}
+
 /** One hook's credential check: its static list, and bearer tokens when the route's `auth.tokens` takes them. */
 export function hookAuth(route: RouteRuntime, hook: 'audio' | 'text'): HookAuth {
   return {

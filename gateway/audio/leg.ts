@@ -2,7 +2,7 @@ import type { Clock, TimerHandle } from '../clock'
 import type { AudioSettings } from '../config/types'
 import { CODES, GatewayError, logLevelOf, type ErrorCode } from '../errors'
 import type { MappingInput } from '../mapping/run'
-import type { RouteRuntime } from '../route'
+import { demandsCredential, type RouteRuntime } from '../route'
 import type { Store } from '../store/port'
 import type { Logger } from '../telemetry/log'
 import type { LegCounters, Metrics } from '../telemetry/metrics'
@@ -240,7 +240,7 @@ export class AudioLeg implements SessionOwner {
     const input: MappingInput = {
       init: checked.init,
       leg: { id: this.deps.legId, route: route.name, ...id },
-      route: { name: route.name, params: route.config.params, checksToken: route.audioAuth.required },
+      route: { name: route.name, params: route.config.params, checksToken: demandsCredential(route, 'audio') },
       upstream: { name: '', audio: null, credential: null, hasCredential: false }
     }
     const session = new VendorSession(

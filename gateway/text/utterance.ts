@@ -7,7 +7,7 @@ import { evaluateNow } from '../mapping/fast-path'
 import { run } from '../mapping/run'
 import type { TextInput, TextMapping } from '../mapping/text'
 import { mapRequest, mapRequestNow, type MappingFailure } from '../mapping/text-request'
-import { hookAuth, type RouteRuntime } from '../route'
+import { demandsCredential, hookAuth, type RouteRuntime } from '../route'
 import type { Logger } from '../telemetry/log'
 import type { Metrics } from '../telemetry/metrics'
 import { TextUpstream, type CallOptions, type CallOutcome, type RequestBuilder } from '../upstream/http-call'
@@ -94,7 +94,7 @@ export class TextHook {
         inputRoute: Object.freeze({
           name: route.name,
           params: route.config.params,
-          checksToken: route.textAuth.required
+          checksToken: demandsCredential(route, 'text')
         })
       })
     }

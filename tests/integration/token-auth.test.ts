@@ -10,6 +10,7 @@ import {
   startVendor,
   type TestGateway
 } from '../helpers/gateway'
+import type { VendorEmulator } from '../../gateway/tools/vendor-emulator'
 import { utterance } from '../helpers/tls'
 
 const TOKEN_KEY = 'token-key-for-tests-0123456789abcdef0123'
@@ -30,8 +31,12 @@ function testClock(): { nowMs: () => number; advance: (seconds: number) => void 
   return { nowMs: () => Date.now() + offset, advance: s => (offset += s * 1000) }
 }
 
-async function gateway(tt: T, clock = testClock()): Promise<{ gw: TestGateway; clock: ReturnType<typeof testClock> }> {
+async function gateway(
+  tt: T,
+  clock = testClock()
+): Promise<{ gw: TestGateway; clock: ReturnType<typeof testClock>; echo: VendorEmulator }> {
   const vendor = await startVendor(tt, { kind: 'json-events', resultEveryFrames: 0 })
+  const echo = await startVendor(tt, { kind: 'passthrough', echo: true })
   const route = (name: string, statics: boolean): Record<string, unknown> => {
     const r = routeTo([vendor], 'mappings/json-events.yaml')
     r.auth = statics
@@ -50,15 +55,20 @@ async function gateway(tt: T, clock = testClock()): Promise<{ gw: TestGateway; c
         clients: [
           { id: 'platform-a', secret: '${CLIENT_A}', scope: 'demo:audio demo:text' },
           { id: 'platform-b', secret: '${CLIENT_B}', scope: 'demo:audio' },
-          { id: 'platform-c', secret: '${CLIENT_C}', scope: 'other:audio other:text' }
+          { id: 'platform-c', secret: '${CLIENT_C}', scope: 'other:audio other:text pt:audio pt:text' }
         ]
       },
-      routes: { ...route('demo', false), ...route('other', false), ...route('mixed', true) }
+      routes: {
+        ...route('demo', false),
+        ...route('other', false),
+        ...route('mixed', true),
+        pt: { ...routeTo([echo], 'mappings/passthrough.yaml'), auth: { tokens: true } }
+      }
     },
     ENV,
     { nowMs: clock.nowMs }
   )
-  return { gw, clock }
+  return { gw, clock, echo }
 }
 
 async function issue(
@@ -205,6 +215,25 @@ t.test('re-attach is bound to the caller that opened the session', async t => {
   const s3 = await audio(t, gw, 'mixed', `Bearer ${AUDIO_TOKEN}`, 800002)
   t.equal(s3.answer.command, 'CONNECTED', 'the same static credential takes over')
   t.match(await failures(gw), 'assist_gateway_auth_failures_total{hook="audio",reason="caller_mismatch"} 2')
+})
+
+t.test('a route that takes tokens never forwards the platform token to its vendor', async t => {
+  const { gw, echo } = await gateway(t)
+  const token = await tokenOf(gw, 'platform-c', CLIENT_C, 'pt:audio pt:text')
+  const { answer } = await audio(t, gw, 'pt', `Bearer ${token}`)
+  t.equal(answer.command, 'CONNECTED')
+  t.notOk(JSON.stringify(answer).includes(token), 'not in the CONNECTED echo')
+  t.equal(await text(gw, 'pt', `Bearer ${token}`), 200)
+  const r = await fetch(gw.url('/text/pt'), {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(utterance({ authorizationHeader: `Bearer ${token}` }))
+  })
+  t.equal(r.status, 200, 'the token in the body is accepted')
+  t.notOk((await r.text()).includes(token))
+  const seen = JSON.stringify([echo.sessions(), echo.textRequests()])
+  t.ok(seen.includes('4594'), 'the vendor got the messages')
+  t.notOk(seen.includes(token.split('.')[2]!), 'but never the token')
 })
 
 t.test('no configured secret, client secret or issued token in any log line or answer', async t => {
