@@ -94,7 +94,10 @@ export function createStore(config: Config, log: Logger, metrics: Metrics): Stor
   })
 }
 
-export async function serve(config: Config, opts: { log?: Logger; revalidate?: Revalidate } = {}): Promise<Running> {
+export async function serve(
+  config: Config,
+  opts: { log?: Logger; revalidate?: Revalidate; nowMs?: () => number } = {}
+): Promise<Running> {
   const log = opts.log ?? createLogger({ level: config.log.level, secrets: config.secrets })
   for (const w of config.warnings) log.warn({ event: 'config_warning' }, w)
   const emulators: VendorEmulator[] = []
@@ -109,7 +112,15 @@ export async function serve(config: Config, opts: { log?: Logger; revalidate?: R
   let server: RunningServer
   try {
     await store.start()
-    server = await startServer({ config, log, metrics, store, version: version(), revalidate: opts.revalidate })
+    server = await startServer({
+      config,
+      log,
+      metrics,
+      store,
+      version: version(),
+      revalidate: opts.revalidate,
+      nowMs: opts.nowMs
+    })
   } catch (err) {
     await store.close()
     await Promise.all(emulators.map(async e => await e.close()))

@@ -1,18 +1,23 @@
+import { authenticateStatic, callerTag, failureLabel } from '../auth/hook-auth'
+import { authenticate, type RouteAuthOutcome } from '../auth/route-auth'
 import { CODES, GatewayError } from '../errors'
 import type { Problem } from '../validate/compile'
 import { checkInit, parseJson, type LegIdentity } from '../validate/messages'
-import type { RouteRuntime } from '../route'
+import { hookAuth, type RouteRuntime } from '../route'
 
 export type HandshakeCheck =
-  | { ok: true; init: Record<string, unknown>; identity: LegIdentity }
-  | { ok: false; error: GatewayError; problems: Problem[]; stage: 'json' | 'auth' | 'schema' }
+  /** `caller`: who opened the leg (auth/hook-auth.ts `callerTag`), compared on re-attach. */
+  | { ok: true; init: Record<string, unknown>; identity: LegIdentity; caller: string }
+  /** `reason`: the `auth_failures_total` label when `stage` is `auth`. */
+  | { ok: false; error: GatewayError; problems: Problem[]; stage: 'json' | 'auth' | 'schema'; reason?: string }
 
 /**
  * The checks of an init message, in order: JSON, credentials, schema. Credentials come before the
  * schema so an unauthenticated caller learns nothing about the message format. Shared by the audio
- * hook and the handshake dry-run endpoint, so both always answer alike.
+ * hook and the handshake dry-run endpoint, so both always answer alike. Synchronous unless the route
+ * takes bearer tokens: then a Promise (a token is verified: signature, JWKS keys).
  */
-export function checkHandshake(route: RouteRuntime, text: string): HandshakeCheck {
+export function checkHandshake(route: RouteRuntime, text: string): HandshakeCheck | Promise<HandshakeCheck> {
   const parsed = parseJson(text)
   if (!parsed.ok) return { ok: false, error: parsed.error, problems: [], stage: 'json' }
   const value = parsed.value
@@ -24,11 +29,20 @@ export function checkHandshake(route: RouteRuntime, text: string): HandshakeChec
       stage: 'schema'
     }
   }
-  const auth = route.audioAuth.check((value as Record<string, unknown>).authenticationToken)
-  if (!auth.ok) return { ok: false, error: new GatewayError(auth.code), problems: [], stage: 'auth' }
+  const presented = (value as Record<string, unknown>).authenticationToken
+  const hook = hookAuth(route, 'audio')
+  if (!hook.tokens) return afterAuth(value, presented, authenticateStatic([presented], hook.list))
+  return authenticate([presented], hook, route.verifier).then(auth => afterAuth(value, presented, auth))
+}
+
+function afterAuth(value: object, presented: unknown, auth: RouteAuthOutcome): HandshakeCheck {
+  if (!auth.ok) {
+    const reason = failureLabel(auth.reason)
+    return { ok: false, error: new GatewayError(auth.code), problems: [], stage: 'auth', reason }
+  }
   const checked = checkInit(value)
   if (!checked.ok) return { ...checked, stage: 'schema' }
-  return checked
+  return { ...checked, caller: callerTag(auth.principal, presented) }
 }
 
 /** The ERROR frame for a failure: code as messageType, human text, pointers (never values) in parameters. */

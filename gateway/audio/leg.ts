@@ -2,13 +2,13 @@ import type { Clock, TimerHandle } from '../clock'
 import type { AudioSettings } from '../config/types'
 import { CODES, GatewayError, logLevelOf, type ErrorCode } from '../errors'
 import type { MappingInput } from '../mapping/run'
-import type { RouteRuntime } from '../route'
+import { demandsCredential, type RouteRuntime } from '../route'
 import type { Store } from '../store/port'
 import type { Logger } from '../telemetry/log'
 import type { LegCounters, Metrics } from '../telemetry/metrics'
 import type { Problem } from '../validate/compile'
 import type { ConnectionFactory } from './connection-contract'
-import { checkHandshake, connectedFrame, errorFrame } from './handshake'
+import { checkHandshake, connectedFrame, errorFrame, type HandshakeCheck } from './handshake'
 import type { SessionRegistry } from './registry'
 import { VendorSession } from './session'
 import type { Session, SessionOwner } from './session-contract'
@@ -78,6 +78,9 @@ export class AudioLeg implements SessionOwner {
   private early: string[] = []
   private earlyChars = 0
   private earlyDropLogged = false
+  /** Audio that came while the init message's credential was being verified (null: not verifying). */
+  private held: ArrayBuffer[] | null = null
+  private heldBytes = 0
 
   constructor(
     private readonly platform: PlatformLeg,
@@ -104,6 +107,7 @@ export class AudioLeg implements SessionOwner {
       session.relay.write(data)
       return
     }
+    if (this.held !== null && this.state === 'AWAIT_INIT') return this.hold(data)
     if (BINARY_IN[this.state] === 'refuse') this.fail(new GatewayError('FIRST_FRAME_NOT_TEXT'))
     else c.dropAfterClose++
   }
@@ -191,15 +195,40 @@ export class AudioLeg implements SessionOwner {
 
   // ---- handshake -------------------------------------------------------------------------------
 
+  /**
+   * The init message. When its checks are asynchronous (token verification), audio meanwhile is held
+   * (copied, up to `audio.holdBufferBytes`) for the session; another text frame meanwhile is ignored.
+   */
   private onInit(text: string): void {
+    if (this.held !== null) return
+    const checked = checkHandshake(this.deps.route, text)
+    if (!(checked instanceof Promise)) return this.initChecked(checked)
+    this.held = []
+    checked.then(
+      checked => {
+        const held = this.held ?? []
+        this.held = null
+        if (this.state !== 'AWAIT_INIT') return
+        this.initChecked(checked)
+        for (const b of held) this.session?.relay.write(b)
+      },
+      (err: unknown) => {
+        this.log.error({ event: 'handshake_bug', err }, 'unexpected error while checking the init message')
+        this.fail(new GatewayError('INTERNAL'))
+      }
+    )
+  }
+
+  private hold(data: ArrayBuffer): void {
+    this.heldBytes += data.byteLength
+    if (this.heldBytes > this.deps.settings.holdBufferBytes) return this.fail(new GatewayError('HOLD_BUFFER_OVERFLOW'))
+    this.held?.push(data.slice(0)) // a copy: `data` is only valid during the call
+  }
+
+  private initChecked(checked: HandshakeCheck): void {
     const { route, metrics, registry } = this.deps
-    const checked = checkHandshake(route, text)
     if (!checked.ok) {
-      if (checked.stage === 'auth')
-        metrics.authFailures.inc({
-          hook: 'audio',
-          reason: checked.error.code === 'AUTH_MISSING' ? 'missing' : 'invalid'
-        })
+      if (checked.stage === 'auth') metrics.authFailures.inc({ hook: 'audio', reason: checked.reason ?? 'invalid' })
       else metrics.validationFailures.inc({ hook: 'audio' })
       this.fail(checked.error, checked.problems)
       return
@@ -219,8 +248,12 @@ export class AudioLeg implements SessionOwner {
     this.initAt = this.deps.clock.now()
     const key = `${route.name}:${id.busNo}:${id.contactId}:${id.perspective}`
 
-    // Re-attach: the same leg identity came back while its vendor session is kept on this instance.
-    const existing = registry.claim(key, this, checked.init, this.log)
+    // Re-attach: the same identity came back while its session is kept here; only by the caller that opened it.
+    const existing = registry.claim(key, this, checked.init, this.log, checked.caller)
+    if (existing === 'refused') {
+      metrics.authFailures.inc({ hook: 'audio', reason: 'caller_mismatch' })
+      return this.fail(new GatewayError('AUTH_INVALID'), [], { detail: 'caller_mismatch' })
+    }
     if (existing !== null) {
       this.session = existing
       metrics.reattach.inc({ route: route.name, result: 'same_session' })
@@ -231,7 +264,7 @@ export class AudioLeg implements SessionOwner {
     const input: MappingInput = {
       init: checked.init,
       leg: { id: this.deps.legId, route: route.name, ...id },
-      route: { name: route.name, params: route.config.params, checksToken: route.audioAuth.required },
+      route: { name: route.name, params: route.config.params, checksToken: demandsCredential(route, 'audio') },
       upstream: { name: '', audio: null, credential: null, hasCredential: false }
     }
     const session = new VendorSession(
@@ -251,7 +284,7 @@ export class AudioLeg implements SessionOwner {
       this.deps.legId
     )
     this.session = session
-    registry.add(session)
+    registry.add(session, checked.caller)
     if (this.deps.store.kind === 'memory') {
       session.start(null)
       return

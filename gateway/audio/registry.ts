@@ -8,19 +8,30 @@ import type { Session, SessionHost, SessionOwner } from './session-contract'
 export class SessionRegistry implements SessionHost {
   private readonly byKey = new Map<string, Session>()
   private readonly parkedSessions = new Set<Session>()
+  /** Who opened each session (auth/hook-auth.ts `callerTag`): only the same caller may claim it. */
+  private readonly callers = new WeakMap<Session, string>()
 
   /** A new session for a leg identity; it replaces a closed one of the same identity. */
-  add(s: Session): void {
+  add(s: Session, caller = ''): void {
     this.byKey.set(s.key, s)
+    this.callers.set(s, caller)
   }
 
   /**
    * A leg with this identity came back: it takes over the live session kept for it (parked, or still
    * owned by an older connection, which is superseded). Null when there is none: open a new one.
+   * `refused` when another caller opened it: the session and its leg are left as they are.
    */
-  claim(key: string, owner: SessionOwner, init: Record<string, unknown>, log: Logger): Session | null {
+  claim(
+    key: string,
+    owner: SessionOwner,
+    init: Record<string, unknown>,
+    log: Logger,
+    caller = ''
+  ): Session | null | 'refused' {
     const s = this.byKey.get(key)
     if (s === undefined || s.state === 'CLOSED') return null
+    if ((this.callers.get(s) ?? '') !== caller) return 'refused'
     s.attach(owner, init, log)
     return s
   }

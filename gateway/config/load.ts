@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs'
 import { dirname, isAbsolute, join, resolve } from 'node:path'
 import { LineCounter, parseDocument } from 'yaml'
+import { checkTokenSettings } from '../auth/token-config'
 import { ConfigError } from '../errors'
 import { packageRoot } from '../paths'
 import { escapePointer, pointerSegments, problemsOf, validator } from '../validate/compile'
@@ -99,6 +100,7 @@ export function loadConfig(file: string, env: NodeJS.ProcessEnv): Config {
     else t.ca = f
   }
   if (cfg.redis === '') cfg.redis = null
+  problems.push(...tokenProblems(cfg, dir).map(p => ({ file: path, ...p })))
   if (problems.length > 0) throw new ConfigError(problems)
   cfg.file = path
   cfg.secrets = collectSecrets(cfg)
@@ -139,7 +141,8 @@ const SECRET_POINTERS = [
   /^\/routes\/[^/]+\/auth\/(audio|text)\/\d+$/,
   /^\/routes\/[^/]+\/upstreams\/\d+\/(credential|headers\/.+)$/,
   /^\/listen\/tls\/passphrase$/,
-  /^\/store\/(password|sentinelPassword)$/
+  /^\/store\/(password|sentinelPassword)$/,
+  /^\/tokens\/(keys|clients)\/\d+\/secret$/
 ]
 
 interface Interpolation {
@@ -240,6 +243,22 @@ function isUrl(s: string): boolean {
   }
 }
 
+/** The tokens section's cross-field problems (token-config.ts) and its key files, resolved beside the config. */
+function tokenProblems(cfg: Record<string, any>, dir: string): { pointer: string; message: string }[] {
+  const out = checkTokenSettings(cfg.tokens, cfg.routes).map(line => {
+    const at = line.indexOf(': ')
+    return { pointer: line.slice(0, at), message: line.slice(at + 2) }
+  })
+  ;(cfg.tokens?.keys ?? []).forEach((k: any, i: number) => {
+    if (k.privateKeyFile === undefined) return
+    const f = resolveFile(k.privateKeyFile, dir, false)
+    if (f === null)
+      out.push({ pointer: `/tokens/keys/${i}/privateKeyFile`, message: `file ${k.privateKeyFile} not found` })
+    else k.privateKeyFile = f
+  })
+  return out
+}
+
 function collectSecrets(cfg: Record<string, any>): string[] {
   const out = new Set<string>()
   for (const route of Object.values(cfg.routes as Record<string, any>)) {
@@ -253,6 +272,8 @@ function collectSecrets(cfg: Record<string, any>): string[] {
   if (cfg.listen.tls?.passphrase) out.add(cfg.listen.tls.passphrase)
   if (cfg.store?.password) out.add(cfg.store.password)
   if (cfg.store?.sentinelPassword) out.add(cfg.store.sentinelPassword)
+  for (const k of cfg.tokens?.keys ?? []) if (k.secret) out.add(k.secret)
+  for (const c of cfg.tokens?.clients ?? []) if (c.secret) out.add(c.secret)
   if (cfg.redis) {
     try {
       const pw = new URL(cfg.redis).password

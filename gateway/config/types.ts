@@ -1,3 +1,5 @@
+import type { RouteTokenSettings, TokenSettings } from '../auth/token-config'
+
 /** The validated, frozen configuration (schemas/gateway-config.schema.json is the source of truth). */
 export interface UpstreamConfig {
   readonly name: string
@@ -18,7 +20,12 @@ export interface RouteConfig {
   readonly async: boolean
   /** Absolute path of the mapping file. */
   readonly mapping: string
-  readonly auth: { readonly audio?: readonly string[]; readonly text?: readonly string[] }
+  readonly auth: {
+    readonly audio?: readonly string[]
+    readonly text?: readonly string[]
+    /** Bearer tokens this route accepts (scope `<route>:<hook>`), besides its static lists. */
+    readonly tokens?: RouteTokenSettings
+  }
   readonly params: Readonly<Record<string, unknown>>
   /** Overrides the mapping's `health` probe for this route. */
   readonly health?: RouteHealth
@@ -153,9 +160,11 @@ export interface Config {
   readonly shutdown: ShutdownSettings
   readonly emulators: readonly EmulatorConfig[]
   readonly routes: Readonly<Record<string, RouteConfig>>
+  /** Token auth: the token endpoint's keys and clients, external issuers (absent: no bearer tokens). */
+  readonly tokens?: Readonly<TokenSettings>
   /**
    * Every credential value in the config (auth lists, upstream credentials and headers, TLS
-   * passphrase, Redis password): redacted from every log line.
+   * passphrase, Redis password, token keys and client secrets): redacted from every log line.
    */
   readonly secrets: readonly string[]
   /** Non-fatal findings, logged at start-up and printed by `check`. */

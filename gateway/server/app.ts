@@ -22,6 +22,7 @@ import {
 import { startDrain, type Drain } from './drain'
 import { TextHooks } from './text-hooks'
 import type { ServerState } from './state'
+import { mountTokenAdmin, mountTokenEndpoint, startTokenAuth } from './token-routes'
 
 /**
  * Which uWebSockets.js loaded. The unofficial build silently falls back to a pure-JS server when its
@@ -55,6 +56,8 @@ export interface ServerOptions {
   version: string
   /** Re-reads and validates the config file as `check` does; without it a reload is refused. */
   revalidate?: Revalidate
+  /** Wall clock (epoch ms) of token issuing, expiry and revocation; default Date.now (tests pass their own). */
+  nowMs?: () => number
 }
 
 const noRevalidate: Revalidate = async () => ({
@@ -81,7 +84,10 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     log.info({ event: 'uws_native', binary: build.binary }, 'uWebSockets.js native build loaded')
   }
 
-  const genDeps = { store, metrics, log }
+  // Token auth is built once, from the config the process started with (key files are read here); a
+  // change to `tokens` takes effect at the next restart (reload says so in restartRequired).
+  const tokens = await startTokenAuth(config, opts.nowMs)
+  const genDeps = { store, metrics, log, verifier: tokens?.verifier }
   let gen = buildGeneration(config, genDeps, null)
   const sessions = new SessionRegistry()
   const state: ServerState = {
@@ -158,11 +164,13 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   mountText(app, state, texts)
   mountExamples(app, state)
   mountHealth(app, state)
+  mountTokenEndpoint(app, state, tokens)
   app.any('/*', res => sendProblem(res, 'NOT_FOUND'))
 
   const admin = uWS.App()
   mountAdmin(admin, state)
   mountReload(admin, reload)
+  mountTokenAdmin(admin, state, tokens)
   admin.any('/*', res => sendProblem(res, 'NOT_FOUND'))
 
   const publicSocket = await listen(app, config.listen.host, config.listen.port)

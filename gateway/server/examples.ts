@@ -37,10 +37,11 @@ export function mountExamples(app: uWS.TemplatedApp, state: ServerState): void {
     })
     const route = pickRoute(req.getQuery('route') ?? '')
     if (route === null) return sendProblem(res, 'ROUTE_NOT_FOUND')
-    readBody(res, DRY_RUN_LIMIT, body => {
+    readBody(res, DRY_RUN_LIMIT, async body => {
       if (aborted) return
       if (body === null) return sendProblem(res, 'MESSAGE_TOO_LARGE')
-      const checked = checkHandshake(route, body.toString('utf8'))
+      const checked = await checkHandshake(route, body.toString('utf8'))
+      if (aborted) return
       let response: string
       let closeCode: number | null = null
       if (!checked.ok) {

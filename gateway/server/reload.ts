@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs'
 import type * as uWS from 'uWebSockets.js'
 import type { Config, RouteConfig } from '../config/types'
 import { forgetMappings, loadMapping } from '../mapping/compile'
+import type { TokenVerifier } from '../auth/token-verify'
 import { buildRoute, type RouteRuntime } from '../route'
 import type { Store } from '../store/port'
 import type { Logger } from '../telemetry/log'
@@ -36,6 +37,8 @@ export interface GenerationDeps {
   store: Store
   metrics: Metrics
   log: Logger
+  /** Verifies bearer tokens for routes with `auth.tokens` (built once at start: `tokens` needs a restart). */
+  verifier?: TokenVerifier
 }
 
 export interface ReloadReport {
@@ -87,7 +90,7 @@ export function buildGeneration(config: Config, deps: GenerationDeps, previous: 
     const fp = routeFingerprint(rc, config)
     const old = previous?.routes.get(rc.name)
     const reuse = old !== undefined && previous?.fingerprints.get(rc.name) === fp
-    const r = reuse ? old : buildRoute(rc, loadMapping(rc.mapping), store, config.health)
+    const r = reuse ? old : buildRoute(rc, loadMapping(rc.mapping), store, config.health, deps.verifier)
     if (!reuse) watchEjections(r.pool, deps)
     routes.set(rc.name, r)
     fingerprints.set(rc.name, fp)
@@ -136,7 +139,7 @@ function watchEjections(pool: UpstreamPool, { metrics, log }: GenerationDeps): v
  * effect at the next restart. Everything else (routes, mappings, audio, text, health, log.level,
  * shutdown) applies to new legs and requests at once.
  */
-const RESTART_KEYS = ['listen', 'admin', 'redis', 'uws', 'store', 'emulators'] as const
+const RESTART_KEYS = ['listen', 'admin', 'redis', 'uws', 'store', 'emulators', 'tokens'] as const
 
 export function restartRequired(prev: Generation, next: Generation): string[] {
   const keys: string[] = RESTART_KEYS.filter(k => JSON.stringify(prev.config[k]) !== JSON.stringify(next.config[k]))

@@ -56,7 +56,11 @@ export const CATALOGUE = {
   },
   auth_failures_total: {
     type: 'counter',
-    help: 'Refused credentials, by hook (audio, text) and reason (missing, invalid).',
+    help:
+      'Refused credentials, by hook (audio, text, token) and reason: missing, invalid, malformed, unknown_kid, ' +
+      'bad_signature, wrong_issuer, wrong_audience, expired, not_yet_valid, revoked, scope, caller_mismatch ' +
+      '(a re-attach by another caller); hook token (POST /oauth/token): invalid_request, invalid_client, ' +
+      'unsupported_grant_type, invalid_scope.',
     labels: ['hook', 'reason']
   },
   validation_failures_total: {

@@ -1,11 +1,13 @@
 import type { TextSettings } from '../config/types'
 import { GatewayError, logLevelOf } from '../errors'
 import type { CredentialList } from '../auth/credentials'
+import { failureLabel } from '../auth/hook-auth'
+import { authenticate } from '../auth/route-auth'
 import { evaluateNow } from '../mapping/fast-path'
 import { run } from '../mapping/run'
 import type { TextInput, TextMapping } from '../mapping/text'
 import { mapRequest, mapRequestNow, type MappingFailure } from '../mapping/text-request'
-import type { RouteRuntime } from '../route'
+import { demandsCredential, hookAuth, type RouteRuntime } from '../route'
 import type { Logger } from '../telemetry/log'
 import type { Metrics } from '../telemetry/metrics'
 import { TextUpstream, type CallOptions, type CallOutcome, type RequestBuilder } from '../upstream/http-call'
@@ -92,7 +94,7 @@ export class TextHook {
         inputRoute: Object.freeze({
           name: route.name,
           params: route.config.params,
-          checksToken: route.textAuth.required
+          checksToken: demandsCredential(route, 'text')
         })
       })
     }
@@ -121,10 +123,15 @@ export class TextHook {
       ])
     }
     const msg = value as Record<string, unknown>
-    const auth = checkCredential(req.route.textAuth, msg.authorizationHeader, req.authorization)
-    if (auth !== null) {
-      metrics.authFailures.inc({ hook: 'text', reason: auth === 'AUTH_MISSING' ? 'missing' : 'invalid' })
-      return this.refuse(req, new GatewayError(auth))
+    // The static list (as checkCredential), then bearer tokens whose scope names <route>:text.
+    const auth = await authenticate(
+      [msg.authorizationHeader, req.authorization],
+      hookAuth(req.route, 'text'),
+      req.route.verifier
+    )
+    if (!auth.ok) {
+      metrics.authFailures.inc({ hook: 'text', reason: failureLabel(auth.reason) })
+      return this.refuse(req, new GatewayError(auth.code))
     }
     const problems = checkUtterance(msg)
     if (problems.length > 0) {

@@ -45,7 +45,8 @@ export interface TestGateway extends Running {
 export async function startGateway(
   t: T,
   config: Record<string, unknown>,
-  env: Record<string, string> = {}
+  env: Record<string, string> = {},
+  opts: { nowMs?: () => number } = {}
 ): Promise<TestGateway> {
   const dir = t.testdir()
   const configFile = join(dir, 'gateway.yaml')
@@ -60,7 +61,7 @@ export async function startGateway(
   const cfg = loadConfig(configFile, { AUDIO_TOKEN, TEXT_TOKEN, ...env })
   const logs = new LogCapture()
   const log = createLogger({ level: 'debug', secrets: cfg.secrets, destination: logs.stream })
-  const running = await serve(cfg, { log })
+  const running = await serve(cfg, { log, nowMs: opts.nowMs })
   t.teardown(async () => await running.close())
   const scheme = cfg.listen.tls !== null ? 'https' : 'http'
   const wsScheme = cfg.listen.tls !== null ? 'wss' : 'ws'

@@ -1,0 +1,43 @@
+import { createHmac, randomBytes } from 'node:crypto'
+import type { CredentialList } from './credentials'
+import type { AuthReason, Principal, RouteAuthOutcome } from './route-auth'
+
+/**
+ * The `auth_failures_total{reason}` label of a refused credential: a bounded set. A value that is
+ * neither a listed credential nor a token the route takes is `invalid`; token failures keep their own
+ * name (expired, revoked, scope, …); `caller_mismatch` is a re-attach by another caller.
+ */
+export function failureLabel(reason: AuthReason | 'caller_mismatch'): string {
+  return reason === 'not_accepted' ? 'invalid' : reason
+}
+
+/** Process-local key of the caller tags: a tag means nothing outside this process and never leaves it. */
+const TAG_KEY = randomBytes(32)
+
+/**
+ * Who opened a leg, as re-attach binding compares it (issue 11 item 3): a token's issuer and subject
+ * (its client), a keyed hash of the static credential presented (`Bearer x` and `x` alike; the
+ * credential itself is never kept), or `anonymous` on a route that asks for none.
+ */
+export function callerTag(principal: Principal, presented: unknown): string {
+  if (principal.kind === 'token') return `token:${principal.iss}\n${principal.sub}`
+  if (principal.kind === 'anonymous' || typeof presented !== 'string') return 'anonymous'
+  const value = presented.trim().replace(/^bearer +/i, '')
+  return `static:${createHmac('sha256', TAG_KEY).update(value, 'utf8').digest('base64url')}`
+}
+
+/**
+ * `authenticate` (route-auth.ts) for a hook that takes no bearer tokens, settled at once: its static
+ * list alone (constant time, raw or `Bearer <value>`). Keeps such a hook's handshake synchronous.
+ */
+export function authenticateStatic(presented: readonly unknown[], list: CredentialList): RouteAuthOutcome {
+  if (!list.required) return { ok: true, principal: { kind: 'anonymous' } }
+  const values = presented.filter((v): v is string => typeof v === 'string' && v !== '')
+  if (values.length === 0) return { ok: false, code: 'AUTH_MISSING', reason: 'missing' }
+  for (const v of values) {
+    const bearer = v.length > 7 && v.slice(0, 7).toLowerCase() === 'bearer '
+    if ((bearer && list.check(v.slice(7).trim()).ok) || list.check(v).ok)
+      return { ok: true, principal: { kind: 'static' } }
+  }
+  return { ok: false, code: 'AUTH_INVALID', reason: 'not_accepted' }
+}

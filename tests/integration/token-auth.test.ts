@@ -1,0 +1,265 @@
+import t from 'tap'
+import { initMessage } from '../../gateway/tools/simulate'
+import {
+  AUDIO_TOKEN,
+  TEXT_TOKEN,
+  platformLeg,
+  roundTrip,
+  routeTo,
+  startGateway,
+  startVendor,
+  type TestGateway
+} from '../helpers/gateway'
+import type { VendorEmulator } from '../../gateway/tools/vendor-emulator'
+import { utterance } from '../helpers/tls'
+
+const TOKEN_KEY = 'token-key-for-tests-0123456789abcdef0123'
+const CLIENT_A = 'client-a-secret-0123456789'
+const CLIENT_B = 'client-b-secret-9876543210'
+const CLIENT_C = 'client-c-secret-5555555555'
+const AUDIO_TOKEN_2 = 'audio-token-2-s3cr3t-value'
+const ENV = { TOKEN_KEY, CLIENT_A, CLIENT_B, CLIENT_C, AUDIO_TOKEN_2 }
+const TTL = 30
+type T = Parameters<typeof startGateway>[0]
+
+/** Everything a test sent back from the gateway, to search for secrets. */
+const answers: string[] = []
+
+/** The gateway's wall clock for tokens: the test moves it forward instead of waiting. */
+function testClock(): { nowMs: () => number; advance: (seconds: number) => void } {
+  let offset = 0
+  return { nowMs: () => Date.now() + offset, advance: s => (offset += s * 1000) }
+}
+
+async function gateway(
+  tt: T,
+  clock = testClock()
+): Promise<{ gw: TestGateway; clock: ReturnType<typeof testClock>; echo: VendorEmulator }> {
+  const vendor = await startVendor(tt, { kind: 'json-events', resultEveryFrames: 0 })
+  const echo = await startVendor(tt, { kind: 'passthrough', echo: true })
+  const route = (name: string, statics: boolean): Record<string, unknown> => {
+    const r = routeTo([vendor], 'mappings/json-events.yaml')
+    r.auth = statics
+      ? { audio: ['${AUDIO_TOKEN}', '${AUDIO_TOKEN_2}'], text: ['${TEXT_TOKEN}'], tokens: true }
+      : { tokens: true }
+    return { [name]: r }
+  }
+  const gw = await startGateway(
+    tt,
+    {
+      audio: { reattachGraceSeconds: 5 },
+      tokens: {
+        issuer: 'assist-gateway',
+        ttlSeconds: TTL,
+        keys: [{ kid: 'k1', secret: '${TOKEN_KEY}' }],
+        clients: [
+          { id: 'platform-a', secret: '${CLIENT_A}', scope: 'demo:audio demo:text' },
+          { id: 'platform-b', secret: '${CLIENT_B}', scope: 'demo:audio' },
+          { id: 'platform-c', secret: '${CLIENT_C}', scope: 'other:audio other:text pt:audio pt:text' }
+        ]
+      },
+      routes: {
+        ...route('demo', false),
+        ...route('other', false),
+        ...route('mixed', true),
+        pt: { ...routeTo([echo], 'mappings/passthrough.yaml'), auth: { tokens: true } }
+      }
+    },
+    ENV,
+    { nowMs: clock.nowMs }
+  )
+  return { gw, clock, echo }
+}
+
+async function issue(
+  gw: TestGateway,
+  id: string,
+  secret: string,
+  scope?: string
+): Promise<{ status: number; json: Record<string, unknown> }> {
+  const form = new URLSearchParams({ grant_type: 'client_credentials', ...(scope ? { scope } : {}) })
+  const r = await fetch(gw.url('/oauth/token'), {
+    method: 'POST',
+    headers: {
+      authorization: `Basic ${Buffer.from(`${id}:${secret}`).toString('base64')}`,
+      'content-type': 'application/x-www-form-urlencoded'
+    },
+    body: form.toString()
+  })
+  const json = (await r.json()) as Record<string, unknown>
+  if (r.status !== 200) answers.push(JSON.stringify(json))
+  return { status: r.status, json }
+}
+
+async function tokenOf(gw: TestGateway, id: string, secret: string, scope?: string): Promise<string> {
+  const r = await issue(gw, id, secret, scope)
+  if (r.status !== 200) throw new Error(`token endpoint answered ${r.status}`)
+  return r.json.access_token as string
+}
+
+async function text(gw: TestGateway, route: string, authorization: string): Promise<number> {
+  const r = await fetch(gw.url(`/text/${route}`), {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization },
+    body: JSON.stringify(utterance())
+  })
+  answers.push(await r.text())
+  return r.status
+}
+
+let contact = 700000
+async function audio(
+  tt: T,
+  gw: TestGateway,
+  route: string,
+  token: string,
+  contactId = ++contact
+): Promise<{ leg: ReturnType<typeof platformLeg>; answer: Record<string, unknown> }> {
+  const leg = platformLeg(
+    tt,
+    gw.url(`/audio/${route}`),
+    initMessage({ token, contactId, busNo: 4594, perspective: 'TX' })
+  )
+  const answer = await leg.answer
+  answers.push(JSON.stringify(answer))
+  return { leg, answer }
+}
+
+async function failures(gw: TestGateway): Promise<string> {
+  return await (await fetch(gw.adminUrl('/metrics'))).text()
+}
+
+t.test('issue → audio CONNECTED and text 200 → expiry → refusal', async t => {
+  const { gw, clock } = await gateway(t)
+  const issued = await issue(gw, 'platform-a', CLIENT_A)
+  t.equal(issued.status, 200)
+  t.match(issued.json, { token_type: 'Bearer', expires_in: TTL, scope: 'demo:audio demo:text' })
+  const token = issued.json.access_token as string
+  const { answer } = await audio(t, gw, 'demo', `Bearer ${token}`)
+  t.equal(answer.command, 'CONNECTED', 'Bearer <jwt> opens the audio hook')
+  t.equal((await audio(t, gw, 'demo', token)).answer.command, 'CONNECTED', 'the bare JWT too')
+  t.equal(await text(gw, 'demo', `Bearer ${token}`), 200, 'and the text hook')
+  clock.advance(TTL + 31) // past exp and the default 30 s clock skew
+  const late = await audio(t, gw, 'demo', `Bearer ${token}`)
+  t.match(late.answer, { command: 'ERROR', messageType: 'AUTH_INVALID' })
+  t.equal((await late.leg.closed).code, 1008)
+  t.equal(await text(gw, 'demo', `Bearer ${token}`), 401)
+  const m = await failures(gw)
+  t.match(m, 'assist_gateway_auth_failures_total{hook="audio",reason="expired"} 1')
+  t.match(m, 'assist_gateway_auth_failures_total{hook="text",reason="expired"} 1')
+})
+
+t.test('a token for another route or hook never opens this one', async t => {
+  const { gw } = await gateway(t)
+  const other = await tokenOf(gw, 'platform-c', CLIENT_C)
+  t.match((await audio(t, gw, 'demo', `Bearer ${other}`)).answer, { messageType: 'AUTH_INVALID' }, 'wrong route')
+  t.equal(await text(gw, 'demo', `Bearer ${other}`), 401, 'wrong route, text')
+  const audioOnly = await tokenOf(gw, 'platform-a', CLIENT_A, 'demo:audio')
+  t.equal(await text(gw, 'demo', `Bearer ${audioOnly}`), 401, 'wrong hook')
+  t.equal((await audio(t, gw, 'demo', audioOnly)).answer.command, 'CONNECTED', 'its own hook opens')
+  t.equal((await issue(gw, 'platform-b', CLIENT_B, 'demo:text')).status, 400, 'a scope beyond the client is refused')
+  t.equal((await issue(gw, 'platform-a', CLIENT_B)).status, 401, 'a wrong client secret is refused')
+  t.equal(await text(gw, 'demo', ''), 401, 'no credential')
+  const m = await failures(gw)
+  t.match(m, 'assist_gateway_auth_failures_total{hook="audio",reason="scope"} 1')
+  t.match(m, 'assist_gateway_auth_failures_total{hook="text",reason="scope"} 2')
+  t.match(m, 'assist_gateway_auth_failures_total{hook="text",reason="missing"} 1')
+  t.match(m, 'assist_gateway_auth_failures_total{hook="token",reason="invalid_client"} 1')
+  t.match(m, 'assist_gateway_auth_failures_total{hook="token",reason="invalid_scope"} 1')
+  // A route with both: its static lists still work beside tokens.
+  t.equal((await audio(t, gw, 'mixed', AUDIO_TOKEN)).answer.command, 'CONNECTED')
+  t.equal(await text(gw, 'mixed', `Bearer ${TEXT_TOKEN}`), 200)
+})
+
+t.test('revocation is effective on the next request', async t => {
+  const { gw } = await gateway(t)
+  const token = await tokenOf(gw, 'platform-a', CLIENT_A)
+  t.equal(await text(gw, 'demo', `Bearer ${token}`), 200)
+  const r = await fetch(gw.adminUrl('/admin/tokens/revoke'), { method: 'POST', body: JSON.stringify({ token }) })
+  const body = await r.text()
+  answers.push(body)
+  t.equal(r.status, 200)
+  t.match(JSON.parse(body), { revoked: true })
+  t.equal(await text(gw, 'demo', `Bearer ${token}`), 401, 'text refused')
+  t.match((await audio(t, gw, 'demo', token)).answer, { messageType: 'AUTH_INVALID' }, 'audio refused')
+  const m = await failures(gw)
+  t.match(m, 'assist_gateway_auth_failures_total{hook="text",reason="revoked"} 1')
+  t.match(m, 'assist_gateway_auth_failures_total{hook="audio",reason="revoked"} 1')
+  const bad = await fetch(gw.adminUrl('/admin/tokens/revoke'), { method: 'POST', body: '{"token": "x.y.z"}' })
+  answers.push(await bad.text())
+  t.equal(bad.status, 400, 'a token that does not verify is not trusted for its jti')
+})
+
+t.test('re-attach is bound to the caller that opened the session', async t => {
+  const { gw } = await gateway(t)
+  const a1 = await tokenOf(gw, 'platform-a', CLIENT_A)
+  const b = await tokenOf(gw, 'platform-b', CLIENT_B)
+  const first = await audio(t, gw, 'demo', `Bearer ${a1}`, 800001)
+  t.equal(first.answer.command, 'CONNECTED')
+  const thief = await audio(t, gw, 'demo', `Bearer ${b}`, 800001)
+  t.match(thief.answer, { command: 'ERROR', messageType: 'AUTH_INVALID' }, 'another client is refused')
+  t.equal((await thief.leg.closed).code, 1008)
+  await roundTrip(first.leg.ws)
+  t.equal(first.leg.ws.readyState, first.leg.ws.OPEN, 'the live leg is untouched')
+  t.same(first.leg.messages, [], 'and was sent nothing')
+  const a2 = await tokenOf(gw, 'platform-a', CLIENT_A)
+  const again = await audio(t, gw, 'demo', `Bearer ${a2}`, 800001)
+  t.equal(again.answer.command, 'CONNECTED', 'the same client (another token of it) takes over')
+  await first.leg.closed
+  t.match(first.leg.messages.at(-1), { messageType: 'LEG_REPLACED' }, 'and the first connection is replaced')
+  // Static credentials: only the same credential (raw or Bearer) re-attaches.
+  const s1 = await audio(t, gw, 'mixed', AUDIO_TOKEN, 800002)
+  t.equal(s1.answer.command, 'CONNECTED')
+  const s2 = await audio(t, gw, 'mixed', AUDIO_TOKEN_2, 800002)
+  t.match(s2.answer, { messageType: 'AUTH_INVALID' }, 'another static credential of the route is refused')
+  const s3 = await audio(t, gw, 'mixed', `Bearer ${AUDIO_TOKEN}`, 800002)
+  t.equal(s3.answer.command, 'CONNECTED', 'the same static credential takes over')
+  t.match(await failures(gw), 'assist_gateway_auth_failures_total{hook="audio",reason="caller_mismatch"} 2')
+})
+
+t.test('a route that takes tokens never forwards the platform token to its vendor', async t => {
+  const { gw, echo } = await gateway(t)
+  const token = await tokenOf(gw, 'platform-c', CLIENT_C, 'pt:audio pt:text')
+  const { answer } = await audio(t, gw, 'pt', `Bearer ${token}`)
+  t.equal(answer.command, 'CONNECTED')
+  t.notOk(JSON.stringify(answer).includes(token), 'not in the CONNECTED echo')
+  t.equal(await text(gw, 'pt', `Bearer ${token}`), 200)
+  const r = await fetch(gw.url('/text/pt'), {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(utterance({ authorizationHeader: `Bearer ${token}` }))
+  })
+  t.equal(r.status, 200, 'the token in the body is accepted')
+  t.notOk((await r.text()).includes(token))
+  const seen = JSON.stringify([echo.sessions(), echo.textRequests()])
+  t.ok(seen.includes('4594'), 'the vendor got the messages')
+  t.notOk(seen.includes(token.split('.')[2]!), 'but never the token')
+})
+
+t.test('no configured secret, client secret or issued token in any log line or answer', async t => {
+  const { gw, clock } = await gateway(t)
+  const token = await tokenOf(gw, 'platform-a', CLIENT_A)
+  const basic = Buffer.from(`platform-a:${CLIENT_A}`).toString('base64')
+  await issue(gw, 'platform-a', 'wrong-secret-0123456789')
+  await audio(t, gw, 'demo', `Bearer ${token}`)
+  await audio(t, gw, 'demo', `Bearer ${token}x`)
+  await text(gw, 'demo', `Bearer ${token}`)
+  await text(gw, 'mixed', TEXT_TOKEN)
+  await text(gw, 'mixed', `Bearer ${TEXT_TOKEN}x`)
+  const r = await fetch(gw.adminUrl('/admin/tokens/revoke'), { method: 'POST', body: JSON.stringify({ token }) })
+  answers.push(await r.text())
+  await text(gw, 'demo', `Bearer ${token}`)
+  clock.advance(TTL + 31)
+  await audio(t, gw, 'demo', token)
+  const secrets = [TOKEN_KEY, CLIENT_A, CLIENT_B, CLIENT_C, AUDIO_TOKEN, AUDIO_TOKEN_2, TEXT_TOKEN, token, basic]
+  const signature = token.split('.')[2]!
+  t.ok(gw.logs.lines.length > 10, 'log lines were captured')
+  t.ok(answers.length > 10, 'answers were captured')
+  for (const s of [...secrets, signature]) {
+    t.notOk(gw.logs.raw.includes(s), 'no secret in the logs')
+    t.notOk(
+      answers.some(a => a.includes(s)),
+      'no secret in any answer'
+    )
+  }
+})
