@@ -8,6 +8,7 @@ import type { Logger } from '../telemetry/log'
 import type { LegCounters, Metrics } from '../telemetry/metrics'
 import type { Problem } from '../validate/compile'
 import type { ConnectionFactory } from './connection-contract'
+import { EarlyResults } from './early-results'
 import { checkHandshake, connectedFrame, errorFrame, type HandshakeCheck } from './handshake'
 import type { SessionRegistry } from './registry'
 import { VendorSession } from './session'
@@ -53,14 +54,6 @@ const BINARY_IN: Record<LegState, 'session' | 'refuse' | 'count-late'> = {
 }
 
 /**
- * Vendor results that come before CONNECTED (a vendor may answer before it says ready) are held for it,
- * in order, up to this many messages and this many characters; later ones are dropped and counted as
- * `audio_vendor_messages_total{result="dropped_before_connected"}`. The platform never sees MESSAGE first.
- */
-export const EARLY_RESULTS_MAX = 64
-export const EARLY_RESULTS_MAX_CHARS = 64 * 1024
-
-/**
  * One platform audio leg: handshake, then hands audio to its vendor session (audio/session.ts) and
  * results back to the platform. The per-frame path is `onPlatformBinary` → `AudioRelay.write` →
  * `VendorConnection.writeAudio` → `VendorSocket.sendBinary`: no parse, no await, no log, no
@@ -74,10 +67,8 @@ export class AudioLeg implements SessionOwner {
   private vendorPaused = false
   private log: Logger
   private initAt = 0
-  /** Results held until CONNECTED (bounded by EARLY_RESULTS_MAX / _CHARS). */
-  private early: string[] = []
-  private earlyChars = 0
-  private earlyDropLogged = false
+  /** Results held until CONNECTED (bounded; the platform never sees MESSAGE first). */
+  private readonly early: EarlyResults
   /** Audio that came while the init message's credential was being verified (null: not verifying). */
   private held: ArrayBuffer[] | null = null
   private heldBytes = 0
@@ -89,6 +80,7 @@ export class AudioLeg implements SessionOwner {
     this.counters = deps.metrics.startLeg(deps.route.name)
     this.counters.active = true
     this.log = deps.log
+    this.early = new EarlyResults((n, first) => this.countEarlyDropped(first, n))
     this.handshakeTimer = deps.clock.setTimeout(() => {
       this.handshakeTimer = null
       if (this.state === 'AWAIT_INIT') this.fail(new GatewayError('HANDSHAKE_TIMEOUT'))
@@ -144,7 +136,7 @@ export class AudioLeg implements SessionOwner {
       { event: 'platform_closed', code, cut, framesFromPlatform: this.counters.framesFromPlatform },
       cut === undefined ? 'platform ended the leg' : 'the platform sent a frame the server cut the socket for'
     )
-    this.dropEarly()
+    this.early.drop()
     this.release(cut ?? (wasStreaming ? 'ok' : 'abandoned'))
     // Streaming: the vendor session waits for a re-attach (grace), then says goodbye. Not yet
     // streaming: nobody will come back for it.
@@ -318,10 +310,7 @@ export class AudioLeg implements SessionOwner {
     const seconds = (this.deps.clock.now() - this.initAt) / 1000
     this.deps.metrics.handshakeDuration.observe({ route: this.deps.route.name }, seconds)
     this.sendToPlatform(connectedFrame({ ...vendorParameters, legId: this.deps.legId, route: this.deps.route.name }))
-    const early = this.early
-    this.early = []
-    this.earlyChars = 0
-    for (const text of early) this.sendToPlatform(text)
+    for (const text of this.early.release()) this.sendToPlatform(text)
     this.log.info({ event: 'connected', handshakeSeconds: seconds }, 'vendor session ready; audio flowing')
   }
 
@@ -335,27 +324,14 @@ export class AudioLeg implements SessionOwner {
       this.sendToPlatform(text)
       return
     }
-    if (this.early.length < EARLY_RESULTS_MAX && this.earlyChars + text.length <= EARLY_RESULTS_MAX_CHARS) {
-      this.early.push(text)
-      this.earlyChars += text.length
-      return
-    }
-    this.countEarlyDropped(1)
+    this.early.hold(text)
   }
 
-  /** Held results that will never go out (the leg ended before CONNECTED) are counted as dropped. */
-  private dropEarly(): void {
-    if (this.early.length > 0) this.countEarlyDropped(this.early.length)
-    this.early = []
-    this.earlyChars = 0
-  }
-
-  private countEarlyDropped(n: number): void {
+  private countEarlyDropped(first: boolean, n: number): void {
     this.deps.metrics.vendorMessages.inc({ route: this.deps.route.name, result: 'dropped_before_connected' }, n)
-    if (this.earlyDropLogged) return
-    this.earlyDropLogged = true
+    if (!first) return
     this.log.warn(
-      { event: 'early_results_dropped', count: n, held: this.early.length },
+      { event: 'early_results_dropped', count: n, held: this.early.size },
       'vendor results that came before CONNECTED were dropped (over the hold bound, or the leg ended first)'
     )
   }
@@ -409,7 +385,7 @@ export class AudioLeg implements SessionOwner {
     const extraForPlatform = { ...extra }
     delete extraForPlatform.detail
     if (this.platform.sendText(errorFrame(error, problems, extraForPlatform)) !== 2) this.counters.framesToPlatform++
-    this.dropEarly()
+    this.early.drop()
     this.release(code.toLowerCase())
     const session = this.session
     this.session = null

@@ -11,40 +11,11 @@ import { judge, ReplicaWalk, replicaSecrets } from './failover'
 import { effectiveReplayRate } from './pacer'
 import { AudioRelay } from './relay'
 import type { Session, SessionDeps, SessionFailure, SessionOwner, SessionState } from './session-contract'
+import { AFTER_FAILURE, FLOWING, KEEPS } from './session-states'
 import { VendorConnection } from './vendor-connection'
 
 const newConnection: ConnectionFactory = (ctx, replica, input, events) =>
   new VendorConnection(ctx, replica, input, events)
-
-/** What a failed current connection leads to in each state. */
-const AFTER_FAILURE: Record<SessionState, 'walk-or-end' | 'recover' | 'walk-or-wait' | 'ignore'> = {
-  OPENING: 'walk-or-end',
-  READY: 'recover',
-  RESUMING: 'recover',
-  RECOVERING: 'walk-or-wait',
-  CLOSED: 'ignore'
-}
-
-/**
- * Whether audio flows to a ready vendor connection in each state: then an owner (a leg attaching later,
- * too) is told ready at once, and a close can say goodbye (queued audio, the close frame, the handshake).
- */
-const FLOWING: Record<SessionState, boolean> = {
-  OPENING: false,
-  READY: true,
-  RESUMING: true,
-  RECOVERING: false,
-  CLOSED: false
-}
-
-/** Whether the vendor session outlives its platform leg in each state (kept for a re-attach). */
-const KEEPS: Record<SessionState, boolean> = {
-  OPENING: false,
-  READY: true,
-  RESUMING: true,
-  RECOVERING: true,
-  CLOSED: false
-}
 
 /**
  * The vendor side of one call leg, as a state machine over its vendor connections. It may outlive a

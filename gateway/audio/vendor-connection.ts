@@ -16,27 +16,9 @@ import type {
 import { AudioEncoder, FrameCounters, fillControl, isIdentity, MediaTemplate } from './encoder'
 import { framesIn, SignOfLife } from './sign-of-life'
 import { type ControlHost, VendorControl } from './vendor-control'
-import { parseVendorText, type ReadPhase, type Verdict } from './vendor-message'
-
-/** How a vendor text frame is read in each state (null: not at all). */
-const READ: Record<ConnectionState, ReadPhase | null> = {
-  BUILDING: null,
-  CONNECTING: null,
-  OPENING: 'awaiting-ready',
-  READY: 'ready',
-  CLOSING: 'closing',
-  CLOSED: null
-}
-
-/** What the socket closing means in each state: a failure before or after readiness, or nothing new. */
-const ON_CLOSE: Record<ConnectionState, 'refused' | 'lost' | 'over'> = {
-  BUILDING: 'refused',
-  CONNECTING: 'refused',
-  OPENING: 'refused',
-  READY: 'lost',
-  CLOSING: 'over',
-  CLOSED: 'over'
-}
+import { ON_CLOSE, READ } from './connection-states'
+import { parseVendorText, type Verdict } from './vendor-message'
+import { vendorTarget } from './vendor-target'
 
 /**
  * One vendor connection of a session: builds URL and headers from the mapping, holds a stream lease on
@@ -130,22 +112,9 @@ export class VendorConnection implements Connection {
 
   private async connect(): Promise<void> {
     if (this.state !== 'BUILDING') return
-    const cfg = this.replica.config
-    let url = cfg.audio!
-    const headers: Record<string, string> = { ...cfg.headers }
-    if (this.audio.url !== null) {
-      const out = await run(this.audio.url, this.input)
-      if (!out.ok || typeof out.value !== 'string')
-        return this.mappingFailed('url', out.ok ? 'did not produce a string' : out.error)
-      url = out.value
-    }
-    if (this.audio.headers !== null) {
-      const out = await run(this.audio.headers, this.input)
-      if (!out.ok || out.value === null || typeof out.value !== 'object')
-        return this.mappingFailed('headers', out.ok ? 'did not produce an object' : out.error)
-      for (const [k, v] of Object.entries(out.value as Record<string, unknown>))
-        if (v !== undefined && v !== null) headers[k] = String(v)
-    }
+    const target = await vendorTarget(this.audio, this.replica, this.input)
+    if (!target.ok) return this.mappingFailed(target.stage, target.error)
+    const { url, headers } = target
     if (this.state !== 'BUILDING') return
     this.state = 'CONNECTING'
     this.lease = this.ctx.route.pool.leaseStream(this.replica, this)
