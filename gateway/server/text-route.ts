@@ -63,7 +63,7 @@ export function mountText(app: TemplatedApp, state: ServerState, hook: Pick<Text
     /** One access line per request, at the configured level. */
     const access = (status: number, upstream: string | undefined): void => {
       const accessLevel = state.config.log.accessLog
-      if (accessLevel === 'off') return
+      if (accessLevel === 'off' || !state.log.isLevelEnabled(accessLevel)) return
       state.log[accessLevel](
         {
           event: 'text_request',

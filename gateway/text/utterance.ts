@@ -2,7 +2,7 @@ import type { TextSettings } from '../config/types'
 import { GatewayError, logLevelOf } from '../errors'
 import type { CredentialList } from '../auth/credentials'
 import { failureLabel } from '../auth/hook-auth'
-import { authenticate } from '../auth/route-auth'
+import { authenticate, type HookAuth } from '../auth/route-auth'
 import { evaluateNow } from '../mapping/fast-path'
 import { run } from '../mapping/run'
 import type { TextInput, TextMapping } from '../mapping/text'
@@ -48,6 +48,8 @@ interface RouteText {
   /** text.request for the replica chosen: `input.upstream` is set to that replica first. */
   readonly request: RequestBuilder<TextInput, MappingFailure>
   readonly inputRoute: TextInput['route']
+  /** The route's text credential check, made once: whether it takes bearer tokens decides the path. */
+  readonly auth: HookAuth
 }
 
 /**
@@ -91,6 +93,7 @@ export class TextHook {
             return mapRequest(mapping, input)
           }
         },
+        auth: hookAuth(route, 'text'),
         inputRoute: Object.freeze({
           name: route.name,
           params: route.config.params,
@@ -123,15 +126,20 @@ export class TextHook {
       ])
     }
     const msg = value as Record<string, unknown>
-    // The static list (as checkCredential), then bearer tokens whose scope names <route>:text.
-    const auth = await authenticate(
-      [msg.authorizationHeader, req.authorization],
-      hookAuth(req.route, 'text'),
-      req.route.verifier
-    )
-    if (!auth.ok) {
-      metrics.authFailures.inc({ hook: 'text', reason: failureLabel(auth.reason) })
-      return this.refuse(req, new GatewayError(auth.code))
+    if (!rt.auth.tokens) {
+      // Static list only: one synchronous constant-time check, nothing allocated.
+      const bad = checkCredential(rt.auth.list, msg.authorizationHeader, req.authorization)
+      if (bad !== null) {
+        metrics.authFailures.inc({ hook: 'text', reason: bad === 'AUTH_MISSING' ? 'missing' : 'invalid' })
+        return this.refuse(req, new GatewayError(bad))
+      }
+    } else {
+      // The static list, then bearer tokens whose scope names <route>:text.
+      const auth = await authenticate([msg.authorizationHeader, req.authorization], rt.auth, req.route.verifier)
+      if (!auth.ok) {
+        metrics.authFailures.inc({ hook: 'text', reason: failureLabel(auth.reason) })
+        return this.refuse(req, new GatewayError(auth.code))
+      }
     }
     const problems = checkUtterance(msg)
     if (problems.length > 0) {

@@ -128,9 +128,12 @@ t.test(
     const limit = 2 * 8 * (WINDOW + 100)
     for (const [i, s] of v.sessions.slice(1).entries()) {
       const peak = peakBytes(s.frames, WINDOW)
-      // One frame of rounding, and 10 % for this vendor's own event loop bunching arrivals.
+      // One frame of rounding, and 50 % for this vendor's own event loop bunching arrivals on a busy
+      // machine (a stall of about 100 ms). Unpaced, the 1 s replay and the queued audio land in one
+      // burst of about 10 KB or more, past this; the exact bound is pinned on the fake clock
+      // (tests/unit/audio/recovery.test.ts).
       t.ok(
-        peak <= limit * 1.1 + 160,
+        peak <= limit * 1.5 + 160,
         `replacement ${i + 1}: at most ${peak} bytes in any ${WINDOW} ms (limit ${limit})`
       )
     }
