@@ -16,7 +16,12 @@ const REF = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g
  */
 export function loadConfig(file: string, env: NodeJS.ProcessEnv): Config {
   const path = resolve(file)
-  const raw = readStructured(path)
+  const { value: raw, where } = readStructuredWithPositions(path)
+  // Each problem also names where in the file it is (the nearest key or value that exists there).
+  const located = (p: Problem): Problem => {
+    const at = where(p.pointer)
+    return at === null ? p : { ...p, message: `${p.message} (line ${at.line}, column ${at.col})` }
+  }
   const unset = new Map<string, string>()
   const literalSecrets: string[] = []
   const wholeRefs = new Set<string>()
@@ -28,11 +33,14 @@ export function loadConfig(file: string, env: NodeJS.ProcessEnv): Config {
   if (!validate(expanded) && coerceReferences(expanded, validate.errors ?? [], wholeRefs)) validate(expanded)
   if (validate.errors !== null && validate.errors !== undefined && validate.errors.length > 0) {
     throw new ConfigError(
-      problemsOf(validate.errors).map(p => ({
-        file: path,
-        pointer: p.pointer,
-        message: p.message + (unset.has(p.pointer) ? ` (environment variable ${unset.get(p.pointer)} is not set)` : '')
-      }))
+      problemsOf(validate.errors).map(p =>
+        located({
+          file: path,
+          pointer: p.pointer,
+          message:
+            p.message + (unset.has(p.pointer) ? ` (environment variable ${unset.get(p.pointer)} is not set)` : '')
+        })
+      )
     )
   }
   const problems: Problem[] = []
@@ -101,7 +109,7 @@ export function loadConfig(file: string, env: NodeJS.ProcessEnv): Config {
   }
   if (cfg.redis === '') cfg.redis = null
   problems.push(...tokenProblems(cfg, dir).map(p => ({ file: path, ...p })))
-  if (problems.length > 0) throw new ConfigError(problems)
+  if (problems.length > 0) throw new ConfigError(problems.map(located))
   cfg.file = path
   cfg.secrets = collectSecrets(cfg)
   cfg.warnings = warnings
@@ -110,6 +118,17 @@ export function loadConfig(file: string, env: NodeJS.ProcessEnv): Config {
 
 /** Parse a YAML (or JSON) file; syntax errors name the line and column. */
 export function readStructured(path: string): unknown {
+  return readStructuredWithPositions(path).value
+}
+
+/**
+ * As readStructured, with `where(pointer)`: the line and column of the node at a JSON pointer, or of
+ * its nearest ancestor present in the file (a missing key is reported where its parent is).
+ */
+export function readStructuredWithPositions(path: string): {
+  value: unknown
+  where: (pointer: string) => { line: number; col: number } | null
+} {
   let text: string
   try {
     text = readFileSync(path, 'utf8')
@@ -133,7 +152,21 @@ export function readStructured(path: string): unknown {
       })
     )
   }
-  return doc.toJS({ maxAliasCount: 100 })
+  const where = (pointer: string): { line: number; col: number } | null => {
+    const path = pointerSegments(pointer === '/' ? '' : pointer)
+    for (let n = path.length; n > 0; n--) {
+      // Where its key is written, when it has one (an item of a list: where the item is).
+      const parent = n > 1 ? doc.getIn(path.slice(0, n - 1), true) : doc.contents
+      const items = (parent as { items?: { key?: { value?: unknown; range?: [number, number, number] } }[] } | null)
+        ?.items
+      const pair = items?.find(i => i.key !== undefined && String(i.key?.value) === path[n - 1])
+      if (pair?.key?.range !== undefined) return lines.linePos(pair.key.range[0])
+      const node = doc.getIn(path.slice(0, n), true) as { range?: [number, number, number] } | undefined
+      if (node?.range !== undefined) return lines.linePos(node.range[0])
+    }
+    return null
+  }
+  return { value: doc.toJS({ maxAliasCount: 100 }), where }
 }
 
 /** Pointers (as regexes) of values that are credentials: they must come from ${VAR} and are redacted from logs. */

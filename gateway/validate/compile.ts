@@ -8,7 +8,15 @@ import { packageRoot } from '../paths'
  * `useDefaults` fills config defaults from the schema; the interface schemas carry no defaults,
  * so platform messages are never altered by validation.
  */
-const ajv = new Ajv({ allErrors: true, useDefaults: true, strict: true, strictRequired: false, allowUnionTypes: true })
+// `verbose`: errors carry their schema, so a problem can name what was allowed (never the value given).
+const ajv = new Ajv({
+  allErrors: true,
+  useDefaults: true,
+  strict: true,
+  strictRequired: false,
+  allowUnionTypes: true,
+  verbose: true
+})
 const compiled = new Map<string, ValidateFunction>()
 
 function schemaPath(name: string): string {
@@ -47,11 +55,15 @@ export function problemsOf(errors: readonly ErrorObject[] | null | undefined): P
     let message: string
     if (unions.has(e.instancePath) && e.keyword !== 'required' && e.keyword !== 'additionalProperties') {
       if (e.keyword !== 'oneOf' && e.keyword !== 'anyOf') continue
-      message = 'does not match any allowed form'
+      const forms = describeUnion(e.schema)
+      message = forms === null ? 'does not match any allowed form' : `must be ${forms}`
     } else if (e.keyword === 'required') {
       message = 'is required'
     } else if (e.keyword === 'additionalProperties') {
-      message = 'is not an allowed property'
+      const key = String((e.params as { additionalProperty: string }).additionalProperty)
+      const known = Object.keys((e.parentSchema as { properties?: object } | undefined)?.properties ?? {})
+      const near = nearest(key, known)
+      message = near === null ? 'is not an allowed property' : `is not an allowed property; did you mean "${near}"?`
     } else if (e.keyword === 'enum') {
       message =
         'must be one of ' +
@@ -62,6 +74,52 @@ export function problemsOf(errors: readonly ErrorObject[] | null | undefined): P
     if (!byPointer.has(pointer)) byPointer.set(pointer, { pointer: pointer === '' ? '/' : pointer, message })
   }
   return [...byPointer.values()]
+}
+
+/** What a oneOf/anyOf allows, in words ("0, or an integer from 8 to 960"); null when a branch is not simple. */
+function describeUnion(branches: unknown): string | null {
+  if (!Array.isArray(branches)) return null
+  const words = branches.map(describeBranch)
+  if (words.some(w => w === null)) return null
+  return words.length <= 2 ? words.join(', or ') : `${words.slice(0, -1).join(', ')}, or ${words.at(-1)}`
+}
+
+function describeBranch(branch: unknown): string | null {
+  if (branch === null || typeof branch !== 'object') return null
+  const b = branch as { const?: unknown; enum?: unknown[]; type?: unknown; minimum?: number; maximum?: number }
+  if ('const' in b) return JSON.stringify(b.const)
+  if (Array.isArray(b.enum)) return `one of ${b.enum.map(v => JSON.stringify(v)).join(', ')}`
+  if (typeof b.type !== 'string') return null
+  const kind = b.type === 'integer' ? 'an integer' : b.type === 'number' ? 'a number' : `a ${b.type}`
+  if (b.minimum !== undefined && b.maximum !== undefined) return `${kind} from ${b.minimum} to ${b.maximum}`
+  if (b.minimum !== undefined) return `${kind} of at least ${b.minimum}`
+  if (b.maximum !== undefined) return `${kind} of at most ${b.maximum}`
+  return kind
+}
+
+/** The known key closest to a mistyped one (edit distance at most 2, and under half its length), or null. */
+export function nearest(key: string, known: readonly string[]): string | null {
+  let best: string | null = null
+  let bestDistance = Math.min(2, Math.floor(key.length / 2))
+  for (const k of known) {
+    const d = editDistance(key.toLowerCase(), k.toLowerCase())
+    if (d <= bestDistance && (best === null || d < editDistance(key.toLowerCase(), best.toLowerCase()))) {
+      best = k
+      bestDistance = d
+    }
+  }
+  return best
+}
+
+function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j)
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i]
+    for (let j = 1; j <= b.length; j++)
+      row[j] = Math.min(prev[j] + 1, row[j - 1] + 1, prev[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1))
+    prev = row
+  }
+  return prev[b.length]
 }
 
 /** One key as a JSON pointer segment (RFC 6901: `~` → `~0`, `/` → `~1`); the gateway's one escaper. */

@@ -122,3 +122,13 @@ t.test('a store CA file that does not exist is a config problem', async t => {
   const c = loadConfig(join(dir, 'ok.yaml'), { TOK: 'abcd-token' })
   t.equal((c.store.tls as { ca: string }).ca, join(dir, 'ca.pem'), 'resolved beside the config file')
 })
+
+t.test('schema problems name line and column, suggest the nearest key, and state what a union allows', async t => {
+  const dir = t.testdir({
+    'g.yaml': `listen:\n  porrt: 8080\nuws:\n  idleTimeoutSeconds: 5\n${ROUTE}`
+  })
+  const err = t.throws(() => loadConfig(join(dir, 'g.yaml'), { TOK: 'abcd-token' })) as ConfigError
+  const byPointer = Object.fromEntries(err.problems.map(p => [p.pointer, p.message]))
+  t.match(byPointer['/listen/porrt'], /is not an allowed property; did you mean "port"\? \(line 2, column 3\)/)
+  t.match(byPointer['/uws/idleTimeoutSeconds'], /must be 0, or an integer from 8 to 960 \(line 4, column 3\)/)
+})
