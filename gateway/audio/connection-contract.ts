@@ -58,6 +58,8 @@ export interface ConnectionContext {
   readonly clock: Clock
   readonly chain: ControlChain
   readonly counters: LegCounters
+  /** W3C `traceparent` for the upgrade, unless the mapping's headers set their own. */
+  readonly traceparent?: string
   log: Logger
 }
 

@@ -32,6 +32,8 @@ export interface LegDeps {
   log: Logger
   clock: Clock
   legId: string
+  /** W3C `traceparent` the vendor upgrades carry (absent: none). */
+  traceparent?: string
   /** Above this many bytes queued towards the platform, reading from the vendor pauses. */
   platformHighWaterBytes: number
   /** How vendor connections are made (default: real ones); unit tests pass fakes. */
@@ -268,7 +270,8 @@ export class AudioLeg implements SessionOwner {
         clock: this.deps.clock,
         host: registry,
         log: this.log,
-        connect: this.deps.connect
+        connect: this.deps.connect,
+        traceparent: this.deps.traceparent
       },
       this,
       input,

@@ -43,6 +43,8 @@ export interface SessionDeps {
   connect?: ConnectionFactory
   /** Jitter of the recovery backoff, in [0, 1); unit tests pass a fixed one. */
   random?: () => number
+  /** W3C `traceparent` the vendor upgrades carry, unless the mapping's headers set their own. */
+  traceparent?: string
 }
 
 /**

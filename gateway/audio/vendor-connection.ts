@@ -115,6 +115,8 @@ export class VendorConnection implements Connection {
     const target = await vendorTarget(this.audio, this.replica, this.input)
     if (!target.ok) return this.mappingFailed(target.stage, target.error)
     const { url, headers } = target
+    if (this.ctx.traceparent !== undefined && headers.traceparent === undefined)
+      headers.traceparent = this.ctx.traceparent
     if (this.state !== 'BUILDING') return
     this.state = 'CONNECTING'
     this.lease = this.ctx.route.pool.leaseStream(this.replica, this)

@@ -6,6 +6,7 @@ import { GatewayError } from '../errors'
 import { errorFrame } from '../audio/handshake'
 import type { RouteRuntime } from '../route'
 import { scrubberFor } from '../telemetry/scrub'
+import { traceFrom } from '../telemetry/trace'
 import { sendProblem } from './http'
 import type { ServerState } from './state'
 
@@ -32,6 +33,8 @@ interface LegData {
   route: RouteRuntime
   leg: AudioLeg | null
   closed: boolean
+  /** W3C trace context for the leg's vendor upgrades: the platform's continued, or a new trace. */
+  traceparent: string
 }
 
 /** WS /audio/{route}: upgrade (unknown route refused before it) → open → message → drain → close, all handed to audio/leg. */
@@ -54,6 +57,7 @@ export function mountAudio(app: uWS.TemplatedApp, state: ServerState): void {
       const key = req.getHeader('sec-websocket-key')
       const protocol = req.getHeader('sec-websocket-protocol')
       const extensions = req.getHeader('sec-websocket-extensions')
+      const traceparent = traceFrom(req.getHeader('traceparent')).traceparent
       if (route === undefined || route.mapping.audio === null) {
         sendProblem(res, 'ROUTE_NOT_FOUND')
         return
@@ -62,7 +66,7 @@ export function mountAudio(app: uWS.TemplatedApp, state: ServerState): void {
         sendProblem(res, 'SHUTTING_DOWN')
         return
       }
-      res.upgrade<LegData>({ route, leg: null, closed: false }, key, protocol, extensions, context)
+      res.upgrade<LegData>({ route, leg: null, closed: false, traceparent }, key, protocol, extensions, context)
     },
     open: ws => {
       const data = ws.getUserData()
@@ -90,6 +94,7 @@ export function mountAudio(app: uWS.TemplatedApp, state: ServerState): void {
         log: state.log.child({ route: data.route.name, legId }),
         clock: systemClock,
         legId,
+        traceparent: data.traceparent,
         platformHighWaterBytes: Math.floor(cfg.uws.maxBackpressureBytes / 2)
       })
       state.legs.add(data.leg)

@@ -1,6 +1,9 @@
 import t from 'tap'
 import { request } from 'undici'
-import { TEXT_TOKEN, logged, routeTo, startGateway, startVendor, until } from '../helpers/gateway'
+import { WebSocket } from 'ws'
+import { startRealVendor } from '../../gateway/tools/real-vendors'
+import { initMessage } from '../../gateway/tools/simulate'
+import { AUDIO_TOKEN, TEXT_TOKEN, logged, routeTo, startGateway, startVendor, until } from '../helpers/gateway'
 import { utterance } from '../helpers/tls'
 
 const INCOMING = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'
@@ -69,4 +72,36 @@ t.test('log.accessLog: off writes no access line', async t => {
   })
   t.equal((await post(gw.url('/text/demo'), {})).status, 200)
   t.notOk(logged(gw, 'text_request'))
+})
+
+t.test('an audio upgrade carries the platform traceparent on to the vendor upgrade, as a child of it', async t => {
+  const KEY = 'dg-key-0123456789abcdef'
+  const emu = await startRealVendor({ kind: 'deepgram', apiKey: KEY })
+  t.teardown(async () => await emu.close())
+  const gw = await startGateway(
+    t,
+    {
+      routes: {
+        x: {
+          mapping: 'mappings/deepgram.yaml',
+          auth: { audio: ['${AUDIO_TOKEN}'] },
+          upstreams: [{ name: 'v', audio: emu.url, credential: '${VENDOR_KEY}' }]
+        }
+      }
+    },
+    { VENDOR_KEY: KEY }
+  )
+  const ws = new WebSocket(gw.url('/audio/x').replace(/^http/, 'ws'), { headers: { traceparent: INCOMING } })
+  t.teardown(() => ws.terminate())
+  const answer = new Promise<Record<string, unknown>>(resolve =>
+    ws.once('message', data => resolve(JSON.parse(String(data)) as Record<string, unknown>))
+  )
+  await new Promise(resolve => ws.once('open', resolve))
+  ws.send(JSON.stringify(initMessage({ token: AUDIO_TOKEN, contactId: 77, busNo: 4594, perspective: 'TX' })))
+  t.equal((await answer).command, 'CONNECTED')
+  t.ok(await until(() => emu.sessions().length === 1))
+  const sent = emu.sessions()[0].headers.traceparent
+  t.match(sent, TRACEPARENT)
+  t.equal(sent.slice(3, 35), '4bf92f3577b34da6a3ce929d0e0e4736', 'the platform’s trace continues to the vendor')
+  t.not(sent.slice(36, 52), '00f067aa0ba902b7', 'with the gateway’s hop as the parent')
 })
