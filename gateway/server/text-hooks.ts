@@ -21,10 +21,11 @@ export class TextHooks {
     return this.current.serves(route)
   }
 
-  /** Requests in flight on every hook (a drain waits for them). */
+  /** Requests in flight and accepted asynchronous deliveries, on every hook (a drain waits for them). */
   get pending(): number {
-    let n = 0
+    let n = this.current.backlog
     for (const c of this.inFlight.values()) n += c
+    for (const h of this.retired) n += h.backlog
     return n
   }
 
@@ -49,7 +50,7 @@ export class TextHooks {
     this.settings = settings
     this.retired.add(old)
     const later = (): void => {
-      if ((this.inFlight.get(old) ?? 0) > 0) {
+      if ((this.inFlight.get(old) ?? 0) > 0 || old.backlog > 0) {
         arm(1000)
         return
       }

@@ -16,6 +16,11 @@ export class DeliveryQueue {
     return this.waiting.length - this.head
   }
 
+  /** Jobs not yet finished: waiting and running (a drain waits for them). */
+  get outstanding(): number {
+    return this.pending + this.running
+  }
+
   offer(job: () => Promise<void>): boolean {
     if (this.pending >= this.size) return false
     this.waiting.push(job)

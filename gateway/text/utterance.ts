@@ -104,6 +104,13 @@ export class TextHook {
   }
 
   /** True when the route has a text mapping (else its text paths are 404). */
+  /** Asynchronous deliveries accepted (202) and not yet finished, on every route. */
+  get backlog(): number {
+    let n = 0
+    for (const rt of this.routes.values()) n += rt.queue?.outstanding ?? 0
+    return n
+  }
+
   serves(route: RouteRuntime): boolean {
     return this.routes.has(route)
   }
