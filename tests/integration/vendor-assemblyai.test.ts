@@ -4,7 +4,8 @@ import { join } from 'node:path'
 import { parse, stringify } from 'yaml'
 import { startRealVendor, type RealVendorEmulator, type RealVendorOptions } from '../../gateway/tools/real-vendors'
 import { initMessage } from '../../gateway/tools/simulate'
-import { AUDIO_TOKEN, platformLeg, sleep, startGateway, until, type TestGateway } from '../helpers/gateway'
+import { AUDIO_TOKEN, platformLeg, sleep, until, type TestGateway } from '../helpers/gateway'
+import { vendorGateway } from '../helpers/vendors'
 import { sha256, stream } from '../helpers/audio'
 
 // The platform (simulated legs, real sockets) → a real gateway → the strict AssemblyAI v3 emulator.
@@ -23,20 +24,7 @@ async function emulator(t: T, opts: Omit<RealVendorOptions, 'kind'> = {}): Promi
 }
 
 async function gateway(t: T, emu: RealVendorEmulator, mapping: string, params: Json = {}): Promise<TestGateway> {
-  return await startGateway(
-    t,
-    {
-      routes: {
-        x: {
-          mapping,
-          auth: { audio: ['${AUDIO_TOKEN}'] },
-          upstreams: [{ name: 'v', audio: emu.url, credential: '${VENDOR_KEY}' }],
-          params
-        }
-      }
-    },
-    { VENDOR_KEY: KEY }
-  )
+  return await vendorGateway(t, emu, mapping, KEY, params)
 }
 
 /**

@@ -4,7 +4,8 @@ import { join } from 'node:path'
 import { parse, stringify } from 'yaml'
 import { startRealVendor, type RealVendorEmulator, type RealVendorOptions } from '../../gateway/tools/real-vendors'
 import { initMessage } from '../../gateway/tools/simulate'
-import { AUDIO_TOKEN, platformLeg, sleep, startGateway, until, type TestGateway } from '../helpers/gateway'
+import { AUDIO_TOKEN, platformLeg, sleep, until, type TestGateway } from '../helpers/gateway'
+import { vendorGateway } from '../helpers/vendors'
 import { sha256, stream } from '../helpers/audio'
 
 // The platform (simulated legs, real sockets) → a real gateway → the strict Deepgram emulator.
@@ -30,20 +31,7 @@ async function gateway(
   params: Json = {},
   key = KEY
 ): Promise<TestGateway> {
-  return await startGateway(
-    t,
-    {
-      routes: {
-        x: {
-          mapping,
-          auth: { audio: ['${AUDIO_TOKEN}'] },
-          upstreams: [{ name: 'v', audio: emu.url, credential: '${VENDOR_KEY}' }],
-          params
-        }
-      }
-    },
-    { VENDOR_KEY: key }
-  )
+  return await vendorGateway(t, emu, mapping, key, params)
 }
 
 async function metrics(gw: TestGateway): Promise<string> {

@@ -2,7 +2,8 @@ import t, { type Test } from 'tap'
 import WebSocket from 'ws'
 import { startRealVendor, type RealVendorEmulator, type RealVendorOptions } from '../../gateway/tools/real-vendors'
 import { initMessage } from '../../gateway/tools/simulate'
-import { AUDIO_TOKEN, platformLeg, sleep, startGateway, until, type TestGateway } from '../helpers/gateway'
+import { AUDIO_TOKEN, platformLeg, sleep, until, type TestGateway } from '../helpers/gateway'
+import { vendorGateway } from '../helpers/vendors'
 import { frameAt, stream } from '../helpers/audio'
 
 // Issue 9, item 6 (wire details): AssemblyAI's min_turn_silence rename; Twilio's media.timestamp.
@@ -18,20 +19,7 @@ async function emulator(t: Test, opts: RealVendorOptions): Promise<RealVendorEmu
 }
 
 async function gateway(t: Test, emu: RealVendorEmulator, mapping: string, params: Json = {}): Promise<TestGateway> {
-  return await startGateway(
-    t,
-    {
-      routes: {
-        x: {
-          mapping,
-          auth: { audio: ['${AUDIO_TOKEN}'] },
-          upstreams: [{ name: 'v', audio: emu.url, credential: '${VENDOR_KEY}' }],
-          params
-        }
-      }
-    },
-    { VENDOR_KEY: KEY }
-  )
+  return await vendorGateway(t, emu, mapping, KEY, params)
 }
 
 /** A raw client of an emulator: its messages, and how it closed. */
