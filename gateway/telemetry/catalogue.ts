@@ -1,0 +1,151 @@
+/**
+ * The one metric catalogue. Names are prefixed `assist_gateway_`, in base units; labels are route,
+ * upstream, reason-like enums only, never a contact id. The dashboard, the alert rules and the README
+ * use names from CATALOGUE only (tests/unit/telemetry/metrics.test.ts checks that).
+ */
+export const PREFIX = 'assist_gateway_'
+
+export const CATALOGUE = {
+  build_info: { type: 'gauge', help: 'Build information; value 1.', labels: ['version', 'uws_native'] },
+  draining: { type: 'gauge', help: '1 while the gateway drains before shutdown.', labels: [] },
+  config_reloads_total: {
+    type: 'counter',
+    help: 'Config reloads (SIGHUP, POST /admin/reload), by result (ok, failed: nothing changed).',
+    labels: ['result']
+  },
+  audio_sessions_active: { type: 'gauge', help: 'Audio legs past the upgrade and not yet ended.', labels: ['route'] },
+  audio_sessions_total: {
+    type: 'counter',
+    help: 'Audio legs ended, by outcome (ok, or the lower-case error code).',
+    labels: ['route', 'outcome']
+  },
+  audio_handshake_duration_seconds: {
+    type: 'histogram',
+    help: 'From the init message to CONNECTED (vendor connect and ready included).',
+    labels: ['route']
+  },
+  audio_frames_total: {
+    type: 'counter',
+    help: 'Frames relayed, by direction (from_platform, to_vendor, from_vendor, to_platform).',
+    labels: ['route', 'direction']
+  },
+  audio_bytes_total: { type: 'counter', help: 'Payload bytes relayed, by direction.', labels: ['route', 'direction'] },
+  audio_dropped_frames_total: {
+    type: 'counter',
+    help:
+      'Audio frames not delivered, by reason (hold_overflow, backpressure, vendor_binary, after_close, failover, ' +
+      'failover_unreplayed, vendor_paused).',
+    labels: ['route', 'reason']
+  },
+  audio_buffered_bytes: {
+    type: 'gauge',
+    help: 'Audio bytes held in leg buffers (before CONNECTED or while the vendor is backed up).',
+    labels: ['route']
+  },
+  audio_vendor_messages_total: {
+    type: 'counter',
+    help: 'Vendor text messages, by result (emitted, unmatched, error, parked, dropped_before_connected).',
+    labels: ['route', 'result']
+  },
+  ws_closes_total: {
+    type: 'counter',
+    help: 'WebSocket closes by side (platform, vendor) and close code.',
+    labels: ['side', 'code']
+  },
+  auth_failures_total: {
+    type: 'counter',
+    help:
+      'Refused credentials, by hook (audio, text, token) and reason: missing, invalid, malformed, unknown_kid, ' +
+      'bad_signature, wrong_issuer, wrong_audience, expired, not_yet_valid, revoked, scope, caller_mismatch ' +
+      '(a re-attach by another caller); hook token (POST /oauth/token): invalid_request, invalid_client, ' +
+      'unsupported_grant_type, invalid_scope.',
+    labels: ['hook', 'reason']
+  },
+  validation_failures_total: {
+    type: 'counter',
+    help: 'Platform messages refused as not JSON or not matching the interface schema.',
+    labels: ['hook']
+  },
+  mapping_errors_total: {
+    type: 'counter',
+    help: 'Mapping expressions that failed or produced an unusable value, by stage.',
+    labels: ['route', 'stage']
+  },
+  text_requests_total: {
+    type: 'counter',
+    help: 'Text hook requests answered, by route and HTTP status code (route is empty when the path named no known route).',
+    labels: ['route', 'code']
+  },
+  text_request_duration_seconds: {
+    type: 'histogram',
+    help: 'Text hook requests: from the request line to the answer written (202 for asynchronous routes).',
+    labels: ['route']
+  },
+  upstream_requests_total: {
+    type: 'counter',
+    help: 'Vendor HTTP calls, by result (ok, status_4xx, status_5xx, timeout, connect_failed, bad_answer, no_replica).',
+    labels: ['route', 'upstream', 'result']
+  },
+  upstream_request_duration_seconds: {
+    type: 'histogram',
+    help: 'Vendor HTTP calls: from sending the mapped request to the whole answer read, per replica tried.',
+    labels: ['route', 'upstream']
+  },
+  audio_failovers_total: {
+    type: 'counter',
+    help:
+      'Mid-call vendor session replacements, by result (ok, failed); backoff: incidents that waited before their ' +
+      'first attempt (lost again soon after the last ready).',
+    labels: ['route', 'result']
+  },
+  audio_gap_seconds: {
+    type: 'histogram',
+    help: 'Per failover incident: time from losing the vendor session to audio flowing on the new one.',
+    labels: ['route']
+  },
+  audio_reattach_total: {
+    type: 'counter',
+    help:
+      'Platform legs that came back with the same busNo, contactId and perspective, by result ' +
+      '(same_session: this instance kept it; same_replica: it lived on another instance).',
+    labels: ['route', 'result']
+  },
+  upstream_healthy: {
+    type: 'gauge',
+    help: '1 when the replica can take new work (probed up and not ejected).',
+    labels: ['route', 'upstream']
+  },
+  upstream_ejections_total: {
+    type: 'counter',
+    help:
+      'Passive ejections of a replica after gateway-side failures, and holds of its session-open breaker ' +
+      '(vendor sessions lost soon after they opened).',
+    labels: ['route', 'upstream']
+  },
+  upstream_health_checks_total: {
+    type: 'counter',
+    help: 'Active probes, by result (ok, failed, credential_refused: the vendor refused the credential, a misconfiguration).',
+    labels: ['route', 'upstream', 'result']
+  },
+  upstream_retries_total: {
+    type: 'counter',
+    help:
+      'Text requests sent again to another replica, by reason (connect_failed, status_5xx, timeout), ' +
+      'and retries refused by the retry budget (budget_exhausted).',
+    labels: ['route', 'reason']
+  },
+  store_up: {
+    type: 'gauge',
+    help: '1 when the shared store (Redis) is reachable and its commands succeed, or the store is in-memory.',
+    labels: []
+  },
+  store_errors_total: {
+    type: 'counter',
+    help:
+      'Failed shared-store (Redis) commands and connection attempts, by op (connect, sync, write_health, ' +
+      'set_affinity, get_affinity, delete_affinity, close).',
+    labels: ['op']
+  }
+} as const
+
+export type MetricName = keyof typeof CATALOGUE
