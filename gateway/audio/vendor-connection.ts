@@ -18,7 +18,7 @@ import { framesIn, SignOfLife } from './sign-of-life'
 import { type ControlHost, VendorControl } from './vendor-control'
 import { ON_CLOSE, READ } from './connection-states'
 import { parseVendorText, type Verdict } from './vendor-message'
-import { vendorTarget } from './vendor-target'
+import { vendorTarget } from '../mapping/vendor-target'
 
 /**
  * One vendor connection of a session: builds URL and headers from the mapping, holds a stream lease on
@@ -112,7 +112,7 @@ export class VendorConnection implements Connection {
 
   private async connect(): Promise<void> {
     if (this.state !== 'BUILDING') return
-    const target = await vendorTarget(this.audio, this.replica, this.input)
+    const target = await vendorTarget(this.audio, this.replica.config, this.input)
     if (!target.ok) return this.mappingFailed(target.stage, target.error)
     const { url, headers } = target
     if (this.ctx.traceparent !== undefined && headers.traceparent === undefined)

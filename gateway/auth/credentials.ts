@@ -19,6 +19,15 @@ export class CredentialList {
     return this.digests.length > 0
   }
 
+  /**
+   * One presented value, raw or as `Bearer <value>`: true when it is an accepted credential. The bearer
+   * form first: it is the usual one, and then one hash settles it.
+   */
+  accepts(value: string): boolean {
+    const bearer = value.length > 7 && value.slice(0, 7).toLowerCase() === 'bearer '
+    return (bearer && this.check(value.slice(7).trim()).ok) || this.check(value).ok
+  }
+
   check(presented: unknown): AuthResult {
     if (!this.required) return { ok: true }
     if (typeof presented !== 'string' || presented === '') return { ok: false, code: 'AUTH_MISSING' }

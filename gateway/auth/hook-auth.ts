@@ -35,9 +35,7 @@ export function authenticateStatic(presented: readonly unknown[], list: Credenti
   const values = presented.filter((v): v is string => typeof v === 'string' && v !== '')
   if (values.length === 0) return { ok: false, code: 'AUTH_MISSING', reason: 'missing' }
   for (const v of values) {
-    const bearer = v.length > 7 && v.slice(0, 7).toLowerCase() === 'bearer '
-    if ((bearer && list.check(v.slice(7).trim()).ok) || list.check(v).ok)
-      return { ok: true, principal: { kind: 'static' } }
+    if (list.accepts(v)) return { ok: true, principal: { kind: 'static' } }
   }
   return { ok: false, code: 'AUTH_INVALID', reason: 'not_accepted' }
 }

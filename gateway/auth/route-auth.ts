@@ -40,12 +40,7 @@ export async function authenticate(
   const values = presented.filter((v): v is string => typeof v === 'string' && v !== '')
   if (values.length === 0) return { ok: false, code: 'AUTH_MISSING', reason: 'missing' }
   if (hook.list.required) {
-    for (const v of values) {
-      const bearer = v.length > 7 && v.slice(0, 7).toLowerCase() === 'bearer '
-      if ((bearer && hook.list.check(v.slice(7).trim()).ok) || hook.list.check(v).ok) {
-        return { ok: true, principal: { kind: 'static' } }
-      }
-    }
+    for (const v of values) if (hook.list.accepts(v)) return { ok: true, principal: { kind: 'static' } }
   }
   let reason: AuthReason = 'not_accepted'
   if (tokens) {

@@ -4,6 +4,7 @@ import type { BoundStep, PreparedProbe, ProbeKind, ProbePlan } from '../upstream
 import type { AudioMapping, MappingInput } from './audio'
 import type { CompileAt, Expr } from './expr'
 import { frameOf, run, truthy } from './run'
+import { mappedHeaders, vendorTarget } from './vendor-target'
 
 /** One step of a protocol probe (schemas/mapping.schema.json `health.steps`). */
 export type HealthStep = { send: Expr } | { expect: Expr; refused: Expr | null; failed: Expr | null }
@@ -100,14 +101,9 @@ export function probePlan(route: RouteConfig, mapping: ProbedMapping, active: He
     kind,
     prepare: async u => {
       const input = probeInput(route, u)
-      const headers: Record<string, string> = { ...u.headers }
-      const headerExpr = kind === 'http' ? (health?.http.headers ?? mapping.audio?.headers) : mapping.audio?.headers
-      if (headerExpr != null) {
-        const out = await run(headerExpr, input)
-        if (!out.ok || typeof out.value !== 'object' || out.value === null) return 'headers'
-        for (const [k, v] of Object.entries(out.value)) if (v !== undefined && v !== null) headers[k] = String(v)
-      }
       if (kind === 'http') {
+        const headers = await mappedHeaders(health?.http.headers ?? mapping.audio?.headers, u.headers, input)
+        if (!headers.ok) return 'headers'
         const audio = u.audio?.replace(/^ws/, 'http')
         const base = (legacy ? (u.text ?? audio) : (audio ?? u.text))!
         let path: unknown = ownPath ?? null
@@ -117,14 +113,20 @@ export function probePlan(route: RouteConfig, mapping: ProbedMapping, active: He
           path = out.value
         }
         const method = route.health?.method ?? health?.http.method ?? 'GET'
-        return { url: new URL((path as string | null) ?? '', base).toString(), headers, method, steps: [] }
+        return {
+          url: new URL((path as string | null) ?? '', base).toString(),
+          headers: headers.value,
+          method,
+          steps: []
+        }
       }
-      let url = u.audio!
-      if (mapping.audio?.url != null) {
-        const out = await run(mapping.audio.url, input)
-        if (!out.ok || typeof out.value !== 'string') return 'url'
-        url = out.value
-      }
+      // The same URL and headers a call's vendor connection would use.
+      const target =
+        mapping.audio == null
+          ? ({ ok: true, url: u.audio!, headers: { ...u.headers } } as const)
+          : await vendorTarget(mapping.audio, u, input)
+      if (!target.ok) return target.stage
+      const { url, headers } = target
       const steps = kind === 'protocol' ? bindSteps(health!.steps, input) : []
       return { url, headers, method: 'GET', steps } satisfies PreparedProbe
     }
