@@ -20,13 +20,8 @@ const JSON_TYPE = /^application\/(?:[\w.-]+\+)?json\s*(?:;|$)/i
 export function mountText(app: TemplatedApp, state: ServerState, hook: Pick<TextHook, 'serves' | 'handle'>): void {
   const metrics = state.metrics
   // Every answer body (vendor answers and problem+json) passes here: configured secrets never reach the
-  // platform. One matcher per config snapshot (a reload may bring new secrets).
-  let scrubbing = { config: state.config, scrub: scrubberFor(state.config.secrets) }
-  const scrubber = (): ReturnType<typeof scrubberFor> => {
-    if (scrubbing.config !== state.config)
-      scrubbing = { config: state.config, scrub: scrubberFor(state.config.secrets) }
-    return scrubbing.scrub
-  }
+  // platform. The matcher of the config in force (cached per secrets list; a reload may bring new ones).
+  const scrubber = (): ReturnType<typeof scrubberFor> => scrubberFor(state.config.secrets)
   const counters = new Map<string, { inc: () => void }>()
   const durations = new Map<string, { observe: (v: number) => void }>()
   const count = (route: string, status: number, seconds: number): void => {
