@@ -5,6 +5,7 @@ import { loadMapping } from './mapping/compile'
 import { dryRunMapping } from './mapping/dry-run'
 import { loadConfig } from './config/load'
 import type { Config } from './config/types'
+import { teeRouteConfig } from './route'
 
 type Problem = { file: string; pointer: string; message: string }
 
@@ -26,7 +27,8 @@ export async function validateAll(file: string, env: NodeJS.ProcessEnv): Promise
     return { ok: false, config: null, problems: [...err.problems] }
   }
   const problems: Problem[] = [...tlsProblems(config)]
-  for (const route of Object.values(config.routes)) {
+  const all = Object.values(config.routes).flatMap(r => [r, ...(r.tee ?? []).map(t => teeRouteConfig(r, t))])
+  for (const route of all) {
     try {
       problems.push(...(await dryRunMapping(loadMapping(route.mapping), route)))
     } catch (err) {

@@ -13,6 +13,7 @@ import { checkHandshake, connectedFrame, errorFrame, type HandshakeCheck } from 
 import type { SessionRegistry } from './registry'
 import { VendorSession } from './session'
 import type { Session, SessionOwner } from './session-contract'
+import { LegTees } from './tee'
 
 /** The platform socket as the leg sees it (the uWS adapter lives in server/audio-route.ts). */
 export interface PlatformLeg {
@@ -74,6 +75,8 @@ export class AudioLeg implements SessionOwner {
   /** Audio that came while the init message's credential was being verified (null: not verifying). */
   private held: ArrayBuffer[] | null = null
   private heldBytes = 0
+  /** Fan-out (route `tee`): the same audio to each tee vendor, from the init to the end of the leg. */
+  private tees: LegTees | null = null
 
   constructor(
     private readonly platform: PlatformLeg,
@@ -99,6 +102,7 @@ export class AudioLeg implements SessionOwner {
     const session = this.session
     if (session !== null && this.state !== 'CLOSED') {
       session.relay.write(data)
+      if (this.tees !== null) this.tees.write(data)
       return
     }
     if (this.held !== null && this.state === 'AWAIT_INIT') return this.hold(data)
@@ -204,7 +208,10 @@ export class AudioLeg implements SessionOwner {
         this.held = null
         if (this.state !== 'AWAIT_INIT') return
         this.initChecked(checked)
-        for (const b of held) this.session?.relay.write(b)
+        for (const b of held) {
+          this.session?.relay.write(b)
+          this.tees?.write(b)
+        }
       },
       (err: unknown) => {
         this.log.error({ event: 'handshake_bug', err }, 'unexpected error while checking the init message')
@@ -248,6 +255,7 @@ export class AudioLeg implements SessionOwner {
       metrics.authFailures.inc({ hook: 'audio', reason: 'caller_mismatch' })
       return this.fail(new GatewayError('AUTH_INVALID'), [], { detail: 'caller_mismatch' })
     }
+    if (route.tees !== undefined) this.startTees(checked.init, { id: this.deps.legId, route: route.name, ...id })
     if (existing !== null) {
       this.session = existing
       metrics.reattach.inc({ route: route.name, result: 'same_session' })
@@ -303,6 +311,14 @@ export class AudioLeg implements SessionOwner {
       },
       () => session.start(null)
     )
+  }
+
+  /** The route's tee vendors (audio/tee.ts): their results reach the platform only through `deliver`, tagged. */
+  private startTees(init: Record<string, unknown>, leg: MappingInput['leg']): void {
+    const high = this.deps.platformHighWaterBytes
+    const forward = (text: string): void => this.deliver(text)
+    const platformBackedUp = (): boolean => this.platform.bufferedAmount() >= high
+    this.tees = new LegTees({ ...this.deps, log: this.log, forward, platformBackedUp }, init, leg)
   }
 
   // ---- session events (SessionOwner) ------------------------------------------------------------
@@ -402,6 +418,8 @@ export class AudioLeg implements SessionOwner {
       this.handshakeTimer = null
     }
     this.counters.active = false
+    this.tees?.close()
+    this.tees = null
     this.deps.metrics.sessionsTotal.inc({ route: this.deps.route.name, outcome })
     this.deps.metrics.endLeg(this.counters)
   }

@@ -73,20 +73,8 @@ export function loadConfig(file: string, env: NodeJS.ProcessEnv): Config {
         message: `mapping file ${route.mapping} not found (looked beside the config and in the package)`
       })
     else route.mapping = mapping
-    const seen = new Set<string>()
-    route.upstreams.forEach((u: any, i: number) => {
-      if (seen.has(u.name))
-        problems.push({
-          file: path,
-          pointer: `/routes/${name}/upstreams/${i}/name`,
-          message: `replica name ${u.name} is used twice in this route`
-        })
-      seen.add(u.name)
-      for (const key of ['audio', 'text']) {
-        if (u[key] !== undefined && !isUrl(u[key]))
-          problems.push({ file: path, pointer: `/routes/${name}/upstreams/${i}/${key}`, message: 'is not a valid URL' })
-      }
-    })
+    problems.push(...upstreamProblems(route.upstreams, `/routes/${name}`, 'route').map(p => ({ file: path, ...p })))
+    problems.push(...teeProblems(route, name, dir).map(p => ({ file: path, ...p })))
   }
   if (defaults > 1)
     problems.push({ file: path, pointer: '/routes', message: 'at most one route may be marked default' })
@@ -173,6 +161,7 @@ export function readStructuredWithPositions(path: string): {
 const SECRET_POINTERS = [
   /^\/routes\/[^/]+\/auth\/(audio|text)\/\d+$/,
   /^\/routes\/[^/]+\/upstreams\/\d+\/(credential|headers\/.+)$/,
+  /^\/routes\/[^/]+\/tee\/\d+\/upstreams\/\d+\/(credential|headers\/.+)$/,
   /^\/listen\/tls\/passphrase$/,
   /^\/store\/(password|sentinelPassword)$/,
   /^\/tokens\/(keys|clients)\/\d+\/secret$/
@@ -268,6 +257,46 @@ export function resolveFile(p: string, dir: string, packageFallback = true): str
   return null
 }
 
+/** Replica names unique in their route (or tee), URLs valid. */
+function upstreamProblems(upstreams: any[], at: string, what: string): { pointer: string; message: string }[] {
+  const out: { pointer: string; message: string }[] = []
+  const seen = new Set<string>()
+  upstreams.forEach((u: any, i: number) => {
+    if (seen.has(u.name))
+      out.push({
+        pointer: `${at}/upstreams/${i}/name`,
+        message: `replica name ${u.name} is used twice in this ${what}`
+      })
+    seen.add(u.name)
+    for (const key of ['audio', 'text']) {
+      if (u[key] !== undefined && !isUrl(u[key]))
+        out.push({ pointer: `${at}/upstreams/${i}/${key}`, message: 'is not a valid URL' })
+    }
+  })
+  return out
+}
+
+/** A route's tees: names unique, mapping files found (resolved in place), replicas as a route's. */
+function teeProblems(route: any, name: string, dir: string): { pointer: string; message: string }[] {
+  const out: { pointer: string; message: string }[] = []
+  const names = new Set<string>()
+  ;(route.tee as any[]).forEach((tee: any, i: number) => {
+    const at = `/routes/${name}/tee/${i}`
+    if (names.has(tee.name))
+      out.push({ pointer: `${at}/name`, message: `tee name ${tee.name} is used twice in this route` })
+    names.add(tee.name)
+    const mapping = resolveFile(tee.mapping, dir)
+    if (mapping === null)
+      out.push({
+        pointer: `${at}/mapping`,
+        message: `mapping file ${tee.mapping} not found (looked beside the config and in the package)`
+      })
+    else tee.mapping = mapping
+    out.push(...upstreamProblems(tee.upstreams, at, 'tee'))
+  })
+  return out
+}
+
 function isUrl(s: string): boolean {
   try {
     return new URL(s).host !== ''
@@ -297,7 +326,7 @@ function collectSecrets(cfg: Record<string, any>): string[] {
   for (const route of Object.values(cfg.routes as Record<string, any>)) {
     for (const t of route.auth?.audio ?? []) out.add(t)
     for (const t of route.auth?.text ?? []) out.add(t)
-    for (const u of route.upstreams) {
+    for (const u of [...route.upstreams, ...(route.tee ?? []).flatMap((t: any) => t.upstreams)]) {
       if (u.credential) out.add(u.credential)
       for (const v of Object.values(u.headers ?? {})) out.add(v as string)
     }

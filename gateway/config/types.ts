@@ -30,6 +30,19 @@ export interface RouteConfig {
   /** Overrides the mapping's `health` probe for this route. */
   readonly health?: RouteHealth
   readonly upstreams: readonly UpstreamConfig[]
+  /** Fan-out vendors (absent in configs built by hand: none). */
+  readonly tee?: readonly TeeConfig[]
+}
+
+/** One fan-out vendor of a route (schemas/gateway-config.schema.json `tee`); `mapping` is an absolute path. */
+export interface TeeConfig {
+  readonly name: string
+  readonly mapping: string
+  readonly upstreams: readonly UpstreamConfig[]
+  readonly results: 'drop' | 'forward'
+  readonly params?: Readonly<Record<string, unknown>>
+  readonly health?: RouteHealth
+  readonly bufferBytes?: number
 }
 
 /** A route's own probe (schemas/gateway-config.schema.json `route.health`). */

@@ -1,6 +1,7 @@
 import * as uWS from 'uWebSockets.js'
 import { SessionRegistry } from '../audio/registry'
 import type { Config } from '../config/types'
+import { routePools } from '../route'
 import { redactAlso, type Logger } from '../telemetry/log'
 import type { Metrics } from '../telemetry/metrics'
 import type { Store } from '../store/port'
@@ -107,11 +108,11 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const retired = new Set<UpstreamPool>()
   const pools = (): UpstreamPool[] => {
     for (const p of retired) if (p.replicas.every(r => r.activeStreams === 0)) retired.delete(p)
-    return [...[...gen.routes.values()].map(r => r.pool), ...retired]
+    return [...[...gen.routes.values()].flatMap(routePools), ...retired]
   }
   metrics.replicaHealth = () =>
     [...gen.routes.values()].flatMap(rt =>
-      rt.pool.replicas.map(r => ({ route: r.route, upstream: r.name, healthy: r.healthy }))
+      routePools(rt).flatMap(p => p.replicas.map(r => ({ route: r.route, upstream: r.name, healthy: r.healthy })))
     )
   metrics.storeIsUp = () => store.up()
   metrics.routeNames = () => [...gen.routes.keys()]
@@ -135,7 +136,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const apply = (next: Config): Omit<ReloadReport, 'ok' | 'problems'> => {
     const prev = gen
     gen = buildGeneration(next, genDeps, prev)
-    for (const [name, r] of prev.routes) if (gen.routes.get(name) !== r) retired.add(r.pool)
+    for (const [name, r] of prev.routes) if (gen.routes.get(name) !== r) for (const p of routePools(r)) retired.add(p)
     prev.prober.stop()
     gen.prober.start()
     texts.replace(gen.text, next.text)

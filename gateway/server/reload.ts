@@ -4,7 +4,7 @@ import type * as uWS from 'uWebSockets.js'
 import type { Config, RouteConfig } from '../config/types'
 import { forgetMappings, loadMapping } from '../mapping/compile'
 import type { TokenVerifier } from '../auth/token-verify'
-import { buildRoute, type RouteRuntime } from '../route'
+import { buildRoute, routePools, type RouteRuntime } from '../route'
 import type { Store } from '../store/port'
 import type { Logger } from '../telemetry/log'
 import type { Metrics } from '../telemetry/metrics'
@@ -72,7 +72,8 @@ function fileDigest(file: string): string {
 }
 
 function routeFingerprint(rc: RouteConfig, config: Config): string {
-  return digest(JSON.stringify(rc), fileDigest(rc.mapping), JSON.stringify(config.health))
+  const tees = (rc.tee ?? []).map(t => fileDigest(t.mapping))
+  return digest(JSON.stringify(rc), fileDigest(rc.mapping), JSON.stringify(config.health), ...tees)
 }
 
 function tlsDigest(config: Config): string {
@@ -91,15 +92,18 @@ export function buildGeneration(config: Config, deps: GenerationDeps, previous: 
     const old = previous?.routes.get(rc.name)
     const reuse = old !== undefined && previous?.fingerprints.get(rc.name) === fp
     const r = reuse ? old : buildRoute(rc, loadMapping(rc.mapping), store, config.health, deps.verifier)
-    if (!reuse) watchEjections(r.pool, deps)
+    if (!reuse) for (const p of routePools(r)) watchEjections(p, deps)
     routes.set(rc.name, r)
     fingerprints.set(rc.name, fp)
     if (rc.default) defaultRoute = r
   }
-  const pools = [...routes.values()].map(r => r.pool)
+  const pools = [...routes.values()].flatMap(routePools)
   // Each route probes as its mapping's `health` section says, unless its config (or health.active.kind) overrides it.
   const plans = new Map<UpstreamPool, ProbePlan>()
   for (const r of routes.values()) plans.set(r.pool, probePlan(r.config, r.mapping, config.health.active))
+  for (const r of routes.values())
+    for (const t of r.tees ?? [])
+      plans.set(t.runtime.pool, probePlan(t.runtime.config, t.runtime.mapping, config.health.active))
   const prober = new Prober(
     pools,
     config.health.active,

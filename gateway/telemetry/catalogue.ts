@@ -37,6 +37,32 @@ export const CATALOGUE = {
       'failover_unreplayed, vendor_paused).',
     labels: ['route', 'reason']
   },
+  audio_tee_dropped_frames_total: {
+    type: 'counter',
+    help:
+      'Audio frames a tee vendor did not get, by route, tee and reason (backpressure: its queue was full; ' +
+      'hold_overflow, failover, failover_unreplayed: as for legs; ended: its vendor session had ended or was refused).',
+    labels: ['route', 'tee', 'reason']
+  },
+  audio_tee_sessions_total: {
+    type: 'counter',
+    help: 'Tee vendor sessions ended, by route, tee and outcome (ok, or the lower-case error code that ended the tee).',
+    labels: ['route', 'tee', 'outcome']
+  },
+  audio_tee_messages_total: {
+    type: 'counter',
+    help:
+      'Tee vendor results, by result (forwarded to the platform tagged parameters.tee, dropped: results drop, ' +
+      'platform_backpressure: dropped while the platform socket was backed up).',
+    labels: ['route', 'tee', 'result']
+  },
+  text_tee_deliveries_total: {
+    type: 'counter',
+    help:
+      'Utterances delivered to a tee vendor in the background, by result (ok, queue_full, or the lower-case ' +
+      'error code of a failed delivery).',
+    labels: ['route', 'tee', 'result']
+  },
   audio_buffered_bytes: {
     type: 'gauge',
     help: 'Audio bytes held in leg buffers (before CONNECTED or while the vendor is backed up).',

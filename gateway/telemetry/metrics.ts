@@ -73,6 +73,9 @@ export class Metrics {
   readonly storeUp: Gauge
   readonly storeErrors: Counter
   readonly upstreamRetries: Counter
+  readonly teeSessions: Counter
+  readonly teeMessages: Counter
+  readonly textTeeDeliveries: Counter
   /** Set by the server: every replica's health, read at scrape time. */
   replicaHealth: () => { route: string; upstream: string; healthy: boolean }[] = () => []
   storeIsUp: () => boolean = () => true
@@ -158,6 +161,33 @@ export class Metrics {
     })
 
     this.storeErrors = counter('store_errors_total')
+    this.teeSessions = counter('audio_tee_sessions_total')
+    this.teeMessages = counter('audio_tee_messages_total')
+    this.textTeeDeliveries = counter('text_tee_deliveries_total')
+    // Tee vendor sessions count under the route label <route>/<tee> (route.ts teeLabel); this splits it.
+    new Counter({
+      name: name('audio_tee_dropped_frames_total'),
+      help: help('audio_tee_dropped_frames_total'),
+      labelNames: labels('audio_tee_dropped_frames_total'),
+      registers: r,
+      collect() {
+        this.reset()
+        for (const [label, t] of self.totals()) {
+          const at = label.indexOf('/')
+          if (at < 0) continue
+          const route = label.slice(0, at)
+          const tee = label.slice(at + 1)
+          for (const [reason, n] of [
+            ['backpressure', t.dropBackpressure],
+            ['hold_overflow', t.dropHold],
+            ['failover', t.dropFailover],
+            ['failover_unreplayed', t.dropFailoverUnreplayed],
+            ['ended', t.dropAfterClose]
+          ] as const)
+            if (n > 0) this.inc({ route, tee, reason }, n)
+        }
+      }
+    })
 
     // Published at scrape time from the plain per-leg integers: nothing per frame touches prom-client.
     new Gauge({

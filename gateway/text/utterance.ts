@@ -15,6 +15,7 @@ import type { Replica } from '../upstream/pool'
 import type { Problem } from '../validate/compile'
 import { checkUtterance, normalizeUtterance, parseJson } from '../validate/messages'
 import { DeliveryQueue } from './delivery-queue'
+import { TextTees } from './tee'
 
 /** One text hook request, copied out of the server's request object. */
 export interface IncomingUtterance {
@@ -50,6 +51,8 @@ interface RouteText {
   readonly inputRoute: TextInput['route']
   /** The route's text credential check, made once: whether it takes bearer tokens decides the path. */
   readonly auth: HookAuth
+  /** Fan-out (route `tee`): tee vendors with a text mapping, delivered in the background (text/tee.ts). */
+  readonly tees: TextTees<RouteText> | null
 }
 
 /**
@@ -73,41 +76,76 @@ export class TextHook {
     private readonly deps: TextDeps
   ) {
     for (const route of routes) {
-      const mapping = route.mapping.text
-      if (mapping === null) continue
-      this.routes.set(route, {
-        route,
-        mapping,
-        upstream: new TextUpstream(route.name, route.pool, deps.settings, deps.metrics),
-        queue: route.config.async
-          ? new DeliveryQueue(deps.settings.asyncQueueSize, deps.settings.asyncConcurrency)
-          : null,
-        callOptions: Object.freeze({ idempotent: mapping.idempotent }),
-        request: {
-          now: (replica, input) => {
-            input.upstream = this.upstreamInput(replica)
-            return mapRequestNow(mapping, input)
-          },
-          later: (replica, input) => {
-            input.upstream = this.upstreamInput(replica)
-            return mapRequest(mapping, input)
-          }
+      const rt = this.routeText(route, route.config.async, this.teesOf(route))
+      if (rt !== null) this.routes.set(route, rt)
+    }
+  }
+
+  /** A route's (or a tee's) text side; null when its mapping has no text section. */
+  private routeText(
+    route: RouteRuntime,
+    async: boolean,
+    tees: TextTees<RouteText> | null,
+    inputRoute?: TextInput['route']
+  ): RouteText | null {
+    const deps = this.deps
+    const mapping = route.mapping.text
+    if (mapping === null) return null
+    return {
+      route,
+      mapping,
+      upstream: new TextUpstream(route.name, route.pool, deps.settings, deps.metrics),
+      queue: async ? new DeliveryQueue(deps.settings.asyncQueueSize, deps.settings.asyncConcurrency) : null,
+      callOptions: Object.freeze({ idempotent: mapping.idempotent }),
+      request: {
+        now: (replica, input) => {
+          input.upstream = this.upstreamInput(replica)
+          return mapRequestNow(mapping, input)
         },
-        auth: hookAuth(route, 'text'),
-        inputRoute: Object.freeze({
+        later: (replica, input) => {
+          input.upstream = this.upstreamInput(replica)
+          return mapRequest(mapping, input)
+        }
+      },
+      auth: hookAuth(route, 'text'),
+      tees,
+      inputRoute:
+        inputRoute ??
+        Object.freeze({
           name: route.name,
           params: route.config.params,
           checksToken: demandsCredential(route, 'text')
         })
-      })
     }
+  }
+
+  /** The route's tees with a text mapping, each on its own pool and queue; null when none. */
+  private teesOf(route: RouteRuntime): TextTees<RouteText> | null {
+    const { settings, metrics } = this.deps
+    const tees = (route.tees ?? []).flatMap(tee => {
+      const inputRoute = Object.freeze({
+        name: route.name,
+        params: tee.runtime.config.params,
+        checksToken: demandsCredential(route, 'text')
+      })
+      const target = this.routeText(tee.runtime, false, null, inputRoute)
+      if (target === null) return []
+      const queue = new DeliveryQueue(settings.asyncQueueSize, settings.asyncConcurrency)
+      return [{ name: tee.name, route: route.name, target, inputRoute, queue }]
+    })
+    if (tees.length === 0) return null
+    return new TextTees(
+      tees,
+      async (target, input, traceparent) => await this.deliver(target, input, traceparent),
+      metrics
+    )
   }
 
   /** True when the route has a text mapping (else its text paths are 404). */
   /** Asynchronous deliveries accepted (202) and not yet finished, on every route. */
   get backlog(): number {
     let n = 0
-    for (const rt of this.routes.values()) n += rt.queue?.outstanding ?? 0
+    for (const rt of this.routes.values()) n += (rt.queue?.outstanding ?? 0) + (rt.tees?.outstanding ?? 0)
     return n
   }
 
@@ -160,14 +198,17 @@ export class TextHook {
         await this.deliver(rt, input, req.traceparent)
       })
       if (!accepted) return this.refuse(req, new GatewayError('QUEUE_FULL'))
+      rt.tees?.send(input, req.traceparent)
       return { ok: true, status: 202, json: JSON.stringify({ accepted: true, requestId: req.requestId }) }
     }
+    rt.tees?.send(input, req.traceparent)
     return await this.deliver(rt, input, req.traceparent)
   }
 
   /** Stop every vendor pool (the listener is closing). */
   async close(): Promise<void> {
-    await Promise.all([...this.routes.values()].map(async rt => await rt.upstream.close()))
+    const all = [...this.routes.values()].flatMap(rt => [rt, ...(rt.tees?.targets ?? [])])
+    await Promise.all(all.map(async rt => await rt.upstream.close()))
   }
 
   /** The vendor call and the answer mapping; shared by synchronous answers and background delivery. */

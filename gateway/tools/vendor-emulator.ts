@@ -12,7 +12,7 @@ import { DemoAudio, DemoSession } from './vendors/demo-audio'
 import { TextEndpoints } from './vendors/demo-text'
 import type { EmulatorOptions, VendorEmulator } from './vendors/demo-types'
 import { emulatorClock } from './vendors/recorder'
-import { rawToBuffer, reply } from './vendors/wire'
+import { rawToBuffer, refuse, reply } from './vendors/wire'
 
 export { checkStartEvent } from './vendors/demo-audio'
 export { checkPlatformUtterance, checkTextMessage } from './vendors/demo-text'
@@ -67,6 +67,7 @@ export async function startVendorEmulator(opts: EmulatorOptions): Promise<Vendor
   const all: DemoSession[] = []
   const live = new Set<DemoSession>()
   let nextId = 1
+  let refused = 0
 
   const wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: MAX_PAYLOAD })
   const server = createServer((req, res) => onRequest(req, res, all, text))
@@ -74,6 +75,7 @@ export async function startVendorEmulator(opts: EmulatorOptions): Promise<Vendor
   const accept = (ws: WebSocket, path: string, headers: IncomingMessage['headers']): void => {
     const s = new DemoSession(nextId++, kind, path, ws, clock, log)
     s.upgrade = { url: path, headers: { ...headers } }
+    s.vendor = opts.name
     all.push(s)
     live.add(s)
     s.say(`opened ${path}`)
@@ -92,6 +94,11 @@ export async function startVendorEmulator(opts: EmulatorOptions): Promise<Vendor
     })
   }
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    if (opts.refuseUpgrade !== undefined) {
+      refused++
+      socket.on('error', () => socket.destroy())
+      return refuse(socket, opts.refuseUpgrade, { error: 'sessions refused (refuseUpgrade)' })
+    }
     wss.handleUpgrade(req, socket, head, ws => accept(ws, req.url ?? '/', req.headers))
   })
 
@@ -112,6 +119,13 @@ export async function startVendorEmulator(opts: EmulatorOptions): Promise<Vendor
     closeAll: (code: number, reason?: string) => {
       for (const s of live) s.close(code, reason)
     },
+    pauseAll: () => {
+      for (const s of live) s.ws?.pause()
+    },
+    resumeAll: () => {
+      for (const s of live) s.ws?.resume()
+    },
+    refusedUpgrades: () => refused,
     close: l.close
   }
 }

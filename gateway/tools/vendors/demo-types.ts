@@ -34,6 +34,10 @@ export interface EmulatorOptions {
   log?: (line: string) => void
   /** Text endpoints: how to answer (changeable later with setText). */
   text?: TextBehaviour
+  /** This emulator's name, in every session report (`vendor`) and log line: tells a route's tee vendors apart. */
+  name?: string
+  /** Answer every WebSocket upgrade with this HTTP status (e.g. 403): a vendor that refuses sessions. */
+  refuseUpgrade?: number
 }
 
 /**
@@ -99,6 +103,12 @@ export interface VendorEmulator {
   dropAll(): void
   /** Sends a close frame to every open session. */
   closeAll(code: number, reason?: string): void
+  /** Stops reading from every open session socket (a vendor that falls behind: the sender's buffers fill up). */
+  pauseAll(): void
+  /** Reads again from every open session socket. */
+  resumeAll(): void
+  /** WebSocket upgrades refused (option refuseUpgrade). */
+  refusedUpgrades(): number
   /** Stops listening, terminates sessions, resolves when fully closed. */
   close(): Promise<void>
 }

@@ -145,6 +145,7 @@ class RealVendorServer {
       this.ctx.clock,
       this.opts.log
     )
+    s.vendor = this.opts.name
     this.all.push(s)
     const extra: Record<string, string> = {}
     if (this.kind === 'deepgram') {

@@ -31,6 +31,8 @@ export interface RecordedSession {
   closeReason: string
   openedAt: number
   closedAt: number | null
+  /** The emulator's name (option `name`), so the reports of several emulators (a route's vendor and its tees) tell apart. */
+  vendor?: string
 }
 
 /**
@@ -55,6 +57,8 @@ export class SessionRecorder {
   closedAt: number | null = null
   /** The emulator started the close (or dropped the socket). */
   closingByUs = false
+  /** The emulator's name, when it has one: in every report and log line of the session. */
+  vendor: string | undefined = undefined
   ws: WebSocket | null = null
   private readonly timers = new Map<TimerHandle, 'timeout' | 'interval'>()
   private readonly hash: Hash = createHash('sha256')
@@ -79,7 +83,7 @@ export class SessionRecorder {
   }
 
   say(line: string): void {
-    this.log?.(`${this.label} ${line}`)
+    this.log?.(`${this.vendor === undefined ? '' : `${this.vendor}: `}${this.label} ${line}`)
   }
 
   /** Hot path: counting only. */
@@ -170,7 +174,8 @@ export class SessionRecorder {
       closeCode: this.closeCode,
       closeReason: this.closeReason,
       openedAt: this.openedAt,
-      closedAt: this.closedAt
+      closedAt: this.closedAt,
+      ...(this.vendor === undefined ? {} : { vendor: this.vendor })
     }
   }
 }

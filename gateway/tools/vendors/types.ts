@@ -39,6 +39,8 @@ export interface RealVendorOptions {
   clock?: Clock
   /** Default: no logging. */
   log?: (line: string) => void
+  /** This emulator's name, in every session report (`vendor`) and log line: tells a route's tee vendors apart. */
+  name?: string
 }
 
 /**
