@@ -2,8 +2,18 @@ import t from 'tap'
 import { createHash } from 'node:crypto'
 import { initMessage } from '../../gateway/tools/simulate'
 import type { VendorEmulator } from '../../gateway/tools/vendor-emulator'
-import { AUDIO_TOKEN, logged, platformLeg, routeTo, startGateway, startVendor, until } from '../helpers/gateway'
+import {
+  AUDIO_TOKEN,
+  TEXT_TOKEN,
+  logged,
+  platformLeg,
+  routeTo,
+  startGateway,
+  startVendor,
+  until
+} from '../helpers/gateway'
 import { uniqueFrame } from '../helpers/audio'
+import { utterance } from '../helpers/tls'
 
 // Fan-out (route `tee`): one gateway, real emulators. Route `iso` has three tees that misbehave (one stops
 // reading, one refuses every upgrade, one is killed mid-call); route `fwd` forwards its tee's results; route
@@ -43,6 +53,8 @@ t.test('tees that stop reading, refuse or die: the primary and the platform lose
   const doomed = await startVendor(t, { kind: 'json-events', resultEveryFrames: 10, name: 'doomed' })
   const fwdPrimary = await startVendor(t, { kind: 'passthrough', resultEveryFrames: 10, name: 'fwd-primary' })
   const echo = await startVendor(t, { kind: 'passthrough', resultEveryFrames: 5, name: 'echo' })
+  const textPrimary = await startVendor(t, { kind: 'passthrough', name: 'text-primary' })
+  const shadow = await startVendor(t, { kind: 'passthrough', name: 'shadow', text: { hang: true } })
   const tee = (name: string, v: VendorEmulator, mapping: string, extra: Record<string, unknown> = {}) => ({
     name,
     mapping,
@@ -68,6 +80,13 @@ t.test('tees that stop reading, refuse or die: the primary and the platform lose
       }),
       fwd: routeTo([fwdPrimary], 'mappings/passthrough.yaml', {
         tee: [tee('echo', echo, 'mappings/passthrough.yaml', { results: 'forward' })]
+      }),
+      txt: routeTo([textPrimary], 'mappings/passthrough.yaml', {
+        tee: [
+          { name: 'shadow', mapping: 'mappings/passthrough.yaml', upstreams: [{ name: 'a', text: shadow.httpUrl }] },
+          // Nothing listens there any more: every delivery to it fails.
+          { name: 'gone', mapping: 'mappings/passthrough.yaml', upstreams: [{ name: 'a', text: nope.httpUrl }] }
+        ]
       })
     }
   })
@@ -150,6 +169,44 @@ t.test('tees that stop reading, refuse or die: the primary and the platform lose
     t.equal(sample(m, 'audio_tee_messages_total', { route: 'fwd', tee: 'echo', result: 'forwarded' }), 4)
     leg.ws.close(1000)
     await leg.closed
+  })
+
+  t.test('text: the primary answer does not wait for a slow or dead tee; the tee gets the utterance', async t => {
+    await nope.close()
+    const post = async (): Promise<{ status: number; json: unknown }> => {
+      const res = await fetch(gw.url('/text/txt'), {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(utterance({ authorizationHeader: TEXT_TOKEN }))
+      })
+      return { status: res.status, json: await res.json() }
+    }
+    const answer = (seq: number): unknown => ({
+      command: 'MESSAGE',
+      messageType: 'SUGGESTION',
+      message: 'echo: I was charged twice.',
+      parameters: { contactId: 584930211, participantId: 'patron', seq }
+    })
+    // The shadow tee hangs: the primary answers anyway, exactly as without a tee.
+    t.same(await post(), { status: 200, json: answer(1) }, 'primary answer while the tee hangs')
+    await until(() => shadow.textRequests().length === 1)
+    t.equal(shadow.textRequests()[0].status, null, 'the tee got the utterance and has not answered')
+    shadow.setText({})
+    t.same(await post(), { status: 200, json: answer(2) }, 'primary answer unchanged')
+    await until(() => shadow.textRequests().some(r => r.status === 200))
+    const got = shadow.textRequests()[1]
+    t.match(got.body, { contactId: 584930211, messageBody: 'I was charged twice.' }, 'the tee got the same utterance')
+    t.notOk('authorizationHeader' in (got.body as object), 'the platform credential never reaches the tee')
+    const labels = (tee: string, result: string) => ({ route: 'txt', tee, result })
+    await until(
+      async () => sample(await scrape(gw), 'text_tee_deliveries_total', labels('gone', 'upstream_unreachable')) === 2
+    )
+    const m = await scrape(gw)
+    t.equal(sample(m, 'text_tee_deliveries_total', labels('shadow', 'ok')), 1, 'the delivery that was answered')
+    t.equal(sample(m, 'text_tee_deliveries_total', labels('gone', 'upstream_unreachable')), 2, 'the dead tee: counted')
+    t.equal(textPrimary.textRequests().length, 2, 'the primary vendor got each utterance once')
+    t.notMatch(gw.logs.raw, TEXT_TOKEN, 'no log line holds the credential')
+    await shadow.close() // its first request still hangs: it fails now, not at the text timeout
   })
 })
 
