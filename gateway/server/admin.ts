@@ -32,7 +32,9 @@ export function mountAdmin(app: uWS.TemplatedApp, state: ServerState): void {
     )
   })
   app.get('/admin/upstreams', res => {
-    const routes = [...state.routes.values()].map(r => ({
+    // A route's tees are listed after it, each as the route `<route>/<tee>` of its own replicas.
+    const all = [...state.routes.values()].flatMap(r => [r, ...(r.tees ?? []).map(t => t.runtime)])
+    const routes = all.map(r => ({
       route: r.name,
       vendor: r.mapping.vendor,
       // How the replicas are probed (the mapping's health section, or the config's override).

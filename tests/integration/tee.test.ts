@@ -167,6 +167,11 @@ t.test('tees that stop reading, refuse or die: the primary and the platform lose
     t.equal(fwdPrimary.sessions()[0].vendor, 'fwd-primary')
     const m = await scrape(gw)
     t.equal(sample(m, 'audio_tee_messages_total', { route: 'fwd', tee: 'echo', result: 'forwarded' }), 4)
+    const listed = (await (await fetch(gw.adminUrl('/admin/upstreams'))).json()) as { routes: { route: string }[] }
+    t.ok(
+      listed.routes.some(r => r.route === 'fwd/echo'),
+      '/admin/upstreams lists the tee replicas as fwd/echo'
+    )
     leg.ws.close(1000)
     await leg.closed
   })

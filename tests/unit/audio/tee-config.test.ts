@@ -1,10 +1,15 @@
 import t from 'tap'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { Writable } from 'node:stream'
 import { loadConfig } from '../../../gateway/config/load'
 import { ConfigError } from '../../../gateway/errors'
 import { buildRoute, routePools } from '../../../gateway/route'
 import { MemoryStore } from '../../../gateway/store/memory'
-import { loadMapping } from '../../../gateway/mapping/compile'
+import { forgetMappings, loadMapping } from '../../../gateway/mapping/compile'
+import { buildGeneration } from '../../../gateway/server/reload'
+import { createLogger } from '../../../gateway/telemetry/log'
+import { Metrics } from '../../../gateway/telemetry/metrics'
 
 // The route option `tee`: validated with the config, built into a runtime of its own per tee.
 
@@ -75,4 +80,25 @@ t.test('tee problems are reported with pointers, all at once', async t => {
     /\/routes\/demo\/tee\/0\/name/,
     'a tee name is a label: no slash'
   )
+})
+
+t.test('reload: a route whose tee mapping file changed is rebuilt; an unchanged one is kept', async t => {
+  const mapping = readFileSync(join(__dirname, '..', '..', '..', 'mappings', 'passthrough.yaml'), 'utf8')
+  const dir = t.testdir({
+    'g.yaml': route(
+      '      - { name: shadow, mapping: tee.yaml, upstreams: [{ name: s, audio: "ws://127.0.0.1:9/y" }] }\n'
+    ),
+    'tee.yaml': mapping
+  })
+  const c = loadConfig(join(dir, 'g.yaml'), {})
+  const log = createLogger({ level: 'silent', secrets: [], destination: new Writable({ write: (_c, _e, cb) => cb() }) })
+  const deps = { store: new MemoryStore('i'), metrics: new Metrics(), log }
+  const g1 = buildGeneration(c, deps, null)
+  const g2 = buildGeneration(c, deps, g1)
+  t.equal(g2.routes.get('demo'), g1.routes.get('demo'), 'nothing changed: the route (and its tee pools) are kept')
+  writeFileSync(join(dir, 'tee.yaml'), `${mapping}\n# changed\n`)
+  forgetMappings()
+  const g3 = buildGeneration(c, deps, g2)
+  t.not(g3.routes.get('demo'), g2.routes.get('demo'), 'the tee mapping changed: the route is rebuilt for new legs')
+  for (const g of [g1, g2, g3]) await g.text.close()
 })
