@@ -5,6 +5,7 @@ import { Writable } from 'node:stream'
 import { loadConfig } from '../../../gateway/config/load'
 import { ConfigError } from '../../../gateway/errors'
 import { buildRoute, routePools } from '../../../gateway/route'
+import { validateAll } from '../../../gateway/check'
 import { MemoryStore } from '../../../gateway/store/memory'
 import { forgetMappings, loadMapping } from '../../../gateway/mapping/compile'
 import { buildGeneration } from '../../../gateway/server/reload'
@@ -101,4 +102,16 @@ t.test('reload: a route whose tee mapping file changed is rebuilt; an unchanged 
   const g3 = buildGeneration(c, deps, g2)
   t.not(g3.routes.get('demo'), g2.routes.get('demo'), 'the tee mapping changed: the route is rebuilt for new legs')
   for (const g of [g1, g2, g3]) await g.text.close()
+})
+
+t.test('check (and serve) load and dry-run each tee mapping too', async t => {
+  const dir = t.testdir({
+    'g.yaml': route(
+      '      - { name: shadow, mapping: bad.yaml, upstreams: [{ name: s, audio: "ws://127.0.0.1:9/y" }] }\n'
+    ),
+    'bad.yaml': 'vendor: bad\naudio: 5\n'
+  })
+  const v = await validateAll(join(dir, 'g.yaml'), {})
+  t.equal(v.ok, false)
+  t.ok(!v.ok && v.problems.some(p => p.file.endsWith('bad.yaml')), 'the problem names the tee mapping file')
 })
