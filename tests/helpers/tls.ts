@@ -56,7 +56,12 @@ export async function startTlsGateway(
   t: T,
   config: Record<string, unknown>,
   env: Record<string, string> = {},
-  opts: { connections?: number; files?: Record<string, string>; tls?: Record<string, unknown> } = {}
+  opts: {
+    connections?: number
+    files?: Record<string, string>
+    tls?: Record<string, unknown>
+    reloadable?: boolean
+  } = {}
 ): Promise<TlsGateway> {
   const c = throwawayCert(t, opts.files)
   // t.testdir() starts afresh each call: the gateway's files go in a folder beside the certificate instead.
@@ -66,7 +71,8 @@ export async function startTlsGateway(
   const gw = await startGateway(
     sub,
     { ...config, listen: { host: '127.0.0.1', port: 0, tls: { cert: c.cert, key: c.key, ...opts.tls } } },
-    env
+    env,
+    { reloadable: opts.reloadable }
   )
   const agent = new Agent({ connect: { ca: c.pem }, connections: opts.connections ?? 64 })
   t.teardown(async () => await agent.close())
