@@ -4,7 +4,7 @@ import type { RouteRuntime } from '../route'
 import { scrubberFor } from '../telemetry/scrub'
 import { requestIdFrom, traceFrom } from '../telemetry/trace'
 import type { TextHook, TextResult } from '../text/utterance'
-import { afterParse, countRefusal, DRAIN_BYTES, headerProblem, wantsClose } from './front-door'
+import { afterParse, closeAfterParse, countRefusal, DRAIN_BYTES, headerProblem, wantsClose } from './front-door'
 import { problemBody, readBody, send } from './http'
 import type { ServerState } from './state'
 
@@ -166,23 +166,27 @@ export function mountText(app: TemplatedApp, state: ServerState, hook: Pick<Text
     readBody(res, limit, onBody)
   }
 
-  const notAllowed = (res: HttpResponse, route: RouteRuntime | null | undefined): void => {
+  const notAllowed = (res: HttpResponse, route: RouteRuntime | null | undefined, close = false): void => {
     const code: ErrorCode =
       route === null || route === undefined || !hook.serves(route) ? 'ROUTE_NOT_FOUND' : 'METHOD_NOT_ALLOWED'
     const status = CODES[code].status
-    send(
-      res,
-      status,
-      'application/problem+json',
-      problemBody(new GatewayError(code)),
-      code === 'METHOD_NOT_ALLOWED' ? { allow: 'POST' } : {}
-    )
+    const write = (): void =>
+      send(
+        res,
+        status,
+        'application/problem+json',
+        problemBody(new GatewayError(code)),
+        code === 'METHOD_NOT_ALLOWED' ? { allow: 'POST' } : {},
+        close
+      )
+    if (close) closeAfterParse(res, write)
+    else write()
     count(route?.name ?? '', status, 0)
   }
 
   app.post('/text/:route', (res, req) => handle(res, req, state.routes.get(req.getParameter(0) ?? '')))
   app.post(DEFAULT_TEXT_PATH, (res, req) => handle(res, req, state.defaultRoute))
   // Registered before the catch-all; uWS prefers the method-specific handlers above.
-  app.any('/text/:route', (res, req) => notAllowed(res, state.routes.get(req.getParameter(0) ?? '')))
-  app.any(DEFAULT_TEXT_PATH, res => notAllowed(res, state.defaultRoute))
+  app.any('/text/:route', (res, req) => notAllowed(res, state.routes.get(req.getParameter(0) ?? ''), wantsClose(req)))
+  app.any(DEFAULT_TEXT_PATH, (res, req) => notAllowed(res, state.defaultRoute, wantsClose(req)))
 }

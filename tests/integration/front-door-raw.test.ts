@@ -162,6 +162,9 @@ t.test('the front door, case by case, over raw sockets', async t => {
     const nf = await exchange(gw, head(['GET /nope HTTP/1.1', 'Host: localhost', 'Connection: close']))
     t.same(statuses(nf), [404], 'on the catch-all too')
     t.ok(heldOpen())
+    const get = await exchange(gw, head(['GET /text/demo HTTP/1.1', 'Host: localhost', 'Connection: close']))
+    t.same(statuses(get), [405], 'and on a text path with the wrong method')
+    t.ok(heldOpen())
     // A request pipelined behind one that closes: uWS would serve it; the closing answer waits for the end
     // of the parse pass, so uWS sees the pipelining and closes the connection with neither served.
     for (const first of [
