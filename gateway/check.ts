@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { createSecureContext } from 'node:tls'
+import * as uWS from 'uWebSockets.js'
 import { ConfigError } from './errors'
 import { loadMapping } from './mapping/compile'
 import { dryRunMapping } from './mapping/dry-run'
@@ -71,5 +72,35 @@ function tlsProblems(config: Config): Problem[] {
       message: `certificate ${tls.cert} and key ${tls.key} do not load as a pair: ${hint} (${e.message ?? String(err)})`
     })
   }
+  if (problems.length === 0 && tls.ciphers !== undefined) problems.push(...cipherProblems(config))
   return problems
+}
+
+/**
+ * The cipher list as the server will read it: uWebSockets.js's own TLS library (BoringSSL) builds the
+ * context, with the certificate and key that already loaded above. BoringSSL refuses a list naming no
+ * TLS 1.2 suite it knows (TLS 1.3 names among them) where Node's OpenSSL would accept it.
+ */
+function cipherProblems(config: Config): Problem[] {
+  const tls = config.listen.tls!
+  try {
+    const app = uWS.SSLApp({
+      cert_file_name: tls.cert,
+      key_file_name: tls.key,
+      ssl_ciphers: tls.ciphers,
+      ...(tls.passphrase !== undefined ? { passphrase: tls.passphrase } : {})
+    })
+    ;(app as unknown as { close: () => void }).close()
+    return []
+  } catch {
+    return [
+      {
+        file: config.file,
+        pointer: '/listen/tls/ciphers',
+        message:
+          'the TLS library (BoringSSL) accepts no TLS 1.2 cipher suite in this list; name suites as ' +
+          'ECDHE-RSA-AES256-GCM-SHA384 (TLS 1.3 suites are fixed and cannot be listed)'
+      }
+    ]
+  }
 }

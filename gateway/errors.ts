@@ -22,6 +22,15 @@ export const CODES = {
   ROUTE_NOT_FOUND: { status: 404, close: 1008, flag: 'NR', text: 'no such route' },
   NOT_FOUND: { status: 404, close: 1008, flag: 'NF', text: 'not found' },
   METHOD_NOT_ALLOWED: { status: 405, close: 1008, flag: 'MA', text: 'method not allowed' },
+  // the front door (server/front-door.ts)
+  BAD_REQUEST: { status: 400, close: 1002, flag: 'BR', text: 'the request is not valid HTTP/1.1' },
+  UPGRADE_INVALID: {
+    status: 400,
+    close: 1002,
+    flag: 'UI',
+    text: 'the upgrade request is not a valid RFC 6455 handshake'
+  },
+  UPGRADE_VERSION: { status: 426, close: 1002, flag: 'UV', text: 'only WebSocket version 13 is supported' },
   // upstream (vendor) side
   NO_HEALTHY_UPSTREAM: { status: 503, close: 1013, flag: 'UH', text: 'no healthy upstream for this route' },
   UPSTREAM_UNREACHABLE: {

@@ -155,7 +155,13 @@ export interface Config {
   readonly listen: {
     readonly host: string
     readonly port: number
-    readonly tls: { readonly cert: string; readonly key: string; readonly passphrase?: string } | null
+    readonly tls: {
+      readonly cert: string
+      readonly key: string
+      readonly passphrase?: string
+      /** TLS 1.2 cipher list (OpenSSL syntax, as BoringSSL reads it); absent: the library's default. */
+      readonly ciphers?: string
+    } | null
   }
   readonly admin: { readonly host: string; readonly port: number }
   readonly redis: string | null

@@ -10,6 +10,7 @@ import { mountAdmin, mountHealth } from './admin'
 import { mountAudio } from './audio-route'
 import { mountExamples } from './examples'
 import { mountText } from './text-route'
+import { closeAfterParse, wantsClose } from './front-door'
 import { sendProblem } from './http'
 import {
   buildGeneration,
@@ -157,7 +158,8 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       : uWS.SSLApp({
           cert_file_name: tls.cert,
           key_file_name: tls.key,
-          ...(tls.passphrase !== undefined ? { passphrase: tls.passphrase } : {})
+          ...(tls.passphrase !== undefined ? { passphrase: tls.passphrase } : {}),
+          ...(tls.ciphers !== undefined ? { ssl_ciphers: tls.ciphers } : {})
         })
   if (tls === null)
     log.warn({ event: 'plain_listener' }, 'listen.tls is not configured: serving plain WS/HTTP; use TLS in production')
@@ -166,7 +168,10 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   mountExamples(app, state)
   mountHealth(app, state)
   mountTokenEndpoint(app, state, tokens)
-  app.any('/*', res => sendProblem(res, 'NOT_FOUND'))
+  app.any('/*', (res, req) => {
+    if (wantsClose(req)) closeAfterParse(res, () => sendProblem(res, 'NOT_FOUND', [], {}, true))
+    else sendProblem(res, 'NOT_FOUND')
+  })
 
   const admin = uWS.App()
   mountAdmin(admin, state)

@@ -7,6 +7,7 @@ import { errorFrame } from '../audio/handshake'
 import type { RouteRuntime } from '../route'
 import { scrubberFor } from '../telemetry/scrub'
 import { traceFrom } from '../telemetry/trace'
+import { closeAfterParse, upgradeProblem, type UpgradeRefusal } from './front-door'
 import { sendProblem } from './http'
 import type { ServerState } from './state'
 
@@ -58,6 +59,8 @@ export function mountAudio(app: uWS.TemplatedApp, state: ServerState): void {
       const protocol = req.getHeader('sec-websocket-protocol')
       const extensions = req.getHeader('sec-websocket-extensions')
       const traceparent = traceFrom(req.getHeader('traceparent')).traceparent
+      const bad = upgradeProblem(req, state.metrics)
+      if (bad !== null) return refuseUpgrade(res, bad)
       if (route === undefined || route.mapping.audio === null) {
         sendProblem(res, 'ROUTE_NOT_FOUND')
         return
@@ -122,4 +125,20 @@ export function mountAudio(app: uWS.TemplatedApp, state: ServerState): void {
       }
     }
   })
+  // uWS hands a GET to the upgrade handler above only with a 24-character sec-websocket-key; any other GET
+  // of an audio path (no key, a key of another length, a plain GET) falls through to here: refused per RFC 6455.
+  app.get('/audio/:route', (res, req) => {
+    const bad = upgradeProblem(req, state.metrics) ?? {
+      code: 'UPGRADE_INVALID' as const,
+      detail: 'sec-websocket-key must be base64 of 16 bytes',
+      headers: {}
+    }
+    refuseUpgrade(res, bad)
+  })
+}
+
+function refuseUpgrade(res: uWS.HttpResponse, bad: UpgradeRefusal): void {
+  closeAfterParse(res, () =>
+    sendProblem(res, new GatewayError(bad.code, { detail: bad.detail }), [], bad.headers, true)
+  )
 }

@@ -13,25 +13,30 @@ export const STATUS_TEXT: Record<number, string> = {
   409: 'Conflict',
   413: 'Payload Too Large',
   415: 'Unsupported Media Type',
+  426: 'Upgrade Required',
   500: 'Internal Server Error',
   502: 'Bad Gateway',
   503: 'Service Unavailable',
   504: 'Gateway Timeout'
 }
 
-/** Write a whole response in one corked write. The caller has checked the response is not aborted. */
+/**
+ * Write a whole response in one corked write. The caller has checked the response is not aborted.
+ * `close`: say `connection: close` and close the connection once the answer is written (see closeAfterParse).
+ */
 export function send(
   res: HttpResponse,
   status: number,
   contentType: string,
   body: string,
-  headers: Record<string, string> = {}
+  headers: Record<string, string> = {},
+  close = false
 ): void {
   res.cork(() => {
     res.writeStatus(`${status} ${STATUS_TEXT[status] ?? ''}`)
     res.writeHeader('content-type', contentType)
-    for (const [k, v] of Object.entries(headers)) res.writeHeader(k, v)
-    res.end(body)
+    for (const k in headers) res.writeHeader(k, headers[k])
+    res.end(body, close) // with close, uWS writes `Connection: close` itself
   })
 }
 
@@ -63,10 +68,11 @@ export function sendProblem(
   res: HttpResponse,
   error: GatewayError | ErrorCode,
   problems: readonly Problem[] = [],
-  headers: Record<string, string> = {}
+  headers: Record<string, string> = {},
+  close = false
 ): void {
   const e = typeof error === 'string' ? new GatewayError(error) : error
-  send(res, CODES[e.code].status, 'application/problem+json', problemBody(e, problems), headers)
+  send(res, CODES[e.code].status, 'application/problem+json', problemBody(e, problems), headers, close)
 }
 
 /**

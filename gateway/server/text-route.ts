@@ -4,6 +4,7 @@ import type { RouteRuntime } from '../route'
 import { scrubberFor } from '../telemetry/scrub'
 import { requestIdFrom, traceFrom } from '../telemetry/trace'
 import type { TextHook, TextResult } from '../text/utterance'
+import { afterParse, closeAfterParse, countRefusal, DRAIN_BYTES, headerProblem, wantsClose } from './front-door'
 import { problemBody, readBody, send } from './http'
 import type { ServerState } from './state'
 
@@ -53,6 +54,10 @@ export function mountText(app: TemplatedApp, state: ServerState, hook: Pick<Text
     const declaredLength = req.getHeader('content-length')
     const requestId = requestIdFrom(req.getHeader('x-request-id'))
     const trace = traceFrom(req.getHeader('traceparent'))
+    // The front door (front-door.ts): a repeated or malformed content-length or host is refused and closed;
+    // `connection: close` is honoured (uWS here does not). Both must read req now.
+    const badHead = headerProblem(req, metrics)
+    const close = badHead !== null || wantsClose(req)
     const routeName = route?.name ?? ''
     const headers = { 'x-request-id': requestId }
     /** One access line per request, at the configured level. */
@@ -73,7 +78,13 @@ export function mountText(app: TemplatedApp, state: ServerState, hook: Pick<Text
       )
     }
 
-    const answer = (result: TextResult, tooLarge = false): void => {
+    let deferred = false
+    const answer = (result: TextResult, tooLarge = false, drained = false): void => {
+      // An answer that closes the connection goes after uWS's parse pass (front-door.ts, closeAfterParse).
+      if ((close || drained) && !deferred) {
+        deferred = true
+        return afterParse(() => answer(result, tooLarge, drained), undefined)
+      }
       if (aborted) {
         state.log.debug(
           { event: 'text_aborted', route: routeName, requestId },
@@ -82,7 +93,7 @@ export function mountText(app: TemplatedApp, state: ServerState, hook: Pick<Text
         return
       }
       if (result.ok) {
-        send(res, result.status, 'application/json', scrubber().json(result.json), headers)
+        send(res, result.status, 'application/json', scrubber().json(result.json), headers, close)
         count(routeName, result.status, (performance.now() - started) / 1000)
         access(result.status, result.upstream)
         return
@@ -92,27 +103,56 @@ export function mountText(app: TemplatedApp, state: ServerState, hook: Pick<Text
       // Past the body limit the answer goes at once with `connection: close`, so the client stops sending;
       // uWS discards whatever of the body still arrives (nothing more is buffered). Not end(body, true):
       // uWS then resets the socket while the client is still writing, and clients (undici among them)
-      // lose the 413 to an EPIPE/ECONNRESET. uWS has no lingering close.
-      send(res, status, 'application/problem+json', body, tooLarge ? { ...headers, connection: 'close' } : headers)
+      // lose the 413 to an EPIPE/ECONNRESET. uWS has no lingering close. A declared body at most
+      // DRAIN_BYTES over the limit is read to its end first (`drained`), and then the connection is closed.
+      if (tooLarge && !drained && !close)
+        send(res, status, 'application/problem+json', body, { ...headers, connection: 'close' })
+      else send(res, status, 'application/problem+json', body, headers, close || drained)
       count(routeName, status, (performance.now() - started) / 1000)
       access(status, result.upstream)
     }
-    const refuse = (code: ErrorCode, tooLarge = false): void => {
+    const refuse = (code: ErrorCode, tooLarge = false, detail?: string): void => {
       state.log[logLevelOf(code)](
         { event: 'text_refused', route: routeName || undefined, requestId, code },
         CODES[code].text
       )
-      answer({ ok: false, error: new GatewayError(code), problems: [], extra: {} }, tooLarge)
+      answer({ ok: false, error: new GatewayError(code, { detail }), problems: [], extra: {} }, tooLarge, drained)
     }
+    let drained = false
 
+    if (badHead !== null) return refuse('BAD_REQUEST', false, badHead)
     if (route === null || route === undefined || !hook.serves(route)) return refuse('ROUTE_NOT_FOUND')
     if (state.draining) return refuse('SHUTTING_DOWN')
     if (!JSON_TYPE.test(contentType)) return refuse('UNSUPPORTED_MEDIA_TYPE')
     const limit = state.config.text.maxBodyBytes
-    if (declaredLength !== '' && Number(declaredLength) > limit) return refuse('MESSAGE_TOO_LARGE', true)
-    readBody(res, limit, body => {
-      if (aborted) return
+    if (declaredLength !== '' && Number(declaredLength) > limit) {
+      if (Number(declaredLength) > limit + DRAIN_BYTES) return refuse('MESSAGE_TOO_LARGE', true)
+      drained = true
+      res.onData((_chunk, isLast) => {
+        if (isLast && !aborted) refuse('MESSAGE_TOO_LARGE', true)
+      })
+      return
+    }
+    // The vendor call starts after uWS's parse pass (afterParse): a pipelined request behind this one makes
+    // uWS abort this one, which is then dropped here before it reaches the vendor. The same callback runs
+    // twice (body read, then dispatch): no closure per request for the deferral.
+    let ready = false
+    const onBody = (body: Buffer | null): void => {
+      if (aborted) {
+        if (ready) {
+          countRefusal(metrics, 'aborted_before_dispatch')
+          state.log.debug(
+            { event: 'text_dropped', route: routeName, requestId },
+            'the platform went away before dispatch'
+          )
+        }
+        return
+      }
       if (body === null) return refuse('MESSAGE_TOO_LARGE', true)
+      if (!ready) {
+        ready = true
+        return afterParse(onBody, body)
+      }
       hook
         .handle({ route, body, authorization, requestId, traceparent: trace.traceparent })
         .then(answer, (err: unknown) => {
@@ -122,26 +162,31 @@ export function mountText(app: TemplatedApp, state: ServerState, hook: Pick<Text
           )
           answer({ ok: false, error: new GatewayError('INTERNAL'), problems: [], extra: {} })
         })
-    })
+    }
+    readBody(res, limit, onBody)
   }
 
-  const notAllowed = (res: HttpResponse, route: RouteRuntime | null | undefined): void => {
+  const notAllowed = (res: HttpResponse, route: RouteRuntime | null | undefined, close = false): void => {
     const code: ErrorCode =
       route === null || route === undefined || !hook.serves(route) ? 'ROUTE_NOT_FOUND' : 'METHOD_NOT_ALLOWED'
     const status = CODES[code].status
-    send(
-      res,
-      status,
-      'application/problem+json',
-      problemBody(new GatewayError(code)),
-      code === 'METHOD_NOT_ALLOWED' ? { allow: 'POST' } : {}
-    )
+    const write = (): void =>
+      send(
+        res,
+        status,
+        'application/problem+json',
+        problemBody(new GatewayError(code)),
+        code === 'METHOD_NOT_ALLOWED' ? { allow: 'POST' } : {},
+        close
+      )
+    if (close) closeAfterParse(res, write)
+    else write()
     count(route?.name ?? '', status, 0)
   }
 
   app.post('/text/:route', (res, req) => handle(res, req, state.routes.get(req.getParameter(0) ?? '')))
   app.post(DEFAULT_TEXT_PATH, (res, req) => handle(res, req, state.defaultRoute))
   // Registered before the catch-all; uWS prefers the method-specific handlers above.
-  app.any('/text/:route', (res, req) => notAllowed(res, state.routes.get(req.getParameter(0) ?? '')))
-  app.any(DEFAULT_TEXT_PATH, res => notAllowed(res, state.defaultRoute))
+  app.any('/text/:route', (res, req) => notAllowed(res, state.routes.get(req.getParameter(0) ?? ''), wantsClose(req)))
+  app.any(DEFAULT_TEXT_PATH, (res, req) => notAllowed(res, state.defaultRoute, wantsClose(req)))
 }

@@ -87,6 +87,14 @@ export const CATALOGUE = {
       'unsupported_grant_type, invalid_scope.',
     labels: ['hook', 'reason']
   },
+  front_door_refusals_total: {
+    type: 'counter',
+    help:
+      'Requests the front door refused or dropped, by reason: content_length (malformed or repeated), host ' +
+      '(repeated), upgrade (no websocket Upgrade or no upgrade Connection), upgrade_version (not 13), upgrade_key ' +
+      '(not base64 of 16 bytes), aborted_before_dispatch (the connection ended before a text request was sent on).',
+    labels: ['reason']
+  },
   validation_failures_total: {
     type: 'counter',
     help: 'Platform messages refused as not JSON or not matching the interface schema.',

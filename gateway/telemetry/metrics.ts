@@ -59,6 +59,7 @@ export class Metrics {
   readonly wsCloses: Counter
   readonly authFailures: Counter
   readonly validationFailures: Counter
+  readonly frontDoorRefusals: Counter
   readonly mappingErrors: Counter
   readonly textRequests: Counter
   readonly textDuration: Histogram
@@ -111,6 +112,7 @@ export class Metrics {
     this.wsCloses = counter('ws_closes_total')
     this.authFailures = counter('auth_failures_total')
     this.validationFailures = counter('validation_failures_total')
+    this.frontDoorRefusals = counter('front_door_refusals_total')
     this.mappingErrors = counter('mapping_errors_total')
     const httpBuckets = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]
     this.textRequests = counter('text_requests_total')

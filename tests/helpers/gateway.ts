@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import { stringify } from 'yaml'
 import WebSocket from 'ws'
 import { serve, type Running } from '../../gateway/cli'
+import { validateAll } from '../../gateway/check'
 import { loadConfig } from '../../gateway/config/load'
 import { createLogger } from '../../gateway/telemetry/log'
 import { startVendorEmulator, type EmulatorOptions, type VendorEmulator } from '../../gateway/tools/vendor-emulator'
@@ -46,7 +47,7 @@ export async function startGateway(
   t: T,
   config: Record<string, unknown>,
   env: Record<string, string> = {},
-  opts: { nowMs?: () => number } = {}
+  opts: { nowMs?: () => number; reloadable?: boolean } = {}
 ): Promise<TestGateway> {
   const dir = t.testdir()
   const configFile = join(dir, 'gateway.yaml')
@@ -61,7 +62,11 @@ export async function startGateway(
   const cfg = loadConfig(configFile, { AUDIO_TOKEN, TEXT_TOKEN, ...env })
   const logs = new LogCapture()
   const log = createLogger({ level: 'debug', secrets: cfg.secrets, destination: logs.stream })
-  const running = await serve(cfg, { log, nowMs: opts.nowMs })
+  // reloadable: reload re-reads the config file as `serve` does (without it a reload is refused).
+  const revalidate = opts.reloadable
+    ? async () => await validateAll(configFile, { AUDIO_TOKEN, TEXT_TOKEN, ...env })
+    : undefined
+  const running = await serve(cfg, { log, nowMs: opts.nowMs, revalidate })
   t.teardown(async () => await running.close())
   const scheme = cfg.listen.tls !== null ? 'https' : 'http'
   const wsScheme = cfg.listen.tls !== null ? 'wss' : 'ws'

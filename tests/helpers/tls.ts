@@ -50,13 +50,18 @@ export interface TlsGateway extends TestGateway {
 
 /**
  * A gateway serving HTTPS (uWS SSLApp) with a throwaway certificate, and a client that trusts it.
- * `files` are written beside the gateway's folder: name them in the config as `../<file>`.
+ * `files` are written beside the gateway's folder: name them in the config as `../<file>`; `tls` adds listen.tls keys.
  */
 export async function startTlsGateway(
   t: T,
   config: Record<string, unknown>,
   env: Record<string, string> = {},
-  opts: { connections?: number; files?: Record<string, string> } = {}
+  opts: {
+    connections?: number
+    files?: Record<string, string>
+    tls?: Record<string, unknown>
+    reloadable?: boolean
+  } = {}
 ): Promise<TlsGateway> {
   const c = throwawayCert(t, opts.files)
   // t.testdir() starts afresh each call: the gateway's files go in a folder beside the certificate instead.
@@ -65,8 +70,9 @@ export async function startTlsGateway(
   const sub = { teardown: (fn: () => unknown) => t.teardown(fn), testdir: () => dir }
   const gw = await startGateway(
     sub,
-    { ...config, listen: { host: '127.0.0.1', port: 0, tls: { cert: c.cert, key: c.key } } },
-    env
+    { ...config, listen: { host: '127.0.0.1', port: 0, tls: { cert: c.cert, key: c.key, ...opts.tls } } },
+    env,
+    { reloadable: opts.reloadable }
   )
   const agent = new Agent({ connect: { ca: c.pem }, connections: opts.connections ?? 64 })
   t.teardown(async () => await agent.close())
