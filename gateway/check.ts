@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { createSecureContext } from 'node:tls'
+import { joinProblems } from './audio/join-config'
 import { ConfigError } from './errors'
 import { loadMapping } from './mapping/compile'
 import { dryRunMapping } from './mapping/dry-run'
@@ -28,7 +29,9 @@ export async function validateAll(file: string, env: NodeJS.ProcessEnv): Promise
   const problems: Problem[] = [...tlsProblems(config)]
   for (const route of Object.values(config.routes)) {
     try {
-      problems.push(...(await dryRunMapping(loadMapping(route.mapping), route)))
+      const mapping = loadMapping(route.mapping)
+      problems.push(...joinProblems(route, mapping, config.file))
+      problems.push(...(await dryRunMapping(mapping, route)))
     } catch (err) {
       if (!(err instanceof ConfigError)) throw err
       problems.push(...err.problems)

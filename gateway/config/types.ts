@@ -30,6 +30,15 @@ export interface RouteConfig {
   /** Overrides the mapping's `health` probe for this route. */
   readonly health?: RouteHealth
   readonly upstreams: readonly UpstreamConfig[]
+  /** Stereo join of a contact's TX and RX legs into one vendor session (audio/join.ts); absent: one session per leg. */
+  readonly join?: JoinSettings
+}
+
+/** A route's `join` (schemas/gateway-config.schema.json `route.join`). */
+export interface JoinSettings {
+  /** The perspective of channel 0, then of channel 1. */
+  readonly channels: readonly ['TX' | 'RX', 'TX' | 'RX']
+  readonly waitSeconds: number
 }
 
 /** A route's own probe (schemas/gateway-config.schema.json `route.health`). */

@@ -1,0 +1,34 @@
+import type { RouteConfig } from '../config/types'
+import type { CompiledMapping } from '../mapping/compile'
+
+type Problem = { file: string; pointer: string; message: string }
+
+/**
+ * A route's `join` against its mapping's channels (checked by `check` and before `serve` listens): a
+ * join route needs a two-channel audio mapping, and a two-channel mapping needs a join route (one leg
+ * alone would be sent as stereo it is not).
+ */
+export function joinProblems(route: RouteConfig, mapping: CompiledMapping, configFile: string): Problem[] {
+  const audio = mapping.audio
+  const channels = audio?.frames.channels ?? 1
+  if (route.join !== undefined && (audio === null || channels !== 2))
+    return [
+      {
+        file: configFile,
+        pointer: `/routes/${route.name}/join`,
+        message:
+          audio === null
+            ? 'needs a mapping with an audio section'
+            : `needs a two-channel mapping (audio.frames.channels: 2); ${mapping.file} declares ${channels}`
+      }
+    ]
+  if (route.join === undefined && channels === 2)
+    return [
+      {
+        file: configFile,
+        pointer: `/routes/${route.name}/mapping`,
+        message: `${mapping.file} declares two channels (audio.frames.channels: 2): the route needs join: { channels: [TX, RX] }`
+      }
+    ]
+  return []
+}
