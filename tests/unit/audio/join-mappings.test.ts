@@ -1,0 +1,42 @@
+import t from 'tap'
+import { join } from 'node:path'
+import { joinProblems } from '../../../gateway/audio/join-config'
+import type { RouteConfig } from '../../../gateway/config/types'
+import { loadMapping } from '../../../gateway/mapping/compile'
+import { dryRunMapping } from '../../../gateway/mapping/dry-run'
+
+// The shipped stereo mappings compile with two channels and a channel rule; the route/mapping pairing is checked.
+
+const ROOT = join(__dirname, '..', '..', '..')
+const routeOf = (mapping: string, joined: boolean): RouteConfig =>
+  ({
+    name: 'x',
+    mapping,
+    auth: {},
+    params: {},
+    upstreams: [{ name: 'v', audio: 'wss://vendor.invalid/v1/listen', credential: 'k', headers: {} }],
+    ...(joined ? { join: { channels: ['TX', 'RX'], waitSeconds: 2 } } : {})
+  }) as unknown as RouteConfig
+
+for (const name of ['deepgram-stereo', 'audiohook-stereo']) {
+  t.test(`${name}: two channels, results routed by channel`, async t => {
+    const file = join(ROOT, 'mappings', `${name}.yaml`)
+    const m = loadMapping(file)
+    t.equal(m.audio?.frames.channels, 2)
+    t.ok(
+      m.audio?.results.some(r => r.channel != null),
+      'a result rule names its channel'
+    )
+    t.same(joinProblems(routeOf(file, true), m, 'c.yaml'), [])
+    const route = { ...routeOf(file, true), params: { organizationId: '11111111-2222-4333-8444-555555555555' } }
+    t.same(await dryRunMapping(m, route as RouteConfig), [], 'its samples dry-run clean')
+    t.match(joinProblems(routeOf(file, false), m, 'c.yaml'), [{ pointer: '/routes/x/mapping', message: /needs join/ }])
+  })
+}
+
+t.test('a join route with a one-channel mapping is refused', async t => {
+  const file = join(ROOT, 'mappings', 'deepgram.yaml')
+  t.match(joinProblems(routeOf(file, true), loadMapping(file), 'c.yaml'), [
+    { pointer: '/routes/x/join', message: /two-channel mapping/ }
+  ])
+})
