@@ -11,66 +11,88 @@ export interface ChannelReport {
   silence: number
   /** Hex sha256 of the channel's bytes with the leading and trailing silence taken off. */
   sha256: string
+  /** Hex sha256 of the channel's non-silence samples only (filler anywhere taken off). */
+  voicedSha256: string
 }
 
 /** At most this many bytes per channel are kept for the report (an emulator is a test tool). */
 const KEEP_BYTES = 4 * 1024 * 1024
+
+/** A byte store that grows by doubling, up to KEEP_BYTES. */
+class Bytes {
+  buf = Buffer.alloc(4096)
+  used = 0
+  put(src: Buffer, from: number, n: number): void {
+    if (this.used + n > KEEP_BYTES) return
+    if (this.used + n > this.buf.length) {
+      const bigger = Buffer.alloc(Math.min(KEEP_BYTES, this.buf.length * 2))
+      this.buf.copy(bigger, 0, 0, this.used)
+      this.buf = bigger
+    }
+    src.copy(this.buf, this.used, from, from + n)
+    this.used += n
+  }
+}
+
+class Channel {
+  readonly all = new Bytes()
+  readonly voiced = new Bytes()
+  samples = 0
+  silence = 0
+  firstVoiced = -1
+  lastVoiced = -1
+}
 
 /**
  * A stereo stream as interleaved samples (channel 0 first): split per channel, kept (bounded), and
  * reported per channel, so a test can compare each channel with what one leg sent.
  */
 export class ChannelSplit {
-  private readonly bytes: Buffer[]
-  private readonly used: number[]
+  private readonly chans: Channel[]
   private carry = Buffer.alloc(0)
 
   constructor(
     readonly channels: number,
     readonly bytesPerSample: 1 | 2
   ) {
-    this.bytes = Array.from({ length: channels }, () => Buffer.alloc(KEEP_BYTES))
-    this.used = Array(channels).fill(0)
+    this.chans = Array.from({ length: channels }, () => new Channel())
   }
 
   add(data: Buffer): void {
     const all = this.carry.length > 0 ? Buffer.concat([this.carry, data]) : data
-    const frame = this.channels * this.bytesPerSample
-    const whole = all.length - (all.length % frame)
     const bps = this.bytesPerSample
+    const frame = this.channels * bps
+    const whole = all.length - (all.length % frame)
     for (let off = 0; off < whole; off += frame)
       for (let ch = 0; ch < this.channels; ch++) {
-        if (this.used[ch] + bps > KEEP_BYTES) continue
-        all.copy(this.bytes[ch], this.used[ch], off + ch * bps, off + (ch + 1) * bps)
-        this.used[ch] += bps
+        const at = off + ch * bps
+        const c = this.chans[ch]
+        const silent = bps === 1 ? all[at] === 0xff : all[at] === 0 && all[at + 1] === 0
+        c.all.put(all, at, bps)
+        if (silent) c.silence++
+        else {
+          c.voiced.put(all, at, bps)
+          if (c.firstVoiced < 0) c.firstVoiced = c.samples
+          c.lastVoiced = c.samples
+        }
+        c.samples++
       }
     this.carry = Buffer.from(all.subarray(whole))
   }
 
-  /** The bytes of one channel so far. */
-  channel(ch: number): Buffer {
-    return this.bytes[ch].subarray(0, this.used[ch])
-  }
-
   report(): ChannelReport[] {
-    return this.bytes.map((_b, ch) => {
-      const buf = this.channel(ch)
-      const bps = this.bytesPerSample
-      const n = buf.length / bps
-      const silent = (i: number): boolean => (bps === 1 ? buf[i] === 0xff : buf[2 * i] === 0 && buf[2 * i + 1] === 0)
-      let lead = 0
-      while (lead < n && silent(lead)) lead++
-      let trail = 0
-      while (trail < n - lead && silent(n - 1 - trail)) trail++
-      let silence = 0
-      for (let i = 0; i < n; i++) if (silent(i)) silence++
-      const body = buf.subarray(lead * bps, (n - trail) * bps)
+    const bps = this.bytesPerSample
+    return this.chans.map(c => {
+      const lead = c.firstVoiced < 0 ? c.samples : c.firstVoiced
+      const trail = c.firstVoiced < 0 ? 0 : c.samples - 1 - c.lastVoiced
+      const body = c.firstVoiced < 0 ? Buffer.alloc(0) : c.all.buf.subarray(lead * bps, (c.lastVoiced + 1) * bps)
       return {
-        samples: n,
+        samples: c.samples,
         leadingSilence: lead,
         trailingSilence: trail,
-        silence,
-        sha256: createHash('sha256').update(body).digest('hex')
+        silence: c.silence,
+        sha256: createHash('sha256').update(body).digest('hex'),
+        voicedSha256: createHash('sha256').update(c.voiced.buf.subarray(0, c.voiced.used)).digest('hex')
       }
     })
   }
