@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap'
 import { createHash } from 'node:crypto'
 import { startRealVendor, type RealVendorEmulator, type RealVendorSession } from '../../gateway/tools/real-vendors'
-import { initMessage } from '../../gateway/tools/simulate'
+import { initMessage, simulateAudio } from '../../gateway/tools/simulate'
 import {
   AUDIO_TOKEN,
   platformLeg,
@@ -221,4 +221,26 @@ t.test('stereo join over real sockets', async t => {
     }
     for (const l of pairs.flat()) l.ws.close(1000)
   })
+
+  await t.test(
+    'simulate audio --stereo: the TX and RX legs of each contact together, one session per contact',
+    async t => {
+      const before = dg.sessions().length
+      const clip = Buffer.concat(Array.from({ length: 20 }, (_v, k) => frame(3, 0, k)))
+      const legsRun = await simulateAudio({
+        url: gw.url('/audio/dg'),
+        token: AUDIO_TOKEN,
+        clip,
+        legs: 2,
+        stereo: true,
+        contactIdBase: 6600
+      })
+      t.equal(legsRun.length, 4, '2 contacts × TX+RX')
+      t.ok(
+        legsRun.every(l => (l.answer as Json)?.command === 'CONNECTED' && !l.cut),
+        'every leg connected and ran to its end'
+      )
+      t.equal(dg.sessions().length, before + 2, 'one vendor session per contact')
+    }
+  )
 })
