@@ -153,7 +153,13 @@ class Join implements SessionOwner, SessionHost {
       relay.write(this.frame)
     }
     // Nobody left sending (both legs parked or ended) and nothing pending: the clock stops until audio comes back.
-    if (this.mixer.pending === 0 && this.legs.every(l => l === null || l.owner === null)) this.mixing = false
+    if (this.mixer.pending === 0 && !this.anyAttached()) this.mixing = false
+  }
+
+  /** A leg is attached to either channel (no closure: the tick calls this). */
+  private anyAttached(): boolean {
+    const [a, b] = this.legs
+    return (a !== null && a.owner !== null) || (b !== null && b.owner !== null)
   }
 
   /** Silence samples filled per channel so far (tests, the end-of-session metric). */
@@ -194,7 +200,7 @@ class Join implements SessionOwner, SessionHost {
 
   /** A leg parked: with no leg left attached the vendor session parks too (its own grace, the mapping's pause). */
   legDetached(): void {
-    if (this.legs.every(l => l === null || l.owner === null) && this.session.owner !== null) this.session.park()
+    if (!this.anyAttached() && this.session.owner !== null) this.session.park()
   }
 
   /** A channel is over: the session ends with the last one (a hand-off keeps its affinity for the next instance). */

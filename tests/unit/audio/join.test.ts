@@ -225,3 +225,49 @@ t.test('a vendor session failure ends both legs', async t => {
   t.match(rx.sent.at(-1), { command: 'ERROR' })
   t.equal(joinsOf(w.registry), 0)
 })
+
+t.test('failover: a lost vendor connection is replaced, the recent stereo audio replayed, both legs stay', async t => {
+  const w = world()
+  const tx = w.leg('TX')
+  const rx = w.leg('RX')
+  w.conns[0].ready()
+  for (let i = 1; i <= 4; i++) {
+    tx.leg.onPlatformBinary(tone(i))
+    rx.leg.onPlatformBinary(tone(100 + i))
+    w.clock.advance(20)
+  }
+  w.conns[0].failWith({ kind: 'closed', code: 1011, reason: 'gone', socket: null })
+  t.equal(w.conns.length, 2, 'a replacement connection is opening')
+  tx.leg.onPlatformBinary(tone(5))
+  rx.leg.onPlatformBinary(tone(105))
+  w.clock.advance(20)
+  w.conns[1].ready()
+  const [c0, c1] = split(w.conns[1])
+  // The replay ring holds 0.1 s of 8 kHz bytes = 800 bytes: the last 2 stereo frames, then the queued one.
+  t.same(
+    c0,
+    [3, 4, 5].flatMap(v => Array(160).fill(v)),
+    'channel 0: replayed TX, then the audio queued meanwhile'
+  )
+  t.same(
+    c1,
+    [103, 104, 105].flatMap(v => Array(160).fill(v)),
+    'channel 1: the same for RX'
+  )
+  t.equal(tx.leg.state, 'STREAMING')
+  t.equal(rx.leg.state, 'STREAMING')
+  t.same(tx.ended, [])
+  t.same(rx.ended, [])
+})
+
+t.test('drain: each leg hands off; the vendor session is handed off with the last one', async t => {
+  const w = world()
+  const tx = w.leg('TX')
+  const rx = w.leg('RX')
+  w.conns[0].ready()
+  tx.leg.drain(60)
+  t.equal(w.conns[0].state, 'READY', 'the partner still streams: the session stays')
+  rx.leg.drain(60)
+  t.equal(w.conns[0].state, 'CLOSING', 'the last leg gone: goodbye to the vendor')
+  t.equal(joinsOf(w.registry), 0)
+})
