@@ -9,8 +9,8 @@ export const MULAW_SILENCE = 0xff
  * preallocated ring. Over capacity the oldest bytes go first (counted in `dropped`).
  */
 export class ChannelQueue {
-  private readonly ring: Uint8Array
-  private start = 0
+  readonly ring: Uint8Array
+  start = 0
   size = 0
   /** Bytes dropped because the side ran ahead of the clock by more than the ring holds. */
   dropped = 0
@@ -34,11 +34,16 @@ export class ChannelQueue {
       this.size -= over
       this.dropped += over
     }
-    let pos = (this.start + this.size) % cap
+    const pos = (this.start + this.size) % cap
     const ring = this.ring
-    for (let i = from; i < n; i++) {
-      ring[pos] = src[i]
-      pos = pos + 1 === cap ? 0 : pos + 1
+    if (from === 0 && pos + n <= cap) ring.set(src, pos)
+    else {
+      // Wrapping (or over capacity): byte by byte, still no allocation.
+      let at = pos
+      for (let i = from; i < n; i++) {
+        ring[at] = src[i]
+        at = at + 1 === cap ? 0 : at + 1
+      }
     }
     this.size += n - from
   }
@@ -87,8 +92,16 @@ export class StereoMixer {
     for (let ch = 0; ch < 2; ch++) {
       const q = this.sides[ch]
       const have = Math.min(q.size, TICK_SAMPLES)
+      const ring = q.ring
+      const cap = q.capacity
+      let at = q.start
       let i = 0
-      for (; i < have; i++) out[2 * i + ch] = q.shift()
+      for (; i < have; i++) {
+        out[2 * i + ch] = ring[at]
+        at = at + 1 === cap ? 0 : at + 1
+      }
+      q.start = at
+      q.size -= have
       for (; i < TICK_SAMPLES; i++) out[2 * i + ch] = MULAW_SILENCE
       this.filled[ch] += TICK_SAMPLES - have
     }
