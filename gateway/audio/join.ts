@@ -188,8 +188,20 @@ class Join implements SessionOwner, SessionHost {
     this.started = true
     if (this.waitTimer !== null) this.deps.clock.clearTimeout(this.waitTimer)
     this.waitTimer = null
-    this.deps.metrics.joins.inc({ route: this.deps.route.name, result })
-    this.session.start(preferred, continued)
+    const { metrics, store, route } = this.deps
+    metrics.joins.inc({ route: route.name, result })
+    if (store.kind === 'memory') return this.session.start(preferred, continued)
+    // The joined session's own affinity (its key, not a leg's): after a drain elsewhere, the same replica
+    // and the mapping's continuation (AudioHook continuedSessions), as for a plain leg.
+    store.getAffinity(this.session.key).then(
+      a => {
+        if (this.session.state === 'CLOSED') return
+        const same = a !== null && a.route === route.name ? (route.pool.byName(a.replica) ?? null) : null
+        if (same?.healthy) metrics.reattach.inc({ route: route.name, result: 'same_replica' })
+        this.session.start(same?.healthy ? same : preferred, same?.healthy ? a?.continued : continued)
+      },
+      () => this.session.start(preferred, continued)
+    )
   }
 
   /** A parked leg came back, or a new one took a parked channel: the vendor session continues for it. */
