@@ -19,7 +19,9 @@ import { header, isObject, parseJson, safeEqual, type Json } from './wire'
 // paused / resumed{start,discarded}, discarded{start,discarded}, update{language} → updated,
 // error{code,message}, close{reason} → closed. Binary audio only while ACTIVE (after opened, not
 // paused), a whole number of samples for the selected media. The server picks the first offered
-// PCMU 8000 Hz single-channel media (else the first PCMU); none → disconnect. Each violation is
+// PCMU 8000 Hz single-channel media (else the first PCMU); none → disconnect. Two-channel media
+// (external, internal: interleaved, channel 0 first) is deinterleaved and reported per channel, with
+// one transcript per channel (channelId 0, 1; words ending "channel c"). Each violation is
 // recorded and, like the reference server, answered once with disconnect {reason:"error"}
 // (counting then resumes from the seq seen). Server messages carry version, id, type, seq,
 // clientseq, parameters. Every resultEveryMs of audio: event {entities:[{type:"transcript",

@@ -7,7 +7,9 @@ import { DIGITS_RE, header, isObject, parseJson, safeEqual, type Json } from './
 
 // Deepgram live streaming (/v1/listen)
 //
-// Upgrade: query `encoding` (mulaw|linear16), `sample_rate` (8000|16000), `channels=1` required;
+// Upgrade: query `encoding` (mulaw|linear16), `sample_rate` (8000|16000), `channels` 1, or 2 with
+// `multichannel=true` (choice: each channel on its own, interleaved; Results per channel with
+// channel_index [c, 2], their words ending "channel c"; the audio deinterleaved in the report);
 // known boolean options must be true|false, `endpointing` false or an integer, `utterance_end_ms`
 // an integer; other parameters pass. Failure: HTTP 400 with `dg-error` header and a JSON body.
 // Credentials: `Authorization: Token <key>` or `Bearer <key>` (or subprotocol `token, <key>`);
