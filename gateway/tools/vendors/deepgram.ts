@@ -155,7 +155,8 @@ export class DeepgramStream implements Protocol {
     const bps = this.bytesPerSample * this.channels
     if (data.length % bps !== 0)
       this.s.note(
-        `binary frame of ${data.length} bytes is not a whole number of ${this.channels}-channel ${this.encoding} samples`
+        `binary frame of ${data.length} bytes is not a whole number of ${this.encoding} samples (${bps} bytes each` +
+          `${this.channels > 1 ? `: ${this.channels} channels` : ''})`
       )
     this.s.addAudio(data.length, data)
     this.s.stereo?.add(data)
