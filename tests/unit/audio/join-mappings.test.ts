@@ -1,5 +1,7 @@
 import t from 'tap'
 import { join } from 'node:path'
+import { stringify } from 'yaml'
+import { validateAll } from '../../../gateway/check'
 import { joinProblems } from '../../../gateway/audio/join-config'
 import type { RouteConfig } from '../../../gateway/config/types'
 import { loadMapping } from '../../../gateway/mapping/compile'
@@ -39,4 +41,27 @@ t.test('a join route with a one-channel mapping is refused', async t => {
   t.match(joinProblems(routeOf(file, true), loadMapping(file), 'c.yaml'), [
     { pointer: '/routes/x/join', message: /two-channel mapping/ }
   ])
+})
+
+t.test('check: a join route is validated with its mapping, and join itself by the schema', async t => {
+  const cfg = (join: unknown, mapping: string) =>
+    stringify({
+      listen: { host: '127.0.0.1', port: 0 },
+      routes: {
+        x: { mapping, upstreams: [{ name: 'v', audio: 'ws://v.invalid/' }], join }
+      }
+    })
+  const dir = t.testdir({
+    'mono.yaml': cfg({ channels: ['TX', 'RX'] }, join(ROOT, 'mappings', 'deepgram.yaml')),
+    'twice.yaml': cfg({ channels: ['TX', 'TX'] }, join(ROOT, 'mappings', 'deepgram-stereo.yaml')),
+    'good.yaml': cfg({ channels: ['RX', 'TX'] }, join(ROOT, 'mappings', 'deepgram-stereo.yaml'))
+  })
+  const mono = await validateAll(join(dir, 'mono.yaml'), {})
+  t.match(mono, { ok: false, problems: [{ pointer: '/routes/x/join', message: /two-channel mapping/ }] })
+  const twice = await validateAll(join(dir, 'twice.yaml'), {})
+  t.match(twice, { ok: false, problems: [{ pointer: /^\/routes\/x\/join\/channels/ }] })
+  const good = await validateAll(join(dir, 'good.yaml'), {})
+  t.equal(good.ok, true, JSON.stringify(good.ok ? [] : good.problems))
+  if (good.ok)
+    t.same(good.config.routes.x.join, { channels: ['RX', 'TX'], waitSeconds: 2 }, 'waitSeconds defaults to 2')
 })
