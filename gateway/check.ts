@@ -30,7 +30,7 @@ export async function validateAll(file: string, env: NodeJS.ProcessEnv): Promise
   for (const route of Object.values(config.routes)) {
     try {
       const mapping = loadMapping(route.mapping)
-      problems.push(...joinProblems(route, mapping, config.file))
+      problems.push(...joinProblems(route, mapping, config.file, config.audio.holdBufferBytes))
       problems.push(...(await dryRunMapping(mapping, route)))
     } catch (err) {
       if (!(err instanceof ConfigError)) throw err

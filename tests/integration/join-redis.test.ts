@@ -26,7 +26,7 @@ t.test('redis store: TX and RX of a contact join one AudioHook session; each leg
           auth: { audio: ['${AUDIO_TOKEN}'] },
           upstreams: [{ name: 'v', audio: ah.url, credential: '${AH_KEY}' }],
           params: { organizationId: ORG },
-          join: { channels: ['RX', 'TX'], waitSeconds: 5 }
+          join: { channels: ['RX', 'TX'], waitSeconds: 2 }
         }
       }
     },

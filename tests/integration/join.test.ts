@@ -39,7 +39,7 @@ async function world(t: Test): Promise<{ gw: TestGateway; dg: RealVendorEmulator
     await dg.close()
     await ah.close()
   })
-  const join = { channels: ['TX', 'RX'], waitSeconds: 5 }
+  const join = { channels: ['TX', 'RX'], waitSeconds: 2 }
   const gw = await startGateway(
     t,
     {

@@ -54,12 +54,18 @@ t.test('check: a join route is validated with its mapping, and join itself by th
   const dir = t.testdir({
     'mono.yaml': cfg({ channels: ['TX', 'RX'] }, join(ROOT, 'mappings', 'deepgram.yaml')),
     'twice.yaml': cfg({ channels: ['TX', 'TX'] }, join(ROOT, 'mappings', 'deepgram-stereo.yaml')),
-    'good.yaml': cfg({ channels: ['RX', 'TX'] }, join(ROOT, 'mappings', 'deepgram-stereo.yaml'))
+    'good.yaml': cfg({ channels: ['RX', 'TX'] }, join(ROOT, 'mappings', 'deepgram-stereo.yaml')),
+    'long.yaml': cfg({ channels: ['TX', 'RX'], waitSeconds: 10 }, join(ROOT, 'mappings', 'deepgram-stereo.yaml'))
   })
   const mono = await validateAll(join(dir, 'mono.yaml'), {})
   t.match(mono, { ok: false, problems: [{ pointer: '/routes/x/join', message: /two-channel mapping/ }] })
   const twice = await validateAll(join(dir, 'twice.yaml'), {})
   t.match(twice, { ok: false, problems: [{ pointer: /^\/routes\/x\/join\/channels/ }] })
+  const long = await validateAll(join(dir, 'long.yaml'), {})
+  t.match(long, {
+    ok: false,
+    problems: [{ pointer: '/routes/x/join/waitSeconds', message: /needs audio.holdBufferBytes of at least 176000/ }]
+  })
   const good = await validateAll(join(dir, 'good.yaml'), {})
   t.equal(good.ok, true, JSON.stringify(good.ok ? [] : good.problems))
   if (good.ok)
