@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { createSecureContext } from 'node:tls'
 import * as uWS from 'uWebSockets.js'
+import { joinProblems } from './audio/join-config'
 import { ConfigError } from './errors'
 import { loadMapping } from './mapping/compile'
 import { dryRunMapping } from './mapping/dry-run'
@@ -31,7 +32,9 @@ export async function validateAll(file: string, env: NodeJS.ProcessEnv): Promise
   const all = Object.values(config.routes).flatMap(r => [r, ...(r.tee ?? []).map(t => teeRouteConfig(r, t))])
   for (const route of all) {
     try {
-      problems.push(...(await dryRunMapping(loadMapping(route.mapping), route)))
+      const mapping = loadMapping(route.mapping)
+      problems.push(...joinProblems(route, mapping, config.file, config.audio.holdBufferBytes))
+      problems.push(...(await dryRunMapping(mapping, route)))
     } catch (err) {
       if (!(err instanceof ConfigError)) throw err
       problems.push(...err.problems)

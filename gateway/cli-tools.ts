@@ -29,6 +29,7 @@ export async function cmdSimulate(argv: string[]): Promise<number> {
       legs: { type: 'string', default: '1' },
       seconds: { type: 'string' },
       insecure: { type: 'boolean', default: false },
+      stereo: { type: 'boolean', default: false },
       ...HELP
     }
   })
@@ -54,6 +55,7 @@ export async function cmdSimulate(argv: string[]): Promise<number> {
     legs,
     seconds,
     insecure: values.insecure,
+    stereo: values.stereo,
     print: line => console.log(line)
   })
   const failed = results.filter(

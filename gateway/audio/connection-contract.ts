@@ -40,7 +40,7 @@ export interface ConnectionEvents {
   /** It failed once ready. The connection is already over. */
   lost: (conn: Connection, failure: VendorFailure) => void
   /** A message for the platform (a PlatformWebSocketMessage as JSON text). */
-  result: (text: string) => void
+  result: (text: string, channel?: number | null) => void
   /**
    * The replica of a ready connection was marked down: true when the session takes it from here (a
    * parked session ends with the mapping's close sequence); otherwise the connection is lost as usual.

@@ -113,7 +113,7 @@ export class AudioEncoder {
   ) {
     this.resampler = spec.sampleRate === 16000 ? new Resampler(8000, 16000) : null
     const bytesPerSample = spec.encoding === 'pcm16' ? 2 : 1
-    this.bytesPerMs = (spec.sampleRate * bytesPerSample) / 1000
+    this.bytesPerMs = (spec.sampleRate * bytesPerSample * (spec.channels ?? 1)) / 1000
     this.rechunker =
       spec.chunkMs === null
         ? null

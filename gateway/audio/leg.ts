@@ -11,6 +11,7 @@ import type { ConnectionFactory } from './connection-contract'
 import { EarlyResults } from './early-results'
 import { checkHandshake, connectedFrame, errorFrame, type HandshakeCheck } from './handshake'
 import type { SessionRegistry } from './registry'
+import { openJoined } from './join'
 import { VendorSession } from './session'
 import type { Session, SessionOwner } from './session-contract'
 import { LegTees } from './tee'
@@ -269,23 +270,23 @@ export class AudioLeg implements SessionOwner {
       route: { name: route.name, params: route.config.params, checksToken: demandsCredential(route, 'audio') },
       upstream: { name: '', audio: null, credential: null, hasCredential: false }
     }
-    const session = new VendorSession(
-      {
-        route,
-        settings: this.deps.settings,
-        metrics,
-        store: this.deps.store,
-        clock: this.deps.clock,
-        host: registry,
-        log: this.log,
-        connect: this.deps.connect,
-        traceparent: this.deps.traceparent
-      },
-      this,
-      input,
-      key,
-      this.deps.legId
-    )
+    const sessionDeps = {
+      route,
+      settings: this.deps.settings,
+      metrics,
+      store: this.deps.store,
+      clock: this.deps.clock,
+      host: registry,
+      log: this.log,
+      connect: this.deps.connect,
+      traceparent: this.deps.traceparent
+    }
+    // A join route: this leg is one channel of its contact's stereo vendor session (audio/join.ts).
+    const session =
+      route.config.join === undefined
+        ? new VendorSession(sessionDeps, this, input, key, this.deps.legId)
+        : openJoined(sessionDeps, this, input, key, this.deps.legId)
+    if (session instanceof GatewayError) return this.fail(session)
     this.session = session
     registry.add(session, checked.caller)
     if (this.deps.store.kind === 'memory') {

@@ -18,8 +18,11 @@ export interface SessionOwner {
   sessionReady: (parameters: Record<string, unknown>) => void
   /** The session gave up; the owner ends its platform leg with this error. The session has closed itself. */
   sessionFailed: (error: GatewayError, extra: Record<string, unknown>) => void
-  /** A MESSAGE for the platform (already a PlatformWebSocketMessage in JSON). */
-  deliver: (text: string) => void
+  /**
+   * A MESSAGE for the platform (already a PlatformWebSocketMessage in JSON). `channel`: the mapping's
+   * `results[].channel` for a joined (stereo) session (audio/join.ts); absent or null: every leg.
+   */
+  deliver: (text: string, channel?: number | null) => void
   /** A newer leg with the same identity took the session over. */
   superseded: () => void
 }
@@ -55,6 +58,9 @@ export interface SessionDeps {
  */
 export type SessionState = 'OPENING' | 'READY' | 'RESUMING' | 'RECOVERING' | 'CLOSED'
 
+/** Where a leg writes platform audio (audio/relay.ts `AudioRelay`, audio/join.ts a channel of a joined session). */
+export type AudioInput = Pick<AudioRelay, 'write'>
+
 /** A vendor session as its leg and the registry see it. */
 export interface Session {
   readonly key: string
@@ -62,8 +68,8 @@ export interface Session {
   readonly state: SessionState
   readonly owner: SessionOwner | null
   readonly counters: LegCounters
-  /** The per-frame path: the leg writes platform audio here. */
-  readonly relay: AudioRelay
+  /** The per-frame path: the leg writes platform audio here (an AudioRelay, or a join's channel input). */
+  readonly relay: AudioInput
   /** Open the first vendor connection, on `preferred` first when given (affinity), else by balancing. */
   start: (preferred: Replica | null, continued?: ContinuedSession) => void
   /** The platform leg is gone: keep the vendor session for the re-attach grace, if there is one. */

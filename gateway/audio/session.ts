@@ -76,7 +76,7 @@ export class VendorSession implements Session {
       ready: (conn, params) => this.connectionReady(conn, params),
       refused: (conn, failure) => this.fail({ kind: 'connection', conn, failure, when: 'refused' }),
       lost: (conn, failure) => this.fail({ kind: 'connection', conn, failure, when: 'lost' }),
-      result: text => this.deliver(text),
+      result: (text, channel) => this.deliver(text, channel),
       replicaDown: conn => this.replicaDownWhileParked(conn),
       reconnect: conn => this.reconnect(conn)
     }
@@ -188,13 +188,13 @@ export class VendorSession implements Session {
     if (this.owner !== null && FLOWING[this.state]) this.owner.sessionReady({ ...this.vendorParams })
   }
 
-  private deliver(text: string): void {
+  private deliver(text: string, channel?: number | null): void {
     const route = this.deps.route.name
     if (this.owner === null) {
       this.deps.metrics.vendorMessages.inc({ route, result: 'parked' })
       return
     }
-    this.owner.deliver(text)
+    this.owner.deliver(text, channel)
     this.deps.metrics.vendorMessages.inc({ route, result: 'emitted' })
   }
 

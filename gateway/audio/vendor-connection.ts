@@ -81,7 +81,7 @@ export class VendorConnection implements Connection {
       this.socket!.sendBinary(data)
       // What the placeholders read ({{chunk}}, {{position}}): 8 bytes of 8 kHz µ-law per ms.
       this.frames.chunk++
-      this.frames.audioMs += data.byteLength / 8
+      this.frames.audioMs += data.byteLength / (8 * (this.audio.frames.channels ?? 1))
     } else {
       this.encoder.push(data instanceof Uint8Array ? data : new Uint8Array(data))
     }
@@ -278,7 +278,7 @@ export class VendorConnection implements Connection {
         if (this.state === 'OPENING') this.fail({ kind: 'refused', vendorMessage: v.vendorMessage })
         return
       case 'result':
-        for (const m of v.messages) this.events.result(m)
+        for (const m of v.messages) this.events.result(m, v.channel)
         return
       case 'unmatched':
         metrics.vendorMessages.inc({ route: route.name, result: 'unmatched' })

@@ -16,7 +16,7 @@ export type ReadPhase = 'awaiting-ready' | 'ready' | 'closing'
 export type Verdict =
   | { readonly kind: 'ready'; readonly params: Record<string, unknown> }
   | { readonly kind: 'refused'; readonly vendorMessage: string | undefined }
-  | { readonly kind: 'result'; readonly messages: readonly string[] }
+  | { readonly kind: 'result'; readonly messages: readonly string[]; readonly channel?: number | null }
   | { readonly kind: 'silent' }
   | { readonly kind: 'unmatched' }
   | { readonly kind: 'failed'; readonly stage: 'when' | 'emit'; readonly error: string }
@@ -84,7 +84,11 @@ async function readResult(audio: AudioMapping, input: MappingInput): Promise<Ver
     if (when.value !== true) continue
     const out = await run(rule.emit, input)
     if (!out.ok) return { kind: 'failed', stage: 'emit', error: out.error }
-    return emitted(out.value)
+    const verdict = emitted(out.value)
+    if (rule.channel == null || verdict.kind !== 'result') return verdict
+    // A joined (stereo) session: which leg the messages go to (audio/join.ts); not a channel number: both.
+    const ch = await run(rule.channel, input)
+    return { ...verdict, channel: ch.ok && typeof ch.value === 'number' ? ch.value : null }
   }
   return UNMATCHED
 }

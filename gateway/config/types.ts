@@ -32,6 +32,8 @@ export interface RouteConfig {
   readonly upstreams: readonly UpstreamConfig[]
   /** Fan-out vendors (absent in configs built by hand: none). */
   readonly tee?: readonly TeeConfig[]
+  /** Stereo join of a contact's TX and RX legs into one vendor session (audio/join.ts); absent: one session per leg. */
+  readonly join?: JoinSettings
 }
 
 /** One fan-out vendor of a route (schemas/gateway-config.schema.json `tee`); `mapping` is an absolute path. */
@@ -43,6 +45,13 @@ export interface TeeConfig {
   readonly params?: Readonly<Record<string, unknown>>
   readonly health?: RouteHealth
   readonly bufferBytes?: number
+}
+
+/** A route's `join` (schemas/gateway-config.schema.json `route.join`). */
+export interface JoinSettings {
+  /** The perspective of channel 0, then of channel 1. */
+  readonly channels: readonly ['TX' | 'RX', 'TX' | 'RX']
+  readonly waitSeconds: number
 }
 
 /** A route's own probe (schemas/gateway-config.schema.json `route.health`). */

@@ -58,6 +58,8 @@ export interface FramesSpec {
   sampleRate: 8000 | 16000
   /** Vendor chunk length; null: one vendor frame per platform frame. */
   chunkMs: number | null
+  /** 1: one leg's mono audio; 2: a joined contact's stereo, interleaved sample by sample (route `join`). */
+  channels?: 1 | 2
 }
 
 /** The audio section of a mapping file, compiled (format: schemas/mapping.schema.json `audio`). */
@@ -71,7 +73,8 @@ export interface AudioMapping {
   keepalive: { everyMs: number; when: 'idle' | 'always'; frame: Expr; set?: Expr | null } | null
   /** Vendor control rules, read before `results` (absent in hand-built mappings: none). */
   control?: ControlRule[]
-  results: { when: Expr; emit: Expr }[]
+  /** `channel`: which leg of a joined session a result goes to (a channel number; else both). */
+  results: { when: Expr; emit: Expr; channel?: Expr | null }[]
   pause: Expr | null
   resume: Expr | null
   close: Expr | null
@@ -102,8 +105,11 @@ export function compileAudio(
     framing: f.framing ?? 'binary',
     encoding: f.encoding ?? 'mulaw',
     sampleRate: f.sampleRate ?? 8000,
-    chunkMs: f.chunkMs ?? null
+    chunkMs: f.chunkMs ?? null,
+    channels: f.channels ?? 1
   }
+  if (frames.channels === 2 && frames.sampleRate !== 8000)
+    problem('/audio/frames/sampleRate', 'two channels are sent at 8000 Hz (the platform rate; no stereo resampling)')
   if (frames.encoding === 'mulaw' && frames.sampleRate !== 8000)
     problem('/audio/frames/sampleRate', 'mulaw is sent at 8000 Hz; use pcm16 for 16000')
   if (frames.framing === 'json-base64' && (f.template === undefined || f.template === null))
@@ -140,9 +146,10 @@ export function compileAudio(
     closeWhen: expr('/audio/closeWhen', a.closeWhen),
     closeTimeoutMs: (a.closeTimeoutSeconds ?? 5) * 1000,
     rotateAfterMs: a.rotateAfterSeconds === undefined ? null : a.rotateAfterSeconds * 1000,
-    results: (a.results ?? []).map((r: { when: string; emit: string }, i: number) => ({
+    results: (a.results ?? []).map((r: { when: string; emit: string; channel?: string }, i: number) => ({
       when: expr(`/audio/results/${i}/when`, r.when) as Expr,
-      emit: expr(`/audio/results/${i}/emit`, r.emit) as Expr
+      emit: expr(`/audio/results/${i}/emit`, r.emit) as Expr,
+      channel: expr(`/audio/results/${i}/channel`, r.channel)
     })),
     control: (a.control ?? []).map((r: Record<string, any>, i: number) =>
       compileControl(r, `/audio/control/${i}`, expr)

@@ -144,6 +144,20 @@ export const CATALOGUE = {
       '(same_session: this instance kept it; same_replica: it lived on another instance).',
     labels: ['route', 'result']
   },
+  audio_joins_total: {
+    type: 'counter',
+    help:
+      'Joined (stereo) vendor sessions by how they opened (paired: both legs within join.waitSeconds; alone: the ' +
+      'wait ran out and the partner joins later or never) and legs that joined one already open (late_partner).',
+    labels: ['route', 'result']
+  },
+  audio_join_silence_samples_total: {
+    type: 'counter',
+    help:
+      'Samples of a joined session filled with silence because that channel had no audio in its 20 ms tick ' +
+      '(missing, late, held, parked or ended leg), by channel (0, 1); counted when the joined session ends.',
+    labels: ['route', 'channel']
+  },
   upstream_healthy: {
     type: 'gauge',
     help: '1 when the replica can take new work (probed up and not ejected).',

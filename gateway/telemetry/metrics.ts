@@ -68,6 +68,8 @@ export class Metrics {
   readonly failovers: Counter
   readonly gapSeconds: Histogram
   readonly reattach: Counter
+  readonly joins: Counter
+  readonly joinSilence: Counter
   readonly upstreamHealthy: Gauge
   readonly ejections: Counter
   readonly healthChecks: Counter
@@ -141,6 +143,8 @@ export class Metrics {
       registers: r
     })
     this.reattach = counter('audio_reattach_total')
+    this.joins = counter('audio_joins_total')
+    this.joinSilence = counter('audio_join_silence_samples_total')
     this.upstreamHealthy = new Gauge({
       name: name('upstream_healthy'),
       help: help('upstream_healthy'),

@@ -22,6 +22,11 @@ export interface SimulateAudioOptions {
   insecure?: boolean
   /** Paces the frames and times the trailing wait. Default: the system clock (tests may pass a fake one). */
   clock?: Clock
+  /**
+   * Each contact as a stereo pair: its TX and RX legs together (legs 2k and 2k+1 of contact k; `perspective`
+   * is not used). The RX leg streams the clip from its middle, so the two channels differ.
+   */
+  stereo?: boolean
 }
 
 export interface SimulatedLeg {
@@ -119,7 +124,7 @@ export function simulateAudio(opts: SimulateAudioOptions): Promise<SimulatedLeg[
   if (opts.seconds !== undefined && !(opts.seconds > 0)) return Promise.reject(new Error('seconds must be positive'))
   const sim = new AudioSimulation(opts, opts.clock ?? systemClock)
   const runs: Promise<SimulatedLeg>[] = []
-  for (let i = 0; i < legCount; i++) runs.push(sim.runLeg(i))
+  for (let i = 0; i < legCount * (opts.stereo === true ? 2 : 1); i++) runs.push(sim.runLeg(i))
   return Promise.all(runs)
 }
 
@@ -195,11 +200,13 @@ class AudioSimulation {
   /** The socket is open: the init message, then the first frame at once and the rest on the scheduler. */
   private start(st: LegState): void {
     const opts = this.opts
+    const i = st.leg.index
+    const stereo = opts.stereo === true
     const init = initMessage({
       token: opts.token,
-      contactId: (opts.contactIdBase ?? 1000000) + st.leg.index,
+      contactId: (opts.contactIdBase ?? 1000000) + (stereo ? Math.floor(i / 2) : i),
       busNo: opts.busNo ?? 4594,
-      perspective: opts.perspective ?? 'TX',
+      perspective: stereo ? (i % 2 === 0 ? 'TX' : 'RX') : (opts.perspective ?? 'TX'),
       appParams: opts.appParams
     })
     st.ws.send(JSON.stringify(init))
@@ -238,9 +245,10 @@ class AudioSimulation {
     )
   }
 
-  private frameAt(k: number): Buffer {
+  /** Frame `k` of the clip; `fromMiddle`: the clip read from its middle (a stereo pair's RX leg). */
+  private frameAt(k: number, fromMiddle = false): Buffer {
     const clip = this.clip
-    const offset = (k * FRAME_BYTES) % clip.length
+    const offset = (k * FRAME_BYTES + (fromMiddle ? Math.floor(clip.length / 2) : 0)) % clip.length
     const size = Math.min(FRAME_BYTES, this.totalBytes - k * FRAME_BYTES)
     if (offset + size <= clip.length) return clip.subarray(offset, offset + size)
     const out = Buffer.allocUnsafe(size)
@@ -253,7 +261,7 @@ class AudioSimulation {
     const due = Math.min(this.totalFrames, Math.floor((now - st.startedAt) / FRAME_MS) + 1)
     while (st.leg.framesSent < due) {
       if (st.ws.readyState !== WebSocket.OPEN) return this.stopStreaming(st)
-      const frame = this.frameAt(st.leg.framesSent)
+      const frame = this.frameAt(st.leg.framesSent, this.opts.stereo === true && st.leg.index % 2 === 1)
       st.ws.send(frame)
       st.leg.framesSent++
       st.leg.bytesSent += frame.length

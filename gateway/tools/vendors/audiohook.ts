@@ -1,3 +1,4 @@
+import { ChannelSplit } from './stereo'
 import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
 import { AudioHookMoves, type ServerMove } from './audiohook-moves'
@@ -18,7 +19,9 @@ import { header, isObject, parseJson, safeEqual, type Json } from './wire'
 // paused / resumed{start,discarded}, discarded{start,discarded}, update{language} → updated,
 // error{code,message}, close{reason} → closed. Binary audio only while ACTIVE (after opened, not
 // paused), a whole number of samples for the selected media. The server picks the first offered
-// PCMU 8000 Hz single-channel media (else the first PCMU); none → disconnect. Each violation is
+// PCMU 8000 Hz single-channel media (else the first PCMU); none → disconnect. Two-channel media
+// (external, internal: interleaved, channel 0 first) is deinterleaved and reported per channel, with
+// one transcript per channel (channelId 0, 1; words ending "channel c"). Each violation is
 // recorded and, like the reference server, answered once with disconnect {reason:"error"}
 // (counting then resumes from the seq seen). Server messages carry version, id, type, seq,
 // clientseq, parameters. Every resultEveryMs of audio: event {entities:[{type:"transcript",
@@ -185,6 +188,7 @@ export class AudioHookSession implements Protocol {
     if (data.length % channels !== 0)
       this.s.note(`audio frame of ${data.length} bytes is not a whole number of ${channels}-channel PCMU samples`)
     this.s.addAudio(data.length, data)
+    this.s.stereo?.add(data)
     const frameSamples = Math.floor(data.length / channels)
     this.samples += frameSamples
     // Offsets are on the stream timeline, which includes audio the client reported discarded.
@@ -192,7 +196,10 @@ export class AudioHookSession implements Protocol {
     const crossed = cadence.add(frameSamples / 8)
     for (let i = 0; i < crossed; i++) {
       const at = cadence.boundary(i, crossed)
-      this.transcriptEvent(this.discardedSec + cadence.start / 1000, this.discardedSec + at / 1000, ++cadence.ticks)
+      const n = ++cadence.ticks
+      // Stereo: one transcript per channel (channelId 0 = external, 1 = internal, as opened).
+      for (let ch = 0; ch < channels; ch++)
+        this.transcriptEvent(this.discardedSec + cadence.start / 1000, this.discardedSec + at / 1000, n, ch)
       cadence.start = at
     }
   }
@@ -326,6 +333,7 @@ export class AudioHookSession implements Protocol {
       offers.find(m => m.format === 'PCMU')
     if (selected === undefined) return this.violation('open: no PCMU 8000 Hz media offered')
     this.channels = (selected.channels as unknown[]).length
+    if (this.channels === 2) this.s.stereo = new ChannelSplit(2, 1)
     const refusal = this.moves.refusal
     if (refusal !== null) {
       this.signaled = true
@@ -350,8 +358,8 @@ export class AudioHookSession implements Protocol {
     this.sendMsg(type, p)
   }
 
-  private transcriptEvent(startSec: number, endSec: number, n: number): void {
-    const words = phrase(n)
+  private transcriptEvent(startSec: number, endSec: number, n: number, channel: number): void {
+    const words = this.channels > 1 ? [...phrase(n), 'channel', String(channel)] : phrase(n)
     const step = (endSec - startSec) / words.length
     const tokens = words.map((value, i) => ({
       type: 'word',
@@ -367,7 +375,7 @@ export class AudioHookSession implements Protocol {
     }
     const data = {
       id: randomUUID(),
-      channelId: 0,
+      channelId: channel,
       isFinal: true,
       offset: isoDuration(startSec),
       duration: isoDuration(endSec - startSec),

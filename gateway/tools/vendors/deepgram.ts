@@ -2,11 +2,14 @@ import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
 import { Cadence, phrase, round3 } from './cadence'
 import type { Context, Protocol, VendorSession, Verdict } from './session'
+import { ChannelSplit } from './stereo'
 import { DIGITS_RE, header, isObject, parseJson, safeEqual, type Json } from './wire'
 
 // Deepgram live streaming (/v1/listen)
 //
-// Upgrade: query `encoding` (mulaw|linear16), `sample_rate` (8000|16000), `channels=1` required;
+// Upgrade: query `encoding` (mulaw|linear16), `sample_rate` (8000|16000), `channels` 1, or 2 with
+// `multichannel=true` (choice: each channel on its own, interleaved; Results per channel with
+// channel_index [c, 2], their words ending "channel c"; the audio deinterleaved in the report);
 // known boolean options must be true|false, `endpointing` false or an integer, `utterance_end_ms`
 // an integer; other parameters pass. Failure: HTTP 400 with `dg-error` header and a JSON body.
 // Credentials: `Authorization: Token <key>` or `Bearer <key>` (or subprotocol `token, <key>`);
@@ -81,8 +84,10 @@ function queryProblems(q: URLSearchParams): string[] {
   else if (rate !== '8000' && rate !== '16000')
     problems.push(`query: sample_rate must be 8000 or 16000 (got "${rate}")`)
   const channels = q.get('channels')
-  if (channels === null) problems.push('query: channels is required (1)')
-  else if (channels !== '1') problems.push(`query: channels must be 1 (got "${channels}")`)
+  if (channels === null) problems.push('query: channels is required (1, or 2 with multichannel=true)')
+  else if (channels === '2' && q.get('multichannel') !== 'true')
+    problems.push('query: channels=2 needs multichannel=true (each channel transcribed on its own)')
+  else if (channels !== '1' && channels !== '2') problems.push(`query: channels must be 1 or 2 (got "${channels}")`)
   for (const name of DG_BOOLEAN_PARAMS) {
     const v = q.get(name)
     if (v !== null && v !== 'true' && v !== 'false') problems.push(`query: ${name} must be true or false (got "${v}")`)
@@ -100,6 +105,8 @@ export class DeepgramStream implements Protocol {
   private readonly encoding: 'linear16' | 'mulaw'
   private readonly rate: number
   private readonly bytesPerSample: number
+  /** 2: multichannel, interleaved; results per channel (channel_index [c, 2]). */
+  private readonly channels: number
   private readonly interim: boolean
   private readonly model: string
   private readonly modelUuid = randomUUID()
@@ -119,6 +126,8 @@ export class DeepgramStream implements Protocol {
     this.encoding = q.get('encoding') === 'linear16' ? 'linear16' : 'mulaw'
     this.rate = Number(q.get('sample_rate'))
     this.bytesPerSample = this.encoding === 'linear16' ? 2 : 1
+    this.channels = q.get('channels') === '2' ? 2 : 1
+    if (this.channels === 2) s.stereo = new ChannelSplit(2, this.encoding === 'linear16' ? 2 : 1)
     this.interim = q.get('interim_results') === 'true'
     this.model = q.get('model') ?? 'nova-3'
     this.idleMs = ctx.opts.idleCloseMs ?? DEEPGRAM_IDLE_CLOSE_MS
@@ -143,19 +152,21 @@ export class DeepgramStream implements Protocol {
       this.finish()
       return
     }
-    const bps = this.bytesPerSample
+    const bps = this.bytesPerSample * this.channels
     if (data.length % bps !== 0)
       this.s.note(
-        `binary frame of ${data.length} bytes is not a whole number of ${this.encoding} samples (${bps} bytes each)`
+        `binary frame of ${data.length} bytes is not a whole number of ${this.encoding} samples (${bps} bytes each` +
+          `${this.channels > 1 ? `: ${this.channels} channels` : ''})`
       )
     this.s.addAudio(data.length, data)
+    this.s.stereo?.add(data)
     this.lastActivity = this.ctx.clock.now()
     const cadence = this.cadence
     const crossed = cadence.add((data.length / bps / this.rate) * 1000)
     for (let i = 0; i < crossed; i++) {
       const at = cadence.boundary(i, crossed)
       const tick = ++cadence.ticks
-      this.result(cadence.start, at, !this.interim || tick % 2 === 0, false)
+      this.resultsAll(cadence.start, at, !this.interim || tick % 2 === 0, false)
     }
   }
 
@@ -184,9 +195,12 @@ export class DeepgramStream implements Protocol {
         this.lastActivity = this.ctx.clock.now()
         return
       case 'Finalize':
-        if ('channel' in msg && (!Number.isInteger(msg.channel) || (msg.channel as number) !== 0))
-          s.note('Finalize: channel must be 0 on a one-channel stream')
-        this.result(this.cadence.start, this.cadence.audioMs, true, true)
+        if (
+          'channel' in msg &&
+          (!Number.isInteger(msg.channel) || (msg.channel as number) < 0 || (msg.channel as number) >= this.channels)
+        )
+          s.note(`Finalize: channel must be below ${this.channels}`)
+        this.resultsAll(this.cadence.start, this.cadence.audioMs, true, true)
         return
       case 'CloseStream':
         this.finish()
@@ -198,14 +212,21 @@ export class DeepgramStream implements Protocol {
     }
   }
 
-  private result(startMs: number, endMs: number, isFinal: boolean, fromFinalize: boolean): void {
+  /** One result per channel (multichannel: each channel on its own, channel_index [c, channels]). */
+  private resultsAll(startMs: number, endMs: number, isFinal: boolean, fromFinalize: boolean): void {
     const n = isFinal ? ++this.results : this.results + 1
+    for (let ch = 0; ch < this.channels; ch++) this.result(startMs, endMs, isFinal, fromFinalize, n, ch)
+    if (isFinal) this.cadence.start = endMs
+  }
+
+  private result(startMs: number, endMs: number, isFinal: boolean, fromFinalize: boolean, n: number, ch: number): void {
     const durMs = endMs - startMs
-    const words = durMs > 0 ? phrase(n) : []
+    // Stereo: each channel's words say which channel they came from.
+    const words = durMs > 0 ? [...phrase(n), ...(this.channels > 1 ? ['channel', String(ch)] : [])] : []
     const step = words.length > 0 ? durMs / words.length : 0
     this.s.send({
       type: 'Results',
-      channel_index: [0, 1],
+      channel_index: [ch, this.channels],
       duration: round3(durMs / 1000),
       start: round3(startMs / 1000),
       is_final: isFinal,
@@ -232,13 +253,12 @@ export class DeepgramStream implements Protocol {
         model_uuid: this.modelUuid
       }
     })
-    if (isFinal) this.cadence.start = endMs
   }
 
   private finish(): void {
     this.ended = true
     const cadence = this.cadence
-    if (cadence.pending) this.result(cadence.start, cadence.audioMs, true, false)
+    if (cadence.pending) this.resultsAll(cadence.start, cadence.audioMs, true, false)
     this.s.send({
       type: 'Metadata',
       transaction_key: 'deprecated',
@@ -246,7 +266,7 @@ export class DeepgramStream implements Protocol {
       sha256: this.s.digest(),
       created: new Date(this.s.openedAt).toISOString(),
       duration: round3(cadence.audioMs / 1000),
-      channels: 1
+      channels: this.channels
     })
     this.s.close(1000)
   }

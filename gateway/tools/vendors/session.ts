@@ -1,6 +1,7 @@
 import type { IncomingMessage } from 'node:http'
 import type { Clock } from '../../clock'
 import { SessionRecorder } from './recorder'
+import type { ChannelSplit } from './stereo'
 import type { AudioHookReport, RealVendorKind, RealVendorOptions, RealVendorSession } from './types'
 
 /** What a vendor's upgrade check decides: accept, or refuse with an HTTP answer. */
@@ -33,6 +34,8 @@ export class VendorSession extends SessionRecorder {
   probe = false
   /** audiohook: the server's own moves. */
   audiohook: AudioHookReport | undefined = undefined
+  /** A stereo session: its audio split per channel (the protocol sets it once it knows the channels). */
+  stereo: ChannelSplit | null = null
 
   constructor(
     id: number,
@@ -60,6 +63,7 @@ export class VendorSession extends SessionRecorder {
       keepalives: this.keepalives,
       signed: this.signed,
       probe: this.probe,
+      ...(this.stereo === null ? {} : { channels: this.stereo.report() }),
       ...(this.audiohook === undefined
         ? {}
         : { audiohook: { ...this.audiohook, serverSent: [...this.audiohook.serverSent] } })

@@ -1,3 +1,4 @@
+import type { ChannelReport } from './stereo'
 import type { Clock } from '../../clock'
 import type { RecordedSession } from './recorder'
 
@@ -91,6 +92,8 @@ export interface RealVendorSession extends RecordedSession {
   probe: boolean
   /** audiohook: the server's own moves (see AudioHookReport); absent for other kinds. */
   audiohook?: AudioHookReport
+  /** A stereo session (deepgram multichannel=true&channels=2, audiohook two-channel media): each channel, deinterleaved. */
+  channels?: ChannelReport[]
 }
 
 export interface RealVendorEmulator {

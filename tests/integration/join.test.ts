@@ -1,0 +1,246 @@
+import t, { type Test } from 'tap'
+import { createHash } from 'node:crypto'
+import { startRealVendor, type RealVendorEmulator, type RealVendorSession } from '../../gateway/tools/real-vendors'
+import { initMessage, simulateAudio } from '../../gateway/tools/simulate'
+import {
+  AUDIO_TOKEN,
+  platformLeg,
+  startGateway,
+  until,
+  type PlatformLegClient,
+  type TestGateway
+} from '../helpers/gateway'
+
+// Stereo join over real sockets: platform legs (TX and RX of one contact) → a real gateway → the strict
+// Deepgram and AudioHook emulators, which deinterleave each session and report every channel.
+// Alignment is proven through counts of filler (silence) samples, never through wall-clock time.
+
+type Json = Record<string, any>
+const DG_KEY = 'dg-key-0123456789abcdef'
+const AH_KEY = 'ah-api-key-0123456789'
+const ORG = '2b1f3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d'
+const FRAMES = 15 // 0.3 s per side
+const TICK = 160 // samples per 20 ms
+
+/** Frame `k` of one side of a contact: µ-law bytes that are never 0xFF (silence), so filler is told apart. */
+function frame(contact: number, side: number, k: number): Buffer {
+  const b = Buffer.alloc(TICK)
+  for (let i = 0; i < TICK; i++) b[i] = (contact * 7 + side * 101 + k * 13 + i) % 255
+  return b
+}
+const sideBytes = (contact: number, side: number, from = 0, to = FRAMES): Buffer =>
+  Buffer.concat(Array.from({ length: to - from }, (_v, k) => frame(contact, side, from + k)))
+const sha = (b: Buffer): string => createHash('sha256').update(b).digest('hex')
+
+async function world(t: Test): Promise<{ gw: TestGateway; dg: RealVendorEmulator; ah: RealVendorEmulator }> {
+  const dg = await startRealVendor({ kind: 'deepgram', apiKey: DG_KEY, resultEveryMs: 200 })
+  const ah = await startRealVendor({ kind: 'audiohook', apiKey: AH_KEY, resultEveryMs: 200 })
+  t.teardown(async () => {
+    await dg.close()
+    await ah.close()
+  })
+  const join = { channels: ['TX', 'RX'], waitSeconds: 2 }
+  const gw = await startGateway(
+    t,
+    {
+      audio: { reattachGraceSeconds: 5 },
+      routes: {
+        dg: {
+          mapping: 'mappings/deepgram-stereo.yaml',
+          auth: { audio: ['${AUDIO_TOKEN}'] },
+          upstreams: [{ name: 'v', audio: dg.url, credential: '${DG_KEY}' }],
+          join
+        },
+        ah: {
+          mapping: 'mappings/audiohook-stereo.yaml',
+          auth: { audio: ['${AUDIO_TOKEN}'] },
+          upstreams: [{ name: 'v', audio: ah.url, credential: '${AH_KEY}' }],
+          params: { organizationId: ORG },
+          join
+        }
+      }
+    },
+    { DG_KEY, AH_KEY }
+  )
+  return { gw, dg, ah }
+}
+
+function legs(t: Test, gw: TestGateway, route: string, contactId: number): [PlatformLegClient, PlatformLegClient] {
+  const open = (perspective: string) =>
+    platformLeg(t, gw.url(`/audio/${route}`), initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective }))
+  return [open('TX'), open('RX')]
+}
+
+/** Both channels carry exactly their side's bytes with silence only before and after (not in between). */
+function checkChannels(t: Test, s: RealVendorSession, contact: number, label: string): void {
+  const [c0, c1] = s.channels ?? []
+  t.equal(c0?.sha256, sha(sideBytes(contact, 0)), `${label}: channel 0 is exactly the TX bytes`)
+  t.equal(c1?.sha256, sha(sideBytes(contact, 1)), `${label}: channel 1 is exactly the RX bytes`)
+  t.equal(c0.silence, c0.leadingSilence + c0.trailingSilence, `${label}: no filler inside the TX audio`)
+  t.equal(c1.silence, c1.leadingSilence + c1.trailingSilence, `${label}: no filler inside the RX audio`)
+  t.ok(
+    Math.abs(c0.leadingSilence - c1.leadingSilence) <= TICK,
+    `${label}: aligned within one 20 ms tick (leading filler ${c0.leadingSilence} vs ${c1.leadingSilence})`
+  )
+}
+
+const transcripts = (leg: PlatformLegClient): Json[] =>
+  leg.messages.filter(m => m.command === 'MESSAGE' && m.messageType === 'TRANSCRIPT') as Json[]
+
+t.test('stereo join over real sockets', async t => {
+  const { gw, dg, ah } = await world(t)
+
+  await t.test('50 contacts × TX+RX: one Deepgram session each, channel 0 = TX, channel 1 = RX', async t => {
+    const N = 50
+    const pairs = Array.from({ length: N }, (_v, i) => legs(t, gw, 'dg', 9000 + i))
+    const answers = await Promise.all(pairs.flat().map(l => l.answer))
+    t.ok(
+      answers.every(a => a.command === 'CONNECTED'),
+      'each of the 100 legs got its own CONNECTED'
+    )
+    pairs.forEach(([tx, rx], i) => {
+      for (let k = 0; k < FRAMES; k++) {
+        tx.send(frame(i, 0, k))
+        rx.send(frame(i, 1, k))
+      }
+    })
+    const want = FRAMES * TICK
+    const done = (s: RealVendorSession): boolean =>
+      (s.channels ?? []).every(c => c.samples - c.leadingSilence - c.trailingSilence >= want)
+    t.ok(await until(() => dg.sessions().length === N && dg.sessions().every(done), 20_000, 100), 'all audio arrived')
+    const sessions = dg.sessions()
+    t.equal(sessions.length, N, 'one vendor session per contact, not per leg')
+    const byTx = new Map(Array.from({ length: N }, (_v, i) => [sha(sideBytes(i, 0)), i]))
+    let matched = 0
+    for (const s of sessions) {
+      t.same(s.errors, [], 'the strict emulator saw no protocol error')
+      t.match(s.query, { multichannel: 'true', channels: '2', encoding: 'mulaw' })
+      const contact = byTx.get(s.channels?.[0]?.sha256 ?? '')
+      if (contact === undefined) continue
+      matched++
+      checkChannels(t, s, contact, `contact ${contact}`)
+    }
+    t.equal(matched, N, 'every contact found by its TX channel')
+    // Per-channel results: the emulator sends one Results per channel; each reaches the leg of its channel.
+    t.ok(
+      await until(() => pairs.every(([tx, rx]) => transcripts(tx).length > 0 && transcripts(rx).length > 0), 10_000),
+      'results reached both legs'
+    )
+    for (const [tx, rx] of pairs) {
+      t.ok(
+        transcripts(tx).every(m => m.parameters.perspective === 'TX' && / channel 0$/.test(m.message)),
+        'TX got channel 0 only'
+      )
+      t.ok(
+        transcripts(rx).every(m => m.parameters.perspective === 'RX' && / channel 1$/.test(m.message)),
+        'RX got channel 1 only'
+      )
+    }
+    for (const l of pairs.flat()) l.ws.close(1000)
+  })
+
+  await t.test('one side on hold (its socket closed) and back: the other keeps flowing, one session', async t => {
+    const before = dg.sessions().length
+    const contact = 77
+    const [tx, rx] = legs(t, gw, 'dg', 7700)
+    await Promise.all([tx.answer, rx.answer])
+    for (let k = 0; k < 5; k++) {
+      tx.send(frame(contact, 0, k))
+      rx.send(frame(contact, 1, k))
+    }
+    const mine = (): RealVendorSession | undefined => dg.sessions()[before]
+    const content = (ch: number): number => {
+      const c = mine()?.channels?.[ch]
+      return c === undefined ? 0 : c.samples - c.silence // voiced samples (the payload never holds silence)
+    }
+    t.ok(await until(() => content(1) === 5 * TICK, 10_000), 'RX audio arrived')
+    rx.ws.close(1000) // hold: the platform closes the RX connection
+    await rx.closed
+    for (let k = 5; k < 15; k++) tx.send(frame(contact, 0, k))
+    t.ok(await until(() => content(0) === 15 * TICK, 10_000), 'TX kept flowing while RX was on hold')
+    t.equal(mine()?.closed, false, 'the vendor session stayed open')
+    const back = platformLeg(
+      t,
+      gw.url('/audio/dg'),
+      initMessage({ token: AUDIO_TOKEN, contactId: 7700, busNo: 4594, perspective: 'RX' })
+    )
+    t.equal((await back.answer).command, 'CONNECTED', 'the RX leg came back: CONNECTED')
+    for (let k = 5; k < 10; k++) back.send(frame(contact, 1, k))
+    t.ok(await until(() => content(1) > 5 * TICK, 10_000), 'RX audio flows again')
+    t.equal(dg.sessions().length, before + 1, 'still the one vendor session')
+    t.ok(await until(() => content(1) === 10 * TICK, 10_000), 'all RX audio arrived')
+    const c1 = mine()!.channels![1]
+    t.ok(c1.silence - c1.leadingSilence - c1.trailingSilence > 0, 'the hold is silence on channel 1 (counted filler)')
+    t.equal(
+      mine()!.channels![0].voicedSha256,
+      sha(sideBytes(contact, 0, 0, 15)),
+      'channel 0: every TX byte in order (silence only where TX sent nothing)'
+    )
+    t.equal(
+      mine()!.channels![1].voicedSha256,
+      sha(sideBytes(contact, 1, 0, 10)),
+      'channel 1: every RX byte, before and after the hold'
+    )
+    t.same(mine()!.errors, [])
+    tx.ws.close(1000)
+    back.ws.close(1000)
+  })
+
+  await t.test('AudioHook stereo: external + internal media, exact channels, transcripts by channelId', async t => {
+    const pairs = [legs(t, gw, 'ah', 5100), legs(t, gw, 'ah', 5101)]
+    await Promise.all(pairs.flat().map(l => l.answer))
+    pairs.forEach(([tx, rx], i) => {
+      for (let k = 0; k < FRAMES; k++) {
+        tx.send(frame(100 + i, 0, k))
+        rx.send(frame(100 + i, 1, k))
+      }
+    })
+    const want = FRAMES * TICK
+    t.ok(
+      await until(
+        () =>
+          ah.sessions().length === 2 &&
+          ah
+            .sessions()
+            .every(s => (s.channels ?? []).every(c => c.samples - c.leadingSilence - c.trailingSilence >= want)),
+        10_000,
+        100
+      )
+    )
+    for (const s of ah.sessions()) {
+      t.same(s.errors, [], 'the strict AudioHook emulator saw no protocol error')
+      const open = (s.texts as Json[]).find(m => m.type === 'open')
+      t.same(open?.parameters.media[0].channels, ['external', 'internal'])
+      const contact = s.channels![0].sha256 === sha(sideBytes(100, 0)) ? 100 : 101
+      checkChannels(t, s, contact, `audiohook contact ${contact}`)
+    }
+    t.ok(await until(() => pairs.every(([tx, rx]) => transcripts(tx).length > 0 && transcripts(rx).length > 0), 10_000))
+    for (const [tx, rx] of pairs) {
+      t.ok(transcripts(tx).every(m => m.parameters.channelId === 0 && m.parameters.perspective === 'TX'))
+      t.ok(transcripts(rx).every(m => m.parameters.channelId === 1 && m.parameters.perspective === 'RX'))
+    }
+    for (const l of pairs.flat()) l.ws.close(1000)
+  })
+
+  await t.test(
+    'simulate audio --stereo: the TX and RX legs of each contact together, one session per contact',
+    async t => {
+      const before = dg.sessions().length
+      const clip = Buffer.concat(Array.from({ length: 20 }, (_v, k) => frame(3, 0, k)))
+      const legsRun = await simulateAudio({
+        url: gw.url('/audio/dg'),
+        token: AUDIO_TOKEN,
+        clip,
+        legs: 2,
+        stereo: true,
+        contactIdBase: 6600
+      })
+      t.equal(legsRun.length, 4, '2 contacts × TX+RX')
+      t.ok(
+        legsRun.every(l => (l.answer as Json)?.command === 'CONNECTED' && !l.cut),
+        'every leg connected and ran to its end'
+      )
+      t.equal(dg.sessions().length, before + 2, 'one vendor session per contact')
+    }
+  )
+})
