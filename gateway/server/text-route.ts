@@ -54,7 +54,8 @@ export function mountText(app: TemplatedApp, state: ServerState, hook: Pick<Text
     const requestId = requestIdFrom(req.getHeader('x-request-id'))
     const trace = traceFrom(req.getHeader('traceparent'))
     const routeName = route?.name ?? ''
-    const headers = { 'x-request-id': requestId }
+    const headers: Record<string, string> = { 'x-request-id': requestId }
+    const address = clientAddress(res)
     /** One access line per request, at the configured level. */
     const access = (status: number, upstream: string | undefined): void => {
       const accessLevel = state.config.log.accessLog
@@ -109,13 +110,19 @@ export function mountText(app: TemplatedApp, state: ServerState, hook: Pick<Text
     if (state.draining) return refuse('SHUTTING_DOWN')
     if (!JSON_TYPE.test(contentType)) return refuse('UNSUPPORTED_MEDIA_TYPE')
     const limit = state.config.text.maxBodyBytes
-    if (declaredLength !== '' && Number(declaredLength) > limit) return refuse('MESSAGE_TOO_LARGE', true)
+    if (declaredLength !== '' && Number(declaredLength) > limit) return refuseTooLarge(state, refuse)
+    const retryAfter = state.guard.retryAfterSeconds(address)
+    if (retryAfter > 0) {
+      state.metrics.limitRefusals.inc({ limit: 'failure_budget', hook: 'text' })
+      headers['retry-after'] = String(retryAfter)
+      return refuse('TOO_MANY_FAILURES')
+    }
     readBody(res, limit, body => {
       if (aborted) return
-      if (body === null) return refuse('MESSAGE_TOO_LARGE', true)
+      if (body === null) return refuseTooLarge(state, refuse)
       hook
         .handle({ route, body, authorization, requestId, traceparent: trace.traceparent })
-        .then(answer, (err: unknown) => {
+        .then(delayAuthFailure(state, address, answer), (err: unknown) => {
           state.log.error(
             { event: 'text_bug', route: routeName, requestId, err },
             'unexpected error in the text pipeline'
@@ -144,4 +151,28 @@ export function mountText(app: TemplatedApp, state: ServerState, hook: Pick<Text
   // Registered before the catch-all; uWS prefers the method-specific handlers above.
   app.any('/text/:route', (res, req) => notAllowed(res, state.routes.get(req.getParameter(0) ?? '')))
   app.any(DEFAULT_TEXT_PATH, res => notAllowed(res, state.defaultRoute))
+}
+
+/** The platform's address as the socket shows it: the failure budget's key. */
+function clientAddress(res: HttpResponse): string {
+  return Buffer.from(res.getRemoteAddressAsText()).toString('utf8')
+}
+
+/** A body over text.maxBodyBytes: 413 with `connection: close`, counted as a limit refusal. */
+function refuseTooLarge(state: ServerState, refuse: (code: ErrorCode, tooLarge: boolean) => void): void {
+  state.metrics.limitRefusals.inc({ limit: 'body_size', hook: 'text' })
+  refuse('MESSAGE_TOO_LARGE', true)
+}
+
+/** `answer`, except that a refused credential is counted against the address's budget and answered after auth.failureDelayMs. */
+function delayAuthFailure(
+  state: ServerState,
+  address: string,
+  answer: (r: TextResult) => void
+): (r: TextResult) => void {
+  return result => {
+    const code = result.ok ? null : result.error.code
+    if (code === 'AUTH_MISSING' || code === 'AUTH_INVALID') state.guard.failed(address, () => answer(result))
+    else answer(result)
+  }
 }

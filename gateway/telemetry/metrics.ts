@@ -72,6 +72,7 @@ export class Metrics {
   readonly healthChecks: Counter
   readonly storeUp: Gauge
   readonly storeErrors: Counter
+  readonly limitRefusals: Counter
   readonly upstreamRetries: Counter
   /** Set by the server: every replica's health, read at scrape time. */
   replicaHealth: () => { route: string; upstream: string; healthy: boolean }[] = () => []
@@ -158,6 +159,7 @@ export class Metrics {
     })
 
     this.storeErrors = counter('store_errors_total')
+    this.limitRefusals = counter('limit_refusals_total')
 
     // Published at scrape time from the plain per-leg integers: nothing per frame touches prom-client.
     new Gauge({

@@ -55,7 +55,10 @@ export async function startGateway(
     listen: { host: '127.0.0.1', port: 0 },
     admin: { host: '127.0.0.1', port: 0 },
     health: { active: { kind: 'none' } },
-    audio: { reattachGraceSeconds: 0 }
+    audio: { reattachGraceSeconds: 0 },
+    // Refusals at once and no per-address budget, so suites that refuse credentials stay fast and
+    // independent; the abuse tests (auth-abuse.test.ts) set their own.
+    auth: { failureDelayMs: 0, failureBudget: { failures: 0 } }
   }
   writeFileSync(configFile, stringify(merge(base, config)))
   const cfg = loadConfig(configFile, { AUDIO_TOKEN, TEXT_TOKEN, ...env })
