@@ -124,9 +124,18 @@ export interface PlatformLegClient {
   send: (data: Buffer | string) => void
 }
 
-/** Open an audio hook leg as the platform: connect, send the init message (text) at once. */
-export function platformLeg(t: T, url: string, init: unknown, opts: { raw?: boolean } = {}): PlatformLegClient {
-  const ws = new WebSocket(url, { perMessageDeflate: false, rejectUnauthorized: false })
+/** Open an audio hook leg as the platform: connect (from `localAddress` when given), send the init message (text) at once. */
+export function platformLeg(
+  t: T,
+  url: string,
+  init: unknown,
+  opts: { raw?: boolean; localAddress?: string } = {}
+): PlatformLegClient {
+  const ws = new WebSocket(url, {
+    perMessageDeflate: false,
+    rejectUnauthorized: false,
+    ...(opts.localAddress !== undefined ? { localAddress: opts.localAddress } : {})
+  })
   const messages: Record<string, unknown>[] = []
   let resolveAnswer!: (v: Record<string, unknown>) => void
   const answer = new Promise<Record<string, unknown>>(resolve => {
