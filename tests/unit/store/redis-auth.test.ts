@@ -4,7 +4,7 @@ import { RedisStore } from '../../../gateway/store/redis'
 import { createLogger } from '../../../gateway/telemetry/log'
 import { needRedis } from '../../helpers/redis'
 
-async function pair(t: Parameters<Parameters<typeof t.test>[1]>[0]): Promise<[RedisStore, RedisStore]> {
+async function pair(t: { teardown: (fn: () => unknown) => void }): Promise<[RedisStore, RedisStore]> {
   const url = await needRedis()
   const keyPrefix = `test:${randomUUID()}:`
   const log = createLogger({ level: 'silent', secrets: [] })
