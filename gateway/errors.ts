@@ -29,6 +29,7 @@ export const CODES = {
     text: 'the first frame must be a text frame holding the init message'
   },
   MESSAGE_TOO_LARGE: { status: 413, close: 1009, flag: 'TL', text: 'message too large' },
+  HEADERS_TOO_LARGE: { status: 431, close: 1009, flag: 'HL', text: 'request headers too large' },
   HANDSHAKE_TIMEOUT: { status: 408, close: 1008, flag: 'HT', text: 'no init message within the handshake timeout' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, close: 1003, flag: 'MT', text: 'content type must be application/json' },
   ROUTE_NOT_FOUND: { status: 404, close: 1008, flag: 'NR', text: 'no such route' },

@@ -146,6 +146,8 @@ export interface AuthSettings {
 
 /** Limits of the front door besides uws.maxPayloadBytes and text.maxBodyBytes (per instance). */
 export interface LimitSettings {
+  /** Largest request head (URL and headers) of the audio upgrade, text requests and the token endpoint, in bytes. */
+  readonly headerBytes: number
   /** Largest audio init (open) message, in bytes. */
   readonly initMessageBytes: number
   /** Live audio legs per route on one instance (0: no limit). */

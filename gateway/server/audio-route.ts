@@ -7,6 +7,7 @@ import { errorFrame } from '../audio/handshake'
 import type { RouteRuntime } from '../route'
 import { scrubberFor } from '../telemetry/scrub'
 import { traceFrom } from '../telemetry/trace'
+import { headerBytesOver } from './header-limit'
 import { sendProblem } from './http'
 import type { ServerState } from './state'
 
@@ -77,6 +78,10 @@ export function mountAudio(app: uWS.TemplatedApp, state: ServerState): void {
       }
       if (state.draining) {
         sendProblem(res, 'SHUTTING_DOWN')
+        return
+      }
+      if (headerBytesOver(req, state, 'audio')) {
+        sendProblem(res, 'HEADERS_TOO_LARGE', [], { connection: 'close' })
         return
       }
       res.upgrade<LegData>({ route, leg: null, closed: false, traceparent }, key, protocol, extensions, context)

@@ -4,6 +4,7 @@ import type { RouteRuntime } from '../route'
 import { scrubberFor } from '../telemetry/scrub'
 import { requestIdFrom, traceFrom } from '../telemetry/trace'
 import type { TextHook, TextResult } from '../text/utterance'
+import { headerBytesOver } from './header-limit'
 import { problemBody, readBody, send } from './http'
 import type { ServerState } from './state'
 
@@ -108,6 +109,7 @@ export function mountText(app: TemplatedApp, state: ServerState, hook: Pick<Text
 
     if (route === null || route === undefined || !hook.serves(route)) return refuse('ROUTE_NOT_FOUND')
     if (state.draining) return refuse('SHUTTING_DOWN')
+    if (headerBytesOver(req, state, 'text')) return refuse('HEADERS_TOO_LARGE', true)
     if (!JSON_TYPE.test(contentType)) return refuse('UNSUPPORTED_MEDIA_TYPE')
     const limit = state.config.text.maxBodyBytes
     if (declaredLength !== '' && Number(declaredLength) > limit) return refuseTooLarge(state, refuse)

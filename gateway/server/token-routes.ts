@@ -3,6 +3,7 @@ import { createTokenAuth, type TokenAuth } from '../auth/token-auth'
 import { StoreRevocations } from '../auth/revocation'
 import type { Config } from '../config/types'
 import type { Store } from '../store/port'
+import { headerBytesOver } from './header-limit'
 import { readBody, send, sendProblem } from './http'
 import type { ServerState } from './state'
 
@@ -71,6 +72,9 @@ export function mountTokenEndpoint(app: TemplatedApp, state: ServerState, auth: 
     const headers: Record<string, string> = { 'content-type': req.getHeader('content-type') }
     const authorization = req.getHeader('authorization')
     if (authorization !== '') headers.authorization = authorization
+    if (headerBytesOver(req, state, 'token')) {
+      return sendProblem(res, 'HEADERS_TOO_LARGE', [], { connection: 'close' })
+    }
     if (Number(req.getHeader('content-length') || '0') > TOKEN_BODY_LIMIT) {
       return sendProblem(res, 'MESSAGE_TOO_LARGE', [], { connection: 'close' })
     }

@@ -149,7 +149,7 @@ export const CATALOGUE = {
   limit_refusals_total: {
     type: 'counter',
     help:
-      'Requests and legs refused by a limit, by limit (failure_budget, init_size, frame_size, body_size, ' +
+      'Requests and legs refused by a limit, by limit (failure_budget, header_size, init_size, frame_size, body_size, ' +
       'legs_per_route, legs_per_client) and hook (audio, text, token).',
     labels: ['limit', 'hook']
   }

@@ -1,6 +1,7 @@
 import t from 'tap'
 import { connect } from 'node:net'
 import { Agent, request } from 'undici'
+import WebSocket from 'ws'
 import { initMessage } from '../../gateway/tools/simulate'
 import {
   AUDIO_TOKEN,
@@ -33,7 +34,7 @@ t.before(async () => {
     t,
     {
       auth: { failureDelayMs: DELAY_MS, failureBudget: { failures: 3, windowSeconds: 2 } },
-      limits: { initMessageBytes: 1024, legsPerRoute: 3, legsPerClient: 2 },
+      limits: { headerBytes: 4096, initMessageBytes: 1024, legsPerRoute: 3, legsPerClient: 2 },
       uws: { maxPayloadBytes: 4096 },
       text: { maxBodyBytes: 4096 },
       routes: { demo: routeTo([vendor], 'mappings/json-events.yaml'), lim }
@@ -200,7 +201,29 @@ function rawRequest(headers: string): Promise<string> {
   })
 }
 
-t.test('header limits are uWS 20.30 own: past them the socket is cut without a status', async t => {
+t.test('a request head over limits.headerBytes is refused with 431 and counted; past uWS own bound, cut', async t => {
+  const pad = 'h'.repeat(5000)
+  const r = await request(gw.url('/text/demo'), {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: TEXT_TOKEN, 'x-pad': pad },
+    body: JSON.stringify(utterance())
+  })
+  const body = await r.body.text()
+  answers.push(body)
+  t.equal(r.statusCode, 431, 'text')
+  t.equal(r.headers.connection, 'close')
+  t.match(JSON.parse(body), { code: 'HEADERS_TOO_LARGE' })
+  const ws = new WebSocket(gw.url('/audio/demo'), { headers: { 'x-pad': pad } })
+  const status = await new Promise<number>(resolve => {
+    ws.on('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0))
+    ws.on('open', () => resolve(101))
+    ws.on('error', () => {})
+  })
+  ws.terminate()
+  t.equal(status, 431, 'the audio upgrade')
+  t.equal(await metric('limit_refusals_total{limit="header_size",hook="text"}'), 1)
+  t.equal(await metric('limit_refusals_total{limit="header_size",hook="audio"}'), 1)
+
   t.match(await rawRequest(`X-Pad: ${'a'.repeat(60_000)}\r\n`), /^HTTP\/1\.1 200 /, 'a 60 KB header block is read')
   const tooBig = await rawRequest(`X-Pad: ${'a'.repeat(200_000)}\r\n`)
   t.notMatch(

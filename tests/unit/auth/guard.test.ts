@@ -88,7 +88,7 @@ t.test('the local auth state: revocations only extend and end with their time', 
 })
 
 t.test('legs per route and per client, released once, forced for a takeover', async t => {
-  let limits = { initMessageBytes: 1024, legsPerRoute: 3, legsPerClient: 2 }
+  let limits = { headerBytes: 16384, initMessageBytes: 1024, legsPerRoute: 3, legsPerClient: 2 }
   const l = new LegLimits(() => limits)
   const r1 = l.acquire('demo', 'static:a')
   const r2 = l.acquire('demo', 'static:a')
