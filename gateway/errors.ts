@@ -7,6 +7,18 @@ export const CODES = {
   // platform credentials
   AUTH_MISSING: { status: 401, close: 1008, flag: 'AM', text: 'credentials missing' },
   AUTH_INVALID: { status: 401, close: 1008, flag: 'AI', text: 'credentials not accepted' },
+  TOO_MANY_FAILURES: {
+    status: 429,
+    close: 1008,
+    flag: 'TF',
+    text: 'too many failed authentications from this address; retry later'
+  },
+  CALLER_MISMATCH: {
+    status: 403,
+    close: 1008,
+    flag: 'CM',
+    text: 'this leg is live for another caller: only the caller that opened it may take it over'
+  },
   // platform messages
   MESSAGE_NOT_JSON: { status: 400, close: 1007, flag: 'NJ', text: 'message is not valid JSON' },
   MESSAGE_INVALID: { status: 400, close: 1007, flag: 'MI', text: 'message does not match the interface schema' },
@@ -17,6 +29,7 @@ export const CODES = {
     text: 'the first frame must be a text frame holding the init message'
   },
   MESSAGE_TOO_LARGE: { status: 413, close: 1009, flag: 'TL', text: 'message too large' },
+  HEADERS_TOO_LARGE: { status: 431, close: 1009, flag: 'HL', text: 'request headers too large' },
   HANDSHAKE_TIMEOUT: { status: 408, close: 1008, flag: 'HT', text: 'no init message within the handshake timeout' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, close: 1003, flag: 'MT', text: 'content type must be application/json' },
   ROUTE_NOT_FOUND: { status: 404, close: 1008, flag: 'NR', text: 'no such route' },
@@ -60,6 +73,7 @@ export const CODES = {
     flag: 'LR',
     text: 'a newer connection of the same leg took over its vendor session'
   },
+  LEG_LIMIT: { status: 429, close: 1013, flag: 'LL', text: 'too many live legs for this route or client' },
   SHUTTING_DOWN: { status: 503, close: 1012, flag: 'SD', text: 'gateway is restarting; reconnect' },
   INTERNAL: { status: 500, close: 1011, flag: 'IE', text: 'internal error' }
 } as const satisfies Record<string, { status: number; close: number; flag: string; text: string }>

@@ -1,3 +1,5 @@
+import type { AuthGuard } from '../auth/guard'
+import type { LegLimits } from '../auth/leg-limits'
 import type { Clock, TimerHandle } from '../clock'
 import type { AudioSettings } from '../config/types'
 import { CODES, GatewayError, logLevelOf, type ErrorCode } from '../errors'
@@ -40,6 +42,14 @@ export interface LegDeps {
   platformHighWaterBytes: number
   /** How vendor connections are made (default: real ones); unit tests pass fakes. */
   connect?: ConnectionFactory
+  /** Failure delay and per-address failure budget (auth/guard.ts; absent: refused at once, no budget). */
+  guard?: AuthGuard
+  /** Live legs per route and per client (absent: no limits). */
+  legLimits?: LegLimits
+  /** The platform's address as its socket shows it: the failure budget's key. */
+  clientAddress?: string
+  /** Largest init message in bytes (`limits.initMessageBytes`; absent: only uws.maxPayloadBytes). */
+  initMessageBytes?: number
 }
 
 /**
@@ -78,6 +88,10 @@ export class AudioLeg implements SessionOwner {
   private heldBytes = 0
   /** Fan-out (route `tee`): the same audio to each tee vendor, from the init to the end of the leg. */
   private tees: LegTees | null = null
+  /** A refusal is waiting out `auth.failureDelayMs`: frames meanwhile are dropped. */
+  private refusing = false
+  /** Gives back this leg's place under limits.legsPerRoute/legsPerClient. */
+  private releasePlace: (() => void) | null = null
 
   constructor(
     private readonly platform: PlatformLeg,
@@ -106,16 +120,22 @@ export class AudioLeg implements SessionOwner {
       if (this.tees !== null) this.tees.write(data)
       return
     }
+    if (this.refusing) return
     if (this.held !== null && this.state === 'AWAIT_INIT') return this.hold(data)
     if (BINARY_IN[this.state] === 'refuse') this.fail(new GatewayError('FIRST_FRAME_NOT_TEXT'))
     else c.dropAfterClose++
   }
 
   onPlatformText(data: ArrayBuffer): void {
+    if (this.refusing) return
     if (this.state !== 'AWAIT_INIT') {
       // The interface sends only audio after the init message; a stray text frame is ignored, not fatal.
       this.log.debug({ event: 'platform_text_ignored', state: this.state }, 'text frame after the init message ignored')
       return
+    }
+    if (data.byteLength > (this.deps.initMessageBytes ?? Number.POSITIVE_INFINITY)) {
+      this.deps.metrics.limitRefusals.inc({ limit: 'init_size', hook: 'audio' })
+      return this.refuse('MESSAGE_TOO_LARGE')
     }
     this.onInit(Buffer.from(data).toString('utf8'))
   }
@@ -160,6 +180,7 @@ export class AudioLeg implements SessionOwner {
     if (this.state === 'CLOSED') return
     this.counters.framesFromPlatform++
     this.deps.metrics.validationFailures.inc({ hook: 'audio' })
+    if (this.state !== 'AWAIT_INIT') this.deps.metrics.limitRefusals.inc({ limit: 'frame_size', hook: 'audio' })
     this.fail(new GatewayError(code))
   }
 
@@ -200,6 +221,11 @@ export class AudioLeg implements SessionOwner {
    */
   private onInit(text: string): void {
     if (this.held !== null) return
+    const retryAfterSeconds = this.deps.guard?.retryAfterSeconds(this.deps.clientAddress ?? '') ?? 0
+    if (retryAfterSeconds > 0) {
+      this.deps.metrics.limitRefusals.inc({ limit: 'failure_budget', hook: 'audio' })
+      return this.fail(new GatewayError('TOO_MANY_FAILURES'), [], { retryAfterSeconds })
+    }
     const checked = checkHandshake(this.deps.route, text)
     if (!(checked instanceof Promise)) return this.initChecked(checked)
     this.held = []
@@ -230,10 +256,12 @@ export class AudioLeg implements SessionOwner {
   private initChecked(checked: HandshakeCheck): void {
     const { route, metrics, registry } = this.deps
     if (!checked.ok) {
-      if (checked.stage === 'auth') metrics.authFailures.inc({ hook: 'audio', reason: checked.reason ?? 'invalid' })
-      else metrics.validationFailures.inc({ hook: 'audio' })
-      this.fail(checked.error, checked.problems)
-      return
+      if (checked.stage !== 'auth') {
+        metrics.validationFailures.inc({ hook: 'audio' })
+        return this.fail(checked.error, checked.problems)
+      }
+      metrics.authFailures.inc({ hook: 'audio', reason: checked.reason ?? 'invalid' })
+      return this.refuseAuth(checked.error)
     }
     if (this.handshakeTimer !== null) {
       this.deps.clock.clearTimeout(this.handshakeTimer)
@@ -252,10 +280,13 @@ export class AudioLeg implements SessionOwner {
 
     // Re-attach: the same identity came back while its session is kept here; only by the caller that opened it.
     const existing = registry.claim(key, this, checked.init, this.log, checked.caller)
-    if (existing === 'refused') {
-      metrics.authFailures.inc({ hook: 'audio', reason: 'caller_mismatch' })
-      return this.fail(new GatewayError('AUTH_INVALID'), [], { detail: 'caller_mismatch' })
+    if (existing === 'refused') return this.callerMismatch()
+    const place = this.deps.legLimits?.acquire(route.name, checked.caller, existing !== null) ?? null
+    if (typeof place === 'string') {
+      metrics.limitRefusals.inc({ limit: place, hook: 'audio' })
+      return this.fail(new GatewayError('LEG_LIMIT', { detail: place }), [], { limit: place })
     }
+    this.releasePlace = place
     if (route.tees !== undefined) this.startTees(checked.init, { id: this.deps.legId, route: route.name, ...id })
     if (existing !== null) {
       this.session = existing
@@ -279,7 +310,8 @@ export class AudioLeg implements SessionOwner {
       host: registry,
       log: this.log,
       connect: this.deps.connect,
-      traceparent: this.deps.traceparent
+      traceparent: this.deps.traceparent,
+      caller: checked.caller
     }
     // A join route: this leg is one channel of its contact's stereo vendor session (audio/join.ts).
     const session =
@@ -298,6 +330,12 @@ export class AudioLeg implements SessionOwner {
     this.deps.store.getAffinity(key).then(
       affinity => {
         if (session.state === 'CLOSED') return
+        // Live for another caller on another instance: no takeover (issue 11 item 3).
+        if (affinity !== null && affinity.caller !== undefined && affinity.caller !== checked.caller) {
+          if (this.session === session) this.session = null
+          session.close(false)
+          return this.callerMismatch()
+        }
         const preferred =
           affinity !== null && affinity.route === route.name ? (route.pool.byName(affinity.replica) ?? null) : null
         if (preferred?.healthy) {
@@ -413,7 +451,27 @@ export class AudioLeg implements SessionOwner {
     this.platform.end(CODES[code].close, code)
   }
 
+  /** A leg with another caller's identity: refused (after the failure delay) and counted as an auth failure. */
+  private callerMismatch(): void {
+    this.deps.metrics.authFailures.inc({ hook: 'audio', reason: 'caller_mismatch' })
+    this.refuseAuth(new GatewayError('CALLER_MISMATCH'))
+  }
+
+  /** A failed authentication: counted against the address's budget, refused no sooner than auth.failureDelayMs. */
+  private refuseAuth(error: GatewayError): void {
+    const guard = this.deps.guard
+    if (guard === undefined) return this.fail(error)
+    this.refusing = true
+    if (this.handshakeTimer !== null) {
+      this.deps.clock.clearTimeout(this.handshakeTimer)
+      this.handshakeTimer = null
+    }
+    guard.failed(this.deps.clientAddress ?? '', () => this.fail(error))
+  }
+
   private release(outcome: string): void {
+    this.releasePlace?.()
+    this.releasePlace = null
     if (this.handshakeTimer !== null) {
       this.deps.clock.clearTimeout(this.handshakeTimer)
       this.handshakeTimer = null

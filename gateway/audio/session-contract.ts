@@ -48,6 +48,8 @@ export interface SessionDeps {
   random?: () => number
   /** W3C `traceparent` the vendor upgrades carry, unless the mapping's headers set their own. */
   traceparent?: string
+  /** Who opened the session (auth/hook-auth.ts `callerTag`), kept in its affinity record for the fleet. */
+  caller?: string
 }
 
 /**

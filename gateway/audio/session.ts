@@ -207,7 +207,8 @@ export class VendorSession implements Session {
         replica: conn.replica.name,
         instance: store.instanceId,
         legId: this.id,
-        ...(continued !== undefined ? { continued } : {})
+        ...(continued !== undefined ? { continued } : {}),
+        ...(this.deps.caller !== undefined ? { caller: this.deps.caller } : {})
       },
       ttlSeconds
     )

@@ -1,4 +1,4 @@
-import { createHmac, randomBytes } from 'node:crypto'
+import { createHash, createHmac, randomBytes } from 'node:crypto'
 import type { CredentialList } from './credentials'
 import type { AuthReason, Principal, RouteAuthOutcome } from './route-auth'
 
@@ -11,8 +11,21 @@ export function failureLabel(reason: AuthReason | 'caller_mismatch'): string {
   return reason === 'not_accepted' ? 'invalid' : reason
 }
 
-/** Process-local key of the caller tags: a tag means nothing outside this process and never leaves it. */
-const TAG_KEY = randomBytes(32)
+/** Key of the caller tags: process-local until `useCallerKey` derives the fleet's one from the config. */
+let tagKey: Buffer = randomBytes(32)
+
+/**
+ * Derive the caller-tag key from the config's secrets (every credential, token key and client secret),
+ * so every instance of a fleet with the same config tags a static credential alike (the tag goes into
+ * the shared affinity record) while nobody without the config can test a guess against a tag. Called
+ * once at start-up; a reload keeps the key the process started with.
+ */
+export function useCallerKey(secrets: readonly string[]): void {
+  if (secrets.length === 0) return
+  const h = createHash('sha256').update('assist-gateway caller tag v1')
+  for (const s of [...secrets].sort()) h.update(`\n${s.length}:${s}`)
+  tagKey = h.digest()
+}
 
 /**
  * Who opened a leg, as re-attach binding compares it (issue 11 item 3): a token's issuer and subject
@@ -23,7 +36,7 @@ export function callerTag(principal: Principal, presented: unknown): string {
   if (principal.kind === 'token') return `token:${principal.iss}\n${principal.sub}`
   if (principal.kind === 'anonymous' || typeof presented !== 'string') return 'anonymous'
   const value = presented.trim().replace(/^bearer +/i, '')
-  return `static:${createHmac('sha256', TAG_KEY).update(value, 'utf8').digest('base64url')}`
+  return `static:${createHmac('sha256', tagKey).update(value, 'utf8').digest('base64url')}`
 }
 
 /**

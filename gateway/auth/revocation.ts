@@ -1,13 +1,32 @@
+import type { Store } from '../store/port'
+
 /**
- * Revoked token ids (`jti`). `isRevoked` is synchronous: it reads a local cache, so verification
- * never waits on the store. A shared implementation (Redis) keeps that cache filled from the store and
- * writes through on `revoke`; an entry is needed only until the token it names expires.
+ * Revoked token ids (`jti`); an entry is needed only until the token it names expires. `isRevoked`
+ * may answer at once (memory) or after asking the fleet's store (Redis: the next request on every
+ * instance sees a revocation).
  */
 export interface RevocationStore {
   /** Revokes `jti` until `untilEpochMs` (the token's `exp`, in ms); a later call may only extend it. */
   revoke(jti: string, untilEpochMs: number): Promise<void>
-  /** True while `jti` is revoked, as far as this instance's cache knows. */
-  isRevoked(jti: string): boolean
+  /** True while `jti` is revoked. */
+  isRevoked(jti: string): boolean | Promise<boolean>
+}
+
+/** The revocation list kept in the gateway's store (gateway/store: memory, or Redis shared by the fleet). */
+export class StoreRevocations implements RevocationStore {
+  /** `nowMs`: epoch milliseconds (wall clock; tests pass their own). */
+  constructor(
+    private readonly store: Pick<Store, 'revokeToken' | 'isTokenRevoked'>,
+    private readonly nowMs: () => number = Date.now
+  ) {}
+
+  revoke(jti: string, untilEpochMs: number): Promise<void> {
+    return this.store.revokeToken(jti, untilEpochMs, this.nowMs())
+  }
+
+  isRevoked(jti: string): Promise<boolean> {
+    return this.store.isTokenRevoked(jti, this.nowMs())
+  }
 }
 
 /** The single-instance store: a map of jti → until, pruned as entries pass their time. */

@@ -41,8 +41,7 @@ export async function revokeEndpoint(
     if (c.jti === undefined) return { status: 400, json: { error: 'invalid_token', reason: 'no_jti' } }
     const until = c.exp * 1000 + skewMs
     if (until <= now) return { status: 200, json: { jti: c.jti, revoked: false, reason: 'expired' } }
-    await deps.revocations.revoke(c.jti, until)
-    return { status: 200, json: { jti: c.jti, revoked: true, untilEpochSeconds: Math.ceil(until / 1000) } }
+    return await record(deps.revocations, c.jti, until)
   }
   if (typeof jti !== 'string' || jti === '' || jti.length > 256) return invalid('jti must be a non-empty string')
   let until = now + deps.ttlSeconds * 1000 + skewMs
@@ -51,7 +50,23 @@ export async function revokeEndpoint(
     if (exp - now / 1000 > MAX_EXTERNAL_LIFE_SECONDS) return invalid('exp is too far in the future')
     until = Math.max(until, exp * 1000 + skewMs)
   }
-  await deps.revocations.revoke(jti, until)
+  return await record(deps.revocations, jti, until)
+}
+
+/** Store the revocation; a shared store (Redis) that did not take it is a 503: it holds on this instance only. */
+async function record(revocations: RevocationStore, jti: string, until: number): Promise<RevokeAnswer> {
+  try {
+    await revocations.revoke(jti, until)
+  } catch {
+    return {
+      status: 503,
+      json: {
+        error: 'temporarily_unavailable',
+        error_description: 'the shared store did not take the revocation: it holds on this instance only; retry',
+        jti
+      }
+    }
+  }
   return { status: 200, json: { jti, revoked: true, untilEpochSeconds: Math.ceil(until / 1000) } }
 }
 

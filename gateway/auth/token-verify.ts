@@ -138,7 +138,7 @@ export class TokenVerifier {
     if (now / 1000 >= c.exp + this.skewSeconds) return { ok: false, reason: 'expired' }
     if (checked.nbf !== undefined && now / 1000 + this.skewSeconds < checked.nbf)
       return { ok: false, reason: 'not_yet_valid' }
-    if (c.jti !== undefined && this.opts.revocations.isRevoked(c.jti)) return { ok: false, reason: 'revoked' }
+    if (c.jti !== undefined && (await this.opts.revocations.isRevoked(c.jti))) return { ok: false, reason: 'revoked' }
     if (!scopeAllows(c.scope, target.route, target.hook)) return { ok: false, reason: 'scope' }
     return { ok: true, claims: c }
   }

@@ -158,6 +158,26 @@ export interface ShutdownSettings {
   readonly deadlineSeconds: number
 }
 
+/** Abuse resistance of authentication (auth/guard.ts). */
+export interface AuthSettings {
+  /** A failed authentication (audio or text) is answered no sooner than this (ms); 0: at once. */
+  readonly failureDelayMs: number
+  /** Per client address: at most `failures` failed authentications in a window of `windowSeconds` (0: no budget). */
+  readonly failureBudget: { readonly failures: number; readonly windowSeconds: number }
+}
+
+/** Limits of the front door besides uws.maxPayloadBytes and text.maxBodyBytes (per instance). */
+export interface LimitSettings {
+  /** Largest request head (URL and headers) of the audio upgrade, text requests and the token endpoint, in bytes. */
+  readonly headerBytes: number
+  /** Largest audio init (open) message, in bytes. */
+  readonly initMessageBytes: number
+  /** Live audio legs per route on one instance (0: no limit). */
+  readonly legsPerRoute: number
+  /** Live audio legs per client (token subject or static credential) on one instance (0: no limit). */
+  readonly legsPerClient: number
+}
+
 export interface Config {
   /** Absolute path of the file this came from. */
   readonly file: string
@@ -186,6 +206,8 @@ export interface Config {
   readonly store: StoreSettings
   readonly log: { readonly level: string; readonly accessLog: 'info' | 'debug' | 'off' }
   readonly shutdown: ShutdownSettings
+  readonly auth: AuthSettings
+  readonly limits: LimitSettings
   readonly emulators: readonly EmulatorConfig[]
   readonly routes: Readonly<Record<string, RouteConfig>>
   /** Token auth: the token endpoint's keys and clients, external issuers (absent: no bearer tokens). */

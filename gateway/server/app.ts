@@ -1,5 +1,9 @@
 import * as uWS from 'uWebSockets.js'
 import { SessionRegistry } from '../audio/registry'
+import { AuthGuard } from '../auth/guard'
+import { useCallerKey } from '../auth/hook-auth'
+import { LegLimits } from '../auth/leg-limits'
+import { systemClock } from '../clock'
 import type { Config } from '../config/types'
 import { routePools } from '../route'
 import { redactAlso, type Logger } from '../telemetry/log'
@@ -88,7 +92,8 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
 
   // Token auth is built once, from the config the process started with (key files are read here); a
   // change to `tokens` takes effect at the next restart (reload says so in restartRequired).
-  const tokens = await startTokenAuth(config, opts.nowMs)
+  const tokens = await startTokenAuth(config, opts.nowMs, store)
+  useCallerKey(config.secrets)
   const genDeps = { store, metrics, log, verifier: tokens?.verifier }
   let gen = buildGeneration(config, genDeps, null)
   const sessions = new SessionRegistry()
@@ -103,7 +108,9 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     legs: new Set(),
     uwsNative: build.native,
     store,
-    sessions
+    sessions,
+    guard: new AuthGuard(() => state.config.auth, store, systemClock),
+    legLimits: new LegLimits(() => state.config.limits)
   }
   // Pools of routes a reload replaced or removed, while live legs still hold streams on them.
   const retired = new Set<UpstreamPool>()

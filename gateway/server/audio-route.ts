@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import * as uWS from 'uWebSockets.js'
-import { AudioLeg, type PlatformLeg } from '../audio/leg'
+import { AudioLeg, type LegDeps, type PlatformLeg } from '../audio/leg'
 import { systemClock } from '../clock'
 import { GatewayError } from '../errors'
 import { errorFrame } from '../audio/handshake'
@@ -8,6 +8,7 @@ import type { RouteRuntime } from '../route'
 import { scrubberFor } from '../telemetry/scrub'
 import { traceFrom } from '../telemetry/trace'
 import { closeAfterParse, upgradeProblem, type UpgradeRefusal } from './front-door'
+import { headerBytesOver } from './header-limit'
 import { sendProblem } from './http'
 import type { ServerState } from './state'
 
@@ -36,6 +37,19 @@ interface LegData {
   closed: boolean
   /** W3C trace context for the leg's vendor upgrades: the platform's continued, or a new trace. */
   traceparent: string
+}
+
+/** The leg's failure delay, failure budget (keyed by the platform's address) and limits (auth/guard.ts, auth/leg-limits.ts). */
+function abuseGuards(
+  state: ServerState,
+  ws: uWS.WebSocket<LegData>
+): Pick<LegDeps, 'guard' | 'legLimits' | 'clientAddress' | 'initMessageBytes'> {
+  return {
+    guard: state.guard,
+    legLimits: state.legLimits,
+    clientAddress: Buffer.from(ws.getRemoteAddressAsText()).toString('utf8'),
+    initMessageBytes: state.config.limits.initMessageBytes
+  }
 }
 
 /** WS /audio/{route}: upgrade (unknown route refused before it) → open → message → drain → close, all handed to audio/leg. */
@@ -69,6 +83,10 @@ export function mountAudio(app: uWS.TemplatedApp, state: ServerState): void {
         sendProblem(res, 'SHUTTING_DOWN')
         return
       }
+      if (headerBytesOver(req, state, 'audio')) {
+        sendProblem(res, 'HEADERS_TOO_LARGE', [], { connection: 'close' })
+        return
+      }
       res.upgrade<LegData>({ route, leg: null, closed: false, traceparent }, key, protocol, extensions, context)
     },
     open: ws => {
@@ -98,7 +116,8 @@ export function mountAudio(app: uWS.TemplatedApp, state: ServerState): void {
         clock: systemClock,
         legId,
         traceparent: data.traceparent,
-        platformHighWaterBytes: Math.floor(cfg.uws.maxBackpressureBytes / 2)
+        platformHighWaterBytes: Math.floor(cfg.uws.maxBackpressureBytes / 2),
+        ...abuseGuards(state, ws)
       })
       state.legs.add(data.leg)
       if (state.draining) {

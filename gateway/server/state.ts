@@ -1,4 +1,6 @@
 import type { AudioLeg } from '../audio/leg'
+import type { AuthGuard } from '../auth/guard'
+import type { LegLimits } from '../auth/leg-limits'
 import type { SessionRegistry } from '../audio/registry'
 import type { Store } from '../store/port'
 import type { Config } from '../config/types'
@@ -22,4 +24,8 @@ export interface ServerState {
   uwsNative: boolean
   store: Store
   sessions: SessionRegistry
+  /** Failure delay and per-address failure budget of both hooks (auth.*). */
+  guard: AuthGuard
+  /** Live legs per route and per client (limits.*). */
+  legLimits: LegLimits
 }

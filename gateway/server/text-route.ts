@@ -5,6 +5,7 @@ import { scrubberFor } from '../telemetry/scrub'
 import { requestIdFrom, traceFrom } from '../telemetry/trace'
 import type { TextHook, TextResult } from '../text/utterance'
 import { afterParse, closeAfterParse, countRefusal, DRAIN_BYTES, headerProblem, wantsClose } from './front-door'
+import { headerBytesOver } from './header-limit'
 import { problemBody, readBody, send } from './http'
 import type { ServerState } from './state'
 
@@ -59,7 +60,8 @@ export function mountText(app: TemplatedApp, state: ServerState, hook: Pick<Text
     const badHead = headerProblem(req, metrics)
     const close = badHead !== null || wantsClose(req)
     const routeName = route?.name ?? ''
-    const headers = { 'x-request-id': requestId }
+    const headers: Record<string, string> = { 'x-request-id': requestId }
+    const address = clientAddress(res)
     /** One access line per request, at the configured level. */
     const access = (status: number, upstream: string | undefined): void => {
       const accessLevel = state.config.log.accessLog
@@ -123,13 +125,20 @@ export function mountText(app: TemplatedApp, state: ServerState, hook: Pick<Text
     if (badHead !== null) return refuse('BAD_REQUEST', false, badHead)
     if (route === null || route === undefined || !hook.serves(route)) return refuse('ROUTE_NOT_FOUND')
     if (state.draining) return refuse('SHUTTING_DOWN')
+    if (headerBytesOver(req, state, 'text')) return refuse('HEADERS_TOO_LARGE', true)
     if (!JSON_TYPE.test(contentType)) return refuse('UNSUPPORTED_MEDIA_TYPE')
     const limit = state.config.text.maxBodyBytes
+    const retryAfter = state.guard.retryAfterSeconds(address)
+    if (retryAfter > 0) {
+      state.metrics.limitRefusals.inc({ limit: 'failure_budget', hook: 'text' })
+      headers['retry-after'] = String(retryAfter)
+      return refuse('TOO_MANY_FAILURES')
+    }
     if (declaredLength !== '' && Number(declaredLength) > limit) {
-      if (Number(declaredLength) > limit + DRAIN_BYTES) return refuse('MESSAGE_TOO_LARGE', true)
+      if (Number(declaredLength) > limit + DRAIN_BYTES) return refuseTooLarge(state, refuse)
       drained = true
       res.onData((_chunk, isLast) => {
-        if (isLast && !aborted) refuse('MESSAGE_TOO_LARGE', true)
+        if (isLast && !aborted) refuseTooLarge(state, refuse)
       })
       return
     }
@@ -148,14 +157,14 @@ export function mountText(app: TemplatedApp, state: ServerState, hook: Pick<Text
         }
         return
       }
-      if (body === null) return refuse('MESSAGE_TOO_LARGE', true)
+      if (body === null) return refuseTooLarge(state, refuse)
       if (!ready) {
         ready = true
         return afterParse(onBody, body)
       }
       hook
         .handle({ route, body, authorization, requestId, traceparent: trace.traceparent })
-        .then(answer, (err: unknown) => {
+        .then(delayAuthFailure(state, address, answer), (err: unknown) => {
           state.log.error(
             { event: 'text_bug', route: routeName, requestId, err },
             'unexpected error in the text pipeline'
@@ -189,4 +198,28 @@ export function mountText(app: TemplatedApp, state: ServerState, hook: Pick<Text
   // Registered before the catch-all; uWS prefers the method-specific handlers above.
   app.any('/text/:route', (res, req) => notAllowed(res, state.routes.get(req.getParameter(0) ?? ''), wantsClose(req)))
   app.any(DEFAULT_TEXT_PATH, (res, req) => notAllowed(res, state.defaultRoute, wantsClose(req)))
+}
+
+/** The platform's address as the socket shows it: the failure budget's key. */
+function clientAddress(res: HttpResponse): string {
+  return Buffer.from(res.getRemoteAddressAsText()).toString('utf8')
+}
+
+/** A body over text.maxBodyBytes: 413 with `connection: close`, counted as a limit refusal. */
+function refuseTooLarge(state: ServerState, refuse: (code: ErrorCode, tooLarge: boolean) => void): void {
+  state.metrics.limitRefusals.inc({ limit: 'body_size', hook: 'text' })
+  refuse('MESSAGE_TOO_LARGE', true)
+}
+
+/** `answer`, except that a refused credential is counted against the address's budget and answered after auth.failureDelayMs. */
+function delayAuthFailure(
+  state: ServerState,
+  address: string,
+  answer: (r: TextResult) => void
+): (r: TextResult) => void {
+  return result => {
+    const code = result.ok ? null : result.error.code
+    if (code === 'AUTH_MISSING' || code === 'AUTH_INVALID') state.guard.failed(address, () => answer(result))
+    else answer(result)
+  }
 }

@@ -1,6 +1,9 @@
 import type { HttpResponse, TemplatedApp } from 'uWebSockets.js'
 import { createTokenAuth, type TokenAuth } from '../auth/token-auth'
+import { StoreRevocations } from '../auth/revocation'
 import type { Config } from '../config/types'
+import type { Store } from '../store/port'
+import { headerBytesOver } from './header-limit'
 import { readBody, send, sendProblem } from './http'
 import type { ServerState } from './state'
 
@@ -12,10 +15,16 @@ const REVOKE_BODY_LIMIT = 16384
  * Token auth of a config snapshot, or undefined when the config has no `tokens` section. `nowMs`
  * (epoch milliseconds) is the clock of issuing, expiry and revocation; tests pass their own.
  */
-export async function startTokenAuth(config: Config, nowMs?: () => number): Promise<TokenAuth | undefined> {
+export async function startTokenAuth(
+  config: Config,
+  nowMs?: () => number,
+  store?: Pick<Store, 'revokeToken' | 'isTokenRevoked'>
+): Promise<TokenAuth | undefined> {
   if (config.tokens === undefined) return undefined
   const routes = Object.fromEntries(Object.values(config.routes).map(r => [r.name, r.auth.tokens]))
-  return await createTokenAuth(config.tokens, routes, { nowMs })
+  // The revocation list lives in the store: memory, or Redis shared by every instance of the fleet.
+  const revocations = store === undefined ? undefined : new StoreRevocations(store, nowMs)
+  return await createTokenAuth(config.tokens, routes, { nowMs, revocations })
 }
 
 /**
@@ -63,13 +72,24 @@ export function mountTokenEndpoint(app: TemplatedApp, state: ServerState, auth: 
     const headers: Record<string, string> = { 'content-type': req.getHeader('content-type') }
     const authorization = req.getHeader('authorization')
     if (authorization !== '') headers.authorization = authorization
+    if (headerBytesOver(req, state, 'token')) {
+      return sendProblem(res, 'HEADERS_TOO_LARGE', [], { connection: 'close' })
+    }
     if (Number(req.getHeader('content-length') || '0') > TOKEN_BODY_LIMIT) {
       return sendProblem(res, 'MESSAGE_TOO_LARGE', [], { connection: 'close' })
+    }
+    const address = Buffer.from(res.getRemoteAddressAsText()).toString('utf8')
+    const retryAfter = state.guard.retryAfterSeconds(address)
+    if (retryAfter > 0) {
+      state.metrics.limitRefusals.inc({ limit: 'failure_budget', hook: 'token' })
+      return sendProblem(res, 'TOO_MANY_FAILURES', [], { 'retry-after': String(retryAfter) })
     }
     withBody(res, state, TOKEN_BODY_LIMIT, 'token_endpoint_bug', async body => {
       const a = await auth.token({ headers, body })
       const error = typeof a.json.error === 'string' ? a.json.error : undefined
       if (error !== undefined) state.metrics.authFailures.inc({ hook: 'token', reason: error })
+      // A wrong client secret is a failed authentication: budgeted and delayed like the hooks'.
+      if (error === 'invalid_client') await new Promise<void>(resolve => state.guard.failed(address, resolve))
       state.log.info({ event: 'token_request', status: a.status, error }, error ? 'token refused' : 'token issued')
       return a
     })

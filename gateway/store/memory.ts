@@ -1,4 +1,5 @@
-import type { Affinity, HealthRecord, Store } from './port'
+import { LocalAuthState } from './local-auth'
+import type { Affinity, FailureWindow, HealthRecord, Store } from './port'
 
 /** Single-instance store: the process's own maps. */
 export class MemoryStore implements Store {
@@ -38,6 +39,19 @@ export class MemoryStore implements Store {
 
   deleteAffinity(key: string, legId: string): void {
     if (this.affinity.get(key)?.a.legId === legId) this.affinity.delete(key)
+  }
+
+  private readonly auth = new LocalAuthState()
+  async revokeToken(jti: string, untilEpochMs: number, nowMs: number): Promise<void> {
+    this.auth.revoke(jti, untilEpochMs, nowMs)
+  }
+
+  async isTokenRevoked(jti: string, nowMs: number): Promise<boolean> {
+    return this.auth.isRevoked(jti, nowMs)
+  }
+
+  async countFailure(key: string, windowMs: number, nowMs: number): Promise<FailureWindow> {
+    return this.auth.countFailure(key, windowMs, nowMs)
   }
 
   isLeader(): boolean {

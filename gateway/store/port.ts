@@ -35,6 +35,18 @@ export interface Affinity {
   legId: string
   /** Set when a drain handed the leg off (see ContinuedSession). */
   continued?: ContinuedSession
+  /**
+   * Who opened the leg (auth/hook-auth.ts `callerTag`: a token's issuer and subject, or a keyed hash of
+   * the static credential, never the credential): a leg of another caller may not take the session over.
+   */
+  caller?: string
+}
+
+/** One fixed window of failed authentications of one key (a client address): its count so far and when it ends. */
+export interface FailureWindow {
+  count: number
+  /** ms until the window ends and the count starts again from 0. */
+  resetInMs: number
 }
 
 export interface Store {
@@ -53,6 +65,19 @@ export interface Store {
   setAffinity: (key: string, affinity: Affinity, ttlSeconds: number) => void
   getAffinity: (key: string) => Promise<Affinity | null>
   deleteAffinity: (key: string, legId: string) => void
+  /**
+   * Revoke a token id until `untilEpochMs` (wall clock, the token's `exp`); a later call only extends it.
+   * `nowMs`: the caller's wall clock. Redis: shared with the fleet at once; rejects when Redis did not take it.
+   */
+  revokeToken: (jti: string, untilEpochMs: number, nowMs: number) => Promise<void>
+  /** True while `jti` is revoked. Redis: asks Redis (the fleet's list); when Redis is away, what this instance knows. */
+  isTokenRevoked: (jti: string, nowMs: number) => Promise<boolean>
+  /**
+   * Count one failed authentication of `key` in its fixed window of `windowMs` (the first failure opens
+   * it). `nowMs`: the caller's clock (memory uses it; Redis keeps the window with a key expiry).
+   * Redis away: counted locally.
+   */
+  countFailure: (key: string, windowMs: number, nowMs: number) => Promise<FailureWindow>
   /** True while this instance holds the prober lease (memory, or backend down: always true). */
   isLeader: () => boolean
   /** Called after each refresh of the cache (health may have changed). */

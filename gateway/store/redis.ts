@@ -1,7 +1,8 @@
 import type { ConnectionOptions } from 'node:tls'
 import Redis, { Cluster, type ClusterOptions, type RedisOptions } from 'ioredis'
 import type { Logger } from '../telemetry/log'
-import type { Affinity, HealthRecord, Store } from './port'
+import { LocalAuthState } from './local-auth'
+import type { Affinity, FailureWindow, HealthRecord, Store } from './port'
 
 /** What a failed store command was doing: the `op` label of `store_errors_total` (a closed set). */
 export type StoreOp =
@@ -11,6 +12,9 @@ export type StoreOp =
   | 'set_affinity'
   | 'get_affinity'
   | 'delete_affinity'
+  | 'revoke_token'
+  | 'read_revocation'
+  | 'count_failure'
   | 'close'
 
 export interface RedisStoreOptions {
@@ -54,6 +58,20 @@ local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end
 if not v then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end
 return 0`
+
+/** Set a revocation for ARGV[1] ms unless it is already held longer (a revocation only extends). */
+const REVOKE = `
+local left = redis.call('PTTL', KEYS[1])
+if left < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], '1', 'PX', ARGV[1]) end
+return 1`
+
+/** Count a failure in its fixed window (the first opens it for ARGV[1] ms): {count, ms left}. */
+const FAIL = `
+local n = redis.call('INCR', KEYS[1])
+if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+local left = redis.call('PTTL', KEYS[1])
+if left < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) left = tonumber(ARGV[1]) end
+return {n, left}`
 
 /** The first error of a MULTI's or pipeline's replies, if any. */
 function firstError(res: [Error | null, unknown][] | null): Error | null {
@@ -245,6 +263,48 @@ export class RedisStore implements Store {
         legId
       )
       .catch(err => this.failed('delete_affinity', err))
+  }
+
+  /** What this instance knows by itself: its own revocations and failures (all it has while Redis is away). */
+  private readonly auth = new LocalAuthState()
+
+  async revokeToken(jti: string, untilEpochMs: number, nowMs: number): Promise<void> {
+    this.auth.revoke(jti, untilEpochMs, nowMs)
+    const ms = Math.ceil(untilEpochMs - nowMs)
+    if (ms <= 0) return
+    if (!this.connected) throw new Error('Redis is not reachable: the revocation holds on this instance only')
+    try {
+      await this.redis.eval(REVOKE, 1, this.k(`revoked:${jti}`), String(ms))
+    } catch (err) {
+      this.failed('revoke_token', err)
+      throw new Error('Redis did not take the revocation: it holds on this instance only')
+    }
+  }
+
+  async isTokenRevoked(jti: string, nowMs: number): Promise<boolean> {
+    if (this.auth.isRevoked(jti, nowMs)) return true
+    if (!this.connected) return false
+    try {
+      return (await this.redis.exists(this.k(`revoked:${jti}`))) === 1
+    } catch (err) {
+      this.failed('read_revocation', err)
+      return false
+    }
+  }
+
+  async countFailure(key: string, windowMs: number, nowMs: number): Promise<FailureWindow> {
+    const local = this.auth.countFailure(key, windowMs, nowMs)
+    if (!this.connected) return local
+    try {
+      const [count, left] = (await this.redis.eval(FAIL, 1, this.k(`authfail:${key}`), String(windowMs))) as [
+        number,
+        number
+      ]
+      return { count: Math.max(count, local.count), resetInMs: Math.max(0, left) }
+    } catch (err) {
+      this.failed('count_failure', err)
+      return local
+    }
   }
 
   /** Leader while holding the lease; with Redis away or failing, every instance probes for itself. */

@@ -191,8 +191,15 @@ export const CATALOGUE = {
     type: 'counter',
     help:
       'Failed shared-store (Redis) commands and connection attempts, by op (connect, sync, write_health, ' +
-      'set_affinity, get_affinity, delete_affinity, close).',
+      'set_affinity, get_affinity, delete_affinity, revoke_token, read_revocation, count_failure, close).',
     labels: ['op']
+  },
+  limit_refusals_total: {
+    type: 'counter',
+    help:
+      'Requests and legs refused by a limit, by limit (failure_budget, header_size, init_size, frame_size, body_size, ' +
+      'legs_per_route, legs_per_client) and hook (audio, text, token).',
+    labels: ['limit', 'hook']
   }
 } as const
 

@@ -75,6 +75,7 @@ export class Metrics {
   readonly healthChecks: Counter
   readonly storeUp: Gauge
   readonly storeErrors: Counter
+  readonly limitRefusals: Counter
   readonly upstreamRetries: Counter
   readonly teeSessions: Counter
   readonly teeMessages: Counter
@@ -194,6 +195,7 @@ export class Metrics {
         }
       }
     })
+    this.limitRefusals = counter('limit_refusals_total')
 
     // Published at scrape time from the plain per-leg integers: nothing per frame touches prom-client.
     new Gauge({

@@ -56,7 +56,10 @@ export async function startGateway(
     listen: { host: '127.0.0.1', port: 0 },
     admin: { host: '127.0.0.1', port: 0 },
     health: { active: { kind: 'none' } },
-    audio: { reattachGraceSeconds: 0 }
+    audio: { reattachGraceSeconds: 0 },
+    // Refusals at once and no per-address budget, so suites that refuse credentials stay fast and
+    // independent; the abuse tests (auth-abuse.test.ts) set their own.
+    auth: { failureDelayMs: 0, failureBudget: { failures: 0 } }
   }
   writeFileSync(configFile, stringify(merge(base, config)))
   const cfg = loadConfig(configFile, { AUDIO_TOKEN, TEXT_TOKEN, ...env })
@@ -126,9 +129,18 @@ export interface PlatformLegClient {
   send: (data: Buffer | string) => void
 }
 
-/** Open an audio hook leg as the platform: connect, send the init message (text) at once. */
-export function platformLeg(t: T, url: string, init: unknown, opts: { raw?: boolean } = {}): PlatformLegClient {
-  const ws = new WebSocket(url, { perMessageDeflate: false, rejectUnauthorized: false })
+/** Open an audio hook leg as the platform: connect (from `localAddress` when given), send the init message (text) at once. */
+export function platformLeg(
+  t: T,
+  url: string,
+  init: unknown,
+  opts: { raw?: boolean; localAddress?: string } = {}
+): PlatformLegClient {
+  const ws = new WebSocket(url, {
+    perMessageDeflate: false,
+    rejectUnauthorized: false,
+    ...(opts.localAddress !== undefined ? { localAddress: opts.localAddress } : {})
+  })
   const messages: Record<string, unknown>[] = []
   let resolveAnswer!: (v: Record<string, unknown>) => void
   const answer = new Promise<Record<string, unknown>>(resolve => {

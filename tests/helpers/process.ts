@@ -50,6 +50,8 @@ export async function spawnGateway(
       log: { level: 'info' },
       // Tests that stop it at teardown do not wait out the production drain delays.
       shutdown: { drainDelaySeconds: 0, legDrainSeconds: 0 },
+      // As startGateway's base: refusals at once, no per-address failure budget.
+      auth: { failureDelayMs: 0, failureBudget: { failures: 0 } },
       ...config
     })
   )

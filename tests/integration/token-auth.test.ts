@@ -33,7 +33,8 @@ function testClock(): { nowMs: () => number; advance: (seconds: number) => void 
 
 async function gateway(
   tt: T,
-  clock = testClock()
+  clock = testClock(),
+  extra: Record<string, unknown> = {}
 ): Promise<{ gw: TestGateway; clock: ReturnType<typeof testClock>; echo: VendorEmulator }> {
   const vendor = await startVendor(tt, { kind: 'json-events', resultEveryFrames: 0 })
   const echo = await startVendor(tt, { kind: 'passthrough', echo: true })
@@ -63,7 +64,8 @@ async function gateway(
         ...route('other', false),
         ...route('mixed', true),
         pt: { ...routeTo([echo], 'mappings/passthrough.yaml'), auth: { tokens: true } }
-      }
+      },
+      ...extra
     },
     ENV,
     { nowMs: clock.nowMs }
@@ -197,7 +199,7 @@ t.test('re-attach is bound to the caller that opened the session', async t => {
   const first = await audio(t, gw, 'demo', `Bearer ${a1}`, 800001)
   t.equal(first.answer.command, 'CONNECTED')
   const thief = await audio(t, gw, 'demo', `Bearer ${b}`, 800001)
-  t.match(thief.answer, { command: 'ERROR', messageType: 'AUTH_INVALID' }, 'another client is refused')
+  t.match(thief.answer, { command: 'ERROR', messageType: 'CALLER_MISMATCH' }, 'another client is refused')
   t.equal((await thief.leg.closed).code, 1008)
   await roundTrip(first.leg.ws)
   t.equal(first.leg.ws.readyState, first.leg.ws.OPEN, 'the live leg is untouched')
@@ -211,7 +213,7 @@ t.test('re-attach is bound to the caller that opened the session', async t => {
   const s1 = await audio(t, gw, 'mixed', AUDIO_TOKEN, 800002)
   t.equal(s1.answer.command, 'CONNECTED')
   const s2 = await audio(t, gw, 'mixed', AUDIO_TOKEN_2, 800002)
-  t.match(s2.answer, { messageType: 'AUTH_INVALID' }, 'another static credential of the route is refused')
+  t.match(s2.answer, { messageType: 'CALLER_MISMATCH' }, 'another static credential of the route is refused')
   const s3 = await audio(t, gw, 'mixed', `Bearer ${AUDIO_TOKEN}`, 800002)
   t.equal(s3.answer.command, 'CONNECTED', 'the same static credential takes over')
   t.match(await failures(gw), 'assist_gateway_auth_failures_total{hook="audio",reason="caller_mismatch"} 2')
@@ -237,20 +239,33 @@ t.test('a route that takes tokens never forwards the platform token to its vendo
 })
 
 t.test('no configured secret, client secret or issued token in any log line or answer', async t => {
-  const { gw, clock } = await gateway(t)
+  // With a failure budget of 3 and limits, so the budget's 429s and the limits' refusals are searched too.
+  const { gw, clock } = await gateway(t, testClock(), {
+    auth: { failureBudget: { failures: 3, windowSeconds: 60 } },
+    limits: { legsPerClient: 1, initMessageBytes: 1024 }
+  })
   const token = await tokenOf(gw, 'platform-a', CLIENT_A)
   const basic = Buffer.from(`platform-a:${CLIENT_A}`).toString('base64')
   await issue(gw, 'platform-a', 'wrong-secret-0123456789')
   await audio(t, gw, 'demo', `Bearer ${token}`)
+  t.match((await audio(t, gw, 'demo', `Bearer ${token}`)).answer, { messageType: 'LEG_LIMIT' }, 'limits.legsPerClient')
+  const huge = platformLeg(t, gw.url('/audio/demo'), {
+    ...initMessage({ token, contactId: 799999, busNo: 4594, perspective: 'TX' }),
+    pad: 'x'.repeat(2000)
+  })
+  const hugeAnswer = JSON.stringify(await huge.answer)
+  answers.push(hugeAnswer)
+  t.match(hugeAnswer, 'MESSAGE_TOO_LARGE', 'limits.initMessageBytes')
   await audio(t, gw, 'demo', `Bearer ${token}x`)
   await text(gw, 'demo', `Bearer ${token}`)
   await text(gw, 'mixed', TEXT_TOKEN)
   await text(gw, 'mixed', `Bearer ${TEXT_TOKEN}x`)
   const r = await fetch(gw.adminUrl('/admin/tokens/revoke'), { method: 'POST', body: JSON.stringify({ token }) })
   answers.push(await r.text())
-  await text(gw, 'demo', `Bearer ${token}`)
+  t.equal(await text(gw, 'demo', `Bearer ${token}`), 429, 'the budget is spent: 429')
+  t.equal((await issue(gw, 'platform-a', CLIENT_A)).status, 429, 'the token endpoint too')
   clock.advance(TTL + 31)
-  await audio(t, gw, 'demo', token)
+  t.match((await audio(t, gw, 'demo', token)).answer, { messageType: 'TOO_MANY_FAILURES' }, 'and the audio hook')
   const secrets = [TOKEN_KEY, CLIENT_A, CLIENT_B, CLIENT_C, AUDIO_TOKEN, AUDIO_TOKEN_2, TEXT_TOKEN, token, basic]
   const signature = token.split('.')[2]!
   t.ok(gw.logs.lines.length > 10, 'log lines were captured')

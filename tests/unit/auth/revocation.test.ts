@@ -1,7 +1,8 @@
 import t from 'tap'
 import { decodeJwt } from 'jose'
 import { FakeClock } from '../../helpers/fake-clock'
-import { MemoryRevocationStore } from '../../../gateway/auth/revocation'
+import { MemoryRevocationStore, StoreRevocations } from '../../../gateway/auth/revocation'
+import { MemoryStore } from '../../../gateway/store/memory'
 import { revokeEndpoint } from '../../../gateway/auth/revoke-endpoint'
 import { TokenIssuer } from '../../../gateway/auth/token-issuer'
 import { CLIENT_A, KEY1, START_MS, assertNoSecrets, world, type World } from './fixtures/setup'
@@ -92,4 +93,39 @@ t.test('the revoke endpoint refuses bad requests and never echoes a token', asyn
     [...answers, late].map(a => JSON.stringify(a)),
     [good, stranger.accessToken, KEY1, CLIENT_A]
   )
+})
+
+t.test('a shared store that does not take a revocation is a 503 (it holds on this instance only)', async t => {
+  const w = await world()
+  const token = await w.token()
+  const local = new MemoryStore('i')
+  let redisUp = false
+  const store = new StoreRevocations(
+    {
+      revokeToken: async (jti, until, now) => {
+        await local.revokeToken(jti, until, now)
+        if (!redisUp) throw new Error('Redis is not reachable')
+      },
+      isTokenRevoked: (jti, now) => local.isTokenRevoked(jti, now)
+    },
+    w.clock.now
+  )
+  const down = await revokeEndpoint(JSON.stringify({ token }), {
+    verifier: w.verifier,
+    revocations: store,
+    ttlSeconds: 300,
+    nowMs: w.clock.now
+  })
+  t.equal(down.status, 503)
+  t.match(down.json, { error: 'temporarily_unavailable', jti: decodeJwt(token).jti })
+  t.ok(await store.isRevoked(decodeJwt(token).jti as string), 'this instance holds it meanwhile')
+  t.notOk(JSON.stringify(down.json).includes(token), 'never the token')
+  redisUp = true
+  const up = await revokeEndpoint(JSON.stringify({ token }), {
+    verifier: w.verifier,
+    revocations: store,
+    ttlSeconds: 300,
+    nowMs: w.clock.now
+  })
+  t.equal(up.status, 200, 'a retry once the store is back')
 })
