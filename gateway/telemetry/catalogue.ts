@@ -145,6 +145,21 @@ export const CATALOGUE = {
       'Failed shared-store (Redis) commands and connection attempts, by op (connect, sync, write_health, ' +
       'set_affinity, get_affinity, delete_affinity, close).',
     labels: ['op']
+  },
+  workers: {
+    type: 'gauge',
+    help: 'Worker processes serving the public port (serve --workers N; 1: a single process).',
+    labels: []
+  },
+  worker_restarts_total: {
+    type: 'counter',
+    help: 'Worker processes restarted after they exited unexpectedly (a crash or a kill), by worker index.',
+    labels: ['worker']
+  },
+  worker_legs_active: {
+    type: 'gauge',
+    help: 'Audio legs past the upgrade on each worker process, by worker index (their sum is audio_sessions_active).',
+    labels: ['worker']
   }
 } as const
 
