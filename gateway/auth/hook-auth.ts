@@ -11,8 +11,13 @@ export function failureLabel(reason: AuthReason | 'caller_mismatch'): string {
   return reason === 'not_accepted' ? 'invalid' : reason
 }
 
-/** Process-local key of the caller tags: a tag means nothing outside this process and never leaves it. */
-const TAG_KEY = randomBytes(32)
+/**
+ * Process-local key of the caller tags: a tag means nothing outside this process and never leaves it
+ * (the worker processes of one `serve --workers N` share their main process's key, from the environment).
+ */
+const TAG_KEY = /^[0-9a-f]{64}$/.test(process.env.ASSIST_GATEWAY_TAG_KEY ?? '')
+  ? Buffer.from(process.env.ASSIST_GATEWAY_TAG_KEY!, 'hex')
+  : randomBytes(32)
 
 /**
  * Who opened a leg, as re-attach binding compares it (issue 11 item 3): a token's issuer and subject

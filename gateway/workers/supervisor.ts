@@ -1,4 +1,5 @@
 import { fork, type ChildProcess } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
 import { createServer } from 'node:net'
 import { AggregatorRegistry } from 'prom-client'
 import type { Config } from '../config/types'
@@ -84,6 +85,7 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
   const store = new MemoryStore(opts.instanceId)
   await store.start()
   const directory = new Map<string, { worker: number; caller: string }>()
+  const tagKey = randomBytes(32).toString('hex')
   const port = config.listen.port !== 0 ? config.listen.port : await freePort(config.listen.host)
   const slots: Slot[] = Array.from({ length: opts.workers }, (_, index) => ({
     index,
@@ -173,7 +175,9 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
         ...process.env,
         [WORKER_ENV]: String(slot.index),
         [WORKER_PORT_ENV]: String(port),
-        [WORKER_INSTANCE_ENV]: opts.instanceId
+        [WORKER_INSTANCE_ENV]: opts.instanceId,
+        // One key of the re-attach caller tags for the whole group (auth/hook-auth.ts), so a worker can check another's.
+        ASSIST_GATEWAY_TAG_KEY: tagKey
       },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc']
     })
