@@ -124,4 +124,19 @@ t.test('serve --workers 2: one port, one admin port, sessions across workers, a 
     leg.ws.close(1000)
     await leg.closed
   })
+
+  await t.test('reload and drain act on every worker', async t => {
+    const r = await fetch(gw.adminUrl('/admin/reload'), { method: 'POST' })
+    const report = (await r.json()) as { ok: boolean; workers: { worker: number }[] }
+    t.equal(r.status, 200)
+    t.same(
+      report.workers.map(w => w.worker),
+      [0, 1],
+      'both workers reloaded'
+    )
+    const pids = (await workers(gw)).map(w => w.pid)
+    process.kill(gw.pid, 'SIGTERM')
+    t.equal(await gw.exited, 0, 'SIGTERM: every worker drains, then the main process exits 0')
+    for (const pid of pids) t.throws(() => process.kill(pid, 0), 'no worker process is left')
+  })
 })
