@@ -4,6 +4,7 @@ import { WebSocket } from 'ws'
 import { initMessage } from '../../gateway/tools/simulate'
 import { uniqueFrame } from '../helpers/audio'
 import { AUDIO_TOKEN, platformLeg, routeTo, startVendor, until, type PlatformLegClient } from '../helpers/gateway'
+import { runCli } from '../helpers/cli'
 import { spawnGateway, type GatewayProcess } from '../helpers/process'
 
 // One gateway process with `serve --workers 2` (the built CLI), one json-events emulator in this process.
@@ -139,4 +140,13 @@ t.test('serve --workers 2: one port, one admin port, sessions across workers, a 
     t.equal(await gw.exited, 0, 'SIGTERM: every worker drains, then the main process exits 0')
     for (const pid of pids) t.throws(() => process.kill(pid, 0), 'no worker process is left')
   })
+})
+
+t.test('--workers and GATEWAY_WORKERS take a whole number from 1', async t => {
+  const bad = await runCli(['serve', '--workers', '0'])
+  t.equal(bad.code, 2)
+  t.match(bad.stderr, /--workers must be a whole number 1-256, not "0"[\s\S]*usage: assist-gateway serve /)
+  const env = await runCli(['serve'], { GATEWAY_WORKERS: 'many' })
+  t.equal(env.code, 2)
+  t.match(env.stderr, 'GATEWAY_WORKERS must be a whole number 1-256, not "many"')
 })
