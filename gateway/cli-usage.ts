@@ -1,14 +1,16 @@
 /** The command line's words: usages, help, usage errors and option parsing shared by every command. */
 
 const ENVIRONMENT =
-  'Environment: GATEWAY_CONFIG, PORT, ADMIN_PORT, REDIS_URL, LOG_LEVEL (and the ${VAR}s the config names).'
+  'Environment: GATEWAY_CONFIG, GATEWAY_WORKERS, PORT, ADMIN_PORT, REDIS_URL, LOG_LEVEL (and the ${VAR}s the config names).'
 const EXIT_CODES = 'Exit status: 0 ok, 1 runtime failure, 2 usage or config error.'
 
 /** Each command's usage, printed by `<command> --help` (stdout, exit 0) and after a usage error (stderr, exit 2). */
 export const USAGES = {
-  serve: `usage: assist-gateway serve [--config FILE]
+  serve: `usage: assist-gateway serve [--config FILE] [--workers N]
   Run the gateway. The config (default $GATEWAY_CONFIG, else ops/gateway.yaml) is first validated as
-  \`check\` does: exit 2 on any problem, 1 when serving fails, 0 after SIGTERM or SIGINT.`,
+  \`check\` does: exit 2 on any problem, 1 when serving fails, 0 after SIGTERM or SIGINT.
+  --workers N: worker processes sharing the public port (default $GATEWAY_WORKERS, else one per core);
+  1 serves in this one process.`,
   check: `usage: assist-gateway check [--config FILE]
   Validate the config, every mapping it names (compiled and dry-run on the interface's example messages)
   and the TLS certificate, key and passphrase; print each problem as file: /pointer: message.

@@ -14,9 +14,15 @@ import { MemoryStore } from './store/memory'
 import type { Store } from './store/port'
 import { RedisStore } from './store/redis'
 import { randomUUID } from 'node:crypto'
-import { hostname } from 'node:os'
+import { availableParallelism, hostname } from 'node:os'
 import { startVendorEmulator, type VendorEmulator } from './tools/vendor-emulator'
 import { cmdSimulate, cmdVendor } from './cli-tools'
+import type { SessionRegistry } from './audio/registry'
+import { WorkerStore } from './store/worker-store'
+import { runAsWorker } from './workers/child'
+import { WORKER_ENV, WORKER_INSTANCE_ENV, WORKER_PORT_ENV, processChannel } from './workers/protocol'
+import { WorkerRegistry } from './workers/remote-session'
+import { startSupervisor } from './workers/supervisor'
 import {
   HELP,
   USAGE,
@@ -24,6 +30,7 @@ import {
   UsageError,
   endQuietlyWhenStdoutCloses,
   help,
+  integer,
   parseArgsCommand,
   type Command
 } from './cli-usage'
@@ -47,8 +54,12 @@ export interface Running {
 }
 
 /** In-memory without `redis`, else the Redis store (URL, Sentinel or Cluster from config). */
-export function createStore(config: Config, log: Logger, metrics: Metrics): Store {
-  const instanceId = `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`
+function newInstanceId(): string {
+  return `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`
+}
+
+export function createStore(config: Config, log: Logger, metrics: Metrics, id?: string): Store {
+  const instanceId = id ?? newInstanceId()
   const s = config.store
   if (config.redis === null && s.sentinels === undefined && s.clusterNodes === undefined)
     return new MemoryStore(instanceId)
@@ -96,19 +107,20 @@ export function createStore(config: Config, log: Logger, metrics: Metrics): Stor
 
 export async function serve(
   config: Config,
-  opts: { log?: Logger; revalidate?: Revalidate; nowMs?: () => number } = {}
+  opts: {
+    log?: Logger
+    revalidate?: Revalidate
+    nowMs?: () => number
+    /** A worker of `serve --workers N`: its store and session registry (the main process runs the emulators). */
+    worker?: { store: (metrics: Metrics) => Store; sessions: SessionRegistry }
+  } = {}
 ): Promise<Running> {
   const log = opts.log ?? createLogger({ level: config.log.level, secrets: config.secrets })
   for (const w of config.warnings) log.warn({ event: 'config_warning' }, w)
-  const emulators: VendorEmulator[] = []
-  for (const e of config.emulators) {
-    emulators.push(
-      await startVendorEmulator({ kind: e.kind, port: e.port, host: e.host, resultEveryFrames: e.resultEveryFrames })
-    )
-    log.info({ event: 'emulator_started', kind: e.kind, port: e.port }, `bundled ${e.kind} vendor emulator listening`)
-  }
+  const emulators = opts.worker === undefined ? await startEmulators(config, log) : []
   const metrics = new Metrics()
-  const store = createStore(config, log, metrics)
+  if (opts.worker === undefined) metrics.workers.set(1)
+  const store = opts.worker?.store(metrics) ?? createStore(config, log, metrics)
   let server: RunningServer
   try {
     await store.start()
@@ -119,7 +131,8 @@ export async function serve(
       store,
       version: version(),
       revalidate: opts.revalidate,
-      nowMs: opts.nowMs
+      nowMs: opts.nowMs,
+      sessions: opts.worker?.sessions
     })
   } catch (err) {
     await store.close()
@@ -140,13 +153,40 @@ export async function serve(
   }
 }
 
+async function startEmulators(config: Config, log: Logger): Promise<VendorEmulator[]> {
+  const emulators: VendorEmulator[] = []
+  for (const e of config.emulators) {
+    emulators.push(
+      await startVendorEmulator({ kind: e.kind, port: e.port, host: e.host, resultEveryFrames: e.resultEveryFrames })
+    )
+    log.info({ event: 'emulator_started', kind: e.kind, port: e.port }, `bundled ${e.kind} vendor emulator listening`)
+  }
+  return emulators
+}
+
+/** `--workers N`, else $GATEWAY_WORKERS, else the cores available. */
+function workerCount(given: string | undefined): number {
+  const usage = (m: string): UsageError => new UsageError(m, 'serve')
+  if (given !== undefined) return integer(given, '--workers', 1, usage, 256)
+  const env = process.env.GATEWAY_WORKERS ?? ''
+  if (env !== '') return integer(env, 'GATEWAY_WORKERS', 1, usage, 256)
+  return availableParallelism()
+}
+
 async function cmdServe(argv: string[]): Promise<number> {
-  const { values } = parseArgs({ args: argv, options: { config: { type: 'string' }, ...HELP } })
+  const { values } = parseArgs({
+    args: argv,
+    options: { config: { type: 'string' }, workers: { type: 'string' }, ...HELP }
+  })
   if (values.help) return help('serve')
+  const workers = workerCount(values.workers)
   // The same validation as `check`: a config `check` rejects never serves.
   const checked = await validateAll(configPath(values.config), process.env)
   if (!checked.ok) throw new ConfigError(checked.problems)
   const file = configPath(values.config)
+  if (process.env[WORKER_ENV] !== undefined && process.send !== undefined)
+    return await serveAsWorker(checked.config, file)
+  if (workers > 1) return await serveWorkers(checked.config, file, workers)
   const running = await serve(checked.config, { revalidate: async () => await validateAll(file, process.env) })
   // The store, emulators and logger close once the server is done (drained, cut at the deadline, or stopped).
   const exit = (): void => {
@@ -166,6 +206,91 @@ async function cmdServe(argv: string[]): Promise<number> {
     },
     stopNow: signal => running.server.stopNow(`second signal (${signal})`)
   })
+  return -1
+}
+
+/** The main process of `serve --workers N`: forks the workers, serves the admin listener, fans signals out. */
+async function serveWorkers(config: Config, file: string, workers: number): Promise<number> {
+  const log = createLogger({ level: config.log.level, secrets: config.secrets })
+  for (const w of config.warnings) log.warn({ event: 'config_warning' }, w)
+  const emulators = await startEmulators(config, log)
+  let supervisor: Awaited<ReturnType<typeof startSupervisor>>
+  try {
+    supervisor = await startSupervisor({
+      config,
+      workerArgs: [process.argv[1], 'serve', '--config', file],
+      workers,
+      log,
+      instanceId: newInstanceId()
+    })
+  } catch (err) {
+    await Promise.all(emulators.map(async e => await e.close()))
+    throw err
+  }
+  const exit = (): void => {
+    Promise.all(emulators.map(async e => await e.close()))
+      .then(
+        () => log.flush(),
+        () => {}
+      )
+      .finally(() => setTimeout(() => process.exit(0), 100).unref())
+  }
+  installSignals({
+    log,
+    reload: async trigger => await supervisor.reload(trigger),
+    drain: signal => {
+      supervisor.drain(signal).then(exit, exit)
+    },
+    stopNow: signal => supervisor.stopNow(`second signal (${signal})`)
+  })
+  return -1
+}
+
+/**
+ * One worker process of `serve --workers N`: the whole gateway on the port the main process chose, its
+ * admin listener internal (127.0.0.1, an ephemeral port the main process forwards to), its store the
+ * main process's memory (or Redis, as any instance), its sessions findable by the other workers.
+ */
+async function serveAsWorker(config: Config, file: string): Promise<number> {
+  const index = Number(process.env[WORKER_ENV])
+  const port = Number(process.env[WORKER_PORT_ENV])
+  const internal = (c: Config): Config => ({
+    ...c,
+    listen: { ...c.listen, port },
+    admin: { host: '127.0.0.1', port: 0 },
+    emulators: []
+  })
+  const channel = processChannel()
+  const log = createLogger({ level: config.log.level, secrets: config.secrets })
+  log.setBindings({ worker: index })
+  const sessions = new WorkerRegistry(index, channel.send, log)
+  const id = `${process.env[WORKER_INSTANCE_ENV] ?? newInstanceId()}/w${index}`
+  let shared: WorkerStore | null = null
+  let running: Running
+  try {
+    running = await serve(internal(config), {
+      log,
+      revalidate: async () => {
+        const r = await validateAll(file, process.env)
+        return r.ok ? { ok: true, config: internal(r.config) } : r
+      },
+      worker: {
+        sessions,
+        store: metrics => {
+          const c = internal(config)
+          if (c.redis !== null || c.store.sentinels !== undefined || c.store.clusterNodes !== undefined)
+            return createStore(c, log, metrics, id)
+          shared = new WorkerStore(id, channel)
+          return shared
+        }
+      }
+    })
+  } catch (err) {
+    channel.send({ t: 'failed', message: (err as Error).message })
+    throw err
+  }
+  const store = shared ?? new WorkerStore(id, { send: () => {} })
+  runAsWorker(running, { store, sessions, channel })
   return -1
 }
 

@@ -11,8 +11,13 @@ export function failureLabel(reason: AuthReason | 'caller_mismatch'): string {
   return reason === 'not_accepted' ? 'invalid' : reason
 }
 
-/** Key of the caller tags: process-local until `useCallerKey` derives the fleet's one from the config. */
-let tagKey: Buffer = randomBytes(32)
+/**
+ * Key of the caller tags: process-local (the worker processes of one `serve --workers N` share their main
+ * process's key, from the environment) until `useCallerKey` derives the fleet's one from the config.
+ */
+let tagKey: Buffer = /^[0-9a-f]{64}$/.test(process.env.ASSIST_GATEWAY_TAG_KEY ?? '')
+  ? Buffer.from(process.env.ASSIST_GATEWAY_TAG_KEY!, 'hex')
+  : randomBytes(32)
 
 /**
  * Derive the caller-tag key from the config's secrets (every credential, token key and client secret),

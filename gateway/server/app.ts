@@ -64,6 +64,8 @@ export interface ServerOptions {
   revalidate?: Revalidate
   /** Wall clock (epoch ms) of token issuing, expiry and revocation; default Date.now (tests pass their own). */
   nowMs?: () => number
+  /** The vendor sessions' registry; `serve --workers N` passes one that reaches the other workers. */
+  sessions?: SessionRegistry
 }
 
 const noRevalidate: Revalidate = async () => ({
@@ -96,7 +98,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   useCallerKey(config.secrets)
   const genDeps = { store, metrics, log, verifier: tokens?.verifier }
   let gen = buildGeneration(config, genDeps, null)
-  const sessions = new SessionRegistry()
+  const sessions = opts.sessions ?? new SessionRegistry()
   const state: ServerState = {
     config,
     routes: gen.routes,

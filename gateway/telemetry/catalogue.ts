@@ -200,6 +200,21 @@ export const CATALOGUE = {
       'Requests and legs refused by a limit, by limit (failure_budget, header_size, init_size, frame_size, body_size, ' +
       'legs_per_route, legs_per_client) and hook (audio, text, token).',
     labels: ['limit', 'hook']
+  },
+  workers: {
+    type: 'gauge',
+    help: 'Worker processes serving the public port (serve --workers N; 1: a single process).',
+    labels: []
+  },
+  worker_restarts_total: {
+    type: 'counter',
+    help: 'Worker processes restarted after they exited unexpectedly (a crash or a kill), by worker index.',
+    labels: ['worker']
+  },
+  worker_legs_active: {
+    type: 'gauge',
+    help: 'Audio legs past the upgrade on each worker process, by worker index (their sum is audio_sessions_active).',
+    labels: ['worker']
   }
 } as const
 

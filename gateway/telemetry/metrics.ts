@@ -80,6 +80,9 @@ export class Metrics {
   readonly teeSessions: Counter
   readonly teeMessages: Counter
   readonly textTeeDeliveries: Counter
+  readonly workers: Gauge
+  readonly workerRestarts: Counter
+  readonly workerLegsActive: Gauge
   /** Set by the server: every replica's health, read at scrape time. */
   replicaHealth: () => { route: string; upstream: string; healthy: boolean }[] = () => []
   storeIsUp: () => boolean = () => true
@@ -196,6 +199,14 @@ export class Metrics {
       }
     })
     this.limitRefusals = counter('limit_refusals_total')
+    this.workers = new Gauge({ name: name('workers'), help: help('workers'), registers: r })
+    this.workerRestarts = counter('worker_restarts_total')
+    this.workerLegsActive = new Gauge({
+      name: name('worker_legs_active'),
+      help: help('worker_legs_active'),
+      labelNames: labels('worker_legs_active'),
+      registers: r
+    })
 
     // Published at scrape time from the plain per-leg integers: nothing per frame touches prom-client.
     new Gauge({

@@ -112,6 +112,8 @@ export async function startGateway(
     BENCH_TOKEN: token,
     BENCH_VENDOR_KEY: `vendor-${token}`,
     BENCH_PARENT_PID: String(process.pid),
+    // One gateway process unless asked (GATEWAY_WORKERS=N npm run bench): the CPU figures read its pid.
+    GATEWAY_WORKERS: process.env.GATEWAY_WORKERS || '1',
     BENCH_TMPDIR: dir
   }
   // These would override the config file.

@@ -9,7 +9,9 @@ import { rmSync } from 'node:fs'
 
 const parent = Number(process.env.BENCH_PARENT_PID)
 const tmp = process.env.BENCH_TMPDIR
-if (Number.isInteger(parent) && parent > 1) {
+// A worker of `serve --workers N` is the gateway's child, not the bench's: its main process is guarded,
+// and a worker stops by itself when its main process goes.
+if (Number.isInteger(parent) && parent > 1 && process.env.ASSIST_GATEWAY_WORKER === undefined) {
   const timer = setInterval(() => {
     if (process.ppid === parent) return
     clearInterval(timer)

@@ -58,7 +58,12 @@ interface Child {
 }
 
 function spawnCli(args: string[], env: NodeJS.ProcessEnv = {}, nodeArgs: string[] = []): Child {
-  const clean: NodeJS.ProcessEnv = { ...process.env, ...env, BENCH_PARENT_PID: String(process.pid) }
+  const clean: NodeJS.ProcessEnv = {
+    GATEWAY_WORKERS: '1', // one gateway process unless asked (GATEWAY_WORKERS=N npm run bench): CPU figures read its pid
+    ...process.env,
+    ...env,
+    BENCH_PARENT_PID: String(process.pid)
+  }
   for (const k of ['PORT', 'ADMIN_PORT', 'LOG_LEVEL', 'REDIS_URL', 'GATEWAY_CONFIG', 'NODE_OPTIONS']) delete clean[k]
   const tail = new Tail()
   const child = track(

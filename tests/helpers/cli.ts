@@ -44,7 +44,9 @@ export function builtCli(): string {
 
 /** Start the built CLI with these arguments (stdout and stderr piped unless `opts` says otherwise). */
 export function spawnCli(args: string[], opts: SpawnOptions = {}): ChildProcess {
-  return spawn(process.execPath, [builtCli(), ...args], { stdio: ['ignore', 'pipe', 'pipe'], ...opts })
+  // One process unless a test asks for workers (GATEWAY_WORKERS in its env): the suite's tests were written for one.
+  const env = { GATEWAY_WORKERS: '1', ...(opts.env ?? process.env) }
+  return spawn(process.execPath, [builtCli(), ...args], { stdio: ['ignore', 'pipe', 'pipe'], ...opts, env })
 }
 
 /** Run the built CLI to its end: exit code, stdout, stderr. */

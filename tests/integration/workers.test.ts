@@ -1,0 +1,152 @@
+import t from 'tap'
+import { createHash } from 'node:crypto'
+import { WebSocket } from 'ws'
+import { initMessage } from '../../gateway/tools/simulate'
+import { uniqueFrame } from '../helpers/audio'
+import { AUDIO_TOKEN, platformLeg, routeTo, startVendor, until, type PlatformLegClient } from '../helpers/gateway'
+import { runCli } from '../helpers/cli'
+import { spawnGateway, type GatewayProcess } from '../helpers/process'
+
+// One gateway process with `serve --workers 2` (the built CLI), one json-events emulator in this process.
+const init = (contactId: number): Record<string, unknown> =>
+  initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
+
+function hashOf(leg: number, from: number, to: number): string {
+  const h = createHash('sha256')
+  for (let i = from; i < to; i++) h.update(uniqueFrame(leg, i))
+  return h.digest('hex')
+}
+
+const scrape = async (g: GatewayProcess): Promise<string> => await (await fetch(g.adminUrl('/metrics'))).text()
+const sample = (text: string, series: string): number => {
+  const line = text.split('\n').find(l => l.startsWith(`${series} `))
+  return line === undefined ? Number.NaN : Number(line.slice(series.length + 1))
+}
+const perWorker = async (g: GatewayProcess): Promise<[number, number]> => {
+  const text = await scrape(g)
+  return [
+    sample(text, 'assist_gateway_worker_legs_active{worker="0"}'),
+    sample(text, 'assist_gateway_worker_legs_active{worker="1"}')
+  ]
+}
+const count = (out: string, event: string): number => out.split(`"event":"${event}"`).length - 1
+interface Workers {
+  workers: { worker: number; up: boolean; pid: number; restarts: number }[]
+}
+const workers = async (g: GatewayProcess): Promise<Workers['workers']> =>
+  ((await (await fetch(g.adminUrl('/admin/workers'))).json()) as Workers).workers
+
+t.test('serve --workers 2: one port, one admin port, sessions across workers, a killed worker restarted', async t => {
+  const v = await startVendor(t, { kind: 'json-events', resultEveryFrames: 5 })
+  const gw = await spawnGateway(
+    t,
+    { audio: { reattachGraceSeconds: 30 }, routes: { demo: routeTo([v], 'mappings/json-events.yaml') } },
+    { GATEWAY_WORKERS: '2' }
+  )
+  t.ok(await until(async () => (await workers(gw)).every(w => w.up)), 'both workers are up')
+  t.match(await scrape(gw), /^assist_gateway_workers 2$/m)
+
+  await t.test('the workers share the public port: legs land on both, the admin port sums them', async t => {
+    const legs: PlatformLegClient[] = []
+    for (let i = 0; i < 12; i++) legs.push(platformLeg(t, gw.url('/audio/demo'), init(800000 + i)))
+    for (const leg of legs) t.equal((await leg.answer).command, 'CONNECTED')
+    t.ok(await until(async () => (await perWorker(gw)).reduce((a, b) => a + b) === 12), 'every leg is counted once')
+    const [w0, w1] = await perWorker(gw)
+    t.ok(w0 > 0 && w1 > 0, `connections land on both workers (${w0} and ${w1})`)
+    t.equal(sample(await scrape(gw), 'assist_gateway_audio_sessions_active{route="demo"}'), 12, 'summed across workers')
+
+    // A killed worker: its legs are cut, the other worker's are untouched, it is restarted and counted.
+    const before = await workers(gw)
+    const cut: PlatformLegClient[] = []
+    for (const leg of legs) leg.closed.then(() => cut.push(leg))
+    process.kill(before[0].pid, 'SIGKILL')
+    t.ok(await until(() => cut.length === w0), `the ${w0} legs of the killed worker are cut`)
+    t.ok(
+      await until(async () => {
+        const now = await workers(gw)
+        return now[0].up && now[0].pid !== before[0].pid
+      }),
+      'the worker is restarted'
+    )
+    t.equal(cut.length, w0, 'no leg of the other worker was cut')
+    t.ok(
+      legs.filter(l => !cut.includes(l)).every(l => l.ws.readyState === WebSocket.OPEN),
+      'the other legs are open'
+    )
+    const after = await workers(gw)
+    t.same(
+      after.map(w => w.restarts),
+      [1, 0],
+      'the restart is counted'
+    )
+    t.match(await scrape(gw), 'assist_gateway_worker_restarts_total{worker="0"} 1')
+    t.match(gw.output(), '"event":"worker_exited"')
+    // The cut legs come back (on any worker) and are served: a new vendor session each, the old one died with its worker.
+    const back = cut.map(l => platformLeg(t, gw.url('/audio/demo'), init(800000 + legs.indexOf(l))))
+    for (const leg of back) t.equal((await leg.answer).command, 'CONNECTED', 'a cut leg re-attaches')
+    t.ok(
+      await until(() => v.sessions().filter(s => !s.closed).length === 12),
+      'the vendor has one open session per live leg: those of the killed worker closed with it'
+    )
+    for (const leg of [...legs, ...back]) leg.ws.close(1000)
+    await Promise.all([...legs, ...back].map(async l => await l.closed))
+  })
+
+  await t.test('a leg that comes back on the other worker keeps its vendor session, bytes in order', async t => {
+    const id = 810001
+    const opened = v.sessions().length
+    let leg = platformLeg(t, gw.url('/audio/demo'), init(id))
+    t.equal((await leg.answer).command, 'CONNECTED')
+    let sent = 0
+    const send = async (n: number): Promise<boolean> => {
+      for (let i = 0; i < n; i++) leg.send(uniqueFrame(id, sent++))
+      return await until(() => v.sessions()[opened]?.bytes === sent * 160)
+    }
+    t.ok(await send(10), 'the vendor has the first frames')
+    // Reconnect until the kernel puts the leg on the other worker (each time on the same one is a local re-attach).
+    let tries = 0
+    while (count(gw.output(), 'reattached_across_workers') === 0 && tries++ < 30) {
+      const closedBefore = count(gw.output(), 'platform_closed')
+      leg.ws.terminate()
+      await leg.closed
+      await until(() => count(gw.output(), 'platform_closed') > closedBefore)
+      leg = platformLeg(t, gw.url('/audio/demo'), init(id))
+      t.equal((await leg.answer).command, 'CONNECTED')
+      t.ok(await send(10), 'the vendor has the frames sent since')
+    }
+    t.equal(count(gw.output(), 'reattached_across_workers'), 1, 'the leg came back on the other worker')
+    const messages = leg.messages.length
+    t.ok(await send(20), 'frames cross from the worker that has the leg to the one that has the session')
+    t.ok(await until(() => leg.messages.length > messages), 'results come back through the other worker')
+    t.equal(v.sessions().length, opened + 1, 'the vendor saw one session')
+    t.equal(v.sessions()[opened].sha256, hashOf(id, 0, sent), 'with every byte in order')
+    t.same(v.sessions()[opened].texts, [], 'and no stop in between')
+    t.match(await scrape(gw), /assist_gateway_audio_reattach_total\{route="demo",result="same_session"\} [1-9]/)
+    leg.ws.close(1000)
+    await leg.closed
+  })
+
+  await t.test('reload and drain act on every worker', async t => {
+    const r = await fetch(gw.adminUrl('/admin/reload'), { method: 'POST' })
+    const report = (await r.json()) as { ok: boolean; workers: { worker: number }[] }
+    t.equal(r.status, 200)
+    t.same(
+      report.workers.map(w => w.worker),
+      [0, 1],
+      'both workers reloaded'
+    )
+    const pids = (await workers(gw)).map(w => w.pid)
+    process.kill(gw.pid, 'SIGTERM')
+    t.equal(await gw.exited, 0, 'SIGTERM: every worker drains, then the main process exits 0')
+    for (const pid of pids) t.throws(() => process.kill(pid, 0), 'no worker process is left')
+  })
+})
+
+t.test('--workers and GATEWAY_WORKERS take a whole number from 1', async t => {
+  const bad = await runCli(['serve', '--workers', '0'])
+  t.equal(bad.code, 2)
+  t.match(bad.stderr, /--workers must be a whole number 1-256, not "0"[\s\S]*usage: assist-gateway serve /)
+  const env = await runCli(['serve'], { GATEWAY_WORKERS: 'many' })
+  t.equal(env.code, 2)
+  t.match(env.stderr, 'GATEWAY_WORKERS must be a whole number 1-256, not "many"')
+})
