@@ -164,13 +164,29 @@ async function startEmulators(config: Config, log: Logger): Promise<VendorEmulat
   return emulators
 }
 
-/** `--workers N`, else $GATEWAY_WORKERS, else the cores available. */
-function workerCount(given: string | undefined): number {
+/** `--workers N`, else $GATEWAY_WORKERS, else the cores available (`chosen`: N was asked for). */
+function workerCount(given: string | undefined): { n: number; chosen: boolean } {
   const usage = (m: string): UsageError => new UsageError(m, 'serve')
-  if (given !== undefined) return integer(given, '--workers', 1, usage, 256)
+  if (given !== undefined) return { n: integer(given, '--workers', 1, usage, 256), chosen: true }
   const env = process.env.GATEWAY_WORKERS ?? ''
-  if (env !== '') return integer(env, 'GATEWAY_WORKERS', 1, usage, 256)
-  return availableParallelism()
+  if (env !== '') return { n: integer(env, 'GATEWAY_WORKERS', 1, usage, 256), chosen: true }
+  return { n: availableParallelism(), chosen: false }
+}
+
+/**
+ * The two legs of a joined call must reach the same process (the join across processes is not built):
+ * a config with a `join` route is served by one process. Asked for more, `serve` refuses; by default it
+ * takes one and says why.
+ */
+function workersFor(config: Config, asked: { n: number; chosen: boolean }): number {
+  const joins = Object.values(config.routes)
+    .filter(r => r.join !== undefined)
+    .map(r => r.name)
+  if (asked.n === 1 || joins.length === 0) return asked.n
+  const why = `route(s) ${joins.join(', ')} use join, whose TX and RX legs must reach the same process`
+  if (asked.chosen) throw new UsageError(`${why}: serve them with --workers 1 (GATEWAY_WORKERS=1)`, 'serve')
+  process.stderr.write(`assist-gateway: serving with one worker: ${why}\n`)
+  return 1
 }
 
 async function cmdServe(argv: string[]): Promise<number> {
@@ -179,10 +195,11 @@ async function cmdServe(argv: string[]): Promise<number> {
     options: { config: { type: 'string' }, workers: { type: 'string' }, ...HELP }
   })
   if (values.help) return help('serve')
-  const workers = workerCount(values.workers)
+  const asked = workerCount(values.workers)
   // The same validation as `check`: a config `check` rejects never serves.
   const checked = await validateAll(configPath(values.config), process.env)
   if (!checked.ok) throw new ConfigError(checked.problems)
+  const workers = process.env[WORKER_ENV] !== undefined ? 1 : workersFor(checked.config, asked)
   const file = configPath(values.config)
   if (process.env[WORKER_ENV] !== undefined && process.send !== undefined)
     return await serveAsWorker(checked.config, file)

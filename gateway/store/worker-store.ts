@@ -1,4 +1,5 @@
-import type { Affinity, HealthRecord, Store } from './port'
+import type { AuthAsk } from '../workers/protocol'
+import type { Affinity, FailureWindow, HealthRecord, Store } from './port'
 
 /** What the worker store needs of the IPC channel to the main process (workers/protocol.ts messages). */
 export interface MainLink {
@@ -9,6 +10,7 @@ export interface MainLink {
       | { t: 'aff-set'; key: string; affinity: Affinity; ttlSeconds: number }
       | { t: 'aff-del'; key: string; legId: string }
       | { t: 'aff-get'; id: number; key: string }
+      | { t: 'auth-ask'; id: number; ask: AuthAsk }
   ) => void
 }
 
@@ -25,6 +27,7 @@ export class WorkerStore implements Store {
   private leader = false
   private readonly listeners: (() => void)[] = []
   private readonly asks = new Map<number, (a: Affinity | null) => void>()
+  private readonly authAsks = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>()
   private nextAsk = 1
 
   constructor(
@@ -60,6 +63,29 @@ export class WorkerStore implements Store {
   deleteAffinity(key: string, legId: string): void {
     this.link.send({ t: 'aff-del', key, legId })
   }
+  // Token revocations and failure counts live in the main process's memory store, shared by every worker.
+  async revokeToken(jti: string, untilEpochMs: number, nowMs: number): Promise<void> {
+    await this.ask({ op: 'revoke', jti, untilEpochMs, nowMs })
+  }
+  async isTokenRevoked(jti: string, nowMs: number): Promise<boolean> {
+    return (await this.ask({ op: 'revoked', jti, nowMs })) === true
+  }
+  async countFailure(key: string, windowMs: number, nowMs: number): Promise<FailureWindow> {
+    return (await this.ask({ op: 'fail', key, windowMs, nowMs })) as FailureWindow
+  }
+  private ask(ask: AuthAsk): Promise<unknown> {
+    const id = this.nextAsk++
+    this.link.send({ t: 'auth-ask', id, ask })
+    return new Promise((resolve, reject) => this.authAsks.set(id, { resolve, reject }))
+  }
+  /** The main process's answer to a revocation or failure-count call. */
+  authAnswered(id: number, value: unknown, error?: string): void {
+    const a = this.authAsks.get(id)
+    this.authAsks.delete(id)
+    if (error !== undefined) a?.reject(new Error(error))
+    else a?.resolve(value)
+  }
+
   isLeader(): boolean {
     return this.leader
   }
@@ -70,6 +96,8 @@ export class WorkerStore implements Store {
   async close(): Promise<void> {
     for (const resolve of this.asks.values()) resolve(null)
     this.asks.clear()
+    for (const a of this.authAsks.values()) a.reject(new Error('the main process is gone'))
+    this.authAsks.clear()
   }
 
   /** The main process's `sync`: the shared state as of now. */

@@ -1,5 +1,11 @@
 import type { Affinity, HealthRecord } from '../store/port'
 
+/** A worker's token revocation and failure-budget calls on the main process's memory store. */
+export type AuthAsk =
+  | { op: 'revoke'; jti: string; untilEpochMs: number; nowMs: number }
+  | { op: 'revoked'; jti: string; nowMs: number }
+  | { op: 'fail'; key: string; windowMs: number; nowMs: number }
+
 /**
  * The messages between `serve --workers N`'s main process (workers/supervisor.ts) and its worker
  * processes (workers/child.ts), over the IPC channel with `advanced` serialization (ArrayBuffers pass as
@@ -32,6 +38,7 @@ export type ToMain =
   | { t: 'aff-set'; key: string; affinity: Affinity; ttlSeconds: number }
   | { t: 'aff-del'; key: string; legId: string }
   | { t: 'aff-get'; id: number; key: string }
+  | { t: 'auth-ask'; id: number; ask: AuthAsk }
   | { t: 'dir-add'; key: string; caller: string }
   | { t: 'dir-del'; key: string }
   | { t: 'relay'; to: number; link: string; m: LinkMessage }
@@ -41,6 +48,7 @@ export type ToMain =
 export type ToWorker =
   | { t: 'sync'; health: [string, HealthRecord][]; others: [string, number][]; leader: boolean }
   | { t: 'aff'; id: number; affinity: Affinity | null }
+  | { t: 'auth-answer'; id: number; value: unknown; error?: string }
   | { t: 'dir'; entries: [string, number, string][] }
   | { t: 'dir-add'; key: string; worker: number; caller: string }
   | { t: 'dir-del'; key: string; worker: number }

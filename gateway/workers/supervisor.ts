@@ -143,6 +143,20 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
           () => post(slot, { t: 'aff', id: m.id, affinity: null })
         )
         return
+      case 'auth-ask': {
+        const a = m.ask
+        const done =
+          a.op === 'revoke'
+            ? store.revokeToken(a.jti, a.untilEpochMs, a.nowMs)
+            : a.op === 'revoked'
+              ? store.isTokenRevoked(a.jti, a.nowMs)
+              : store.countFailure(a.key, a.windowMs, a.nowMs)
+        done.then(
+          value => post(slot, { t: 'auth-answer', id: m.id, value }),
+          (err: unknown) => post(slot, { t: 'auth-answer', id: m.id, value: null, error: String(err) })
+        )
+        return
+      }
       case 'dir-add':
         directory.set(m.key, { worker: slot.index, caller: m.caller })
         broadcast({ t: 'dir-add', key: m.key, worker: slot.index, caller: m.caller }, slot.index)

@@ -1,5 +1,8 @@
 import t from 'tap'
 import { createHash } from 'node:crypto'
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join as joinPath, resolve } from 'node:path'
 import { WebSocket } from 'ws'
 import { initMessage } from '../../gateway/tools/simulate'
 import { uniqueFrame } from '../helpers/audio'
@@ -149,4 +152,27 @@ t.test('--workers and GATEWAY_WORKERS take a whole number from 1', async t => {
   const env = await runCli(['serve'], { GATEWAY_WORKERS: 'many' })
   t.equal(env.code, 2)
   t.match(env.stderr, 'GATEWAY_WORKERS must be a whole number 1-256, not "many"')
+})
+
+t.test('a config with a join route is served by one process: more workers asked for are refused', async t => {
+  const dir = mkdtempSync(joinPath(tmpdir(), 'gw-join-workers-'))
+  const file = joinPath(dir, 'gateway.yaml')
+  writeFileSync(
+    file,
+    [
+      'listen: { host: 127.0.0.1, port: 0 }',
+      'admin: { host: 127.0.0.1, port: 0 }',
+      'routes:',
+      '  stereo:',
+      `    mapping: ${resolve('mappings/deepgram-stereo.yaml')}`,
+      '    join: { channels: [TX, RX], waitSeconds: 2 }',
+      '    upstreams: [{ name: a, audio: "ws://127.0.0.1:9/v1/listen", credential: "${DG_KEY}" }]',
+      ''
+    ].join('\n')
+  )
+  const asked = await runCli(['serve', '--config', file, '--workers', '2'], { DG_KEY: 'k-123' })
+  t.equal(asked.code, 2, 'exit 2: a usage error')
+  t.match(asked.stderr, 'route(s) stereo use join, whose TX and RX legs must reach the same process')
+  t.match(asked.stderr, 'serve them with --workers 1')
+  t.notMatch(asked.stderr, 'k-123', 'no secret in the message')
 })
