@@ -24,7 +24,8 @@ const init = (contactId: number, over: Record<string, unknown> = {}): Record<str
 t.test('100 legs x 5 s at 50 frames/s: every frame reaches the vendor in order and results come back', async t => {
   const LEGS = 100
   const FRAMES = 250
-  const vendor = await startVendor(t, { kind: 'json-events', resultEveryFrames: 50 })
+  // The emulator answers per message it receives: 10 writes of 100 ms (audio.coalesceMs) are 50 frames.
+  const vendor = await startVendor(t, { kind: 'json-events', resultEveryFrames: 10 })
   const gw = await startGateway(t, { routes: { demo: routeTo([vendor], 'mappings/json-events.yaml') } })
   const legs: PlatformLegClient[] = []
   for (let i = 0; i < LEGS; i++) legs.push(platformLeg(t, gw.url('/audio/demo'), init(200000 + i)))
@@ -61,7 +62,7 @@ t.test('100 legs x 5 s at 50 frames/s: every frame reaches the vendor in order a
   await until(() => legs.every(l => l.messages.length >= FRAMES / 50))
   t.ok(
     legs.every(l => l.messages.length === FRAMES / 50),
-    'every leg got one result per 50 frames'
+    'every leg got one result per 50 frames (10 coalesced writes)'
   )
   t.match(legs[0].messages[0], {
     command: 'MESSAGE',
@@ -170,7 +171,8 @@ t.test('the platform drops: the vendor gets the mapping close message, then a no
 })
 
 t.test('passthrough: init forwarded with the upstream credential, audio and MESSAGE frames unchanged', async t => {
-  const vendor = await startVendor(t, { kind: 'passthrough', token: 'vendor-side-key-0001', resultEveryFrames: 10 })
+  // Two writes of 100 ms (audio.coalesceMs): 10 platform frames.
+  const vendor = await startVendor(t, { kind: 'passthrough', token: 'vendor-side-key-0001', resultEveryFrames: 2 })
   const gw = await startGateway(
     t,
     {
@@ -206,8 +208,8 @@ t.test('passthrough: init forwarded with the upstream credential, audio and MESS
     {
       command: 'MESSAGE',
       messageType: 'TRANSCRIPT',
-      message: 'heard 10 frames',
-      parameters: { seq: 1, frames: 10, bytes: 1600, isFinal: true }
+      message: 'heard 2 frames',
+      parameters: { seq: 1, frames: 2, bytes: 1600, isFinal: true }
     },
     'MESSAGE frames arrive unchanged'
   )

@@ -4,9 +4,6 @@ import type { EmulatorKind, SessionReport } from './demo-types'
 import { SessionRecorder } from './recorder'
 import { isObject, parseJson, REDACTED, type Json } from './wire'
 
-/** A platform frame: 20 ms of 8 kHz µ-law. */
-const FRAME_BYTES = 160
-
 // The audio side of the bundled demo vendors. passthrough: the platform's own protocol (the init
 // message first, CONNECTED, binary audio, MESSAGE results). json-events: a start event
 // {event:"start", streamId, start:{contactId, busNo, track, mediaFormat, customParameters?}} →
@@ -124,12 +121,9 @@ export class DemoAudio {
       s.earlyAudioNoted = true
       s.note(passthrough ? 'audio before CONNECTED' : 'audio before started')
     }
-    // Results go only to a ready session, as a real vendor would not answer before its handshake; one per
-    // `resultEvery` 20 ms frames of audio (160 bytes each), however the gateway chunks it.
-    const every = this.cfg.resultEvery * FRAME_BYTES
-    if (every <= 0 || s.phase !== 'ready') return
-    for (let n = Math.floor((s.bytes - data.length) / every) + 1; n <= Math.floor(s.bytes / every); n++)
-      this.result(s, (n * every) / FRAME_BYTES)
+    // Results go only to a ready session, as a real vendor would not answer before its handshake.
+    const every = this.cfg.resultEvery
+    if (every > 0 && s.frames % every === 0 && s.phase === 'ready') this.result(s)
   }
 
   text(s: DemoSession, text: string): void {
@@ -177,18 +171,17 @@ export class DemoAudio {
     return JSON.stringify({ upgrade: s.upgrade, open: s.rawOpen })
   }
 
-  /** A result after `heard` 20 ms frames of audio (`frames` in it: those, not the messages that carried them). */
-  private result(s: DemoSession, heard: number, text = `heard ${heard} frames`): void {
+  private result(s: DemoSession, text = `heard ${s.frames} frames`): void {
     const seq = ++s.results
     if (this.cfg.kind === 'passthrough') {
       s.send({
         command: 'MESSAGE',
         messageType: 'TRANSCRIPT',
         message: text,
-        parameters: { seq, frames: heard, bytes: s.bytes, isFinal: true }
+        parameters: { seq, frames: s.frames, bytes: s.bytes, isFinal: true }
       })
     } else {
-      s.send({ event: 'transcript', streamId: s.streamId, seq, text, isFinal: true, frames: heard, bytes: s.bytes })
+      s.send({ event: 'transcript', streamId: s.streamId, seq, text, isFinal: true, frames: s.frames, bytes: s.bytes })
     }
   }
 
@@ -251,13 +244,13 @@ export class DemoAudio {
 
   /** The ready answer, after readyDelayMs on the emulator's clock (at once without one). */
   private becomeReady(s: DemoSession, answer: unknown): void {
-    for (let i = 1; i <= this.cfg.earlyResults; i++) this.result(s, s.bytes / FRAME_BYTES, `early ${i}`)
+    for (let i = 1; i <= this.cfg.earlyResults; i++) this.result(s, `early ${i}`)
     const go = (): void => {
       if (s.phase !== 'opened') return
       s.phase = 'ready'
       s.readySent = true
       s.send(answer)
-      if (this.cfg.echo) this.result(s, s.bytes / FRAME_BYTES, this.echoOf(s))
+      if (this.cfg.echo) this.result(s, this.echoOf(s))
     }
     if (this.cfg.readyDelayMs > 0) s.after(this.cfg.readyDelayMs, go)
     else go()

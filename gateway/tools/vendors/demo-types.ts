@@ -11,7 +11,7 @@ export interface EmulatorOptions {
   port?: number
   /** Default 127.0.0.1. */
   host?: string
-  /** A result per this many 20 ms frames of audio received (160 bytes each, however they were chunked). Default 50; 0 = never. */
+  /** Default 50; 0 = never. */
   resultEveryFrames?: number
   /** Default 0: delay before the ready answer. */
   readyDelayMs?: number

@@ -371,22 +371,3 @@ t.test('HTTP endpoints and close()', async t => {
 t.test('rejects an unknown kind', async t => {
   await t.rejects(startVendorEmulator({ kind: 'nope' as 'passthrough' }), /unknown emulator kind/)
 })
-
-t.test('results come per 20 ms of audio, however the gateway chunks it (coalesced writes)', async t => {
-  const emu = await emulator(t, { kind: 'passthrough', resultEveryFrames: 2, token: 'sekret' })
-  const c = await connect(emu.url)
-  c.ws.send(JSON.stringify(init('sekret')))
-  await c.waitMessages(1)
-  c.ws.send(randomBytes(5 * 160)) // one write of five frames: two results (after 2 and 4 frames)
-  c.ws.send(randomBytes(160)) // the sixth frame: the third
-  const msgs = await c.waitMessages(4)
-  t.same(
-    msgs.slice(1).map(m => [m.message, (m.parameters as Json).frames]),
-    [
-      ['heard 2 frames', 2],
-      ['heard 4 frames', 4],
-      ['heard 6 frames', 6]
-    ]
-  )
-  t.equal(emu.sessions()[0].frames, 2, 'frames in the report are the messages that carried audio')
-})
