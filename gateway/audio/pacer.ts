@@ -13,21 +13,27 @@ export class Pacer {
   private last = 0
   private readonly bytesPerMs: number
   private readonly burst: number
+  private readonly first: number
 
-  /** `rate` > 0: × real time. */
+  /**
+   * `rate` > 0: × real time. `chunkBytes`: the relay's write (coalesced chunk; 0: a platform frame):
+   * a backlog starts with one write of credit and the bucket holds at least one.
+   */
   constructor(
     readonly rate: number,
-    burstMs: number
+    burstMs: number,
+    chunkBytes = 0
   ) {
     if (!(rate > 0)) throw new TypeError('Pacer rate must be > 0; use no pacer for unpaced audio')
     this.bytesPerMs = rate * BYTES_PER_MS
-    this.burst = Math.max(160, this.bytesPerMs * burstMs)
+    this.first = Math.max(160, chunkBytes)
+    this.burst = Math.max(this.first, this.bytesPerMs * burstMs)
   }
 
-  /** A new backlog starts now with one frame of credit. */
+  /** A new backlog starts now with one write of credit. */
   start(now: number): void {
     this.last = now
-    this.credit = 160
+    this.credit = this.first
   }
 
   /** Add the credit earned since the last call (capped at `burstMs`). */
@@ -36,9 +42,12 @@ export class Pacer {
     this.last = now
   }
 
-  /** True (and spent) when `bytes` may go now. */
+  /**
+   * True (and spent) when `bytes` may go now. A write larger than the bucket goes once the bucket is
+   * full, and the credit goes below zero: the rate holds over the writes that follow.
+   */
   take(bytes: number): boolean {
-    if (bytes > this.credit) return false
+    if (bytes > this.credit && this.credit < this.burst) return false
     this.credit -= bytes
     return true
   }

@@ -8,6 +8,7 @@ import type { Replica } from '../upstream/pool'
 import type { Connection, ConnectionContext, ConnectionEvents, ConnectionFactory } from './connection-contract'
 import { ControlChain } from './control-chain'
 import { judge, ReplicaWalk, replicaSecrets } from './failover'
+import { relayChunkMs } from './coalescer'
 import { effectiveReplayRate } from './pacer'
 import { AudioRelay } from './relay'
 import type { Session, SessionDeps, SessionFailure, SessionOwner, SessionState } from './session-contract'
@@ -63,7 +64,8 @@ export class VendorSession implements Session {
       deps.clock,
       code => this.fail({ kind: 'fatal', error: new GatewayError(code) }),
       () => this.holdFull(),
-      effectiveReplayRate(deps.settings.replayRate, deps.route.mapping.audio!.replayRate)
+      effectiveReplayRate(deps.settings.replayRate, deps.route.mapping.audio!.replayRate),
+      relayChunkMs(deps.route.mapping.audio!.frames, deps.settings.coalesceMs)
     )
     this.connect = deps.connect ?? newConnection
     this.walk = new ReplicaWalk(deps.route.pool, deps.settings, deps.clock, deps.random)
@@ -321,7 +323,7 @@ export class VendorSession implements Session {
     const loss = lost.lossReport?.() ?? null
     if (this.deps.settings.failoverTimeoutSeconds <= 0) {
       // No replay: what the vendor may not have processed is counted before the leg ends.
-      this.counters.dropFailoverUnreplayed += loss === null ? 0 : Math.max(loss.framesSinceLife, loss.unreadFrames)
+      this.relay.lost(loss)
       return this.end(error, extra)
     }
     this.state = 'RECOVERING'
@@ -398,6 +400,7 @@ export class VendorSession implements Session {
       return
     }
     this.deps.host.parked(this)
+    this.relay.flushPartial()
     if (this.conn !== null) {
       this.setAffinity(this.conn, grace)
       this.conn.control('pause')

@@ -1,6 +1,7 @@
 /**
- * The vendor's last sign of life on one connection, in platform frames written: a pong answers every
- * frame written before its ping; a vendor message, every frame but those still in our socket buffer.
+ * The vendor's last sign of life on one connection, in audio written (the connection counts platform
+ * audio bytes, whatever the writes were): a pong answers everything written before its ping; a vendor
+ * message, everything but what is still in our socket buffer.
  * At a loss, what was written since is what the vendor may not have processed (audio/relay.ts `recover`).
  * Updated on pings, pongs and vendor messages only: nothing per audio frame.
  */
@@ -39,7 +40,7 @@ export class SignOfLife {
   }
 }
 
-/** Frames `bytes` of a socket buffer hold, from the socket's bytes per frame so far (bounded by `frames`). */
+/** Audio (in `frames` units: the connection's audio bytes) that `bytes` of a socket buffer hold, from the socket's ratio so far. */
 export function framesIn(bytes: number, bytesSent: number, frames: number): number {
   return bytes <= 0 || bytesSent === 0 ? 0 : Math.min(frames, Math.ceil((bytes * frames) / bytesSent))
 }

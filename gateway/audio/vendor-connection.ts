@@ -39,8 +39,8 @@ export class VendorConnection implements Connection {
   private readyTimer: TimerHandle | null = null
   private keepaliveTimer: TimerHandle | null = null
   private closeTimer: TimerHandle | null = null
-  /** Platform frames written, and the count at the last keepalive tick (idle detection). */
-  private audioWrites = 0
+  /** Platform audio bytes written (before encoding), and the count at the last keepalive tick (idle detection). */
+  private audioBytes = 0
   private keepaliveMark = -1
   private readonly life = new SignOfLife()
 
@@ -73,9 +73,9 @@ export class VendorConnection implements Connection {
     return this.rules.gate === 'held' ? Number.POSITIVE_INFINITY : this.socket!.bufferedAmount
   }
 
-  /** Per-frame path: to the socket unchanged, or into the encoder, or discarded while the vendor said so. */
+  /** Per-write path (a frame or a coalesced chunk): to the socket unchanged, into the encoder, or discarded while the vendor said so. */
   writeAudio(data: ArrayBuffer | Uint8Array): void {
-    this.audioWrites++
+    this.audioBytes += data.byteLength
     if (this.rules.gate === 'discard') return this.rules.discard(data.byteLength)
     if (this.encoder === null) {
       this.socket!.sendBinary(data)
@@ -135,7 +135,7 @@ export class VendorConnection implements Connection {
           this.ctx.counters.bytesFromVendor += bytes
         },
         onClose: (code, reason, opened, failure) => this.onClose(code, reason, opened, failure),
-        onPing: () => this.life.ping(this.ctx.clock.now(), this.audioWrites),
+        onPing: () => this.life.ping(this.ctx.clock.now(), this.audioBytes),
         onPong: () => this.life.pong()
       }
     )
@@ -176,7 +176,7 @@ export class VendorConnection implements Connection {
   private becomeReady(params: Record<string, unknown>): void {
     this.clearTimer('readyTimer')
     this.state = 'READY'
-    this.life.reset(this.ctx.clock.now(), this.audioWrites)
+    this.life.reset(this.ctx.clock.now(), this.audioBytes)
     this.ctx.route.pool.recordSuccess(this.replica)
     this.socket!.startHeartbeat(this.ctx.settings.vendorPingSeconds * 1000)
     this.armKeepalive()
@@ -189,8 +189,8 @@ export class VendorConnection implements Connection {
     if (ka === null) return
     this.keepaliveTimer = this.ctx.clock.setInterval(() => {
       if (this.state !== 'READY') return
-      const idle = this.audioWrites === this.keepaliveMark
-      this.keepaliveMark = this.audioWrites
+      const idle = this.audioBytes === this.keepaliveMark
+      this.keepaliveMark = this.audioBytes
       if (ka.when === 'always' || idle)
         this.ctx.chain.run(async () => {
           if (this.state !== 'READY') return
@@ -241,17 +241,17 @@ export class VendorConnection implements Connection {
 
   // ---- vendor messages ---------------------------------------------------------------------------
 
-  lossReport(): { framesSinceLife: number; unreadFrames: number; lastLifeAt: number } {
+  lossReport(): { bytesSinceLife: number; unreadBytes: number; lastLifeAt: number } {
     const s = this.socket
-    const unread = s === null ? 0 : framesIn(s.unreadAtLoss, s.bytesSent, this.audioWrites)
-    return { framesSinceLife: this.life.since(this.audioWrites), unreadFrames: unread, lastLifeAt: this.life.at }
+    const unread = s === null ? 0 : framesIn(s.unreadAtLoss, s.bytesSent, this.audioBytes)
+    return { bytesSinceLife: this.life.since(this.audioBytes), unreadBytes: unread, lastLifeAt: this.life.at }
   }
 
   private onText(text: string): void {
     // A vendor message is a sign of life for all but what still sits in our socket buffer.
     const s = this.socket
     if (this.state === 'READY' && s !== null)
-      this.life.seen(this.audioWrites - framesIn(s.bufferedAmount, s.bytesSent, this.audioWrites), this.ctx.clock.now())
+      this.life.seen(this.audioBytes - framesIn(s.bufferedAmount, s.bytesSent, this.audioBytes), this.ctx.clock.now())
     const c = this.ctx.counters
     c.framesFromVendor++
     c.bytesFromVendor += text.length

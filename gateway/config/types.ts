@@ -73,6 +73,8 @@ export interface AudioSettings {
   readonly failoverTimeoutSeconds: number
   readonly reattachGraceSeconds: number
   readonly vendorPingSeconds: number
+  /** Ms of audio per vendor write where the mapping declares no `frames.chunkMs` (0: one write per platform frame). */
+  readonly coalesceMs: number
   /** Replay and queued audio to a new vendor session: at most this × real time (0: unpaced). */
   readonly replayRate: number
   /** Session-open rate limit per replica (upstream/pool.ts). */

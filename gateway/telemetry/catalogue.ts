@@ -26,7 +26,9 @@ export const CATALOGUE = {
   },
   audio_frames_total: {
     type: 'counter',
-    help: 'Frames relayed, by direction (from_platform, to_vendor, from_vendor, to_platform).',
+    help:
+      'WebSocket frames relayed, by direction (from_platform, to_vendor, from_vendor, to_platform); to_vendor counts ' +
+      'audio writes, several platform frames each when coalesced (audio.coalesceMs): compare bytes for loss.',
     labels: ['route', 'direction']
   },
   audio_bytes_total: { type: 'counter', help: 'Payload bytes relayed, by direction.', labels: ['route', 'direction'] },
@@ -34,7 +36,7 @@ export const CATALOGUE = {
     type: 'counter',
     help:
       'Audio frames not delivered, by reason (hold_overflow, backpressure, vendor_binary, after_close, failover, ' +
-      'failover_unreplayed, vendor_paused).',
+      'failover_unreplayed, vendor_paused); platform frames, failover_unreplayed estimated from bytes.',
     labels: ['route', 'reason']
   },
   audio_tee_dropped_frames_total: {

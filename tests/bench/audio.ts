@@ -1,5 +1,6 @@
 /**
- * `npm run bench -- audio [--legs N] [--seconds S] [--warmup S] [--baseline-legs N] [--baseline-seconds S] [--profile] [--no-pin]`
+ * `npm run bench -- audio [--legs N] [--seconds S] [--warmup S] [--baseline-legs N] [--baseline-seconds S] [--profile] [--no-pin]
+ *   [--coalesce-ms N]` (the gateway's audio.coalesceMs; absent: its default)
  *
  * Three processes: the gateway (child: node bin/assist-gateway.js serve), the sink (child:
  * dist/tests/bench/sink.js) and the load generator (this process). First a short baseline with the load
@@ -50,7 +51,7 @@ import {
 } from './lib'
 import { LoadGen } from './loadgen'
 
-export const AUDIO_FLAGS = ['legs', 'seconds', 'warmup', 'baseline-legs', 'baseline-seconds', 'mapping']
+export const AUDIO_FLAGS = ['legs', 'seconds', 'warmup', 'baseline-legs', 'baseline-seconds', 'mapping', 'coalesce-ms']
 export const AUDIO_BOOLEANS = ['profile', 'no-pin']
 
 const SETTLE_MS = 1000
@@ -259,7 +260,14 @@ export async function runAudio(flags: Map<string, string>): Promise<Record<strin
 
   progress(`audio: starting the sink and the gateway${profile ? ' (with --cpu-prof)' : ''}`)
   const sink = await Sink.start(0)
-  const gw = await startGateway(sink.url, token, profile, { mapping })
+  // --coalesce-ms: the gateway's audio.coalesceMs (absent: its default).
+  const coalesce = flags.has('coalesce-ms')
+    ? numberFlag(flags, 'coalesce-ms', 0, { integer: true, min: 0, max: 200 })
+    : null
+  const gw = await startGateway(sink.url, token, profile, {
+    mapping,
+    ...(coalesce === null ? {} : { extra: { audio: { coalesceMs: coalesce } } })
+  })
   progress(`audio: gateway pid ${gw.pid} on 127.0.0.1:${gw.port}, sink pid ${sink.pid} on 127.0.0.1:${sink.port}`)
   let pinning = 'off (--no-pin)'
   let pinned = false
@@ -341,6 +349,7 @@ export async function runAudio(flags: Map<string, string>): Promise<Record<strin
   const windowS = (s1.at - s0.at) / 1000
   const delivered = s1.received - s0.received
   const framesPerSec = delivered / windowS
+  const writesPerSec = (s1.messages - s0.messages) / windowS
   const sentPerSec = (sent1 - sent0) / windowS
   const windowUs = mono1 - mono0
   const cpuPerFrame = gwCpu.total / delivered
@@ -377,6 +386,10 @@ export async function runAudio(flags: Map<string, string>): Promise<Record<strin
     `${fmtInt(framesPerSec)}  (expected ${fmtInt((conn.streaming * 1000) / FRAME_MS)}; generator sent ${fmtInt(sentPerSec)}/s)`
   )
   r.row('frames delivered in window', fmtInt(delivered))
+  r.row(
+    'vendor writes/s (sink messages)',
+    `${fmtInt(writesPerSec)}  (${fmt(delivered / Math.max(1, s1.messages - s0.messages), 2)} frames per write; audio.coalesceMs ${coalesce ?? 'default'})`
+  )
   r.section('gateway CPU (utime+stime from /proc, measured window)')
   r.row(
     'CPU per frame',
@@ -447,6 +460,8 @@ export async function runAudio(flags: Map<string, string>): Promise<Record<strin
     framesPerSecDelivered: round(framesPerSec, 1),
     framesPerSecExpected: (conn.streaming * 1000) / FRAME_MS,
     framesPerSecSent: round(sentPerSec, 1),
+    vendorWritesPerSec: round(writesPerSec, 1),
+    coalesceMs: coalesce,
     gatewayCpuUsPerFrame: round(cpuPerFrame),
     gatewayCpuUserUsPerFrame: round(gwCpu.user / delivered),
     gatewayCpuSystemUsPerFrame: round(gwCpu.sys / delivered),

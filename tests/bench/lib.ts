@@ -372,8 +372,10 @@ export function rssBytes(pid: number): number {
 // ---- the sink (tests/bench/sink.ts) as a child process ---------------------------------------------
 
 export interface SinkStats {
-  /** Binary frames received since start (or the last reset-all). */
+  /** Binary frames received since start (or the last reset-all); a message may hold several. */
   received: number
+  /** Binary messages received (the gateway's vendor writes). */
+  messages: number
   /** sink clock (ms, performance.timeOrigin + performance.now()) when the figures were taken. */
   at: number
   /** Connections open now / ever (since the last reset-all). */

@@ -3,8 +3,10 @@
  * - First text frame of a connection (the init message, forwarded by the gateway or sent directly by the
  *   load generator): answered with CONNECTED; its executionInfo.contactId names the leg. When a binary
  *   frame comes first (a mapping that sends no init, such as deepgram), its bytes 12-15 name the leg.
- * - Each binary frame: counted; on a known leg, latency = now - the float64 LE stamp at byte 0, recorded
- *   in a preallocated histogram, and the uint32 LE sequence number at byte 8 checked for order.
+ * - Each binary message: counted (`messages`: the gateway's vendor writes), and each 160-byte frame in it
+ *   (several when the gateway coalesces): counted; on a known leg, latency = now - the float64 LE stamp at
+ *   the frame's byte 0, recorded in a preallocated histogram, and the uint32 LE sequence number at byte 8
+ *   checked for order.
  * Driven over IPC by the bench: {id, cmd: 'stats' | 'reset-hist' | 'reset-all'} → {id, stats}.
  * Exits when the bench disconnects, on SIGTERM or SIGINT.
  */
@@ -12,6 +14,7 @@ import * as uWS from 'uWebSockets.js'
 import {
   BACKLOG_WINDOW_MS,
   CONTACT_BASE,
+  FRAME_BYTES,
   Histogram,
   LEG_OFFSET,
   nowMs,
@@ -39,6 +42,8 @@ const MAX_LEGS = 1 << 20
 
 const hist = new Histogram()
 let received = 0
+/** Binary messages (vendor writes), each holding one or more frames. */
+let messages = 0
 let open = 0
 let opened = 0
 let outOfOrder = 0
@@ -66,6 +71,7 @@ function stats(): SinkStats {
   while (top > 0 && perLeg[top - 1] === 0) top--
   return {
     received,
+    messages,
     at: nowMs(),
     open,
     opened,
@@ -101,9 +107,11 @@ function main(): void {
     message: (ws, message, isBinary) => {
       const c = ws.getUserData()
       if (isBinary) {
-        received++
-        if (c.leg < 0 && !c.inited && message.byteLength >= LEG_OFFSET + 4) {
-          // No init message came first (the mapping sends none): the frame names its leg.
+        // One message may carry several 160-byte frames (the gateway coalesces them: audio.coalesceMs):
+        // every frame in it is counted and timed on its own; `messages` counts the writes.
+        messages++
+        const n = message.byteLength
+        if (c.leg < 0 && !c.inited && n >= LEG_OFFSET + 4) {
           const leg = new DataView(message).getUint32(LEG_OFFSET, true)
           if (leg < MAX_LEGS) {
             legCount(leg)
@@ -112,12 +120,13 @@ function main(): void {
           }
           c.inited = true
         }
-        if (c.leg >= 0 && message.byteLength >= SEQ_OFFSET + 4) {
-          const dv = new DataView(message)
-          const now = nowMs()
-          hist.record(now - dv.getFloat64(STAMP_OFFSET, true))
-          const seq = dv.getUint32(SEQ_OFFSET, true)
-          // A connection may start mid-leg (a failover's replacement starts with replayed audio).
+        const dv = c.leg >= 0 ? new DataView(message) : null
+        const now = nowMs()
+        for (let o = 0; o < n; o += FRAME_BYTES) {
+          received++
+          if (dv === null || o + SEQ_OFFSET + 4 > n) continue
+          hist.record(now - dv.getFloat64(o + STAMP_OFFSET, true))
+          const seq = dv.getUint32(o + SEQ_OFFSET, true)
           if (c.frames === 0) {
             c.nextSeq = seq
             if (c.openedAt >= markAt) {
@@ -177,6 +186,7 @@ function main(): void {
     } else if (m.cmd === 'reset-all') {
       hist.reset()
       received = 0
+      messages = 0
       opened = open
       outOfOrder = 0
       unknownLegs = 0

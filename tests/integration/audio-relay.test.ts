@@ -24,7 +24,8 @@ const init = (contactId: number, over: Record<string, unknown> = {}): Record<str
 t.test('100 legs x 5 s at 50 frames/s: every frame reaches the vendor in order and results come back', async t => {
   const LEGS = 100
   const FRAMES = 250
-  const vendor = await startVendor(t, { kind: 'json-events', resultEveryFrames: 50 })
+  // The emulator answers per message it receives: 10 writes of 100 ms (audio.coalesceMs) are 50 frames.
+  const vendor = await startVendor(t, { kind: 'json-events', resultEveryFrames: 10 })
   const gw = await startGateway(t, { routes: { demo: routeTo([vendor], 'mappings/json-events.yaml') } })
   const legs: PlatformLegClient[] = []
   for (let i = 0; i < LEGS; i++) legs.push(platformLeg(t, gw.url('/audio/demo'), init(200000 + i)))
@@ -50,8 +51,8 @@ t.test('100 legs x 5 s at 50 frames/s: every frame reaches the vendor in order a
     await sleep(5)
   }
   const expected = new Map(hashes.map((h, i) => [200000 + i, h.digest('hex')]))
-  const done = await until(() => vendor.sessions().filter(s => s.frames === FRAMES).length === LEGS)
-  t.ok(done, 'every vendor session received all frames')
+  const done = await until(() => vendor.sessions().filter(s => s.bytes === FRAMES * 160).length === LEGS)
+  t.ok(done, 'every vendor session received all the audio (bytes: frames are coalesced into fewer writes)')
   let intact = 0
   for (const s of vendor.sessions()) {
     const contactId = (s.open as { start: { contactId: number } }).start.contactId
@@ -61,7 +62,7 @@ t.test('100 legs x 5 s at 50 frames/s: every frame reaches the vendor in order a
   await until(() => legs.every(l => l.messages.length >= FRAMES / 50))
   t.ok(
     legs.every(l => l.messages.length === FRAMES / 50),
-    'every leg got one result per 50 frames'
+    'every leg got one result per 50 frames (10 coalesced writes)'
   )
   t.match(legs[0].messages[0], {
     command: 'MESSAGE',
@@ -92,13 +93,13 @@ t.test('frames sent before CONNECTED are held and delivered whole and in order',
   }
   const answer = await leg.answer
   t.equal(answer.command, 'CONNECTED')
-  t.equal(vendor.sessions()[0].frames, 0, 'no audio reached the vendor before it was ready')
+  t.equal(vendor.sessions()[0].bytes, 0, 'no audio reached the vendor before it was ready')
   for (let i = 10; i < 20; i++) {
     const f = frame(1, i)
     hash.update(f)
     leg.send(f)
   }
-  await until(() => vendor.sessions()[0].frames === 20)
+  await until(() => vendor.sessions()[0].bytes === 20 * 160)
   t.equal(vendor.sessions()[0].sha256, hash.digest('hex'), 'held and live audio arrive whole and in order')
   t.same(vendor.sessions()[0].errors, [], 'the vendor saw no audio before it said started')
   leg.ws.close(1000)
@@ -143,7 +144,7 @@ t.test('the vendor drops mid-call and failover is off: the platform gets a clear
   const leg = platformLeg(t, gw.url('/audio/demo'), init(7003))
   t.equal((await leg.answer).command, 'CONNECTED')
   for (let i = 0; i < 5; i++) leg.send(frame(3, i))
-  await until(() => vendor.sessions()[0]?.frames === 5)
+  await until(() => vendor.sessions()[0]?.bytes === 5 * 160)
   vendor.dropAll()
   const closed = await leg.closed
   t.equal(closed.code, 1011)
@@ -164,13 +165,14 @@ t.test('the platform drops: the vendor gets the mapping close message, then a no
   leg.ws.terminate()
   await until(() => vendor.sessions()[0]?.closed === true)
   const s = vendor.sessions()[0]
-  t.equal(s.frames, 5, 'audio sent before the drop was delivered')
+  t.equal(s.bytes, 5 * 160, 'audio sent before the drop was delivered')
   t.match(s.texts, [{ event: 'stop', stop: { reason: 'platform closed the leg' } }])
   t.equal(s.closeCode, 1000)
 })
 
 t.test('passthrough: init forwarded with the upstream credential, audio and MESSAGE frames unchanged', async t => {
-  const vendor = await startVendor(t, { kind: 'passthrough', token: 'vendor-side-key-0001', resultEveryFrames: 10 })
+  // Two writes of 100 ms (audio.coalesceMs): 10 platform frames.
+  const vendor = await startVendor(t, { kind: 'passthrough', token: 'vendor-side-key-0001', resultEveryFrames: 2 })
   const gw = await startGateway(
     t,
     {
@@ -206,8 +208,8 @@ t.test('passthrough: init forwarded with the upstream credential, audio and MESS
     {
       command: 'MESSAGE',
       messageType: 'TRANSCRIPT',
-      message: 'heard 10 frames',
-      parameters: { seq: 1, frames: 10, bytes: 1600, isFinal: true }
+      message: 'heard 2 frames',
+      parameters: { seq: 1, frames: 2, bytes: 1600, isFinal: true }
     },
     'MESSAGE frames arrive unchanged'
   )

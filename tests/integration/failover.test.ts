@@ -16,6 +16,8 @@ import {
 import { uniqueFrame } from '../helpers/audio'
 
 const frame = uniqueFrame
+/** 160-byte platform frames a vendor session received (the gateway coalesces them into fewer writes). */
+const framesIn = (s: { bytes: number }): number => s.bytes / 160
 
 const init = (contactId: number): Record<string, unknown> =>
   initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
@@ -61,23 +63,23 @@ t.test(
       })
 
     await stream(legs, 0, BEFORE)
-    await until(() => b.sessions().reduce((n, s) => n + s.frames, 0) === (LEGS / 2) * BEFORE)
+    await until(() => b.sessions().reduce((n, s) => n + framesIn(s), 0) === (LEGS / 2) * BEFORE)
     const onB = new Set(b.sessions().map(s => (s.open as { start: { contactId: number } }).start.contactId - 300000))
     await b.close()
     await stream(legs, BEFORE, AFTER)
     const total = BEFORE + AFTER
     // A replacement session polled while it opens has no open message yet (open is null): not this leg's, yet.
-    const onA = (i: number): { frames: number; sha256: string }[] =>
+    const onA = (i: number): { bytes: number; sha256: string }[] =>
       a.sessions().filter(s => (s.open as { start: { contactId: number } } | null)?.start.contactId === 300000 + i)
     // Settled when every leg's survivor session has all audio up to the last frame sent.
-    await until(() => legs.every((_, i) => onA(i).some(s => s.frames >= (onB.has(i) ? AFTER : total))))
+    await until(() => legs.every((_, i) => onA(i).some(s => framesIn(s) >= (onB.has(i) ? AFTER : total))))
     // Replay and queued audio are paced (audio.replayRate): settled once no leg holds a backlog, and the
     // survivor's counts have stopped moving (what was written is on the wire, not yet counted).
     await until(async () => !(await (await fetch(gw.adminUrl('/metrics'))).text()).includes('audio_buffered_bytes{'))
     let seen = -1
     await until(
       () => {
-        const n = a.sessions().reduce((m, s) => m + s.frames, 0)
+        const n = a.sessions().reduce((m, s) => m + framesIn(s), 0)
         const still = n === seen
         seen = n
         return still
@@ -100,9 +102,9 @@ t.test(
       t.equal(sessions.length, 1, `leg ${i}: one replacement session on the survivor`)
       const s = sessions[0]
       // The survivor holds a contiguous run [j, total): the replayed tail of what b had, then everything after.
-      const j = total - s.frames
+      const j = total - framesIn(s)
       if (j <= BEFORE && j >= BEFORE - 50 - 5 && s.sha256 === hashOf(i, j, total)) replayed++
-      else t.fail(`leg ${i}: survivor got ${s.frames} frames, not a replayed tail plus every later frame`)
+      else t.fail(`leg ${i}: survivor got ${framesIn(s)} frames, not a replayed tail plus every later frame`)
     }
     t.equal(exact, LEGS - onB.size, 'legs on the surviving replica lost nothing')
     t.equal(replayed, onB.size, 'every failed-over leg: replay of the recent audio, then every later frame, in order')
@@ -129,7 +131,7 @@ t.test(
     const leg = platformLeg(t, gw.url('/audio/demo'), init(400001))
     t.equal((await leg.answer).command, 'CONNECTED')
     for (let i = 0; i < 5; i++) leg.send(frame(0, i))
-    await until(() => a.sessions()[0]?.frames === 5)
+    await until(() => a.sessions()[0]?.bytes === 5 * 160)
     await a.close()
     // At once, not paced: all of it reaches the gateway well inside the failover timeout, however busy the machine.
     for (let i = 5; i < 15; i++) leg.send(frame(0, i))
@@ -160,7 +162,7 @@ t.test('a leg that reconnects within grace continues the same vendor session; af
   const first = platformLeg(t, gw.url('/audio/demo'), init(500001))
   t.equal((await first.answer).command, 'CONNECTED')
   for (let i = 0; i < 10; i++) first.send(frame(0, i))
-  await until(() => v.sessions()[0]?.frames === 10)
+  await until(() => v.sessions()[0]?.bytes === 10 * 160)
   first.ws.terminate()
   await first.closed
   await until(() => logged(gw, 'platform_closed'))
@@ -168,7 +170,7 @@ t.test('a leg that reconnects within grace continues the same vendor session; af
   const second = platformLeg(t, gw.url('/audio/demo'), init(500001))
   t.equal((await second.answer).command, 'CONNECTED', 'the handshake is repeated and answered')
   for (let i = 10; i < 20; i++) second.send(frame(0, i))
-  await until(() => v.sessions()[0]?.frames === 20)
+  await until(() => v.sessions()[0]?.bytes === 20 * 160)
   t.equal(v.sessions().length, 1, 'the vendor saw one session')
   t.equal(v.sessions()[0].sha256, hashOf(0, 0, 20), 'and continuous audio')
   t.same(v.sessions()[0].texts, [], 'no stop in between')

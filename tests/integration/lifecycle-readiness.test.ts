@@ -75,7 +75,7 @@ t.test(
     t.equal(ready.status, 200, 'still ready')
     t.match(await (await fetch(g.adminUrl('/readyz?verbose'))).json(), { store: { kind: 'redis', up: false } })
     const sent = await stream(live, 0, 10)
-    t.ok(await until(() => v.sessions()[0]?.frames === 10), 'the live leg goes on')
+    t.ok(await until(() => v.sessions()[0]?.bytes === 10 * 160), 'the live leg goes on')
     t.equal(v.sessions()[0].sha256, sha256(sent))
     const fresh = platformLeg(t, g.url('/audio/demo'), init(960002))
     t.equal((await fresh.answer).command, 'CONNECTED', 'a new leg is served on local state')

@@ -24,8 +24,8 @@ interface VendorSession {
 }
 
 /**
- * A json-events vendor in this process (start → started, binary audio), recording every frame with
- * its own clock. `endAfterBytes`: it ends each session with close 3007 once it has that much audio
+ * A json-events vendor in this process (start → started, binary audio), recording every platform frame
+ * with its own clock. `endAfterBytes`: it ends each session with close 3007 once it has that much audio
  * (AssemblyAI's "audio sent faster than real time"); `neverReady`: it accepts the upgrade and the
  * start message and never answers.
  */
@@ -48,7 +48,12 @@ async function recordingVendor(
         if (opts.neverReady !== true && String(data).includes('"start"')) ws.send('{"event":"started"}')
         return
       }
-      s.frames.push({ at: performance.now(), seq: data.length >= 8 ? data.readUInt32BE(4) : -1, bytes: data.length })
+      // A write may carry several 160-byte platform frames (audio.coalesceMs): each is recorded on its own.
+      const at = performance.now()
+      for (let o = 0; o < data.length; o += 160) {
+        const n = Math.min(160, data.length - o)
+        s.frames.push({ at, seq: n >= 8 ? data.readUInt32BE(o + 4) : -1, bytes: n })
+      }
       bytes += data.length
       if (opts.endAfterBytes !== undefined && bytes >= opts.endAfterBytes && !s.closed) {
         s.closed = true

@@ -74,7 +74,10 @@ t.test('deepgram: query and Token auth, µ-law unchanged, Results → TRANSCRIPT
     'an Authorization header was presented (and accepted: the emulator checks it)'
   )
   t.equal(s.sha256, sha256(sent), 'the platform µ-law arrives byte for byte, in order')
-  t.equal(s.frames, 125, 'one binary frame per platform frame')
+  t.ok(
+    s.frames >= 25 && s.frames < 125,
+    `${s.frames} binary frames for 125 platform frames (coalesced to 100 ms, audio.coalesceMs)`
+  )
   // resultEveryMs 500 with interim results: an interim then a final every 250 ms of audio.
   t.ok(await until(() => leg.messages.length >= 10, 3000), 'results came back')
   t.ok(

@@ -202,7 +202,7 @@ t.test(
     for (let i = 0; i < 30; i++) h.session.relay.write(frame(i))
     h.clock.advance(10_000)
     const lost = h.conn()
-    Object.assign(lost, { lossReport: () => ({ framesSinceLife: 25, unreadFrames: 12, lastLifeAt: 1000 }) })
+    Object.assign(lost, { lossReport: () => ({ bytesSinceLife: 25 * 160, unreadBytes: 12 * 160, lastLifeAt: 1000 }) })
     lost.failWith({ kind: 'closed', code: 1006, reason: '', socket: { kind: 'missed-pong' } })
     t.equal(h.session.counters.dropFailoverUnreplayed, 20, '25 since the last sign of life, 5 replayed: 20 counted')
     h.conn().ready()
@@ -253,19 +253,22 @@ t.test('never-ready replicas are ejected passively; new legs then go to the heal
 })
 
 t.test(
-  'a lasting backlog (a vendor paced at 1×) reuses its frame copies instead of allocating one per frame',
+  'a lasting backlog (a vendor paced at 1×) copies every frame into one buffer, allocating none once warm',
   async t => {
     const q = new HoldBuffer()
-    q.push(frame(1))
-    const a = q.shift()!
-    q.recycle(a)
-    q.push(frame(2))
-    const b = q.shift()!
-    t.equal(b, a, 'the same buffer, refilled')
-    t.equal(b[0], 2)
-    q.recycle(b)
-    q.push(new Uint8Array(80).buffer)
-    t.equal(q.shift()!.length, 80, 'another size gets its own copy')
+    for (let i = 0; i < 8; i++) q.push(new Uint8Array(frame(i)))
+    const capacity = q.capacity
+    for (let i = 8; i < 2000; i++) {
+      q.push(new Uint8Array(frame(i & 0xff)))
+      const f = q.takeRun(0)
+      // Oldest first, across many turns of the buffer, one whole frame per take.
+      if (f[0] !== ((i - 8) & 0xff) || f.length !== 160 || q.runFrames !== 1) t.fail(`take ${i}`)
+    }
+    t.equal(q.capacity, capacity, 'the same buffer all along')
+    t.equal(q.frames, 8)
+    q.push(new Uint8Array(80))
+    t.equal(q.runBytes(1000), 7 * 160, 'a run is whole entries, until at least the size asked')
+    t.equal(q.runBytes(5000), 8 * 160 + 80, 'or all of them')
   }
 )
 
@@ -273,7 +276,7 @@ t.test('failover off: what the lost vendor may not have processed is counted whe
   const h = harness({ settings: { failoverTimeoutSeconds: 0 } })
   h.session.start(null)
   h.conn().ready()
-  Object.assign(h.conn(), { lossReport: () => ({ framesSinceLife: 7, unreadFrames: 9, lastLifeAt: 0 }) })
+  Object.assign(h.conn(), { lossReport: () => ({ bytesSinceLife: 7 * 160, unreadBytes: 9 * 160, lastLifeAt: 0 }) })
   h.conn().failWith({ kind: 'closed', code: 1006, reason: '', socket: null })
   t.match(h.owner.failures, [{ error: { code: 'UPSTREAM_CLOSED' } }])
   t.equal(h.session.counters.dropFailoverUnreplayed, 9, 'the larger of since-life and unread')

@@ -132,3 +132,15 @@ t.test('schema problems name line and column, suggest the nearest key, and state
   t.match(byPointer['/listen/porrt'], /is not an allowed property; did you mean "port"\? \(line 2, column 3\)/)
   t.match(byPointer['/uws/idleTimeoutSeconds'], /must be 0, or an integer from 8 to 960 \(line 4, column 3\)/)
 })
+
+t.test('audio.coalesceMs: 100 ms by default, 0 to 200, a clear problem otherwise', async t => {
+  const dir = t.testdir({
+    'g.yaml': ROUTE,
+    'off.yaml': `audio: { coalesceMs: 0 }\n${ROUTE}`,
+    'bad.yaml': `audio: { coalesceMs: 250 }\n${ROUTE}`
+  })
+  t.equal(loadConfig(join(dir, 'g.yaml'), { TOK: 'abcd-token' }).audio.coalesceMs, 100)
+  t.equal(loadConfig(join(dir, 'off.yaml'), { TOK: 'abcd-token' }).audio.coalesceMs, 0)
+  const err = t.throws(() => loadConfig(join(dir, 'bad.yaml'), { TOK: 'abcd-token' })) as unknown as ConfigError
+  t.match(err.problems, [{ pointer: '/audio/coalesceMs', message: /200/ }])
+})
