@@ -79,7 +79,7 @@ export class AudioRelay implements WheelClient {
    * `overflow`: the relay cannot take more audio; the session ends the leg. `holdFull`: the hold buffer
    * is full before the first ready; true when the session moved on to another replica: the oldest held
    * audio is then dropped (counted) and holding goes on; false: HOLD_BUFFER_OVERFLOW. `chunkMs`: ms of
-   * audio per write (audio/coalescer.ts `relayChunkMs`).
+   * audio per write (audio/coalescer.ts `relayChunkMs`); `channels`: interleaved channels of that audio (a join).
    */
   constructor(
     private readonly counters: LegCounters,
@@ -88,12 +88,13 @@ export class AudioRelay implements WheelClient {
     private readonly overflow: (code: Overflow) => void,
     private readonly holdFull: () => boolean = () => false,
     replayRate: number = settings.replayRate,
-    private readonly chunkMs = 0
+    private readonly chunkMs = 0,
+    channels = 1
   ) {
     this.ring = new ReplayRing(Math.round(settings.replaySeconds * 8000))
     this.limit = settings.holdBufferBytes
     this.highWater = settings.vendorHighWaterBytes
-    this.chunkBytes = chunkMs * PLATFORM_BYTES_PER_MS
+    this.chunkBytes = chunkMs * PLATFORM_BYTES_PER_MS * channels
     this.pacer = replayRate > 0 ? new Pacer(replayRate, PACER_BURST_MS, this.chunkBytes) : null
     this.wheel = flushWheel(clock)
   }

@@ -65,7 +65,8 @@ export class VendorSession implements Session {
       code => this.fail({ kind: 'fatal', error: new GatewayError(code) }),
       () => this.holdFull(),
       effectiveReplayRate(deps.settings.replayRate, deps.route.mapping.audio!.replayRate),
-      relayChunkMs(deps.route.mapping.audio!.frames, deps.settings.coalesceMs)
+      relayChunkMs(deps.route.mapping.audio!.frames, deps.settings.coalesceMs),
+      deps.route.mapping.audio!.frames.channels ?? 1
     )
     this.connect = deps.connect ?? newConnection
     this.walk = new ReplicaWalk(deps.route.pool, deps.settings, deps.clock, deps.random)

@@ -51,8 +51,8 @@ t.test('tees that stop reading, refuse or die: the primary and the platform lose
   const slow = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0, name: 'slow' })
   const nope = await startVendor(t, { kind: 'passthrough', refuseUpgrade: 403, name: 'nope' })
   const doomed = await startVendor(t, { kind: 'json-events', resultEveryFrames: 10, name: 'doomed' })
-  const fwdPrimary = await startVendor(t, { kind: 'passthrough', resultEveryFrames: 10, name: 'fwd-primary' })
-  const echo = await startVendor(t, { kind: 'passthrough', resultEveryFrames: 5, name: 'echo' })
+  const fwdPrimary = await startVendor(t, { kind: 'passthrough', resultEveryFrames: 2, name: 'fwd-primary' })
+  const echo = await startVendor(t, { kind: 'passthrough', resultEveryFrames: 1, name: 'echo' })
   const textPrimary = await startVendor(t, { kind: 'passthrough', name: 'text-primary' })
   const shadow = await startVendor(t, { kind: 'passthrough', name: 'shadow', text: { hang: true } })
   const tee = (name: string, v: VendorEmulator, mapping: string, extra: Record<string, unknown> = {}) => ({
