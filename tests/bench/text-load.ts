@@ -1,0 +1,132 @@
+/**
+ * The text bench's processes and its own closed-loop client: the CLI children (gateway, vendor
+ * emulator) and N keep-alive connections, each with one request in flight (no pipelining).
+ */
+import { spawn, type ChildProcess } from 'node:child_process'
+import { connect as netConnect, type Socket } from 'node:net'
+import { join } from 'node:path'
+import { connect as tlsConnect } from 'node:tls'
+import { exited, Histogram, httpStatus, PACKAGE_ROOT, sleep, Tail, track } from './lib'
+
+const BIN = join(PACKAGE_ROOT, 'bin', 'assist-gateway.js')
+
+export interface Child {
+  child: ChildProcess
+  pid: number
+  tail: Tail
+}
+
+export function spawnCli(args: string[], env: NodeJS.ProcessEnv = {}, nodeArgs: string[] = []): Child {
+  const clean: NodeJS.ProcessEnv = { ...process.env, ...env, BENCH_PARENT_PID: String(process.pid) }
+  for (const k of ['PORT', 'ADMIN_PORT', 'LOG_LEVEL', 'REDIS_URL', 'GATEWAY_CONFIG', 'NODE_OPTIONS']) delete clean[k]
+  const tail = new Tail()
+  const child = track(
+    spawn(process.execPath, [...nodeArgs, BIN, ...args], {
+      cwd: PACKAGE_ROOT,
+      env: clean,
+      stdio: ['ignore', 'pipe', 'pipe']
+    })
+  )
+  child.stdout!.on('data', (d: Buffer) => tail.add(d))
+  child.stderr!.on('data', (d: Buffer) => tail.add(d))
+  return { child, pid: child.pid!, tail }
+}
+
+export async function waitOk(c: Child, url: string, what: string): Promise<void> {
+  const deadline = performance.now() + 15_000
+  for (;;) {
+    if (exited(c.child)) throw new Error(`${what} exited during start-up:\n${c.tail.toString()}`)
+    if ((await httpStatus(url, 500)) === 200) return
+    if (performance.now() > deadline)
+      throw new Error(`${what} did not answer ${url} within 15 s:\n${c.tail.toString()}`)
+    await sleep(100)
+  }
+}
+
+/** One keep-alive connection in a closed loop: send, read the whole answer, record, send again. */
+export class Conn {
+  private buf: Buffer = Buffer.alloc(0)
+  private sentAt = 0
+  private stopped = false
+  constructor(
+    private readonly socket: Socket,
+    private readonly request: Buffer,
+    private readonly run: LoadRun
+  ) {
+    socket.setNoDelay(true)
+    socket.on('data', d => this.onData(d))
+    socket.on('error', err => {
+      run.errors.set(err.message, (run.errors.get(err.message) ?? 0) + 1)
+    })
+    socket.on('close', () => {
+      if (!this.stopped) run.closed++
+    })
+  }
+
+  start(): void {
+    this.sentAt = performance.now()
+    this.socket.write(this.request)
+  }
+
+  stop(): void {
+    this.stopped = true
+    this.socket.destroy()
+  }
+
+  private onData(d: Buffer): void {
+    this.buf = this.buf.length === 0 ? d : Buffer.concat([this.buf, d])
+    for (;;) {
+      const end = this.buf.indexOf('\r\n\r\n')
+      if (end === -1) return
+      const head = this.buf.toString('latin1', 0, end)
+      const m = /\r\ncontent-length: *(\d+)/i.exec(head)
+      const total = end + 4 + (m === null ? 0 : Number(m[1]))
+      if (this.buf.length < total) return
+      const status = Number(head.slice(9, 12))
+      this.buf = this.buf.subarray(total)
+      this.run.record(status, performance.now() - this.sentAt)
+      if (this.stopped) return
+      this.start()
+    }
+  }
+}
+
+export class LoadRun {
+  readonly hist = new Histogram()
+  readonly statuses = new Map<number, number>()
+  readonly errors = new Map<string, number>()
+  done = 0
+  closed = 0
+  record(status: number, ms: number): void {
+    this.done++
+    this.statuses.set(status, (this.statuses.get(status) ?? 0) + 1)
+    if (status === 200) this.hist.record(ms)
+  }
+
+  reset(): void {
+    this.hist.reset()
+    this.statuses.clear()
+    this.done = 0
+  }
+}
+
+export async function openConns(
+  n: number,
+  port: number,
+  tls: boolean,
+  request: Buffer,
+  run: LoadRun,
+  ca: string | null
+): Promise<Conn[]> {
+  const conns: Conn[] = []
+  for (let i = 0; i < n; i++) {
+    const socket = await new Promise<Socket>((resolve, reject) => {
+      const s: Socket = tls
+        ? tlsConnect({ host: '127.0.0.1', port, ca: ca!, servername: 'localhost' }, () => resolve(s))
+        : netConnect({ host: '127.0.0.1', port }, () => resolve(s))
+      s.once('error', reject)
+    })
+    conns.push(new Conn(socket, request, run))
+  }
+  return conns
+}
