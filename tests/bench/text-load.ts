@@ -6,7 +6,8 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { connect as netConnect, type Socket } from 'node:net'
 import { join } from 'node:path'
 import { connect as tlsConnect } from 'node:tls'
-import { exited, Histogram, httpStatus, PACKAGE_ROOT, sleep, Tail, track } from './lib'
+import { readdirSync, readFileSync } from 'node:fs'
+import { exited, fmt, Histogram, httpStatus, PACKAGE_ROOT, type Report, sleep, Tail, track } from './lib'
 
 const BIN = join(PACKAGE_ROOT, 'bin', 'assist-gateway.js')
 
@@ -129,4 +130,29 @@ export async function openConns(
     conns.push(new Conn(socket, request, run))
   }
   return conns
+}
+
+/** --profile: the gateway's top self-time functions over its whole run (warm-up and start-up included). */
+export function topFunctions(dir: string, r: Report): void {
+  const file = readdirSync(dir).find(f => f.endsWith('.cpuprofile'))
+  if (file === undefined) return
+  const prof = JSON.parse(readFileSync(join(dir, file), 'utf8')) as {
+    nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number } }[]
+    samples: number[]
+    timeDeltas: number[]
+  }
+  const self = new Map<number, number>()
+  prof.samples.forEach((id, i) => self.set(id, (self.get(id) ?? 0) + (prof.timeDeltas[i + 1] ?? 0)))
+  const byFn = new Map<string, number>()
+  let busy = 0
+  for (const n of prof.nodes) {
+    const us = self.get(n.id) ?? 0
+    if (us === 0 || n.callFrame.functionName === '(idle)') continue
+    busy += us
+    const key = `${n.callFrame.functionName || '(anonymous)'} ${n.callFrame.url.replace(/^file:\/\//, '').replace(`${PACKAGE_ROOT}/`, '')}:${n.callFrame.lineNumber + 1}`
+    byFn.set(key, (byFn.get(key) ?? 0) + us)
+  }
+  r.section(`gateway CPU profile (${fmt(busy / 1000, 0)} ms busy; profiling slows the gateway)`)
+  for (const [k, us] of [...byFn].sort((a, b) => b[1] - a[1]).slice(0, 30))
+    r.row(`  ${fmt((100 * us) / busy, 1).padStart(5)} %`, k)
 }

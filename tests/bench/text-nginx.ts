@@ -15,7 +15,7 @@
  * the others (`--no-pin`: off). Without nginx it says so and prints the gateway's absolute figures.
  */
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { stringify } from 'yaml'
@@ -40,7 +40,7 @@ import {
   UsageError
 } from './lib'
 import { findNginx, nginxPids, nginxVersion, startNginx, type Nginx } from './nginx'
-import { LoadRun, openConns, spawnCli, waitOk, type Child } from './text-load'
+import { LoadRun, openConns, spawnCli, topFunctions, waitOk, type Child } from './text-load'
 import { findWrk, runWrk, wrkScript, type WrkResult } from './wrk'
 
 export const TEXT_NGINX_FLAGS = ['rounds', 'threads']
@@ -162,6 +162,7 @@ export async function runTextVsNginx(flags: Map<string, string>): Promise<Record
     listen: { host: '127.0.0.1', port },
     admin: { host: '127.0.0.1', port: adminPort },
     log: { level: 'warn' },
+    shutdown: { drainDelaySeconds: 0 },
     health: { active: { kind: 'http', path: '/healthz' } },
     routes: {
       bench: {
@@ -173,7 +174,8 @@ export async function runTextVsNginx(flags: Map<string, string>): Promise<Record
   }
   const file = join(dir, 'gateway.yaml')
   writeFileSync(file, stringify(config))
-  const profileDir = join(dir, 'profile')
+  // Kept after the run (printed): the profile is for reading afterwards.
+  const profileDir = join(tmpdir(), `assist-gateway-text-profile-${process.pid}`)
   const gw = spawnCli(
     ['serve', '--config', file],
     { BENCH_TEXT_TOKEN: token },
@@ -266,7 +268,7 @@ export async function runTextVsNginx(flags: Map<string, string>): Promise<Record
   }
   const rss = targets.map(t => t.rss())
   const alive = targets.map(t => t.alive())
-  await stopChild(gw.child, 3000)
+  await stopChild(gw.child, 10_000)
   if (proxy !== null) await proxy.stop()
   if (upstream !== null) await upstream.stop()
   if (emulator !== null) await stopChild(emulator.child, 2000)
@@ -315,12 +317,10 @@ export async function runTextVsNginx(flags: Map<string, string>): Promise<Record
     rep.row('RSS', fmtMiB(f.rss))
     if (!f.alive) rep.row('WARNING', `${f.name} exited during the run`)
   }
-  if (profile)
-    rep.section(
-      `gateway CPU profile: ${readdirSync(profileDir)
-        .map(x => join(profileDir, x))
-        .join(', ')}`
-    )
+  if (profile) {
+    rep.section(`gateway CPU profile: ${profileDir} (whole run, warm-up included)`)
+    topFunctions(profileDir, rep)
+  }
   rep.print()
   console.log('')
   const summary = new Report(`SUMMARY text (${machineLine()})`)

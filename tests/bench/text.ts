@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { stringify } from 'yaml'
 import { selfSignedPair } from '../helpers/openssl'
-import { LoadRun, openConns, spawnCli, waitOk } from './text-load'
+import { LoadRun, openConns, spawnCli, topFunctions, waitOk } from './text-load'
 import { runTextVsNginx, TEXT_NGINX_BOOLEANS, TEXT_NGINX_FLAGS } from './text-nginx'
 import {
   exited,
@@ -159,31 +159,6 @@ async function runMode(
     generatorCpuPercent: round((100 * selfCpu) / (windowMs * 1000), 1),
     gatewayRssBytes: rss
   }
-}
-
-/** --profile: the gateway's top self-time functions over its whole run (warm-up and start-up included). */
-function topFunctions(dir: string, r: Report): void {
-  const file = readdirSync(dir).find(f => f.endsWith('.cpuprofile'))
-  if (file === undefined) return
-  const prof = JSON.parse(readFileSync(join(dir, file), 'utf8')) as {
-    nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number } }[]
-    samples: number[]
-    timeDeltas: number[]
-  }
-  const self = new Map<number, number>()
-  prof.samples.forEach((id, i) => self.set(id, (self.get(id) ?? 0) + (prof.timeDeltas[i + 1] ?? 0)))
-  const byFn = new Map<string, number>()
-  let busy = 0
-  for (const n of prof.nodes) {
-    const us = self.get(n.id) ?? 0
-    if (us === 0 || n.callFrame.functionName === '(idle)') continue
-    busy += us
-    const key = `${n.callFrame.functionName || '(anonymous)'} ${n.callFrame.url.replace(/^file:\/\//, '').replace(`${PACKAGE_ROOT}/`, '')}:${n.callFrame.lineNumber + 1}`
-    byFn.set(key, (byFn.get(key) ?? 0) + us)
-  }
-  r.section(`gateway CPU profile (${fmt(busy / 1000, 0)} ms busy; profiling slows the gateway)`)
-  for (const [k, us] of [...byFn].sort((a, b) => b[1] - a[1]).slice(0, 30))
-    r.row(`  ${fmt((100 * us) / busy, 1).padStart(5)} %`, k)
 }
 
 /** The text benchmark's figures (for run.ts's BENCH_JSON). */
