@@ -57,14 +57,13 @@ function childrenOf(pid: number): number[] {
 
 /**
  * Start nginx with `server` as the body of its one `server {}` block (listening on a free port) and
- * `http` as extra http-level directives (upstream blocks). Resolves once it answers `probe`.
+ * `http` as extra http-level directives (upstream blocks). Resolves once it answers /nginx-alive.
  */
 export async function startNginx(
   bin: string,
   what: string,
   server: (port: number) => string,
-  http = '',
-  probe = '/'
+  http = ''
 ): Promise<Nginx> {
   const dir = mkdtempSync(join(tmpdir(), 'assist-gateway-bench-nginx-'))
   onExit(() => rmSync(dir, { recursive: true, force: true }))
@@ -88,6 +87,7 @@ http {
   ${http}
   server {
     listen 127.0.0.1:${port} reuseport backlog=4096;
+    location = /nginx-alive { return 204; }
 ${server(port)}
   }
 }
@@ -111,7 +111,7 @@ ${server(port)}
       }
       throw new Error(`nginx (${what}) exited during start-up:\n${tail.toString()}\n${log}`)
     }
-    if ((await httpStatus(`http://127.0.0.1:${port}${probe}`, 500)) !== null) break
+    if ((await httpStatus(`http://127.0.0.1:${port}/nginx-alive`, 500)) === 204) break
     if (performance.now() > deadline) throw new Error(`nginx (${what}) did not answer within 10 s:\n${tail.toString()}`)
     await sleep(50)
   }

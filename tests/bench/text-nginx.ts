@@ -195,8 +195,7 @@ export async function runTextVsNginx(flags: Map<string, string>): Promise<Record
       proxy_set_header Connection "";
       proxy_buffering on;
     }`,
-      `upstream vendor { server ${upstreamUrl.replace('http://', '')}; keepalive 128; }`,
-      '/healthz'
+      `upstream vendor { server ${upstreamUrl.replace('http://', '')}; keepalive 128; }`
     )
   }
 
