@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- audio|wsclient|failover|codec|text|all] [flags]`: prints figures, never passes or fails.
+ * `npm run bench [-- audio|wsclient|failover|codec|text|fleet|all] [flags]`: prints figures, never passes or fails.
  *   audio    [--legs N (1000)] [--seconds S (20)] [--warmup S (3)] [--baseline-legs N (= legs)]
  *            [--baseline-seconds S (3)] [--profile] [--no-pin]
  *   audio --vs-nginx [--legs 500,1000] [--rounds 2] ...: side by side with nginx (audio-nginx.ts)
@@ -17,9 +17,10 @@ import { FAILOVER_FLAGS, runFailover } from './failover'
 import { benchText } from './text'
 import { AUDIO_NGINX_BOOLEANS, AUDIO_NGINX_FLAGS, runAudioVsNginx } from './audio-nginx'
 import { findNginx } from './nginx'
+import { FLEET_FLAGS, runFleet } from './fleet'
 import { runTextVsNginx } from './text-nginx'
 
-const USAGE = `usage: npm run bench [-- [audio|wsclient|failover|codec|text|all] [flags]]
+const USAGE = `usage: npm run bench [-- [audio|wsclient|failover|codec|text|fleet|all] [flags]]
   audio    [--legs N (1000)] [--seconds S (20)] [--warmup S (3)] [--mapping passthrough|deepgram] [--baseline-legs N (= --legs)] [--baseline-seconds S (3)] [--profile] [--no-pin]
   audio --vs-nginx [--legs 500,1000] [--rounds 2] [--seconds S (10)] [--warmup S (3)] [--baseline-seconds S (3)] [--no-nginx] [--no-pin]
   wsclient [--frames N (200000)] [--batch B (100)] [--conns C (100)]
@@ -28,6 +29,7 @@ const USAGE = `usage: npm run bench [-- [audio|wsclient|failover|codec|text|all]
   text     [--connections N (64)] [--seconds S (10)] [--warmup S (3)] [--rounds 2] [--threads 1] [--mapping passthrough|json-events]
            [--no-nginx] [--no-pin] [--profile]: plain HTTP, side by side with nginx when installed
   text --mode tls|both [--connections N] [--seconds S] [--mapping ...]: the gateway alone, over HTTPS too
+  fleet    [--instances 4] [--legs 1000] [--seconds 10] [--warmup 3]: N instances sharing Redis (REDIS_URL)
   all      (default) audio (vs nginx when installed), text, wsclient, codec; no flags`
 
 async function main(argv: string[]): Promise<number> {
@@ -59,6 +61,9 @@ async function main(argv: string[]): Promise<number> {
       break
     case 'failover':
       out.failover = await runFailover(parseFlags(rest, FAILOVER_FLAGS))
+      break
+    case 'fleet':
+      out.fleet = await runFleet(parseFlags(rest, FLEET_FLAGS))
       break
     case 'codec':
       out.codec = runCodec(parseFlags(rest, CODEC_FLAGS))
