@@ -3,7 +3,7 @@ import { systemClock, type Clock } from '../clock'
 import type { TextSettings } from '../config/types'
 import { GatewayError } from '../errors'
 import type { Metrics } from '../telemetry/metrics'
-import { Exchange, translate, type Deadline, type RawAnswer, type UpstreamResult } from './http-exchange'
+import { Exchange, translate, type Deadline, type UpstreamResult } from './http-exchange'
 import { TextBalancer, type Replica, type UpstreamPool } from './pool'
 
 export type { UpstreamResult } from './http-exchange'
