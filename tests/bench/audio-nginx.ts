@@ -27,6 +27,7 @@ import {
   Report,
   round,
   rssBytes,
+  runqueueWaitMicros,
   Sink,
   sleep,
   stopChild,
@@ -34,6 +35,7 @@ import {
 } from './lib'
 import { LoadGen } from './loadgen'
 import { findNginx, nginxPids, nginxVersion, startNginx } from './nginx'
+import { noisy } from './text-nginx'
 
 export const AUDIO_NGINX_FLAGS = ['rounds']
 export const AUDIO_NGINX_BOOLEANS = ['vs-nginx', 'no-nginx']
@@ -44,6 +46,8 @@ interface Target {
   cpuUs: () => number
   rss: () => number
   alive: () => boolean
+  /** Processes whose run-queue wait is read (the gateway; nginx's master and worker). */
+  pids: () => number[]
 }
 
 interface Round {
@@ -58,6 +62,7 @@ interface Round {
   outOfOrder: number
   rssPerLeg: number
   rssWithLegs: number
+  waitMsPerS: number
 }
 
 /** Connect `legs` legs to `t`, warm up, measure a window, stop, close, count what arrived. */
@@ -76,10 +81,13 @@ async function measure(
   if (conn.failed > 0) progress(`audio: ${t.name}: ${conn.failed} legs failed: ${gen.failures().join('; ')}`)
   const rssWithLegs = t.rss()
   await sleep(warmup * 1000)
+  const waitUs = (): number => t.pids().reduce((a, p) => a + (runqueueWaitMicros(p) || 0), 0)
   const c0 = t.cpuUs()
+  const q0 = waitUs()
   const s0 = await sink.ask('reset-hist')
   await sleep(seconds * 1000)
   const cpu = t.cpuUs() - c0
+  const q = waitUs() - q0
   const s1 = await sink.ask('stats')
   gen.stop()
   await sleep(1000)
@@ -99,7 +107,8 @@ async function measure(
     lost: gen.sent - final.received,
     outOfOrder: final.outOfOrder,
     rssPerLeg: (rssWithLegs - rss0) / Math.max(1, conn.streaming),
-    rssWithLegs
+    rssWithLegs,
+    waitMsPerS: (q / ((s1.at - s0.at) * 1000)) * 1000
   }
 }
 
@@ -184,7 +193,8 @@ export async function runAudioVsNginx(flags: Map<string, string>): Promise<Recor
       url: `ws://127.0.0.1:${gw.port}/audio/bench`,
       cpuUs: () => procCpu(gw.pid).total,
       rss: () => rssBytes(gw.pid),
-      alive: () => !exited(gw.child)
+      alive: () => !exited(gw.child),
+      pids: () => [gw.pid]
     }
   ]
   if (proxy !== null)
@@ -193,7 +203,8 @@ export async function runAudioVsNginx(flags: Map<string, string>): Promise<Recor
       url: `ws://127.0.0.1:${proxy.port}/audio/bench`,
       cpuUs: proxy.cpuUs,
       rss: proxy.rss,
-      alive: () => !exited(proxy.child)
+      alive: () => !exited(proxy.child),
+      pids: () => nginxPids(proxy)
     })
 
   const results: { legs: number; base: { p50: number; p99: number }; by: Map<string, Round[]> }[] = []
@@ -228,7 +239,8 @@ export async function runAudioVsNginx(flags: Map<string, string>): Promise<Recor
     outOfOrder: rs.reduce((s, r) => s + r.outOfOrder, 0),
     failedLegs: rs.reduce((s, r) => s + (r.legs - r.streaming), 0),
     rssPerLeg: rs[0].rssPerLeg,
-    rssWithLegs: Math.max(...rs.map(r => r.rssWithLegs))
+    rssWithLegs: Math.max(...rs.map(r => r.rssWithLegs)),
+    waitMsPerS: mean(rs.map(r => r.waitMsPerS))
   })
   const rep = new Report(
     `audio: legs × 50 frames/s × 160 B, gateway (${mapping} route) vs nginx (WebSocket proxy_pass, 1 worker), same uWS sink`
@@ -251,6 +263,10 @@ export async function runAudioVsNginx(flags: Map<string, string>): Promise<Recor
         `${f.name} CPU per frame`,
         `${fmt(f.cpuUsPerFrame, 2)} µs (rounds ${f.cpuEach.map(x => fmt(x, 2)).join(', ')}); ${fmt(f.cpuPct, 1)} % of one core`
       )
+      rep.row(
+        `${f.name} waiting for a CPU`,
+        `${fmt(f.waitMsPerS, 1)} ms/s in the run queue${f.waitMsPerS > 50 ? '  ← NOISY: other programs took its core; figures are not its own' : ''}`
+      )
       rep.row(`${f.name} added latency`, `p50 ${fmt(f.addedP50, 3)} ms, p99 ${fmt(f.addedP99, 3)} ms`)
       rep.row(
         `${f.name} loss`,
@@ -265,12 +281,12 @@ export async function runAudioVsNginx(flags: Map<string, string>): Promise<Recor
     const n = figs.length > 1 ? figs[1] : null
     summary.row(
       `${res.legs} legs gateway`,
-      `${fmt(g.cpuUsPerFrame, 2)} µs CPU/frame, added p50 ${fmt(g.addedP50, 2)} ms p99 ${fmt(g.addedP99, 2)} ms, ${fmtKiB(g.rssPerLeg)}/leg, ${fmtInt(g.lost)} lost`
+      `${fmt(g.cpuUsPerFrame, 2)} µs CPU/frame, added p50 ${fmt(g.addedP50, 2)} ms p99 ${fmt(g.addedP99, 2)} ms, ${fmtKiB(g.rssPerLeg)}/leg, ${fmtInt(g.lost)} lost${noisy(g.waitMsPerS)}`
     )
     if (n !== null) {
       summary.row(
         `${res.legs} legs nginx`,
-        `${fmt(n.cpuUsPerFrame, 2)} µs CPU/frame, added p50 ${fmt(n.addedP50, 2)} ms p99 ${fmt(n.addedP99, 2)} ms, ${fmtKiB(n.rssPerLeg)}/leg, ${fmtInt(n.lost)} lost`
+        `${fmt(n.cpuUsPerFrame, 2)} µs CPU/frame, added p50 ${fmt(n.addedP50, 2)} ms p99 ${fmt(n.addedP99, 2)} ms, ${fmtKiB(n.rssPerLeg)}/leg, ${fmtInt(n.lost)} lost${noisy(n.waitMsPerS)}`
       )
       summary.row(
         `${res.legs} legs ratio`,
@@ -285,7 +301,8 @@ export async function runAudioVsNginx(flags: Map<string, string>): Promise<Recor
       lostFrames: f.lost,
       outOfOrder: f.outOfOrder,
       failedLegs: f.failedLegs,
-      rssPerLegBytes: Math.round(f.rssPerLeg)
+      rssPerLegBytes: Math.round(f.rssPerLeg),
+      runqueueWaitMsPerS: round(f.waitMsPerS, 1)
     })
     json.push({
       legs: res.legs,
