@@ -116,6 +116,16 @@ ${server(port)}
     await sleep(50)
   }
   const pid = child.pid!
+  // On every way out (errors, SIGINT) the workers go too: killing the master alone would orphan them.
+  onExit(() => {
+    for (const w of childrenOf(pid)) {
+      try {
+        process.kill(w, 'SIGKILL')
+      } catch {
+        /* gone */
+      }
+    }
+  })
   const all = (): number[] => [pid, ...childrenOf(pid)]
   return {
     child,
