@@ -42,7 +42,9 @@ async function keysUnder(redis: Redis, prefix: string): Promise<{ keys: number; 
     const [next, ks] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000)
     cursor = next
     keys += ks.length
-    for (const k of ks) bytes += Number((await redis.memory('USAGE', k)) ?? 0)
+    // One pipelined batch per SCAN page: a round trip per key would wait on this busy event loop each time.
+    const sizes = await Promise.all(ks.map(async k => Number((await redis.memory('USAGE', k)) ?? 0)))
+    for (const b of sizes) bytes += b
   } while (cursor !== '0')
   return { keys, bytes }
 }
@@ -91,8 +93,9 @@ export async function runFleet(flags: Map<string, string>): Promise<Record<strin
   const rcpu = procCpu(redisPid).total - rcpu0
   const cpu = gws.map((g, i) => procCpu(g.pid).total - cpu0[i])
   const rss1 = gws.map(g => rssBytes(g.pid))
-  const { keys, bytes } = await keysUnder(redis, prefix)
+  // Stop sending first: the generators keep this process's event loop busy.
   for (const g of gens) g.stop()
+  const { keys, bytes } = await keysUnder(redis, prefix)
   await sleep(1000)
   const final = await sink.ask('stats')
   const sent = gens.reduce((s, g) => s + g.sent, 0)
