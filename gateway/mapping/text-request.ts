@@ -50,7 +50,7 @@ export function mapRequestNow(m: TextMapping, input: TextInput): Part<OutgoingRe
   const h = headersPart(headers)
   if (!h.ok) return h
   const body = evaluateNow(m.body, input)
-  return body === null ? null : assemble(m, path, h.value, bodyPart(body))
+  return body === null ? null : assemble(m, path, h.value, bodyPart(body, input))
 }
 
 /** The request for one replica, as `mapRequestNow` builds it, awaiting JSONata for what the fast path hands back. */
@@ -61,7 +61,7 @@ export async function mapRequest(m: TextMapping, input: TextInput): Promise<Part
     m.headers === null ? null : (evaluateNow(m.headers, input) ?? (await run(m.headers.slow, input)))
   )
   if (!h.ok) return h
-  return assemble(m, p.value, h.value, bodyPart(evaluateNow(m.body, input) ?? (await run(m.body.slow, input))))
+  return assemble(m, p.value, h.value, bodyPart(evaluateNow(m.body, input) ?? (await run(m.body.slow, input)), input))
 }
 
 function assemble(
@@ -88,7 +88,7 @@ export async function mapBody(
   m: TextMapping,
   input: TextInput
 ): Promise<Part<{ body: string | null; contentType: string | null }>> {
-  return bodyPart(await evaluate(m.body, input))
+  return bodyPart(await evaluate(m.body, input), input)
 }
 
 function pathPart(out: Outcome): Part<string | null> {
@@ -109,10 +109,15 @@ function headersPart(out: Outcome | null): Part<Record<string, string>> {
   return { ok: true, value: headers }
 }
 
-/** The body as sent, and the content type it implies (null: none). */
-function bodyPart(out: Outcome): Part<{ body: string | null; contentType: string | null }> {
+/**
+ * The body as sent, and the content type it implies (null: none). The platform's message itself, unchanged
+ * (a passthrough body), goes as the JSON text that came: parsed and validated, never serialised again.
+ */
+function bodyPart(out: Outcome, input: TextInput): Part<{ body: string | null; contentType: string | null }> {
   if (!out.ok) return { ok: false, pointer: '/text/request/body', error: out.error }
   const v = out.value
+  if (v === input.message && typeof input.messageJson === 'string')
+    return { ok: true, value: { body: input.messageJson, contentType: 'application/json' } }
   if (v === undefined || v === null) return { ok: true, value: { body: null, contentType: null } }
   if (typeof v === 'string') return { ok: true, value: { body: v, contentType: 'text/plain; charset=utf-8' } }
   if (typeof v === 'object') {

@@ -27,6 +27,11 @@ export interface TextInput {
   request: Utterance
   /** The platform's JSON as received; without `authorizationHeader` when the route checks it itself. */
   message: Readonly<Record<string, unknown>>
+  /**
+   * The platform's JSON text as received, when `message` is exactly that JSON (nothing dropped): a body
+   * expression that yields `message` itself sends this text as it came, without serialising it again.
+   */
+  messageJson?: string | null
   requestId: string
   route: { name: string; params: Readonly<Record<string, unknown>>; checksToken: boolean }
   upstream: { name: string; credential: string | null; hasCredential: boolean }

@@ -158,7 +158,8 @@ export class TextHook {
     const rt = this.routes.get(req.route)
     if (rt === undefined) return this.refuse(req, new GatewayError('ROUTE_NOT_FOUND'))
     const { metrics } = this.deps
-    const parsed = parseJson(req.body.toString('utf8'))
+    const text = req.body.toString('utf8')
+    const parsed = parseJson(text)
     if (!parsed.ok) {
       metrics.validationFailures.inc({ hook: 'text' })
       return this.refuse(req, parsed.error)
@@ -192,7 +193,15 @@ export class TextHook {
       return this.refuse(req, new GatewayError('MESSAGE_INVALID', { pointers: problems.map(p => p.pointer) }), problems)
     }
     const { request, message } = normalizeUtterance(msg, rt.inputRoute.checksToken)
-    const input: TextInput = { request, message, requestId: req.requestId, route: rt.inputRoute, upstream: NO_UPSTREAM }
+    // messageJson: the message as it came (nothing dropped); a passthrough body sends these bytes as they are.
+    const input: TextInput = {
+      request,
+      message,
+      messageJson: message === msg ? text : null,
+      requestId: req.requestId,
+      route: rt.inputRoute,
+      upstream: NO_UPSTREAM
+    }
     if (rt.queue !== null) {
       const accepted = rt.queue.offer(async () => {
         await this.deliver(rt, input, req.traceparent)

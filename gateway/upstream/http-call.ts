@@ -3,7 +3,7 @@ import { systemClock, type Clock } from '../clock'
 import type { TextSettings } from '../config/types'
 import { GatewayError } from '../errors'
 import type { Metrics } from '../telemetry/metrics'
-import { Exchange, translate, type Deadline, type RawAnswer, type UpstreamResult } from './http-exchange'
+import { Exchange, translate, type Deadline, type UpstreamResult } from './http-exchange'
 import { TextBalancer, type Replica, type UpstreamPool } from './pool'
 
 export type { UpstreamResult } from './http-exchange'
@@ -75,6 +75,10 @@ interface Lane {
   readonly origin: string
   readonly basePath: string
   readonly search: string
+  /** The request path when the mapping gives none: the text URL's own path and query. */
+  readonly path: string
+  /** The replica's configured headers, or null when it has none. */
+  readonly headers: Readonly<Record<string, string>> | null
   readonly duration: { observe: (v: number) => void }
   readonly results: Map<UpstreamResult, { inc: () => void }>
 }
@@ -235,9 +239,15 @@ export class TextUpstream {
         origin: url.origin,
         basePath: url.pathname.replace(/\/+$/, ''),
         search: url.search,
+        path: '',
+        headers:
+          replica.config.headers !== undefined && Object.keys(replica.config.headers).length > 0
+            ? replica.config.headers
+            : null,
         duration: this.metrics.upstreamDuration.labels(this.route, replica.name),
         results: new Map()
       }
+      lane = { ...lane, path: target(lane, null) }
       this.lanes.set(replica, lane)
     }
     return lane
@@ -261,16 +271,23 @@ export class TextUpstream {
   ): Promise<Exchanged> {
     const lane = this.lane(replica)
     const started = this.clock.now()
-    const headers: Record<string, string> = { ...req.headers, ...replica.config.headers }
+    // The builder made these headers for this one request: the replica's own are added in place, no copy.
+    const headers = req.headers
+    if (lane.headers !== null) Object.assign(headers, lane.headers)
     if (traceparent !== undefined) headers.traceparent = traceparent
-    const raw = await new Promise<RawAnswer>(resolve => {
-      const exchange = new Exchange(resolve)
-      deadline.current = exchange
-      lane.pool.dispatch(
-        { origin: lane.origin, method: req.method, path: target(lane, req.path), headers, body: req.body },
-        exchange
-      )
-    })
+    const exchange = new Exchange()
+    deadline.current = exchange
+    lane.pool.dispatch(
+      {
+        origin: lane.origin,
+        method: req.method,
+        path: req.path === null || req.path === '' ? lane.path : target(lane, req.path),
+        headers,
+        body: req.body
+      },
+      exchange
+    )
+    const raw = await exchange.answer
     deadline.current = null
     let outcome: Exchanged
     let result: UpstreamResult

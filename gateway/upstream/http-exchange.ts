@@ -51,8 +51,11 @@ export class Exchange implements Dispatcher.DispatchHandler {
   private status = 0
   private headers: Record<string, string> = {}
   private readonly chunks: Buffer[] = []
-
-  constructor(private readonly resolve: (a: RawAnswer) => void) {}
+  private resolve!: (a: RawAnswer) => void
+  /** Settles once, with the whole answer or the error (never rejects). */
+  readonly answer = new Promise<RawAnswer>(resolve => {
+    this.resolve = resolve
+  })
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
     if (this.settled) controller.abort(TIMED_OUT)

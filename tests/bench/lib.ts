@@ -7,6 +7,7 @@ import { execSync, fork, type ChildProcess } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { request } from 'node:http'
 import { createServer } from 'node:net'
+import os, { cpus } from 'node:os'
 import { join } from 'node:path'
 
 // ---- frame layout (load generator → sink) -----------------------------------------------------
@@ -537,4 +538,17 @@ export function round(n: number, digits = 3): number | null {
 /** Progress lines go to stderr so stdout holds only the report. */
 export function progress(line: string): void {
   process.stderr.write(`bench: ${line}\n`)
+}
+
+/** Which machine and day the figures come from: date, CPU model, cores, kernel, Node. */
+export function machineLine(): string {
+  let model = 'unknown CPU'
+  try {
+    const m = /^model name\s*:\s*(.+)$/m.exec(readFileSync('/proc/cpuinfo', 'utf8'))
+    if (m !== null) model = m[1].replace(/\s+/g, ' ').trim()
+  } catch {
+    /* not Linux */
+  }
+  const cores = cpus().length
+  return `${new Date().toISOString().slice(0, 10)}, ${model}, ${cores} cores, ${os.release()}, Node ${process.version}`
 }

@@ -47,7 +47,9 @@ export class LoadGen {
   constructor(
     private readonly url: string,
     private readonly count: number,
-    private readonly token: string
+    private readonly token: string,
+    /** Index (contactId - CONTACT_BASE) of the first leg: generators side by side use disjoint ranges. */
+    private readonly firstIndex = 0
   ) {}
 
   /** Open every leg (at most `concurrency` handshakes in flight); resolves when all are streaming or failed. */
@@ -56,7 +58,7 @@ export class LoadGen {
     let next = 0
     const worker = async (): Promise<void> => {
       while (next < this.count && performance.now() < deadline) {
-        await this.openLeg(next++, deadline)
+        await this.openLeg(this.firstIndex + next++, deadline)
       }
     }
     await Promise.all(Array.from({ length: Math.min(concurrency, this.count) }, worker))

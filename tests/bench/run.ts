@@ -1,9 +1,11 @@
 /**
- * `npm run bench [-- audio|wsclient|failover|codec|text|all] [flags]`: prints figures, never passes or fails.
+ * `npm run bench [-- audio|wsclient|failover|codec|text|fleet|all] [flags]`: prints figures, never passes or fails.
  *   audio    [--legs N (1000)] [--seconds S (20)] [--warmup S (3)] [--baseline-legs N (= legs)]
  *            [--baseline-seconds S (3)] [--profile] [--no-pin]
+ *   audio --vs-nginx [--legs 500,1000] [--rounds 2] ...: side by side with nginx (audio-nginx.ts)
+ *   text     side by side with nginx when installed (text-nginx.ts)
  *   wsclient [--frames N (200000)] [--batch B (100)] [--conns C (100)]
- *   (none) / all: audio then wsclient; accepts the flags of both.
+ *   (none) / all: audio (vs nginx when installed), text, wsclient, codec; no flags.
  * Ends with one line `BENCH_JSON {...}` holding every figure. Child processes (gateway, sink) are
  * killed on every way out, including errors and SIGINT.
  */
@@ -13,14 +15,22 @@ import { runWsClient, WSCLIENT_FLAGS } from './wsclient'
 import { CODEC_FLAGS, runCodec } from './codec'
 import { FAILOVER_FLAGS, runFailover } from './failover'
 import { benchText } from './text'
+import { AUDIO_NGINX_BOOLEANS, AUDIO_NGINX_FLAGS, runAudioVsNginx } from './audio-nginx'
+import { findNginx } from './nginx'
+import { FLEET_FLAGS, runFleet } from './fleet'
+import { runTextVsNginx } from './text-nginx'
 
-const USAGE = `usage: npm run bench [-- [audio|wsclient|failover|codec|text|all] [flags]]
+const USAGE = `usage: npm run bench [-- [audio|wsclient|failover|codec|text|fleet|all] [flags]]
   audio    [--legs N (1000)] [--seconds S (20)] [--warmup S (3)] [--mapping passthrough|deepgram] [--baseline-legs N (= --legs)] [--baseline-seconds S (3)] [--profile] [--no-pin]
+  audio --vs-nginx [--legs 500,1000] [--rounds 2] [--seconds S (10)] [--warmup S (3)] [--baseline-seconds S (3)] [--no-nginx] [--no-pin]
   wsclient [--frames N (200000)] [--batch B (100)] [--conns C (100)]
   failover [--legs N (500)] [--warmup S (3)] [--after S (5)]
   codec    [--seconds S (60)]
-  text     [--connections N (64)] [--seconds S (10)] [--mode plain|tls|both] [--mapping json-events|passthrough] [--profile]
-  all      (default) audio, wsclient, codec; takes the flags of audio and wsclient`
+  text     [--connections N (64)] [--seconds S (10)] [--warmup S (3)] [--rounds 2] [--threads 1] [--mapping passthrough|json-events]
+           [--no-nginx] [--no-pin] [--profile]: plain HTTP, side by side with nginx when installed
+  text --mode tls|both [--connections N] [--seconds S] [--mapping ...]: the gateway alone, over HTTPS too
+  fleet    [--instances 4] [--legs 1000] [--seconds 10] [--warmup 3]: N instances sharing Redis (REDIS_URL)
+  all      (default) audio (vs nginx when installed), text, wsclient, codec; no flags`
 
 async function main(argv: string[]): Promise<number> {
   installExitHandlers()
@@ -36,14 +46,24 @@ async function main(argv: string[]): Promise<number> {
   const out: Record<string, unknown> = { node: process.version, startedAt: new Date().toISOString() }
   const started = performance.now()
   switch (cmd) {
-    case 'audio':
-      out.audio = await runAudio(parseFlags(rest, AUDIO_FLAGS, AUDIO_BOOLEANS))
+    case 'audio': {
+      const flags = parseFlags(
+        rest,
+        [...AUDIO_FLAGS, ...AUDIO_NGINX_FLAGS],
+        [...AUDIO_BOOLEANS, ...AUDIO_NGINX_BOOLEANS]
+      )
+      // Without --vs-nginx: the gateway alone, as before (its figures keep their meaning).
+      out.audio = flags.has('vs-nginx') ? await runAudioVsNginx(flags) : await runAudio(flags)
       break
+    }
     case 'wsclient':
       out.wsclient = await runWsClient(parseFlags(rest, WSCLIENT_FLAGS))
       break
     case 'failover':
       out.failover = await runFailover(parseFlags(rest, FAILOVER_FLAGS))
+      break
+    case 'fleet':
+      out.fleet = await runFleet(parseFlags(rest, FLEET_FLAGS))
       break
     case 'codec':
       out.codec = runCodec(parseFlags(rest, CODEC_FLAGS))
@@ -53,12 +73,15 @@ async function main(argv: string[]): Promise<number> {
       await benchText(rest)
       return 0
     case 'all': {
-      const flags = parseFlags(rest, [...AUDIO_FLAGS, ...WSCLIENT_FLAGS], AUDIO_BOOLEANS)
-      out.audio = await runAudio(flags)
+      if (rest.length > 0) throw new UsageError('all takes no flags: run one bench with its flags instead')
+      const none = new Map<string, string>()
+      out.audio = findNginx() !== null ? await runAudioVsNginx(none) : await runAudio(none)
       console.log('')
-      out.wsclient = await runWsClient(flags)
+      out.text = await runTextVsNginx(none)
       console.log('')
-      out.codec = runCodec(new Map())
+      out.wsclient = await runWsClient(none)
+      console.log('')
+      out.codec = runCodec(none)
       break
     }
     default:

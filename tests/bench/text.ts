@@ -1,29 +1,17 @@
-/**
- * `npm run bench -- text [--connections N (64)] [--seconds S (10)] [--warmup S (3)] [--mode plain|tls|both (both)]
- *                        [--mapping json-events|passthrough (json-events)]`
- *
- * Three processes: the vendor emulator (child: bin/assist-gateway.js vendor), the gateway (child:
- * bin/assist-gateway.js serve, text auth on, the chosen mapping) and the load generator (this process):
- * N keep-alive connections, each with one utterance in flight at a time (closed loop, no pipelining),
- * over plain HTTP and then HTTPS with a throwaway certificate. Prints req/s and latency percentiles.
- */
-import { spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { connect as netConnect, type Socket } from 'node:net'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { connect as tlsConnect } from 'node:tls'
 import { stringify } from 'yaml'
 import { selfSignedPair } from '../helpers/openssl'
+import { LoadRun, openConns, spawnCli, topFunctions, waitOk } from './text-load'
+import { runTextVsNginx, TEXT_NGINX_BOOLEANS, TEXT_NGINX_FLAGS } from './text-nginx'
 import {
   exited,
   fmt,
   fmtInt,
   fmtMiB,
   freePort,
-  Histogram,
-  httpStatus,
   installExitHandlers,
   killAllChildren,
   numberFlag,
@@ -37,144 +25,14 @@ import {
   rssBytes,
   sleep,
   stopChild,
-  Tail,
-  track,
   UsageError
 } from './lib'
 
 export const TEXT_FLAGS = ['connections', 'seconds', 'warmup', 'mode', 'mapping']
 export const TEXT_BOOLEANS = ['profile']
 
-const BIN = join(PACKAGE_ROOT, 'bin', 'assist-gateway.js')
-
 function cpuUs(pid: number): number {
   return procCpu(pid).total
-}
-
-interface Child {
-  child: ChildProcess
-  pid: number
-  tail: Tail
-}
-
-function spawnCli(args: string[], env: NodeJS.ProcessEnv = {}, nodeArgs: string[] = []): Child {
-  const clean: NodeJS.ProcessEnv = {
-    GATEWAY_WORKERS: '1', // one gateway process unless asked (GATEWAY_WORKERS=N npm run bench): CPU figures read its pid
-    ...process.env,
-    ...env,
-    BENCH_PARENT_PID: String(process.pid)
-  }
-  for (const k of ['PORT', 'ADMIN_PORT', 'LOG_LEVEL', 'REDIS_URL', 'GATEWAY_CONFIG', 'NODE_OPTIONS']) delete clean[k]
-  const tail = new Tail()
-  const child = track(
-    spawn(process.execPath, [...nodeArgs, BIN, ...args], {
-      cwd: PACKAGE_ROOT,
-      env: clean,
-      stdio: ['ignore', 'pipe', 'pipe']
-    })
-  )
-  child.stdout!.on('data', (d: Buffer) => tail.add(d))
-  child.stderr!.on('data', (d: Buffer) => tail.add(d))
-  return { child, pid: child.pid!, tail }
-}
-
-async function waitOk(c: Child, url: string, what: string): Promise<void> {
-  const deadline = performance.now() + 15_000
-  for (;;) {
-    if (exited(c.child)) throw new Error(`${what} exited during start-up:\n${c.tail.toString()}`)
-    if ((await httpStatus(url, 500)) === 200) return
-    if (performance.now() > deadline)
-      throw new Error(`${what} did not answer ${url} within 15 s:\n${c.tail.toString()}`)
-    await sleep(100)
-  }
-}
-
-/** One keep-alive connection in a closed loop: send, read the whole answer, record, send again. */
-class Conn {
-  private buf: Buffer = Buffer.alloc(0)
-  private sentAt = 0
-  private stopped = false
-  constructor(
-    private readonly socket: Socket,
-    private readonly request: Buffer,
-    private readonly run: LoadRun
-  ) {
-    socket.setNoDelay(true)
-    socket.on('data', d => this.onData(d))
-    socket.on('error', err => {
-      run.errors.set(err.message, (run.errors.get(err.message) ?? 0) + 1)
-    })
-    socket.on('close', () => {
-      if (!this.stopped) run.closed++
-    })
-  }
-
-  start(): void {
-    this.sentAt = performance.now()
-    this.socket.write(this.request)
-  }
-
-  stop(): void {
-    this.stopped = true
-    this.socket.destroy()
-  }
-
-  private onData(d: Buffer): void {
-    this.buf = this.buf.length === 0 ? d : Buffer.concat([this.buf, d])
-    for (;;) {
-      const end = this.buf.indexOf('\r\n\r\n')
-      if (end === -1) return
-      const head = this.buf.toString('latin1', 0, end)
-      const m = /\r\ncontent-length: *(\d+)/i.exec(head)
-      const total = end + 4 + (m === null ? 0 : Number(m[1]))
-      if (this.buf.length < total) return
-      const status = Number(head.slice(9, 12))
-      this.buf = this.buf.subarray(total)
-      this.run.record(status, performance.now() - this.sentAt)
-      if (this.stopped) return
-      this.start()
-    }
-  }
-}
-
-class LoadRun {
-  readonly hist = new Histogram()
-  readonly statuses = new Map<number, number>()
-  readonly errors = new Map<string, number>()
-  done = 0
-  closed = 0
-  record(status: number, ms: number): void {
-    this.done++
-    this.statuses.set(status, (this.statuses.get(status) ?? 0) + 1)
-    if (status === 200) this.hist.record(ms)
-  }
-
-  reset(): void {
-    this.hist.reset()
-    this.statuses.clear()
-    this.done = 0
-  }
-}
-
-async function openConns(
-  n: number,
-  port: number,
-  tls: boolean,
-  request: Buffer,
-  run: LoadRun,
-  ca: string | null
-): Promise<Conn[]> {
-  const conns: Conn[] = []
-  for (let i = 0; i < n; i++) {
-    const socket = await new Promise<Socket>((resolve, reject) => {
-      const s: Socket = tls
-        ? tlsConnect({ host: '127.0.0.1', port, ca: ca!, servername: 'localhost' }, () => resolve(s))
-        : netConnect({ host: '127.0.0.1', port }, () => resolve(s))
-      s.once('error', reject)
-    })
-    conns.push(new Conn(socket, request, run))
-  }
-  return conns
 }
 
 interface ModeFigures {
@@ -303,31 +161,6 @@ async function runMode(
   }
 }
 
-/** --profile: the gateway's top self-time functions over its whole run (warm-up and start-up included). */
-function topFunctions(dir: string, r: Report): void {
-  const file = readdirSync(dir).find(f => f.endsWith('.cpuprofile'))
-  if (file === undefined) return
-  const prof = JSON.parse(readFileSync(join(dir, file), 'utf8')) as {
-    nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number } }[]
-    samples: number[]
-    timeDeltas: number[]
-  }
-  const self = new Map<number, number>()
-  prof.samples.forEach((id, i) => self.set(id, (self.get(id) ?? 0) + (prof.timeDeltas[i + 1] ?? 0)))
-  const byFn = new Map<string, number>()
-  let busy = 0
-  for (const n of prof.nodes) {
-    const us = self.get(n.id) ?? 0
-    if (us === 0 || n.callFrame.functionName === '(idle)') continue
-    busy += us
-    const key = `${n.callFrame.functionName || '(anonymous)'} ${n.callFrame.url.replace(/^file:\/\//, '').replace(`${PACKAGE_ROOT}/`, '')}:${n.callFrame.lineNumber + 1}`
-    byFn.set(key, (byFn.get(key) ?? 0) + us)
-  }
-  r.section(`gateway CPU profile (${fmt(busy / 1000, 0)} ms busy; profiling slows the gateway)`)
-  for (const [k, us] of [...byFn].sort((a, b) => b[1] - a[1]).slice(0, 30))
-    r.row(`  ${fmt((100 * us) / busy, 1).padStart(5)} %`, k)
-}
-
 /** The text benchmark's figures (for run.ts's BENCH_JSON). */
 export async function runText(flags: Map<string, string>): Promise<Record<string, unknown>> {
   const connections = numberFlag(flags, 'connections', 64, { integer: true, min: 1, max: 10000 })
@@ -368,7 +201,10 @@ export async function runText(flags: Map<string, string>): Promise<Record<string
 /** Entry point for run.ts: parse the flags, run, print the report and one `BENCH_TEXT_JSON {...}` line. */
 export async function benchText(args: string[]): Promise<void> {
   installExitHandlers()
-  const out = await runText(parseFlags(args, TEXT_FLAGS, TEXT_BOOLEANS))
+  const flags = parseFlags(args, [...TEXT_FLAGS, ...TEXT_NGINX_FLAGS], [...TEXT_BOOLEANS, ...TEXT_NGINX_BOOLEANS])
+  // Plain HTTP (the default): side by side with nginx when it is installed. TLS: the gateway alone.
+  const mode = flags.get('mode') ?? 'plain'
+  const out = mode === 'plain' ? await runTextVsNginx(flags) : await runText(flags)
   console.log(`BENCH_TEXT_JSON ${JSON.stringify(out)}`)
 }
 

@@ -109,6 +109,41 @@ t.test('passthrough: the platform JSON, with the credential rule', async t => {
   t.equal(m.text!.response, null, 'the vendor answer goes back unchanged')
 })
 
+t.test('passthrough: the message as it came is sent as its own bytes, never serialised again', async t => {
+  const m = loadMapping(join(ROOT, 'mappings', 'passthrough.yaml'))
+  // Spacing and key order a new serialisation would change: the bytes sent prove which one went.
+  const text = `{ "tenantId":"t-1",  "contactId": 584930211, "busNo":4594, "participantId":"patron",
+    "messageBody":"caf\\u00e9", "messageData": {}, "agentAssistAppConfig": {} }`
+  const msg = JSON.parse(text) as Record<string, unknown>
+  const { request, message } = normalizeUtterance(msg, true)
+  const base = { request, message, requestId: 'r', route: { name: 'demo', params: {}, checksToken: true } }
+  const now = mapRequestNow(m.text!, {
+    ...base,
+    messageJson: text,
+    upstream: { name: 'a', credential: null, hasCredential: false }
+  })
+  t.ok(now?.ok)
+  t.equal(now?.ok && now.value.body, text, 'the text as received, byte for byte')
+  t.equal(now?.ok && now.value.headers['content-type'], 'application/json')
+  const later = await mapRequest(m.text!, {
+    ...base,
+    messageJson: text,
+    upstream: { name: 'a', credential: null, hasCredential: false }
+  })
+  t.equal(later.ok && later.value.body, text, 'the same through the JSONata path')
+  // A replica credential changes the message: serialised anew, with the credential in it.
+  const keyed = mapRequestNow(m.text!, {
+    ...base,
+    messageJson: text,
+    upstream: { name: 'a', credential: 'vendor-key', hasCredential: true }
+  })
+  t.not(keyed?.ok && keyed.value.body, text)
+  t.equal(keyed?.ok && JSON.parse(keyed.value.body!).authorizationHeader, 'vendor-key')
+  // Without the text (the credential was dropped from the message, or a dry run): serialised as before.
+  const dropped = mapRequestNow(m.text!, input())
+  t.same(dropped?.ok && JSON.parse(dropped.value.body!), EXAMPLE_UTTERANCE)
+})
+
 t.test('what expressions produce is checked: paths, headers, bodies', async t => {
   t.equal(checkPath(undefined), null)
   t.equal(checkPath(''), null)
