@@ -22,7 +22,16 @@ if (build.status !== 0) throw new Error(`cannot build dist/: ${build.stderr}`)
 
 /** The environment of an operator's shell: no test loader, no overrides the configs here do not expect. */
 function env(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  const e: NodeJS.ProcessEnv = { ...process.env, PORT: '', ADMIN_PORT: '', REDIS_URL: '', GATEWAY_CONFIG: '', ...extra }
+  // One process (GATEWAY_WORKERS=1): these are the CLI's conventions; serve --workers has its own test.
+  const e: NodeJS.ProcessEnv = {
+    ...process.env,
+    GATEWAY_WORKERS: '1',
+    PORT: '',
+    ADMIN_PORT: '',
+    REDIS_URL: '',
+    GATEWAY_CONFIG: '',
+    ...extra
+  }
   delete e.NODE_OPTIONS
   return e
 }
