@@ -157,6 +157,7 @@ export async function cmdVendor(argv: string[]): Promise<number> {
         port,
         host: values.host,
         resultEveryFrames: everyFrames,
+        resultsByAudio: true,
         log
       })
   const credential = apiKey !== undefined ? '; credential required' : ''

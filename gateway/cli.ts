@@ -157,7 +157,13 @@ async function startEmulators(config: Config, log: Logger): Promise<VendorEmulat
   const emulators: VendorEmulator[] = []
   for (const e of config.emulators) {
     emulators.push(
-      await startVendorEmulator({ kind: e.kind, port: e.port, host: e.host, resultEveryFrames: e.resultEveryFrames })
+      await startVendorEmulator({
+        kind: e.kind,
+        port: e.port,
+        host: e.host,
+        resultEveryFrames: e.resultEveryFrames,
+        resultsByAudio: true
+      })
     )
     log.info({ event: 'emulator_started', kind: e.kind, port: e.port }, `bundled ${e.kind} vendor emulator listening`)
   }

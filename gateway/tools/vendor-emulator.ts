@@ -58,6 +58,7 @@ export async function startVendorEmulator(opts: EmulatorOptions): Promise<Vendor
   const audio = new DemoAudio({
     kind,
     resultEvery: opts.resultEveryFrames ?? 50,
+    byAudio: opts.resultsByAudio ?? false,
     readyDelayMs: opts.readyDelayMs ?? 0,
     token: opts.token,
     earlyResults: opts.earlyResults ?? 0,

@@ -15,6 +15,11 @@ type Phase = 'awaiting-open' | 'opened' | 'ready' | 'finished'
 export interface DemoAudioConfig {
   kind: EmulatorKind
   resultEvery: number
+  /**
+   * Count `resultEvery` in 20 ms of µ-law audio received (160 bytes) instead of in messages, so results
+   * keep their cadence however the gateway coalesces its writes (the `vendor` command and `emulators:`).
+   */
+  byAudio: boolean
   readyDelayMs: number
   /** passthrough: required authenticationToken. */
   token: string | undefined
@@ -60,6 +65,8 @@ export class DemoSession extends SessionRecorder {
   /** json-events stream id, echoed in every event. */
   streamId = ''
   results = 0
+  /** What `resultEvery` counts: messages, or 20 ms units of audio (DemoAudioConfig.byAudio). */
+  heard = 0
   /** Early/late audio is recorded once, so a flood does not grow errors without bound. */
   earlyAudioNoted = false
   lateAudioNoted = false
@@ -123,7 +130,9 @@ export class DemoAudio {
     }
     // Results go only to a ready session, as a real vendor would not answer before its handshake.
     const every = this.cfg.resultEvery
-    if (every > 0 && s.frames % every === 0 && s.phase === 'ready') this.result(s)
+    const before = s.heard
+    s.heard += this.cfg.byAudio ? Math.max(1, Math.floor(data.length / 160)) : 1
+    if (every > 0 && Math.floor(s.heard / every) > Math.floor(before / every) && s.phase === 'ready') this.result(s)
   }
 
   text(s: DemoSession, text: string): void {
@@ -171,7 +180,7 @@ export class DemoAudio {
     return JSON.stringify({ upgrade: s.upgrade, open: s.rawOpen })
   }
 
-  private result(s: DemoSession, text = `heard ${s.frames} frames`): void {
+  private result(s: DemoSession, text = `heard ${s.heard} frames`): void {
     const seq = ++s.results
     if (this.cfg.kind === 'passthrough') {
       s.send({

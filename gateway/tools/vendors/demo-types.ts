@@ -13,6 +13,8 @@ export interface EmulatorOptions {
   host?: string
   /** Default 50; 0 = never. */
   resultEveryFrames?: number
+  /** Count resultEveryFrames in 20 ms of µ-law audio (160 bytes) rather than in messages; default false. */
+  resultsByAudio?: boolean
   /** Default 0: delay before the ready answer. */
   readyDelayMs?: number
   /** passthrough: required authenticationToken. */

@@ -147,6 +147,24 @@ t.test('passthrough: happy path', async t => {
   t.equal(msgs.length, 3, 'no result for the 2 frames past the last multiple')
 })
 
+t.test('passthrough, resultsByAudio: results count 20 ms of audio however the writes are coalesced', async t => {
+  const emu = await emulator(t, { kind: 'passthrough', resultEveryFrames: 5, resultsByAudio: true })
+  const c = await connect(emu.url)
+  c.ws.send(JSON.stringify(init()))
+  await c.waitMessages(1)
+  // 100 ms writes (800 bytes): one result per write; a 60 ms write then a 40 ms one cross 5 units once more.
+  for (let i = 0; i < 3; i++) c.ws.send(randomBytes(800))
+  c.ws.send(randomBytes(480))
+  c.ws.send(randomBytes(320))
+  const msgs = await c.waitMessages(5)
+  t.same(
+    msgs.slice(1).map(m => (m.parameters as Json).seq),
+    [1, 2, 3, 4],
+    'a result at 5, 10, 15 and 20 units of 160 bytes'
+  )
+  t.match(msgs[4], { message: 'heard 20 frames', parameters: { frames: 5, bytes: 3200 } }, 'frames: messages received')
+})
+
 t.test('passthrough: violations', async t => {
   const emu = await emulator(t, { kind: 'passthrough', token: 'sekret' })
 
