@@ -112,7 +112,7 @@ export async function serve(
     revalidate?: Revalidate
     nowMs?: () => number
     /** A worker of `serve --workers N`: its store and session registry (the main process runs the emulators). */
-    worker?: { store: (metrics: Metrics) => Store; sessions: SessionRegistry }
+    worker?: { store: (metrics: Metrics) => Store; sessions: SessionRegistry; group: string }
   } = {}
 ): Promise<Running> {
   const log = opts.log ?? createLogger({ level: config.log.level, secrets: config.secrets })
@@ -132,7 +132,8 @@ export async function serve(
       version: version(),
       revalidate: opts.revalidate,
       nowMs: opts.nowMs,
-      sessions: opts.worker?.sessions
+      sessions: opts.worker?.sessions,
+      workerOf: opts.worker?.group
     })
   } catch (err) {
     await store.close()
@@ -170,29 +171,13 @@ async function startEmulators(config: Config, log: Logger): Promise<VendorEmulat
   return emulators
 }
 
-/** `--workers N`, else $GATEWAY_WORKERS, else the cores available (`chosen`: N was asked for). */
-function workerCount(given: string | undefined): { n: number; chosen: boolean } {
+/** `--workers N`, else $GATEWAY_WORKERS, else the cores available. */
+function workerCount(given: string | undefined): { n: number } {
   const usage = (m: string): UsageError => new UsageError(m, 'serve')
-  if (given !== undefined) return { n: integer(given, '--workers', 1, usage, 256), chosen: true }
+  if (given !== undefined) return { n: integer(given, '--workers', 1, usage, 256) }
   const env = process.env.GATEWAY_WORKERS ?? ''
-  if (env !== '') return { n: integer(env, 'GATEWAY_WORKERS', 1, usage, 256), chosen: true }
-  return { n: availableParallelism(), chosen: false }
-}
-
-/**
- * The two legs of a joined call must reach the same process (the join across processes is not built):
- * a config with a `join` route is served by one process. Asked for more, `serve` refuses; by default it
- * takes one and says why.
- */
-function workersFor(config: Config, asked: { n: number; chosen: boolean }): number {
-  const joins = Object.values(config.routes)
-    .filter(r => r.join !== undefined)
-    .map(r => r.name)
-  if (asked.n === 1 || joins.length === 0) return asked.n
-  const why = `route(s) ${joins.join(', ')} use join, whose TX and RX legs must reach the same process`
-  if (asked.chosen) throw new UsageError(`${why}: serve them with --workers 1 (GATEWAY_WORKERS=1)`, 'serve')
-  process.stderr.write(`assist-gateway: serving with one worker: ${why}\n`)
-  return 1
+  if (env !== '') return { n: integer(env, 'GATEWAY_WORKERS', 1, usage, 256) }
+  return { n: availableParallelism() }
 }
 
 async function cmdServe(argv: string[]): Promise<number> {
@@ -205,7 +190,7 @@ async function cmdServe(argv: string[]): Promise<number> {
   // The same validation as `check`: a config `check` rejects never serves.
   const checked = await validateAll(configPath(values.config), process.env)
   if (!checked.ok) throw new ConfigError(checked.problems)
-  const workers = process.env[WORKER_ENV] !== undefined ? 1 : workersFor(checked.config, asked)
+  const workers = process.env[WORKER_ENV] !== undefined ? 1 : asked.n
   const file = configPath(values.config)
   if (process.env[WORKER_ENV] !== undefined && process.send !== undefined)
     return await serveAsWorker(checked.config, file)
@@ -287,7 +272,8 @@ async function serveAsWorker(config: Config, file: string): Promise<number> {
   const log = createLogger({ level: config.log.level, secrets: config.secrets })
   log.setBindings({ worker: index })
   const sessions = new WorkerRegistry(index, channel.send, log)
-  const id = `${process.env[WORKER_INSTANCE_ENV] ?? newInstanceId()}/w${index}`
+  const group = process.env[WORKER_INSTANCE_ENV] ?? newInstanceId()
+  const id = `${group}/w${index}`
   let shared: WorkerStore | null = null
   let running: Running
   try {
@@ -299,6 +285,7 @@ async function serveAsWorker(config: Config, file: string): Promise<number> {
       },
       worker: {
         sessions,
+        group,
         store: metrics => {
           const c = internal(config)
           if (c.redis !== null || c.store.sentinels !== undefined || c.store.clusterNodes !== undefined)

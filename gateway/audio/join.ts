@@ -6,6 +6,7 @@ import type { Logger } from '../telemetry/log'
 import type { LegCounters } from '../telemetry/metrics'
 import type { Replica } from '../upstream/pool'
 import { JOIN_TICK_MS, StereoMixer } from './join-mixer'
+import { joinKeyOf, OWNER_REFRESH_MS } from './join-relay'
 import { VendorSession } from './session'
 import type { AudioInput, Session, SessionDeps, SessionHost, SessionOwner, SessionState } from './session-contract'
 import { FLOWING } from './session-states'
@@ -38,9 +39,13 @@ class JoinHub {
     }
   }
 
+  private ticks = 0
+
   private tick(): void {
     const now = this.clock.now()
     for (const j of this.joins.values()) j.tick(now)
+    // Every few seconds, each join's owner record (audio/join-relay.ts) is refreshed in the store.
+    if (++this.ticks % (OWNER_REFRESH_MS / JOIN_TICK_MS) === 0) for (const j of this.joins.values()) j.refreshOwner()
   }
 }
 
@@ -75,7 +80,7 @@ export function openJoined(
     hub = new JoinHub(deps.clock)
     hubs.set(deps.host, hub)
   }
-  const key = `${deps.route.name}:${input.leg.busNo}:${input.leg.contactId}`
+  const key = joinKeyOf(deps.route.name, input.leg)
   let j = hub.joins.get(key)
   if (j === undefined || j.over) {
     j = new Join(hub, deps, input, key, legId)
@@ -154,6 +159,10 @@ class Join implements SessionOwner, SessionHost {
     }
     // Nobody left sending (both legs parked or ended) and nothing pending: the clock stops until audio comes back.
     if (this.mixer.pending === 0 && !this.anyAttached()) this.mixing = false
+  }
+
+  refreshOwner(): void {
+    this.deps.joins?.refresh(this.key)
   }
 
   /** A leg is attached to either channel (no closure: the tick calls this). */
@@ -270,6 +279,7 @@ class Join implements SessionOwner, SessionHost {
     this.over = true
     if (this.waitTimer !== null) this.deps.clock.clearTimeout(this.waitTimer)
     this.hub.remove(this)
+    this.deps.joins?.release(this.key)
     this.mixing = false
     const route = this.deps.route.name
     for (let ch = 0; ch < 2; ch++) {

@@ -14,6 +14,7 @@ import { EarlyResults } from './early-results'
 import { checkHandshake, connectedFrame, errorFrame, type HandshakeCheck } from './handshake'
 import type { SessionRegistry } from './registry'
 import { openJoined } from './join'
+import { ForwardedLeg, type JoinDirectory, type JoinPlace, joinKeyOf, type RelayHop } from './join-relay'
 import { VendorSession } from './session'
 import type { Session, SessionOwner } from './session-contract'
 import { LegTees } from './tee'
@@ -50,6 +51,10 @@ export interface LegDeps {
   clientAddress?: string
   /** Largest init message in bytes (`limits.initMessageBytes`; absent: only uws.maxPayloadBytes). */
   initMessageBytes?: number
+  /** Joined calls' owners across processes (audio/join-relay.ts; absent: every join is local). */
+  joins?: JoinDirectory
+  /** How this leg arrived (a relay from another instance or worker: audio/join-relay.ts RELAY_HEADER). */
+  relayedIn?: RelayHop
 }
 
 /**
@@ -92,6 +97,9 @@ export class AudioLeg implements SessionOwner {
   private refusing = false
   /** Gives back this leg's place under limits.legsPerRoute/legsPerClient. */
   private releasePlace: (() => void) | null = null
+  /** A join leg relayed to the process that holds its call (audio/join-relay.ts); its init message as sent. */
+  private forward: ForwardedLeg | null = null
+  private initText = ''
 
   constructor(
     private readonly platform: PlatformLeg,
@@ -114,6 +122,8 @@ export class AudioLeg implements SessionOwner {
     const c = this.counters
     c.framesFromPlatform++
     c.bytesFromPlatform += data.byteLength
+    const forward = this.forward
+    if (forward !== null) return forward.write(data)
     const session = this.session
     if (session !== null && this.state !== 'CLOSED') {
       session.relay.write(data)
@@ -121,7 +131,7 @@ export class AudioLeg implements SessionOwner {
       return
     }
     if (this.refusing) return
-    if (this.held !== null && this.state === 'AWAIT_INIT') return this.hold(data)
+    if (this.held !== null && this.state !== 'CLOSED') return this.hold(data)
     if (BINARY_IN[this.state] === 'refuse') this.fail(new GatewayError('FIRST_FRAME_NOT_TEXT'))
     else c.dropAfterClose++
   }
@@ -145,6 +155,7 @@ export class AudioLeg implements SessionOwner {
     if (this.vendorPaused && this.platform.bufferedAmount() < this.deps.platformHighWaterBytes) {
       this.vendorPaused = false
       this.session?.resumeVendor()
+      this.forward?.resume()
     }
   }
 
@@ -164,7 +175,7 @@ export class AudioLeg implements SessionOwner {
       cut === undefined ? 'platform ended the leg' : 'the platform sent a frame the server cut the socket for'
     )
     this.early.drop()
-    this.release(cut ?? (wasStreaming ? 'ok' : 'abandoned'))
+    this.release(this.forward !== null ? 'relayed' : (cut ?? (wasStreaming ? 'ok' : 'abandoned')))
     // Streaming: the vendor session waits for a re-attach (grace), then says goodbye. Not yet
     // streaming: nobody will come back for it.
     const session = this.session
@@ -203,7 +214,7 @@ export class AudioLeg implements SessionOwner {
       'gateway draining: leg closed with 1012 so the platform reconnects to another instance'
     )
     if (this.platform.sendText(errorFrame(new GatewayError('SHUTTING_DOWN'))) !== 2) this.counters.framesToPlatform++
-    this.release('shutting_down')
+    this.release(this.forward !== null ? 'relayed' : 'shutting_down')
     const session = this.session
     this.session = null
     if (session !== null && session.owner === this) {
@@ -226,6 +237,7 @@ export class AudioLeg implements SessionOwner {
       this.deps.metrics.limitRefusals.inc({ limit: 'failure_budget', hook: 'audio' })
       return this.fail(new GatewayError('TOO_MANY_FAILURES'), [], { retryAfterSeconds })
     }
+    if (this.deps.joins !== undefined && this.deps.route.config.join !== undefined) this.initText = text
     const checked = checkHandshake(this.deps.route, text)
     if (!(checked instanceof Promise)) return this.initChecked(checked)
     this.held = []
@@ -235,6 +247,9 @@ export class AudioLeg implements SessionOwner {
         this.held = null
         if (this.state !== 'AWAIT_INIT') return
         this.initChecked(checked)
+        // Still held (a join leg being placed): these frames go first, with the rest.
+        const placing = this.held as ArrayBuffer[] | null
+        if (placing !== null) return void placing.unshift(...held)
         for (const b of held) {
           this.session?.relay.write(b)
           this.tees?.write(b)
@@ -281,6 +296,16 @@ export class AudioLeg implements SessionOwner {
     // Re-attach: the same identity came back while its session is kept here; only by the caller that opened it.
     const existing = registry.claim(key, this, checked.init, this.log, checked.caller)
     if (existing === 'refused') return this.callerMismatch()
+    // A join leg whose call may be held by another process: ask where (audio is held meanwhile).
+    if (existing === null && this.deps.joins !== undefined && route.config.join !== undefined && this.held === null)
+      return this.placeJoined(this.deps.joins, checked, key)
+    this.admit(checked, key, existing)
+  }
+
+  /** Limits, tees, then the leg's session: the one it re-attached to, or a new one (joined, or its own). */
+  private admit(checked: Extract<HandshakeCheck, { ok: true }>, key: string, existing: Session | null): void {
+    const { route, metrics, registry } = this.deps
+    const id = checked.identity
     const place = this.deps.legLimits?.acquire(route.name, checked.caller, existing !== null) ?? null
     if (typeof place === 'string') {
       metrics.limitRefusals.inc({ limit: place, hook: 'audio' })
@@ -311,7 +336,8 @@ export class AudioLeg implements SessionOwner {
       log: this.log,
       connect: this.deps.connect,
       traceparent: this.deps.traceparent,
-      caller: checked.caller
+      caller: checked.caller,
+      joins: this.deps.joins
     }
     // A join route: this leg is one channel of its contact's stereo vendor session (audio/join.ts).
     const session =
@@ -350,6 +376,103 @@ export class AudioLeg implements SessionOwner {
       },
       () => session.start(null)
     )
+  }
+
+  // ---- a join leg's place (audio/join-relay.ts) --------------------------------------------------
+
+  private placeJoined(joins: JoinDirectory, checked: Extract<HandshakeCheck, { ok: true }>, key: string): void {
+    this.held = []
+    const call = joinKeyOf(this.deps.route.name, checked.identity)
+    const arrived = this.deps.relayedIn ?? null
+    joins.place(call, arrived).then(
+      place =>
+        this.joinPlaced(
+          place,
+          checked,
+          key,
+          place.kind === 'relay' ? () => joins.takeOver(call, place.owner, arrived) : null
+        ),
+      () => this.joinPlaced({ kind: 'here' }, checked, key, null)
+    )
+  }
+
+  private joinPlaced(
+    place: JoinPlace,
+    checked: Extract<HandshakeCheck, { ok: true }>,
+    key: string,
+    takeOver: (() => Promise<JoinPlace>) | null
+  ): void {
+    if (this.state !== 'CONNECTING') return
+    const { route, metrics } = this.deps
+    if (place.kind === 'here') {
+      if (place.unreachable !== undefined) {
+        metrics.joins.inc({ route: route.name, result: 'relay_failed' })
+        this.log.warn(
+          { event: 'join_split', why: place.unreachable },
+          "the call's joined session is on another process this leg cannot reach: joined here alone"
+        )
+      }
+      const held = this.held ?? []
+      this.held = null
+      this.admit(checked, key, null)
+      for (const b of held) {
+        this.session?.relay.write(b)
+        this.tees?.write(b)
+      }
+      return
+    }
+    const forward = new ForwardedLeg(
+      place,
+      route.name,
+      this.initText,
+      this.deps.traceparent,
+      this.deps.settings,
+      this.deps.clock,
+      {
+        opened: () => {
+          if (this.forward !== forward) return
+          this.state = 'STREAMING'
+          metrics.joins.inc({ route: route.name, result: 'relayed' })
+          this.log.info(
+            { event: 'join_relayed', to: place.owner.instance, hop: place.hop },
+            "leg relayed to its call's joined session"
+          )
+        },
+        text: text => {
+          if (this.forward === forward) this.sendToPlatform(text)
+        },
+        ended: (code, reason) => {
+          if (this.forward !== forward || this.state === 'CLOSED') return
+          this.state = 'CLOSED'
+          this.release('relayed')
+          this.platform.end(code, reason)
+        },
+        unreachable: why => {
+          if (this.forward !== forward || this.state === 'CLOSED') return
+          this.forward = null
+          this.held = forward.takeHeld()
+          this.log.warn(
+            { event: 'join_owner_unreachable', owner: place.owner.instance, why },
+            "the call's joined session could not be reached: taking the call over"
+          )
+          // Served here either way (the call is split): holding it from now, if nobody else took it meanwhile.
+          const here = (): void => this.joinPlaced({ kind: 'here', unreachable: why }, checked, key, null)
+          if (takeOver === null) here()
+          else takeOver().then(here, here)
+        },
+        lost: why => {
+          if (this.forward === forward)
+            this.fail(new GatewayError('UPSTREAM_CLOSED', { detail: `join owner lost: ${why}` }))
+        },
+        overflow: () => {
+          if (this.forward === forward) this.fail(new GatewayError('HOLD_BUFFER_OVERFLOW'))
+        }
+      }
+    )
+    this.forward = forward
+    const held = this.held ?? []
+    this.held = null
+    for (const b of held) forward.write(b)
   }
 
   /** The route's tee vendors (audio/tee.ts): their results reach the platform only through `deliver`, tagged. */
@@ -419,6 +542,7 @@ export class AudioLeg implements SessionOwner {
     ) {
       this.vendorPaused = true
       this.session?.pauseVendor()
+      this.forward?.pause()
     }
   }
 
@@ -444,7 +568,7 @@ export class AudioLeg implements SessionOwner {
     delete extraForPlatform.detail
     if (this.platform.sendText(errorFrame(error, problems, extraForPlatform)) !== 2) this.counters.framesToPlatform++
     this.early.drop()
-    this.release(code.toLowerCase())
+    this.release(this.forward !== null ? 'relayed' : code.toLowerCase())
     const session = this.session
     this.session = null
     if (session !== null && session.owner === this) session.close(true)
@@ -470,6 +594,15 @@ export class AudioLeg implements SessionOwner {
   }
 
   private release(outcome: string): void {
+    const forward = this.forward
+    if (forward !== null) {
+      // The relay is this instance's vendor hop: its frames count as sent to the vendor, its drops as backpressure.
+      this.forward = null
+      forward.close()
+      this.counters.framesToVendor += forward.framesSent
+      this.counters.bytesToVendor += forward.bytesSent
+      this.counters.dropBackpressure += forward.dropped
+    }
     this.releasePlace?.()
     this.releasePlace = null
     if (this.handshakeTimer !== null) {

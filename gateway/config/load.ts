@@ -96,6 +96,13 @@ export function loadConfig(file: string, env: NodeJS.ProcessEnv): Config {
     else t.ca = f
   }
   if (cfg.redis === '') cfg.redis = null
+  const fleet = cfg.redis !== null || cfg.store?.sentinels !== undefined || cfg.store?.clusterNodes !== undefined
+  const joined = Object.keys(cfg.routes).filter(name => cfg.routes[name].join !== undefined)
+  if (fleet && joined.length > 0 && cfg.listen.advertiseUrl === undefined)
+    warnings.push(
+      `${path}: /listen/advertiseUrl: not set, so a leg of a joined call (route ${joined.join(', ')}) that lands ` +
+        'on another instance than its partner cannot be relayed to it: the call is split into two vendor sessions'
+    )
   problems.push(...tokenProblems(cfg, dir).map(p => ({ file: path, ...p })))
   if (problems.length > 0) throw new ConfigError(problems.map(located))
   cfg.file = path

@@ -193,6 +193,8 @@ export interface Config {
       /** TLS 1.2 cipher list (OpenSSL syntax, as BoringSSL reads it); absent: the library's default. */
       readonly ciphers?: string
     } | null
+    /** Where other instances reach this one's audio hook (join relays); absent: not reachable for relays. */
+    readonly advertiseUrl?: string
   }
   readonly admin: { readonly host: string; readonly port: number }
   readonly redis: string | null

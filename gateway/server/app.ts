@@ -1,5 +1,6 @@
 import * as uWS from 'uWebSockets.js'
 import { SessionRegistry } from '../audio/registry'
+import { JoinDirectory } from '../audio/join-relay'
 import { AuthGuard } from '../auth/guard'
 import { useCallerKey } from '../auth/hook-auth'
 import { LegLimits } from '../auth/leg-limits'
@@ -66,6 +67,11 @@ export interface ServerOptions {
   nowMs?: () => number
   /** The vendor sessions' registry; `serve --workers N` passes one that reaches the other workers. */
   sessions?: SessionRegistry
+  /**
+   * A worker of `serve --workers N`: its main process's instance id. The worker then also listens on a
+   * loopback port, where the other workers relay the legs of the joined calls it holds.
+   */
+  workerOf?: string
 }
 
 const noRevalidate: Revalidate = async () => ({
@@ -190,13 +196,29 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
 
   const publicSocket = await listen(app, config.listen.host, config.listen.port)
   let adminSocket: uWS.us_listen_socket
+  let relaySocket: uWS.us_listen_socket | null = null
   try {
     adminSocket = await listen(admin, config.admin.host, config.admin.port)
+    if (opts.workerOf !== undefined) relaySocket = await listen(app, '127.0.0.1', 0)
   } catch (err) {
     uWS.us_listen_socket_close(publicSocket)
     throw err
   }
   const port = uWS.us_socket_local_port(publicSocket as unknown as uWS.us_socket)
+  // Joins across processes need a store other processes share: Redis, or the workers' main process.
+  if (store.kind === 'redis' || opts.workerOf !== undefined) {
+    const scheme = tls === null ? 'ws' : 'wss'
+    const local =
+      relaySocket === null
+        ? ''
+        : `${scheme}://127.0.0.1:${uWS.us_socket_local_port(relaySocket as unknown as uWS.us_socket)}`
+    state.joins = new JoinDirectory(store, {
+      instance: store.instanceId,
+      group: opts.workerOf ?? store.instanceId,
+      url: advertisedUrl(config.listen.advertiseUrl, port),
+      local
+    })
+  }
   const adminPort = uWS.us_socket_local_port(adminSocket as unknown as uWS.us_socket)
   log.info(
     {
@@ -213,7 +235,10 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   let accepting = true
   // Idempotent: uWS must not be asked to close a listen socket twice.
   const stopAccepting = (): void => {
-    if (accepting) uWS.us_listen_socket_close(publicSocket)
+    if (accepting) {
+      uWS.us_listen_socket_close(publicSocket)
+      if (relaySocket !== null) uWS.us_listen_socket_close(relaySocket)
+    }
     accepting = false
   }
   let closed = false
@@ -267,4 +292,11 @@ function listen(app: uWS.TemplatedApp, host: string, port: number): Promise<uWS.
       else resolve(socket)
     })
   })
+}
+
+/** `listen.advertiseUrl` with the listener's port when it names none; '' when not set. */
+export function advertisedUrl(url: string | undefined, port: number): string {
+  if (url === undefined) return ''
+  const u = new URL(url)
+  return `${u.protocol}//${u.host}${u.port === '' ? `:${port}` : ''}`
 }

@@ -4,6 +4,7 @@ import { AudioLeg, type LegDeps, type PlatformLeg } from '../audio/leg'
 import { systemClock } from '../clock'
 import { GatewayError } from '../errors'
 import { errorFrame } from '../audio/handshake'
+import { RELAY_HEADER, type RelayHop, relayHop } from '../audio/join-relay'
 import type { RouteRuntime } from '../route'
 import { scrubberFor } from '../telemetry/scrub'
 import { traceFrom } from '../telemetry/trace'
@@ -37,6 +38,8 @@ interface LegData {
   closed: boolean
   /** W3C trace context for the leg's vendor upgrades: the platform's continued, or a new trace. */
   traceparent: string
+  /** A leg relayed here by another instance or worker (a join, audio/join-relay.ts). */
+  relayedIn: RelayHop
 }
 
 /** The leg's failure delay, failure budget (keyed by the platform's address) and limits (auth/guard.ts, auth/leg-limits.ts). */
@@ -73,6 +76,7 @@ export function mountAudio(app: uWS.TemplatedApp, state: ServerState): void {
       const protocol = req.getHeader('sec-websocket-protocol')
       const extensions = req.getHeader('sec-websocket-extensions')
       const traceparent = traceFrom(req.getHeader('traceparent')).traceparent
+      const relayedIn = relayHop(req.getHeader(RELAY_HEADER))
       const bad = upgradeProblem(req, state.metrics)
       if (bad !== null) return refuseUpgrade(res, bad)
       if (route === undefined || route.mapping.audio === null) {
@@ -87,7 +91,13 @@ export function mountAudio(app: uWS.TemplatedApp, state: ServerState): void {
         sendProblem(res, 'HEADERS_TOO_LARGE', [], { connection: 'close' })
         return
       }
-      res.upgrade<LegData>({ route, leg: null, closed: false, traceparent }, key, protocol, extensions, context)
+      res.upgrade<LegData>(
+        { route, leg: null, closed: false, traceparent, relayedIn },
+        key,
+        protocol,
+        extensions,
+        context
+      )
     },
     open: ws => {
       const data = ws.getUserData()
@@ -117,6 +127,8 @@ export function mountAudio(app: uWS.TemplatedApp, state: ServerState): void {
         legId,
         traceparent: data.traceparent,
         platformHighWaterBytes: Math.floor(cfg.uws.maxBackpressureBytes / 2),
+        joins: state.joins,
+        relayedIn: data.relayedIn,
         ...abuseGuards(state, ws)
       })
       state.legs.add(data.leg)

@@ -1,4 +1,5 @@
 import type { AudioLeg } from '../audio/leg'
+import type { JoinDirectory } from '../audio/join-relay'
 import type { AuthGuard } from '../auth/guard'
 import type { LegLimits } from '../auth/leg-limits'
 import type { SessionRegistry } from '../audio/registry'
@@ -28,4 +29,6 @@ export interface ServerState {
   guard: AuthGuard
   /** Live legs per route and per client (limits.*). */
   legLimits: LegLimits
+  /** Joined calls' owners across processes (a shared store: Redis, or the workers' main process); absent: joins are local. */
+  joins?: JoinDirectory
 }

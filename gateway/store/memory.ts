@@ -1,5 +1,6 @@
 import { LocalAuthState } from './local-auth'
-import type { Affinity, FailureWindow, HealthRecord, Store } from './port'
+import { LocalJoins } from './local-joins'
+import type { Affinity, FailureWindow, HealthRecord, JoinOwner, Store } from './port'
 
 /** Single-instance store: the process's own maps. */
 export class MemoryStore implements Store {
@@ -52,6 +53,15 @@ export class MemoryStore implements Store {
 
   async countFailure(key: string, windowMs: number, nowMs: number): Promise<FailureWindow> {
     return this.auth.countFailure(key, windowMs, nowMs)
+  }
+
+  private readonly joins = new LocalJoins()
+  async claimJoin(key: string, owner: JoinOwner, ttlMs: number, replacing?: string): Promise<JoinOwner> {
+    return this.joins.claim(key, owner, ttlMs, Date.now(), replacing)
+  }
+
+  releaseJoin(key: string, instance: string): void {
+    this.joins.release(key, instance)
   }
 
   isLeader(): boolean {

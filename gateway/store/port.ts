@@ -49,6 +49,21 @@ export interface FailureWindow {
   resetInMs: number
 }
 
+/**
+ * Who holds a joined call (route `join`, audio/join-relay.ts): the instance, or worker of `serve --workers
+ * N`, whose process has the call's stereo vendor session. A leg of that call landing elsewhere is relayed
+ * to it.
+ */
+export interface JoinOwner {
+  instance: string
+  /** Its process group: the workers of one `serve` share their main process's id; one process: its own id. */
+  group: string
+  /** Where other instances reach its audio hook (`listen.advertiseUrl`, port filled in); '' when not set. */
+  url: string
+  /** Where the other workers of its group reach it (its loopback relay listener); '' for one process. */
+  local: string
+}
+
 export interface Store {
   readonly kind: 'memory' | 'redis'
   readonly instanceId: string
@@ -78,6 +93,14 @@ export interface Store {
    * Redis away: counted locally.
    */
   countFailure: (key: string, windowMs: number, nowMs: number) => Promise<FailureWindow>
+  /**
+   * Make `owner` the owner of joined call `key` (with a TTL of `ttlMs`) unless another live owner holds
+   * it; `replacing`: an instance found unreachable, whose record `owner` may take over. Called again by
+   * the owner, it refreshes the TTL. Resolves to the owner in force. Redis away: `owner` (served here).
+   */
+  claimJoin: (key: string, owner: JoinOwner, ttlMs: number, replacing?: string) => Promise<JoinOwner>
+  /** The joined call `key` ended on `instance`: its record goes, if `instance` still holds it. */
+  releaseJoin: (key: string, instance: string) => void
   /** True while this instance holds the prober lease (memory, or backend down: always true). */
   isLeader: () => boolean
   /** Called after each refresh of the cache (health may have changed). */

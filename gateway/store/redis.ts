@@ -2,7 +2,8 @@ import type { ConnectionOptions } from 'node:tls'
 import Redis, { Cluster, type ClusterOptions, type RedisOptions } from 'ioredis'
 import type { Logger } from '../telemetry/log'
 import { LocalAuthState } from './local-auth'
-import type { Affinity, FailureWindow, HealthRecord, Store } from './port'
+import type { Affinity, FailureWindow, HealthRecord, JoinOwner, Store } from './port'
+import { CLAIM_JOIN, FAIL, LEAD, RELEASE_JOIN, REVOKE } from './redis-scripts'
 
 /** What a failed store command was doing: the `op` label of `store_errors_total` (a closed set). */
 export type StoreOp =
@@ -15,6 +16,8 @@ export type StoreOp =
   | 'revoke_token'
   | 'read_revocation'
   | 'count_failure'
+  | 'claim_join'
+  | 'release_join'
   | 'close'
 
 export interface RedisStoreOptions {
@@ -51,27 +54,6 @@ export function hashTaggedPrefix(prefix: string): string {
   if (open >= 0 && prefix.indexOf('}', open + 1) > open + 1) return prefix
   return `{${prefix}}`
 }
-
-/** Renew the lease only if we still hold it; take it if free. Returns 1 when held. */
-const LEAD = `
-local v = redis.call('GET', KEYS[1])
-if v == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end
-if not v then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end
-return 0`
-
-/** Set a revocation for ARGV[1] ms unless it is already held longer (a revocation only extends). */
-const REVOKE = `
-local left = redis.call('PTTL', KEYS[1])
-if left < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], '1', 'PX', ARGV[1]) end
-return 1`
-
-/** Count a failure in its fixed window (the first opens it for ARGV[1] ms): {count, ms left}. */
-const FAIL = `
-local n = redis.call('INCR', KEYS[1])
-if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
-local left = redis.call('PTTL', KEYS[1])
-if left < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) left = tonumber(ARGV[1]) end
-return {n, left}`
 
 /** The first error of a MULTI's or pipeline's replies, if any. */
 function firstError(res: [Error | null, unknown][] | null): Error | null {
@@ -305,6 +287,31 @@ export class RedisStore implements Store {
       this.failed('count_failure', err)
       return local
     }
+  }
+
+  async claimJoin(key: string, owner: JoinOwner, ttlMs: number, replacing = ''): Promise<JoinOwner> {
+    if (!this.connected) return owner
+    try {
+      const v = (await this.redis.eval(
+        CLAIM_JOIN,
+        1,
+        this.k(`join:${key}`),
+        JSON.stringify(owner),
+        owner.instance,
+        String(Math.max(1, Math.round(ttlMs))),
+        replacing
+      )) as string
+      return JSON.parse(v) as JoinOwner
+    } catch (err) {
+      // Redis failing, or a foreign value under our key: the call is joined here.
+      this.failed('claim_join', err)
+      return owner
+    }
+  }
+
+  releaseJoin(key: string, instance: string): void {
+    if (!this.connected) return
+    this.redis.eval(RELEASE_JOIN, 1, this.k(`join:${key}`), instance).catch(err => this.failed('release_join', err))
   }
 
   /** Leader while holding the lease; with Redis away or failing, every instance probes for itself. */

@@ -1,5 +1,5 @@
-import type { AuthAsk } from '../workers/protocol'
-import type { Affinity, FailureWindow, HealthRecord, Store } from './port'
+import type { StoreAsk } from '../workers/protocol'
+import type { Affinity, FailureWindow, HealthRecord, JoinOwner, Store } from './port'
 
 /** What the worker store needs of the IPC channel to the main process (workers/protocol.ts messages). */
 export interface MainLink {
@@ -10,7 +10,7 @@ export interface MainLink {
       | { t: 'aff-set'; key: string; affinity: Affinity; ttlSeconds: number }
       | { t: 'aff-del'; key: string; legId: string }
       | { t: 'aff-get'; id: number; key: string }
-      | { t: 'auth-ask'; id: number; ask: AuthAsk }
+      | { t: 'auth-ask'; id: number; ask: StoreAsk }
   ) => void
 }
 
@@ -73,7 +73,14 @@ export class WorkerStore implements Store {
   async countFailure(key: string, windowMs: number, nowMs: number): Promise<FailureWindow> {
     return (await this.ask({ op: 'fail', key, windowMs, nowMs })) as FailureWindow
   }
-  private ask(ask: AuthAsk): Promise<unknown> {
+  // Joined calls' owners too, so the TX and RX legs of a call on two workers meet in one of them.
+  async claimJoin(key: string, owner: JoinOwner, ttlMs: number, replacing?: string): Promise<JoinOwner> {
+    return (await this.ask({ op: 'join-claim', key, owner, ttlMs, replacing })) as JoinOwner
+  }
+  releaseJoin(key: string, instance: string): void {
+    this.ask({ op: 'join-release', key, instance }).catch(() => {})
+  }
+  private ask(ask: StoreAsk): Promise<unknown> {
     const id = this.nextAsk++
     this.link.send({ t: 'auth-ask', id, ask })
     return new Promise((resolve, reject) => this.authAsks.set(id, { resolve, reject }))

@@ -58,7 +58,13 @@ export class VendorSocket {
 
   constructor(
     url: string,
-    opts: { headers: Record<string, string>; connectTimeoutMs: number; maxPayloadBytes?: number },
+    opts: {
+      headers: Record<string, string>
+      connectTimeoutMs: number
+      maxPayloadBytes?: number
+      /** Skip certificate checks: only for this gateway's own loopback listener (a join relay between workers). */
+      loopbackTls?: boolean
+    },
     private readonly clock: Clock,
     private readonly events: VendorEvents
   ) {
@@ -67,7 +73,8 @@ export class VendorSocket {
       handshakeTimeout: opts.connectTimeoutMs,
       perMessageDeflate: false,
       maxPayload: opts.maxPayloadBytes ?? 1 << 20,
-      followRedirects: false
+      followRedirects: false,
+      ...(opts.loopbackTls === true ? { rejectUnauthorized: false } : {})
     })
     this.ws.on('open', () => {
       this.opened = true

@@ -1,10 +1,12 @@
-import type { Affinity, HealthRecord } from '../store/port'
+import type { Affinity, HealthRecord, JoinOwner } from '../store/port'
 
-/** A worker's token revocation and failure-budget calls on the main process's memory store. */
-export type AuthAsk =
+/** A worker's calls on the main process's memory store that answer: token revocation, failure budget, join owners. */
+export type StoreAsk =
   | { op: 'revoke'; jti: string; untilEpochMs: number; nowMs: number }
   | { op: 'revoked'; jti: string; nowMs: number }
   | { op: 'fail'; key: string; windowMs: number; nowMs: number }
+  | { op: 'join-claim'; key: string; owner: JoinOwner; ttlMs: number; replacing?: string }
+  | { op: 'join-release'; key: string; instance: string }
 
 /**
  * The messages between `serve --workers N`'s main process (workers/supervisor.ts) and its worker
@@ -38,7 +40,7 @@ export type ToMain =
   | { t: 'aff-set'; key: string; affinity: Affinity; ttlSeconds: number }
   | { t: 'aff-del'; key: string; legId: string }
   | { t: 'aff-get'; id: number; key: string }
-  | { t: 'auth-ask'; id: number; ask: AuthAsk }
+  | { t: 'auth-ask'; id: number; ask: StoreAsk }
   | { t: 'dir-add'; key: string; caller: string }
   | { t: 'dir-del'; key: string }
   | { t: 'relay'; to: number; link: string; m: LinkMessage }

@@ -4,11 +4,11 @@ import { createServer } from 'node:net'
 import { AggregatorRegistry } from 'prom-client'
 import type { Config } from '../config/types'
 import { MemoryStore } from '../store/memory'
-import type { HealthRecord } from '../store/port'
+import type { HealthRecord, Store } from '../store/port'
 import type { Logger } from '../telemetry/log'
 import { Metrics, PREFIX } from '../telemetry/metrics'
 import { startMainAdmin } from './main-admin'
-import { WORKER_ENV, WORKER_INSTANCE_ENV, WORKER_PORT_ENV, type ToMain, type ToWorker } from './protocol'
+import { type StoreAsk, WORKER_ENV, WORKER_INSTANCE_ENV, WORKER_PORT_ENV, type ToMain, type ToWorker } from './protocol'
 
 export interface SupervisorOptions {
   config: Config
@@ -144,13 +144,7 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
         )
         return
       case 'auth-ask': {
-        const a = m.ask
-        const done =
-          a.op === 'revoke'
-            ? store.revokeToken(a.jti, a.untilEpochMs, a.nowMs)
-            : a.op === 'revoked'
-              ? store.isTokenRevoked(a.jti, a.nowMs)
-              : store.countFailure(a.key, a.windowMs, a.nowMs)
+        const done = answer(store, m.ask)
         done.then(
           value => post(slot, { t: 'auth-answer', id: m.id, value }),
           (err: unknown) => post(slot, { t: 'auth-answer', id: m.id, value: null, error: String(err) })
@@ -369,5 +363,22 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
       stopping = true
       for (const s of slots) post(s, { t: 'stop', why })
     }
+  }
+}
+
+/** The main process's memory store answers a worker's call. */
+function answer(store: Store, a: StoreAsk): Promise<unknown> {
+  switch (a.op) {
+    case 'revoke':
+      return store.revokeToken(a.jti, a.untilEpochMs, a.nowMs)
+    case 'revoked':
+      return store.isTokenRevoked(a.jti, a.nowMs)
+    case 'fail':
+      return store.countFailure(a.key, a.windowMs, a.nowMs)
+    case 'join-claim':
+      return store.claimJoin(a.key, a.owner, a.ttlMs, a.replacing)
+    case 'join-release':
+      store.releaseJoin(a.key, a.instance)
+      return Promise.resolve(null)
   }
 }

@@ -1,9 +1,8 @@
 import t from 'tap'
 import { createHash } from 'node:crypto'
-import { mkdtempSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join as joinPath, resolve } from 'node:path'
+import { resolve } from 'node:path'
 import { WebSocket } from 'ws'
+import { startRealVendor } from '../../gateway/tools/real-vendors'
 import { initMessage } from '../../gateway/tools/simulate'
 import { uniqueFrame } from '../helpers/audio'
 import { AUDIO_TOKEN, platformLeg, routeTo, startVendor, until, type PlatformLegClient } from '../helpers/gateway'
@@ -154,25 +153,62 @@ t.test('--workers and GATEWAY_WORKERS take a whole number from 1', async t => {
   t.match(env.stderr, 'GATEWAY_WORKERS must be a whole number 1-256, not "many"')
 })
 
-t.test('a config with a join route is served by one process: more workers asked for are refused', async t => {
-  const dir = mkdtempSync(joinPath(tmpdir(), 'gw-join-workers-'))
-  const file = joinPath(dir, 'gateway.yaml')
-  writeFileSync(
-    file,
-    [
-      'listen: { host: 127.0.0.1, port: 0 }',
-      'admin: { host: 127.0.0.1, port: 0 }',
-      'routes:',
-      '  stereo:',
-      `    mapping: ${resolve('mappings/deepgram-stereo.yaml')}`,
-      '    join: { channels: [TX, RX], waitSeconds: 2 }',
-      '    upstreams: [{ name: a, audio: "ws://127.0.0.1:9/v1/listen", credential: "${DG_KEY}" }]',
-      ''
-    ].join('\n')
+t.test('serve --workers 2 with a join route: TX and RX of a call on different workers meet in one session', async t => {
+  const DG_KEY = 'dg-key-0123456789abcdef'
+  const dg = await startRealVendor({ kind: 'deepgram', apiKey: DG_KEY, resultEveryMs: 0 })
+  t.teardown(async () => await dg.close())
+  const gw = await spawnGateway(
+    t,
+    {
+      routes: {
+        stereo: {
+          mapping: resolve('mappings/deepgram-stereo.yaml'),
+          auth: { audio: ['${AUDIO_TOKEN}'] },
+          upstreams: [{ name: 'v', audio: dg.url, credential: '${DG_KEY}' }],
+          join: { channels: ['TX', 'RX'], waitSeconds: 2 }
+        }
+      }
+    },
+    { GATEWAY_WORKERS: '2', DG_KEY }
   )
-  const asked = await runCli(['serve', '--config', file, '--workers', '2'], { DG_KEY: 'k-123' })
-  t.equal(asked.code, 2, 'exit 2: a usage error')
-  t.match(asked.stderr, 'route(s) stereo use join, whose TX and RX legs must reach the same process')
-  t.match(asked.stderr, 'serve them with --workers 1')
-  t.notMatch(asked.stderr, 'k-123', 'no secret in the message')
+  t.ok(await until(async () => (await workers(gw)).every(w => w.up)), 'both workers are up')
+  // 16 calls, 32 connections: the kernel spreads them over the two workers, so most calls are split.
+  const N = 16
+  const open = (contactId: number, perspective: string): PlatformLegClient =>
+    platformLeg(t, gw.url('/audio/stereo'), initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective }))
+  const pairs = Array.from({ length: N }, (_v, i) => [open(6100 + i, 'TX'), open(6100 + i, 'RX')])
+  const answers = await Promise.all(pairs.flat().map(l => l.answer))
+  t.ok(
+    answers.every(a => a.command === 'CONNECTED'),
+    'every leg got CONNECTED'
+  )
+  const side = (i: number, ch: number): Buffer => Buffer.alloc(1600, (i * 2 + ch + 1) % 255)
+  pairs.forEach(([tx, rx], i) => {
+    for (let k = 0; k < 10; k++) {
+      tx.send(side(i, 0).subarray(k * 160, (k + 1) * 160))
+      rx.send(side(i, 1).subarray(k * 160, (k + 1) * 160))
+    }
+  })
+  const voiced = (s: { channels?: { samples: number; silence: number }[] }, ch: number): number =>
+    s.channels?.[ch] === undefined ? 0 : s.channels[ch].samples - s.channels[ch].silence
+  t.ok(
+    await until(
+      () => dg.sessions().length >= N && dg.sessions().every(s => voiced(s, 0) >= 1600 && voiced(s, 1) >= 1600)
+    ),
+    'all audio arrived'
+  )
+  t.equal(dg.sessions().length, N, 'one vendor session per call')
+  const sha = (b: Buffer): string => createHash('sha256').update(b).digest('hex')
+  const byTx = new Map(Array.from({ length: N }, (_v, i) => [sha(side(i, 0)), i]))
+  let matched = 0
+  for (const s of dg.sessions()) {
+    const i = byTx.get(s.channels?.[0]?.voicedSha256 ?? '')
+    if (i !== undefined && s.channels?.[1]?.voicedSha256 === sha(side(i, 1))) matched++
+  }
+  t.equal(matched, N, 'each session: channel 0 exactly its TX bytes, channel 1 exactly its RX bytes')
+  t.ok(
+    sample(await scrape(gw), 'assist_gateway_audio_joins_total{route="stereo",result="relayed"}') > 0,
+    'legs were relayed between the workers'
+  )
+  for (const l of pairs.flat()) l.ws.close(1000)
 })

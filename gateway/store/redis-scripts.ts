@@ -1,0 +1,42 @@
+// The Lua scripts of the Redis store (store/redis.ts): each runs atomically on the key it names.
+
+/** Renew the lease only if we still hold it; take it if free. Returns 1 when held. */
+export const LEAD = `
+local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end
+if not v then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end
+return 0`
+
+/** Set a revocation for ARGV[1] ms unless it is already held longer (a revocation only extends). */
+export const REVOKE = `
+local left = redis.call('PTTL', KEYS[1])
+if left < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], '1', 'PX', ARGV[1]) end
+return 1`
+
+/** Count a failure in its fixed window (the first opens it for ARGV[1] ms): {count, ms left}. */
+export const FAIL = `
+local n = redis.call('INCR', KEYS[1])
+if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+local left = redis.call('PTTL', KEYS[1])
+if left < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) left = tonumber(ARGV[1]) end
+return {n, left}`
+
+/**
+ * Claim a joined call's owner record (ARGV: the owner's JSON, its instance, TTL ms, an instance it may
+ * replace or ''): set it when free, held by the same instance (a refresh) or by the one being replaced;
+ * return the record in force.
+ */
+export const CLAIM_JOIN = `
+local v = redis.call('GET', KEYS[1])
+if v then
+  local held = cjson.decode(v).instance
+  if held ~= ARGV[2] and held ~= ARGV[4] then return v end
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+return ARGV[1]`
+
+/** Drop a joined call's owner record if the instance ARGV[1] still holds it. */
+export const RELEASE_JOIN = `
+local v = redis.call('GET', KEYS[1])
+if v and cjson.decode(v).instance == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0`

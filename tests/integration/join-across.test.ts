@@ -1,0 +1,198 @@
+import t, { type Test } from 'tap'
+import { createHash, randomUUID } from 'node:crypto'
+import { startRealVendor, type RealVendorEmulator, type RealVendorSession } from '../../gateway/tools/real-vendors'
+import { initMessage } from '../../gateway/tools/simulate'
+import {
+  AUDIO_TOKEN,
+  logged,
+  platformLeg,
+  startGateway,
+  until,
+  type PlatformLegClient,
+  type TestGateway
+} from '../helpers/gateway'
+import { needRedis } from '../helpers/redis'
+
+// The join across instances: two (three) real gateways sharing Redis, each with listen.advertiseUrl. The
+// TX and RX legs of a call land on different instances; the first claims the call, the other's leg is
+// relayed to it, and the strict Deepgram emulator sees one stereo session per call with exact channels.
+
+const DG_KEY = 'dg-key-0123456789abcdef'
+const TICK = 160
+const FRAMES = 10
+
+function frame(contact: number, side: number, k: number): Buffer {
+  const b = Buffer.alloc(TICK)
+  for (let i = 0; i < TICK; i++) b[i] = (contact * 7 + side * 101 + k * 13 + i) % 255
+  return b
+}
+const sha = (b: Buffer): string => createHash('sha256').update(b).digest('hex')
+const sideSha = (contact: number, side: number, from = 0, to = FRAMES): string =>
+  sha(Buffer.concat(Array.from({ length: to - from }, (_v, k) => frame(contact, side, from + k))))
+const voiced = (s: RealVendorSession | undefined, ch: number): number => {
+  const c = s?.channels?.[ch]
+  return c === undefined ? 0 : c.samples - c.silence
+}
+
+async function instance(t: Test, dg: RealVendorEmulator, prefix: string, advertiseUrl?: string): Promise<TestGateway> {
+  const REDIS_URL = await needRedis()
+  return await startGateway(
+    t,
+    {
+      redis: REDIS_URL,
+      store: { keyPrefix: prefix, syncIntervalSeconds: 0.2, leaseSeconds: 10 },
+      listen: advertiseUrl === undefined ? {} : { advertiseUrl },
+      audio: { reattachGraceSeconds: 5 },
+      routes: {
+        dg: {
+          mapping: 'mappings/deepgram-stereo.yaml',
+          auth: { audio: ['${AUDIO_TOKEN}'] },
+          upstreams: [{ name: 'v', audio: dg.url, credential: '${DG_KEY}' }],
+          join: { channels: ['TX', 'RX'], waitSeconds: 2 }
+        }
+      }
+    },
+    { DG_KEY }
+  )
+}
+
+const leg = (t: Test, gw: TestGateway, contactId: number, perspective: string): PlatformLegClient =>
+  platformLeg(t, gw.url('/audio/dg'), initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective }))
+
+async function metric(gw: TestGateway, series: string): Promise<number> {
+  const text = await (await fetch(gw.adminUrl('/metrics'))).text()
+  const line = text.split('\n').find(l => l.startsWith(`${series} `))
+  return line === undefined ? 0 : Number(line.slice(series.length + 1))
+}
+
+t.test('join across instances on Redis', async t => {
+  const dg = await startRealVendor({ kind: 'deepgram', apiKey: DG_KEY, resultEveryMs: 200 })
+  t.teardown(async () => await dg.close())
+  const prefix = `test:${randomUUID()}:`
+  const a = await instance(t, dg, prefix, 'ws://127.0.0.1')
+  const b = await instance(t, dg, prefix, 'ws://127.0.0.1')
+
+  await t.test('20 calls, TX and RX on different instances: one stereo session per call, exact channels', async t => {
+    const N = 20
+    // Even calls: TX on A, RX on B; odd calls: the other way round. Both legs come at once: whichever
+    // claims the call first holds it (the claim is atomic in Redis), the other is relayed there.
+    const pairs: [PlatformLegClient, PlatformLegClient][] = []
+    for (let i = 0; i < N; i++) {
+      const [first, second] = i % 2 === 0 ? [a, b] : [b, a]
+      pairs.push([leg(t, first, 3000 + i, 'TX'), leg(t, second, 3000 + i, 'RX')])
+    }
+    const answers = await Promise.all(pairs.flat().map(l => l.answer))
+    t.ok(
+      answers.every(x => x.command === 'CONNECTED'),
+      'each of the 40 legs got CONNECTED (a relayed one from the owner)'
+    )
+    pairs.forEach(([tx, rx], i) => {
+      for (let k = 0; k < FRAMES; k++) {
+        tx.send(frame(i, 0, k))
+        rx.send(frame(i, 1, k))
+      }
+    })
+    const want = FRAMES * TICK
+    t.ok(
+      await until(
+        () => dg.sessions().length >= N && dg.sessions().every(s => voiced(s, 0) >= want && voiced(s, 1) >= want),
+        20_000,
+        100
+      ),
+      'all audio arrived'
+    )
+    t.equal(dg.sessions().length, N, 'one vendor session per call, not one per instance')
+    const byTx = new Map(Array.from({ length: N }, (_v, i) => [sideSha(i, 0), i]))
+    let matched = 0
+    for (const s of dg.sessions()) {
+      t.same(s.errors, [], 'no protocol error')
+      const i = byTx.get(s.channels?.[0]?.voicedSha256 ?? '')
+      if (i === undefined) continue
+      matched++
+      t.equal(s.channels?.[1]?.voicedSha256, sideSha(i, 1), `call ${i}: channel 1 is exactly the RX bytes`)
+    }
+    t.equal(matched, N, 'channel 0 of every session is exactly its call’s TX bytes')
+    const relayed =
+      (await metric(a, 'assist_gateway_audio_joins_total{route="dg",result="relayed"}')) +
+      (await metric(b, 'assist_gateway_audio_joins_total{route="dg",result="relayed"}'))
+    t.equal(relayed, N, 'the second leg of every call was relayed to the first one’s instance')
+    // Results by channel reach the right leg, through the relay too.
+    const transcripts = (l: PlatformLegClient) => l.messages.filter(m => m.messageType === 'TRANSCRIPT')
+    t.ok(
+      await until(() => pairs.every(([tx, rx]) => transcripts(tx).length > 0 && transcripts(rx).length > 0), 10_000),
+      'results reached both legs'
+    )
+    t.ok(
+      pairs.every(([, rx]) =>
+        transcripts(rx).every(m => (m.parameters as { perspective: string }).perspective === 'RX')
+      ),
+      'a relayed RX leg gets channel 1’s results only'
+    )
+    for (const l of pairs.flat()) l.ws.close(1000)
+  })
+
+  await t.test(
+    'the relayed leg on hold and back on the other instance: one session, the other side flowing',
+    async t => {
+      const before = dg.sessions().length
+      const tx = leg(t, a, 3900, 'TX')
+      const rx = leg(t, b, 3900, 'RX')
+      t.equal((await tx.answer).command, 'CONNECTED')
+      t.equal((await rx.answer).command, 'CONNECTED')
+      for (let k = 0; k < 5; k++) {
+        tx.send(frame(1, 0, k))
+        rx.send(frame(1, 1, k))
+      }
+      const mine = (): RealVendorSession | undefined => dg.sessions()[before]
+      t.ok(await until(() => voiced(mine(), 1) === 5 * TICK), 'RX (relayed) audio arrived')
+      rx.ws.close(1000)
+      await rx.closed
+      for (let k = 5; k < 10; k++) tx.send(frame(1, 0, k))
+      t.ok(await until(() => voiced(mine(), 0) === 10 * TICK), 'TX kept flowing while RX was away')
+      t.equal(mine()?.closed, false, 'the vendor session stayed open')
+      const back = leg(t, a, 3900, 'RX') // back on the other instance
+      t.equal((await back.answer).command, 'CONNECTED', 'RX came back: CONNECTED')
+      for (let k = 5; k < 10; k++) back.send(frame(1, 1, k))
+      t.ok(await until(() => voiced(mine(), 1) === 10 * TICK), 'RX flows again into the same session')
+      t.equal(dg.sessions().length, before + 1, 'still one vendor session')
+      t.equal(mine()?.channels?.[1]?.voicedSha256, sideSha(1, 1), 'channel 1: every RX byte, before and after')
+      tx.ws.close(1000)
+      back.ws.close(1000)
+    }
+  )
+
+  await t.test('an owner that cannot be reached: the leg takes the call over and is served alone', async t => {
+    // C claims its calls with an address nobody listens on (its TX leg is alone until the wait ends).
+    const c = await instance(t, dg, prefix, 'ws://127.0.0.1:1')
+    const tx = leg(t, c, 3950, 'TX')
+    t.equal((await tx.answer).command, 'CONNECTED')
+    const rx = leg(t, b, 3950, 'RX')
+    t.equal((await rx.answer).command, 'CONNECTED', 'the leg is served, not refused')
+    t.ok(logged(b, 'join_owner_unreachable'), 'logged: the owner could not be reached')
+    t.equal(await metric(b, 'assist_gateway_audio_joins_total{route="dg",result="relay_failed"}'), 1, 'counted')
+    // B now holds the call: a later leg of it on A is relayed to B, not to C.
+    const again = leg(t, a, 3950, 'RX')
+    t.equal((await again.answer).command, 'CONNECTED')
+    t.ok(
+      await until(async () => (await metric(a, 'assist_gateway_audio_joins_total{route="dg",result="relayed"}')) > 0),
+      'relayed to the instance that took the call over'
+    )
+    for (const l of [tx, rx, again]) l.ws.close(1000)
+  })
+
+  await t.test('the owner stops: the relayed leg gets its ERROR and close code, as a local one', async t => {
+    const d = await instance(t, dg, prefix, 'ws://127.0.0.1')
+    const tx = leg(t, d, 3990, 'TX')
+    t.equal((await tx.answer).command, 'CONNECTED')
+    const rx = leg(t, a, 3990, 'RX')
+    t.equal((await rx.answer).command, 'CONNECTED')
+    d.server.close()
+    const [txEnd, rxEnd] = await Promise.all([tx.closed, rx.closed])
+    t.equal(txEnd.code, 1012, 'the owner’s own leg: 1012')
+    t.equal(rxEnd.code, 1012, 'the relayed leg: the same 1012')
+    t.ok(
+      rx.messages.some(m => m.command === 'ERROR' && m.messageType === 'SHUTTING_DOWN'),
+      'the relayed leg got the owner’s ERROR SHUTTING_DOWN'
+    )
+  })
+})
