@@ -44,6 +44,8 @@ const hist = new Histogram()
 let received = 0
 /** Binary messages (vendor writes), each holding one or more frames. */
 let messages = 0
+/** Bytes of those messages (a joined session's message holds both channels). */
+let bytes = 0
 let open = 0
 let opened = 0
 let outOfOrder = 0
@@ -72,6 +74,7 @@ function stats(): SinkStats {
   return {
     received,
     messages,
+    bytes,
     at: nowMs(),
     open,
     opened,
@@ -111,6 +114,7 @@ function main(): void {
         // every frame in it is counted and timed on its own; `messages` counts the writes.
         messages++
         const n = message.byteLength
+        bytes += n
         if (c.leg < 0 && !c.inited && n >= LEG_OFFSET + 4) {
           const leg = new DataView(message).getUint32(LEG_OFFSET, true)
           if (leg < MAX_LEGS) {
@@ -187,6 +191,7 @@ function main(): void {
       hist.reset()
       received = 0
       messages = 0
+      bytes = 0
       opened = open
       outOfOrder = 0
       unknownLegs = 0
