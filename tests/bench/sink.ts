@@ -7,6 +7,7 @@
  *   (several when the gateway coalesces): counted; on a known leg, latency = now - the float64 LE stamp at
  *   the frame's byte 0, recorded in a preallocated histogram, and the uint32 LE sequence number at byte 8
  *   checked for order.
+ * - A Deepgram CloseStream: answered with Metadata (Deepgram's last message), so the session closes at once.
  * Driven over IPC by the bench: {id, cmd: 'stats' | 'reset-hist' | 'reset-all'} → {id, stats}.
  * Exits when the bench disconnects, on SIGTERM or SIGINT.
  */
@@ -38,6 +39,7 @@ const CONNECTED = JSON.stringify({
   message: 'BEGIN AUDIO STREAM',
   parameters: {}
 })
+const METADATA = JSON.stringify({ type: 'Metadata', channels: 1 })
 const MAX_LEGS = 1 << 20
 
 const hist = new Histogram()
@@ -150,7 +152,13 @@ function main(): void {
         }
         return
       }
-      if (c.inited) return
+      if (c.inited) {
+        // Deepgram's end of stream (mappings/deepgram*.yaml): answer as Deepgram does, so the gateway
+        // closes at once instead of waiting out its closeTimeoutSeconds (bench join drains between phases).
+        if (message.byteLength < 64 && Buffer.from(message).toString('utf8').includes('"CloseStream"'))
+          ws.send(METADATA, false)
+        return
+      }
       c.inited = true
       try {
         const init = JSON.parse(Buffer.from(message).toString('utf8')) as { executionInfo?: { contactId?: unknown } }
