@@ -70,12 +70,41 @@ interface Gateway {
 export const BENCH_MAPPINGS = ['passthrough', 'deepgram'] as const
 export type BenchMapping = (typeof BENCH_MAPPINGS)[number]
 
+/** Vendor side of a bench route or tee: `mapping` names a file of mappings/ (no .yaml). */
+interface BenchVendor {
+  mapping: string
+  /** Replicas as name → URL; default one replica "sink" (the sink's URL). */
+  upstreams?: { name: string; audio: string }[]
+}
+
+/** One route of the bench gateway; join goes as it is. */
+export interface BenchRoute extends BenchVendor {
+  join?: { channels: ['TX' | 'RX', 'TX' | 'RX']; waitSeconds?: number }
+  tee?: (BenchVendor & { name: string; results?: 'drop' | 'forward' })[]
+}
+
 export interface GatewayOptions {
   mapping?: BenchMapping
   /** Replicas as name → URL; default one replica "sink". */
   upstreams?: { name: string; audio: string }[]
   /** Extra top-level config (merged shallowly), e.g. audio settings. */
   extra?: Record<string, unknown>
+  /** Routes by name instead of the one route "bench" (mapping, upstreams): benches comparing routes. */
+  routes?: Record<string, BenchRoute>
+}
+
+/** Path of a mapping file of the package (mappings/<name>.yaml). */
+export function mappingFile(name: string): string {
+  return join(PACKAGE_ROOT, 'mappings', `${name}.yaml`)
+}
+
+/** A route's or tee's config: the mapping's path, and every replica with the bench's vendor credential. */
+function vendorConfig<T extends BenchVendor>({ mapping, upstreams, ...rest }: T, sinkUrl: string) {
+  return {
+    ...rest,
+    mapping: mappingFile(mapping),
+    upstreams: (upstreams ?? [{ name: 'sink', audio: sinkUrl }]).map(u => ({ ...u, credential: '${BENCH_VENDOR_KEY}' }))
+  }
 }
 
 export async function startGateway(
@@ -94,16 +123,18 @@ export async function startGateway(
     uws: { idleTimeoutSeconds: 0 },
     health: { active: { kind: 'none' } },
     ...opts.extra,
-    routes: {
-      bench: {
-        mapping: join(PACKAGE_ROOT, 'mappings', `${opts.mapping ?? 'passthrough'}.yaml`),
-        auth: { audio: ['${BENCH_TOKEN}'] },
-        upstreams: (opts.upstreams ?? [{ name: 'sink', audio: sinkUrl }]).map(u => ({
-          ...u,
-          credential: '${BENCH_VENDOR_KEY}'
-        }))
-      }
-    }
+    routes: Object.fromEntries(
+      Object.entries(
+        opts.routes ?? { bench: { mapping: opts.mapping ?? 'passthrough', upstreams: opts.upstreams } }
+      ).map(([name, { tee, ...route }]) => [
+        name,
+        {
+          ...vendorConfig(route, sinkUrl),
+          auth: { audio: ['${BENCH_TOKEN}'] },
+          ...(tee === undefined ? {} : { tee: tee.map(t => vendorConfig(t, sinkUrl)) })
+        }
+      ])
+    )
   }
   const file = join(dir, 'gateway.yaml')
   writeFileSync(file, stringify(config))

@@ -377,6 +377,8 @@ export interface SinkStats {
   received: number
   /** Binary messages received (the gateway's vendor writes). */
   messages: number
+  /** Bytes of those binary messages. */
+  bytes: number
   /** sink clock (ms, performance.timeOrigin + performance.now()) when the figures were taken. */
   at: number
   /** Connections open now / ever (since the last reset-all). */

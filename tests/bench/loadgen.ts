@@ -48,8 +48,13 @@ export class LoadGen {
     private readonly url: string,
     private readonly count: number,
     private readonly token: string,
-    /** Index (contactId - CONTACT_BASE) of the first leg: generators side by side use disjoint ranges. */
-    private readonly firstIndex = 0
+    /** Index of the first leg: generators side by side use disjoint ranges. */
+    private readonly firstIndex = 0,
+    /**
+     * Perspective of leg i: perspectives[i % length], and its contactId CONTACT_BASE + floor(i / length);
+     * ['TX', 'RX'] opens both legs of each contact, one after the other (bench join).
+     */
+    private readonly perspectives: readonly ('TX' | 'RX')[] = ['TX']
   ) {}
 
   /** Open every leg (at most `concurrency` handshakes in flight); resolves when all are streaming or failed. */
@@ -90,9 +95,11 @@ export class LoadGen {
       }
       ws.on('open', () => {
         leg.state = 'awaiting'
+        const n = this.perspectives.length
+        const contactId = CONTACT_BASE + Math.floor(index / n)
         ws.send(
           JSON.stringify(
-            initMessage({ token: this.token, contactId: CONTACT_BASE + index, busNo: 4594, perspective: 'TX' })
+            initMessage({ token: this.token, contactId, busNo: 4594, perspective: this.perspectives[index % n] })
           )
         )
       })

@@ -1,10 +1,11 @@
 /**
- * `npm run bench [-- audio|wsclient|failover|codec|text|fleet|all] [flags]`: prints figures, never passes or fails.
+ * `npm run bench [-- audio|wsclient|failover|codec|text|fleet|join|tee|all] [flags]`: prints figures, never passes or fails.
  *   audio    [--legs N (1000)] [--seconds S (20)] [--warmup S (3)] [--baseline-legs N (= legs)]
  *            [--baseline-seconds S (3)] [--profile] [--no-pin]
  *   audio --vs-nginx [--legs 500,1000] [--rounds 2] ...: side by side with nginx (audio-nginx.ts)
  *   text     side by side with nginx when installed (text-nginx.ts)
  *   wsclient [--frames N (200000)] [--batch B (100)] [--conns C (100)]
+ *   join / tee: gateway CPU per platform frame of a joined pair / a teed leg against plain legs (ab.ts)
  *   (none) / all: audio (vs nginx when installed), text, wsclient, codec; no flags.
  * Ends with one line `BENCH_JSON {...}` holding every figure. Child processes (gateway, sink) are
  * killed on every way out, including errors and SIGINT.
@@ -19,8 +20,10 @@ import { AUDIO_NGINX_BOOLEANS, AUDIO_NGINX_FLAGS, runAudioVsNginx } from './audi
 import { findNginx } from './nginx'
 import { FLEET_FLAGS, runFleet } from './fleet'
 import { runTextVsNginx } from './text-nginx'
+import { JOIN_BOOLEANS, JOIN_FLAGS, runJoin } from './join'
+import { runTee, TEE_FLAGS } from './tee'
 
-const USAGE = `usage: npm run bench [-- [audio|wsclient|failover|codec|text|fleet|all] [flags]]
+const USAGE = `usage: npm run bench [-- [audio|wsclient|failover|codec|text|fleet|join|tee|all] [flags]]
   audio    [--legs N (1000)] [--seconds S (20)] [--warmup S (3)] [--mapping passthrough|deepgram] [--baseline-legs N (= --legs)] [--baseline-seconds S (3)] [--profile] [--no-pin]
   audio --vs-nginx [--legs 500,1000] [--rounds 2] [--seconds S (10)] [--warmup S (3)] [--baseline-seconds S (3)] [--no-nginx] [--no-pin]
   wsclient [--frames N (200000)] [--batch B (100)] [--conns C (100)]
@@ -30,6 +33,11 @@ const USAGE = `usage: npm run bench [-- [audio|wsclient|failover|codec|text|flee
            [--no-nginx] [--no-pin] [--profile]: plain HTTP, side by side with nginx when installed
   text --mode tls|both [--connections N] [--seconds S] [--mapping ...]: the gateway alone, over HTTPS too
   fleet    [--instances 4] [--legs 1000] [--seconds 10] [--warmup 3]: N instances sharing Redis (REDIS_URL)
+  join     [--pairs N (200)] [--seconds S (10)] [--warmup S (3)] [--rounds 2]: gateway CPU per platform frame,
+           two plain legs vs a joined pair (stereo), A B A B on one gateway
+  join --in-process [--pairs N (100)] [--frames N (1000)]: the same on the audio path alone (no sockets, fake clock)
+  tee      [--legs N (500)] [--seconds S (10)] [--warmup S (3)] [--rounds 2]: gateway CPU per platform frame,
+           a plain leg vs a leg with one tee (results: drop), A B A B on one gateway
   all      (default) audio (vs nginx when installed), text, wsclient, codec; no flags`
 
 async function main(argv: string[]): Promise<number> {
@@ -64,6 +72,12 @@ async function main(argv: string[]): Promise<number> {
       break
     case 'fleet':
       out.fleet = await runFleet(parseFlags(rest, FLEET_FLAGS))
+      break
+    case 'join':
+      out.join = await runJoin(parseFlags(rest, JOIN_FLAGS, JOIN_BOOLEANS))
+      break
+    case 'tee':
+      out.tee = await runTee(parseFlags(rest, TEE_FLAGS))
       break
     case 'codec':
       out.codec = runCodec(parseFlags(rest, CODEC_FLAGS))

@@ -7,6 +7,7 @@
  *   (several when the gateway coalesces): counted; on a known leg, latency = now - the float64 LE stamp at
  *   the frame's byte 0, recorded in a preallocated histogram, and the uint32 LE sequence number at byte 8
  *   checked for order.
+ * - A Deepgram CloseStream: answered with Metadata (Deepgram's last message), so the session closes at once.
  * Driven over IPC by the bench: {id, cmd: 'stats' | 'reset-hist' | 'reset-all'} → {id, stats}.
  * Exits when the bench disconnects, on SIGTERM or SIGINT.
  */
@@ -38,12 +39,15 @@ const CONNECTED = JSON.stringify({
   message: 'BEGIN AUDIO STREAM',
   parameters: {}
 })
+const METADATA = JSON.stringify({ type: 'Metadata', channels: 1 })
 const MAX_LEGS = 1 << 20
 
 const hist = new Histogram()
 let received = 0
 /** Binary messages (vendor writes), each holding one or more frames. */
 let messages = 0
+/** Bytes of those messages (a joined session's message holds both channels). */
+let bytes = 0
 let open = 0
 let opened = 0
 let outOfOrder = 0
@@ -72,6 +76,7 @@ function stats(): SinkStats {
   return {
     received,
     messages,
+    bytes,
     at: nowMs(),
     open,
     opened,
@@ -111,6 +116,7 @@ function main(): void {
         // every frame in it is counted and timed on its own; `messages` counts the writes.
         messages++
         const n = message.byteLength
+        bytes += n
         if (c.leg < 0 && !c.inited && n >= LEG_OFFSET + 4) {
           const leg = new DataView(message).getUint32(LEG_OFFSET, true)
           if (leg < MAX_LEGS) {
@@ -146,7 +152,13 @@ function main(): void {
         }
         return
       }
-      if (c.inited) return
+      if (c.inited) {
+        // Deepgram's end of stream (mappings/deepgram*.yaml): answer as Deepgram does, so the gateway
+        // closes at once instead of waiting out its closeTimeoutSeconds (bench join drains between phases).
+        if (message.byteLength < 64 && Buffer.from(message).toString('utf8').includes('"CloseStream"'))
+          ws.send(METADATA, false)
+        return
+      }
       c.inited = true
       try {
         const init = JSON.parse(Buffer.from(message).toString('utf8')) as { executionInfo?: { contactId?: unknown } }
@@ -187,6 +199,7 @@ function main(): void {
       hist.reset()
       received = 0
       messages = 0
+      bytes = 0
       opened = open
       outOfOrder = 0
       unknownLegs = 0
