@@ -1,21 +1,15 @@
 import type { AuthGuard } from '../auth/guard'
 import type { LegLimits } from '../auth/leg-limits'
-import type { Clock, TimerHandle } from '../clock'
-import type { AudioSettings } from '../config/types'
+import type { TimerHandle } from '../clock'
 import { CODES, GatewayError, logLevelOf, type ErrorCode } from '../errors'
 import type { MappingInput } from '../mapping/run'
-import { demandsCredential, type RouteRuntime } from '../route'
-import type { Store } from '../store/port'
 import type { Logger } from '../telemetry/log'
-import type { LegCounters, Metrics } from '../telemetry/metrics'
+import type { LegCounters } from '../telemetry/metrics'
 import type { Problem } from '../validate/compile'
-import type { ConnectionFactory } from './connection-contract'
 import { EarlyResults } from './early-results'
 import { checkHandshake, connectedFrame, errorFrame, type HandshakeCheck } from './handshake'
-import type { SessionRegistry } from './registry'
-import { openJoined } from './join'
 import { ForwardedLeg, type JoinDirectory, type JoinPlace, joinKeyOf, type RelayHop } from './join-relay'
-import { VendorSession } from './session'
+import { type LegSessionDeps, openLegSession, startLegSession } from './leg-session'
 import type { Session, SessionOwner } from './session-contract'
 import { LegTees } from './tee'
 
@@ -28,21 +22,10 @@ export interface PlatformLeg {
   bufferedAmount: () => number
 }
 
-export interface LegDeps {
-  route: RouteRuntime
-  settings: AudioSettings
-  metrics: Metrics
-  store: Store
-  registry: SessionRegistry
+export interface LegDeps extends LegSessionDeps {
   log: Logger
-  clock: Clock
-  legId: string
-  /** W3C `traceparent` the vendor upgrades carry (absent: none). */
-  traceparent?: string
   /** Above this many bytes queued towards the platform, reading from the vendor pauses. */
   platformHighWaterBytes: number
-  /** How vendor connections are made (default: real ones); unit tests pass fakes. */
-  connect?: ConnectionFactory
   /** Failure delay and per-address failure budget (auth/guard.ts; absent: refused at once, no budget). */
   guard?: AuthGuard
   /** Live legs per route and per client (absent: no limits). */
@@ -51,8 +34,6 @@ export interface LegDeps {
   clientAddress?: string
   /** Largest init message in bytes (`limits.initMessageBytes`; absent: only uws.maxPayloadBytes). */
   initMessageBytes?: number
-  /** Joined calls' owners across processes (audio/join-relay.ts; absent: every join is local). */
-  joins?: JoinDirectory
   /** How this leg arrived (a relay from another instance or worker: audio/join-relay.ts RELAY_HEADER). */
   relayedIn?: RelayHop
 }
@@ -304,7 +285,7 @@ export class AudioLeg implements SessionOwner {
 
   /** Limits, tees, then the leg's session: the one it re-attached to, or a new one (joined, or its own). */
   private admit(checked: Extract<HandshakeCheck, { ok: true }>, key: string, existing: Session | null): void {
-    const { route, metrics, registry } = this.deps
+    const { route, metrics } = this.deps
     const id = checked.identity
     const place = this.deps.legLimits?.acquire(route.name, checked.caller, existing !== null) ?? null
     if (typeof place === 'string') {
@@ -320,62 +301,13 @@ export class AudioLeg implements SessionOwner {
       return
     }
 
-    const input: MappingInput = {
-      init: checked.init,
-      leg: { id: this.deps.legId, route: route.name, ...id },
-      route: { name: route.name, params: route.config.params, checksToken: demandsCredential(route, 'audio') },
-      upstream: { name: '', audio: null, credential: null, hasCredential: false }
-    }
-    const sessionDeps = {
-      route,
-      settings: this.deps.settings,
-      metrics,
-      store: this.deps.store,
-      clock: this.deps.clock,
-      host: registry,
-      log: this.log,
-      connect: this.deps.connect,
-      traceparent: this.deps.traceparent,
-      caller: checked.caller,
-      joins: this.deps.joins
-    }
-    // A join route: this leg is one channel of its contact's stereo vendor session (audio/join.ts).
-    const session =
-      route.config.join === undefined
-        ? new VendorSession(sessionDeps, this, input, key, this.deps.legId)
-        : openJoined(sessionDeps, this, input, key, this.deps.legId)
+    const session = openLegSession(this.deps, this, this.log, checked, key)
     if (session instanceof GatewayError) return this.fail(session)
     this.session = session
-    registry.add(session, checked.caller)
-    if (this.deps.store.kind === 'memory') {
-      session.start(null)
-      return
-    }
-    // A leg that was on another instance comes back to the same replica (a new vendor session there:
-    // the old instance's parked session closes when its grace ends). Audio is held meanwhile.
-    this.deps.store.getAffinity(key).then(
-      affinity => {
-        if (session.state === 'CLOSED') return
-        // Live for another caller on another instance: no takeover (issue 11 item 3).
-        if (affinity !== null && affinity.caller !== undefined && affinity.caller !== checked.caller) {
-          if (this.session === session) this.session = null
-          session.close(false)
-          return this.callerMismatch()
-        }
-        const preferred =
-          affinity !== null && affinity.route === route.name ? (route.pool.byName(affinity.replica) ?? null) : null
-        if (preferred?.healthy) {
-          metrics.reattach.inc({ route: route.name, result: 'same_replica' })
-          this.log.info(
-            { event: 'reattached_replica', upstream: preferred.name, from: affinity!.instance },
-            'leg came back from another instance: new vendor session on the same replica'
-          )
-        }
-        // After a drain elsewhere: the mapping may continue that vendor session (AudioHook continuedSessions).
-        session.start(preferred, preferred !== null ? affinity?.continued : undefined)
-      },
-      () => session.start(null)
-    )
+    startLegSession(this.deps, session, this.log, checked, key, () => {
+      if (this.session === session) this.session = null
+      this.callerMismatch()
+    })
   }
 
   // ---- a join leg's place (audio/join-relay.ts) --------------------------------------------------
