@@ -1,6 +1,7 @@
 import type { Clock } from '../clock'
 import type { AudioSettings } from '../config/types'
 import type { JoinOwner, Store } from '../store/port'
+import type { LegCounters } from '../telemetry/metrics'
 import { describeSocketFailure, VendorSocket } from '../upstream/ws-leg'
 
 /**
@@ -104,15 +105,13 @@ export class ForwardedLeg {
   private heldBytes = 0
   private readonly socket: VendorSocket
   private open = false
-  /** Bytes written to the owner and frames dropped at its buffer bound (the platform leg's counters). */
-  bytesSent = 0
-  framesSent = 0
-  dropped = 0
 
   constructor(
     place: Extract<JoinPlace, { kind: 'relay' }>,
     route: string,
     private readonly init: string,
+    /** The platform leg's: what goes to the owner counts as sent to the vendor, its drops as backpressure. */
+    private readonly counters: LegCounters,
     traceparent: string | undefined,
     private readonly settings: AudioSettings,
     clock: Clock,
@@ -148,13 +147,14 @@ export class ForwardedLeg {
   /** Per-frame path: to the owner (or held until its socket opens). `data` is only valid during this call. */
   write(data: ArrayBuffer): void {
     if (this.open) {
+      const c = this.counters
       if (this.socket.bufferedAmount > this.settings.bufferBytes) {
-        this.dropped++
+        c.dropBackpressure++
         return
       }
       this.socket.sendBinary(data)
-      this.framesSent++
-      this.bytesSent += data.byteLength
+      c.framesToVendor++
+      c.bytesToVendor += data.byteLength
       return
     }
     if (this.held === null) return

@@ -357,6 +357,7 @@ export class AudioLeg implements SessionOwner {
       place,
       route.name,
       this.initText,
+      this.counters,
       this.deps.traceparent,
       this.deps.settings,
       this.deps.clock,
@@ -528,12 +529,8 @@ export class AudioLeg implements SessionOwner {
   private release(outcome: string): void {
     const forward = this.forward
     if (forward !== null) {
-      // The relay is this instance's vendor hop: its frames count as sent to the vendor, its drops as backpressure.
       this.forward = null
       forward.close()
-      this.counters.framesToVendor += forward.framesSent
-      this.counters.bytesToVendor += forward.bytesSent
-      this.counters.dropBackpressure += forward.dropped
     }
     this.releasePlace?.()
     this.releasePlace = null

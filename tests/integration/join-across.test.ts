@@ -48,7 +48,7 @@ async function instance(t: Test, dg: RealVendorEmulator, prefix: string, adverti
           mapping: 'mappings/deepgram-stereo.yaml',
           auth: { audio: ['${AUDIO_TOKEN}'] },
           upstreams: [{ name: 'v', audio: dg.url, credential: '${DG_KEY}' }],
-          join: { channels: ['TX', 'RX'], waitSeconds: 2 }
+          join: { channels: ['TX', 'RX'], waitSeconds: 1 }
         }
       }
     },
