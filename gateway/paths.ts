@@ -18,3 +18,8 @@ export function packageRoot(): string {
     dir = up
   }
 }
+
+/** The package's version (package.json). */
+export function version(): string {
+  return (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string }).version
+}

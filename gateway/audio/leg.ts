@@ -393,12 +393,17 @@ export class AudioLeg implements SessionOwner {
           if (takeOver === null) here()
           else takeOver().then(here, here)
         },
+        // The leg ends here with its own outcome (no owner counts it): the relay is dropped first.
         lost: why => {
-          if (this.forward === forward)
-            this.fail(new GatewayError('UPSTREAM_CLOSED', { detail: `join owner lost: ${why}` }))
+          if (this.forward !== forward) return
+          this.forward = null
+          this.fail(new GatewayError('UPSTREAM_CLOSED', { detail: `join owner lost: ${why}` }))
         },
         overflow: () => {
-          if (this.forward === forward) this.fail(new GatewayError('HOLD_BUFFER_OVERFLOW'))
+          if (this.forward !== forward) return
+          this.forward = null
+          forward.close()
+          this.fail(new GatewayError('HOLD_BUFFER_OVERFLOW'))
         }
       }
     )
