@@ -210,7 +210,9 @@ export async function until(fn: () => boolean | Promise<boolean>, ms = 30_000, s
     if (await fn()) return true
     await sleep(step)
   }
-  return await fn()
+  const last = await fn()
+  if (!last) process.stderr.write(`UNTIL_TIMEOUT ${ms} ${new Error().stack?.split('\n')[2]}\n`)
+  return last
 }
 
 /** Whether the gateway has logged a line with this event (and these fields). */
