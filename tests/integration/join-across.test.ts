@@ -1,5 +1,6 @@
 import t, { type Test } from 'tap'
 import { createHash, randomUUID } from 'node:crypto'
+import { resolve } from 'node:path'
 import { startRealVendor, type RealVendorEmulator, type RealVendorSession } from '../../gateway/tools/real-vendors'
 import { initMessage } from '../../gateway/tools/simulate'
 import {
@@ -11,6 +12,7 @@ import {
   type PlatformLegClient,
   type TestGateway
 } from '../helpers/gateway'
+import { freePort, spawnGateway } from '../helpers/process'
 import { needRedis } from '../helpers/redis'
 
 // The join across instances: two (three) real gateways sharing Redis, each with listen.advertiseUrl. The
@@ -34,26 +36,27 @@ const voiced = (s: RealVendorSession | undefined, ch: number): number => {
   return c === undefined ? 0 : c.samples - c.silence
 }
 
-async function instance(t: Test, dg: RealVendorEmulator, prefix: string, advertiseUrl?: string): Promise<TestGateway> {
-  const REDIS_URL = await needRedis()
-  return await startGateway(
-    t,
-    {
-      redis: REDIS_URL,
-      store: { keyPrefix: prefix, syncIntervalSeconds: 0.2, leaseSeconds: 10 },
-      listen: advertiseUrl === undefined ? {} : { advertiseUrl },
-      audio: { reattachGraceSeconds: 5 },
-      routes: {
-        dg: {
-          mapping: 'mappings/deepgram-stereo.yaml',
-          auth: { audio: ['${AUDIO_TOKEN}'] },
-          upstreams: [{ name: 'v', audio: dg.url, credential: '${DG_KEY}' }],
-          join: { channels: ['TX', 'RX'], waitSeconds: 1 }
-        }
+/** A fleet member's config: Redis with the shared key prefix, the stereo Deepgram join route. */
+function fleetConfig(redis: string, dg: RealVendorEmulator, prefix: string, listen: Record<string, unknown>) {
+  return {
+    redis,
+    store: { keyPrefix: prefix, syncIntervalSeconds: 0.2, leaseSeconds: 10 },
+    listen,
+    audio: { reattachGraceSeconds: 5 },
+    routes: {
+      dg: {
+        mapping: resolve('mappings/deepgram-stereo.yaml'),
+        auth: { audio: ['${AUDIO_TOKEN}'] },
+        upstreams: [{ name: 'v', audio: dg.url, credential: '${DG_KEY}' }],
+        join: { channels: ['TX', 'RX'], waitSeconds: 1 }
       }
-    },
-    { DG_KEY }
-  )
+    }
+  }
+}
+
+async function instance(t: Test, dg: RealVendorEmulator, prefix: string, advertiseUrl?: string): Promise<TestGateway> {
+  const listen = advertiseUrl === undefined ? {} : { advertiseUrl }
+  return await startGateway(t, fleetConfig(await needRedis(), dg, prefix, listen), { DG_KEY })
 }
 
 const leg = (t: Test, gw: TestGateway, contactId: number, perspective: string): PlatformLegClient =>
@@ -195,4 +198,37 @@ t.test('join across instances on Redis', async t => {
       'the relayed leg got the owner’s ERROR SHUTTING_DOWN'
     )
   })
+
+  await t.test(
+    'the owner process dies mid-call: the relayed leg ends UPSTREAM_CLOSED; its reconnect takes the call over',
+    async t => {
+      const port = await freePort()
+      const listen = { host: '127.0.0.1', port, advertiseUrl: 'ws://127.0.0.1' }
+      const owner = await spawnGateway(t, fleetConfig(await needRedis(), dg, prefix, listen), { DG_KEY })
+      const tx = platformLeg(
+        t,
+        `ws://127.0.0.1:${port}/audio/dg`,
+        initMessage({ token: AUDIO_TOKEN, contactId: 3995, busNo: 4594, perspective: 'TX' })
+      )
+      t.equal((await tx.answer).command, 'CONNECTED', 'the owner holds the call (its TX leg came first)')
+      const rx = leg(t, b, 3995, 'RX')
+      t.equal((await rx.answer).command, 'CONNECTED', 'RX on another instance: relayed to the owner process')
+      for (let k = 0; k < 5; k++) rx.send(frame(2, 1, k))
+      const mine = sideSha(2, 1, 0, 5)
+      t.ok(
+        await until(() => dg.sessions().some(s => s.channels?.[1]?.voicedSha256 === mine)),
+        'RX audio reached the joined session'
+      )
+      process.kill(owner.pid, 'SIGKILL')
+      t.equal((await rx.closed).code, 1011, 'the relayed leg is closed with 1011')
+      t.ok(
+        rx.messages.some(m => m.command === 'ERROR' && m.messageType === 'UPSTREAM_CLOSED'),
+        'with ERROR UPSTREAM_CLOSED first, as when a vendor session ends'
+      )
+      const again = leg(t, b, 3995, 'RX')
+      t.equal((await again.answer).command, 'CONNECTED', 'the reconnect is served: the call is taken over here')
+      t.ok(logged(b, 'join_owner_unreachable'), 'logged: the owner could not be reached')
+      again.ws.close(1000)
+    }
+  )
 })
