@@ -3,6 +3,7 @@ import type { AudioSettings } from '../config/types'
 import type { JoinOwner, Store } from '../store/port'
 import type { LegCounters } from '../telemetry/metrics'
 import { describeSocketFailure, VendorSocket } from '../upstream/ws-leg'
+import { signRelayedAddress } from '../auth/hook-auth'
 
 /**
  * The join across processes (route `join`). The TX and RX legs of a call may land on different
@@ -17,6 +18,8 @@ import { describeSocketFailure, VendorSocket } from '../upstream/ws-leg'
 
 /** The header that marks a relayed leg: `instance` (from another instance) or `worker` (from another worker). */
 export const RELAY_HEADER = 'x-assist-gateway-relay'
+/** The platform's address of a relayed leg, signed (auth/hook-auth.ts `signRelayedAddress`). */
+export const RELAYED_FOR_HEADER = 'x-assist-gateway-relay-for'
 /** How a leg arrived: from the platform (null), or relayed by another instance or worker. */
 export type RelayHop = 'instance' | 'worker' | null
 
@@ -113,12 +116,17 @@ export class ForwardedLeg {
     /** The platform leg's: what goes to the owner counts as sent to the vendor, its drops as backpressure. */
     private readonly counters: LegCounters,
     traceparent: string | undefined,
+    /** The platform's address as this process saw it: the owner keys the leg's failure budget by it. */
+    clientAddress: string,
     private readonly settings: AudioSettings,
     clock: Clock,
     private readonly events: ForwardEvents
   ) {
     const base = place.url.endsWith('/') ? place.url.slice(0, -1) : place.url
-    const headers: Record<string, string> = { [RELAY_HEADER]: place.hop }
+    const headers: Record<string, string> = {
+      [RELAY_HEADER]: place.hop,
+      [RELAYED_FOR_HEADER]: signRelayedAddress(clientAddress)
+    }
     if (traceparent !== undefined) headers.traceparent = traceparent
     this.socket = new VendorSocket(
       `${base}/audio/${encodeURIComponent(route)}`,

@@ -359,6 +359,7 @@ export class AudioLeg implements SessionOwner {
       this.initText,
       this.counters,
       this.deps.traceparent,
+      this.deps.clientAddress ?? '',
       this.deps.settings,
       this.deps.clock,
       {

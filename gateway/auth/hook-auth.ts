@@ -1,4 +1,4 @@
-import { createHash, createHmac, randomBytes } from 'node:crypto'
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
 import type { CredentialList } from './credentials'
 import type { AuthReason, Principal, RouteAuthOutcome } from './route-auth'
 
@@ -42,6 +42,25 @@ export function callerTag(principal: Principal, presented: unknown): string {
   if (principal.kind === 'anonymous' || typeof presented !== 'string') return 'anonymous'
   const value = presented.trim().replace(/^bearer +/i, '')
   return `static:${createHmac('sha256', tagKey).update(value, 'utf8').digest('base64url')}`
+}
+
+/**
+ * A relayed join leg's platform address (audio/join-relay.ts), signed with the same fleet key: the
+ * owner keys the leg's failure budget by it, not by the relaying instance's address, and a platform
+ * client cannot make up one (the header without a valid signature is ignored).
+ */
+export function signRelayedAddress(address: string): string {
+  return `${address};${createHmac('sha256', tagKey).update(`relayed-for\n${address}`, 'utf8').digest('base64url')}`
+}
+
+/** The address of a signed `signRelayedAddress` value; null when absent or not signed with this fleet's key. */
+export function relayedAddress(header: string): string | null {
+  const cut = header.lastIndexOf(';')
+  if (cut <= 0) return null
+  const address = header.slice(0, cut)
+  const want = Buffer.from(signRelayedAddress(address))
+  const got = Buffer.from(header)
+  return want.length === got.length && timingSafeEqual(want, got) ? address : null
 }
 
 /**

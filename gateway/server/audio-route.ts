@@ -4,7 +4,8 @@ import { AudioLeg, type LegDeps, type PlatformLeg } from '../audio/leg'
 import { systemClock } from '../clock'
 import { GatewayError } from '../errors'
 import { errorFrame } from '../audio/handshake'
-import { RELAY_HEADER, type RelayHop, relayHop } from '../audio/join-relay'
+import { RELAY_HEADER, RELAYED_FOR_HEADER, type RelayHop, relayHop } from '../audio/join-relay'
+import { relayedAddress } from '../auth/hook-auth'
 import type { RouteRuntime } from '../route'
 import { scrubberFor } from '../telemetry/scrub'
 import { traceFrom } from '../telemetry/trace'
@@ -40,6 +41,8 @@ interface LegData {
   traceparent: string
   /** A leg relayed here by another instance or worker (a join, audio/join-relay.ts). */
   relayedIn: RelayHop
+  /** Its platform's address, when the relaying process signed it (else the socket's address counts). */
+  relayedFor: string | null
 }
 
 /** The leg's failure delay, failure budget (keyed by the platform's address) and limits (auth/guard.ts, auth/leg-limits.ts). */
@@ -50,7 +53,7 @@ function abuseGuards(
   return {
     guard: state.guard,
     legLimits: state.legLimits,
-    clientAddress: Buffer.from(ws.getRemoteAddressAsText()).toString('utf8'),
+    clientAddress: ws.getUserData().relayedFor ?? Buffer.from(ws.getRemoteAddressAsText()).toString('utf8'),
     initMessageBytes: state.config.limits.initMessageBytes
   }
 }
@@ -77,6 +80,7 @@ export function mountAudio(app: uWS.TemplatedApp, state: ServerState): void {
       const extensions = req.getHeader('sec-websocket-extensions')
       const traceparent = traceFrom(req.getHeader('traceparent')).traceparent
       const relayedIn = relayHop(req.getHeader(RELAY_HEADER))
+      const relayedFor = relayedIn === null ? null : relayedAddress(req.getHeader(RELAYED_FOR_HEADER))
       const bad = upgradeProblem(req, state.metrics)
       if (bad !== null) return refuseUpgrade(res, bad)
       if (route === undefined || route.mapping.audio === null) {
@@ -92,7 +96,7 @@ export function mountAudio(app: uWS.TemplatedApp, state: ServerState): void {
         return
       }
       res.upgrade<LegData>(
-        { route, leg: null, closed: false, traceparent, relayedIn },
+        { route, leg: null, closed: false, traceparent, relayedIn, relayedFor },
         key,
         protocol,
         extensions,

@@ -76,7 +76,10 @@ t.test(
     // Replay and queued audio are paced (audio.replayRate): settled once no leg holds a backlog, and the
     // survivor's counts have stopped moving (what was written is on the wire, not yet counted).
     const held = /^assist_gateway_audio_buffered_bytes\{[^}]*\} (?!0$)/m
-    t.ok(await until(async () => !held.test(await (await fetch(gw.adminUrl('/metrics'))).text())), 'no leg holds a backlog')
+    t.ok(
+      await until(async () => !held.test(await (await fetch(gw.adminUrl('/metrics'))).text())),
+      'no leg holds a backlog'
+    )
     let seen = -1
     await until(
       () => {

@@ -231,4 +231,38 @@ t.test('join across instances on Redis', async t => {
       again.ws.close(1000)
     }
   )
+
+  await t.test('a relayed leg is judged by its platform address, signed by the relaying instance', async t => {
+    // Two instances with a failure budget of 1 and two callers' credentials. A caller relayed to the
+    // owner with another caller's identity is refused there: its own address is blocked, not the
+    // relaying instance's, so the other platform legs it relays keep being served.
+    const OTHER = 'other-caller-token-0123456789'
+    const config = (): Record<string, unknown> => {
+      const c = fleetConfig('', dg, prefix, { advertiseUrl: 'ws://127.0.0.1' }) as Record<string, any>
+      c.auth = { failureDelayMs: 0, failureBudget: { failures: 1, windowSeconds: 60 } }
+      c.routes.dg.auth = { audio: ['${AUDIO_TOKEN}', '${OTHER}'] }
+      return c
+    }
+    const REDIS_URL = await needRedis()
+    const e = await startGateway(t, { ...config(), redis: REDIS_URL }, { DG_KEY, OTHER })
+    const f = await startGateway(t, { ...config(), redis: REDIS_URL }, { DG_KEY, OTHER })
+    const from = (gw: TestGateway, perspective: string, token: string, localAddress: string): PlatformLegClient =>
+      platformLeg(t, gw.url('/audio/dg'), initMessage({ token, contactId: 3997, busNo: 4594, perspective }), {
+        localAddress
+      })
+    const tx = from(e, 'TX', AUDIO_TOKEN, '127.0.0.1')
+    t.equal((await tx.answer).command, 'CONNECTED', 'E holds the call')
+    const intruder = from(f, 'TX', OTHER, '127.0.0.7')
+    t.match(await intruder.answer, { command: 'ERROR', messageType: 'CALLER_MISMATCH' }, 'another caller: refused')
+    const rx = from(f, 'RX', AUDIO_TOKEN, '127.0.0.8')
+    t.equal((await rx.answer).command, 'CONNECTED', 'another platform address relayed by F: served')
+    const again = from(f, 'RX', OTHER, '127.0.0.7')
+    t.match(
+      await again.answer,
+      { command: 'ERROR', messageType: 'TOO_MANY_FAILURES' },
+      'the refused address itself has spent its budget on the owner'
+    )
+    t.equal(tx.ws.readyState, tx.ws.OPEN, 'the call is untouched')
+    for (const l of [tx, rx]) l.ws.close(1000)
+  })
 })
