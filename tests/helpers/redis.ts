@@ -1,4 +1,7 @@
+import { randomUUID } from 'node:crypto'
 import Redis from 'ioredis'
+import { RedisStore } from '../../gateway/store/redis'
+import { createLogger } from '../../gateway/telemetry/log'
 
 /** The Redis the fleet tests share (each test uses its own key prefix): REDIS_URL, or the local default. */
 export const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379'
@@ -46,4 +49,19 @@ export async function needRedis(): Promise<string> {
         'start one there (e.g. `redis-server`) or point REDIS_URL at one'
     )
   return REDIS_URL
+}
+
+/** Two Redis stores ('a' and 'b') on one fresh key prefix, started, closed at teardown: two instances' view. */
+export async function redisStorePair(t: { teardown: (fn: () => unknown) => void }): Promise<[RedisStore, RedisStore]> {
+  const url = await needRedis()
+  const keyPrefix = `test:${randomUUID()}:`
+  const log = createLogger({ level: 'silent', secrets: [] })
+  const make = (id: string): RedisStore =>
+    new RedisStore(id, { url, keyPrefix, syncIntervalMs: 60_000, leaseMs: 120_000, log, onUp: () => {} })
+  const stores: [RedisStore, RedisStore] = [make('a'), make('b')]
+  for (const s of stores) {
+    await s.start()
+    t.teardown(() => s.close())
+  }
+  return stores
 }

@@ -1,5 +1,5 @@
 import t, { type Test } from 'tap'
-import { createHash, randomUUID } from 'node:crypto'
+import { randomUUID } from 'node:crypto'
 import { resolve } from 'node:path'
 import { startRealVendor, type RealVendorEmulator, type RealVendorSession } from '../../gateway/tools/real-vendors'
 import { initMessage } from '../../gateway/tools/simulate'
@@ -14,23 +14,17 @@ import {
 } from '../helpers/gateway'
 import { freePort, spawnGateway } from '../helpers/process'
 import { needRedis } from '../helpers/redis'
+import { sha, sideBytes, sideFrame, TICK } from '../helpers/stereo'
 
 // The join across instances: two (three) real gateways sharing Redis, each with listen.advertiseUrl. The
 // TX and RX legs of a call land on different instances; the first claims the call, the other's leg is
 // relayed to it, and the strict Deepgram emulator sees one stereo session per call with exact channels.
 
 const DG_KEY = 'dg-key-0123456789abcdef'
-const TICK = 160
 const FRAMES = 10
-
-function frame(contact: number, side: number, k: number): Buffer {
-  const b = Buffer.alloc(TICK)
-  for (let i = 0; i < TICK; i++) b[i] = (contact * 7 + side * 101 + k * 13 + i) % 255
-  return b
-}
-const sha = (b: Buffer): string => createHash('sha256').update(b).digest('hex')
+const frame = sideFrame
 const sideSha = (contact: number, side: number, from = 0, to = FRAMES): string =>
-  sha(Buffer.concat(Array.from({ length: to - from }, (_v, k) => frame(contact, side, from + k))))
+  sha(sideBytes(contact, side, from, to))
 const voiced = (s: RealVendorSession | undefined, ch: number): number => {
   const c = s?.channels?.[ch]
   return c === undefined ? 0 : c.samples - c.silence

@@ -1,5 +1,5 @@
 import t, { type Test } from 'tap'
-import { createHash } from 'node:crypto'
+import { sha, sideBytes as bytesOf, sideFrame, TICK } from '../helpers/stereo'
 import { startRealVendor, type RealVendorEmulator, type RealVendorSession } from '../../gateway/tools/real-vendors'
 import { initMessage, simulateAudio } from '../../gateway/tools/simulate'
 import {
@@ -20,17 +20,8 @@ const DG_KEY = 'dg-key-0123456789abcdef'
 const AH_KEY = 'ah-api-key-0123456789'
 const ORG = '2b1f3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d'
 const FRAMES = 15 // 0.3 s per side
-const TICK = 160 // samples per 20 ms
-
-/** Frame `k` of one side of a contact: µ-law bytes that are never 0xFF (silence), so filler is told apart. */
-function frame(contact: number, side: number, k: number): Buffer {
-  const b = Buffer.alloc(TICK)
-  for (let i = 0; i < TICK; i++) b[i] = (contact * 7 + side * 101 + k * 13 + i) % 255
-  return b
-}
-const sideBytes = (contact: number, side: number, from = 0, to = FRAMES): Buffer =>
-  Buffer.concat(Array.from({ length: to - from }, (_v, k) => frame(contact, side, from + k)))
-const sha = (b: Buffer): string => createHash('sha256').update(b).digest('hex')
+const frame = sideFrame
+const sideBytes = (contact: number, side: number, from = 0, to = FRAMES): Buffer => bytesOf(contact, side, from, to)
 
 async function world(t: Test): Promise<{ gw: TestGateway; dg: RealVendorEmulator; ah: RealVendorEmulator }> {
   const dg = await startRealVendor({ kind: 'deepgram', apiKey: DG_KEY, resultEveryMs: 200 })

@@ -1,12 +1,9 @@
 import t from 'tap'
-import { randomUUID } from 'node:crypto'
 import { JoinDirectory } from '../../../gateway/audio/join-relay'
 import { LocalJoins } from '../../../gateway/store/local-joins'
 import { MemoryStore } from '../../../gateway/store/memory'
 import type { JoinOwner, Store } from '../../../gateway/store/port'
-import { RedisStore } from '../../../gateway/store/redis'
-import { createLogger } from '../../../gateway/telemetry/log'
-import { needRedis } from '../../helpers/redis'
+import { redisStorePair } from '../../helpers/redis'
 
 // Joined calls' owner records (route `join` across processes): set-if-absent with a TTL, refreshed by
 // their owner, taken over only from an owner found unreachable, released only by their owner.
@@ -39,22 +36,8 @@ t.test(
   }
 )
 
-async function redisPair(t: { teardown: (fn: () => unknown) => void }): Promise<[RedisStore, RedisStore]> {
-  const url = await needRedis()
-  const keyPrefix = `test:${randomUUID()}:`
-  const log = createLogger({ level: 'silent', secrets: [] })
-  const make = (id: string): RedisStore =>
-    new RedisStore(id, { url, keyPrefix, syncIntervalMs: 60_000, leaseMs: 120_000, log, onUp: () => {} })
-  const stores: [RedisStore, RedisStore] = [make('a'), make('b')]
-  for (const s of stores) {
-    await s.start()
-    t.teardown(() => s.close())
-  }
-  return stores
-}
-
 t.test('Redis: one owner per call for the fleet; take-over and release as locally', async t => {
-  const [a, b] = await redisPair(t)
+  const [a, b] = await redisStorePair(t)
   const both = await Promise.all([a.claimJoin('call', A, 10_000), b.claimJoin('call', B, 10_000)])
   t.same(both[0], both[1], 'two instances claiming at once agree on one owner')
   const first = both[0].instance === 'a' ? a : b

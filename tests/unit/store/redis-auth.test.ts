@@ -1,25 +1,8 @@
 import t from 'tap'
-import { randomUUID } from 'node:crypto'
-import { RedisStore } from '../../../gateway/store/redis'
-import { createLogger } from '../../../gateway/telemetry/log'
-import { needRedis } from '../../helpers/redis'
-
-async function pair(t: { teardown: (fn: () => unknown) => void }): Promise<[RedisStore, RedisStore]> {
-  const url = await needRedis()
-  const keyPrefix = `test:${randomUUID()}:`
-  const log = createLogger({ level: 'silent', secrets: [] })
-  const make = (id: string): RedisStore =>
-    new RedisStore(id, { url, keyPrefix, syncIntervalMs: 60_000, leaseMs: 120_000, log, onUp: () => {} })
-  const stores: [RedisStore, RedisStore] = [make('a'), make('b')]
-  for (const s of stores) {
-    await s.start()
-    t.teardown(() => s.close())
-  }
-  return stores
-}
+import { redisStorePair } from '../../helpers/redis'
 
 t.test('Redis: a revocation on one instance is seen by another at once, and only extends', async t => {
-  const [a, b] = await pair(t)
+  const [a, b] = await redisStorePair(t)
   const now = Date.now()
   t.notOk(await b.isTokenRevoked('jti-1', now))
   await a.revokeToken('jti-1', now + 60_000, now)
@@ -35,7 +18,7 @@ t.test('Redis: a revocation on one instance is seen by another at once, and only
 })
 
 t.test('Redis: failures of one address are counted for the whole fleet, in one window', async t => {
-  const [a, b] = await pair(t)
+  const [a, b] = await redisStorePair(t)
   t.match(await a.countFailure('10.0.0.9', 60_000, 0), { count: 1 })
   t.match(await b.countFailure('10.0.0.9', 60_000, 0), { count: 2 })
   const third = await a.countFailure('10.0.0.9', 60_000, 0)
