@@ -144,3 +144,22 @@ t.test('audio.coalesceMs: 100 ms by default, 0 to 200, a clear problem otherwise
   const err = t.throws(() => loadConfig(join(dir, 'bad.yaml'), { TOK: 'abcd-token' })) as unknown as ConfigError
   t.match(err.problems, [{ pointer: '/audio/coalesceMs', message: /200/ }])
 })
+
+t.test('listen.advertiseUrl: ws(s)://host[:port] only; a fleet with a join route and none gets a warning', async t => {
+  const join_ =
+    'routes:\n  st:\n    mapping: mappings/deepgram-stereo.yaml\n    join: { channels: [TX, RX] }\n' +
+    '    upstreams: [{ name: a, audio: "ws://127.0.0.1:9/x", credential: "${VKEY:-k}" }]\n'
+  const dir = t.testdir({
+    'fleet.yaml': `redis: redis://127.0.0.1:6379\n${join_}`,
+    'advertised.yaml': `redis: redis://127.0.0.1:6379\nlisten: { advertiseUrl: "ws://\${POD_IP}" }\n${join_}`,
+    'path.yaml': `listen: { advertiseUrl: "ws://10.0.0.1:8443/audio" }\n${ROUTE}`,
+    'scheme.yaml': `listen: { advertiseUrl: "http://10.0.0.1" }\n${ROUTE}`
+  })
+  const fleet = loadConfig(join(dir, 'fleet.yaml'), {})
+  t.match(fleet.warnings.join('\n'), /\/listen\/advertiseUrl: not set[\s\S]*route st[\s\S]*split/)
+  const advertised = loadConfig(join(dir, 'advertised.yaml'), { POD_IP: '10.1.2.3' })
+  t.equal(advertised.listen.advertiseUrl, 'ws://10.1.2.3', 'a ${VAR} reference, as everywhere')
+  t.same(advertised.warnings, [])
+  for (const bad of ['path.yaml', 'scheme.yaml'])
+    t.throws(() => loadConfig(join(dir, bad), { TOK: 'abcd-token' }), ConfigError, `${bad} is refused`)
+})

@@ -1,5 +1,6 @@
 import t from 'tap'
 import { JoinDirectory } from '../../../gateway/audio/join-relay'
+import { advertisedUrl } from '../../../gateway/server/app'
 import { LocalJoins } from '../../../gateway/store/local-joins'
 import { MemoryStore } from '../../../gateway/store/memory'
 import type { JoinOwner, Store } from '../../../gateway/store/port'
@@ -98,4 +99,12 @@ t.test('placement: here, relayed to a worker of the group, relayed to an instanc
   )
   t.match(await dir.takeOver('c3', remote, null), { kind: 'here' }, 'taken over from an unreachable owner')
   t.same(await store.claimJoin('c3', remote, 10_000), me, 'the call is now held here')
+})
+
+t.test('the advertised URL: the listener port filled in when the URL names none', async t => {
+  t.equal(advertisedUrl('ws://10.0.0.1', 8443), 'ws://10.0.0.1:8443')
+  t.equal(advertisedUrl('wss://gw-0.gw.ns.svc/', 8443), 'wss://gw-0.gw.ns.svc:8443')
+  t.equal(advertisedUrl('ws://10.0.0.1:9000', 8443), 'ws://10.0.0.1:9000', 'its own port kept')
+  t.equal(advertisedUrl('ws://[fd00::1]', 8443), 'ws://[fd00::1]:8443')
+  t.equal(advertisedUrl(undefined, 8443), '', 'not set: not reachable for relays')
 })
