@@ -61,7 +61,7 @@ t.test(
     const gw = await gateway(t, [emu])
     const leg = platformLeg(t, gw.url('/audio/x'), init(9101))
     t.equal((await leg.answer).command, 'CONNECTED')
-    const sent = await stream(leg, 0, 175)
+    const sent = await stream(leg, 0, 125) // 2.5 s: paused at 1 s, resumed at 2 s, audio again after
     t.ok(await until(() => types(emu.sessions()[0]).includes('resumed'), 10_000), 'the server resume was answered')
     leg.ws.close(1000)
     t.ok(await until(() => emu.sessions()[0]?.closed === true, 10_000), 'the session ended')
@@ -79,7 +79,7 @@ t.test(
     t.ok(dropped > 0, 'discarded frames are counted as dropped, reason vendor_paused')
     t.equal(s.audioBytes + dropped * 160, sent.length, 'every frame was either delivered or counted as discarded')
     t.equal(Math.round(discarded * 8000), dropped * 160, 'resumed.discarded reports exactly what was dropped')
-    t.match(s.texts.at(-1), { type: 'close', position: 'PT3.5S', parameters: { reason: 'end' } }, 'timeline complete')
+    t.match(s.texts.at(-1), { type: 'close', position: 'PT2.5S', parameters: { reason: 'end' } }, 'timeline complete')
     t.ok(
       leg.messages.every(m => m.command === 'MESSAGE'),
       'no ERROR to the platform'
@@ -96,7 +96,8 @@ t.test('the platform drops and re-attaches while the server has paused: no secon
       ]
     }
   })
-  const gw = await gateway(t, [emu], { audio: { reattachGraceSeconds: 5 } })
+  // The re-attach comes at once, well inside 1.5 s; the final close is then parked for that grace.
+  const gw = await gateway(t, [emu], { audio: { reattachGraceSeconds: 1.5 } })
   const first = platformLeg(t, gw.url('/audio/x'), init(9107))
   t.equal((await first.answer).command, 'CONNECTED')
   const a = await stream(first, 0, 50)
@@ -154,7 +155,7 @@ t.test(
       closedEarly = true
     })
     t.equal((await leg.answer).command, 'CONNECTED')
-    await stream(leg, 0, 150)
+    await stream(leg, 0, 100) // 2 s: the disconnect comes at 1 s
     t.ok(await until(() => a.sessions()[0]?.closed === true, 10_000), 'the ended session is closed')
     t.ok(await until(() => (b.sessions()[0]?.audioBytes ?? 0) > 0, 10_000), 'the call continues on the other replica')
     const s = a.sessions()[0] as Json
@@ -189,7 +190,7 @@ t.test('server reconnect: a new session, make-before-break, the old one closes w
   const gw = await gateway(t, [emu])
   const leg = platformLeg(t, gw.url('/audio/x'), init(9104))
   t.equal((await leg.answer).command, 'CONNECTED')
-  const sent = await stream(leg, 0, 150)
+  const sent = await stream(leg, 0, 100) // 2 s: the reconnect comes at 1 s
   t.ok(
     await until(() => emu.sessions().length === 2 && emu.sessions()[0].closed, 10_000),
     'two sessions, the first closed'

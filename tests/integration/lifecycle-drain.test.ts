@@ -74,11 +74,12 @@ t.test(
       audio: { reattachGraceSeconds: 0 },
       routes: { demo: routeTo([a, b], 'mappings/json-events.yaml') }
     }
-    const g1 = await spawnGateway(t, {
-      ...cfg,
-      shutdown: { drainDelaySeconds: 1.5, legDrainSeconds: 3, deadlineSeconds: 60 }
-    })
-    const g2 = await spawnGateway(t, cfg)
+    // Started side by side (each waits for its own /livez). Legs spread over 1 s after the 1.5 s readiness
+    // delay; the text request (2 s at the vendor) is still in flight when the gateway stops accepting.
+    const [g1, g2] = await Promise.all([
+      spawnGateway(t, { ...cfg, shutdown: { drainDelaySeconds: 1.5, legDrainSeconds: 1, deadlineSeconds: 60 } }),
+      spawnGateway(t, cfg)
+    ])
     t.ok(
       await until(
         async () => (await status(g1.adminUrl('/readyz'))) === 200 && (await status(g2.adminUrl('/readyz'))) === 200
@@ -92,7 +93,7 @@ t.test(
     )
 
     // A text request that is still at the vendor when the gateway stops accepting.
-    for (const v of [a, b]) v.setText({ delayMs: 3000 })
+    for (const v of [a, b]) v.setText({ delayMs: 2000 })
     const text = fetch(g1.url('/text/demo'), {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -178,8 +179,10 @@ t.test(
       }
     }
     const env = { VENDOR_KEY: KEY }
-    const g1 = await spawnGateway(t, { ...cfg, shutdown: { drainDelaySeconds: 0.5, legDrainSeconds: 1 } }, env)
-    const g2 = await spawnGateway(t, cfg, env)
+    const [g1, g2] = await Promise.all([
+      spawnGateway(t, { ...cfg, shutdown: { drainDelaySeconds: 0.5, legDrainSeconds: 1 } }, env),
+      spawnGateway(t, cfg, env)
+    ])
     const calls = Array.from({ length: 4 }, (_, i) => platformCall(t, g1, g2, 940000 + i))
     t.ok(await until(() => emus.reduce((n, e) => n + e.sessions().length, 0) === 4), 'four legs on the first gateway')
     process.kill(g1.pid, 'SIGTERM')
@@ -215,11 +218,13 @@ t.test('a second SIGTERM stops at once; the deadline cuts a drain that would tak
   const v = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
   const base = { health: { active: { kind: 'none' } }, routes: { demo: routeTo([v], 'mappings/json-events.yaml') } }
 
+  // Both gateways started side by side; each is used on its own below.
+  const [g, h] = await Promise.all([
+    spawnGateway(t, { ...base, shutdown: { drainDelaySeconds: 300, legDrainSeconds: 0, deadlineSeconds: 3600 } }),
+    spawnGateway(t, { ...base, shutdown: { drainDelaySeconds: 0, legDrainSeconds: 600, deadlineSeconds: 1 } })
+  ])
+
   // Twice: a drain that would wait 300 s ends at the second signal.
-  const g = await spawnGateway(t, {
-    ...base,
-    shutdown: { drainDelaySeconds: 300, legDrainSeconds: 0, deadlineSeconds: 3600 }
-  })
   const leg = platformLeg(t, g.url('/audio/demo'), init(950001))
   t.equal((await leg.answer).command, 'CONNECTED')
   process.kill(g.pid, 'SIGTERM')
@@ -230,10 +235,6 @@ t.test('a second SIGTERM stops at once; the deadline cuts a drain that would tak
   t.match(g.output(), /"event":"drain_finished","why":"second signal \(SIGTERM\)"/)
 
   // Deadline: two legs spread over 600 s, cut at the 1 s deadline.
-  const h = await spawnGateway(t, {
-    ...base,
-    shutdown: { drainDelaySeconds: 0, legDrainSeconds: 600, deadlineSeconds: 1 }
-  })
   const legs = [platformLeg(t, h.url('/audio/demo'), init(950002)), platformLeg(t, h.url('/audio/demo'), init(950003))]
   for (const l of legs) t.equal((await l.answer).command, 'CONNECTED')
   process.kill(h.pid, 'SIGTERM')
@@ -266,8 +267,10 @@ t.test(
       }
     }
     const env = { VENDOR_KEY: KEY }
-    const g1 = await spawnGateway(t, { ...cfg, shutdown: { drainDelaySeconds: 0.5, legDrainSeconds: 1 } }, env)
-    const g2 = await spawnGateway(t, cfg, env)
+    const [g1, g2] = await Promise.all([
+      spawnGateway(t, { ...cfg, shutdown: { drainDelaySeconds: 0.5, legDrainSeconds: 1 } }, env),
+      spawnGateway(t, cfg, env)
+    ])
     const calls = Array.from({ length: 3 }, (_, i) => platformCall(t, g1, g2, 970000 + i))
     t.ok(await until(() => emus.reduce((n, e) => n + e.sessions().length, 0) === 3), 'three legs on the first gateway')
     process.kill(g1.pid, 'SIGTERM')

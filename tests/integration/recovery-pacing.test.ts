@@ -154,9 +154,9 @@ t.test(
   async t => {
     const bad = await recordingVendor(t, { neverReady: true })
     const good = await recordingVendor(t)
-    // The case, scaled: the hold buffer (1 s) fills before the ready timeout (5 s).
+    // The case, scaled: the hold buffer (0.5 s) fills before the ready timeout (5 s).
     const gw = await startGateway(t, {
-      audio: { holdBufferBytes: 8000, readyTimeoutSeconds: 5, vendorPingSeconds: 0 },
+      audio: { holdBufferBytes: 4000, readyTimeoutSeconds: 5, vendorPingSeconds: 0 },
       health: { passive: { consecutiveFailures: 2 } },
       routes: {
         demo: {
@@ -177,7 +177,7 @@ t.test(
         connected = true
         answers.push(String(a.command))
       })
-      await stream(b => leg.send(b), 0, 100) // 2 s of audio while it connects
+      await stream(b => leg.send(b), 0, 60) // 1.2 s of audio while it connects: past the 0.5 s hold buffer
       await until(() => connected, 10_000)
       leg.ws.close()
     }
@@ -228,12 +228,14 @@ t.test(
     })
     const leg = platformLeg(t, gw.url('/audio/demo'), init(920001))
     t.equal((await leg.answer).command, 'CONNECTED')
-    await stream(leg.send, 0, 100)
-    const stopSeq = 100
+    // 1 s of call (two pings answered), then 2 s while frozen: detection, failover and replay all land
+    // mid-stream.
+    const stopSeq = 50
+    const total = 150
+    await stream(leg.send, 0, stopSeq)
     child.kill('SIGSTOP')
     const stoppedAt = performance.now()
-    await stream(leg.send, 100, 250)
-    const total = 250
+    await stream(leg.send, stopSeq, total)
     t.ok(
       await until(() => b.sessions.some(s => s.frames.some(f => f.seq === total - 1)), 10_000),
       'the spare got the end'

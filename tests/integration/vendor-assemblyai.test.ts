@@ -104,19 +104,19 @@ t.test('assemblyai: pcm_mulaw in 50 ms chunks, ready on Begin, Turn → TRANSCRI
 
 t.test('assemblyai: inactivity_timeout turns KeepAlive on during a silent hold', async t => {
   // The service's 5 s minimum inactivity_timeout and the mapping's 2 s KeepAlive tick, scaled down: this
-  // emulator closes after 1.5 s without audio or KeepAlive, and the test copy of the mapping ticks every 0.25 s.
+  // emulator closes after 0.75 s without audio or KeepAlive, and the test copy of the mapping ticks every 0.25 s.
   await withMappingCopy(
     t,
     m => {
       m.audio.keepalive.everySeconds = 0.25
     },
     async (t, file) => {
-      const emu = await emulator(t, { resultEveryMs: 1000, inactivityTimeoutMs: 1500 })
+      const emu = await emulator(t, { resultEveryMs: 1000, inactivityTimeoutMs: 750 })
       const gw = await gateway(t, emu, file, { inactivity_timeout: 5 })
       const leg = platformLeg(t, gw.url('/audio/x'), init(8202))
       t.equal((await leg.answer).command, 'CONNECTED')
       const a = await stream(leg, 0, 25)
-      await sleep(2000) // longer than the inactivity timeout
+      await sleep(1000) // longer than the inactivity timeout
       const b = await stream(leg, 25, 50)
       leg.ws.close(1000)
       t.ok(await until(() => emu.sessions()[0].closed, 3000))

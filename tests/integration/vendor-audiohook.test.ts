@@ -150,7 +150,8 @@ t.test(
 
 t.test('audiohook: the platform drops and re-attaches within the grace: paused, then resumed, one session', async t => {
   const emu = await emulator(t, { resultEveryMs: 500 })
-  const gw = await gateway(t, emu, 'mappings/audiohook.yaml', { audio: { reattachGraceSeconds: 3 } })
+  // The platform is back about 0.3 s after leaving, well inside 1.5 s; the final close waits that grace out.
+  const gw = await gateway(t, emu, 'mappings/audiohook.yaml', { audio: { reattachGraceSeconds: 1.5 } })
   const first = platformLeg(t, gw.url('/audio/x'), init(8302, 'TX'))
   t.equal((await first.answer).command, 'CONNECTED')
   const a = await stream(first, 0, 60)
