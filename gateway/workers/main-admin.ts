@@ -1,5 +1,6 @@
 import * as uWS from 'uWebSockets.js'
 import { send, sendJson } from '../server/http'
+import { mergeUpstreams } from './merge-upstreams'
 import type { Logger } from '../telemetry/log'
 
 /** What the admin listener of `serve --workers N` asks of the supervisor. */
@@ -15,6 +16,8 @@ export interface AdminHost {
   reload: (trigger: string) => Promise<{ ok: boolean; reports: { worker: number; report: unknown }[] }>
   /** GET /admin/workers. */
   describe: () => unknown
+  /** The main process's instance id (the workers' ids extend it). */
+  instanceId: string
 }
 
 interface Answer {
@@ -47,7 +50,8 @@ async function ask(
  * The one admin listener of a multi-worker gateway (the main process). /livez answers here; /metrics
  * sums every worker's metrics (prom-client's AggregatorRegistry); /readyz is ready while no drain runs
  * and at least one worker is ready; POST /admin/reload reloads every worker. Every other admin request
- * is passed to the workers' internal admin listeners (127.0.0.1, ephemeral ports): reads to the first
+ * is passed to the workers' internal admin listeners (127.0.0.1, ephemeral ports); GET /admin/upstreams
+ * merges every worker's view (workers/merge-upstreams.ts); other reads go to the first
  * worker that is up, writes (token revocation …) to every worker, answered with the first failure or
  * else the first answer.
  */
@@ -89,6 +93,24 @@ export async function startMainAdmin(
         if (host.leaving()) reasons.push('draining')
         if (!answers.some(a => a.status === 200)) reasons.push('no worker is ready')
         sendJson(res, reasons.length === 0 ? 200 : 503, { ready: reasons.length === 0, reasons, workers })
+      },
+      () => {}
+    )
+  })
+  // Every worker's replicas, merged (workers/merge-upstreams.ts): one gateway's view, as with one process.
+  app.get('/admin/upstreams', res => {
+    let aborted = false
+    res.onAborted(() => {
+      aborted = true
+    })
+    Promise.all(host.workerAdmins().map(w => ask(w.adminPort, w.worker, 'GET', '/admin/upstreams', null))).then(
+      answers => {
+        if (aborted) return
+        const views = answers
+          .filter(a => a.status === 200)
+          .map(a => ({ worker: a.worker, view: JSON.parse(a.body) as Record<string, unknown> }))
+        if (views.length === 0) return sendJson(res, 503, { error: 'no worker is up' })
+        sendJson(res, 200, mergeUpstreams(views, host.instanceId))
       },
       () => {}
     )

@@ -321,7 +321,8 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
         reload,
         describe: () => ({
           workers: slots.map(s => ({ worker: s.index, up: s.up, pid: s.pid, restarts: s.restarts }))
-        })
+        }),
+        instanceId: opts.instanceId
       },
       config.admin.host,
       config.admin.port

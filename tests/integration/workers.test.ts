@@ -56,6 +56,16 @@ t.test('serve --workers 2: one port, one admin port, sessions across workers, a 
     const [w0, w1] = await perWorker(gw)
     t.ok(w0 > 0 && w1 > 0, `connections land on both workers (${w0} and ${w1})`)
     t.equal(sample(await scrape(gw), 'assist_gateway_audio_sessions_active{route="demo"}'), 12, 'summed across workers')
+    const view = (await (await fetch(gw.adminUrl('/admin/upstreams'))).json()) as {
+      workers: number
+      routes: { replicas: { activeStreams: number; workers: unknown[] }[] }[]
+    }
+    t.equal(view.workers, 2, '/admin/upstreams merges both workers')
+    t.equal(
+      view.routes[0].replicas.reduce((n, r) => n + r.activeStreams, 0),
+      12,
+      "/admin/upstreams counts every worker's streams"
+    )
 
     // A killed worker: its legs are cut, the other worker's are untouched, it is restarted and counted.
     const before = await workers(gw)

@@ -1,0 +1,56 @@
+/**
+ * GET /admin/upstreams of `serve --workers N` (workers/main-admin.ts): every worker's view merged into
+ * one. Counts add up (streams, requests in flight, parked sessions, ejections); `fleetStreams` is the
+ * largest (each worker already counts the others'); a replica is `healthy` when it is on every worker,
+ * and `workers` lists each worker's state of it, so a passive ejection seen by one worker shows.
+ */
+
+type Json = Record<string, unknown>
+
+interface WorkerView {
+  worker: number
+  view: Json
+}
+
+const SUMMED = ['activeStreams', 'inFlight', 'ejections'] as const
+
+export function mergeUpstreams(views: readonly WorkerView[], instance: string): Json {
+  const first = views[0]?.view ?? {}
+  const routes = ((first.routes as Json[] | undefined) ?? []).map((route, r) => ({
+    ...route,
+    replicas: ((route.replicas as Json[] | undefined) ?? []).map((replica, p) => {
+      const each = views.map(v => ({ worker: v.worker, replica: replicaAt(v.view, r, p, replica.name) }))
+      const merged: Json = { ...replica }
+      for (const key of SUMMED) merged[key] = each.reduce((n, e) => n + num(e.replica?.[key]), 0)
+      merged.fleetStreams = Math.max(...each.map(e => num(e.replica?.fleetStreams)))
+      merged.consecutiveFailures = Math.max(...each.map(e => num(e.replica?.consecutiveFailures)))
+      merged.healthy = each.every(e => e.replica?.healthy === true)
+      merged.workers = each.map(e => ({
+        worker: e.worker,
+        healthy: e.replica?.healthy === true,
+        state: e.replica?.state,
+        reason: e.replica?.reason,
+        activeStreams: num(e.replica?.activeStreams)
+      }))
+      return merged
+    })
+  }))
+  return {
+    instance,
+    store: first.store,
+    workers: views.length,
+    parkedSessions: views.reduce((n, v) => n + num(v.view.parkedSessions), 0),
+    routes
+  }
+}
+
+/** The same replica in another worker's view (same route index and name: every worker runs one config). */
+function replicaAt(view: Json, route: number, index: number, name: unknown): Json | undefined {
+  const replicas = ((view.routes as Json[] | undefined)?.[route]?.replicas as Json[] | undefined) ?? []
+  const at = replicas[index]
+  return at?.name === name ? at : replicas.find(x => x.name === name)
+}
+
+function num(v: unknown): number {
+  return typeof v === 'number' && Number.isFinite(v) ? v : 0
+}
