@@ -1,5 +1,3 @@
-import type { AuthGuard } from '../auth/guard'
-import type { LegLimits } from '../auth/leg-limits'
 import type { TimerHandle } from '../clock'
 import { CODES, GatewayError, logLevelOf, type ErrorCode } from '../errors'
 import type { MappingInput } from '../mapping/run'
@@ -8,50 +6,13 @@ import type { LegCounters } from '../telemetry/metrics'
 import type { Problem } from '../validate/compile'
 import { EarlyResults } from './early-results'
 import { checkHandshake, connectedFrame, errorFrame, type HandshakeCheck } from './handshake'
-import { ForwardedLeg, type JoinDirectory, type JoinPlace, joinKeyOf, type RelayHop } from './join-relay'
-import { type LegSessionDeps, openLegSession, startLegSession } from './leg-session'
+import { ForwardedLeg, type JoinDirectory, type JoinPlace, joinKeyOf } from './join-relay'
+import { openLegSession, startLegSession } from './leg-session'
 import type { Session, SessionOwner } from './session-contract'
 import { LegTees } from './tee'
+import { BINARY_IN, type LegDeps, type LegState, type PlatformLeg } from './leg-contract'
 
-/** The platform socket as the leg sees it (the uWS adapter lives in server/audio-route.ts). */
-export interface PlatformLeg {
-  /** uWS semantics: 1 sent, 0 sent but backpressure built up, 2 dropped (backpressure limit). */
-  sendText: (text: string) => number
-  /** Send a close frame; the adapter then reports `onPlatformClose` synchronously. */
-  end: (code: number, reason: string) => void
-  bufferedAmount: () => number
-}
-
-export interface LegDeps extends LegSessionDeps {
-  log: Logger
-  /** Above this many bytes queued towards the platform, reading from the vendor pauses. */
-  platformHighWaterBytes: number
-  /** Failure delay and per-address failure budget (auth/guard.ts; absent: refused at once, no budget). */
-  guard?: AuthGuard
-  /** Live legs per route and per client (absent: no limits). */
-  legLimits?: LegLimits
-  /** The platform's address as its socket shows it: the failure budget's key. */
-  clientAddress?: string
-  /** Largest init message in bytes (`limits.initMessageBytes`; absent: only uws.maxPayloadBytes). */
-  initMessageBytes?: number
-  /** How this leg arrived (a relay from another instance or worker: audio/join-relay.ts RELAY_HEADER). */
-  relayedIn?: RelayHop
-}
-
-/**
- * Platform leg states. AWAIT_INIT: upgraded, waiting for the init message. CONNECTING: init accepted,
- * the vendor session is opening (audio is held in it). STREAMING: CONNECTED sent, audio relayed.
- * CLOSED: over (platform closed, or a failure ended it).
- */
-export type LegState = 'AWAIT_INIT' | 'CONNECTING' | 'STREAMING' | 'CLOSED'
-
-/** What a binary platform frame means in each state (a total table: a new state will not compile without a row). */
-const BINARY_IN: Record<LegState, 'session' | 'refuse' | 'count-late'> = {
-  AWAIT_INIT: 'refuse',
-  CONNECTING: 'session',
-  STREAMING: 'session',
-  CLOSED: 'count-late'
-}
+export type { LegDeps, LegState, PlatformLeg } from './leg-contract'
 
 /**
  * One platform audio leg: handshake, then hands audio to its vendor session (audio/session.ts) and
