@@ -259,4 +259,35 @@ t.test('join across instances on Redis', async t => {
     t.equal(tx.ws.readyState, tx.ws.OPEN, 'the call is untouched')
     for (const l of [tx, rx]) l.ws.close(1000)
   })
+
+  await t.test(
+    'an owner that stops reading: the relaying instance drops beyond audio.bufferBytes, counted',
+    async t => {
+      const port = await freePort()
+      const listen = { host: '127.0.0.1', port, advertiseUrl: 'ws://127.0.0.1' }
+      const owner = await spawnGateway(t, fleetConfig(await needRedis(), dg, prefix, listen), { DG_KEY })
+      const tx = platformLeg(
+        t,
+        `ws://127.0.0.1:${port}/audio/dg`,
+        initMessage({ token: AUDIO_TOKEN, contactId: 3999, busNo: 4594, perspective: 'TX' })
+      )
+      t.equal((await tx.answer).command, 'CONNECTED', 'the owner process holds the call')
+      const rx = leg(t, b, 3999, 'RX')
+      t.equal((await rx.answer).command, 'CONNECTED', 'RX relayed to it')
+      const series = 'assist_gateway_audio_dropped_frames_total{route="dg",reason="backpressure"}'
+      const before = await metric(b, series)
+      process.kill(owner.pid, 'SIGSTOP') // reads nothing from now: the relay's socket fills up
+      t.teardown(() => {
+        try {
+          process.kill(owner.pid, 'SIGCONT')
+        } catch {}
+      })
+      const big = Buffer.alloc(60_000, 0x33)
+      for (let i = 0; i < 300; i++) rx.send(big) // 18 MB: past the kernel's buffers and audio.bufferBytes
+      t.ok(await until(async () => (await metric(b, series)) > before), 'frames past the bound are dropped and counted')
+      t.equal(rx.ws.readyState, rx.ws.OPEN, 'the platform leg stays open')
+      process.kill(owner.pid, 'SIGCONT')
+      for (const l of [tx, rx]) l.ws.close(1000)
+    }
+  )
 })
