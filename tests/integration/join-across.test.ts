@@ -193,20 +193,26 @@ t.test('join across instances on Redis', async t => {
     )
   })
 
+  /** A call held by a gateway in its own process (its TX leg there first), and its RX leg on B, relayed to it. */
+  async function relayedToProcess(t: Test, contactId: number) {
+    const port = await freePort()
+    const listen = { host: '127.0.0.1', port, advertiseUrl: 'ws://127.0.0.1' }
+    const owner = await spawnGateway(t, fleetConfig(await needRedis(), dg, prefix, listen), { DG_KEY })
+    const tx = platformLeg(
+      t,
+      `ws://127.0.0.1:${port}/audio/dg`,
+      initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
+    )
+    t.equal((await tx.answer).command, 'CONNECTED', 'the owner process holds the call (its TX leg came first)')
+    const rx = leg(t, b, contactId, 'RX')
+    t.equal((await rx.answer).command, 'CONNECTED', 'RX on another instance: relayed to the owner process')
+    return { owner, tx, rx }
+  }
+
   await t.test(
     'the owner process dies mid-call: the relayed leg ends UPSTREAM_CLOSED; its reconnect takes the call over',
     async t => {
-      const port = await freePort()
-      const listen = { host: '127.0.0.1', port, advertiseUrl: 'ws://127.0.0.1' }
-      const owner = await spawnGateway(t, fleetConfig(await needRedis(), dg, prefix, listen), { DG_KEY })
-      const tx = platformLeg(
-        t,
-        `ws://127.0.0.1:${port}/audio/dg`,
-        initMessage({ token: AUDIO_TOKEN, contactId: 3995, busNo: 4594, perspective: 'TX' })
-      )
-      t.equal((await tx.answer).command, 'CONNECTED', 'the owner holds the call (its TX leg came first)')
-      const rx = leg(t, b, 3995, 'RX')
-      t.equal((await rx.answer).command, 'CONNECTED', 'RX on another instance: relayed to the owner process')
+      const { owner, rx } = await relayedToProcess(t, 3995)
       for (let k = 0; k < 5; k++) rx.send(frame(2, 1, k))
       const mine = sideSha(2, 1, 0, 5)
       t.ok(
@@ -263,17 +269,7 @@ t.test('join across instances on Redis', async t => {
   await t.test(
     'an owner that stops reading: the relaying instance drops beyond audio.bufferBytes, counted',
     async t => {
-      const port = await freePort()
-      const listen = { host: '127.0.0.1', port, advertiseUrl: 'ws://127.0.0.1' }
-      const owner = await spawnGateway(t, fleetConfig(await needRedis(), dg, prefix, listen), { DG_KEY })
-      const tx = platformLeg(
-        t,
-        `ws://127.0.0.1:${port}/audio/dg`,
-        initMessage({ token: AUDIO_TOKEN, contactId: 3999, busNo: 4594, perspective: 'TX' })
-      )
-      t.equal((await tx.answer).command, 'CONNECTED', 'the owner process holds the call')
-      const rx = leg(t, b, 3999, 'RX')
-      t.equal((await rx.answer).command, 'CONNECTED', 'RX relayed to it')
+      const { owner, tx, rx } = await relayedToProcess(t, 3999)
       const series = 'assist_gateway_audio_dropped_frames_total{route="dg",reason="backpressure"}'
       const before = await metric(b, series)
       process.kill(owner.pid, 'SIGSTOP') // reads nothing from now: the relay's socket fills up
