@@ -10,7 +10,7 @@ export interface MainLink {
       | { t: 'aff-set'; key: string; affinity: Affinity; ttlSeconds: number }
       | { t: 'aff-del'; key: string; legId: string }
       | { t: 'aff-get'; id: number; key: string }
-      | { t: 'auth-ask'; id: number; ask: StoreAsk }
+      | { t: 'store-ask'; id: number; ask: StoreAsk }
   ) => void
 }
 
@@ -27,7 +27,7 @@ export class WorkerStore implements Store {
   private leader = false
   private readonly listeners: (() => void)[] = []
   private readonly asks = new Map<number, (a: Affinity | null) => void>()
-  private readonly authAsks = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>()
+  private readonly storeAsks = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>()
   private nextAsk = 1
 
   constructor(
@@ -82,13 +82,13 @@ export class WorkerStore implements Store {
   }
   private ask(ask: StoreAsk): Promise<unknown> {
     const id = this.nextAsk++
-    this.link.send({ t: 'auth-ask', id, ask })
-    return new Promise((resolve, reject) => this.authAsks.set(id, { resolve, reject }))
+    this.link.send({ t: 'store-ask', id, ask })
+    return new Promise((resolve, reject) => this.storeAsks.set(id, { resolve, reject }))
   }
-  /** The main process's answer to a revocation or failure-count call. */
-  authAnswered(id: number, value: unknown, error?: string): void {
-    const a = this.authAsks.get(id)
-    this.authAsks.delete(id)
+  /** The main process's answer to a revocation, failure-count or join-owner call. */
+  storeAnswered(id: number, value: unknown, error?: string): void {
+    const a = this.storeAsks.get(id)
+    this.storeAsks.delete(id)
     if (error !== undefined) a?.reject(new Error(error))
     else a?.resolve(value)
   }
@@ -103,8 +103,8 @@ export class WorkerStore implements Store {
   async close(): Promise<void> {
     for (const resolve of this.asks.values()) resolve(null)
     this.asks.clear()
-    for (const a of this.authAsks.values()) a.reject(new Error('the main process is gone'))
-    this.authAsks.clear()
+    for (const a of this.storeAsks.values()) a.reject(new Error('the main process is gone'))
+    this.storeAsks.clear()
   }
 
   /** The main process's `sync`: the shared state as of now. */

@@ -49,8 +49,8 @@ export function runAsWorker(
         return store.synced(m.health, m.others, m.leader)
       case 'aff':
         return store.answered(m.id, m.affinity)
-      case 'auth-answer':
-        return store.authAnswered(m.id, m.value, m.error)
+      case 'store-answer':
+        return store.storeAnswered(m.id, m.value, m.error)
       case 'dir':
         return sessions.directoryAll(m.entries)
       case 'dir-add':

@@ -40,7 +40,7 @@ export type ToMain =
   | { t: 'aff-set'; key: string; affinity: Affinity; ttlSeconds: number }
   | { t: 'aff-del'; key: string; legId: string }
   | { t: 'aff-get'; id: number; key: string }
-  | { t: 'auth-ask'; id: number; ask: StoreAsk }
+  | { t: 'store-ask'; id: number; ask: StoreAsk }
   | { t: 'dir-add'; key: string; caller: string }
   | { t: 'dir-del'; key: string }
   | { t: 'relay'; to: number; link: string; m: LinkMessage }
@@ -50,7 +50,7 @@ export type ToMain =
 export type ToWorker =
   | { t: 'sync'; health: [string, HealthRecord][]; others: [string, number][]; leader: boolean }
   | { t: 'aff'; id: number; affinity: Affinity | null }
-  | { t: 'auth-answer'; id: number; value: unknown; error?: string }
+  | { t: 'store-answer'; id: number; value: unknown; error?: string }
   | { t: 'dir'; entries: [string, number, string][] }
   | { t: 'dir-add'; key: string; worker: number; caller: string }
   | { t: 'dir-del'; key: string; worker: number }

@@ -143,11 +143,11 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
           () => post(slot, { t: 'aff', id: m.id, affinity: null })
         )
         return
-      case 'auth-ask': {
+      case 'store-ask': {
         const done = answer(store, m.ask)
         done.then(
-          value => post(slot, { t: 'auth-answer', id: m.id, value }),
-          (err: unknown) => post(slot, { t: 'auth-answer', id: m.id, value: null, error: String(err) })
+          value => post(slot, { t: 'store-answer', id: m.id, value }),
+          (err: unknown) => post(slot, { t: 'store-answer', id: m.id, value: null, error: String(err) })
         )
         return
       }
