@@ -115,7 +115,10 @@ export function loadConfig(file: string, env: NodeJS.ProcessEnv): Config {
   if (problems.length > 0) throw new ConfigError(problems.map(located))
   cfg.file = path
   for (const [name, route] of Object.entries(cfg.routes as Record<string, any>))
-    route.secrets = routeSecrets(route, [...urlRefs].filter(([p]) => p.startsWith(`/routes/${escapePointer(name)}/`)))
+    route.secrets = routeSecrets(
+      route,
+      [...urlRefs].filter(([p]) => p.startsWith(`/routes/${escapePointer(name)}/`))
+    )
   cfg.secrets = collectSecrets(cfg)
   cfg.warnings = warnings
   return deepFreeze(cfg) as Config
@@ -213,7 +216,8 @@ function interpolate(node: unknown, it: Interpolation, pointer: string): unknown
     return node.replace(REF, (_m, name: string, fallback: string | undefined) => {
       const v = it.env[name]
       const value = v !== undefined && v !== '' ? v : fallback
-      if (inUrl && value !== undefined && value !== '') it.urlRefs.set(pointer, [...(it.urlRefs.get(pointer) ?? []), value])
+      if (inUrl && value !== undefined && value !== '')
+        it.urlRefs.set(pointer, [...(it.urlRefs.get(pointer) ?? []), value])
       if (v !== undefined && v !== '') return v
       if (fallback !== undefined) return fallback
       it.unset.set(pointer === '' ? '/' : pointer, name)

@@ -133,7 +133,10 @@ export function mountTokenAdmin(
         const a = await auth.revoke(body)
         const { jti, revoked, error } = a.json
         const ended = a.status === 200 && typeof jti === 'string' && endLegs(body) ? endLegsOf(state, jti) : 0
-        state.log.info({ event: 'token_revoke', status: a.status, jti, revoked, error, ended }, 'token revocation asked')
+        state.log.info(
+          { event: 'token_revoke', status: a.status, jti, revoked, error, ended },
+          'token revocation asked'
+        )
         return a.status === 200 ? { ...a, json: { ...a.json, legsEnded: ended } } : a
       })
     })

@@ -85,7 +85,7 @@ export const CATALOGUE = {
     help:
       'Refused credentials, by hook (audio, text, token, dry_run, relay) and reason: missing, invalid, malformed, ' +
       'unknown_kid, bad_signature, wrong_issuer, wrong_audience, expired, not_yet_valid, revoked, scope, lifetime, ' +
-      "caller_mismatch (a leg of a session or call another caller opened); hook token (POST /oauth/token): " +
+      'caller_mismatch (a leg of a session or call another caller opened); hook token (POST /oauth/token): ' +
       'invalid_request, invalid_client, unsupported_grant_type, invalid_scope; hook relay (the fleet listener): ' +
       'missing, malformed, signature, expired, not_for_me, replayed, busy, session_mismatch.',
     labels: ['hook', 'reason']
