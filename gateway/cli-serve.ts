@@ -267,7 +267,8 @@ async function serveAsWorker(config: Config, file: string): Promise<number> {
   const internal = (c: Config): Config => ({ ...c, listen: { ...c.listen, port: hello.port }, emulators: [] })
   const log = createLogger({ level: config.log.level, secrets: config.secrets })
   log.setBindings({ worker: index })
-  const id = `${hello.group}/w${index}`
+  // A restarted worker is a new holder: the sessions of the one it replaces died with it.
+  const id = `${hello.group}/w${index}.${process.pid}`
   const admission = new AdmissionClient(m => channel.send(m))
   let shared: WorkerStore | null = null
   let running: Running

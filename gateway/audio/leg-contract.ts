@@ -3,6 +3,7 @@ import type { RelayClaims, RelayTokens } from '../auth/relay-token'
 import type { AuthSettings } from '../config/types'
 import type { Logger } from '../telemetry/log'
 import type { LegSessionDeps } from './leg-session'
+import type { RelayLinkFactory } from './relay-link'
 
 // The seam between the uWS adapter (server/audio-route.ts) and a platform leg (audio/leg.ts), and the
 // leg's states with what every event does in each: total tables, so a new state does not compile until
@@ -35,6 +36,8 @@ export interface LegDeps extends LegSessionDeps {
   relayTokens: RelayTokens
   /** The fleet's caller-tag key (auth/fleet-key.ts): a static credential is compared by its keyed hash. */
   callerKey: Buffer
+  /** How relay links are made (default: real ones); unit tests pass fakes. */
+  relayLink?: RelayLinkFactory
 }
 
 /**

@@ -10,7 +10,7 @@ import type { ConnectionFactory } from './connection-contract'
 import type { HandshakeCheck } from './handshake'
 import { startOnAffinity } from './affinity'
 import { openJoined } from './join'
-import type { Placement } from './placement'
+import { legKeyOf, type Placement } from './placement'
 import type { SessionRegistry } from './registry'
 import { VendorSession } from './session'
 import type { Session, SessionOwner } from './session-contract'
@@ -32,6 +32,31 @@ export interface LegSessionDeps {
   traceparent?: string
   /** How vendor connections are made (default: real ones); unit tests pass fakes. */
   connect?: ConnectionFactory
+}
+
+/**
+ * A leg's session here: the one kept for its identity (a re-attach: the leg takes it over, counted
+ * `same_session`), or a new one (`openLegSession`). `refused`: kept for, or joined by, another caller.
+ */
+export function sessionOf(
+  deps: LegSessionDeps & { relayed?: { hop: string; from: string } },
+  owner: SessionOwner,
+  log: Logger,
+  checked: Accepted,
+  sessionKey: string
+): { session: Session; reattached: boolean } | 'refused' | GatewayError {
+  const legKey = legKeyOf(deps.route.name, checked.identity)
+  const existing = deps.registry.claim(legKey, owner, checked.init, log, checked.caller)
+  if (existing === 'refused') return existing
+  if (existing !== null) {
+    deps.metrics.reattach.inc({ route: deps.route.name, result: 'same_session' })
+    log.info({ event: 'reattached', session: existing.id }, 'leg re-attached to its vendor session')
+    if (deps.relayed?.hop === 'worker')
+      log.info({ event: 'reattached_across_workers', from: deps.relayed.from }, 'leg re-attached across workers')
+    return { session: existing, reattached: true }
+  }
+  const opened = openLegSession(deps, owner, log, checked, legKey, sessionKey)
+  return typeof opened === 'string' || opened instanceof Error ? opened : { session: opened, reattached: false }
 }
 
 /**
@@ -89,9 +114,8 @@ export function startLegSession(
   session: Session,
   log: Logger,
   checked: Accepted,
-  key: string,
   mismatch: () => void
 ): void {
   if (deps.route.config.join !== undefined) return session.start(null)
-  startOnAffinity(deps, session, key, { log, caller: checked.caller, mismatch })
+  startOnAffinity(deps, session, legKeyOf(deps.route.name, checked.identity), { log, caller: checked.caller, mismatch })
 }

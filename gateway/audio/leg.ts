@@ -3,12 +3,12 @@ import { afterFailureDelay } from '../auth/failure-budget'
 import type { PlaceTaken } from '../auth/admission'
 import { CODES, GatewayError, logLevelOf, type ErrorCode } from '../errors'
 import type { Logger } from '../telemetry/log'
-import { scrubberFor, sentIn } from '../telemetry/scrub'
+import { sentIn } from '../telemetry/scrub'
 import type { LegCounters } from '../telemetry/metrics'
 import type { Problem } from '../validate/compile'
-import { EarlyResults } from './early-results'
-import { checkHandshake, connectedFrame, errorFrame, type HandshakeCheck } from './handshake'
-import { HeldAudio } from './held-audio'
+import { connectedFrame, errorFrame } from './handshake'
+import { LegAudio } from './leg-audio'
+import { type Accepted, type InitVerdict, placeLeg, takePlaceHere, verifyInit } from './leg-handshake'
 import {
   CLOSE_OUTCOME,
   ON_BINARY,
@@ -20,21 +20,14 @@ import {
   type LegState,
   type PlatformLeg
 } from './leg-contract'
-import { openLegSession, startLegSession } from './leg-session'
-import { legKeyOf, type Place, sessionKeyOf } from './placement'
-import { RelayLink } from './relay-link'
-import type { AudioInput, Session, SessionOwner } from './session-contract'
+import { sessionOf, startLegSession } from './leg-session'
+import type { Place } from './placement'
+import { PlatformOut } from './platform-out'
+import { RelayLink, type RelayLinkFactory, relayEvent, type RelayOwner } from './relay-link'
+import type { Session, SessionOwner } from './session-contract'
 import { LegTees } from './tee'
 
 export type { LegDeps, LegState, PlatformLeg } from './leg-contract'
-
-type Accepted = Extract<HandshakeCheck, { ok: true }>
-
-/** Sync or async, decided at one site: `then` now when the value is here, else when the Promise settles. */
-function whenReady<T>(v: T | Promise<T>, then: (v: T) => void, failed: (err: unknown) => void): void {
-  if (v instanceof Promise) v.then(then, failed)
-  else then(v)
-}
 
 /**
  * One platform audio leg: its handshake, where its session is, then audio to that session (here, or in
@@ -43,30 +36,26 @@ function whenReady<T>(v: T | Promise<T>, then: (v: T) => void, failed: (err: unk
  * (`AudioFeed.write` → `VendorConnection.writeAudio` → `VendorSocket.sendBinary`, or `RelayLink.write`):
  * no parse, no await, no log, no allocation, no prom-client call.
  */
-export class AudioLeg implements SessionOwner {
+export class AudioLeg implements SessionOwner, RelayOwner {
   state: LegState = 'AWAIT_INIT'
   readonly counters: LegCounters
   /** The id of the bearer token the leg was opened with (its revocation ends the leg), once checked. */
   tokenJti: string | undefined
   private log: Logger
-  private readonly held: HeldAudio
-  /** Results held until CONNECTED (bounded; the platform never sees MESSAGE first). */
-  private readonly early: EarlyResults
+  /** Where its audio goes: held, then its session (and tees) or its relay link. */
+  private readonly audio: LegAudio
+  /** Text frames to the platform: scrubbed, counted; results held until CONNECTED; backpressure. */
+  private readonly out: PlatformOut
   private handshakeTimer: TimerHandle | null
   private initText = ''
   private initAt = 0
-  /** Where audio goes in CONNECTING, STREAMING and RELAYING. */
-  private sink: AudioInput = { write: () => {} }
   private session: Session | null = null
-  private link: RelayLink | null = null
-  /** Fan-out (route `tee`): the same audio to each tee vendor, from the leg's admission to its end. */
-  private tees: LegTees | null = null
+  private link: ReturnType<RelayLinkFactory> | null = null
   /** Gives back this leg's place under limits.legsPerRoute/legsPerClient. */
   private releasePlace: (() => void) | null = null
-  /** Secrets the caller sent in its own init message: never scrubbed from its answers (telemetry/scrub.ts). */
-  private readonly sentByCaller = sentIn(() => this.initText)
-  /** Reading from the vendor (or the holder) is paused while the platform's socket is backed up. */
-  private vendorPaused = false
+  /** Its checked init message and session key (from PLACING on), and the holder it was relayed to. */
+  private accepted: { checked: Accepted; key: string } | null = null
+  private relayedTo: Extract<Place, { kind: 'relay' }> | null = null
 
   constructor(
     private readonly platform: PlatformLeg,
@@ -75,8 +64,25 @@ export class AudioLeg implements SessionOwner {
     this.counters = deps.metrics.startLeg(deps.route.name)
     this.counters.active = true
     this.log = deps.log
-    this.held = new HeldAudio(deps.settings.holdBufferBytes)
-    this.early = new EarlyResults((n, first) => this.countEarlyDropped(first, n))
+    this.audio = new LegAudio(deps.settings.holdBufferBytes)
+    this.out = new PlatformOut(
+      platform,
+      deps,
+      this.counters,
+      () => this.log,
+      // Secrets the caller sent in its own init message are never scrubbed from its answers.
+      sentIn(() => this.initText),
+      {
+        backedUp: () => {
+          this.session?.pauseVendor()
+          this.link?.pause()
+        },
+        drained: () => {
+          this.session?.resumeVendor()
+          this.link?.resume()
+        }
+      }
+    )
     this.handshakeTimer = deps.clock.setTimeout(() => {
       this.handshakeTimer = null
       if (ON_HANDSHAKE_TIMEOUT[this.state] === 'fail') this.fail(new GatewayError('HANDSHAKE_TIMEOUT'))
@@ -92,9 +98,9 @@ export class AudioLeg implements SessionOwner {
     c.bytesFromPlatform += data.byteLength
     switch (ON_BINARY[this.state]) {
       case 'pass':
-        return this.sink.write(data)
+        return this.audio.sink.write(data)
       case 'hold':
-        if (!this.held.add(data)) this.fail(new GatewayError('HOLD_BUFFER_OVERFLOW'))
+        if (!this.audio.held.add(data)) this.fail(new GatewayError('HOLD_BUFFER_OVERFLOW'))
         return
       case 'refuse':
         return this.fail(new GatewayError('FIRST_FRAME_NOT_TEXT'))
@@ -128,11 +134,7 @@ export class AudioLeg implements SessionOwner {
 
   /** The platform's socket drained below its backpressure: resume reading from the vendor. */
   onPlatformDrain(): void {
-    if (this.vendorPaused && this.platform.bufferedAmount() < this.deps.platformHighWaterBytes) {
-      this.vendorPaused = false
-      this.session?.resumeVendor()
-      this.link?.resume()
-    }
+    this.out.drained()
   }
 
   /**
@@ -177,57 +179,33 @@ export class AudioLeg implements SessionOwner {
       { event: 'leg_drained', code: 'SHUTTING_DOWN', framesFromPlatform: this.counters.framesFromPlatform },
       'gateway draining: leg closed with 1012 so the platform reconnects to another instance'
     )
-    if (this.toPlatform(errorFrame(new GatewayError('SHUTTING_DOWN'))) !== 2) this.counters.framesToPlatform++
+    this.out.frame(errorFrame(new GatewayError('SHUTTING_DOWN')))
     this.end(this.state === 'RELAYING' ? 'relayed' : 'shutting_down', { handOffSeconds: ttlSeconds })
     this.platform.end(CODES.SHUTTING_DOWN.close, 'SHUTTING_DOWN')
   }
 
-  // ---- VERIFYING: failure budget, credential, schema ---------------------------------------------
+  // ---- VERIFYING (audio/leg-handshake.ts): failure budget, credential, schema -------------------
 
   private verify(text: string): void {
     this.state = 'VERIFYING'
     this.initText = text
-    const address = this.deps.clientAddress
-    whenReady(
-      this.deps.admission.begin(address),
-      begun => {
-        if (begun !== true) {
-          if (this.state !== 'VERIFYING') return
-          this.deps.metrics.limitRefusals.inc({ limit: 'failure_budget', hook: 'audio' })
-          return this.fail(new GatewayError('TOO_MANY_FAILURES'), [], { retryAfterSeconds: begun })
-        }
-        if (this.state !== 'VERIFYING') return this.deps.admission.settle(address, false)
-        whenReady(
-          checkHandshake(this.deps.route, text, this.deps.callerKey),
-          c => this.checked(c),
-          err => {
-            this.deps.admission.settle(address, false)
-            this.bug('handshake')(err)
-          }
-        )
-      },
-      this.bug('admission')
-    )
+    verifyInit(this.deps, text, v => this.verified(v), this.bug)
   }
 
-  private checked(checked: HandshakeCheck): void {
-    const { metrics, admission, clientAddress } = this.deps
-    if (checked.ok) return this.checkedOk(checked)
-    admission.settle(clientAddress, checked.stage === 'auth')
-    if (this.state !== 'VERIFYING') return
-    if (checked.stage !== 'auth') {
-      metrics.validationFailures.inc({ hook: 'audio' })
-      return this.fail(checked.error, checked.problems)
+  private verified(v: InitVerdict): void {
+    if (this.state !== 'VERIFYING') return v.kind === 'accepted' ? v.settle(false) : undefined
+    switch (v.kind) {
+      case 'spent':
+        return this.fail(new GatewayError('TOO_MANY_FAILURES'), [], { retryAfterSeconds: v.retryAfterSeconds })
+      case 'invalid':
+        return this.fail(v.error, v.problems)
+      case 'refused':
+        return this.refuseAuth(v.error)
+      case 'accepted':
+        break
     }
-    metrics.authFailures.inc({ hook: 'audio', reason: checked.reason ?? 'invalid' })
-    this.refuseAuth(checked.error)
-  }
-
-  /** Checked: the leg's identity names its session, which decides where it is served. */
-  private checkedOk(checked: Accepted): void {
-    const { route, admission, clientAddress, relayed, placement } = this.deps
-    if (this.state !== 'VERIFYING') return admission.settle(clientAddress, false)
     this.clearHandshakeTimer()
+    const { checked } = v
     this.tokenJti = checked.jti
     const id = checked.identity
     this.log = this.log.child({
@@ -238,185 +216,91 @@ export class AudioLeg implements SessionOwner {
     })
     this.state = 'PLACING'
     this.initAt = this.deps.clock.now()
-    const key = sessionKeyOf(route, id)
-    // A relayed leg is taken only for the session its relay token named.
-    if (relayed !== undefined && relayed.key !== key) {
-      admission.settle(clientAddress, false)
-      this.deps.metrics.authFailures.inc({ hook: 'relay', reason: 'session_mismatch' })
-      return this.fail(new GatewayError('RELAY_INVALID', { detail: 'the init message names another session' }))
-    }
-    whenReady(
-      placement.place(key, checked.caller, relayed?.hop ?? null),
-      place => {
-        // The caller's attempt is settled here: a leg of another caller's session counts as a failure.
-        admission.settle(clientAddress, place.kind === 'refused')
-        this.placed(place, checked, key)
-      },
-      err => {
-        admission.settle(clientAddress, false)
-        this.bug('placement')(err)
-      }
-    )
+    this.accepted = { checked, key: v.key }
+    placeLeg(this.deps, v, place => this.placed(place), this.bug)
   }
 
   // ---- PLACING: here, relayed, or refused ---------------------------------------------------------
 
-  private placed(place: Place, checked: Accepted, key: string): void {
+  private placed(place: Place): void {
     if (this.state !== 'PLACING') return
     if (place.kind === 'refused') return this.callerMismatch()
-    if (place.kind === 'relay') return this.relay(place, checked, key)
-    if (place.kind === 'here' && place.unreachable !== undefined) {
-      this.countRelay('relay_failed')
-      this.log.warn(
-        { event: this.relayEvent('split'), why: place.unreachable },
-        "the leg's session is held by another process this leg cannot reach: served here"
-      )
-    }
-    const force = this.deps.registry.live(legKeyOf(this.deps.route.name, checked.identity))
-    whenReady(
-      this.deps.admission.takePlace(this.deps.route.name, checked.caller, force),
-      taken => this.admitted(taken, checked, key),
-      this.bug('leg limits')
-    )
+    if (place.kind === 'relay') return this.relay(place)
+    const { checked } = this.accepted!
+    takePlaceHere(this.deps, checked, place.unreachable, this.log, taken => this.admitted(taken), this.bug)
   }
 
   /** Its place under the leg limits, then its session: the one it re-attaches to, or a new one (joined, or its own). */
-  private admitted(taken: PlaceTaken, checked: Accepted, key: string): void {
+  private admitted(taken: PlaceTaken): void {
     if (typeof taken === 'function' && this.state !== 'PLACING') return taken()
     if (this.state !== 'PLACING') return
-    const { route, metrics, registry } = this.deps
+    const { checked, key } = this.accepted!
     if (typeof taken === 'string') {
       this.deps.placement.abandon(key)
-      metrics.limitRefusals.inc({ limit: taken, hook: 'audio' })
+      this.deps.metrics.limitRefusals.inc({ limit: taken, hook: 'audio' })
       return this.fail(new GatewayError('LEG_LIMIT', { detail: taken }), [], { limit: taken })
     }
     this.releasePlace = taken
-    const id = checked.identity
-    if (route.tees !== undefined) this.startTees(checked.init, { id: this.deps.legId, route: route.name, ...id })
-    const legKey = legKeyOf(route.name, id)
+    // The route's tee vendors (audio/tee.ts): their results reach the platform only through `deliver`, tagged.
+    if (this.deps.route.tees !== undefined)
+      this.audio.withTees(
+        new LegTees({ ...this.deps, log: this.log, forward: t => this.deliver(t), platform: this.platform }, checked)
+      )
     // CONNECTING first: a session re-attached to tells its new owner it is ready at once.
     this.state = 'CONNECTING'
-    const existing = registry.claim(legKey, this, checked.init, this.log, checked.caller)
-    if (existing === 'refused') return this.callerMismatch()
-    if (existing !== null) {
-      this.flowTo(existing)
-      metrics.reattach.inc({ route: route.name, result: 'same_session' })
-      this.log.info({ event: 'reattached', session: existing.id }, 'leg re-attached to its vendor session')
-      if (this.deps.relayed?.hop === 'worker')
-        this.log.info(
-          { event: 'reattached_across_workers', from: this.deps.relayed.from },
-          'leg re-attached across workers'
-        )
-      return
-    }
-    const session = openLegSession(this.deps, this, this.log, checked, legKey, key)
-    if (session === 'refused') return this.callerMismatch()
-    if (session instanceof GatewayError) return this.fail(session)
-    this.flowTo(session)
-    startLegSession(this.deps, session, this.log, checked, legKey, () => {
-      if (this.session === session) this.session = null
+    const found = sessionOf(this.deps, this, this.log, checked, key)
+    if (found === 'refused') return this.callerMismatch()
+    if (found instanceof GatewayError) return this.fail(found)
+    this.session = found.session
+    this.audio.toSession(found.session)
+    if (found.reattached) return
+    startLegSession(this.deps, found.session, this.log, checked, () => {
+      if (this.session === found.session) this.session = null
       this.callerMismatch()
     })
   }
 
-  /** Audio (the held, then every frame) goes to `session`, and to the tees. */
-  private flowTo(session: Session): void {
-    this.session = session
-    const tees = this.tees
-    const feed = session.relay
-    this.sink =
-      tees === null
-        ? feed
-        : {
-            write: d => {
-              feed.write(d)
-              tees.write(d)
-            }
-          }
-    this.held.flushTo(this.sink)
-  }
-
   // ---- RELAYING: the session is in another process ------------------------------------------------
 
-  private relay(place: Extract<Place, { kind: 'relay' }>, checked: Accepted, key: string): void {
-    const { route, placement, settings, clock, traceparent, clientAddress } = this.deps
-    const link: RelayLink = new RelayLink(
-      place,
-      route.name,
-      this.initText,
-      this.counters,
-      traceparent,
-      this.deps.relayTokens,
-      { key, address: clientAddress, from: placement.me?.instance ?? '' },
-      settings,
-      clock,
-      {
-        opened: () => {
-          if (this.link !== link) return
-          this.countRelay('relayed')
-          this.log.info(
-            { event: this.relayEvent('relayed'), to: place.owner.instance, hop: place.hop },
-            'leg relayed to the process that holds its session'
-          )
-        },
-        text: text => {
-          if (this.link === link) this.sendToPlatform(text)
-        },
-        ended: (code, reason) => {
-          if (this.link !== link) return
-          this.end('relayed', 'nothing')
-          this.platform.end(code, reason)
-        },
-        unreachable: why => {
-          if (this.link !== link) return
-          this.link = null
-          this.held.putBack(link.takeHeld())
-          this.state = 'PLACING'
-          this.log.warn(
-            { event: this.relayEvent('owner_unreachable'), holder: place.owner.instance, why },
-            "the session's holder could not be reached: taking the session over"
-          )
-          const here = (): void => this.placed({ kind: 'here', unreachable: why }, checked, key)
-          placement.takeOver(key, checked.caller, place.owner, this.deps.relayed?.hop ?? null).then(here, here)
-        },
-        lost: why => {
-          if (this.link !== link) return
-          this.link = null
-          this.fail(new GatewayError('UPSTREAM_CLOSED', { detail: `session holder lost: ${why}` }))
-        },
-        overflow: () => {
-          if (this.link !== link) return
-          this.fail(new GatewayError('HOLD_BUFFER_OVERFLOW'))
-        }
-      }
-    )
-    this.link = link
+  private relay(place: Extract<Place, { kind: 'relay' }>): void {
+    const { placement, clientAddress } = this.deps
+    this.relayedTo = place
+    const claims = { key: this.accepted!.key, address: clientAddress, from: placement.me?.instance ?? '' }
+    const make = this.deps.relayLink ?? ((...a) => new RelayLink(...a))
+    this.link = make(place, this.initText, this.counters, claims, { ...this.deps, log: this.log }, this)
     this.state = 'RELAYING'
-    this.sink = link
-    this.held.flushTo(link)
+    this.audio.toLink(this.link)
   }
 
-  /**
-   * The log event of a relay step: `join_*` on a join route (the second leg of a joined call), `reattach_*`
-   * otherwise (a leg back on another process than its parked session).
-   */
-  private relayEvent(step: 'relayed' | 'split' | 'owner_unreachable'): string {
-    return `${this.deps.route.config.join !== undefined ? 'join' : 'reattach'}_${step}`
+  relayText(text: string): void {
+    this.out.send(text)
   }
 
-  /** `audio_joins_total{result}` on a join route, `audio_reattach_total{result}` otherwise. */
-  private countRelay(result: 'relayed' | 'relay_failed'): void {
-    const { metrics, route } = this.deps
-    if (route.config.join !== undefined) metrics.joins.inc({ route: route.name, result })
-    else metrics.reattach.inc({ route: route.name, result })
+  relayEnded(code: number, reason: string): void {
+    this.end('relayed', 'nothing')
+    this.platform.end(code, reason)
   }
 
-  /** The route's tee vendors (audio/tee.ts): their results reach the platform only through `deliver`, tagged. */
-  private startTees(init: Record<string, unknown>, leg: ConstructorParameters<typeof LegTees>[2]): void {
-    const high = this.deps.platformHighWaterBytes
-    const forward = (text: string): void => this.deliver(text)
-    const platformBackedUp = (): boolean => this.platform.bufferedAmount() >= high
-    this.tees = new LegTees({ ...this.deps, log: this.log, forward, platformBackedUp }, init, leg)
+  relayFailed(error: GatewayError): void {
+    this.link = null
+    this.fail(error)
+  }
+
+  /** The holder never answered: the leg takes its session over and is served here, its held audio first. */
+  relayUnreachable(held: ArrayBuffer[], why: string): void {
+    const { owner } = this.relayedTo!
+    const accepted = this.accepted!
+    this.link = null
+    this.audio.back(held)
+    this.state = 'PLACING'
+    this.log.warn(
+      { event: relayEvent(this.deps.route, 'owner_unreachable'), holder: owner.instance, why },
+      "the session's holder could not be reached: taking the session over"
+    )
+    const here = (): void => this.placed({ kind: 'here', unreachable: why })
+    this.deps.placement
+      .takeOver(accepted.key, accepted.checked.caller, owner, this.deps.relayed?.hop ?? null)
+      .then(here, here)
   }
 
   // ---- session events (SessionOwner) ------------------------------------------------------------
@@ -426,8 +310,8 @@ export class AudioLeg implements SessionOwner {
     this.state = 'STREAMING'
     const seconds = (this.deps.clock.now() - this.initAt) / 1000
     this.deps.metrics.handshakeDuration.observe({ route: this.deps.route.name }, seconds)
-    this.sendToPlatform(connectedFrame({ ...vendorParameters, legId: this.deps.legId, route: this.deps.route.name }))
-    for (const text of this.early.release()) this.sendToPlatform(text)
+    this.out.send(connectedFrame({ ...vendorParameters, legId: this.deps.legId, route: this.deps.route.name }))
+    for (const text of this.out.early.release()) this.out.send(text)
     this.log.info({ event: 'connected', handshakeSeconds: seconds }, 'vendor session ready; audio flowing')
   }
 
@@ -439,9 +323,9 @@ export class AudioLeg implements SessionOwner {
   deliver(text: string): void {
     switch (ON_RESULT[this.state]) {
       case 'send':
-        return this.sendToPlatform(text)
+        return this.out.send(text)
       case 'early':
-        return this.early.hold(text)
+        return this.out.early.hold(text)
       case 'drop':
         return
     }
@@ -454,36 +338,6 @@ export class AudioLeg implements SessionOwner {
   }
 
   // ---- platform output, failure, teardown -------------------------------------------------------
-
-  /**
-   * Every text frame to the platform passes here: the route's secrets are scrubbed from it
-   * (telemetry/scrub.ts), except those the caller sent in its own init message, which would confirm a guess.
-   */
-  private toPlatform(text: string): number {
-    const secrets = this.deps.route.config.secrets
-    if (secrets === undefined) return this.platform.sendText(text)
-    return this.platform.sendText(scrubberFor(secrets).json(text, this.sentByCaller))
-  }
-
-  private sendToPlatform(text: string): void {
-    const status = this.toPlatform(text)
-    this.counters.framesToPlatform++
-    this.counters.bytesToPlatform += text.length
-    if (status === 2) {
-      this.log.warn(
-        { event: 'platform_backpressure_drop' },
-        'a message to the platform was dropped at the backpressure limit'
-      )
-    } else if (
-      status === 0 &&
-      !this.vendorPaused &&
-      this.platform.bufferedAmount() >= this.deps.platformHighWaterBytes
-    ) {
-      this.vendorPaused = true
-      this.session?.pauseVendor()
-      this.link?.pause()
-    }
-  }
 
   /**
    * End the leg with a catalogued error: one ERROR frame and a close with the code's close code.
@@ -504,7 +358,7 @@ export class AudioLeg implements SessionOwner {
     )
     const extraForPlatform = { ...extra }
     delete extraForPlatform.detail
-    if (this.toPlatform(errorFrame(error, problems, extraForPlatform)) !== 2) this.counters.framesToPlatform++
+    this.out.frame(errorFrame(error, problems, extraForPlatform))
     this.end(this.state === 'RELAYING' ? 'relayed' : code.toLowerCase(), 'close')
     this.platform.end(CODES[code].close, code)
   }
@@ -520,11 +374,11 @@ export class AudioLeg implements SessionOwner {
     if (this.state === 'CLOSED') return
     this.state = 'REFUSING'
     this.clearHandshakeTimer()
-    this.held.drop()
+    this.audio.held.drop()
     afterFailureDelay(this.deps.auth(), this.deps.clock, () => this.fail(error))
   }
 
-  private bug(step: string): (err: unknown) => void {
+  private readonly bug = (step: string): ((err: unknown) => void) => {
     return err => {
       this.log.error({ event: 'leg_bug', step, err }, `unexpected error in the leg's ${step}`)
       this.fail(new GatewayError('INTERNAL'))
@@ -545,19 +399,16 @@ export class AudioLeg implements SessionOwner {
     const was = this.state
     this.state = 'CLOSED'
     this.clearHandshakeTimer()
-    this.held.drop()
-    this.early.drop()
+    this.audio.stop()
+    this.out.early.drop()
     const session = this.session
     const link = this.link
     this.session = null
     this.link = null
-    this.sink = { write: () => {} }
     link?.close()
     this.releasePlace?.()
     this.releasePlace = null
     this.counters.active = false
-    this.tees?.close()
-    this.tees = null
     this.deps.metrics.sessionsTotal.inc({ route: this.deps.route.name, outcome })
     this.deps.metrics.endLeg(this.counters)
     if (session === null || session.owner !== this || how === 'nothing') return
@@ -571,14 +422,5 @@ export class AudioLeg implements SessionOwner {
       default:
         return
     }
-  }
-
-  private countEarlyDropped(first: boolean, n: number): void {
-    this.deps.metrics.vendorMessages.inc({ route: this.deps.route.name, result: 'dropped_before_connected' }, n)
-    if (!first) return
-    this.log.warn(
-      { event: 'early_results_dropped', count: n, held: this.early.size },
-      'vendor results that came before CONNECTED were dropped (over the hold bound, or the leg ended first)'
-    )
   }
 }

@@ -2,28 +2,47 @@ import type { Clock } from '../clock'
 import type { AudioSettings } from '../config/types'
 import type { RelayTokens } from '../auth/relay-token'
 import { RELAY_TOKEN_HEADER, type RelayClaims } from '../auth/relay-token'
-import type { LegCounters } from '../telemetry/metrics'
+import type { RouteRuntime } from '../route'
+import type { Logger } from '../telemetry/log'
+import type { LegCounters, Metrics } from '../telemetry/metrics'
+import { GatewayError } from '../errors'
 import { describeSocketFailure, VendorSocket } from '../upstream/ws-leg'
 import type { Place } from './placement'
 
 /** The path of the relay on a fleet listener (server/fleet-listener.ts): the only thing it serves. */
 export const RELAY_PATH = '/relay/audio/'
 
-/** What a relayed leg reports to its platform leg (audio/leg.ts). */
-export interface RelayEvents {
-  /** The holder's socket opened: the init message and the held audio are on their way. */
-  opened: () => void
-  /** A text frame from the holder (CONNECTED, MESSAGE, ERROR), for the platform as it is. */
-  text: (text: string) => void
-  /** The holder closed the relayed leg with this code (its ERROR frame came before). */
-  ended: (code: number, reason: string) => void
-  /** The holder never answered (`why`, no URL): the leg may be served here; its held audio is `takeHeld()`. */
-  unreachable: (why: string) => void
-  /** The holder's socket was lost after it opened (the holder's process died, or the path to it). */
-  lost: (why: string) => void
-  /** The audio held before the socket opened outgrew `audio.holdBufferBytes`. */
-  overflow: () => void
+/**
+ * The log event of a relay step: `join_*` on a join route (the second leg of a joined call), `reattach_*`
+ * otherwise (a leg back on another process than its parked session).
+ */
+export function relayEvent(route: RouteRuntime, step: 'relayed' | 'split' | 'owner_unreachable'): string {
+  return `${route.config.join !== undefined ? 'join' : 'reattach'}_${step}`
 }
+
+/** `audio_joins_total{result}` on a join route, `audio_reattach_total{result}` otherwise. */
+export function countRelay(deps: { route: RouteRuntime; metrics: Metrics }, result: 'relayed' | 'relay_failed'): void {
+  const { metrics, route } = deps
+  if (route.config.join !== undefined) metrics.joins.inc({ route: route.name, result })
+  else metrics.reattach.inc({ route: route.name, result })
+}
+
+/** What a relay link reports to its platform leg (audio/leg.ts); never after the leg closed the link. */
+export interface RelayOwner {
+  /** A text frame from the holder (CONNECTED, MESSAGE, ERROR), for the platform as it is. */
+  relayText: (text: string) => void
+  /** The holder closed the relayed leg with this code (its ERROR frame came before). */
+  relayEnded: (code: number, reason: string) => void
+  /** The holder never answered (`why`): the leg may be served here, with the audio the link held. */
+  relayUnreachable: (held: ArrayBuffer[], why: string) => void
+  /** The link is lost after it opened (the holder died, or the path to it), or its held audio overflowed. */
+  relayFailed: (error: GatewayError) => void
+}
+
+/** How a leg's relay link is made (default: a real one); unit tests pass fakes. */
+export type RelayLinkFactory = (
+  ...args: ConstructorParameters<typeof RelayLink>
+) => Pick<RelayLink, 'write' | 'pause' | 'resume' | 'close'>
 
 /**
  * A leg relayed to the process that holds its session (audio/placement.ts): one WebSocket to the holder's
@@ -39,21 +58,30 @@ export class RelayLink {
   private heldBytes = 0
   private readonly socket: VendorSocket
   private open = false
+  /** Closed by its leg, or reported to it: nothing more is reported. */
+  private closed = false
 
   constructor(
     place: Extract<Place, { kind: 'relay' }>,
-    route: string,
+    /** The platform's init message, as it came. */
     private readonly init: string,
     /** The platform leg's: what goes to the holder counts as sent to the vendor, its drops as backpressure. */
     private readonly counters: LegCounters,
-    traceparent: string | undefined,
-    tokens: RelayTokens,
     /** What the holder is told: the platform's address, the session, this process (`to` and `hop` are filled in). */
     claims: Omit<RelayClaims, 'to' | 'hop'>,
-    private readonly settings: AudioSettings,
-    clock: Clock,
-    private readonly events: RelayEvents
+    private readonly deps: {
+      settings: AudioSettings
+      clock: Clock
+      route: RouteRuntime
+      metrics: Metrics
+      log: Logger
+      relayTokens: RelayTokens
+      traceparent?: string
+    },
+    private readonly owner: RelayOwner
   ) {
+    const { settings, clock, relayTokens: tokens, traceparent } = deps
+    const route = deps.route.name
     const base = place.url.endsWith('/') ? place.url.slice(0, -1) : place.url
     // A worker is addressed by its own id; another instance by its gateway's (any of its workers may take it).
     const to = place.hop === 'worker' ? place.owner.instance : place.owner.group
@@ -68,15 +96,20 @@ export class RelayLink {
       },
       clock,
       {
-        onOpen: () => this.opened(),
-        onText: text => this.events.text(text),
+        onOpen: () => this.opened(place),
+        onText: text => {
+          if (!this.closed) this.owner.relayText(text)
+        },
         onBinary: () => {},
         onClose: (code, reason, opened, failure) => {
           this.open = false
+          if (this.closed) return
+          this.closed = true
           const why = failure === null ? `closed ${code}` : describeSocketFailure(failure)
-          if (!opened) this.events.unreachable(why)
-          else if (failure !== null || code === 1006) this.events.lost(why)
-          else this.events.ended(code, reason)
+          if (!opened) this.owner.relayUnreachable(this.takeHeld(), why)
+          else if (failure !== null || code === 1006)
+            this.owner.relayFailed(new GatewayError('UPSTREAM_CLOSED', { detail: `session holder lost: ${why}` }))
+          else this.owner.relayEnded(code, reason)
         }
       }
     )
@@ -86,7 +119,7 @@ export class RelayLink {
   write(data: ArrayBuffer): void {
     if (this.open) {
       const c = this.counters
-      if (this.socket.bufferedAmount > this.settings.bufferBytes) {
+      if (this.socket.bufferedAmount > this.deps.settings.bufferBytes) {
         c.dropBackpressure++
         return
       }
@@ -97,15 +130,17 @@ export class RelayLink {
     }
     if (this.held === null) return
     this.heldBytes += data.byteLength
-    if (this.heldBytes > this.settings.holdBufferBytes) {
+    if (this.heldBytes > this.deps.settings.holdBufferBytes) {
       this.held = null
-      return this.events.overflow()
+      if (this.closed) return
+      this.closed = true
+      return this.owner.relayFailed(new GatewayError('HOLD_BUFFER_OVERFLOW'))
     }
     this.held.push(data.slice(0))
   }
 
   /** The audio held while the holder was being reached (the leg is served here after all). */
-  takeHeld(): ArrayBuffer[] {
+  private takeHeld(): ArrayBuffer[] {
     const held = this.held ?? []
     this.held = null
     return held
@@ -121,17 +156,22 @@ export class RelayLink {
 
   /** The platform leg is over (closed, failed or drained): the holder sees its relayed leg close. */
   close(): void {
+    this.closed = true
     this.held = null
     this.socket.close(1000, 'platform leg closed')
   }
 
-  private opened(): void {
+  private opened(place: Extract<Place, { kind: 'relay' }>): void {
     this.socket.sendText(this.init)
     this.open = true
     const held = this.held ?? []
     this.held = null
     for (const b of held) this.write(b)
-    this.socket.startHeartbeat(this.settings.vendorPingSeconds * 1000)
-    this.events.opened()
+    this.socket.startHeartbeat(this.deps.settings.vendorPingSeconds * 1000)
+    countRelay(this.deps, 'relayed')
+    this.deps.log.info(
+      { event: relayEvent(this.deps.route, 'relayed'), to: place.owner.instance, hop: place.hop },
+      'leg relayed to the process that holds its session'
+    )
   }
 }

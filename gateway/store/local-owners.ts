@@ -36,6 +36,11 @@ export class LocalOwners {
     if (this.records.get(key)?.owner.instance === instance) this.records.delete(key)
   }
 
+  /** Every record `instance` holds goes (its process is gone, and its sessions with it). */
+  releaseAll(instance: string): void {
+    for (const [k, v] of this.records) if (v.owner.instance === instance) this.records.delete(k)
+  }
+
   private sweep(nowMs: number): void {
     for (const [k, v] of this.records) if (v.until <= nowMs) this.records.delete(k)
     for (const k of this.records.keys()) {

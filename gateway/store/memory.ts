@@ -66,6 +66,10 @@ export class MemoryStore implements Store {
   releaseOwner(key: string, instance: string): void {
     this.owners.release(key, instance)
   }
+  /** The process `instance` is gone (a worker that exited): the records it held go at once. */
+  releaseOwnersOf(instance: string): void {
+    this.owners.releaseAll(instance)
+  }
 
   isLeader(): boolean {
     return true

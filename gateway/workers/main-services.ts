@@ -15,6 +15,8 @@ interface Holdings {
   places: Map<number, () => void>
   /** Its live streams per `route/replica` (the others' sum is each worker's `otherStreams`). */
   streams: Map<string, number>
+  /** Its id as a holder of sessions (from its owner claims): its records go when it exits. */
+  instance: string | null
 }
 
 /**
@@ -70,6 +72,7 @@ export class MainServices {
       case 'owner-release':
         return store.releaseOwner(m.key, m.instance)
       case 'store-ask':
+        if (m.ask.op === 'owner-claim') this.of(worker).instance = m.ask.owner.instance
         this.ask(m.ask).then(
           value => this.post(worker, { t: 'store-answer', id: m.id, value }),
           (err: unknown) => this.post(worker, { t: 'store-answer', id: m.id, value: null, error: String(err) })
@@ -108,19 +111,24 @@ export class MainServices {
     }
   }
 
-  /** A worker exited: its checks in flight end unsettled (not failures), its legs' places are free again. */
+  /**
+   * A worker exited: its checks in flight end unsettled (not failures), its legs' places are free again,
+   * and the owner records of its sessions go.
+   */
   workerGone(worker: number): void {
     const h = this.held.get(worker)
     if (h === undefined) return
     this.held.delete(worker)
     for (const [address, n] of h.attempts) for (let i = 0; i < n; i++) this.admission.settle(address, false)
     for (const release of h.places.values()) release()
+    // Its sessions died with it: a leg of one of them is served anew at once, not relayed to a dead port.
+    if (h.instance !== null) this.store.releaseOwnersOf(h.instance)
   }
 
   private of(worker: number): Holdings {
     let h = this.held.get(worker)
     if (h === undefined) {
-      h = { attempts: new Map(), places: new Map(), streams: new Map() }
+      h = { attempts: new Map(), places: new Map(), streams: new Map(), instance: null }
       this.held.set(worker, h)
     }
     return h
