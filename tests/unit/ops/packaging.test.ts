@@ -182,6 +182,31 @@ t.test('prune-uws keeps only the binary of the running platform, architecture an
   )
 })
 
+// ---- the runtime: engines is exactly the Node that serves ----
+
+/** NODE_MODULE_VERSION of each Node major (node/src/node_version.h): the ABI in a uWS binary's name. */
+const ABI: Record<number, number> = { 16: 93, 17: 102, 18: 108, 19: 111, 20: 115, 21: 120, 22: 127, 23: 131, 24: 137 }
+
+t.test('engines allows exactly the Node majors the pinned uWS build has a binary for and undici runs on', async t => {
+  const engines = JSON.parse(read('package.json')).engines.node as string
+  const m = /^>=(\d+)\.(\d+)\.(\d+) <(\d+)$/.exec(engines)
+  t.ok(m, `engines.node (${engines}) is a lower bound and an exclusive upper major`)
+  if (m === null) return
+  const uws = join(root, 'node_modules', 'uWebSockets.js', 'binaries')
+  const abis = new Set(readdirSync(uws).map(n => Number(/_(\d+)\.node$/.exec(n)?.[1])))
+  const undici = /^>=(\d+)\.(\d+)\.(\d+)$/.exec(JSON.parse(read('node_modules/undici/package.json')).engines.node)
+  t.ok(undici, 'undici states its lowest Node')
+  const served = Object.keys(ABI)
+    .map(Number)
+    .filter(major => abis.has(ABI[major]) && major >= Number(undici?.[1]))
+  const allowed = Object.keys(ABI)
+    .map(Number)
+    .filter(major => major >= Number(m[1]) && major < Number(m[4]))
+  t.same(allowed, served, 'every allowed major has a native binary and runs undici; no served major is left out')
+  t.same(m.slice(1, 4), undici?.slice(1, 4), "the lower bound is undici's own")
+  t.ok(abis.has(Number(process.versions.modules)), `the Node running the tests (${process.version}) has its binary`)
+})
+
 // ---- docker-compose.yml ----
 
 const compose = (): Record<string, any> => yamlOf('docker-compose.yml').services
