@@ -4,7 +4,7 @@ import { dirname, join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import { validateAll } from './check'
 import type { Config, StoreTls } from './config/types'
-import { ConfigError } from './errors'
+import { ConfigError, formatProblem } from './errors'
 import { packageRoot, version } from './paths'
 import { startServer, type RunningServer } from './server/app'
 import type { Revalidate } from './server/reload'
@@ -310,6 +310,6 @@ export async function cmdCheck(argv: string[]): Promise<number> {
     console.log(`ok: ${file} and ${Object.keys(checked.config.routes).length} route mapping(s) are valid`)
     return 0
   }
-  for (const p of checked.problems) console.error(`${p.file}: ${p.pointer || '/'}: ${p.message}`)
+  for (const p of checked.problems) console.error(formatProblem(p))
   return 2
 }

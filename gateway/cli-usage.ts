@@ -14,7 +14,7 @@ export const USAGES = {
   the memory limit (cgroup) cannot hold that many.`,
   check: `usage: assist-gateway check [--config FILE]
   Validate the config, every mapping it names (compiled and dry-run on the interface's example messages)
-  and the TLS certificate, key and passphrase; print each problem as file: /pointer: message.
+  and the TLS certificate, key and passphrase; print each problem as file:line:col: /pointer: message.
   Exit 0 when clean, 2 on any problem.`,
   'simulate audio': `usage: assist-gateway simulate audio --url URL [--token T] [--file CLIP] [--perspective TX|RX|MIX]
                                 [--legs N] [--seconds S] [--insecure] [--stereo]
