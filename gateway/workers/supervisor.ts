@@ -1,12 +1,12 @@
 import { fork, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { createServer } from 'node:net'
-import { AggregatorRegistry } from 'prom-client'
 import type { Config } from '../config/types'
 import { MemoryStore } from '../store/memory'
 import type { HealthRecord, Store } from '../store/port'
 import type { Logger } from '../telemetry/log'
 import { Metrics, PREFIX } from '../telemetry/metrics'
+import { aggregateWorkers, type ProcessMetrics } from '../telemetry/worker-metrics'
 import { startMainAdmin } from './main-admin'
 import { type StoreAsk, WORKER_ENV, WORKER_INSTANCE_ENV, WORKER_PORT_ENV, type ToMain, type ToWorker } from './protocol'
 
@@ -39,23 +39,6 @@ interface Slot {
   /** Exits in a row that came soon after a start (the backoff grows with them). */
   quickExits: number
   streams: Map<string, number>
-}
-
-/** Gauges that are the same on every worker: the aggregate takes one value, not their sum. */
-const AGGREGATE: Record<string, 'max' | 'min'> = {
-  build_info: 'max',
-  draining: 'max',
-  workers: 'max',
-  store_up: 'min',
-  upstream_healthy: 'min',
-  process_start_time_seconds: 'min'
-}
-
-/** One metric of `getMetricsAsJSON()`, as far as the aggregation reads it. */
-interface Json {
-  name: string
-  aggregator?: string
-  values?: { value: number }[]
 }
 
 async function freePort(host: string): Promise<number> {
@@ -280,28 +263,20 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
 
   const aggregate = async (): Promise<{ contentType: string; text: string }> => {
     const answers = await askAll(id => ({ t: 'metrics', id }))
-    const lists: Json[][] = []
+    const lists: ProcessMetrics[] = []
     metrics.workerLegsActive.reset()
     for (const a of answers) {
       if (a.m?.t !== 'metrics') continue
-      const list = a.m.json as Json[]
+      const list = a.m.json as { name: string; values?: { value: number }[] }[]
       const active = list.find(x => x.name === `${PREFIX}audio_sessions_active`)
       metrics.workerLegsActive.set(
         { worker: String(a.worker) },
         (active?.values ?? []).reduce((n, v) => n + v.value, 0)
       )
-      lists.push(list)
+      lists.push({ worker: String(a.worker), json: list })
     }
-    lists.push((await metrics.registry.getMetricsAsJSON()) as unknown as Json[])
-    for (const list of lists)
-      for (const x of list) {
-        const how = AGGREGATE[x.name.slice(PREFIX.length)]
-        if (how !== undefined) x.aggregator = how
-      }
-    const registry = AggregatorRegistry.aggregate(
-      lists as unknown as Parameters<typeof AggregatorRegistry.aggregate>[0]
-    )
-    return { contentType: registry.contentType, text: await registry.metrics() }
+    lists.push({ worker: 'main', json: await metrics.registry.getMetricsAsJSON() })
+    return await aggregateWorkers(lists)
   }
 
   const reload = async (trigger: string): Promise<{ ok: boolean; reports: { worker: number; report: unknown }[] }> => {
