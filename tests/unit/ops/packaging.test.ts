@@ -141,12 +141,13 @@ t.test('the image config listens where a container can be reached, and EXPOSE an
   )
   const cfg = loadConfig(join(root, file), {})
   t.equal(cfg.listen.host, '0.0.0.0', 'public listener on every interface of the container')
-  t.equal(cfg.admin.host, '0.0.0.0', 'admin reachable from Prometheus in another container')
+  t.equal(cfg.metrics.host, '0.0.0.0', 'metrics reachable from Prometheus in another container')
+  t.equal(cfg.admin.host, '127.0.0.1', 'the admin API on the container loopback')
   const exposed = all
     .filter(i => i.op === 'EXPOSE')
     .flatMap(i => i.args.split(/\s+/))
     .map(p => Number(p.replace(/\/tcp$/, '')))
-  t.same(exposed, [cfg.listen.port], 'EXPOSE is the public port, and the admin port is not exposed')
+  t.same(exposed, [cfg.listen.port], 'EXPOSE is the public port; the metrics and admin ports are not exposed')
   const hc = all.filter(i => i.op === 'HEALTHCHECK')
   t.equal(hc.length, 1)
   const cmd = JSON.parse(hc[0].args.slice(hc[0].args.indexOf('CMD') + 3).trim()) as string[]
@@ -274,9 +275,9 @@ t.test('compose ports, healthchecks and environment match the gateway config eac
       for (const v of requiredVars(text)) t.ok(env[v] !== undefined, `${name} sets ${v}, which ${file} requires`)
       const cfg: Config = loadConfig(join(root, file), env)
       t.equal(cfg.listen.host, '0.0.0.0', `${name}: public listener reachable`)
-      t.equal(cfg.admin.host, '0.0.0.0', `${name}: admin reachable by Prometheus on the compose network`)
+      t.equal(cfg.metrics.host, '0.0.0.0', `${name}: metrics reachable by Prometheus on the compose network`)
       const published = ((s.ports ?? []) as string[]).map(p => Number(p.split(':').at(-1)))
-      t.same(published, [cfg.listen.port], `${name} publishes the public port only, never the admin port`)
+      t.same(published, [cfg.listen.port], `${name} publishes the public port only, never metrics or admin`)
       t.same(test.slice(0, 3), ['CMD', 'node', '-e'])
       t.same(fetchTarget(test[3]), { port: cfg.listen.port, path: '/livez' }, `${name}: healthcheck on /livez`)
     } else if (cmd === 'vendor') {
@@ -287,7 +288,7 @@ t.test('compose ports, healthchecks and environment match the gateway config eac
   }
 })
 
-t.test('Prometheus loads the alert rules and scrapes every gateway on its admin port', async t => {
+t.test('Prometheus loads the alert rules and scrapes every gateway on its metrics port', async t => {
   const services = compose()
   const prom = yamlOf('ops/prometheus.yml')
   const mounts = new Map(
@@ -305,7 +306,7 @@ t.test('Prometheus loads the alert rules and scrapes every gateway on its admin 
   const gateways = Object.entries(services).filter(([, s]) => s.command?.[0] === 'serve')
   const expected = gateways.map(([name, s]) => {
     const cfg = loadConfig(join(root, gatewayConfigOf(s)), composeEnv(s.environment))
-    return `${name}:${cfg.admin.port}`
+    return `${name}:${cfg.metrics.port}`
   })
   t.same([...job.static_configs.flatMap((c: any) => c.targets)].sort(), expected.sort())
   const up = yamlOf('ops/alerts.yml')
@@ -649,21 +650,17 @@ t.test('every shipped gateway config passes the built CLI’s check, with the en
   t.equal(bare.code, 0, 'the image config passes with an empty environment', { output: bare.out })
 })
 
-t.test(
-  'the Kubernetes ConfigMap’s config passes the built CLI’s check, with the Deployment’s environment',
-  { todo: 'needs the metrics/admin/fleet listeners of issue 21 (the lead’s branch): remove this todo on merge' },
-  async t => {
-    const { dep, cm } = { dep: base('Deployment'), cm: base('ConfigMap') }
-    const [c] = dep.spec.template.spec.containers
-    const env = Object.fromEntries(c.env.map((e: any) => [e.name, `k8s-${e.name.toLowerCase()}-value`]))
-    env.REDIS_URL = 'redis://redis:6379'
-    env.POD_IP = '10.0.0.7'
-    const configPath = c.args[c.args.indexOf('--config') + 1] as string
-    t.equal(dirname(configPath), c.volumeMounts.find((m: any) => configPath.startsWith(m.mountPath)).mountPath)
-    const dir = t.testdir({ [basename(configPath)]: cm.data[basename(configPath)] })
-    const r = await check(join(dir, basename(configPath)), env)
-    t.equal(r.code, 0, `check the ConfigMap's ${basename(configPath)} (with ${Object.keys(env).join(', ')})`, {
-      output: r.out
-    })
-  }
-)
+t.test('the Kubernetes ConfigMap’s config passes the built CLI’s check, with the Deployment’s environment', async t => {
+  const { dep, cm } = { dep: base('Deployment'), cm: base('ConfigMap') }
+  const [c] = dep.spec.template.spec.containers
+  const env = Object.fromEntries(c.env.map((e: any) => [e.name, `k8s-${e.name.toLowerCase()}-value`]))
+  env.REDIS_URL = 'redis://redis:6379'
+  env.POD_IP = '10.0.0.7'
+  const configPath = c.args[c.args.indexOf('--config') + 1] as string
+  t.equal(dirname(configPath), c.volumeMounts.find((m: any) => configPath.startsWith(m.mountPath)).mountPath)
+  const dir = t.testdir({ [basename(configPath)]: cm.data[basename(configPath)] })
+  const r = await check(join(dir, basename(configPath)), env)
+  t.equal(r.code, 0, `check the ConfigMap's ${basename(configPath)} (with ${Object.keys(env).join(', ')})`, {
+    output: r.out
+  })
+})

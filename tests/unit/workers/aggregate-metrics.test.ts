@@ -1,6 +1,6 @@
 import t from 'tap'
 import { Metrics, PREFIX } from '../../../gateway/telemetry/metrics'
-import { aggregateWorkers } from '../../../gateway/telemetry/worker-metrics'
+import { aggregateMetrics } from '../../../gateway/workers/aggregate-metrics'
 
 // /metrics of `serve --workers N`: the gateway's series add up over the workers, and each process's own
 // series (RSS, heap, event-loop lag, GC) stay one per process under a `worker` label.
@@ -21,11 +21,13 @@ t.test('process and Node.js series stay per process with a worker label; gateway
   w1.sessionsTotal.inc({ route: 'demo', outcome: 'ok' }, 4)
   w1.storeIsUp = () => false
   main.workers.set(2)
-  const { text } = await aggregateWorkers([
-    { worker: '0', json: await w0.registry.getMetricsAsJSON() },
-    { worker: '1', json: await w1.registry.getMetricsAsJSON() },
-    { worker: 'main', json: await main.registry.getMetricsAsJSON() }
-  ])
+  const { text } = await aggregateMetrics(
+    [
+      { worker: 0, json: await w0.registry.getMetricsAsJSON() },
+      { worker: 1, json: await w1.registry.getMetricsAsJSON() }
+    ],
+    main
+  )
   t.same(
     [...samples(text, `${PREFIX}process_resident_memory_bytes`).keys()].sort(),
     ['{worker="0"}', '{worker="1"}', '{worker="main"}'],
@@ -44,4 +46,12 @@ t.test('process and Node.js series stay per process with a worker label; gateway
   t.same(samples(text, `${PREFIX}audio_sessions_total`), new Map([['{route="demo",outcome="ok"}', 7]]), 'legs add up')
   t.same(samples(text, `${PREFIX}store_up`), new Map([['', 0]]), 'store_up: the smallest, not a sum')
   t.same(samples(text, `${PREFIX}workers`), new Map([['', 2]]))
+  t.same(
+    samples(text, `${PREFIX}worker_legs_active`),
+    new Map([
+      ['{worker="0"}', 0],
+      ['{worker="1"}', 0]
+    ]),
+    'the main process’s per-worker legs'
+  )
 })
