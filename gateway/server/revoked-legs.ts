@@ -1,8 +1,5 @@
 import type { ServerState } from './state'
 
-/** How often an instance looks for live legs whose token another instance revoked. */
-export const REVOCATION_SWEEP_MS = 5_000
-
 /** End this process's live legs opened with token `jti` (ERROR TOKEN_REVOKED, 1008); how many. */
 export function endLegsOf(state: ServerState, jti: string): number {
   let n = 0
@@ -18,30 +15,33 @@ export function endLegsOf(state: ServerState, jti: string): number {
 /**
  * Revocation reaches live legs fleet-wide: `POST /admin/tokens/revoke` ends the legs of that token on the
  * instance (every worker) it is sent to at once, and every other instance finds them here: every
- * `REVOCATION_SWEEP_MS` it asks the store about each distinct token id its live legs were opened with.
- * Returns the stop function.
+ * `store.syncIntervalSeconds` it asks the store about each distinct token id its live legs were opened
+ * with. Returns the stop function.
  */
 export function sweepRevokedLegs(state: ServerState, nowMs: () => number = Date.now): () => void {
   let running = false
-  const timer = setInterval(() => {
-    if (running || !state.store.shared) return
-    const jtis = new Set<string>()
-    for (const leg of state.legs) if (leg.tokenJti !== undefined && leg.state !== 'CLOSED') jtis.add(leg.tokenJti)
-    if (jtis.size === 0) return
-    running = true
-    Promise.all(
-      [...jtis].map(async jti => {
-        if (await state.store.isTokenRevoked(jti, nowMs())) endLegsOf(state, jti)
-      })
-    ).then(
-      () => {
-        running = false
-      },
-      () => {
-        running = false
-      }
-    )
-  }, REVOCATION_SWEEP_MS)
+  const timer = setInterval(
+    () => {
+      if (running || !state.store.shared) return
+      const jtis = new Set<string>()
+      for (const leg of state.legs) if (leg.tokenJti !== undefined && leg.state !== 'CLOSED') jtis.add(leg.tokenJti)
+      if (jtis.size === 0) return
+      running = true
+      Promise.all(
+        [...jtis].map(async jti => {
+          if (await state.store.isTokenRevoked(jti, nowMs())) endLegsOf(state, jti)
+        })
+      ).then(
+        () => {
+          running = false
+        },
+        () => {
+          running = false
+        }
+      )
+    },
+    Math.max(100, state.config.store.syncIntervalSeconds * 1000)
+  )
   timer.unref()
   return () => clearInterval(timer)
 }
