@@ -117,7 +117,6 @@ export function logLevelOf(code: ErrorCode): 'error' | 'info' {
   return CODES[code].status >= 500 ? 'error' : 'info'
 }
 
-/** Raised by configuration and mapping loading; rendered as `file:line:col: /pointer: message` lines. */
 /** One problem of a config or mapping file: where it is (JSON pointer; line and column when known) and what. */
 export interface ConfigProblem {
   file: string
@@ -133,6 +132,7 @@ export function formatProblem(p: ConfigProblem): string {
   return `${p.file}${at}: ${p.pointer || '/'}: ${p.message}`
 }
 
+/** Raised by configuration and mapping loading; rendered as `file:line:col: /pointer: message` lines. */
 export class ConfigError extends Error {
   readonly problems: readonly ConfigProblem[]
   constructor(problems: ConfigProblem[]) {

@@ -27,11 +27,7 @@ export interface Source {
 
 type Node = { range?: [number, number, number]; type?: string; value?: unknown }
 
-/** Parse a YAML (or JSON) file; syntax errors name the line and column. */
-export function readStructured(path: string): unknown {
-  return readSource(path).value
-}
-
+/** Parse a YAML (or JSON) file with the positions of its values; syntax errors name the line and column. */
 export function readSource(path: string): Source {
   let text: string
   try {
