@@ -4,7 +4,7 @@ import { dirname, join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import { validateAll } from './check'
 import type { Config, StoreTls } from './config/types'
-import { ConfigError } from './errors'
+import { ConfigError, formatProblem } from './errors'
 import { packageRoot, version } from './paths'
 import { startServer, type RunningServer } from './server/app'
 import type { Revalidate } from './server/reload'
@@ -24,6 +24,7 @@ import { awaitHello, runAsWorker } from './workers/child'
 import { WORKER_ENV, processChannel } from './workers/protocol'
 import { startSupervisor } from './workers/supervisor'
 import { WorkerStore } from './workers/worker-store'
+import { planWorkers } from './workers/capacity'
 import { HELP, UsageError, help, integer } from './cli-usage'
 
 function configPath(given: string | undefined): string {
@@ -161,13 +162,19 @@ async function startEmulators(config: Config, log: Logger): Promise<VendorEmulat
   return emulators
 }
 
-/** `--workers N`, else $GATEWAY_WORKERS, else the cores available. */
-function workerCount(given: string | undefined): { n: number } {
+/** `--workers N`, else $GATEWAY_WORKERS, else the CPU the container may use; refused past its memory limit. */
+function workerCount(given: string | undefined): { n: number; source: string } {
   const usage = (m: string): UsageError => new UsageError(m, 'serve')
-  if (given !== undefined) return { n: integer(given, '--workers', 1, usage, 256) }
   const env = process.env.GATEWAY_WORKERS ?? ''
-  if (env !== '') return { n: integer(env, 'GATEWAY_WORKERS', 1, usage, 256) }
-  return { n: availableParallelism() }
+  const explicit =
+    given !== undefined
+      ? { workers: integer(given, '--workers', 1, usage, 256), from: '--workers' }
+      : env !== ''
+        ? { workers: integer(env, 'GATEWAY_WORKERS', 1, usage, 256), from: 'GATEWAY_WORKERS' }
+        : undefined
+  const plan = planWorkers({ explicit, parallelism: availableParallelism() })
+  if (!plan.ok) throw usage(plan.error)
+  return { n: plan.value.workers, source: plan.value.source }
 }
 
 export async function cmdServe(argv: string[]): Promise<number> {
@@ -176,7 +183,8 @@ export async function cmdServe(argv: string[]): Promise<number> {
     options: { config: { type: 'string' }, workers: { type: 'string' }, ...HELP }
   })
   if (values.help) return help('serve')
-  const asked = workerCount(values.workers)
+  // A worker of `serve --workers N` is one process: its main process sized the group.
+  const asked = process.env[WORKER_ENV] !== undefined ? { n: 1, source: 'worker' } : workerCount(values.workers)
   // The same validation as `check`: a config `check` rejects never serves.
   const checked = await validateAll(configPath(values.config), process.env)
   if (!checked.ok) throw new ConfigError(checked.problems)
@@ -184,8 +192,9 @@ export async function cmdServe(argv: string[]): Promise<number> {
   const file = configPath(values.config)
   if (process.env[WORKER_ENV] !== undefined && process.send !== undefined)
     return await serveAsWorker(checked.config, file)
-  if (workers > 1) return await serveWorkers(checked.config, file, workers)
+  if (workers > 1) return await serveWorkers(checked.config, file, workers, asked.source)
   const running = await serve(checked.config, { revalidate: async () => await validateAll(file, process.env) })
+  running.log.info({ event: 'workers_sized', workers, source: asked.source }, `one process (${asked.source})`)
   // The store, emulators and logger close once the server is done (drained, cut at the deadline, or stopped).
   const exit = (): void => {
     running
@@ -208,8 +217,9 @@ export async function cmdServe(argv: string[]): Promise<number> {
 }
 
 /** The main process of `serve --workers N`: forks the workers, serves the metrics and admin listeners, fans signals out. */
-async function serveWorkers(config: Config, file: string, workers: number): Promise<number> {
+async function serveWorkers(config: Config, file: string, workers: number, source: string): Promise<number> {
   const log = createLogger({ level: config.log.level, secrets: config.secrets })
+  log.info({ event: 'workers_sized', workers, source }, `${workers} worker processes (${source})`)
   for (const w of config.warnings) log.warn({ event: 'config_warning' }, w)
   const emulators = await startEmulators(config, log)
   const instanceId = newInstanceId()
@@ -312,6 +322,6 @@ export async function cmdCheck(argv: string[]): Promise<number> {
     console.log(`ok: ${file} and ${Object.keys(checked.config.routes).length} route mapping(s) are valid`)
     return 0
   }
-  for (const p of checked.problems) console.error(`${p.file}: ${p.pointer || '/'}: ${p.message}`)
+  for (const p of checked.problems) console.error(formatProblem(p))
   return 2
 }

@@ -117,11 +117,26 @@ export function logLevelOf(code: ErrorCode): 'error' | 'info' {
   return CODES[code].status >= 500 ? 'error' : 'info'
 }
 
-/** Raised by configuration and mapping loading; rendered as `file: /pointer: message` lines. */
+/** One problem of a config or mapping file: where it is (JSON pointer; line and column when known) and what. */
+export interface ConfigProblem {
+  file: string
+  pointer: string
+  message: string
+  line?: number
+  col?: number
+}
+
+/** `file:line:col: /pointer: message`, the form editors and CI annotate (`file: /pointer: message` with no position). */
+export function formatProblem(p: ConfigProblem): string {
+  const at = p.line !== undefined ? `:${p.line}:${p.col ?? 1}` : ''
+  return `${p.file}${at}: ${p.pointer || '/'}: ${p.message}`
+}
+
+/** Raised by configuration and mapping loading; rendered as `file:line:col: /pointer: message` lines. */
 export class ConfigError extends Error {
-  readonly problems: readonly { file: string; pointer: string; message: string }[]
-  constructor(problems: { file: string; pointer: string; message: string }[]) {
-    super(problems.map(p => `${p.file}: ${p.pointer || '/'}: ${p.message}`).join('\n'))
+  readonly problems: readonly ConfigProblem[]
+  constructor(problems: ConfigProblem[]) {
+    super(problems.map(formatProblem).join('\n'))
     this.name = 'ConfigError'
     this.problems = problems
   }

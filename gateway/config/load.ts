@@ -1,32 +1,39 @@
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync } from 'node:fs'
 import { dirname, isAbsolute, join, resolve } from 'node:path'
-import { LineCounter, parseDocument } from 'yaml'
 import { checkTokenSettings } from '../auth/token-config'
-import { ConfigError } from '../errors'
+import { ConfigError, type ConfigProblem } from '../errors'
 import { packageRoot } from '../paths'
 import { escapePointer, pointerSegments, problemsOf, validator } from '../validate/compile'
+import { readSource } from './source'
 import type { Config } from './types'
 
-type Problem = { file: string; pointer: string; message: string }
+type Problem = ConfigProblem
 const REF = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g
 
 /**
  * Load, interpolate, validate and freeze a config file. `serve` and `check` share this one path.
- * Throws ConfigError listing every problem as `file: /pointer: message`.
+ * Throws ConfigError listing every problem as `file:line:col: /pointer: message`.
  */
 export function loadConfig(file: string, env: NodeJS.ProcessEnv): Config {
   const path = resolve(file)
-  const { value: raw, where } = readStructuredWithPositions(path)
+  const { value: raw, where } = readSource(path)
   // Each problem also names where in the file it is (the nearest key or value that exists there).
-  const located = (p: Problem): Problem => {
-    const at = where(p.pointer)
-    return at === null ? p : { ...p, message: `${p.message} (line ${at.line}, column ${at.col})` }
-  }
+  const located = (p: Problem): Problem => ({ ...p, ...where(p.pointer) })
   const unset = new Map<string, string>()
   const literalSecrets: string[] = []
   const wholeRefs = new Set<string>()
   const urlRefs = new Map<string, string[]>()
-  const expanded = interpolate(raw, { env, unset, literalSecrets, wholeRefs, urlRefs }, '') as Record<string, unknown>
+  const broken: string[] = []
+  const expanded = interpolate(raw, { env, unset, literalSecrets, wholeRefs, urlRefs, broken }, '') as Record<
+    string,
+    unknown
+  >
+  // An unclosed `${REDIS_URL` would be taken as text: a fleet quietly running alone on local state.
+  const brokenRefs = broken.map(pointer => ({
+    file: path,
+    pointer,
+    message: 'a `${` that is not a complete reference: write ${NAME} or ${NAME:-default} (NAME: letters, digits, _)'
+  }))
   applyEnvOverrides(expanded, env)
   const validate = validator('gateway-config')
   // A value written as one ${VAR} is text until the schema says what it must be: a number or a
@@ -34,17 +41,18 @@ export function loadConfig(file: string, env: NodeJS.ProcessEnv): Config {
   if (!validate(expanded) && coerceReferences(expanded, validate.errors ?? [], wholeRefs)) validate(expanded)
   if (validate.errors !== null && validate.errors !== undefined && validate.errors.length > 0) {
     throw new ConfigError(
-      problemsOf(validate.errors).map(p =>
-        located({
+      [
+        ...problemsOf(validate.errors).map(p => ({
           file: path,
           pointer: p.pointer,
           message:
             p.message + (unset.has(p.pointer) ? ` (environment variable ${unset.get(p.pointer)} is not set)` : '')
-        })
-      )
+        })),
+        ...brokenRefs
+      ].map(located)
     )
   }
-  const problems: Problem[] = []
+  const problems: Problem[] = [...brokenRefs]
   const warnings: string[] = []
   for (const [pointer, name] of unset) {
     if (pointer === '/redis') {
@@ -124,59 +132,6 @@ export function loadConfig(file: string, env: NodeJS.ProcessEnv): Config {
   return deepFreeze(cfg) as Config
 }
 
-/** Parse a YAML (or JSON) file; syntax errors name the line and column. */
-export function readStructured(path: string): unknown {
-  return readStructuredWithPositions(path).value
-}
-
-/**
- * As readStructured, with `where(pointer)`: the line and column of the node at a JSON pointer, or of
- * its nearest ancestor present in the file (a missing key is reported where its parent is).
- */
-export function readStructuredWithPositions(path: string): {
-  value: unknown
-  where: (pointer: string) => { line: number; col: number } | null
-} {
-  let text: string
-  try {
-    text = readFileSync(path, 'utf8')
-  } catch (err) {
-    throw new ConfigError([
-      { file: path, pointer: '/', message: `cannot read file (${(err as NodeJS.ErrnoException).code ?? 'error'})` }
-    ])
-  }
-  const lines = new LineCounter()
-  const doc = parseDocument(text, { prettyErrors: false, uniqueKeys: true, lineCounter: lines })
-  if (doc.errors.length > 0) {
-    // The first errors: after a syntax error the parser reports nearly every later token too.
-    throw new ConfigError(
-      doc.errors.slice(0, 3).map(e => {
-        const at = lines.linePos(e.pos[0])
-        return {
-          file: path,
-          pointer: '/',
-          message: `YAML ${e.code} at line ${at.line} column ${at.col}: ${e.message.split('\n')[0]}`
-        }
-      })
-    )
-  }
-  const where = (pointer: string): { line: number; col: number } | null => {
-    const path = pointerSegments(pointer === '/' ? '' : pointer)
-    for (let n = path.length; n > 0; n--) {
-      // Where its key is written, when it has one (an item of a list: where the item is).
-      const parent = n > 1 ? doc.getIn(path.slice(0, n - 1), true) : doc.contents
-      const items = (parent as { items?: { key?: { value?: unknown; range?: [number, number, number] } }[] } | null)
-        ?.items
-      const pair = items?.find(i => i.key !== undefined && String(i.key?.value) === path[n - 1])
-      if (pair?.key?.range !== undefined) return lines.linePos(pair.key.range[0])
-      const node = doc.getIn(path.slice(0, n), true) as { range?: [number, number, number] } | undefined
-      if (node?.range !== undefined) return lines.linePos(node.range[0])
-    }
-    return null
-  }
-  return { value: doc.toJS({ maxAliasCount: 100 }), where }
-}
-
 /** Pointers (as regexes) of values that are credentials: they must come from ${VAR} and are redacted from logs. */
 const SECRET_POINTERS = [
   /^\/routes\/[^/]+\/auth\/(audio|text)\/\d+$/,
@@ -199,6 +154,8 @@ interface Interpolation {
   wholeRefs: Set<string>
   /** What each ${VAR} in an upstream URL became (a key in a query, say): secrets, as a credential is. */
   urlRefs: Map<string, string[]>
+  /** Pointers of values with a `${` that starts no complete reference (`${REDIS_URL`, `${1X}`). */
+  broken: string[]
 }
 
 /** Upstream URLs (a route's and its tees'): a value a ${VAR} fills in is a secret. */
@@ -212,6 +169,7 @@ function interpolate(node: unknown, it: Interpolation, pointer: string): unknown
     REF.lastIndex = 0
     if (isSecret && !REF.test(node)) it.literalSecrets.push(pointer)
     if (WHOLE_REF.test(node)) it.wholeRefs.add(pointer)
+    if (node.replace(REF, '').includes('${')) it.broken.push(pointer === '' ? '/' : pointer)
     const inUrl = UPSTREAM_URL.test(pointer)
     return node.replace(REF, (_m, name: string, fallback: string | undefined) => {
       const v = it.env[name]

@@ -3,6 +3,7 @@ import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import type * as uWS from 'uWebSockets.js'
 import type { Config, RouteConfig } from '../config/types'
+import { formatProblem } from '../errors'
 import { forgetMappings, loadMapping } from '../mapping/compile'
 import type { TokenVerifier } from '../auth/token-verify'
 import { buildRoute, routePools, type RouteRuntime } from '../route'
@@ -181,7 +182,7 @@ export function reloader(
       checked = { ok: false, problems: [{ file: '', pointer: '', message: (err as Error).message }] }
     }
     if (!checked.ok) {
-      const problems = checked.problems.map(p => `${p.file}: ${p.pointer || '/'}: ${p.message}`)
+      const problems = checked.problems.map(formatProblem)
       metrics.configReloads.inc({ result: 'failed' })
       log.error(
         { event: 'config_reload_failed', trigger, problems },

@@ -109,8 +109,9 @@ t.test('redis: ${REDIS_URL} with the variable unset is an error; ${REDIS_URL:-} 
 t.test('YAML syntax errors name the line and column', async t => {
   const dir = t.testdir({ 'g.yaml': 'listen:\n  port: 1\n  host: [unclosed\nroutes: {}\n' })
   const err = t.throws(() => loadConfig(join(dir, 'g.yaml'), {})) as ConfigError
-  t.match(err.problems[0].message, /^YAML \w+ at line \d+ column \d+: /)
+  t.match(err.problems[0], { pointer: '/', message: /^YAML \w+: /, line: 4, col: 1 })
   t.notMatch(err.problems[0].message, /\?/)
+  t.match(err.message, /g\.yaml:4:1: \/: YAML \w+: /, 'printed as file:line:col: /pointer: message')
   t.ok(err.problems.length <= 3, 'the first errors, not one per token after them')
 })
 
@@ -131,9 +132,14 @@ t.test('schema problems name line and column, suggest the nearest key, and state
     'g.yaml': `listen:\n  porrt: 8080\nuws:\n  idleTimeoutSeconds: 5\n${ROUTE}`
   })
   const err = t.throws(() => loadConfig(join(dir, 'g.yaml'), { TOK: 'abcd-token' })) as ConfigError
-  const byPointer = Object.fromEntries(err.problems.map(p => [p.pointer, p.message]))
-  t.match(byPointer['/listen/porrt'], /is not an allowed property; did you mean "port"\? \(line 2, column 3\)/)
-  t.match(byPointer['/uws/idleTimeoutSeconds'], /must be 0, or an integer from 8 to 960 \(line 4, column 3\)/)
+  const byPointer = Object.fromEntries(err.problems.map(p => [p.pointer, p]))
+  t.match(byPointer['/listen/porrt'], {
+    message: /is not an allowed property; did you mean "port"\?$/,
+    line: 2,
+    col: 3
+  })
+  t.match(byPointer['/uws/idleTimeoutSeconds'], { message: /must be 0, or an integer from 8 to 960$/, line: 4, col: 3 })
+  t.match(err.message, /g\.yaml:2:3: \/listen\/porrt: is not an allowed property/)
 })
 
 t.test('audio.coalesceMs: 100 ms by default, 0 to 200, a clear problem otherwise', async t => {
@@ -176,6 +182,21 @@ t.test('fleet.advertiseUrl: ws(s)://host[:port] only; a fleet with a join route 
     loadConfig(join(dir, 'short.yaml'), { TOK: 'abcd-token', FS: 'short' })
   ) as unknown as ConfigError
   t.match(short.problems, [{ pointer: '/fleet/secret', message: /16 characters/ }])
+})
+
+t.test('a ${ that starts no complete reference is a problem, whatever the environment holds', async t => {
+  const dir = t.testdir({
+    'g.yaml': `redis: \${REDIS_URL\nlog: { level: "\${1LEVEL}" }\n${ROUTE}`,
+    'ok.yaml': `redis: "\${REDIS_URL:-}"\n${ROUTE}`
+  })
+  const err = t.throws(() =>
+    loadConfig(join(dir, 'g.yaml'), { TOK: 'abcd-token', REDIS_URL: 'redis://127.0.0.1:6379' })
+  ) as ConfigError
+  t.match(err.problems, [
+    { pointer: '/log/level', line: 2 },
+    { pointer: '/redis', message: /a `\$\{` that is not a complete reference/, line: 1, col: 1 }
+  ])
+  t.equal(loadConfig(join(dir, 'ok.yaml'), { TOK: 'abcd-token' }).redis, null, 'a complete reference still works')
 })
 
 t.test(
