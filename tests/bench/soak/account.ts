@@ -162,3 +162,27 @@ export function quantile(values: number[], q: number): number {
   const s = [...values].sort((a, b) => a - b)
   return s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1))]
 }
+
+/** Frames a cut socket carried last: the second before each cut. */
+export const BEFORE_CUT_FRAMES = 50
+
+/**
+ * Missing frames among the last BEFORE_CUT_FRAMES a leg sent before each cut (`seq`: its next sequence
+ * number when it saw the close): audio in flight when the socket closed. Total, and the most at one cut.
+ */
+export function missingBeforeCuts(
+  legs: LegRecord[],
+  cuts: { leg: number; seq: number }[]
+): { total: number; most: number } {
+  let total = 0
+  let most = 0
+  for (const c of cuts) {
+    const leg = legs[c.leg]
+    if (leg === undefined) continue
+    const lo = Math.max(0, c.seq - BEFORE_CUT_FRAMES)
+    const n = c.seq - lo - countIn(leg.delivered, lo, c.seq)
+    total += n
+    if (n > most) most = n
+  }
+  return { total, most }
+}

@@ -12,7 +12,19 @@ import { join } from 'node:path'
 import { stringify } from 'yaml'
 import { freeRedisPort, redisCli, redisServerArgs } from '../../helpers/redis-process'
 import { mappingFile } from '../audio'
-import { BENCH_DIST, exited, httpStatus, onExit, PACKAGE_ROOT, rssBytes, sleep, stopChild, Tail, track } from '../lib'
+import {
+  BENCH_DIST,
+  exited,
+  httpStatus,
+  onExit,
+  PACKAGE_ROOT,
+  procCpu,
+  rssBytes,
+  sleep,
+  stopChild,
+  Tail,
+  track
+} from '../lib'
 import { findNginx, startNginx } from '../nginx'
 
 /** Temp folder of the run (configs, Redis dir); its name lets guard.js remove it if the bench dies. */
@@ -106,6 +118,8 @@ export interface GatewaySample {
   at: number
   rss: number
   fds: number
+  /** CPU used since the process started (µs). */
+  cpu: number
 }
 
 /** One gateway process (A, A′, ...): its config, ports, samples and scrapes. */
@@ -240,7 +254,13 @@ export class GatewayInstance {
   sample(): void {
     if (!this.alive) return
     try {
-      this.samples.push({ at: Date.now(), rss: rssBytes(this.pid), fds: readdirSync(`/proc/${this.pid}/fd`).length })
+      const pid = this.pid
+      this.samples.push({
+        at: Date.now(),
+        rss: rssBytes(pid),
+        fds: readdirSync(`/proc/${pid}/fd`).length,
+        cpu: procCpu(pid).total
+      })
     } catch {
       /* gone between the check and the read */
     }
@@ -288,6 +308,8 @@ export interface ReplicaSession {
 interface Incarnation {
   child: ChildProcess
   tail: Tail
+  /** CPU it had used at its last sample (µs). */
+  cpu: number
   /** The last report of every session (kept after the process is gone). */
   sessions: ReplicaSession[]
 }
@@ -335,7 +357,7 @@ export class VendorReplica {
     )
     child.stdout!.on('data', (d: Buffer) => tail.add(d))
     child.stderr!.on('data', (d: Buffer) => tail.add(d))
-    this.incarnations.push({ child, tail, sessions: [] })
+    this.incarnations.push({ child, tail, sessions: [], cpu: 0 })
     return await new Promise<number>((resolve, reject) => {
       const timer = setTimeout(
         () => reject(new Error(`vendor ${this.name} did not start:\n${tail.toString()}`)),
@@ -381,6 +403,20 @@ export class VendorReplica {
   async sampleOpen(): Promise<void> {
     const r = await this.ask<{ open: number }>('open', 2000)
     if (r !== null) this.open.push([Date.now(), r.open])
+    this.sampleCpu()
+  }
+
+  private sampleCpu(): void {
+    try {
+      this.current.cpu = procCpu(this.pid).total
+    } catch {
+      /* gone */
+    }
+  }
+
+  /** CPU of every process it has had (µs, each as of its last sample). */
+  cpuUs(): number {
+    return this.incarnations.reduce((s, i) => s + i.cpu, 0)
   }
 
   /** Fetch and keep every session's report of the current process. */
@@ -399,6 +435,7 @@ export class VendorReplica {
     await this.pause()
     await sleep(200)
     await this.snapshot()
+    this.sampleCpu()
     this.current.child.kill('SIGKILL')
     await until(`vendor ${this.name} exits`, 5000, () => !this.alive)
   }
@@ -426,7 +463,8 @@ export class VendorReplica {
 export interface Front {
   kind: string
   port: number
-  pids: () => number[]
+  /** CPU its processes have used (µs). */
+  cpuUs: () => number
   stop: () => Promise<void>
 }
 
@@ -460,7 +498,7 @@ ${servers}
     return {
       kind: `nginx (${bin})`,
       port: n.port,
-      pids: () => [n.pid],
+      cpuUs: n.cpuUs,
       stop: n.stop
     }
   }
@@ -476,10 +514,16 @@ ${servers}
       typeof m.listening === 'number' ? resolve(m.listening) : reject(new Error(`balancer: ${m.error}`))
     )
   })
+  let cpu = 0
   return {
-    kind: 'the bench TCP balancer (least connections; nginx not installed)',
+    kind: noNginx
+      ? 'the bench TCP balancer (least connections; --no-nginx)'
+      : 'the bench TCP balancer (least connections; nginx not installed)',
     port,
-    pids: () => [child.pid!],
+    cpuUs: () => {
+      if (!exited(child)) cpu = procCpu(child.pid!).total
+      return cpu
+    },
     stop: () => stopChild(child, 2000)
   }
 }

@@ -25,6 +25,8 @@ export interface Cut {
   at: number
   code: number
   error: string | null
+  /** The leg's next sequence number when it saw the close: frames below it were sent on the closed socket. */
+  seq: number
 }
 
 /** From a cut to CONNECTED on a new socket (the 200 ms wait included). */
@@ -165,7 +167,7 @@ export class Platform {
       if (leg.ws !== ws || this.stopped) return
       const now = nowMs()
       if (leg.state === 'streaming') {
-        this.cuts.push({ leg: leg.index, at: now, code, error: leg.lastError })
+        this.cuts.push({ leg: leg.index, at: now, code, error: leg.lastError, seq: leg.seq })
         leg.cutAt = now
         leg.attempts = 0
       } else {

@@ -3,7 +3,14 @@
  * vendor streams per replica over time), then a SUMMARY line per window and the JSON figures.
  */
 import { fmt, fmtInt, machineLine, Report, round } from '../lib'
-import { quantile, slope, type LegRecord, type VendorSessionRecord, type WindowFrames } from './account'
+import {
+  missingBeforeCuts,
+  quantile,
+  slope,
+  type LegRecord,
+  type VendorSessionRecord,
+  type WindowFrames
+} from './account'
 import type { WindowSpec } from './faults'
 import type { GatewayInstance, VendorReplica } from './fleet'
 import type { LegMark, Platform } from './platform'
@@ -34,7 +41,8 @@ export interface SoakResult {
   legs: LegRecord[]
   load: [number, number][]
   allowUncounted: boolean
-  stamp: number
+  /** CPU over the run (µs) of each part, the run's length, and the whole machine's busy share (%). */
+  cpu: { seconds: number; machineBusy: number; gateways: number; vendors: number; front: number; platform: number }
 }
 
 const DROPPED = 'assist_gateway_audio_dropped_frames_total'
@@ -79,6 +87,10 @@ export function printSoak(r: SoakResult): { json: Record<string, unknown>; code:
       .filter(([, n]) => n !== 0)
     const read = grew(r.gateways, 'assist_gateway_audio_bytes_total{direction="from_platform"}', w.start, to) / 160
     const missing = f.sent - f.delivered
+    const atCuts = missingBeforeCuts(
+      r.legs,
+      r.platform.cuts.filter(c => c.at >= w.start && c.at < w.end)
+    )
     const uncounted = missing - counted
     if (uncounted > 0) anyUncounted = true
     const cuts = r.platform.cuts.filter(c => c.at >= w.start && c.at < w.end)
@@ -124,6 +136,11 @@ export function printSoak(r: SoakResult): { json: Record<string, unknown>; code:
       'missing (sent − delivered)',
       `${fmtInt(missing)}; of them stranded in a session the gateway had left: ${fmtInt(f.stranded)}`
     )
+    if (atCuts.total > 0)
+      rep.row(
+        '  of them just before a cut',
+        `${fmtInt(atCuts.total)} (in the last second each cut socket carried; at most ${atCuts.most} at one cut)`
+      )
     rep.row(
       'counted lost by the gateways',
       `${fmtInt(counted)} (${byReason.map(([k, n]) => `${k} ${fmtInt(n)}`).join(', ') || '-'})`
@@ -185,6 +202,7 @@ export function printSoak(r: SoakResult): { json: Record<string, unknown>; code:
       duplicates: f.duplicates,
       stranded: f.stranded,
       missing,
+      missingBeforeCuts: atCuts.total,
       countedLost: counted,
       countedByReason: Object.fromEntries(byReason),
       uncounted,
@@ -238,6 +256,12 @@ export function printSoak(r: SoakResult): { json: Record<string, unknown>; code:
     'load average (1 min) over the run',
     `${fmt(Math.min(...loads), 2)}–${fmt(Math.max(...loads), 2)}, mean ${fmt(loads.reduce((a, b) => a + b, 0) / Math.max(1, loads.length), 2)}`
   )
+  const share = (us: number): string => `${fmt((100 * us) / (r.cpu.seconds * 1e6), 0)} %`
+  run.row(
+    'CPU over the run (% of one core)',
+    `gateways ${share(r.cpu.gateways)}, vendor replicas ${share(r.cpu.vendors)}, front ${share(r.cpu.front)}, ` +
+      `platform legs and bench ${share(r.cpu.platform)}; the whole machine busy ${fmt(r.cpu.machineBusy, 0)} % of its cores`
+  )
   run.row(
     'platform scheduler',
     `ticks later than 20 ms: ${r.platform.lateTicks}, latest ${fmt(r.platform.maxLateMs, 0)} ms`
@@ -263,6 +287,13 @@ export function printSoak(r: SoakResult): { json: Record<string, unknown>; code:
       vendorFinalOpen: finals,
       vendorSpread: spread,
       loadAverage: { min: Math.min(...loads), max: Math.max(...loads) },
+      cpuPercentOfCore: {
+        gateways: round((100 * r.cpu.gateways) / (r.cpu.seconds * 1e6), 1),
+        vendors: round((100 * r.cpu.vendors) / (r.cpu.seconds * 1e6), 1),
+        front: round((100 * r.cpu.front) / (r.cpu.seconds * 1e6), 1),
+        platform: round((100 * r.cpu.platform) / (r.cpu.seconds * 1e6), 1)
+      },
+      machineBusyPercent: round(r.cpu.machineBusy, 1),
       uncounted: anyUncounted
     }
   }

@@ -11,7 +11,7 @@
  */
 import { randomBytes } from 'node:crypto'
 import { readFileSync } from 'node:fs'
-import { freePort, nowMs, numberFlag, progress, sleep, UsageError } from '../lib'
+import { freePort, machineCpu, machineShare, numberFlag, progress, sleep, UsageError } from '../lib'
 import { haveRedisServer } from '../../helpers/redis-process'
 import { legRecords, windowFrames, type VendorSessionRecord } from './account'
 import { GatewayInstance, RedisServer, startFront, VendorReplica, type RouteSpec } from './fleet'
@@ -109,6 +109,8 @@ export async function runSoak(flags: Map<string, string>): Promise<{ json: Recor
   const marks: LegMark[] = []
   const windows: SoakWindow[] = []
   const runStart = Date.now()
+  const machine0 = machineCpu()
+  const bench0 = process.cpuUsage()
   // A boundary: every gateway scraped, then the time, then the legs' counters; it ends one window and starts the next.
   const boundary = async (): Promise<number> => {
     await Promise.all(all.map(g => g.scrape()))
@@ -144,6 +146,15 @@ export async function runSoak(flags: Map<string, string>): Promise<{ json: Recor
   for (const v of vendors) await v.snapshot()
   for (const w of windows) w.lengthS = (w.end - w.start) / 1000
   const runEnd = Date.now()
+  const bench1 = process.cpuUsage(bench0)
+  const cpu = {
+    seconds: (runEnd - runStart) / 1000,
+    machineBusy: machineShare(machine0, machineCpu()).busy,
+    gateways: all.reduce((s, g) => s + (g.samples.at(-1)?.cpu ?? 0) - (g.samples[0]?.cpu ?? 0), 0),
+    vendors: vendors.reduce((s, v) => s + v.cpuUs(), 0),
+    front: front.cpuUs(),
+    platform: bench1.user + bench1.system
+  }
   progress('soak: stopping')
   await platform.close()
   await Promise.all(slots.map(g => g.drain(40_000)))
@@ -172,6 +183,6 @@ export async function runSoak(flags: Map<string, string>): Promise<{ json: Recor
     legs,
     load,
     allowUncounted: flags.has('allow-uncounted'),
-    stamp: nowMs()
+    cpu
   })
 }
