@@ -6,15 +6,14 @@
  * replicas can tell exactly which frames of which leg arrived. Frames that fall due while a leg is down
  * are not sent (the platform drops them) and are counted as `notSent`.
  *
- * Pacing: leg i is in slot i % SLOTS; frame k of slot s is due at t0 + s × SLOT_MS + k × 20 ms; one
- * drift-corrected timer sends whatever has fallen due (a late tick catches up).
+ * Pacing: leg i is in slot i % SLOTS of the load generators' one drift-corrected timer (../ticker.ts).
  */
 import WebSocket from 'ws'
 import { initMessage } from '../../../gateway/tools/simulate'
-import { CONTACT_BASE, FRAME_BYTES, FRAME_MS, LEG_OFFSET, nowMs, SEQ_OFFSET, STAMP_OFFSET } from '../lib'
+import { CONTACT_BASE, FRAME_BYTES, LEG_OFFSET, nowMs, SEQ_OFFSET, STAMP_OFFSET } from '../lib'
+import { SlotTicker } from '../ticker'
 
 const SLOTS = 4
-const SLOT_MS = FRAME_MS / SLOTS
 const BINARY = { binary: true } as const
 /** The platform's wait before it reconnects a leg it did not close. */
 export const RECONNECT_DELAY_MS = 200
@@ -77,15 +76,11 @@ export class Platform {
   results = 0
   private readonly legs: Leg[] = []
   private readonly slots: Leg[][] = Array.from({ length: SLOTS }, () => [])
-  private readonly slotK = new Array<number>(SLOTS).fill(-1)
-  private readonly t0 = performance.now()
-  private tickNo = 0
-  private timer: NodeJS.Timeout | null = null
+  private readonly ticker = new SlotTicker(SLOTS, (s, k) => {
+    for (const leg of this.slots[s]) if (leg.connectedOnce) this.pump(leg, k)
+  })
   private stopped = false
   private readonly frame = Buffer.alloc(FRAME_BYTES, 0xff)
-  /** Scheduler ticks later than one frame period. */
-  lateTicks = 0
-  maxLateMs = 0
 
   constructor(
     private readonly url: string,
@@ -114,7 +109,7 @@ export class Platform {
 
   /** Open every leg, at most `concurrency` handshakes at a time; resolves when each streams or `ms` passed. */
   async start(concurrency = 50, ms = 60_000): Promise<number> {
-    this.schedule()
+    this.ticker.start()
     const deadline = performance.now() + ms
     for (let i = 0; i < this.legs.length; i += concurrency) {
       for (const leg of this.legs.slice(i, i + concurrency)) this.open(leg)
@@ -194,30 +189,17 @@ export class Platform {
     if (!leg.connectedOnce) {
       leg.connectedOnce = true
       // Start on the leg's next grid point.
-      leg.nextK = Math.floor((performance.now() - this.t0 - (leg.index % SLOTS) * SLOT_MS) / FRAME_MS) + 1
+      leg.nextK = this.ticker.nextK(leg.index % SLOTS)
     }
   }
 
-  private schedule(): void {
-    const now = performance.now()
-    this.tickNo = Math.max(this.tickNo + 1, Math.floor((now - this.t0) / SLOT_MS) + 1)
-    this.timer = setTimeout(this.tick, Math.max(0, this.t0 + this.tickNo * SLOT_MS - now))
+  /** Scheduler ticks later than one frame period, and the latest (ms). */
+  get lateTicks(): number {
+    return this.ticker.lateTicks
   }
 
-  private readonly tick = (): void => {
-    this.timer = null
-    if (this.stopped) return
-    const now = performance.now()
-    const late = now - (this.t0 + this.tickNo * SLOT_MS)
-    if (late > this.maxLateMs) this.maxLateMs = late
-    if (late > FRAME_MS) this.lateTicks++
-    for (let s = 0; s < SLOTS; s++) {
-      const k = Math.floor((now - this.t0 - s * SLOT_MS) / FRAME_MS)
-      if (k <= this.slotK[s]) continue
-      this.slotK[s] = k
-      for (const leg of this.slots[s]) if (leg.connectedOnce) this.pump(leg, k)
-    }
-    this.schedule()
+  get maxLateMs(): number {
+    return this.ticker.maxLateMs
   }
 
   private pump(leg: Leg, k: number): void {
@@ -240,8 +222,7 @@ export class Platform {
   /** Stop sending; legs stay open (their last frames can still arrive). */
   stopSending(): void {
     this.stopped = true
-    if (this.timer !== null) clearTimeout(this.timer)
-    this.timer = null
+    this.ticker.stop()
   }
 
   /** Close every leg (1000); cut off those that do not finish within `graceMs`. */
