@@ -26,6 +26,8 @@ import {
   track
 } from '../lib'
 import { findNginx, startNginx } from '../nginx'
+import type { VendorSessionRecord } from './account'
+import type { SequenceRun } from '../../../gateway/tools/vendors/sequence'
 
 /** Temp folder of the run (configs, Redis dir); its name lets guard.js remove it if the bench dies. */
 export const SOAK_DIR = mkdtempSync(join(tmpdir(), 'assist-gateway-bench-soak-'))
@@ -298,20 +300,13 @@ export class GatewayInstance {
 
 // ---- vendor replicas -----------------------------------------------------------------------------
 
-export interface ReplicaSession {
-  replica: string
-  openedAt: number
-  stream: number | null
-  runs: [number, number, number, number, number][]
-}
-
 interface Incarnation {
   child: ChildProcess
   tail: Tail
   /** CPU it had used at its last sample (µs). */
   cpu: number
   /** The last report of every session (kept after the process is gone). */
-  sessions: ReplicaSession[]
+  sessions: VendorSessionRecord[]
 }
 
 /** A vendor replica: one port, one process at a time (restarted on the same port). */
@@ -425,7 +420,7 @@ export class VendorReplica {
     const r = await this.ask<{ sessions: Record<string, unknown>[] }>('sessions', 30_000)
     if (r === null) return
     inc.sessions = r.sessions.map(s => {
-      const seq = s.sequence as { stream: number | null; runs: ReplicaSession['runs'] } | undefined
+      const seq = s.sequence as { stream: number | null; runs: SequenceRun[] } | undefined
       return { replica: this.name, openedAt: s.openedAt as number, stream: seq?.stream ?? null, runs: seq?.runs ?? [] }
     })
   }
@@ -449,7 +444,7 @@ export class VendorReplica {
     this.current.child.kill(sig)
   }
 
-  sessions(): ReplicaSession[] {
+  sessions(): VendorSessionRecord[] {
     return this.incarnations.flatMap(i => i.sessions)
   }
 

@@ -57,6 +57,8 @@ interface Leg {
   connectedOnce: boolean
   /** Start of the outage being reconnected (null while streaming). */
   cutAt: number | null
+  /** When a streaming leg first found its socket no longer open (the close frame arrived), before 'close'. */
+  downAt: number | null
   attempts: number
   lastError: string | null
 }
@@ -99,6 +101,7 @@ export class Platform {
         nextK: 0,
         connectedOnce: false,
         cutAt: null,
+        downAt: null,
         attempts: 0,
         lastError: null
       }
@@ -162,8 +165,10 @@ export class Platform {
       if (leg.ws !== ws || this.stopped) return
       const now = nowMs()
       if (leg.state === 'streaming') {
-        this.cuts.push({ leg: leg.index, at: now, code, error: leg.lastError, seq: leg.seq })
-        leg.cutAt = now
+        // The outage began when the leg could no longer send, which may be before the closing handshake ended.
+        const at = Math.min(now, leg.downAt ?? now)
+        this.cuts.push({ leg: leg.index, at, code, error: leg.lastError, seq: leg.seq })
+        leg.cutAt = at
         leg.attempts = 0
       } else {
         const why = leg.lastError ?? error ?? `closed ${code} before CONNECTED`
@@ -185,6 +190,7 @@ export class Platform {
       leg.cutAt = null
     }
     leg.lastError = null
+    leg.downAt = null
     leg.state = 'streaming'
     if (!leg.connectedOnce) {
       leg.connectedOnce = true
@@ -208,6 +214,7 @@ export class Platform {
       leg.nextK++
       const ws = leg.ws
       if (leg.state !== 'streaming' || ws === null || ws.readyState !== WebSocket.OPEN) {
+        if (leg.state === 'streaming') leg.downAt ??= nowMs()
         leg.notSent++
         continue
       }

@@ -71,7 +71,7 @@ export async function runSoak(flags: Map<string, string>): Promise<{ json: Recor
   const streaming = await platform.start()
   progress(`soak: ${streaming} of ${legCount} legs streaming`)
 
-  // Sampler: every 2 s the gateways' counters and /proc, every 5 s the replicas' open sessions.
+  // Sampler: every 2 s the gateways' counters and /proc, every 10 s the replicas' open sessions.
   const load: [number, number][] = []
   let sampling = true
   const sampler = (async () => {
@@ -121,21 +121,21 @@ export async function runSoak(flags: Map<string, string>): Promise<{ json: Recor
     return at
   }
   for (let w = 0; w < SCHEDULE.length; w++) {
-    const spec = SCHEDULE[w]
+    const fault = SCHEDULE[w]
     const start = await boundary()
     const notes: string[] = []
     ctx.note = text => {
       notes.push(`+${((Date.now() - start) / 1000).toFixed(1)} s ${text}`)
-      progress(`soak: ${spec.name}: ${text}`)
+      progress(`soak: ${fault.name}: ${text}`)
     }
-    progress(`soak: window ${w + 1}/${SCHEDULE.length} ${spec.name} (${lengths[w]} s): ${spec.what}`)
-    await spec.run(ctx, async s => {
+    progress(`soak: window ${w + 1}/${SCHEDULE.length} ${fault.name} (${lengths[w]} s): ${fault.what}`)
+    await fault.run(ctx, async s => {
       const wait = start + s * 1000 - Date.now()
       if (wait > 0) await sleep(wait)
     })
     const planned = start + lengths[w] * 1000
     await sleep(Math.max(planned, Date.now() + 5000) - Date.now())
-    windows.push({ spec, start, end: Date.now(), notes, lengthS: 0 })
+    windows.push({ spec: fault, start, end: Date.now(), notes, lengthS: 0 })
   }
   platform.stopSending()
   // Let the last coalesced writes and replays land, then take everything.
