@@ -8,7 +8,7 @@
  */
 import WebSocket from 'ws'
 import { initMessage } from '../../gateway/tools/simulate'
-import { CONTACT_BASE, FRAME_BYTES, LEG_OFFSET, nowMs, SEQ_OFFSET, sleep, STAMP_OFFSET } from './lib'
+import { CONTACT_BASE, FRAME_BYTES, sleep, stampFrame } from './lib'
 import { SlotTicker } from './ticker'
 
 const SLOTS = 10
@@ -154,9 +154,7 @@ export class LoadGen {
         leg.state = 'closed'
         return
       }
-      frame.writeDoubleLE(nowMs(), STAMP_OFFSET)
-      frame.writeUInt32LE(leg.sent, SEQ_OFFSET)
-      frame.writeUInt32LE(leg.index, LEG_OFFSET)
+      stampFrame(frame, leg.sent, leg.index)
       ws.send(frame, BINARY)
       leg.sent++
       leg.nextK++

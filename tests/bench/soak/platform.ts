@@ -10,7 +10,7 @@
  */
 import WebSocket from 'ws'
 import { initMessage } from '../../../gateway/tools/simulate'
-import { CONTACT_BASE, FRAME_BYTES, LEG_OFFSET, nowMs, SEQ_OFFSET, STAMP_OFFSET } from '../lib'
+import { CONTACT_BASE, FRAME_BYTES, nowMs, stampFrame } from '../lib'
 import { SlotTicker } from '../ticker'
 
 const SLOTS = 4
@@ -218,9 +218,7 @@ export class Platform {
         leg.notSent++
         continue
       }
-      frame.writeDoubleLE(nowMs(), STAMP_OFFSET)
-      frame.writeUInt32LE(leg.seq, SEQ_OFFSET)
-      frame.writeUInt32LE(leg.index, LEG_OFFSET)
+      stampFrame(frame, leg.seq, leg.index)
       ws.send(frame, BINARY)
       leg.seq++
     }
