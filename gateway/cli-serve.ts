@@ -17,12 +17,13 @@ import { RedisStore } from './store/redis'
 import { randomUUID } from 'node:crypto'
 import { availableParallelism, hostname } from 'node:os'
 import { startVendorEmulator, type VendorEmulator } from './tools/vendor-emulator'
-import type { SessionRegistry } from './audio/registry'
-import { WorkerStore } from './store/worker-store'
-import { runAsWorker } from './workers/child'
-import { WORKER_ENV, WORKER_INSTANCE_ENV, WORKER_PORT_ENV, processChannel } from './workers/protocol'
-import { WorkerRegistry } from './workers/remote-session'
+import { FleetKey } from './auth/fleet-key'
+import type { WorkerParts } from './server/app'
+import { AdmissionClient } from './workers/admission-client'
+import { awaitHello, runAsWorker } from './workers/child'
+import { WORKER_ENV, processChannel } from './workers/protocol'
 import { startSupervisor } from './workers/supervisor'
+import { WorkerStore } from './workers/worker-store'
 import { HELP, UsageError, help, integer } from './cli-usage'
 
 function configPath(given: string | undefined): string {
@@ -39,16 +40,20 @@ export interface Running {
   close: () => Promise<void>
 }
 
-/** In-memory without `redis`, else the Redis store (URL, Sentinel or Cluster from config). */
 function newInstanceId(): string {
   return `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`
 }
 
+/** The config names a shared store: Redis by URL, Sentinel or Cluster (else each gateway is alone). */
+export function hasRedis(config: Config): boolean {
+  return config.redis !== null || config.store.sentinels !== undefined || config.store.clusterNodes !== undefined
+}
+
+/** In-memory without `redis`, else the Redis store (URL, Sentinel or Cluster from config). */
 export function createStore(config: Config, log: Logger, metrics: Metrics, id?: string): Store {
   const instanceId = id ?? newInstanceId()
   const s = config.store
-  if (config.redis === null && s.sentinels === undefined && s.clusterNodes === undefined)
-    return new MemoryStore(instanceId)
+  if (!hasRedis(config)) return new MemoryStore(instanceId)
   // TLS settings become node:tls options here; the CA file is read once, relative to the config file.
   const tls = (
     t: StoreTls | undefined,
@@ -97,8 +102,8 @@ export async function serve(
     log?: Logger
     revalidate?: Revalidate
     nowMs?: () => number
-    /** A worker of `serve --workers N`: its store and session registry (the main process runs the emulators). */
-    worker?: { store: (metrics: Metrics) => Store; sessions: SessionRegistry; group: string }
+    /** A worker of `serve --workers N`: its store, and what its main process handed it (the main process runs the emulators). */
+    worker?: { store: (metrics: Metrics) => Store; parts: WorkerParts }
   } = {}
 ): Promise<Running> {
   const log = opts.log ?? createLogger({ level: config.log.level, secrets: config.secrets })
@@ -118,8 +123,7 @@ export async function serve(
       version: version(),
       revalidate: opts.revalidate,
       nowMs: opts.nowMs,
-      sessions: opts.worker?.sessions,
-      workerOf: opts.worker?.group
+      worker: opts.worker?.parts
     })
   } catch (err) {
     await store.close()
@@ -203,21 +207,31 @@ export async function cmdServe(argv: string[]): Promise<number> {
   return -1
 }
 
-/** The main process of `serve --workers N`: forks the workers, serves the admin listener, fans signals out. */
+/** The main process of `serve --workers N`: forks the workers, serves the metrics and admin listeners, fans signals out. */
 async function serveWorkers(config: Config, file: string, workers: number): Promise<number> {
   const log = createLogger({ level: config.log.level, secrets: config.secrets })
   for (const w of config.warnings) log.warn({ event: 'config_warning' }, w)
   const emulators = await startEmulators(config, log)
+  const instanceId = newInstanceId()
+  // Its own connection to Redis, when the config has one: the fleet-wide failure count of the admission it runs.
+  const fleetStore = hasRedis(config) ? createStore(config, log, new Metrics(), instanceId) : null
   let supervisor: Awaited<ReturnType<typeof startSupervisor>>
   try {
+    await fleetStore?.start()
     supervisor = await startSupervisor({
       config,
       workerArgs: [process.argv[1], 'serve', '--config', file],
       workers,
       log,
-      instanceId: newInstanceId()
+      instanceId,
+      fleetStore,
+      revalidate: async () => {
+        const r = await validateAll(file, process.env)
+        return r.ok ? { ok: true, config: r.config } : { ok: false }
+      }
     })
   } catch (err) {
+    await fleetStore?.close()
     await Promise.all(emulators.map(async e => await e.close()))
     throw err
   }
@@ -241,25 +255,20 @@ async function serveWorkers(config: Config, file: string, workers: number): Prom
 }
 
 /**
- * One worker process of `serve --workers N`: the whole gateway on the port the main process chose, its
- * admin listener internal (127.0.0.1, an ephemeral port the main process forwards to), its store the
- * main process's memory (or Redis, as any instance), its sessions findable by the other workers.
+ * One worker process of `serve --workers N`: the whole gateway on the ports its main process handed it
+ * (workers/protocol.ts `Hello`), its admin listener internal (127.0.0.1, an ephemeral port the main
+ * process forwards to with a token only it holds), no metrics listener (the main process scrapes it),
+ * its store the main process's memory (or Redis, as any instance), its admission the main process's.
  */
 async function serveAsWorker(config: Config, file: string): Promise<number> {
   const index = Number(process.env[WORKER_ENV])
-  const port = Number(process.env[WORKER_PORT_ENV])
-  const internal = (c: Config): Config => ({
-    ...c,
-    listen: { ...c.listen, port },
-    admin: { host: '127.0.0.1', port: 0 },
-    emulators: []
-  })
   const channel = processChannel()
+  const hello = await awaitHello(channel)
+  const internal = (c: Config): Config => ({ ...c, listen: { ...c.listen, port: hello.port }, emulators: [] })
   const log = createLogger({ level: config.log.level, secrets: config.secrets })
   log.setBindings({ worker: index })
-  const sessions = new WorkerRegistry(index, channel.send, log)
-  const group = process.env[WORKER_INSTANCE_ENV] ?? newInstanceId()
-  const id = `${group}/w${index}`
+  const id = `${hello.group}/w${index}`
+  const admission = new AdmissionClient(m => channel.send(m))
   let shared: WorkerStore | null = null
   let running: Running
   try {
@@ -270,13 +279,16 @@ async function serveAsWorker(config: Config, file: string): Promise<number> {
         return r.ok ? { ok: true, config: internal(r.config) } : r
       },
       worker: {
-        sessions,
-        group,
+        parts: {
+          group: hello.group,
+          fleetKey: FleetKey.fromHex(hello.fleetKey, hello.fleetKeySource),
+          admission,
+          adminToken: hello.adminToken,
+          fleetPort: hello.fleetPort
+        },
         store: metrics => {
-          const c = internal(config)
-          if (c.redis !== null || c.store.sentinels !== undefined || c.store.clusterNodes !== undefined)
-            return createStore(c, log, metrics, id)
-          shared = new WorkerStore(id, channel)
+          if (hasRedis(config)) return createStore(config, log, metrics, id)
+          shared = new WorkerStore(id, m => channel.send(m))
           return shared
         }
       }
@@ -285,8 +297,7 @@ async function serveAsWorker(config: Config, file: string): Promise<number> {
     channel.send({ t: 'failed', message: (err as Error).message })
     throw err
   }
-  const store = shared ?? new WorkerStore(id, { send: () => {} })
-  runAsWorker(running, { store, sessions, channel })
+  runAsWorker(running, { store: shared, admission, channel })
   return -1
 }
 

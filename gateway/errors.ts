@@ -19,6 +19,24 @@ export const CODES = {
     flag: 'CM',
     text: 'this leg is live for another caller: only the caller that opened it may take it over'
   },
+  TOKEN_REVOKED: {
+    status: 401,
+    close: 1008,
+    flag: 'TR',
+    text: 'the token this leg was opened with was revoked'
+  },
+  RELAY_INVALID: {
+    status: 403,
+    close: 1008,
+    flag: 'RI',
+    text: 'relay refused: not signed by this fleet, expired, used before, meant for another process, or for another session'
+  },
+  ADMIN_UNAUTHORIZED: {
+    status: 401,
+    close: 1008,
+    flag: 'AU',
+    text: 'the admin API needs Authorization: Bearer <admin.token>'
+  },
   // platform messages
   MESSAGE_NOT_JSON: { status: 400, close: 1007, flag: 'NJ', text: 'message is not valid JSON' },
   MESSAGE_INVALID: { status: 400, close: 1007, flag: 'MI', text: 'message does not match the interface schema' },

@@ -1,3 +1,4 @@
+import { guarded } from './admin'
 import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import type * as uWS from 'uWebSockets.js'
@@ -206,19 +207,26 @@ export function reloader(
 }
 
 /** POST /admin/reload on the admin listener: 200 with the report, or 409 with the problems. */
-export function mountReload(admin: uWS.TemplatedApp, reload: (trigger: string) => Promise<ReloadReport>): void {
-  admin.post('/admin/reload', res => {
-    let aborted = false
-    res.onAborted(() => {
-      aborted = true
+export function mountReload(
+  admin: uWS.TemplatedApp,
+  reload: (trigger: string) => Promise<ReloadReport>,
+  token: () => string
+): void {
+  admin.post(
+    '/admin/reload',
+    guarded(token, res => {
+      let aborted = false
+      res.onAborted(() => {
+        aborted = true
+      })
+      reload('admin').then(
+        report => {
+          if (!aborted) sendJson(res, report.ok ? 200 : 409, report)
+        },
+        (err: unknown) => {
+          if (!aborted) sendJson(res, 500, { ok: false, problems: [(err as Error).message] })
+        }
+      )
     })
-    reload('admin').then(
-      report => {
-        if (!aborted) sendJson(res, report.ok ? 200 : 409, report)
-      },
-      (err: unknown) => {
-        if (!aborted) sendJson(res, 500, { ok: false, problems: [(err as Error).message] })
-      }
-    )
-  })
+  )
 }

@@ -138,12 +138,13 @@ t.test('the image config listens where a container can be reached, and EXPOSE an
   )
   const cfg = loadConfig(join(root, file), {})
   t.equal(cfg.listen.host, '0.0.0.0', 'public listener on every interface of the container')
-  t.equal(cfg.admin.host, '0.0.0.0', 'admin reachable from Prometheus in another container')
+  t.equal(cfg.metrics.host, '0.0.0.0', 'metrics reachable from Prometheus in another container')
+  t.equal(cfg.admin.host, '127.0.0.1', 'the admin API on the container loopback')
   const exposed = all
     .filter(i => i.op === 'EXPOSE')
     .flatMap(i => i.args.split(/\s+/))
     .map(p => Number(p.replace(/\/tcp$/, '')))
-  t.same(exposed, [cfg.listen.port], 'EXPOSE is the public port, and the admin port is not exposed')
+  t.same(exposed, [cfg.listen.port], 'EXPOSE is the public port; the metrics and admin ports are not exposed')
   const hc = all.filter(i => i.op === 'HEALTHCHECK')
   t.equal(hc.length, 1)
   const cmd = JSON.parse(hc[0].args.slice(hc[0].args.indexOf('CMD') + 3).trim()) as string[]
@@ -246,9 +247,9 @@ t.test('compose ports, healthchecks and environment match the gateway config eac
       for (const v of requiredVars(text)) t.ok(env[v] !== undefined, `${name} sets ${v}, which ${file} requires`)
       const cfg: Config = loadConfig(join(root, file), env)
       t.equal(cfg.listen.host, '0.0.0.0', `${name}: public listener reachable`)
-      t.equal(cfg.admin.host, '0.0.0.0', `${name}: admin reachable by Prometheus on the compose network`)
+      t.equal(cfg.metrics.host, '0.0.0.0', `${name}: metrics reachable by Prometheus on the compose network`)
       const published = ((s.ports ?? []) as string[]).map(p => Number(p.split(':').at(-1)))
-      t.same(published, [cfg.listen.port], `${name} publishes the public port only, never the admin port`)
+      t.same(published, [cfg.listen.port], `${name} publishes the public port only, never metrics or admin`)
       t.same(test.slice(0, 3), ['CMD', 'node', '-e'])
       t.same(fetchTarget(test[3]), { port: cfg.listen.port, path: '/livez' }, `${name}: healthcheck on /livez`)
     } else if (cmd === 'vendor') {
@@ -259,7 +260,7 @@ t.test('compose ports, healthchecks and environment match the gateway config eac
   }
 })
 
-t.test('Prometheus loads the alert rules and scrapes every gateway on its admin port', async t => {
+t.test('Prometheus loads the alert rules and scrapes every gateway on its metrics port', async t => {
   const services = compose()
   const prom = yamlOf('ops/prometheus.yml')
   const mounts = new Map(
@@ -277,7 +278,7 @@ t.test('Prometheus loads the alert rules and scrapes every gateway on its admin 
   const gateways = Object.entries(services).filter(([, s]) => s.command?.[0] === 'serve')
   const expected = gateways.map(([name, s]) => {
     const cfg = loadConfig(join(root, gatewayConfigOf(s)), composeEnv(s.environment))
-    return `${name}:${cfg.admin.port}`
+    return `${name}:${cfg.metrics.port}`
   })
   t.same([...job.static_configs.flatMap((c: any) => c.targets)].sort(), expected.sort())
   const up = yamlOf('ops/alerts.yml')
@@ -357,25 +358,29 @@ t.test('the Kubernetes Deployment probes, ports and config match the gateway con
   const dir = t.testdir({ 'gateway.yaml': text })
   const cfg = loadConfig(join(dir, 'gateway.yaml'), env)
   t.equal(cfg.listen.host, '0.0.0.0')
-  t.equal(cfg.admin.host, '0.0.0.0', 'admin reachable on the pod IP, for Prometheus')
+  t.equal(cfg.metrics.host, '0.0.0.0', 'metrics reachable on the pod IP, for Prometheus')
+  t.equal(cfg.admin.host, '127.0.0.1', 'the admin API on the pod loopback only')
   const port = (name: string): number => c.ports.find((p: any) => p.name === name)?.containerPort
   t.equal(port('http'), cfg.listen.port, 'containerPort http = listen.port')
-  t.equal(port('admin'), cfg.admin.port, 'containerPort admin = admin.port')
+  t.equal(port('metrics'), cfg.metrics.port, 'containerPort metrics = metrics.port')
+  t.equal(port('fleet'), cfg.fleet.port, 'containerPort fleet = fleet.port')
+  t.equal(port('admin'), undefined, 'no admin containerPort: it listens on loopback')
   const probePort = (p: any): number => (typeof p.httpGet.port === 'number' ? p.httpGet.port : port(p.httpGet.port))
   t.equal(c.livenessProbe.httpGet.path, '/livez')
   t.equal(c.readinessProbe.httpGet.path, '/readyz')
   for (const p of [c.livenessProbe, c.readinessProbe, c.startupProbe].filter(Boolean))
     t.equal(probePort(p), cfg.listen.port, `${p.httpGet.path} probed on the public listener`)
-  t.equal(dep.spec.template.metadata.annotations?.['prometheus.io/port'], String(cfg.admin.port))
+  t.equal(dep.spec.template.metadata.annotations?.['prometheus.io/port'], String(cfg.metrics.port))
   for (const p of svc.spec.ports) {
     const target = typeof p.targetPort === 'number' ? p.targetPort : port(p.targetPort)
-    t.equal(target, cfg.listen.port, 'the Service reaches the public listener only, never admin')
+    t.equal(target, cfg.listen.port, 'the Service reaches the public listener only, never metrics or fleet')
   }
   const policyPort = (p: any): number => (typeof p.port === 'number' ? p.port : port(p.port))
   t.same(np.spec.podSelector.matchLabels, svc.spec.selector, 'the NetworkPolicy applies to the gateway pods')
   for (const rule of np.spec.ingress as any[]) {
     const ports = (rule.ports as any[]).map(policyPort)
-    if (ports.includes(cfg.admin.port)) t.ok(rule.from?.length > 0, 'the admin port is open to named sources only')
+    if (ports.includes(cfg.metrics.port) || ports.includes(cfg.fleet.port))
+      t.ok(rule.from?.length > 0, 'the metrics and fleet ports are open to named sources only')
   }
   t.ok(
     (np.spec.ingress as any[]).some(r => r.from === undefined && r.ports.map(policyPort).includes(cfg.listen.port)),
