@@ -6,7 +6,7 @@
  * out of the bench kills it.
  */
 import { type ChildProcess, fork, spawn } from 'node:child_process'
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { stringify } from 'yaml'
@@ -94,6 +94,15 @@ const FAMILIES = [
   'assist_gateway_ws_closes_total'
 ]
 
+/** Whether this gateway's config has a `metrics:` listener (else /metrics, /livez, /readyz are on the admin port). */
+const HAS_METRICS_LISTENER =
+  'metrics' in
+  (
+    JSON.parse(readFileSync(join(PACKAGE_ROOT, 'schemas', 'gateway-config.schema.json'), 'utf8')) as {
+      properties: object
+    }
+  ).properties
+
 /** One scrape: series (`name{labels}`, route label dropped) → value. */
 export type Scrape = Map<string, number>
 
@@ -136,7 +145,7 @@ export class GatewayInstance {
     readonly name: string,
     readonly child: ChildProcess,
     readonly port: number,
-    /** Where /metrics is served: the `listening` line's metricsPort when it has one, else its adminPort. */
+    /** /metrics, /livez, /readyz: the `listening` line's metricsPort when it has one, else its adminPort. */
     readonly metricsPort: number,
     readonly adminPort: number,
     readonly file: string,
@@ -168,6 +177,8 @@ export class GatewayInstance {
     return {
       listen: { host: '127.0.0.1', port },
       admin: { host: '127.0.0.1', port: 0 },
+      // Gateways with a scrape listener of its own (`metrics:`) serve /metrics, /livez and /readyz there.
+      ...(HAS_METRICS_LISTENER ? { metrics: { host: '127.0.0.1', port: 0 } } : {}),
       log: { level: 'info' },
       redis: redisUrl,
       store: { keyPrefix: prefix },
@@ -192,6 +203,7 @@ export class GatewayInstance {
     for (const k of [
       'PORT',
       'ADMIN_PORT',
+      'METRICS_PORT',
       'LOG_LEVEL',
       'REDIS_URL',
       'GATEWAY_CONFIG',
@@ -228,13 +240,13 @@ export class GatewayInstance {
     await until(
       `gateway ${name} /livez`,
       15_000,
-      async () => (await httpStatus(`http://127.0.0.1:${p.admin}/livez`)) === 200
+      async () => (await httpStatus(`http://127.0.0.1:${p.metrics}/livez`)) === 200
     )
     return g
   }
 
   async ready(): Promise<boolean> {
-    return (await httpStatus(`http://127.0.0.1:${this.adminPort}/readyz`)) === 200
+    return (await httpStatus(`http://127.0.0.1:${this.metricsPort}/readyz`)) === 200
   }
 
   /** Rewrite the config file and send SIGHUP. */
