@@ -31,6 +31,13 @@ export function nowMs(): number {
   return performance.timeOrigin + performance.now()
 }
 
+/** Write the layout above into a frame about to be sent: the time now, the leg's sequence number, its index. */
+export function stampFrame(frame: Buffer, seq: number, leg: number): void {
+  frame.writeDoubleLE(nowMs(), STAMP_OFFSET)
+  frame.writeUInt32LE(seq, SEQ_OFFSET)
+  frame.writeUInt32LE(leg, LEG_OFFSET)
+}
+
 // ---- latency histogram ---------------------------------------------------------------------------
 
 /** Fixed histogram: 0.01 ms buckets up to 1 s (plus one overflow bucket), preallocated. */

@@ -2,17 +2,16 @@
  * The load generator: N platform legs (`ws` clients) that send the init message, wait for CONNECTED,
  * then send 160-byte frames at 50/s, paced by ONE shared drift-corrected scheduler.
  *
- * Pacing: legs are spread over SLOTS phases of the 20 ms frame period (leg i in slot i % SLOTS). Frame k
- * of slot s is due at t0 + s * SLOT_MS + k * 20 ms. A single timer ticks every SLOT_MS, aimed at
- * t0 + n * SLOT_MS (so lateness never accumulates), and sends every frame that has fallen due since the
- * last tick; a late tick catches up (frames are stamped with the time they are actually sent).
+ * Pacing: legs are spread over SLOTS phases of the 20 ms frame period (leg i in slot i % SLOTS), on one
+ * drift-corrected timer (ticker.ts); a late tick catches up (frames are stamped with the time they are
+ * actually sent).
  */
 import WebSocket from 'ws'
 import { initMessage } from '../../gateway/tools/simulate'
-import { CONTACT_BASE, FRAME_BYTES, FRAME_MS, LEG_OFFSET, nowMs, SEQ_OFFSET, sleep, STAMP_OFFSET } from './lib'
+import { CONTACT_BASE, FRAME_BYTES, sleep, stampFrame } from './lib'
+import { SlotTicker } from './ticker'
 
 const SLOTS = 10
-const SLOT_MS = FRAME_MS / SLOTS
 const BINARY = { binary: true } as const
 
 export interface GenLeg {
@@ -30,19 +29,30 @@ export interface GenLeg {
 export class LoadGen {
   readonly legs: GenLeg[] = []
   private readonly slots: GenLeg[][] = Array.from({ length: SLOTS }, () => [])
-  private readonly slotK = new Array<number>(SLOTS).fill(-1)
-  private readonly t0 = performance.now()
-  private tickNo = 0
-  private timer: NodeJS.Timeout | null = null
+  private readonly ticker = new SlotTicker(SLOTS, (s, k) => {
+    const legs = this.slots[s]
+    for (let i = 0; i < legs.length; i++) {
+      const leg = legs[i]
+      if (leg.state === 'streaming') this.pump(leg, k)
+    }
+  })
   private stopped = false
   /** One frame buffer for everyone: `ws` copies (and masks) it into its own frame on send. */
   private readonly frame = Buffer.alloc(FRAME_BYTES, 0xff)
   /** Frames sent in total (all legs, after CONNECTED). */
   sent = 0
   /** Scheduler lateness since the last `markWindow` (ms). */
-  maxLateMs = 0
-  lateTicks = 0
-  ticks = 0
+  get maxLateMs(): number {
+    return this.ticker.maxLateMs
+  }
+
+  get lateTicks(): number {
+    return this.ticker.lateTicks
+  }
+
+  get ticks(): number {
+    return this.ticker.ticks
+  }
 
   constructor(
     private readonly url: string,
@@ -131,36 +141,9 @@ export class LoadGen {
     leg.state = 'streaming'
     if (this.stopped) return
     // Start on the leg's next grid point.
-    leg.nextK = Math.floor((performance.now() - this.t0 - leg.slot * SLOT_MS) / FRAME_MS) + 1
+    leg.nextK = this.ticker.nextK(leg.slot)
     this.slots[leg.slot].push(leg)
-    if (this.timer === null) this.schedule()
-  }
-
-  private schedule(): void {
-    const now = performance.now()
-    this.tickNo = Math.max(this.tickNo + 1, Math.floor((now - this.t0) / SLOT_MS) + 1)
-    this.timer = setTimeout(this.tick, Math.max(0, this.t0 + this.tickNo * SLOT_MS - now))
-  }
-
-  private readonly tick = (): void => {
-    this.timer = null
-    if (this.stopped) return
-    const now = performance.now()
-    const late = now - (this.t0 + this.tickNo * SLOT_MS)
-    this.ticks++
-    if (late > this.maxLateMs) this.maxLateMs = late
-    if (late > FRAME_MS) this.lateTicks++
-    for (let s = 0; s < SLOTS; s++) {
-      const k = Math.floor((now - this.t0 - s * SLOT_MS) / FRAME_MS)
-      if (k <= this.slotK[s]) continue
-      this.slotK[s] = k
-      const legs = this.slots[s]
-      for (let i = 0; i < legs.length; i++) {
-        const leg = legs[i]
-        if (leg.state === 'streaming') this.pump(leg, k)
-      }
-    }
-    this.schedule()
+    this.ticker.start()
   }
 
   private pump(leg: GenLeg, k: number): void {
@@ -171,9 +154,7 @@ export class LoadGen {
         leg.state = 'closed'
         return
       }
-      frame.writeDoubleLE(nowMs(), STAMP_OFFSET)
-      frame.writeUInt32LE(leg.sent, SEQ_OFFSET)
-      frame.writeUInt32LE(leg.index, LEG_OFFSET)
+      stampFrame(frame, leg.sent, leg.index)
       ws.send(frame, BINARY)
       leg.sent++
       leg.nextK++
@@ -183,16 +164,13 @@ export class LoadGen {
 
   /** Start of a measured window: reset the scheduler-lateness figures. */
   markWindow(): void {
-    this.maxLateMs = 0
-    this.lateTicks = 0
-    this.ticks = 0
+    this.ticker.resetLateness()
   }
 
   /** Stop sending (legs stay open). */
   stop(): void {
     this.stopped = true
-    if (this.timer !== null) clearTimeout(this.timer)
-    this.timer = null
+    this.ticker.stop()
   }
 
   /** Close every leg (1000), cut off those that do not finish within `graceMs`. */

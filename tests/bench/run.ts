@@ -1,11 +1,12 @@
 /**
- * `npm run bench [-- audio|wsclient|failover|codec|text|fleet|join|tee|all] [flags]`: prints figures, never passes or fails.
+ * `npm run bench [-- audio|wsclient|failover|codec|text|fleet|join|tee|soak|all] [flags]`: prints figures; only soak fails (uncounted frames).
  *   audio    [--legs N (1000)] [--seconds S (20)] [--warmup S (3)] [--baseline-legs N (= legs)]
  *            [--baseline-seconds S (3)] [--profile] [--no-pin]
  *   audio --vs-nginx [--legs 500,1000] [--rounds 2] ...: side by side with nginx (audio-nginx.ts)
  *   text     side by side with nginx when installed (text-nginx.ts)
  *   wsclient [--frames N (200000)] [--batch B (100)] [--conns C (100)]
  *   join / tee: gateway CPU per platform frame of a joined pair / a teed leg against plain legs (ab.ts)
+ *   soak     a fleet under faults (soak/soak.ts); the one bench that fails: exit 1 on uncounted frames.
  *   (none) / all: audio (vs nginx when installed), text, wsclient, codec; no flags.
  * Ends with one line `BENCH_JSON {...}` holding every figure. Child processes (gateway, sink) are
  * killed on every way out, including errors and SIGINT.
@@ -22,8 +23,9 @@ import { FLEET_FLAGS, runFleet } from './fleet'
 import { runTextVsNginx } from './text-nginx'
 import { JOIN_BOOLEANS, JOIN_FLAGS, runJoin } from './join'
 import { runTee, TEE_FLAGS } from './tee'
+import { runSoak, SOAK_BOOLEANS, SOAK_FLAGS } from './soak/soak'
 
-const USAGE = `usage: npm run bench [-- [audio|wsclient|failover|codec|text|fleet|join|tee|all] [flags]]
+const USAGE = `usage: npm run bench [-- [audio|wsclient|failover|codec|text|fleet|join|tee|soak|all] [flags]]
   audio    [--legs N (1000)] [--seconds S (20)] [--warmup S (3)] [--mapping passthrough|deepgram] [--baseline-legs N (= --legs)] [--baseline-seconds S (3)] [--profile] [--no-pin]
   audio --vs-nginx [--legs 500,1000] [--rounds 2] [--seconds S (10)] [--warmup S (3)] [--baseline-seconds S (3)] [--no-nginx] [--no-pin]
   wsclient [--frames N (200000)] [--batch B (100)] [--conns C (100)]
@@ -38,6 +40,8 @@ const USAGE = `usage: npm run bench [-- [audio|wsclient|failover|codec|text|flee
   join --in-process [--pairs N (100)] [--frames N (1000)]: the same on the audio path alone (no sockets, fake clock)
   tee      [--legs N (500)] [--seconds S (10)] [--warmup S (3)] [--rounds 2]: gateway CPU per platform frame,
            a plain leg vs a leg with one tee (results: drop), A B A B on one gateway
+  soak     [--instances 2] [--vendors 2] [--legs 300] [--minutes 10] [--no-nginx] [--allow-uncounted]: a fleet on its
+           own Redis behind nginx (or a TCP balancer), reconnecting legs, a fault per window; exit 1 on uncounted frames
   all      (default) audio (vs nginx when installed), text, wsclient, codec; no flags`
 
 async function main(argv: string[]): Promise<number> {
@@ -53,6 +57,7 @@ async function main(argv: string[]): Promise<number> {
   }
   const out: Record<string, unknown> = { node: process.version, startedAt: new Date().toISOString() }
   const started = performance.now()
+  let code = 0
   switch (cmd) {
     case 'audio': {
       const flags = parseFlags(
@@ -79,6 +84,12 @@ async function main(argv: string[]): Promise<number> {
     case 'tee':
       out.tee = await runTee(parseFlags(rest, TEE_FLAGS))
       break
+    case 'soak': {
+      const soak = await runSoak(parseFlags(rest, SOAK_FLAGS, SOAK_BOOLEANS))
+      out.soak = soak.json
+      code = soak.code
+      break
+    }
     case 'codec':
       out.codec = runCodec(parseFlags(rest, CODEC_FLAGS))
       break
@@ -103,7 +114,7 @@ async function main(argv: string[]): Promise<number> {
   }
   out.seconds = Math.round((performance.now() - started) / 100) / 10
   console.log(`\nBENCH_JSON ${JSON.stringify(out)}`)
-  return 0
+  return code
 }
 
 main(process.argv.slice(2)).then(

@@ -1,6 +1,5 @@
-import { type ChildProcess, execFile, spawn, spawnSync } from 'node:child_process'
+import { type ChildProcess, spawn } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { stringify } from 'yaml'
@@ -11,6 +10,7 @@ import type { Store } from '../../gateway/store/port'
 import { createLogger } from '../../gateway/telemetry/log'
 import { Metrics } from '../../gateway/telemetry/metrics'
 import { LogCapture, sleep } from './gateway'
+import { freeRedisPort, redisCli, redisServerArgs } from './redis-process'
 
 type T = { teardown: (fn: () => unknown) => void }
 
@@ -18,8 +18,7 @@ type T = { teardown: (fn: () => unknown) => void }
  * Private redis-server processes for one test: own free ports, own temp dir, SIGKILLed and removed at
  * teardown. Nothing here talks to any Redis it did not start.
  */
-export const haveRedisServer =
-  spawnSync('redis-server', ['--version']).status === 0 && spawnSync('redis-cli', ['--version']).status === 0
+export { haveRedisServer, redisCli, freeRedisPort } from './redis-process'
 
 export interface RedisNode {
   port: number
@@ -27,16 +26,6 @@ export interface RedisNode {
   cli: (...args: string[]) => Promise<string>
   /** SIGKILL the process and wait for it to exit. */
   kill: () => Promise<void>
-}
-
-/** Run redis-cli; resolves its stdout (trimmed), or the error text when it fails. */
-export function redisCli(port: number, password: string | undefined, args: string[]): Promise<string> {
-  const auth = password === undefined ? [] : ['-a', password, '--no-auth-warning']
-  return new Promise(resolve => {
-    execFile('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...auth, ...args], { timeout: 10_000 }, (err, out) =>
-      resolve(err === null ? String(out).trim() : `ERR ${err.message}`)
-    )
-  })
 }
 
 /** Poll an async condition until it holds or `ms` passes (generous limits: the machine may be busy). */
@@ -47,22 +36,6 @@ export async function eventually(fn: () => Promise<boolean> | boolean, ms = 20_0
     await sleep(step)
   }
   return await fn()
-}
-
-async function portFree(port: number): Promise<boolean> {
-  const s = createServer()
-  return await new Promise(resolve => {
-    s.once('error', () => resolve(false))
-    s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)))
-  })
-}
-
-/** A free port below 55535 whose cluster bus port (+10000) is free too. */
-export async function freeRedisPort(): Promise<number> {
-  for (;;) {
-    const port = 20_000 + Math.floor(Math.random() * 30_000)
-    if ((await portFree(port)) && (await portFree(port + 10_000))) return port
-  }
 }
 
 class Processes {
@@ -107,19 +80,6 @@ async function kill(c: ChildProcess): Promise<void> {
   await gone
 }
 
-const base = (port: number, dir: string): string[] => [
-  '--port',
-  String(port),
-  '--bind',
-  '127.0.0.1',
-  '--save',
-  '',
-  '--appendonly',
-  'no',
-  '--dir',
-  dir
-]
-
 const auth = (password: string | undefined): string[] =>
   password === undefined ? [] : ['--requirepass', password, '--masterauth', password]
 
@@ -127,7 +87,11 @@ const auth = (password: string | undefined): string[] =>
 export async function startRedis(t: T, opts: { password?: string; extra?: string[] } = {}): Promise<RedisNode> {
   const p = new Processes(t)
   const port = await freeRedisPort()
-  return await p.start(port, [...base(port, p.dir), ...auth(opts.password), ...(opts.extra ?? [])], opts.password)
+  return await p.start(
+    port,
+    [...redisServerArgs(port, p.dir), ...auth(opts.password), ...(opts.extra ?? [])],
+    opts.password
+  )
 }
 
 export interface RedisClusterSet {
@@ -142,7 +106,7 @@ export async function startRedisCluster(t: T, opts: { password?: string } = {}):
   for (let i = 0; i < 3; i++) {
     const port = await freeRedisPort()
     const args = [
-      ...base(port, p.dir),
+      ...redisServerArgs(port, p.dir),
       ...auth(opts.password),
       '--cluster-enabled',
       'yes',
@@ -192,11 +156,11 @@ export async function startSentinelSet(
   const p = new Processes(t)
   const name = 'mymaster'
   const mport = await freeRedisPort()
-  const master = await p.start(mport, [...base(mport, p.dir), ...auth(opts.password)], opts.password)
+  const master = await p.start(mport, [...redisServerArgs(mport, p.dir), ...auth(opts.password)], opts.password)
   const rport = await freeRedisPort()
   const replica = await p.start(
     rport,
-    [...base(rport, p.dir), ...auth(opts.password), '--replicaof', '127.0.0.1', String(mport)],
+    [...redisServerArgs(rport, p.dir), ...auth(opts.password), '--replicaof', '127.0.0.1', String(mport)],
     opts.password
   )
   const linked = await eventually(async () =>

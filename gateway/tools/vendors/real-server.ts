@@ -7,6 +7,7 @@ import { AssemblyAiStream, assemblyaiToken } from './assemblyai'
 import { AudioHookSession, audiohookUpgrade } from './audiohook'
 import { DeepgramStream, deepgramUpgrade } from './deepgram'
 import { emulatorClock } from './recorder'
+import { FrameSequence } from './sequence'
 import { VendorSession, type Context, type Protocol, type Verdict } from './session'
 import { TwilioMediaStream, twilioUpgrade } from './twilio-media'
 import { REAL_VENDOR_PATHS, type RealVendorEmulator, type RealVendorKind, type RealVendorOptions } from './types'
@@ -66,6 +67,7 @@ class RealVendorServer {
   private readonly wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: MAX_PAYLOAD })
   private readonly server: Server
   private nextId = 1
+  private paused = false
 
   constructor(
     private readonly opts: RealVendorOptions,
@@ -100,6 +102,15 @@ class RealVendorServer {
       closeAll: (code: number, reason?: string) => {
         for (const s of this.live) s.close(code, reason)
       },
+      pauseAll: () => {
+        this.paused = true
+        for (const s of this.live) s.ws?.pause()
+      },
+      resumeAll: () => {
+        this.paused = false
+        for (const s of this.live) s.ws?.resume()
+      },
+      openSessions: () => this.live.size,
       close: l.close
     }
   }
@@ -146,6 +157,7 @@ class RealVendorServer {
       this.opts.log
     )
     s.vendor = this.opts.name
+    if (this.opts.sequencedFrames === true) s.sequence = new FrameSequence()
     this.all.push(s)
     const extra: Record<string, string> = {}
     if (this.kind === 'deepgram') {
@@ -170,6 +182,7 @@ class RealVendorServer {
   private accept(s: VendorSession, ws: WebSocket, requestId: string): void {
     s.ws = ws
     this.live.add(s)
+    if (this.paused) ws.pause()
     s.say(`opened ${s.path}`)
     const protocol = PROTOCOLS[this.kind](s, this.ctx, requestId)
     ws.on('message', (data: RawData, isBinary: boolean) => {

@@ -1,6 +1,7 @@
 import { createHash, type Hash } from 'node:crypto'
 import { WebSocket } from 'ws'
 import type { Clock, TimerHandle } from '../../clock'
+import type { FrameSequence, SequenceReport } from './sequence'
 
 /**
  * The emulators' default clock: wall time, and timers that never keep a process alive on their own
@@ -33,6 +34,8 @@ export interface RecordedSession {
   closedAt: number | null
   /** The emulator's name (option `name`), so the reports of several emulators (a route's vendor and its tees) tell apart. */
   vendor?: string
+  /** With the option `sequencedFrames`: which numbered frames arrived, when (see sequence.ts). */
+  sequence?: SequenceReport
 }
 
 /**
@@ -60,6 +63,8 @@ export class SessionRecorder {
   /** The emulator's name, when it has one: in every report and log line of the session. */
   vendor: string | undefined = undefined
   ws: WebSocket | null = null
+  /** Set by an emulator started with `sequencedFrames`: reads every audio payload's numbered frames. */
+  sequence: FrameSequence | null = null
   private readonly timers = new Map<TimerHandle, 'timeout' | 'interval'>()
   private readonly hash: Hash = createHash('sha256')
   private finalDigest: string | null = null
@@ -95,6 +100,7 @@ export class SessionRecorder {
     this.bytes += wireBytes
     this.audioBytes += audio.length
     this.hash.update(audio)
+    this.sequence?.add(audio, now)
   }
 
   digest(): string {
@@ -175,7 +181,8 @@ export class SessionRecorder {
       closeReason: this.closeReason,
       openedAt: this.openedAt,
       closedAt: this.closedAt,
-      ...(this.vendor === undefined ? {} : { vendor: this.vendor })
+      ...(this.vendor === undefined ? {} : { vendor: this.vendor }),
+      ...(this.sequence === null ? {} : { sequence: this.sequence.report() })
     }
   }
 }

@@ -42,6 +42,12 @@ export interface RealVendorOptions {
   log?: (line: string) => void
   /** This emulator's name, in every session report (`vendor`) and log line: tells a route's tee vendors apart. */
   name?: string
+  /**
+   * Read the audio as sequenced frames (bytes 0-7 send time, 8-11 sequence number, 12-15 stream id in each
+   * 160-byte frame; see sequence.ts) and report, per session, which numbers arrived and when (`sequence`).
+   * For loss accounting under faults (`npm run bench -- soak`). Default false.
+   */
+  sequencedFrames?: boolean
 }
 
 /**
@@ -112,6 +118,15 @@ export interface RealVendorEmulator {
   dropAll(): void
   /** Sends a close frame to every open session. */
   closeAll(code: number, reason?: string): void
+  /**
+   * Stops reading every session socket, and those accepted from now on (a vendor that falls behind: the
+   * sender's buffers fill up); upgrades and the HTTP side are still answered.
+   */
+  pauseAll(): void
+  /** Reads every session socket again. */
+  resumeAll(): void
+  /** Open sessions now (connection probes included). */
+  openSessions(): number
   /** Stops listening, terminates sessions, clears every timer; resolves when fully closed. */
   close(): Promise<void>
 }
