@@ -15,9 +15,9 @@ import type {
 } from './connection-contract'
 import { AudioEncoder, FrameCounters, fillControl, isIdentity, MediaTemplate } from './encoder'
 import { framesIn, SignOfLife } from './sign-of-life'
-import { type ControlHost, VendorControl } from './vendor-control'
+import { VendorControl } from './vendor-control'
 import { ON_CLOSE, READ } from './connection-states'
-import { parseVendorText, type Verdict } from './vendor-message'
+import { parseVendorText, type Reading, type Verdict } from './vendor-message'
 import { vendorTarget } from '../mapping/vendor-target'
 
 /**
@@ -265,7 +265,28 @@ export class VendorConnection implements Connection {
     // Vendors that number their messages (AudioHook) are answered with the last number seen.
     const seq = (msg as { seq?: unknown } | null)?.seq
     if (typeof seq === 'number') this.frames.serverseq = seq
-    await this.rules.read(msg, phase, this.controlHost)
+    for await (const step of this.rules.read(msg, phase, this.input)) {
+      if (step.kind === 'end') this.end(step.then, step.vendorMessage)
+      else if (step.kind === 'reading') this.reading(step.reading)
+      else if (step.kind === 'reply') this.sendFrames(step.value)
+      else if (step.kind === 'emit') this.verdict(step.verdict)
+      else if (step.kind === 'resume') this.rules.resume()
+      else if (this.state === 'READY') this.events.reconnect?.(this)
+    }
+  }
+
+  private reading(r: Reading): void {
+    if (r.closeMatched) this.socket?.close(this.audio.closeCode, 'done')
+    if (r.readyFailed) this.ctx.metrics.mappingErrors.inc({ route: this.ctx.route.name, stage: 'ready' })
+    this.verdict(r.verdict)
+  }
+
+  /** A control rule ended the session on the vendor's word: audio leaves it now; the close transaction follows. */
+  private end(then: 'failover' | 'leg', vendorMessage: string | undefined): void {
+    const tell = ON_CLOSE[this.state]
+    if (tell === 'over') return
+    this.goodbye()
+    this.events[tell](this, { kind: 'ended', then, vendorMessage })
   }
 
   private verdict(v: Verdict): void {
@@ -293,27 +314,6 @@ export class VendorConnection implements Connection {
         return
       case 'silent':
         return
-    }
-  }
-
-  private readonly controlHost: ControlHost = {
-    input: msg => this.rules.input(this.input, msg),
-    send: value => this.sendFrames(value),
-    reading: r => {
-      if (r.closeMatched) this.socket?.close(this.audio.closeCode, 'done')
-      if (r.readyFailed) this.ctx.metrics.mappingErrors.inc({ route: this.ctx.route.name, stage: 'ready' })
-      this.verdict(r.verdict)
-    },
-    emit: v => this.verdict(v),
-    end: (then, vendorMessage) => {
-      // The vendor's word: audio leaves this session now, which then runs the mapping's close transaction.
-      const tell = ON_CLOSE[this.state]
-      if (tell === 'over') return
-      this.goodbye()
-      this.events[tell](this, { kind: 'ended', then, vendorMessage })
-    },
-    reconnect: () => {
-      if (this.state === 'READY') this.events.reconnect?.(this)
     }
   }
 
@@ -357,16 +357,16 @@ export class VendorConnection implements Connection {
     this.finish()
   }
 
-  /**
-   * Say goodbye (the session closes gracefully): the mapping's close frame, then the vendor's own
-   * goodbye (`closeWhen`: Termination, closed, Metadata) or `closeTimeoutMs`, then the close handshake.
-   */
   /** What this socket reached (its mapping session id and frame counters), for the instance that continues the leg. */
   continuation(): NonNullable<MappingInput['continued']> {
     const f = this.frames
     return { id: this.input.session?.id ?? '', seq: f.seq, serverseq: f.serverseq, chunk: f.chunk, audioMs: f.audioMs }
   }
 
+  /**
+   * Say goodbye (the session closes gracefully): the mapping's close frame, then the vendor's own
+   * goodbye (`closeWhen`: Termination, closed, Metadata) or `closeTimeoutMs`, then the close handshake.
+   */
   goodbye(reason = 'platform closed'): void {
     if (this.state === 'CLOSED' || this.state === 'CLOSING') return
     this.state = 'CLOSING'
@@ -411,8 +411,7 @@ export class VendorConnection implements Connection {
   }
 
   private clearTimer(name: 'readyTimer' | 'closeTimer'): void {
-    const t = this[name]
-    if (t !== null) this.ctx.clock.clearTimeout(t)
+    if (this[name] !== null) this.ctx.clock.clearTimeout(this[name])
     this[name] = null
   }
 }

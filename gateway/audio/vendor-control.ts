@@ -14,26 +14,32 @@ import { emitted, type ReadPhase, type Reading, readVendorMessage, type Verdict 
  */
 export type AudioGate = 'open' | 'held' | 'discard'
 
-/** What acting on a control rule needs of its vendor connection (audio/vendor-connection.ts). */
-export interface ControlHost {
-  /** The mapping input for `msg`, with the current `session.state` and `session.audio`. */
-  input: (msg: unknown) => MappingInput
-  /** Send frame(s) to the vendor, placeholders filled (an object, a string, an array, or null). */
-  send: (value: unknown) => void
-  /** Act on the mapping's reading of the message (readiness, closeWhen, results). */
-  reading: (r: Reading) => void
-  /** Platform messages (a `result` verdict) or a failed `emit`. */
-  emit: (verdict: Verdict) => void
-  /** End this vendor session: the mapping's close transaction, then failover or the end of the leg. */
-  end: (then: 'failover' | 'leg', vendorMessage: string | undefined) => void
-  /** Open a new vendor session on the same replica, make-before-break. */
-  reconnect: () => void
+/** A control rule of the mapping that matched a vendor message, and its place in the list. */
+export interface Matched {
+  readonly rule: ControlRule
+  readonly index: number
 }
+
+/**
+ * What one vendor message asks of its connection, step by step, in order (audio/vendor-connection.ts acts
+ * on each as it comes): `end` (a rule ends the session on the vendor's word), the mapping's `reading`
+ * (closeWhen, readiness, results), `reply` frames to send, platform messages (`emit`, or its failure),
+ * `resume` (the audio gate opens now: after the reply, so AudioHook's `resumed` goes out before the
+ * audio), `reconnect`.
+ */
+export type ControlStep =
+  | { readonly kind: 'end'; readonly then: 'failover' | 'leg'; readonly vendorMessage: string | undefined }
+  | { readonly kind: 'reading'; readonly reading: Reading }
+  | { readonly kind: 'reply'; readonly value: unknown }
+  | { readonly kind: 'emit'; readonly verdict: Verdict }
+  | { readonly kind: 'resume' }
+  | { readonly kind: 'reconnect' }
 
 /**
  * The control state of one vendor connection: the mapping's per-session `state` object
  * (`session.state`, updated by a rule's `set`), the audio gate and the audio timeline of pauses.
- * Rules are read by `match` and acted on by `act`; nothing here touches a socket.
+ * A message is matched (`match`), its rule's immediate part applied (`atOnce`), and the rest returned as
+ * steps (`rest`) that the connection acts on; nothing here touches a socket.
  */
 export class VendorControl {
   gate: AudioGate = 'open'
@@ -41,6 +47,8 @@ export class VendorControl {
   private discardedMs = 0
   private pauseStartMs: number | null = null
   private pauseDiscardedMs = 0
+  /** A resume rule of a discarding pause is under way: the discarded stretch joins the timeline at its `resume`. */
+  private resumingDiscard = false
 
   private readonly rules: readonly ControlRule[]
 
@@ -53,16 +61,32 @@ export class VendorControl {
   }
 
   /**
-   * Read one vendor message: control rules first (not while closing), then, unless a matched rule ends
-   * the session, the mapping's reading (closeWhen, readiness; results only when no rule matched), then
-   * the rest of the matched rule. A matched rule answers for the message.
+   * Read one vendor message, as steps the connection acts on one by one (a step is acted on before the
+   * next is worked out: an `end` takes the audio away before any later expression runs). Control rules
+   * first (not while closing); then, unless the matched rule ends the session, the mapping's reading
+   * (results only when no rule matched); then the rest of the matched rule. `base`: the connection's input.
    */
-  async read(msg: unknown, phase: ReadPhase, host: ControlHost): Promise<void> {
-    const input = host.input(msg)
-    const matched = phase === 'closing' ? null : await this.match(input)
-    if (matched !== null) this.atOnce(matched.rule, msg, host)
-    if (matched?.rule.end == null) host.reading(await readVendorMessage(this.audio, input, phase, matched === null))
-    if (matched !== null) await this.act(matched.rule, matched.index, msg, host)
+  async *read(msg: unknown, phase: ReadPhase, base: MappingInput): AsyncGenerator<ControlStep> {
+    const input = this.input(base, msg)
+    const matched = await this.match(input, phase)
+    const end = matched === null ? null : this.atOnce(matched, msg)
+    if (end !== null) yield { kind: 'end', ...end }
+    else yield { kind: 'reading', reading: await readVendorMessage(this.audio, input, phase, matched === null) }
+    if (matched !== null) yield* await this.rest(matched, msg, base)
+  }
+
+  /**
+   * The control rule that answers a vendor message (`input` holds it as `msg`): the first whose `when`
+   * holds; a failing `when` is reported and read as false. Never while the connection is closing.
+   */
+  private async match(input: MappingInput, phase: ReadPhase): Promise<Matched | null> {
+    if (phase === 'closing') return null
+    for (const [index, rule] of this.rules.entries()) {
+      const when = await run(rule.when, input)
+      if (!when.ok) this.failed(index, 'when', when.error)
+      else if (when.value === true) return { rule, index }
+    }
+    return null
   }
 
   /** An expression of rule `index` (-1: the keepalive's `set`) failed: counted and logged; the rule goes on. */
@@ -113,58 +137,61 @@ export class VendorControl {
     this.state = { ...this.state, ...(patch as Record<string, unknown>) }
   }
 
-  /** The first rule whose `when` holds (a failing `when` is reported and read as false), or null. */
-  private async match(input: MappingInput): Promise<{ rule: ControlRule; index: number } | null> {
-    for (const [index, rule] of this.rules.entries()) {
-      const when = await run(rule.when, input)
-      if (!when.ok) this.failed(index, 'when', when.error)
-      else if (when.value === true) return { rule, index }
-    }
-    return null
-  }
-
   /**
    * What a matched rule does at once, before any other expression runs (audio may not wait on them):
-   * audio stops (held or discarded) before a reply such as AudioHook's `paused` can go out, and an `end`
-   * takes the audio away from this session now (its close frame still follows the rule's `set` and
-   * `reply`: it is sent on the control chain, after this message's work).
+   * audio stops (held or discarded) before a reply such as AudioHook's `paused` can go out. Returns the
+   * rule's `end` (audio leaves this session now: the connection ends it; its close frame still follows
+   * the rule's `set` and `reply`), or null.
    */
-  private atOnce(rule: ControlRule, msg: unknown, host: ControlHost): void {
+  private atOnce(m: Matched, msg: unknown): { then: 'failover' | 'leg'; vendorMessage: string | undefined } | null {
+    const rule = m.rule
     if ((rule.audio === 'pause' || rule.audio === 'discard') && this.gate === 'open') {
       this.gate = rule.audio === 'pause' ? 'held' : 'discard'
       this.pauseStartMs = this.frames.audioMs
       this.pauseDiscardedMs = 0
     }
-    if (rule.end !== null) host.end(rule.end, vendorText(msg))
+    return rule.end === null ? null : { then: rule.end, vendorMessage: vendorText(msg) }
   }
 
   /**
-   * The rest of a matched rule, in this order: `set` (later expressions see the new state), `reply`,
-   * `emit`, resume (after the reply: AudioHook's `resumed` goes out before the audio; audio arriving
-   * meanwhile is held, not discarded; discarded audio joins the timeline), then `reconnect`.
-   * A failing `set`/`reply`/`emit` is reported and skipped; the actions still happen.
+   * The rest of a matched rule: `set` now (later expressions see the new state), then the steps for the
+   * connection in order: `reply`, `emit`, `resume`, `reconnect`. A failing `set`/`reply`/`emit` is reported
+   * and skipped; the other steps still come. `base`: the connection's mapping input.
    */
-  private async act(rule: ControlRule, index: number, msg: unknown, host: ControlHost): Promise<void> {
+  private async rest(m: Matched, msg: unknown, base: MappingInput): Promise<ControlStep[]> {
+    const { rule, index } = m
+    const steps: ControlStep[] = []
     // Audio arriving while the resume's reply is built is held, not discarded.
-    const discarded = rule.audio === 'resume' && this.gate === 'discard'
-    if (discarded) this.gate = 'held'
-    if (rule.set !== null) await this.apply(rule.set, host.input(msg), index)
+    if (rule.audio === 'resume' && this.gate === 'discard') {
+      this.gate = 'held'
+      this.resumingDiscard = true
+    }
+    if (rule.set !== null) await this.apply(rule.set, this.input(base, msg), index)
     if (rule.reply !== null) {
-      const out = await run(rule.reply, host.input(msg))
-      if (out.ok) host.send(out.value)
+      const out = await run(rule.reply, this.input(base, msg))
+      if (out.ok) steps.push({ kind: 'reply', value: out.value })
       else this.failed(index, 'reply', out.error)
     }
     if (rule.emit !== null) {
-      const out = await run(rule.emit, host.input(msg))
-      host.emit(out.ok ? emitted(out.value) : { kind: 'failed', stage: 'emit', error: out.error })
+      const out = await run(rule.emit, this.input(base, msg))
+      steps.push({
+        kind: 'emit',
+        verdict: out.ok ? emitted(out.value) : { kind: 'failed', stage: 'emit', error: out.error }
+      })
     }
-    if (discarded) {
-      // What was discarded joins the timeline after the reply (AudioHook: `resumed` is at `start`).
+    if (rule.audio === 'resume') steps.push({ kind: 'resume' })
+    if (rule.reconnect && rule.end === null) steps.push({ kind: 'reconnect' })
+    return steps
+  }
+
+  /** A `resume` step: audio flows again; what was discarded joins the timeline (AudioHook: `resumed` is at `start`). */
+  resume(): void {
+    if (this.resumingDiscard) {
       this.frames.audioMs += this.pauseDiscardedMs
       this.discardedMs += this.pauseDiscardedMs
+      this.resumingDiscard = false
     }
-    if (rule.audio === 'resume') this.gate = 'open'
-    if (rule.reconnect && rule.end === null) host.reconnect()
+    this.gate = 'open'
   }
 }
 

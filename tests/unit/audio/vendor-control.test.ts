@@ -2,7 +2,7 @@ import t from 'tap'
 import { join } from 'node:path'
 import type { ConnectionContext, ConnectionEvents, VendorFailure } from '../../../gateway/audio/connection-contract'
 import { FrameCounters } from '../../../gateway/audio/encoder'
-import { type ControlHost, VendorControl } from '../../../gateway/audio/vendor-control'
+import { VendorControl } from '../../../gateway/audio/vendor-control'
 import type { Reading, Verdict } from '../../../gateway/audio/vendor-message'
 import { readVendorMessage } from '../../../gateway/audio/vendor-message'
 import { compileAudio } from '../../../gateway/mapping/audio'
@@ -59,24 +59,23 @@ function rig(audio: ReturnType<typeof compileAudio>): Rig {
     readings: [],
     read: async () => {}
   }
-  const host: ControlHost = {
-    input: msg => control.input(base, msg),
-    send: v => {
-      r.calls.push('send')
-      r.sent.push(v)
-    },
-    reading: x => {
-      r.calls.push('reading')
-      r.readings.push(x)
-    },
-    emit: v => {
-      r.calls.push('emit')
-      r.emitted.push(v)
-    },
-    end: (then, why) => r.calls.push(`end:${then}:${why}`),
-    reconnect: () => r.calls.push('reconnect')
+  // What the connection does with each step (audio/vendor-connection.ts `read`), recorded in order.
+  r.read = async (msg, phase = 'ready') => {
+    for await (const step of control.read(msg, phase, base)) {
+      if (step.kind === 'reply') {
+        r.calls.push('send')
+        r.sent.push(step.value)
+      } else if (step.kind === 'reading') {
+        r.calls.push('reading')
+        r.readings.push(step.reading)
+      } else if (step.kind === 'emit') {
+        r.calls.push('emit')
+        r.emitted.push(step.verdict)
+      } else if (step.kind === 'end') r.calls.push(`end:${step.then}:${step.vendorMessage}`)
+      else if (step.kind === 'resume') control.resume()
+      else r.calls.push('reconnect')
+    }
   }
-  r.read = async (msg, phase = 'ready') => await control.read(msg, phase, host)
   return r
 }
 
