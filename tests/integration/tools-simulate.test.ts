@@ -1,8 +1,8 @@
 import t from 'tap'
 import { createServer } from 'node:net'
 import { WebSocketServer, type WebSocket, type RawData } from 'ws'
-import { initMessage, simulateAudio, type SimulatedLeg } from '../../../gateway/tools/simulate'
-import { FakeClock, flush } from '../../helpers/fake-clock'
+import { initMessage, simulateAudio, type SimulatedLeg } from '../../gateway/tools/simulate'
+import { FakeClock, flush } from '../helpers/fake-clock'
 
 type Json = Record<string, unknown>
 

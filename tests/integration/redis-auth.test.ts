@@ -1,5 +1,5 @@
 import t from 'tap'
-import { redisStorePair } from '../../helpers/redis'
+import { redisStorePair } from '../helpers/redis'
 
 t.test('Redis: a revocation on one instance is seen by another at once, and only extends', async t => {
   const [a, b] = await redisStorePair(t)

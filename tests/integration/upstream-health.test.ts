@@ -1,11 +1,11 @@
 import t from 'tap'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import type { HealthSettings } from '../../../gateway/config/types'
-import { MemoryStore } from '../../../gateway/store/memory'
-import { Prober } from '../../../gateway/upstream/health'
-import { UpstreamPool } from '../../../gateway/upstream/pool'
-import { FakeClock, flush } from '../../helpers/fake-clock'
+import type { HealthSettings } from '../../gateway/config/types'
+import { MemoryStore } from '../../gateway/store/memory'
+import { Prober } from '../../gateway/upstream/health'
+import { UpstreamPool } from '../../gateway/upstream/pool'
+import { FakeClock, flush } from '../helpers/fake-clock'
 
 // The active prober on the fake clock against a tiny real HTTP vendor: its verdicts reach the store,
 // and the pool turns a down verdict into markDown, which moves the streams on the replica.

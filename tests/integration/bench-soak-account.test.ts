@@ -1,5 +1,5 @@
 import t from 'tap'
-import { countIn, legRecords, mergeIntervals, slope, windowFrames } from '../../bench/soak/account'
+import { countIn, legRecords, mergeIntervals, slope, windowFrames } from '../bench/soak/account'
 
 // The soak bench's bookkeeping (tests/bench/soak/account.ts): which frames count as delivered, stranded,
 // sent twice, and the longest gap, from the emulators' runs [firstSeq, lastSeq, firstAt, lastAt, maxDelay].

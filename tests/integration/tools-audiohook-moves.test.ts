@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap'
 import { randomUUID } from 'node:crypto'
 import { WebSocket } from 'ws'
-import { type RealVendorEmulator, type RealVendorOptions, startRealVendor } from '../../../gateway/tools/real-vendors'
+import { type RealVendorEmulator, type RealVendorOptions, startRealVendor } from '../../gateway/tools/real-vendors'
 
 // The AudioHook emulator's scripted server moves catch a client that ignores them: audio while paused,
 // audio before a startPaused session is resumed, a resumed at the wrong position, audio after a disconnect.

@@ -1,8 +1,8 @@
 import t from 'tap'
 import { createHash, randomBytes } from 'node:crypto'
 import { WebSocket, type RawData } from 'ws'
-import { startVendorEmulator, type EmulatorOptions, type VendorEmulator } from '../../../gateway/tools/vendor-emulator'
-import { FakeClock } from '../../helpers/fake-clock'
+import { startVendorEmulator, type EmulatorOptions, type VendorEmulator } from '../../gateway/tools/vendor-emulator'
+import { FakeClock } from '../helpers/fake-clock'
 
 type Json = Record<string, unknown>
 

@@ -4,17 +4,17 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
 import { basename, dirname, join, posix, relative } from 'node:path'
 import { promisify } from 'node:util'
 import { parse, parseAllDocuments } from 'yaml'
-import { loadConfig } from '../../../gateway/config/load'
-import type { Config } from '../../../gateway/config/types'
-import { CATALOGUE } from '../../../gateway/telemetry/catalogue'
-import { idleBytes, planWorkers } from '../../../gateway/workers/capacity'
-import { type K8sObject, manifestsUnder, objectsOf, schemaProblem } from '../../helpers/k8s'
+import { loadConfig } from '../../gateway/config/load'
+import type { Config } from '../../gateway/config/types'
+import { CATALOGUE } from '../../gateway/telemetry/catalogue'
+import { idleBytes, planWorkers } from '../../gateway/workers/capacity'
+import { type K8sObject, manifestsUnder, objectsOf, schemaProblem } from '../helpers/k8s'
 
 // What the container image, docker-compose.yml and ops/k8s/ promise, checked without a Docker engine
 // (CI has none): structure, ports and paths against the gateway configs they run, and `check` on every
 // shipped config with the environment that runs it.
 
-const root = join(__dirname, '..', '..', '..')
+const root = join(__dirname, '..', '..')
 const run = promisify(execFile)
 const read = (p: string): string => readFileSync(join(root, p), 'utf8')
 const yamlOf = (p: string): any => parse(read(p), { merge: true })

@@ -1,5 +1,5 @@
 import t, { type Test } from 'tap'
-import { startVendorEmulator, type VendorEmulator } from '../../../gateway/tools/vendor-emulator'
+import { startVendorEmulator, type VendorEmulator } from '../../gateway/tools/vendor-emulator'
 
 async function emulator(t: Test, opts: Parameters<typeof startVendorEmulator>[0]): Promise<VendorEmulator> {
   const e = await startVendorEmulator(opts)

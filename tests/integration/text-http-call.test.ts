@@ -1,17 +1,17 @@
 import t, { type Test } from 'tap'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import type { TextSettings } from '../../../gateway/config/types'
-import { systemClock, type Clock } from '../../../gateway/clock'
-import { Metrics } from '../../../gateway/telemetry/metrics'
+import type { TextSettings } from '../../gateway/config/types'
+import { systemClock, type Clock } from '../../gateway/clock'
+import { Metrics } from '../../gateway/telemetry/metrics'
 import {
   TextUpstream,
   type Built,
   type OutgoingRequest,
   type RequestBuilder
-} from '../../../gateway/upstream/http-call'
-import type { Replica, UpstreamPool } from '../../../gateway/upstream/pool'
-import { FakeClock, flush } from '../../helpers/fake-clock'
+} from '../../gateway/upstream/http-call'
+import type { Replica, UpstreamPool } from '../../gateway/upstream/pool'
+import { FakeClock, flush } from '../helpers/fake-clock'
 
 const SETTINGS: TextSettings = {
   maxBodyBytes: 65536,

@@ -8,8 +8,8 @@ import {
   type RealVendorEmulator,
   type RealVendorOptions,
   type RealVendorSession
-} from '../../../gateway/tools/real-vendors'
-import { FakeClock } from '../../helpers/fake-clock'
+} from '../../gateway/tools/real-vendors'
+import { FakeClock } from '../helpers/fake-clock'
 
 type Json = Record<string, unknown>
 
