@@ -1,7 +1,7 @@
 import type { HealthSettings, RouteConfig, TeeConfig } from './config/types'
 import { CredentialList } from './auth/credentials'
 import type { HookAuth } from './auth/route-auth'
-import { trustedIssuers } from './auth/token-config'
+import { trustedIssuers } from './config/tokens'
 import type { TokenVerifier } from './auth/token-verify'
 import { type CompiledMapping, loadMapping } from './mapping/compile'
 import type { Store } from './store/port'

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { CredentialList } from './credentials'
-import type { TokenClientSettings } from './token-config'
+import type { TokenClientSettings } from '../config/tokens'
 
 /** How the client presented its credentials (RFC 6749 2.3.1). */
 export type ClientCredentials =

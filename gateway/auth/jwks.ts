@@ -1,5 +1,5 @@
 import { importJWK, type JWK } from 'jose'
-import { TOKEN_DEFAULTS, type JwksIssuerSettings } from './token-config'
+import { TOKEN_DEFAULTS, type JwksIssuerSettings } from '../config/tokens'
 import { fetchJwks, type JwksFetch } from '../upstream/jwks-fetch'
 
 export type JwksAlg = 'RS256' | 'ES256'

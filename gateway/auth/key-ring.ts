@@ -1,6 +1,6 @@
 import { createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto'
 import { readFile as fsReadFile } from 'node:fs/promises'
-import { MIN_HS256_SECRET_BYTES, type TokenKeySettings } from './token-config'
+import { MIN_HS256_SECRET_BYTES, type TokenKeySettings } from '../config/tokens'
 
 /** The algorithms the gateway signs with. Each key has exactly one, fixed when it is loaded. */
 export type SigningAlg = 'HS256' | 'ES256' | 'RS256'

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { SignJWT } from 'jose'
 import type { KeyRing } from './key-ring'
-import { TOKEN_DEFAULTS, type TokenSettings } from './token-config'
+import { TOKEN_DEFAULTS, type TokenSettings } from '../config/tokens'
 
 /** The JOSE `typ` of the gateway's access tokens (RFC 9068 2.1); verification insists on it. */
 export const ACCESS_TOKEN_TYP = 'at+jwt'

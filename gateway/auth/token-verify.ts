@@ -10,7 +10,7 @@ import {
   type JwksIssuerSettings,
   type RouteTokenSettings,
   type TokenSettings
-} from './token-config'
+} from '../config/tokens'
 
 /** Why a token was refused: stable values for logs and the `auth_failures_total{reason}` label. */
 export type TokenFailure =

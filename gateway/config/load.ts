@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs'
 import { dirname, isAbsolute, join, resolve } from 'node:path'
-import { checkTokenSettings } from '../auth/token-config'
+import { checkTokenSettings } from './tokens'
 import { ConfigError, type ConfigProblem } from '../errors'
 import { packageRoot } from '../paths'
 import { escapePointer, pointerSegments, problemsOf, validator } from '../validate/compile'
@@ -339,7 +339,7 @@ function isUrl(s: string): boolean {
   }
 }
 
-/** The tokens section's cross-field problems (token-config.ts) and its key files, resolved beside the config. */
+/** The tokens section's cross-field problems (config/tokens.ts) and its key files, resolved beside the config. */
 function tokenProblems(cfg: Record<string, any>, dir: string): { pointer: string; message: string }[] {
   const out = checkTokenSettings(cfg.tokens, cfg.routes).map(line => {
     const at = line.indexOf(': ')

@@ -1,4 +1,4 @@
-import type { RouteTokenSettings, TokenSettings } from '../auth/token-config'
+import type { RouteTokenSettings, TokenSettings } from './tokens'
 
 /** The validated, frozen configuration (schemas/gateway-config.schema.json is the source of truth). */
 export interface UpstreamConfig {

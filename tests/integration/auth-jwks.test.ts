@@ -5,7 +5,7 @@ import { SignJWT, exportJWK, generateKeyPair, type JWK } from 'jose'
 import { FakeClock } from '../helpers/fake-clock'
 import { RemoteJwks, readJwks } from '../../gateway/auth/jwks'
 import { fetchJwks } from '../../gateway/upstream/jwks-fetch'
-import type { JwksIssuerSettings } from '../../gateway/auth/token-config'
+import type { JwksIssuerSettings } from '../../gateway/config/tokens'
 import { START_MS, world } from '../unit/auth/fixtures/setup'
 
 const ISS = 'https://idp.example/'

@@ -1,8 +1,8 @@
 import t from 'tap'
 import Ajv from 'ajv'
 import fragment from '../../../schemas/fragments/tokens.schema.json'
-import { checkTokenSettings, trustedIssuers, type TokenSettings } from '../../../gateway/auth/token-config'
-import { CLIENT_A, KEY1 } from './fixtures/setup'
+import { checkTokenSettings, trustedIssuers, type TokenSettings } from '../../../gateway/config/tokens'
+import { CLIENT_A, KEY1 } from '../auth/fixtures/setup'
 
 // The project's Ajv options (gateway/validate/compile.ts), so the fragment merges without surprises.
 const ajv = new Ajv({ allErrors: true, useDefaults: true, strict: true, strictRequired: false, allowUnionTypes: true })
