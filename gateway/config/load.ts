@@ -167,8 +167,8 @@ export function readStructuredWithPositions(path: string): {
 /** Pointers (as regexes) of values that are credentials: they must come from ${VAR} and are redacted from logs. */
 const SECRET_POINTERS = [
   /^\/routes\/[^/]+\/auth\/(audio|text)\/\d+$/,
-  /^\/routes\/[^/]+\/upstreams\/\d+\/(credential|headers\/.+)$/,
-  /^\/routes\/[^/]+\/tee\/\d+\/upstreams\/\d+\/(credential|headers\/.+)$/,
+  /^\/routes\/[^/]+\/upstreams\/\d+\/(credential|headers\/.+|signing\/.+)$/,
+  /^\/routes\/[^/]+\/tee\/\d+\/upstreams\/\d+\/(credential|headers\/.+|signing\/.+)$/,
   /^\/listen\/tls\/passphrase$/,
   /^\/store\/(password|sentinelPassword)$/,
   /^\/tokens\/(keys|clients)\/\d+\/secret$/
@@ -336,6 +336,7 @@ function collectSecrets(cfg: Record<string, any>): string[] {
     for (const u of [...route.upstreams, ...(route.tee ?? []).flatMap((t: any) => t.upstreams)]) {
       if (u.credential) out.add(u.credential)
       for (const v of Object.values(u.headers ?? {})) out.add(v as string)
+      for (const v of Object.values(u.signing ?? {})) if (v) out.add(v as string)
     }
   }
   if (cfg.listen.tls?.passphrase) out.add(cfg.listen.tls.passphrase)

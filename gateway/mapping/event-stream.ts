@@ -329,3 +329,16 @@ function typedValue(name: string, h: unknown): TypedHeader {
     `header ${name}: {type: ${JSON.stringify(type)}} with that value is not an event-stream header`
   )
 }
+
+/**
+ * A frame a mapping expression produced, for a socket that speaks event-stream: an object is one
+ * event-stream message (its placeholders filled through `fill`, on its JSON text), a string a text frame,
+ * null nothing. Control path only. Throws EventStreamError when the object is not a message.
+ */
+export function eventStreamFrame(value: unknown, fill: (json: string) => string): Uint8Array | string | null {
+  if (value === undefined || value === null) return null
+  if (typeof value === 'string') return fill(value)
+  const json = JSON.stringify(value)
+  const filled = json.includes('{{') ? (JSON.parse(fill(json)) as unknown) : value
+  return encodeMessage(messageFromMapping(filled))
+}
