@@ -8,6 +8,7 @@ import { AudioHookSession, audiohookUpgrade } from './audiohook'
 import { DeepgramStream, deepgramUpgrade } from './deepgram'
 import { emulatorClock } from './recorder'
 import { VendorSession, type Context, type Protocol, type Verdict } from './session'
+import { TranscribeStream, transcribeUpgrade } from './transcribe'
 import { TwilioMediaStream, twilioUpgrade } from './twilio-media'
 import { REAL_VENDOR_PATHS, type RealVendorEmulator, type RealVendorKind, type RealVendorOptions } from './types'
 import { header, rawToBuffer, redactHeaders, redactQuery, refuse, reply, type Json } from './wire'
@@ -15,12 +16,13 @@ import { header, rawToBuffer, redactHeaders, redactQuery, refuse, reply, type Js
 const MAX_PAYLOAD = 4 * 1024 * 1024
 
 /** Each vendor's upgrade check (the HTTP answer before the socket exists). */
-const UPGRADES: Record<RealVendorKind, (req: IncomingMessage, q: URLSearchParams, apiKey?: string) => Verdict> = {
-  deepgram: deepgramUpgrade,
+const UPGRADES: Record<RealVendorKind, (req: IncomingMessage, q: URLSearchParams, ctx: Context) => Verdict> = {
+  deepgram: (req, q, ctx) => deepgramUpgrade(req, q, ctx.opts.apiKey),
   // AssemblyAI checks credentials and query after the upgrade, with an Error frame and a close code.
   assemblyai: () => ({ ok: true }),
-  'twilio-media': (req, _q, apiKey) => twilioUpgrade(req, apiKey),
-  audiohook: (req, _q, apiKey) => audiohookUpgrade(req, apiKey)
+  'twilio-media': (req, _q, ctx) => twilioUpgrade(req, ctx.opts.apiKey),
+  audiohook: (req, _q, ctx) => audiohookUpgrade(req, ctx.opts.apiKey),
+  'amazon-transcribe': (req, q, ctx) => transcribeUpgrade(req, q, ctx.opts.aws, ctx.clock.now())
 }
 
 /** Each vendor's own HTTP endpoints (what the gateway's health probes ask for), with its credential rule. */
@@ -38,7 +40,8 @@ const PROTOCOLS: Record<RealVendorKind, (s: VendorSession, ctx: Context, request
   deepgram: (s, ctx, requestId) => new DeepgramStream(s, ctx, requestId),
   assemblyai: (s, ctx) => new AssemblyAiStream(s, ctx),
   'twilio-media': (s, ctx) => new TwilioMediaStream(s, ctx),
-  audiohook: (s, ctx) => new AudioHookSession(s, ctx)
+  audiohook: (s, ctx) => new AudioHookSession(s, ctx),
+  'amazon-transcribe': (s, ctx) => new TranscribeStream(s, ctx)
 }
 
 export async function startRealVendor(opts: RealVendorOptions): Promise<RealVendorEmulator> {
@@ -146,6 +149,7 @@ class RealVendorServer {
       this.opts.log
     )
     s.vendor = this.opts.name
+    if ((this.opts.recordFrames ?? 0) > 0) s.rawFrames = []
     this.all.push(s)
     const extra: Record<string, string> = {}
     if (this.kind === 'deepgram') {
@@ -153,7 +157,7 @@ class RealVendorServer {
       this.requestIds.set(req, rid)
       extra['dg-request-id'] = rid
     }
-    const verdict = UPGRADES[this.kind](req, q, this.opts.apiKey)
+    const verdict = UPGRADES[this.kind](req, q, this.ctx)
     if (!verdict.ok) {
       s.markRejected(verdict.status, verdict.error)
       s.say(`upgrade refused ${verdict.status}: ${verdict.error}`)
@@ -174,6 +178,8 @@ class RealVendorServer {
     const protocol = PROTOCOLS[this.kind](s, this.ctx, requestId)
     ws.on('message', (data: RawData, isBinary: boolean) => {
       const buf = rawToBuffer(data)
+      if (isBinary && s.rawFrames !== null && s.rawFrames.length < (this.opts.recordFrames ?? 0))
+        s.rawFrames.push(buf.toString('base64'))
       try {
         if (isBinary) protocol.binary(buf)
         else protocol.text(buf.toString('utf8'), buf)

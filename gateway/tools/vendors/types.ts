@@ -4,7 +4,14 @@ import type { RecordedSession } from './recorder'
 
 /** The public shapes of the strict real-vendor emulators (see ../real-vendors.ts for what each checks). */
 
-export type RealVendorKind = 'deepgram' | 'assemblyai' | 'twilio-media' | 'audiohook'
+/** AWS keys the amazon-transcribe emulator accepts (a real account's; tests pass their own). */
+export interface AwsKeys {
+  accessKeyId: string
+  secretAccessKey: string
+  sessionToken?: string
+}
+
+export type RealVendorKind = 'deepgram' | 'assemblyai' | 'twilio-media' | 'audiohook' | 'amazon-transcribe'
 
 export interface RealVendorOptions {
   kind: RealVendorKind
@@ -16,14 +23,19 @@ export interface RealVendorOptions {
    * Required credential; absent: none checked. deepgram: `Authorization: Token|Bearer <key>`
    * (or subprotocol `token, <key>`); assemblyai: `Authorization: <key>`; twilio-media:
    * `Authorization: Bearer <key>` or a valid `X-Twilio-Signature` made with this key as auth token;
-   * audiohook: `X-API-KEY: <key>`.
+   * audiohook: `X-API-KEY: <key>`. amazon-transcribe: see `aws`.
    */
   apiKey?: string
+  /** amazon-transcribe: the AWS keys a presigned URL must be signed with (absent: signatures not checked). */
+  aws?: AwsKeys
+  /** amazon-transcribe: after this much audio, send this exception (then close), as the service does on an error. */
+  transcribeException?: { afterAudioMs: number; type: string; message: string }
   /** Results cadence, in milliseconds of audio received. Default 1000; 0 = never. */
   resultEveryMs?: number
   /**
    * deepgram: close 1011 (NET-0001) after this long with neither audio nor KeepAlive. Default
-   * 10000, like the real service. assemblyai: inactivity timeout when the client did not ask for
+   * 10000, like the real service. amazon-transcribe: no audio for this long → BadRequestException (default
+   * 15000, like the real service). assemblyai: inactivity timeout when the client did not ask for
    * one with `inactivity_timeout` (only if this option is given; the real service has none by default).
    */
   idleCloseMs?: number
@@ -42,6 +54,8 @@ export interface RealVendorOptions {
   log?: (line: string) => void
   /** This emulator's name, in every session report (`vendor`) and log line: tells a route's tee vendors apart. */
   name?: string
+  /** Keep the first N binary frames each session receives, as base64, in its report (`rawFrames`): for wire-format checks. */
+  recordFrames?: number
 }
 
 /**
@@ -94,6 +108,8 @@ export interface RealVendorSession extends RecordedSession {
   audiohook?: AudioHookReport
   /** A stereo session (deepgram multichannel=true&channels=2, audiohook two-channel media): each channel, deinterleaved. */
   channels?: ChannelReport[]
+  /** The first binary frames received, base64 (option `recordFrames`); absent otherwise. */
+  rawFrames?: string[]
 }
 
 export interface RealVendorEmulator {
@@ -121,5 +137,6 @@ export const REAL_VENDOR_PATHS: Readonly<Record<RealVendorKind, string>> = Objec
   deepgram: '/v1/listen',
   assemblyai: '/v3/ws',
   'twilio-media': '/media',
-  audiohook: '/api/v1/audiohook/ws'
+  audiohook: '/api/v1/audiohook/ws',
+  'amazon-transcribe': '/stream-transcription-websocket'
 })

@@ -19,7 +19,17 @@ const SECRET_HEADERS = new Set([
   'cookie',
   'proxy-authorization'
 ])
-const SECRET_QUERY = new Set(['token', 'key', 'api_key', 'apikey', 'access_token'])
+const SECRET_QUERY = new Set([
+  'token',
+  'key',
+  'api_key',
+  'apikey',
+  'access_token',
+  'jwt',
+  'x-amz-signature',
+  'x-amz-security-token',
+  'x-amz-credential'
+])
 
 export function isObject(v: unknown): v is Json {
   return typeof v === 'object' && v !== null && !Array.isArray(v)
