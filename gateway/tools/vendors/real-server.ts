@@ -8,6 +8,7 @@ import { AudioHookSession, audiohookUpgrade } from './audiohook'
 import { DeepgramStream, deepgramUpgrade } from './deepgram'
 import { emulatorClock } from './recorder'
 import { VendorSession, type Context, type Protocol, type Verdict } from './session'
+import { SpeechmaticsSession, speechmaticsUpgrade } from './speechmatics'
 import { TranscribeStream, transcribeUpgrade } from './transcribe'
 import { TwilioMediaStream, twilioUpgrade } from './twilio-media'
 import { REAL_VENDOR_PATHS, type RealVendorEmulator, type RealVendorKind, type RealVendorOptions } from './types'
@@ -22,7 +23,8 @@ const UPGRADES: Record<RealVendorKind, (req: IncomingMessage, q: URLSearchParams
   assemblyai: () => ({ ok: true }),
   'twilio-media': (req, _q, ctx) => twilioUpgrade(req, ctx.opts.apiKey),
   audiohook: (req, _q, ctx) => audiohookUpgrade(req, ctx.opts.apiKey),
-  'amazon-transcribe': (req, q, ctx) => transcribeUpgrade(req, q, ctx.opts.aws, ctx.clock.now())
+  'amazon-transcribe': (req, q, ctx) => transcribeUpgrade(req, q, ctx.opts.aws, ctx.clock.now()),
+  speechmatics: (req, q, ctx) => speechmaticsUpgrade(req, q, ctx.opts.apiKey)
 }
 
 /** Each vendor's own HTTP endpoints (what the gateway's health probes ask for), with its credential rule. */
@@ -41,7 +43,8 @@ const PROTOCOLS: Record<RealVendorKind, (s: VendorSession, ctx: Context, request
   assemblyai: (s, ctx) => new AssemblyAiStream(s, ctx),
   'twilio-media': (s, ctx) => new TwilioMediaStream(s, ctx),
   audiohook: (s, ctx) => new AudioHookSession(s, ctx),
-  'amazon-transcribe': (s, ctx) => new TranscribeStream(s, ctx)
+  'amazon-transcribe': (s, ctx) => new TranscribeStream(s, ctx),
+  speechmatics: (s, ctx) => new SpeechmaticsSession(s, ctx)
 }
 
 export async function startRealVendor(opts: RealVendorOptions): Promise<RealVendorEmulator> {

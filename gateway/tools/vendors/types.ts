@@ -11,7 +11,13 @@ export interface AwsKeys {
   sessionToken?: string
 }
 
-export type RealVendorKind = 'deepgram' | 'assemblyai' | 'twilio-media' | 'audiohook' | 'amazon-transcribe'
+export type RealVendorKind =
+  | 'deepgram'
+  | 'assemblyai'
+  | 'twilio-media'
+  | 'audiohook'
+  | 'amazon-transcribe'
+  | 'speechmatics'
 
 export interface RealVendorOptions {
   kind: RealVendorKind
@@ -28,6 +34,8 @@ export interface RealVendorOptions {
   apiKey?: string
   /** amazon-transcribe: the AWS keys a presigned URL must be signed with (absent: signatures not checked). */
   aws?: AwsKeys
+  /** speechmatics: RecognitionStarted this long after StartRecognition (default 0). */
+  startDelayMs?: number
   /** amazon-transcribe: after this much audio, send this exception (then close), as the service does on an error. */
   transcribeException?: { afterAudioMs: number; type: string; message: string }
   /** Results cadence, in milliseconds of audio received. Default 1000; 0 = never. */
@@ -138,5 +146,6 @@ export const REAL_VENDOR_PATHS: Readonly<Record<RealVendorKind, string>> = Objec
   assemblyai: '/v3/ws',
   'twilio-media': '/media',
   audiohook: '/api/v1/audiohook/ws',
-  'amazon-transcribe': '/stream-transcription-websocket'
+  'amazon-transcribe': '/stream-transcription-websocket',
+  speechmatics: '/v2'
 })
