@@ -26,8 +26,9 @@ export const USAGES = {
                                [--insecure]
   POST one utterance to the text hook (http:// or https://); print the status and the answer.
   Exit 1 unless the answer is a 2xx.`,
-  vendor: `usage: assist-gateway vendor --kind passthrough|json-events|deepgram|assemblyai|twilio-media|audiohook
-                        --port N [--host H] [--result-every-frames N] [--api-key KEY]
+  vendor: `usage: assist-gateway vendor --kind KIND --port N [--host H] [--result-every-frames N] [--api-key KEY]
+  KIND: passthrough, json-events (demo vendors); deepgram, assemblyai, twilio-media, audiohook, amazon-transcribe,
+  speechmatics, openai (strict emulators of real APIs; amazon-transcribe: --api-key <access key id>:<secret>)
   Run a bundled vendor emulator in the foreground until SIGTERM or SIGINT (--port 0 picks a free port).`
 } as const
 export type Command = keyof typeof USAGES

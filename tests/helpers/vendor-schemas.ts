@@ -20,7 +20,7 @@ export function vendorSchemas(file: string): VendorSchemas {
   // The vendors' files are documentation too: unknown keywords (summary, example, x-…) and formats
   // (float, binary, bytes) are not validation rules.
   const ajv = new Ajv({ strict: false, allErrors: true, validateFormats: false })
-  ajv.addSchema({ $id: 'vendor', components: doc.components }, 'vendor')
+  ajv.addSchema({ $id: 'vendor', components: openApiNullable(doc.components) }, 'vendor')
   const cache = new Map<string, ValidateFunction>()
   return {
     check(name, payload) {
@@ -34,4 +34,18 @@ export function vendorSchemas(file: string): VendorSchemas {
         : (v.errors ?? []).map(e => `${e.instancePath || '/'} ${e.message ?? ''} ${JSON.stringify(e.params)}`)
     }
   }
+}
+
+/**
+ * OpenAPI 3.0's `nullable: true` as JSON Schema says it (`type` also admits null), everywhere in `node`;
+ * a `nullable` without a `type` says nothing and is dropped. A copy: the vendor's file is not changed.
+ */
+function openApiNullable(node: unknown): unknown {
+  if (Array.isArray(node)) return node.map(openApiNullable)
+  if (node === null || typeof node !== 'object') return node
+  const out: Record<string, unknown> = {}
+  for (const [k, v] of Object.entries(node)) if (k !== 'nullable') out[k] = openApiNullable(v)
+  const n = node as { nullable?: unknown; type?: unknown }
+  if (n.nullable === true && typeof n.type === 'string') out.type = [n.type, 'null']
+  return out
 }

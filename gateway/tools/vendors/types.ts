@@ -18,6 +18,7 @@ export type RealVendorKind =
   | 'audiohook'
   | 'amazon-transcribe'
   | 'speechmatics'
+  | 'openai'
 
 export interface RealVendorOptions {
   kind: RealVendorKind
@@ -34,6 +35,8 @@ export interface RealVendorOptions {
   apiKey?: string
   /** amazon-transcribe: the AWS keys a presigned URL must be signed with (absent: signatures not checked). */
   aws?: AwsKeys
+  /** openai: answer the first `first` chat completion requests 429 with `retry-after: retryAfterSeconds`. */
+  chatRateLimit?: { first: number; retryAfterSeconds: number }
   /** speechmatics: RecognitionStarted this long after StartRecognition (default 0). */
   startDelayMs?: number
   /** amazon-transcribe: after this much audio, send this exception (then close), as the service does on an error. */
@@ -52,7 +55,7 @@ export interface RealVendorOptions {
    * many milliseconds instead. Default: the client's value, like the real service; tests shorten it.
    */
   inactivityTimeoutMs?: number
-  /** assemblyai: session cap (real: 3 h, close 3008). Default 3 h. */
+  /** assemblyai: session cap (real: 3 h, close 3008). Default 3 h. openai: the session's cap (default 30 min). */
   sessionMaxMs?: number
   /** audiohook: what the server does on its own (startPaused, pause/resume, disconnect, reconnect, events). */
   audiohook?: AudioHookScript
@@ -116,7 +119,7 @@ export interface RealVendorSession extends RecordedSession {
   audiohook?: AudioHookReport
   /** A stereo session (deepgram multichannel=true&channels=2, audiohook two-channel media): each channel, deinterleaved. */
   channels?: ChannelReport[]
-  /** The first binary frames received, base64 (option `recordFrames`); absent otherwise. */
+  /** The first audio frames received (option `recordFrames`): binary ones as base64, JSON audio events as their text. */
   rawFrames?: string[]
 }
 
@@ -130,14 +133,23 @@ export interface RealVendorEmulator {
   sessions(): RealVendorSession[]
   /** audiohook: the connection-probe sessions (empty for the other vendors). */
   probes(): RealVendorSession[]
-  /** HTTP requests answered on the vendor's own API paths (e.g. assemblyai /v3/token), in order. */
-  httpRequests(): { method: string; path: string; status: number }[]
+  /** HTTP requests answered on the vendor's own API paths (assemblyai /v3/token, openai /v1/chat/completions), in order. */
+  httpRequests(): HttpRequestRecord[]
   /** Abruptly terminates every open session socket (TCP destroy, no close frame). */
   dropAll(): void
   /** Sends a close frame to every open session. */
   closeAll(code: number, reason?: string): void
   /** Stops listening, terminates sessions, clears every timer; resolves when fully closed. */
   close(): Promise<void>
+}
+
+/** One request to a vendor's own HTTP API: its answer status, JSON body (parsed) and headers (credentials redacted). */
+export interface HttpRequestRecord {
+  method: string
+  path: string
+  status: number
+  body?: unknown
+  headers?: Record<string, string>
 }
 
 /** WebSocket path of each emulated API. */
@@ -147,5 +159,6 @@ export const REAL_VENDOR_PATHS: Readonly<Record<RealVendorKind, string>> = Objec
   'twilio-media': '/media',
   audiohook: '/api/v1/audiohook/ws',
   'amazon-transcribe': '/stream-transcription-websocket',
-  speechmatics: '/v2'
+  speechmatics: '/v2',
+  openai: '/v1/realtime'
 })
