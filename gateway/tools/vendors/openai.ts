@@ -33,7 +33,8 @@ import { header, isObject, parseJson, safeEqual, type Json } from './wire'
 // Sessions end after sessionMaxMs (default 30 minutes, choice: the beta's cap) with an error
 // session_expired and close 1000 (choice). Audio faster than real time is taken.
 //
-// GET /v1/models with the Bearer key lists models (401 for a wrong key). Chat Completions: Bearer key (401 invalid_api_key), a JSON object with a string `model` and a non-empty
+// GET /v1/models with the Bearer key lists models (401 for a wrong key). Chat Completions: Bearer key
+// (401 invalid_api_key), a JSON object with a string `model` and a non-empty
 // `messages` array of {role: system|developer|user|assistant|tool, content} (else 400
 // invalid_request_error), answered with a chat.completion whose first choice says "Suggested reply to:
 // <the last user message>". `chatRateLimit` answers the first N requests 429 rate_limit_exceeded with
@@ -214,7 +215,8 @@ export class OpenAiRealtimeSession implements Protocol {
           return this.error(
             'invalid_request_error',
             'input_audio_buffer_commit_empty',
-            `Error committing input audio buffer: buffer too small. Expected at least 100ms of audio, but buffer only has ${this.bufferedMs.toFixed(2)}ms of audio.`,
+            'Error committing input audio buffer: buffer too small. Expected at least 100ms of audio, ' +
+              `but buffer only has ${this.bufferedMs.toFixed(2)}ms of audio.`,
             msg.event_id
           )
         return this.transcribe(this.cadence.start, this.cadence.audioMs)

@@ -27,7 +27,7 @@ export interface Context {
 
 /** A real-vendor session: the shared recorder plus the upgrade request and the vendor's own counters. */
 export class VendorSession extends SessionRecorder {
-  /** deepgram/assemblyai: KeepAlive messages; audiohook: pings. */
+  /** deepgram: KeepAlive messages; audiohook: pings. */
   keepalives = 0
   signed: boolean | null = null
   /** audiohook: the session was a connection probe (open with the null conversation id), not billable. */

@@ -109,7 +109,7 @@ export interface RealVendorSession extends RecordedSession {
   headers: Record<string, string>
   /** Decoded payload bytes for JSON-base64 formats. */
   audioBytes: number
-  /** deepgram/assemblyai: KeepAlive messages; audiohook: pings; twilio-media: 0. */
+  /** deepgram: KeepAlive messages; audiohook: pings; the other kinds: 0. */
   keepalives: number
   /** audiohook: whether `Signature` and `Signature-Input` were both present (not verified); else null. */
   signed: boolean | null
