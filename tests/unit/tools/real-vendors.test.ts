@@ -791,17 +791,30 @@ t.test('audiohook: audio before open, a wrong position and a close without close
   t.equal(ah.c.msgs.filter(m => m.type === 'disconnect').length, 1, 'disconnect is sent once')
 })
 
-t.test('audiohook: missing session id → 400, wrong API key → 401', async t => {
-  const emu = await emulator(t, { kind: 'audiohook', apiKey: 'ah-key' })
-  const base = { 'Audiohook-Organization-Id': ORG, 'Audiohook-Correlation-Id': 'c-1', 'X-API-KEY': 'ah-key' }
-  const noId = await refused(emu.url, base)
-  t.equal(noId.status, 400)
-  t.match(noId.body.error, /Audiohook-Session-Id must be a UUID/)
-  t.equal((await refused(emu.url, { ...base, 'Audiohook-Session-Id': 'not-a-uuid' })).status, 400)
-  t.equal((await refused(emu.url, { ...base, 'Audiohook-Session-Id': randomUUID(), 'X-API-KEY': 'nope' })).status, 401)
-  t.equal(emu.sessions().length, 3)
-  t.ok(emu.sessions().every(s => s.closed && s.errors.length === 1))
-})
+t.test(
+  'audiohook: a wrong API key → 401; a session, correlation or organization id that is not a UUID: cut (1006)',
+  async t => {
+    // As the reference server: request auth before the upgrade; createAudioHookSession throws after it.
+    const emu = await emulator(t, { kind: 'audiohook', apiKey: 'ah-key' })
+    const base = {
+      'Audiohook-Organization-Id': ORG,
+      'Audiohook-Session-Id': randomUUID(),
+      'Audiohook-Correlation-Id': randomUUID(),
+      'X-API-KEY': 'ah-key'
+    }
+    t.equal((await refused(emu.url, { ...base, 'X-API-KEY': 'nope' })).status, 401)
+    for (const [name, value] of [
+      ['Audiohook-Session-Id', 'not-a-uuid'],
+      ['Audiohook-Correlation-Id', `probe-${randomUUID()}`],
+      ['Audiohook-Organization-Id', 'org']
+    ]) {
+      const c = await connect(emu.url, { ...base, [name]: value })
+      t.equal((await c.closed).code, 1006, `${name} ${value}: the socket is cut, no close frame`)
+      t.match((await closedSession(emu)).errors, [new RegExp(`invalid "${name.toLowerCase()}"`)])
+    }
+    t.equal(emu.sessions().length, 4)
+  }
+)
 
 // =============================================================================================
 // Shared surface
@@ -815,7 +828,11 @@ t.test('every kind answers /healthz and /sessions, and closeAll/dropAll/close en
     t.equal((await fetch(`${emu.httpUrl}/nope`)).status, 404)
     const headers: Record<string, string> =
       kind === 'audiohook'
-        ? { 'Audiohook-Organization-Id': ORG, 'Audiohook-Session-Id': randomUUID(), 'Audiohook-Correlation-Id': 'x' }
+        ? {
+            'Audiohook-Organization-Id': ORG,
+            'Audiohook-Session-Id': randomUUID(),
+            'Audiohook-Correlation-Id': randomUUID()
+          }
         : {}
     const query =
       kind === 'deepgram'
