@@ -30,6 +30,7 @@ export async function cmdSimulate(argv: string[]): Promise<number> {
       seconds: { type: 'string' },
       insecure: { type: 'boolean', default: false },
       stereo: { type: 'boolean', default: false },
+      contact: { type: 'string' },
       ...HELP
     }
   })
@@ -40,6 +41,11 @@ export async function cmdSimulate(argv: string[]): Promise<number> {
   if (!['TX', 'RX', 'MIX'].includes(perspective)) throw usage('--perspective must be TX, RX or MIX')
   const legs = integer(values.legs!, '--legs', 1, usage)
   const seconds = values.seconds === undefined ? undefined : positive(values.seconds, '--seconds', usage)
+  // The contacts are N, N+1, … (one per leg, or per stereo pair): all must be valid ids.
+  const contactIdBase =
+    values.contact === undefined
+      ? undefined
+      : integer(values.contact, '--contact', 1, usage, Number.MAX_SAFE_INTEGER - legs)
   const clipFile = values.file ?? join(packageRoot(), 'examples', 'hello.ulaw')
   let clip: Buffer
   try {
@@ -56,6 +62,7 @@ export async function cmdSimulate(argv: string[]): Promise<number> {
     seconds,
     insecure: values.insecure,
     stereo: values.stereo,
+    contactIdBase,
     print: line => console.log(line)
   })
   const failed = results.filter(

@@ -16,11 +16,12 @@ export const USAGES = {
   and the TLS certificate, key and passphrase; print each problem as file: /pointer: message.
   Exit 0 when clean, 2 on any problem.`,
   'simulate audio': `usage: assist-gateway simulate audio --url URL [--token T] [--file CLIP] [--perspective TX|RX|MIX]
-                                [--legs N] [--seconds S] [--insecure] [--stereo]
+                                [--legs N] [--seconds S] [--insecure] [--stereo] [--contact N]
   Act as the platform: open N audio hooks (ws:// or wss://), stream the clip (mu-law or WAV) at real-time
   pace, print every message that comes back. Exit 1 when a leg was refused, never connected or was cut.
   --stereo: N contacts, each with its TX and RX legs together (2N hooks; for a route with join), the RX
-  leg streaming the clip from its middle.`,
+  leg streaming the clip from its middle. --contact N: the first contactId (the others count up from it);
+  default: a fresh one each run, so two runs are two calls, never one re-attaching to the other.`,
   'simulate text': `usage: assist-gateway simulate text --url URL --text "…" [--token T] [--auth-header]
                                [--participant patron|agent|system] [--contact-id N] [--bus-no N] [--tenant ID]
                                [--insecure]
