@@ -147,6 +147,13 @@ export function decodeMessages(data: Uint8Array): EventMessage[] {
   return out
 }
 
+/** The fixed-size integer header types: name, size and reader, by wire type. */
+const INTS: Record<number, ['byte' | 'short' | 'integer', number, (b: Buffer, at: number) => number]> = {
+  2: ['byte', 1, (b, at) => b.readInt8(at)],
+  3: ['short', 2, (b, at) => b.readInt16BE(at)],
+  4: ['integer', 4, (b, at) => b.readInt32BE(at)]
+}
+
 function decodeHeaders(b: Buffer): Record<string, TypedHeader> {
   const out: Record<string, TypedHeader> = {}
   let i = 0
@@ -168,20 +175,14 @@ function decodeHeaders(b: Buffer): Record<string, TypedHeader> {
         h = { type: 'boolean', value: type === 0 }
         break
       case 2:
-        need(1)
-        h = { type: 'byte', value: b.readInt8(i) }
-        i += 1
-        break
       case 3:
-        need(2)
-        h = { type: 'short', value: b.readInt16BE(i) }
-        i += 2
+      case 4: {
+        const [kind, size, read] = INTS[type]
+        need(size)
+        h = { type: kind, value: read(b, i) }
+        i += size
         break
-      case 4:
-        need(4)
-        h = { type: 'integer', value: b.readInt32BE(i) }
-        i += 4
-        break
+      }
       case 5:
       case 8: {
         need(8)

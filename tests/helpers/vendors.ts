@@ -1,3 +1,6 @@
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { parse, stringify } from 'yaml'
 import type { RealVendorEmulator } from '../../gateway/tools/real-vendors'
 import { startGateway, type TestGateway } from './gateway'
 
@@ -28,4 +31,24 @@ export async function vendorGateway(
     },
     { VENDOR_KEY: key }
   )
+}
+
+type Json = Record<string, any>
+type Sub = T & { test: (name: string, fn: (t: any) => Promise<void>) => Promise<unknown> }
+
+/**
+ * A test-only copy of the shipped mapping `mappings/<name>.yaml`, changed by `edit`, in this test's testdir.
+ * The gateway (whose helper makes its own testdir, emptying the test's) then runs in a subtest given the
+ * copy's path.
+ */
+export async function withMappingCopy<S extends Sub>(
+  t: S,
+  name: string,
+  edit: (m: Json) => void,
+  fn: (t: S, file: string) => Promise<void>
+): Promise<void> {
+  const mapping = parse(readFileSync(join(__dirname, '..', '..', 'mappings', `${name}.yaml`), 'utf8')) as Json
+  edit(mapping)
+  const dir = t.testdir({ [`${name}-test.yaml`]: stringify(mapping) })
+  await t.test('with the test copy of the mapping', async (sub: S) => await fn(sub, join(dir, `${name}-test.yaml`)))
 }

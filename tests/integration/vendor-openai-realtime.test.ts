@@ -1,12 +1,10 @@
 import t, { type Test } from 'tap'
-import { readFileSync } from 'node:fs'
-import { join } from 'node:path'
-import { parse, stringify } from 'yaml'
 import { mulawDecodeInto, Resampler } from '../../gateway/audio/codec'
 import { startRealVendor, type RealVendorEmulator, type RealVendorOptions } from '../../gateway/tools/real-vendors'
 import { initMessage } from '../../gateway/tools/simulate'
 import { AUDIO_TOKEN, platformLeg, startGateway, until, type TestGateway } from '../helpers/gateway'
 import { sha256, stream } from '../helpers/audio'
+import { withMappingCopy } from '../helpers/vendors'
 import { vendorSchemas } from '../helpers/vendor-schemas'
 
 // The platform (simulated legs, real sockets) → a real gateway → the strict OpenAI Realtime (transcription
@@ -19,7 +17,6 @@ type T = Test
 type Json = Record<string, any>
 
 const KEY = 'sk-emulator-0123456789abcdef'
-const ROOT = join(__dirname, '..', '..')
 const schemas = vendorSchemas('openai-openapi-subset.json')
 const init = (contactId: number): Json => initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
 const EVENT_SCHEMAS: Record<string, string> = {
@@ -54,17 +51,6 @@ async function gateway(
     },
     { VENDOR_KEY: opts.key ?? KEY }
   )
-}
-
-async function withMappingCopy(
-  t: T,
-  edit: (m: Json) => void,
-  fn: (t: T, file: string) => Promise<void>
-): Promise<void> {
-  const mapping = parse(readFileSync(join(ROOT, 'mappings', 'openai-realtime.yaml'), 'utf8')) as Json
-  edit(mapping)
-  const dir = t.testdir({ 'openai-test.yaml': stringify(mapping) })
-  await t.test('with the test copy of the mapping', async t => await fn(t, join(dir, 'openai-test.yaml')))
 }
 
 /** Every event the gateway sent (texts, and the appends kept as raw frames), against the published schema. */
@@ -151,6 +137,7 @@ t.test(
 t.test('openai realtime variant: pcm16 at 24 kHz (audio/pcm), a failover, sample-exact after resampling', async t => {
   await withMappingCopy(
     t,
+    'openai-realtime',
     m => {
       m.audio.open = (m.audio.open as string).replace(
         '{ "type": "audio/pcmu" }',

@@ -1,11 +1,9 @@
 import t, { type Test } from 'tap'
-import { readFileSync } from 'node:fs'
-import { join } from 'node:path'
-import { parse, stringify } from 'yaml'
 import { startRealVendor, type RealVendorEmulator, type RealVendorOptions } from '../../gateway/tools/real-vendors'
 import { initMessage } from '../../gateway/tools/simulate'
 import { AUDIO_TOKEN, platformLeg, startGateway, until, type TestGateway } from '../helpers/gateway'
 import { sha256, stream } from '../helpers/audio'
+import { withMappingCopy } from '../helpers/vendors'
 import { vendorSchemas } from '../helpers/vendor-schemas'
 
 // The platform (simulated legs, real sockets) → a real gateway → the strict Speechmatics emulator. Follows the
@@ -17,7 +15,6 @@ type T = Test
 type Json = Record<string, any>
 
 const KEY = 'sm-key-0123456789abcdef'
-const ROOT = join(__dirname, '..', '..')
 const schemas = vendorSchemas('speechmatics-realtime.yaml')
 const init = (contactId: number): Json => initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
 
@@ -47,17 +44,6 @@ async function gateway(
     },
     { VENDOR_KEY: opts.key ?? KEY }
   )
-}
-
-async function withMappingCopy(
-  t: T,
-  edit: (m: Json) => void,
-  fn: (t: T, file: string) => Promise<void>
-): Promise<void> {
-  const mapping = parse(readFileSync(join(ROOT, 'mappings', 'speechmatics.yaml'), 'utf8')) as Json
-  edit(mapping)
-  const dir = t.testdir({ 'speechmatics-test.yaml': stringify(mapping) })
-  await t.test('with the test copy of the mapping', async t => await fn(t, join(dir, 'speechmatics-test.yaml')))
 }
 
 /** Every text frame the gateway sent, against the vendor's own schema of that message. */
@@ -156,6 +142,7 @@ t.test(
   async t => {
     await withMappingCopy(
       t,
+      'speechmatics',
       m => {
         delete m.audio.ready
       },

@@ -1,11 +1,9 @@
 import t, { type Test } from 'tap'
-import { readFileSync } from 'node:fs'
-import { join } from 'node:path'
-import { parse, stringify } from 'yaml'
 import { startRealVendor, type RealVendorEmulator, type RealVendorOptions } from '../../gateway/tools/real-vendors'
 import { initMessage } from '../../gateway/tools/simulate'
 import { AUDIO_TOKEN, platformLeg, startGateway, until, type TestGateway } from '../helpers/gateway'
 import { stream } from '../helpers/audio'
+import { withMappingCopy } from '../helpers/vendors'
 
 // What the strict Amazon Transcribe emulator refuses, and the gateway's answer to each. Follows the Amazon
 // Transcribe developer guide, "Setting up a WebSocket stream" → "Handling WebSocket streaming errors" (an
@@ -16,7 +14,6 @@ type T = Test
 type Json = Record<string, any>
 
 const KEYS = { accessKeyId: 'AKIAEMULATOR00000002', secretAccessKey: 'an0ther-tr4nscr1be-secret' }
-const ROOT = join(__dirname, '..', '..')
 const init = (contactId: number): Json => initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
 
 async function emulator(t: T, opts: Omit<RealVendorOptions, 'kind'> = {}): Promise<RealVendorEmulator> {
@@ -47,22 +44,12 @@ async function gateway(t: T, emus: RealVendorEmulator[], mapping: string, audio:
   )
 }
 
-async function withMappingCopy(
-  t: T,
-  edit: (m: Json) => void,
-  fn: (t: T, file: string) => Promise<void>
-): Promise<void> {
-  const mapping = parse(readFileSync(join(ROOT, 'mappings', 'amazon-transcribe.yaml'), 'utf8')) as Json
-  edit(mapping)
-  const dir = t.testdir({ 'transcribe-test.yaml': stringify(mapping) })
-  await t.test('with the test copy of the mapping', async t => await fn(t, join(dir, 'transcribe-test.yaml')))
-}
-
 t.test(
   'transcribe: an AudioEvent with the wrong headers is a BadRequestException; the gateway fails over, then gives up',
   async t => {
     await withMappingCopy(
       t,
+      'amazon-transcribe',
       m => {
         m.audio.frames.headers =
           '{ ":content-type": "application/octet-stream", ":event-type": "Audio", ":message-type": "event" }'
@@ -87,6 +74,7 @@ t.test(
 t.test('transcribe: a text frame is a BadRequestException (every frame must be event-stream)', async t => {
   await withMappingCopy(
     t,
+    'amazon-transcribe',
     m => {
       m.audio.open = '"hello"'
     },

@@ -1,7 +1,4 @@
 import t, { type Test } from 'tap'
-import { readFileSync } from 'node:fs'
-import { join } from 'node:path'
-import { parse, stringify } from 'yaml'
 import { EventStreamCodec } from '@smithy/core/event-streams'
 import { fromUtf8, toUtf8 } from '@smithy/core/serde'
 import { mulawDecodeInto } from '../../gateway/audio/codec'
@@ -9,6 +6,7 @@ import { startRealVendor, type RealVendorEmulator, type RealVendorOptions } from
 import { initMessage } from '../../gateway/tools/simulate'
 import { AUDIO_TOKEN, platformLeg, sleep, startGateway, until, type TestGateway } from '../helpers/gateway'
 import { sha256, stream } from '../helpers/audio'
+import { withMappingCopy } from '../helpers/vendors'
 
 // The platform (simulated legs, real sockets) → a real gateway → the strict Amazon Transcribe emulator.
 // Follows the Amazon Transcribe developer guide: "Setting up a WebSocket stream" (presigned URL, AudioEvent
@@ -20,7 +18,6 @@ type T = Test
 type Json = Record<string, any>
 
 const KEYS = { accessKeyId: 'AKIAEMULATOR00000001', secretAccessKey: 'tr4nscr1be-s3cret/key+value' }
-const ROOT = join(__dirname, '..', '..')
 const sdk = new EventStreamCodec(toUtf8, fromUtf8)
 const init = (contactId: number): Json => initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
 
@@ -62,18 +59,6 @@ function pcm(mulaw: Buffer): Buffer {
   const out = new Int16Array(mulaw.length)
   mulawDecodeInto(mulaw, out)
   return Buffer.from(out.buffer)
-}
-
-/** A test-only copy of the mapping, changed by `edit`; the gateway runs in a subtest given its path. */
-async function withMappingCopy(
-  t: T,
-  edit: (m: Json) => void,
-  fn: (t: T, file: string) => Promise<void>
-): Promise<void> {
-  const mapping = parse(readFileSync(join(ROOT, 'mappings', 'amazon-transcribe.yaml'), 'utf8')) as Json
-  edit(mapping)
-  const dir = t.testdir({ 'transcribe-test.yaml': stringify(mapping) })
-  await t.test('with the test copy of the mapping', async t => await fn(t, join(dir, 'transcribe-test.yaml')))
 }
 
 t.test('transcribe: a whole call, presigned, PCM16 AudioEvents, a failover in the middle, no audio lost', async t => {
@@ -175,6 +160,7 @@ t.test(
     // Transcribe's 15 s limit and the mapping's 5 s tick, scaled down: 1.2 s and 0.3 s.
     await withMappingCopy(
       t,
+      'amazon-transcribe',
       m => {
         m.audio.keepalive.everySeconds = 0.3
       },
