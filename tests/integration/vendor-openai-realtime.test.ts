@@ -4,7 +4,7 @@ import { startRealVendor, type RealVendorEmulator, type RealVendorOptions } from
 import { initMessage } from '../../gateway/tools/simulate'
 import { AUDIO_TOKEN, platformLeg, startGateway, until, type TestGateway } from '../helpers/gateway'
 import { sha256, stream } from '../helpers/audio'
-import { withMappingCopy } from '../helpers/vendors'
+import { failoverCall, withMappingCopy } from '../helpers/vendors'
 import { vendorSchemas } from '../helpers/vendor-schemas'
 
 // The platform (simulated legs, real sockets) → a real gateway → the strict OpenAI Realtime (transcription
@@ -75,16 +75,7 @@ t.test(
     const gw = await gateway(t, [a, b])
     const leg = platformLeg(t, gw.url('/audio/x'), init(9401))
     t.match(await leg.answer, { command: 'CONNECTED', parameters: { vendorSessionId: /^sess_/ } })
-    const [first, other] = a.sessions().length === 1 ? [a, b] : [b, a]
-    const before = await stream(leg, 0, 75)
-    t.ok(await until(() => first.sessions()[0]?.audioBytes === before.length, 3000))
-    first.dropAll()
-    const after = await stream(leg, 75, 150)
-    leg.ws.close(1000)
-    t.ok(await until(() => other.sessions()[0]?.closed === true, 8000), 'the replacement ended')
-    const lost = first.sessions()[0]
-    const s = other.sessions()[0]
-    const sent = Buffer.concat([before, after])
+    const { lost, s, sent } = await failoverCall(t, leg, a, b)
     t.same(lost.errors, [])
     t.same(s.errors, [], 'no protocol error (no audio before session.updated, base64 whole samples)')
     t.equal(lost.sha256, sha256(sent.subarray(0, lost.audioBytes)), 'the first session: the call from its start')
@@ -151,22 +142,10 @@ t.test('openai realtime variant: pcm16 at 24 kHz (audio/pcm), a failover, sample
       const gw = await gateway(t, [a, b], { mapping: file })
       const leg = platformLeg(t, gw.url('/audio/x'), init(9402))
       t.equal((await leg.answer).command, 'CONNECTED')
-      const [first, other] = a.sessions().length === 1 ? [a, b] : [b, a]
-      const before = await stream(leg, 0, 75)
-      t.ok(
-        await until(() => first.sessions()[0]?.audioBytes === before.length * 6, 3000),
-        '6 bytes (3 samples) per µ-law byte'
-      )
-      first.dropAll()
-      const after = await stream(leg, 75, 150)
-      leg.ws.close(1000)
-      t.ok(await until(() => other.sessions()[0]?.closed === true, 8000))
-      const lost = first.sessions()[0]
-      const s = other.sessions()[0]
+      const { lost, s, sent } = await failoverCall(t, leg, a, b, 6) // 6 bytes (3 samples) per µ-law byte
       t.same([...lost.errors, ...s.errors], [])
       t.match(s.texts[0], { session: { audio: { input: { format: { type: 'audio/pcm', rate: 24000 } } } } })
       validAgainstOpenApi(t, s)
-      const sent = Buffer.concat([before, after])
       // What each session should hold: its µ-law decoded and resampled by a resampler that starts with it.
       const upsampled = (mulaw: Buffer): Buffer => {
         const pcm = new Int16Array(mulaw.length)

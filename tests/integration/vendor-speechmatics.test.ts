@@ -3,7 +3,7 @@ import { startRealVendor, type RealVendorEmulator, type RealVendorOptions } from
 import { initMessage } from '../../gateway/tools/simulate'
 import { AUDIO_TOKEN, platformLeg, startGateway, until, type TestGateway } from '../helpers/gateway'
 import { sha256, stream } from '../helpers/audio'
-import { withMappingCopy } from '../helpers/vendors'
+import { failoverCall, withMappingCopy } from '../helpers/vendors'
 import { vendorSchemas } from '../helpers/vendor-schemas'
 
 // The platform (simulated legs, real sockets) → a real gateway → the strict Speechmatics emulator. Follows the
@@ -60,16 +60,7 @@ t.test(
     const gw = await gateway(t, [a, b], { audio: { replaySeconds: 1 } })
     const leg = platformLeg(t, gw.url('/audio/x'), init(9301))
     t.match(await leg.answer, { command: 'CONNECTED', parameters: { vendorSessionId: /^[0-9a-f-]{36}$/ } })
-    const [first, other] = a.sessions().length === 1 ? [a, b] : [b, a]
-    const before = await stream(leg, 0, 75)
-    t.ok(await until(() => first.sessions()[0]?.audioBytes === before.length, 3000))
-    first.dropAll()
-    const after = await stream(leg, 75, 150)
-    leg.ws.close(1000)
-    t.ok(await until(() => other.sessions()[0]?.closed === true, 8000), 'the replacement ended')
-    const lost = first.sessions()[0]
-    const s = other.sessions()[0]
-    const sent = Buffer.concat([before, after])
+    const { lost, s, sent } = await failoverCall(t, leg, a, b)
     t.same(lost.errors, [])
     t.same(s.errors, [], 'no protocol error (StartRecognition, audio after RecognitionStarted, last_seq_no)')
     t.equal(lost.sha256, sha256(sent.subarray(0, lost.audioBytes)), 'the first session: the call from its start')

@@ -6,7 +6,7 @@ import { startRealVendor, type RealVendorEmulator, type RealVendorOptions } from
 import { initMessage } from '../../gateway/tools/simulate'
 import { AUDIO_TOKEN, platformLeg, sleep, startGateway, until, type TestGateway } from '../helpers/gateway'
 import { sha256, stream } from '../helpers/audio'
-import { withMappingCopy } from '../helpers/vendors'
+import { failoverCall, withMappingCopy } from '../helpers/vendors'
 
 // The platform (simulated legs, real sockets) → a real gateway → the strict Amazon Transcribe emulator.
 // Follows the Amazon Transcribe developer guide: "Setting up a WebSocket stream" (presigned URL, AudioEvent
@@ -67,19 +67,9 @@ t.test('transcribe: a whole call, presigned, PCM16 AudioEvents, a failover in th
   const gw = await gateway(t, [a, b], { audio: { replaySeconds: 1 } })
   const leg = platformLeg(t, gw.url('/audio/x'), init(9101))
   t.equal((await leg.answer).command, 'CONNECTED', 'CONNECTED once the presigned socket is open')
-  const [first, other] = a.sessions().length === 1 ? [a, b] : [b, a]
-  const before = await stream(leg, 0, 75) // 1.5 s
-  t.ok(await until(() => first.sessions()[0]?.audioBytes === 15 * 1600, 3000), 'fifteen 100 ms chunks arrived')
-  first.dropAll() // the replica dies mid-call
-  const after = await stream(leg, 75, 150) // 1.5 s more
-  t.ok(await until(() => other.sessions().length === 1 && other.sessions()[0].audioBytes >= 1600 * 14, 5000))
-  leg.ws.close(1000)
-  t.ok(await until(() => other.sessions()[0].closed, 5000), 'the replacement session ended')
-  const lost = first.sessions()[0]
-  const s = other.sessions()[0]
+  const { lost, s, sent } = await failoverCall(t, leg, a, b, 2)
   t.same(lost.errors, [], 'the first session: no protocol error')
-  t.same(s.errors, [], 'the replacement: no protocol error (headers, framing, real-time pace)')
-  const sent = Buffer.concat([before, after])
+  t.same(s.errors, [], 'the replacement: no protocol error (headers, framing)')
   const all = pcm(sent)
   t.equal(lost.sha256, sha256(all.subarray(0, lost.audioBytes)), 'the first session: the call from its start, in order')
   // The replacement holds the replayed tail of what the first had, then everything after, padded to 100 ms.
