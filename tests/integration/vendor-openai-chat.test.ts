@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap'
 import { startRealVendor, type RealVendorEmulator, type RealVendorOptions } from '../../gateway/tools/real-vendors'
 import { EXAMPLE_UTTERANCE } from '../../gateway/validate/messages'
-import { startGateway, TEXT_TOKEN, type TestGateway } from '../helpers/gateway'
+import { startGateway, TEXT_TOKEN, until, type TestGateway } from '../helpers/gateway'
 import { vendorSchemas } from '../helpers/vendor-schemas'
 
 // The platform's script engine (real HTTP) → a real gateway → the strict OpenAI emulator's Chat Completions.
@@ -134,3 +134,44 @@ t.test('openai chat: a replica goes away between utterances: the next ones go to
     'the survivor answered every later one'
   )
 })
+
+t.test(
+  'openai chat: the probe (GET /v1/models with the key) keeps a text replica up; a wrong key takes it down',
+  async t => {
+    for (const [key, state] of [
+      [KEY, 'up'],
+      ['sk-wrong', 'down']
+    ] as const) {
+      const emu = await emulator(t)
+      const gw = await startGateway(
+        t,
+        {
+          health: { active: { kind: undefined, intervalSeconds: 0.25 } },
+          routes: {
+            x: {
+              mapping: 'mappings/openai-chat.yaml',
+              params: PARAMS,
+              upstreams: [{ name: 'v', text: emu.httpUrl, credential: '${VENDOR_KEY}' }]
+            }
+          }
+        },
+        { VENDOR_KEY: key }
+      )
+      const replica = async (): Promise<Json> =>
+        ((await (await fetch(gw.adminUrl('/admin/upstreams'))).json()) as Json).routes[0].replicas[0]
+      t.ok(
+        await until(async () => {
+          const r = await replica()
+          return state === 'up' ? /probe ok \((\d{2,}|[3-9]) in a row\)/.test(r.reason) : r.state === 'down'
+        }, 10_000),
+        `${state} with ${key === KEY ? 'the right' : 'a wrong'} key`
+      )
+      if (state === 'down') t.match((await replica()).reason, /^credential refused/)
+      else
+        t.ok(
+          emu.httpRequests().every(q => q.path === '/v1/models' && q.status === 200),
+          'only the models list was asked'
+        )
+    }
+  }
+)
