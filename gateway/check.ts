@@ -2,14 +2,15 @@ import { readFileSync } from 'node:fs'
 import { createSecureContext } from 'node:tls'
 import * as uWS from 'uWebSockets.js'
 import { joinProblems } from './audio/join-config'
-import { ConfigError } from './errors'
+import { type ConfigProblem, ConfigError } from './errors'
 import { loadMapping } from './mapping/compile'
 import { dryRunMapping } from './mapping/dry-run'
 import { loadConfig } from './config/load'
+import { readSource, type Source } from './config/source'
 import type { Config } from './config/types'
 import { teeRouteConfig } from './route'
 
-type Problem = { file: string; pointer: string; message: string }
+type Problem = ConfigProblem
 
 /** Every problem of a config, or the config when it has none. */
 export type Validation = { ok: true; config: Config } | { ok: false; config: Config | null; problems: Problem[] }
@@ -26,7 +27,7 @@ export async function validateAll(file: string, env: NodeJS.ProcessEnv): Promise
     config = loadConfig(file, env)
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err
-    return { ok: false, config: null, problems: [...err.problems] }
+    return { ok: false, config: null, problems: located(err.problems) }
   }
   const problems: Problem[] = [...tlsProblems(config)]
   const all = Object.values(config.routes).flatMap(r => [r, ...(r.tee ?? []).map(t => teeRouteConfig(r, t))])
@@ -40,7 +41,23 @@ export async function validateAll(file: string, env: NodeJS.ProcessEnv): Promise
       problems.push(...err.problems)
     }
   }
-  return problems.length === 0 ? { ok: true, config } : { ok: false, config, problems }
+  return problems.length === 0 ? { ok: true, config } : { ok: false, config, problems: located(problems) }
+}
+
+/** Each problem with the line and column of its pointer in its file, where it does not name them yet. */
+function located(problems: readonly Problem[]): Problem[] {
+  const files = new Map<string, Source | null>()
+  const source = (file: string): Source | null => {
+    if (!files.has(file)) {
+      try {
+        files.set(file, readSource(file))
+      } catch {
+        files.set(file, null)
+      }
+    }
+    return files.get(file) ?? null
+  }
+  return problems.map(p => (p.line !== undefined ? p : { ...p, ...source(p.file)?.where(p.pointer) }))
 }
 
 const TLS_HINTS: Record<string, string> = {

@@ -4,7 +4,7 @@ import { dirname, join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import { validateAll } from './check'
 import type { Config, StoreTls } from './config/types'
-import { ConfigError } from './errors'
+import { ConfigError, formatProblem } from './errors'
 import { packageRoot, version } from './paths'
 import { startServer, type RunningServer } from './server/app'
 import type { Revalidate } from './server/reload'
@@ -17,12 +17,14 @@ import { RedisStore } from './store/redis'
 import { randomUUID } from 'node:crypto'
 import { availableParallelism, hostname } from 'node:os'
 import { startVendorEmulator, type VendorEmulator } from './tools/vendor-emulator'
-import type { SessionRegistry } from './audio/registry'
-import { WorkerStore } from './store/worker-store'
-import { runAsWorker } from './workers/child'
-import { WORKER_ENV, WORKER_INSTANCE_ENV, WORKER_PORT_ENV, processChannel } from './workers/protocol'
-import { WorkerRegistry } from './workers/remote-session'
+import { FleetKey } from './auth/fleet-key'
+import type { WorkerParts } from './server/app'
+import { AdmissionClient } from './workers/admission-client'
+import { awaitHello, runAsWorker } from './workers/child'
+import { WORKER_ENV, processChannel } from './workers/protocol'
 import { startSupervisor } from './workers/supervisor'
+import { WorkerStore } from './workers/worker-store'
+import { planWorkers } from './workers/capacity'
 import { HELP, UsageError, help, integer } from './cli-usage'
 
 function configPath(given: string | undefined): string {
@@ -39,16 +41,20 @@ export interface Running {
   close: () => Promise<void>
 }
 
-/** In-memory without `redis`, else the Redis store (URL, Sentinel or Cluster from config). */
 function newInstanceId(): string {
   return `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`
 }
 
+/** The config names a shared store: Redis by URL, Sentinel or Cluster (else each gateway is alone). */
+export function hasRedis(config: Config): boolean {
+  return config.redis !== null || config.store.sentinels !== undefined || config.store.clusterNodes !== undefined
+}
+
+/** In-memory without `redis`, else the Redis store (URL, Sentinel or Cluster from config). */
 export function createStore(config: Config, log: Logger, metrics: Metrics, id?: string): Store {
   const instanceId = id ?? newInstanceId()
   const s = config.store
-  if (config.redis === null && s.sentinels === undefined && s.clusterNodes === undefined)
-    return new MemoryStore(instanceId)
+  if (!hasRedis(config)) return new MemoryStore(instanceId)
   // TLS settings become node:tls options here; the CA file is read once, relative to the config file.
   const tls = (
     t: StoreTls | undefined,
@@ -97,8 +103,8 @@ export async function serve(
     log?: Logger
     revalidate?: Revalidate
     nowMs?: () => number
-    /** A worker of `serve --workers N`: its store and session registry (the main process runs the emulators). */
-    worker?: { store: (metrics: Metrics) => Store; sessions: SessionRegistry; group: string }
+    /** A worker of `serve --workers N`: its store, and what its main process handed it (the main process runs the emulators). */
+    worker?: { store: (metrics: Metrics) => Store; parts: WorkerParts }
   } = {}
 ): Promise<Running> {
   const log = opts.log ?? createLogger({ level: config.log.level, secrets: config.secrets })
@@ -118,8 +124,7 @@ export async function serve(
       version: version(),
       revalidate: opts.revalidate,
       nowMs: opts.nowMs,
-      sessions: opts.worker?.sessions,
-      workerOf: opts.worker?.group
+      worker: opts.worker?.parts
     })
   } catch (err) {
     await store.close()
@@ -157,13 +162,19 @@ async function startEmulators(config: Config, log: Logger): Promise<VendorEmulat
   return emulators
 }
 
-/** `--workers N`, else $GATEWAY_WORKERS, else the cores available. */
-function workerCount(given: string | undefined): { n: number } {
+/** `--workers N`, else $GATEWAY_WORKERS, else the CPU the container may use; refused past its memory limit. */
+function workerCount(given: string | undefined): { n: number; source: string } {
   const usage = (m: string): UsageError => new UsageError(m, 'serve')
-  if (given !== undefined) return { n: integer(given, '--workers', 1, usage, 256) }
   const env = process.env.GATEWAY_WORKERS ?? ''
-  if (env !== '') return { n: integer(env, 'GATEWAY_WORKERS', 1, usage, 256) }
-  return { n: availableParallelism() }
+  const explicit =
+    given !== undefined
+      ? { workers: integer(given, '--workers', 1, usage, 256), from: '--workers' }
+      : env !== ''
+        ? { workers: integer(env, 'GATEWAY_WORKERS', 1, usage, 256), from: 'GATEWAY_WORKERS' }
+        : undefined
+  const plan = planWorkers({ explicit, parallelism: availableParallelism() })
+  if (!plan.ok) throw usage(plan.error)
+  return { n: plan.value.workers, source: plan.value.source }
 }
 
 export async function cmdServe(argv: string[]): Promise<number> {
@@ -172,7 +183,8 @@ export async function cmdServe(argv: string[]): Promise<number> {
     options: { config: { type: 'string' }, workers: { type: 'string' }, ...HELP }
   })
   if (values.help) return help('serve')
-  const asked = workerCount(values.workers)
+  // A worker of `serve --workers N` is one process: its main process sized the group.
+  const asked = process.env[WORKER_ENV] !== undefined ? { n: 1, source: 'worker' } : workerCount(values.workers)
   // The same validation as `check`: a config `check` rejects never serves.
   const checked = await validateAll(configPath(values.config), process.env)
   if (!checked.ok) throw new ConfigError(checked.problems)
@@ -180,8 +192,9 @@ export async function cmdServe(argv: string[]): Promise<number> {
   const file = configPath(values.config)
   if (process.env[WORKER_ENV] !== undefined && process.send !== undefined)
     return await serveAsWorker(checked.config, file)
-  if (workers > 1) return await serveWorkers(checked.config, file, workers)
+  if (workers > 1) return await serveWorkers(checked.config, file, workers, asked.source)
   const running = await serve(checked.config, { revalidate: async () => await validateAll(file, process.env) })
+  running.log.info({ event: 'workers_sized', workers, source: asked.source }, `one process (${asked.source})`)
   // The store, emulators and logger close once the server is done (drained, cut at the deadline, or stopped).
   const exit = (): void => {
     running
@@ -203,21 +216,32 @@ export async function cmdServe(argv: string[]): Promise<number> {
   return -1
 }
 
-/** The main process of `serve --workers N`: forks the workers, serves the admin listener, fans signals out. */
-async function serveWorkers(config: Config, file: string, workers: number): Promise<number> {
+/** The main process of `serve --workers N`: forks the workers, serves the metrics and admin listeners, fans signals out. */
+async function serveWorkers(config: Config, file: string, workers: number, source: string): Promise<number> {
   const log = createLogger({ level: config.log.level, secrets: config.secrets })
+  log.info({ event: 'workers_sized', workers, source }, `${workers} worker processes (${source})`)
   for (const w of config.warnings) log.warn({ event: 'config_warning' }, w)
   const emulators = await startEmulators(config, log)
+  const instanceId = newInstanceId()
+  // Its own connection to Redis, when the config has one: the fleet-wide failure count of the admission it runs.
+  const fleetStore = hasRedis(config) ? createStore(config, log, new Metrics(), instanceId) : null
   let supervisor: Awaited<ReturnType<typeof startSupervisor>>
   try {
+    await fleetStore?.start()
     supervisor = await startSupervisor({
       config,
       workerArgs: [process.argv[1], 'serve', '--config', file],
       workers,
       log,
-      instanceId: newInstanceId()
+      instanceId,
+      fleetStore,
+      revalidate: async () => {
+        const r = await validateAll(file, process.env)
+        return r.ok ? { ok: true, config: r.config } : { ok: false }
+      }
     })
   } catch (err) {
+    await fleetStore?.close()
     await Promise.all(emulators.map(async e => await e.close()))
     throw err
   }
@@ -241,25 +265,21 @@ async function serveWorkers(config: Config, file: string, workers: number): Prom
 }
 
 /**
- * One worker process of `serve --workers N`: the whole gateway on the port the main process chose, its
- * admin listener internal (127.0.0.1, an ephemeral port the main process forwards to), its store the
- * main process's memory (or Redis, as any instance), its sessions findable by the other workers.
+ * One worker process of `serve --workers N`: the whole gateway on the ports its main process handed it
+ * (workers/protocol.ts `Hello`), its admin listener internal (127.0.0.1, an ephemeral port the main
+ * process forwards to with a token only it holds), no metrics listener (the main process scrapes it),
+ * its store the main process's memory (or Redis, as any instance), its admission the main process's.
  */
 async function serveAsWorker(config: Config, file: string): Promise<number> {
   const index = Number(process.env[WORKER_ENV])
-  const port = Number(process.env[WORKER_PORT_ENV])
-  const internal = (c: Config): Config => ({
-    ...c,
-    listen: { ...c.listen, port },
-    admin: { host: '127.0.0.1', port: 0 },
-    emulators: []
-  })
   const channel = processChannel()
+  const hello = await awaitHello(channel)
+  const internal = (c: Config): Config => ({ ...c, listen: { ...c.listen, port: hello.port }, emulators: [] })
   const log = createLogger({ level: config.log.level, secrets: config.secrets })
   log.setBindings({ worker: index })
-  const sessions = new WorkerRegistry(index, channel.send, log)
-  const group = process.env[WORKER_INSTANCE_ENV] ?? newInstanceId()
-  const id = `${group}/w${index}`
+  // A restarted worker is a new holder: the sessions of the one it replaces died with it.
+  const id = `${hello.group}/w${index}.${process.pid}`
+  const admission = new AdmissionClient(m => channel.send(m))
   let shared: WorkerStore | null = null
   let running: Running
   try {
@@ -270,13 +290,16 @@ async function serveAsWorker(config: Config, file: string): Promise<number> {
         return r.ok ? { ok: true, config: internal(r.config) } : r
       },
       worker: {
-        sessions,
-        group,
+        parts: {
+          group: hello.group,
+          fleetKey: FleetKey.fromHex(hello.fleetKey, hello.fleetKeySource),
+          admission,
+          adminToken: hello.adminToken,
+          fleetPort: hello.fleetPort
+        },
         store: metrics => {
-          const c = internal(config)
-          if (c.redis !== null || c.store.sentinels !== undefined || c.store.clusterNodes !== undefined)
-            return createStore(c, log, metrics, id)
-          shared = new WorkerStore(id, channel)
+          if (hasRedis(config)) return createStore(config, log, metrics, id)
+          shared = new WorkerStore(id, m => channel.send(m))
           return shared
         }
       }
@@ -285,8 +308,7 @@ async function serveAsWorker(config: Config, file: string): Promise<number> {
     channel.send({ t: 'failed', message: (err as Error).message })
     throw err
   }
-  const store = shared ?? new WorkerStore(id, { send: () => {} })
-  runAsWorker(running, { store, sessions, channel })
+  runAsWorker(running, { store: shared, admission, channel })
   return -1
 }
 
@@ -300,6 +322,6 @@ export async function cmdCheck(argv: string[]): Promise<number> {
     console.log(`ok: ${file} and ${Object.keys(checked.config.routes).length} route mapping(s) are valid`)
     return 0
   }
-  for (const p of checked.problems) console.error(`${p.file}: ${p.pointer || '/'}: ${p.message}`)
+  for (const p of checked.problems) console.error(formatProblem(p))
   return 2
 }

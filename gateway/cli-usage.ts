@@ -9,11 +9,12 @@ export const USAGES = {
   serve: `usage: assist-gateway serve [--config FILE] [--workers N]
   Run the gateway. The config (default $GATEWAY_CONFIG, else ops/gateway.yaml) is first validated as
   \`check\` does: exit 2 on any problem, 1 when serving fails, 0 after SIGTERM or SIGINT.
-  --workers N: worker processes sharing the public port (default $GATEWAY_WORKERS, else one per core);
-  1 serves in this one process.`,
+  --workers N: worker processes sharing the public port (default $GATEWAY_WORKERS, else the CPUs the
+  container may use: its cgroup CPU quota, then the cores); 1 serves in this one process. Exit 2 when
+  the memory limit (cgroup) cannot hold that many.`,
   check: `usage: assist-gateway check [--config FILE]
   Validate the config, every mapping it names (compiled and dry-run on the interface's example messages)
-  and the TLS certificate, key and passphrase; print each problem as file: /pointer: message.
+  and the TLS certificate, key and passphrase; print each problem as file:line:col: /pointer: message.
   Exit 0 when clean, 2 on any problem.`,
   'simulate audio': `usage: assist-gateway simulate audio --url URL [--token T] [--file CLIP] [--perspective TX|RX|MIX]
                                 [--legs N] [--seconds S] [--insecure] [--stereo] [--contact N]

@@ -19,6 +19,24 @@ export const CODES = {
     flag: 'CM',
     text: 'this leg is live for another caller: only the caller that opened it may take it over'
   },
+  TOKEN_REVOKED: {
+    status: 401,
+    close: 1008,
+    flag: 'TR',
+    text: 'the token this leg was opened with was revoked'
+  },
+  RELAY_INVALID: {
+    status: 403,
+    close: 1008,
+    flag: 'RI',
+    text: 'relay refused: not signed by this fleet, expired, used before, meant for another process, or for another session'
+  },
+  ADMIN_UNAUTHORIZED: {
+    status: 401,
+    close: 1008,
+    flag: 'AU',
+    text: 'the admin API needs Authorization: Bearer <admin.token>'
+  },
   // platform messages
   MESSAGE_NOT_JSON: { status: 400, close: 1007, flag: 'NJ', text: 'message is not valid JSON' },
   MESSAGE_INVALID: { status: 400, close: 1007, flag: 'MI', text: 'message does not match the interface schema' },
@@ -99,11 +117,26 @@ export function logLevelOf(code: ErrorCode): 'error' | 'info' {
   return CODES[code].status >= 500 ? 'error' : 'info'
 }
 
-/** Raised by configuration and mapping loading; rendered as `file: /pointer: message` lines. */
+/** One problem of a config or mapping file: where it is (JSON pointer; line and column when known) and what. */
+export interface ConfigProblem {
+  file: string
+  pointer: string
+  message: string
+  line?: number
+  col?: number
+}
+
+/** `file:line:col: /pointer: message`, the form editors and CI annotate (`file: /pointer: message` with no position). */
+export function formatProblem(p: ConfigProblem): string {
+  const at = p.line !== undefined ? `:${p.line}:${p.col ?? 1}` : ''
+  return `${p.file}${at}: ${p.pointer || '/'}: ${p.message}`
+}
+
+/** Raised by configuration and mapping loading; rendered as `file:line:col: /pointer: message` lines. */
 export class ConfigError extends Error {
-  readonly problems: readonly { file: string; pointer: string; message: string }[]
-  constructor(problems: { file: string; pointer: string; message: string }[]) {
-    super(problems.map(p => `${p.file}: ${p.pointer || '/'}: ${p.message}`).join('\n'))
+  readonly problems: readonly ConfigProblem[]
+  constructor(problems: ConfigProblem[]) {
+    super(problems.map(formatProblem).join('\n'))
     this.name = 'ConfigError'
     this.problems = problems
   }

@@ -6,8 +6,11 @@ import { checkInit, parseJson, type LegIdentity } from '../validate/messages'
 import { hookAuth, type RouteRuntime } from '../route'
 
 export type HandshakeCheck =
-  /** `caller`: who opened the leg (auth/hook-auth.ts `callerTag`), compared on re-attach. */
-  | { ok: true; init: Record<string, unknown>; identity: LegIdentity; caller: string }
+  /**
+   * `caller`: who opened the leg (auth/hook-auth.ts `callerTag`), compared on re-attach. `jti`: the id of
+   * the bearer token it was opened with, if any (revoking that token ends the leg).
+   */
+  | { ok: true; init: Record<string, unknown>; identity: LegIdentity; caller: string; jti?: string }
   /** `reason`: the `auth_failures_total` label when `stage` is `auth`. */
   | { ok: false; error: GatewayError; problems: Problem[]; stage: 'json' | 'auth' | 'schema'; reason?: string }
 
@@ -17,7 +20,12 @@ export type HandshakeCheck =
  * hook and the handshake dry-run endpoint, so both always answer alike. Synchronous unless the route
  * takes bearer tokens: then a Promise (a token is verified: signature, JWKS keys).
  */
-export function checkHandshake(route: RouteRuntime, text: string): HandshakeCheck | Promise<HandshakeCheck> {
+export function checkHandshake(
+  route: RouteRuntime,
+  text: string,
+  /** The fleet's caller-tag key (auth/fleet-key.ts). */
+  callerKey: Buffer
+): HandshakeCheck | Promise<HandshakeCheck> {
   const parsed = parseJson(text)
   if (!parsed.ok) return { ok: false, error: parsed.error, problems: [], stage: 'json' }
   const value = parsed.value
@@ -31,18 +39,19 @@ export function checkHandshake(route: RouteRuntime, text: string): HandshakeChec
   }
   const presented = (value as Record<string, unknown>).authenticationToken
   const hook = hookAuth(route, 'audio')
-  if (!hook.tokens) return afterAuth(value, presented, authenticateStatic([presented], hook.list))
-  return authenticate([presented], hook, route.verifier).then(auth => afterAuth(value, presented, auth))
+  if (!hook.tokens) return afterAuth(value, presented, authenticateStatic([presented], hook.list), callerKey)
+  return authenticate([presented], hook, route.verifier).then(auth => afterAuth(value, presented, auth, callerKey))
 }
 
-function afterAuth(value: object, presented: unknown, auth: RouteAuthOutcome): HandshakeCheck {
+function afterAuth(value: object, presented: unknown, auth: RouteAuthOutcome, callerKey: Buffer): HandshakeCheck {
   if (!auth.ok) {
     const reason = failureLabel(auth.reason)
     return { ok: false, error: new GatewayError(auth.code), problems: [], stage: 'auth', reason }
   }
   const checked = checkInit(value)
   if (!checked.ok) return { ...checked, stage: 'schema' }
-  return { ...checked, caller: callerTag(auth.principal, presented) }
+  const jti = auth.principal.kind === 'token' ? auth.principal.jti : undefined
+  return { ...checked, caller: callerTag(auth.principal, presented, callerKey), ...(jti !== undefined ? { jti } : {}) }
 }
 
 /** The ERROR frame for a failure: code as messageType, human text, pointers (never values) in parameters. */

@@ -6,7 +6,7 @@ import type { Logger } from '../telemetry/log'
 import type { LegCounters } from '../telemetry/metrics'
 import type { Replica } from '../upstream/pool'
 import { JOIN_TICK_MS, StereoMixer } from './join-mixer'
-import { joinKeyOf, OWNER_REFRESH_MS } from './join-relay'
+import { startOnAffinity } from './affinity'
 import { VendorSession } from './session'
 import type { AudioInput, Session, SessionDeps, SessionHost, SessionOwner, SessionState } from './session-contract'
 import { FLOWING } from './session-states'
@@ -39,13 +39,9 @@ class JoinHub {
     }
   }
 
-  private ticks = 0
-
   private tick(): void {
     const now = this.clock.now()
     for (const j of this.joins.values()) j.tick(now)
-    // Every few seconds, each join's owner record (audio/join-relay.ts) is refreshed in the store.
-    if (++this.ticks % (OWNER_REFRESH_MS / JOIN_TICK_MS) === 0) for (const j of this.joins.values()) j.refreshOwner()
   }
 }
 
@@ -67,8 +63,9 @@ export function openJoined(
   owner: SessionOwner,
   input: MappingInput,
   legKey: string,
+  callKey: string,
   legId: string
-): Session | GatewayError {
+): JoinedLeg | 'refused' | GatewayError {
   const join = deps.route.config.join!
   const channel = join.channels.indexOf(input.leg.perspective as 'TX' | 'RX')
   if (channel < 0)
@@ -80,12 +77,14 @@ export function openJoined(
     hub = new JoinHub(deps.clock)
     hubs.set(deps.host, hub)
   }
-  const key = joinKeyOf(deps.route.name, input.leg)
-  let j = hub.joins.get(key)
+  const caller = deps.caller ?? ''
+  let j = hub.joins.get(callKey)
   if (j === undefined || j.over) {
-    j = new Join(hub, deps, input, key, legId)
+    j = new Join(hub, deps, input, callKey, legId, caller)
     hub.add(j)
   } else {
+    // The call belongs to the caller that opened it: another caller's leg never touches it.
+    if (j.caller !== caller) return 'refused'
     // The channel's previous leg (ended, or live under another identity claim): this one takes it over.
     const previous = j.legs[channel]
     if (previous !== null && !previous.ended) {
@@ -123,12 +122,15 @@ class Join implements SessionOwner, SessionHost {
     private readonly deps: SessionDeps,
     input: MappingInput,
     readonly key: string,
-    id: string
+    id: string,
+    /** Who opened the call (auth/hook-auth.ts `callerTag`): only the same caller's legs join it. */
+    readonly caller: string
   ) {
     this.frame = this.mixer.frame.buffer as ArrayBuffer
     const join = deps.route.config.join!
     const stereo = { ...input, leg: { ...input.leg, perspective: join.channels.join('+') } }
     this.session = new VendorSession({ ...deps, host: this }, this, stereo, `${key}:join`, id)
+    deps.placement?.hold(key, caller, this)
   }
 
   // ---- audio: the per-frame path and the tick ---------------------------------------------------
@@ -159,10 +161,6 @@ class Join implements SessionOwner, SessionHost {
     }
     // Nobody left sending (both legs parked or ended) and nothing pending: the clock stops until audio comes back.
     if (this.mixer.pending === 0 && !this.anyAttached()) this.mixing = false
-  }
-
-  refreshOwner(): void {
-    this.deps.joins?.refresh(this.key)
   }
 
   /** A leg is attached to either channel (no closure: the tick calls this). */
@@ -197,20 +195,10 @@ class Join implements SessionOwner, SessionHost {
     this.started = true
     if (this.waitTimer !== null) this.deps.clock.clearTimeout(this.waitTimer)
     this.waitTimer = null
-    const { metrics, store, route } = this.deps
-    metrics.joins.inc({ route: route.name, result })
-    if (store.kind === 'memory') return this.session.start(preferred, continued)
+    this.deps.metrics.joins.inc({ route: this.deps.route.name, result })
     // The joined session's own affinity (its key, not a leg's): after a drain elsewhere, the same replica
     // and the mapping's continuation (AudioHook continuedSessions), as for a plain leg.
-    store.getAffinity(this.session.key).then(
-      a => {
-        if (this.session.state === 'CLOSED') return
-        const same = a !== null && a.route === route.name ? (route.pool.byName(a.replica) ?? null) : null
-        if (same?.healthy) metrics.reattach.inc({ route: route.name, result: 'same_replica' })
-        this.session.start(same?.healthy ? same : preferred, same?.healthy ? a?.continued : continued)
-      },
-      () => this.session.start(preferred, continued)
-    )
+    startOnAffinity(this.deps, this.session, this.session.key, null, { preferred, continued })
   }
 
   /** A parked leg came back, or a new one took a parked channel: the vendor session continues for it. */
@@ -279,7 +267,7 @@ class Join implements SessionOwner, SessionHost {
     this.over = true
     if (this.waitTimer !== null) this.deps.clock.clearTimeout(this.waitTimer)
     this.hub.remove(this)
-    this.deps.joins?.release(this.key)
+    this.deps.placement?.letGo(this.key, this)
     this.mixing = false
     const route = this.deps.route.name
     for (let ch = 0; ch < 2; ch++) {
@@ -291,7 +279,7 @@ class Join implements SessionOwner, SessionHost {
 }
 
 /** One leg's view of its joined session: its channel (audio), its own park / re-attach / close. */
-class JoinedLeg implements Session {
+export class JoinedLeg implements Session {
   ended = false
   readonly relay: AudioInput
   private parkTimer: TimerHandle | null = null

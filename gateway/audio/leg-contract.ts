@@ -1,10 +1,13 @@
-import type { AuthGuard } from '../auth/guard'
-import type { LegLimits } from '../auth/leg-limits'
+import type { Admission } from '../auth/admission'
+import type { RelayClaims, RelayTokens } from '../auth/relay-token'
+import type { AuthSettings } from '../config/types'
 import type { Logger } from '../telemetry/log'
-import type { RelayHop } from './join-relay'
 import type { LegSessionDeps } from './leg-session'
+import type { RelayLinkFactory } from './relay-link'
 
-// The seam between the uWS adapter (server/audio-route.ts) and a platform leg (audio/leg.ts).
+// The seam between the uWS adapter (server/audio-route.ts) and a platform leg (audio/leg.ts), and the
+// leg's states with what every event does in each: total tables, so a new state does not compile until
+// every table says what it does there.
 
 /** The platform socket as the leg sees it (the uWS adapter lives in server/audio-route.ts). */
 export interface PlatformLeg {
@@ -19,29 +22,117 @@ export interface LegDeps extends LegSessionDeps {
   log: Logger
   /** Above this many bytes queued towards the platform, reading from the vendor pauses. */
   platformHighWaterBytes: number
-  /** Failure delay and per-address failure budget (auth/guard.ts; absent: refused at once, no budget). */
-  guard?: AuthGuard
-  /** Live legs per route and per client (absent: no limits). */
-  legLimits?: LegLimits
-  /** The platform's address as its socket shows it: the failure budget's key. */
-  clientAddress?: string
+  /** The gateway's failure budget and leg limits (auth/admission.ts). */
+  admission: Admission
+  /** `auth.failureDelayMs` of the config in force. */
+  auth: () => AuthSettings
+  /** The platform's address: as its socket shows it, or as a relay token asserted it. The failure budget's key. */
+  clientAddress: string
   /** Largest init message in bytes (`limits.initMessageBytes`; absent: only uws.maxPayloadBytes). */
   initMessageBytes?: number
-  /** How this leg arrived (a relay from another instance or worker: audio/join-relay.ts RELAY_HEADER). */
-  relayedIn?: RelayHop
+  /** A leg relayed here by another process (server/fleet-listener.ts): what its relay token asserted. */
+  relayed?: RelayClaims
+  /** Signs what this process asserts when it relays a leg (audio/relay-link.ts). */
+  relayTokens: RelayTokens
+  /** The fleet's caller-tag key (auth/fleet-key.ts): a static credential is compared by its keyed hash. */
+  callerKey: Buffer
+  /** How relay links are made (default: real ones); unit tests pass fakes. */
+  relayLink?: RelayLinkFactory
 }
 
 /**
- * Platform leg states. AWAIT_INIT: upgraded, waiting for the init message. CONNECTING: init accepted,
- * the vendor session is opening (audio is held in it). STREAMING: CONNECTED sent, audio relayed.
- * CLOSED: over (platform closed, or a failure ended it).
+ * Platform leg states.
+ * - AWAIT_INIT: upgraded, waiting for the init message.
+ * - VERIFYING: the init message is being checked (failure budget, credential, schema); audio is held.
+ * - REFUSING: a refused credential waits out `auth.failureDelayMs`; audio is dropped, text ignored.
+ * - PLACING: checked; where its session is (audio/placement.ts) and its place under the leg limits are
+ *   being found; audio is held.
+ * - CONNECTING: its session is here and opening; audio goes to it (held there until the vendor is ready).
+ * - STREAMING: CONNECTED sent; audio goes to its session.
+ * - RELAYING: its session is in another process; audio goes to it over a relay link (audio/relay-link.ts).
+ * - CLOSED: over (the platform closed, or a failure or a drain ended it).
  */
-export type LegState = 'AWAIT_INIT' | 'CONNECTING' | 'STREAMING' | 'CLOSED'
+export type LegState =
+  | 'AWAIT_INIT'
+  | 'VERIFYING'
+  | 'REFUSING'
+  | 'PLACING'
+  | 'CONNECTING'
+  | 'STREAMING'
+  | 'RELAYING'
+  | 'CLOSED'
 
-/** What a binary platform frame means in each state (a total table: a new state will not compile without a row). */
-export const BINARY_IN: Record<LegState, 'session' | 'refuse' | 'count-late'> = {
+/** A binary frame from the platform: refused (not the init), held, dropped, passed to the sink, or counted late. */
+export const ON_BINARY: Record<LegState, 'refuse' | 'hold' | 'drop' | 'pass' | 'late'> = {
   AWAIT_INIT: 'refuse',
-  CONNECTING: 'session',
-  STREAMING: 'session',
-  CLOSED: 'count-late'
+  VERIFYING: 'hold',
+  REFUSING: 'drop',
+  PLACING: 'hold',
+  CONNECTING: 'pass',
+  STREAMING: 'pass',
+  RELAYING: 'pass',
+  CLOSED: 'late'
+}
+
+/** A text frame from the platform: the init message, or ignored (logged at debug, or silently). */
+export const ON_TEXT: Record<LegState, 'init' | 'ignore' | 'silent'> = {
+  AWAIT_INIT: 'init',
+  VERIFYING: 'ignore',
+  REFUSING: 'silent',
+  PLACING: 'ignore',
+  CONNECTING: 'ignore',
+  STREAMING: 'ignore',
+  RELAYING: 'ignore',
+  CLOSED: 'silent'
+}
+
+/**
+ * What the leg's session or relay becomes when the leg ends: a streaming session is parked (a re-attach
+ * may continue it), one not yet ready is closed, a relay link is closed (the holder parks its side).
+ */
+export const ON_END: Record<LegState, 'nothing' | 'close-session' | 'park-session' | 'close-link'> = {
+  AWAIT_INIT: 'nothing',
+  VERIFYING: 'nothing',
+  REFUSING: 'nothing',
+  PLACING: 'nothing',
+  CONNECTING: 'close-session',
+  STREAMING: 'park-session',
+  RELAYING: 'close-link',
+  CLOSED: 'nothing'
+}
+
+/** The outcome the leg counts (`audio_sessions_total{outcome}`) when the platform closes it in this state. */
+export const CLOSE_OUTCOME: Record<LegState, 'abandoned' | 'ok' | 'relayed' | null> = {
+  AWAIT_INIT: 'abandoned',
+  VERIFYING: 'abandoned',
+  REFUSING: 'abandoned',
+  PLACING: 'abandoned',
+  CONNECTING: 'abandoned',
+  STREAMING: 'ok',
+  RELAYING: 'relayed',
+  CLOSED: null
+}
+
+/** A vendor result for the platform: held until CONNECTED, sent, or dropped (the leg is not the session's). */
+export const ON_RESULT: Record<LegState, 'early' | 'send' | 'drop'> = {
+  AWAIT_INIT: 'drop',
+  VERIFYING: 'drop',
+  REFUSING: 'drop',
+  PLACING: 'drop',
+  CONNECTING: 'early',
+  STREAMING: 'send',
+  RELAYING: 'send',
+  CLOSED: 'drop'
+}
+
+/** The handshake timer (`audio.handshakeTimeoutSeconds`) fires: only a leg still without a checked init fails. */
+export const ON_HANDSHAKE_TIMEOUT: Record<LegState, 'fail' | 'ignore'> = {
+  AWAIT_INIT: 'fail',
+  VERIFYING: 'fail',
+  REFUSING: 'ignore',
+  PLACING: 'ignore',
+  CONNECTING: 'ignore',
+  STREAMING: 'ignore',
+  RELAYING: 'ignore',
+  CLOSED: 'ignore'
 }

@@ -1,49 +1,78 @@
+import type { Clock } from '../clock'
 import type { GatewayError } from '../errors'
+import type { AudioSettings } from '../config/types'
 import type { MappingInput } from '../mapping/run'
 import { demandsCredential, type RouteRuntime } from '../route'
-import type { Clock } from '../clock'
-import type { AudioSettings } from '../config/types'
 import type { Store } from '../store/port'
+import type { Logger } from '../telemetry/log'
 import type { Metrics } from '../telemetry/metrics'
 import type { ConnectionFactory } from './connection-contract'
-import type { JoinDirectory } from './join-relay'
-import type { SessionRegistry } from './registry'
-import type { Logger } from '../telemetry/log'
 import type { HandshakeCheck } from './handshake'
+import { startOnAffinity } from './affinity'
 import { openJoined } from './join'
+import { legKeyOf, type Placement } from './placement'
+import type { SessionRegistry } from './registry'
 import { VendorSession } from './session'
 import type { Session, SessionOwner } from './session-contract'
 
 type Accepted = Extract<HandshakeCheck, { ok: true }>
 
-/** What opening a leg's session needs of the leg's dependencies (audio/leg.ts LegDeps). */
+/** What opening a leg's session needs of the leg's dependencies (audio/leg-contract.ts LegDeps). */
 export interface LegSessionDeps {
   route: RouteRuntime
   settings: AudioSettings
   metrics: Metrics
   store: Store
   registry: SessionRegistry
+  /** The sessions this process holds, and their owner records when other processes share the store. */
+  placement: Placement
   clock: Clock
   legId: string
   /** W3C `traceparent` the vendor upgrades carry (absent: none). */
   traceparent?: string
   /** How vendor connections are made (default: real ones); unit tests pass fakes. */
   connect?: ConnectionFactory
-  /** Joined calls' owners across processes (audio/join-relay.ts; absent: every join is local). */
-  joins?: JoinDirectory
 }
 
 /**
- * A new vendor session for a platform leg (audio/leg.ts), registered for re-attach: its own, or on a
- * `join` route one channel of its call's stereo session (audio/join.ts). Not started yet.
+ * A leg's session here: the one kept for its identity (a re-attach: the leg takes it over, counted
+ * `same_session`), or a new one (`openLegSession`). `refused`: kept for, or joined by, another caller.
+ */
+export function sessionOf(
+  deps: LegSessionDeps & { relayed?: { hop: string; from: string } },
+  owner: SessionOwner,
+  log: Logger,
+  checked: Accepted,
+  sessionKey: string
+): { session: Session; reattached: boolean } | 'refused' | GatewayError {
+  const legKey = legKeyOf(deps.route.name, checked.identity)
+  const existing = deps.registry.claim(legKey, owner, checked.init, log, checked.caller)
+  if (existing === 'refused') return existing
+  if (existing !== null) {
+    deps.metrics.reattach.inc({ route: deps.route.name, result: 'same_session' })
+    log.info({ event: 'reattached', session: existing.id }, 'leg re-attached to its vendor session')
+    if (deps.relayed?.hop === 'worker')
+      log.info({ event: 'reattached_across_workers', from: deps.relayed.from }, 'leg re-attached across workers')
+    return { session: existing, reattached: true }
+  }
+  const opened = openLegSession(deps, owner, log, checked, legKey, sessionKey)
+  return typeof opened === 'string' || opened instanceof Error ? opened : { session: opened, reattached: false }
+}
+
+/**
+ * A new session for a platform leg, registered for re-attach: its own vendor session (held under
+ * `sessionKey`, the leg's own identity), or on a `join` route one channel of its call's stereo session
+ * (audio/join.ts; the call is held under `sessionKey`). Not started yet. `refused`: the call is held
+ * here by another caller.
  */
 export function openLegSession(
   deps: LegSessionDeps,
   owner: SessionOwner,
   log: Logger,
   checked: Accepted,
-  key: string
-): Session | GatewayError {
+  legKey: string,
+  sessionKey: string
+): Session | 'refused' | GatewayError {
   const { route, registry } = deps
   const input: MappingInput = {
     init: checked.init,
@@ -62,51 +91,31 @@ export function openLegSession(
     connect: deps.connect,
     traceparent: deps.traceparent,
     caller: checked.caller,
-    joins: deps.joins
+    placement: deps.placement
   }
-  const session =
-    route.config.join === undefined
-      ? new VendorSession(sessionDeps, owner, input, key, deps.legId)
-      : openJoined(sessionDeps, owner, input, key, deps.legId)
-  if (!(session instanceof Error)) registry.add(session, checked.caller)
+  if (route.config.join !== undefined) {
+    const channel = openJoined(sessionDeps, owner, input, legKey, sessionKey, deps.legId)
+    if (channel instanceof Error || channel === 'refused') return channel
+    registry.add(channel, checked.caller)
+    return channel
+  }
+  const session = new VendorSession(sessionDeps, owner, input, legKey, deps.legId)
+  registry.add(session, checked.caller)
+  deps.placement.hold(sessionKey, checked.caller, session)
   return session
 }
 
 /**
- * Start a leg's new session. With a fleet store, on the replica the leg's affinity names: a leg that was
- * on another instance comes back to the same replica (a new vendor session there; the old instance's
- * parked session closes when its grace ends), audio held meanwhile. A live session of another caller
- * there: `mismatch` (no takeover), and this session closes.
+ * Start a leg's new session. With a store other processes share, on the replica the leg's affinity
+ * names (audio/affinity.ts: a leg that was served elsewhere comes back to the same replica).
  */
 export function startLegSession(
   deps: LegSessionDeps,
   session: Session,
   log: Logger,
   checked: Accepted,
-  key: string,
   mismatch: () => void
 ): void {
-  const { route, metrics } = deps
-  if (deps.store.kind === 'memory') return session.start(null)
-  deps.store.getAffinity(key).then(
-    affinity => {
-      if (session.state === 'CLOSED') return
-      if (affinity !== null && affinity.caller !== undefined && affinity.caller !== checked.caller) {
-        session.close(false)
-        return mismatch()
-      }
-      const preferred =
-        affinity !== null && affinity.route === route.name ? (route.pool.byName(affinity.replica) ?? null) : null
-      if (preferred?.healthy) {
-        metrics.reattach.inc({ route: route.name, result: 'same_replica' })
-        log.info(
-          { event: 'reattached_replica', upstream: preferred.name, from: affinity!.instance },
-          'leg came back from another instance: new vendor session on the same replica'
-        )
-      }
-      // After a drain elsewhere: the mapping may continue that vendor session (AudioHook continuedSessions).
-      session.start(preferred, preferred !== null ? affinity?.continued : undefined)
-    },
-    () => session.start(null)
-  )
+  if (deps.route.config.join !== undefined) return session.start(null)
+  startOnAffinity(deps, session, legKeyOf(deps.route.name, checked.identity), { log, caller: checked.caller, mismatch })
 }

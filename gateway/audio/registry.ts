@@ -1,4 +1,5 @@
 import type { Logger } from '../telemetry/log'
+import type { Placement } from './placement'
 import type { Session, SessionHost, SessionOwner } from './session-contract'
 
 /**
@@ -11,10 +12,19 @@ export class SessionRegistry implements SessionHost {
   /** Who opened each session (auth/hook-auth.ts `callerTag`): only the same caller may claim it. */
   private readonly callers = new WeakMap<Session, string>()
 
+  /** `placement`: where a plain session's hold ends when it closes (absent in unit tests of one session). */
+  constructor(private readonly placement?: Placement) {}
+
   /** A new session for a leg identity; it replaces a closed one of the same identity. */
   add(s: Session, caller = ''): void {
     this.byKey.set(s.key, s)
     this.callers.set(s, caller)
+  }
+
+  /** A live session is kept here for this leg identity (a leg with it would re-attach). */
+  live(key: string): boolean {
+    const s = this.byKey.get(key)
+    return s !== undefined && s.state !== 'CLOSED'
   }
 
   /**
@@ -45,6 +55,8 @@ export class SessionRegistry implements SessionHost {
   closed(s: Session): void {
     if (this.byKey.get(s.key) === s) this.byKey.delete(s.key)
     this.parkedSessions.delete(s)
+    // A plain session is held under its own key (a join channel's is its call's, held by the join).
+    this.placement?.letGo(s.key, s)
   }
 
   get parkedCount(): number {

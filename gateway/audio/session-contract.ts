@@ -7,7 +7,7 @@ import type { Logger } from '../telemetry/log'
 import type { LegCounters, Metrics } from '../telemetry/metrics'
 import type { Replica } from '../upstream/pool'
 import type { Connection, ConnectionFactory, VendorFailure } from './connection-contract'
-import type { JoinDirectory } from './join-relay'
+import type { Placement } from './placement'
 import type { AudioRelay } from './relay'
 
 // The seam between a platform leg (audio/leg.ts), the registry (audio/registry.ts) and the vendor
@@ -51,8 +51,8 @@ export interface SessionDeps {
   traceparent?: string
   /** Who opened the session (auth/hook-auth.ts `callerTag`), kept in its affinity record for the fleet. */
   caller?: string
-  /** Joined calls' owners across processes: a join refreshes its owner record while it lives (audio/join-relay.ts). */
-  joins?: JoinDirectory
+  /** The sessions this process holds (audio/placement.ts): a joined call is held there while it lives. */
+  placement?: Placement
 }
 
 /**

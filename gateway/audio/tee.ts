@@ -2,6 +2,7 @@ import type { Clock } from '../clock'
 import type { AudioSettings } from '../config/types'
 import type { GatewayError } from '../errors'
 import type { MappingInput } from '../mapping/run'
+import type { LegIdentity } from '../validate/messages'
 import { demandsCredential, type RouteRuntime, type TeeRuntime } from '../route'
 import type { Store } from '../store/port'
 import type { Logger } from '../telemetry/log'
@@ -25,8 +26,9 @@ export interface TeeDeps {
   connect?: ConnectionFactory
   /** A tee result for the platform, already tagged (`parameters.tee`): the leg sends it as one of its MESSAGE frames. */
   forward: (text: string) => void
-  /** True while the platform socket is backed up: a forwarded result is then dropped (counted), never queued. */
-  platformBackedUp: () => boolean
+  /** The leg's platform socket and its high-water mark: while it is above, a forwarded result is dropped (counted). */
+  platform: { bufferedAmount: () => number }
+  platformHighWaterBytes: number
 }
 
 /** Tee sessions are never parked or claimed: nobody re-attaches to them. */
@@ -61,7 +63,9 @@ export function tagResult(text: string, tee: string): string | null {
 export class LegTees {
   private readonly tees: TeeSession[]
 
-  constructor(deps: TeeDeps, init: Record<string, unknown>, leg: MappingInput['leg']) {
+  constructor(deps: TeeDeps, checked: { init: Record<string, unknown>; identity: LegIdentity }) {
+    const init = checked.init
+    const leg: MappingInput['leg'] = { id: deps.legId, route: deps.route.name, ...checked.identity }
     const tees = deps.route.tees ?? []
     this.tees = tees.filter(t => t.runtime.mapping.audio !== null).map(t => new TeeSession(t, deps, init, leg))
     for (const t of this.tees) t.start()
@@ -194,7 +198,8 @@ class TeeSession implements SessionOwner {
 
   deliver(text: string): void {
     if (this.closed || this.tee.results === 'drop') return this.message('dropped')
-    if (this.deps.platformBackedUp()) return this.message('platform_backpressure')
+    if (this.deps.platform.bufferedAmount() >= this.deps.platformHighWaterBytes)
+      return this.message('platform_backpressure')
     const tagged = tagResult(text, this.tee.name)
     if (tagged === null) return this.message('dropped')
     this.deps.forward(tagged)

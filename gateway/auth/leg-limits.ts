@@ -3,10 +3,10 @@ import type { LimitSettings } from '../config/types'
 export type LegLimit = 'legs_per_route' | 'legs_per_client'
 
 /**
- * Live audio legs per route and per client on this instance (`limits.legsPerRoute`,
- * `limits.legsPerClient`; 0: no limit). A client is the caller that opened the leg (a token's
- * subject, or a static credential, by its tag); legs of routes that ask for no credential are counted
- * per route only.
+ * Live audio legs per route and per client on one gateway (`limits.legsPerRoute`, `limits.legsPerClient`;
+ * 0: no limit); with `serve --workers N` the main process counts them for every worker. A client is the
+ * caller that opened the leg (a token's subject, or a static credential, by its tag); legs of routes that
+ * ask for no credential are counted per route only.
  */
 export class LegLimits {
   private readonly byRoute = new Map<string, number>()

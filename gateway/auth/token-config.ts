@@ -37,6 +37,8 @@ export interface JwksIssuerSettings {
   maxAgeSeconds?: number
   /** Seconds a fetch may take (default 5). */
   timeoutSeconds?: number
+  /** Longest lifetime of its tokens: exp − iat (or exp − now without iat); longer is refused (default 3600). */
+  maxLifetimeSeconds?: number
 }
 
 export interface TokenSettings {
@@ -68,7 +70,8 @@ export const TOKEN_DEFAULTS = {
   clockSkewSeconds: 30,
   minRefreshIntervalSeconds: 30,
   maxAgeSeconds: 600,
-  timeoutSeconds: 5
+  timeoutSeconds: 5,
+  maxLifetimeSeconds: 3600
 } as const
 
 /** Minimum length of an HS256 secret in bytes. */

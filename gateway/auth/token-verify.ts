@@ -23,6 +23,7 @@ export type TokenFailure =
   | 'not_yet_valid'
   | 'revoked'
   | 'scope'
+  | 'lifetime'
 
 export const TOKEN_FAILURES: readonly TokenFailure[] = [
   'malformed',
@@ -33,7 +34,8 @@ export const TOKEN_FAILURES: readonly TokenFailure[] = [
   'expired',
   'not_yet_valid',
   'revoked',
-  'scope'
+  'scope',
+  'lifetime'
 ]
 
 /** The verified claims the gateway uses. */
@@ -58,7 +60,7 @@ type VerifyKey = Parameters<typeof compactVerify>[1]
 
 /** An external issuer's keys by kid, each with its pinned alg (`RemoteJwks` is the implementation). */
 export interface ExternalIssuer {
-  readonly settings: Pick<JwksIssuerSettings, 'name' | 'issuer' | 'audience'>
+  readonly settings: Pick<JwksIssuerSettings, 'name' | 'issuer' | 'audience' | 'maxLifetimeSeconds'>
   key(kid: string): Promise<{ alg: string; key: VerifyKey } | undefined>
 }
 
@@ -70,6 +72,8 @@ interface Trusted {
   requireTyp: boolean
   /** Own tokens always carry a jti. */
   requireJti: boolean
+  /** Longest lifetime of a token (seconds); own tokens are bounded by tokens.ttlSeconds when issued. */
+  maxLifetimeSeconds: number
   key(kid: string): Promise<{ alg: string; key: VerifyKey } | undefined>
 }
 
@@ -103,6 +107,7 @@ export class TokenVerifier {
       audience: tokens.audience ?? tokens.issuer,
       requireTyp: true,
       requireJti: true,
+      maxLifetimeSeconds: Number.POSITIVE_INFINITY,
       key: async kid => {
         const k = ring.byKid(kid)
         return k && { alg: k.alg, key: k.verifyKey }
@@ -116,6 +121,7 @@ export class TokenVerifier {
         audience: s.audience,
         requireTyp: false,
         requireJti: false,
+        maxLifetimeSeconds: s.maxLifetimeSeconds ?? TOKEN_DEFAULTS.maxLifetimeSeconds,
         key: kid => remote.key(kid)
       })
     }
@@ -138,6 +144,8 @@ export class TokenVerifier {
     if (now / 1000 >= c.exp + this.skewSeconds) return { ok: false, reason: 'expired' }
     if (checked.nbf !== undefined && now / 1000 + this.skewSeconds < checked.nbf)
       return { ok: false, reason: 'not_yet_valid' }
+    // An external issuer's token lives no longer than its maxLifetimeSeconds (a token without jti cannot be revoked).
+    if (c.exp - (checked.iat ?? now / 1000) > checked.maxLifetimeSeconds) return { ok: false, reason: 'lifetime' }
     if (c.jti !== undefined && (await this.opts.revocations.isRevoked(c.jti))) return { ok: false, reason: 'revoked' }
     if (!scopeAllows(c.scope, target.route, target.hook)) return { ok: false, reason: 'scope' }
     return { ok: true, claims: c }
@@ -155,7 +163,10 @@ export class TokenVerifier {
   private async check(
     token: string,
     issuerNames: readonly string[]
-  ): Promise<{ ok: true; claims: TokenClaims; nbf: number | undefined } | { ok: false; reason: TokenFailure }> {
+  ): Promise<
+    | { ok: true; claims: TokenClaims; nbf: number | undefined; iat: number | undefined; maxLifetimeSeconds: number }
+    | { ok: false; reason: TokenFailure }
+  > {
     if (typeof token !== 'string' || token.length > MAX_TOKEN_CHARS || !COMPACT_JWS.test(token)) {
       return { ok: false, reason: 'malformed' }
     }
@@ -194,17 +205,21 @@ export class TokenVerifier {
     if (!(aud === source.audience || (Array.isArray(aud) && aud.includes(source.audience)))) {
       return { ok: false, reason: 'wrong_audience' }
     }
-    const { sub, exp, nbf, jti, scope } = claims
+    const { sub, exp, nbf, iat, jti, scope } = claims
     if (typeof sub !== 'string' || sub === '' || typeof exp !== 'number' || !Number.isFinite(exp)) {
       return { ok: false, reason: 'malformed' }
     }
     if (nbf !== undefined && (typeof nbf !== 'number' || !Number.isFinite(nbf)))
+      return { ok: false, reason: 'malformed' }
+    if (iat !== undefined && (typeof iat !== 'number' || !Number.isFinite(iat)))
       return { ok: false, reason: 'malformed' }
     if (jti !== undefined && (typeof jti !== 'string' || jti === '')) return { ok: false, reason: 'malformed' }
     if (source.requireJti && jti === undefined) return { ok: false, reason: 'malformed' }
     return {
       ok: true,
       nbf: nbf as number | undefined,
+      iat: iat as number | undefined,
+      maxLifetimeSeconds: source.maxLifetimeSeconds,
       claims: {
         sub,
         iss: source.issuer,

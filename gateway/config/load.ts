@@ -1,31 +1,39 @@
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync } from 'node:fs'
 import { dirname, isAbsolute, join, resolve } from 'node:path'
-import { LineCounter, parseDocument } from 'yaml'
 import { checkTokenSettings } from '../auth/token-config'
-import { ConfigError } from '../errors'
+import { ConfigError, type ConfigProblem } from '../errors'
 import { packageRoot } from '../paths'
 import { escapePointer, pointerSegments, problemsOf, validator } from '../validate/compile'
+import { readSource } from './source'
 import type { Config } from './types'
 
-type Problem = { file: string; pointer: string; message: string }
+type Problem = ConfigProblem
 const REF = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g
 
 /**
  * Load, interpolate, validate and freeze a config file. `serve` and `check` share this one path.
- * Throws ConfigError listing every problem as `file: /pointer: message`.
+ * Throws ConfigError listing every problem as `file:line:col: /pointer: message`.
  */
 export function loadConfig(file: string, env: NodeJS.ProcessEnv): Config {
   const path = resolve(file)
-  const { value: raw, where } = readStructuredWithPositions(path)
+  const { value: raw, where } = readSource(path)
   // Each problem also names where in the file it is (the nearest key or value that exists there).
-  const located = (p: Problem): Problem => {
-    const at = where(p.pointer)
-    return at === null ? p : { ...p, message: `${p.message} (line ${at.line}, column ${at.col})` }
-  }
+  const located = (p: Problem): Problem => ({ ...p, ...where(p.pointer) })
   const unset = new Map<string, string>()
   const literalSecrets: string[] = []
   const wholeRefs = new Set<string>()
-  const expanded = interpolate(raw, { env, unset, literalSecrets, wholeRefs }, '') as Record<string, unknown>
+  const urlRefs = new Map<string, string[]>()
+  const broken: string[] = []
+  const expanded = interpolate(raw, { env, unset, literalSecrets, wholeRefs, urlRefs, broken }, '') as Record<
+    string,
+    unknown
+  >
+  // An unclosed `${REDIS_URL` would be taken as text: a fleet quietly running alone on local state.
+  const brokenRefs = broken.map(pointer => ({
+    file: path,
+    pointer,
+    message: 'a `${` that is not a complete reference: write ${NAME} or ${NAME:-default} (NAME: letters, digits, _)'
+  }))
   applyEnvOverrides(expanded, env)
   const validate = validator('gateway-config')
   // A value written as one ${VAR} is text until the schema says what it must be: a number or a
@@ -33,17 +41,18 @@ export function loadConfig(file: string, env: NodeJS.ProcessEnv): Config {
   if (!validate(expanded) && coerceReferences(expanded, validate.errors ?? [], wholeRefs)) validate(expanded)
   if (validate.errors !== null && validate.errors !== undefined && validate.errors.length > 0) {
     throw new ConfigError(
-      problemsOf(validate.errors).map(p =>
-        located({
+      [
+        ...problemsOf(validate.errors).map(p => ({
           file: path,
           pointer: p.pointer,
           message:
             p.message + (unset.has(p.pointer) ? ` (environment variable ${unset.get(p.pointer)} is not set)` : '')
-        })
-      )
+        })),
+        ...brokenRefs
+      ].map(located)
     )
   }
-  const problems: Problem[] = []
+  const problems: Problem[] = [...brokenRefs]
   const warnings: string[] = []
   for (const [pointer, name] of unset) {
     if (pointer === '/redis') {
@@ -96,72 +105,31 @@ export function loadConfig(file: string, env: NodeJS.ProcessEnv): Config {
     else t.ca = f
   }
   if (cfg.redis === '') cfg.redis = null
+  problems.push(...listenerProblems(cfg, dir).map(p => ({ file: path, ...p })))
   const fleet = cfg.redis !== null || cfg.store?.sentinels !== undefined || cfg.store?.clusterNodes !== undefined
   const joined = Object.keys(cfg.routes).filter(name => cfg.routes[name].join !== undefined)
-  if (fleet && joined.length > 0 && cfg.listen.advertiseUrl === undefined)
+  if (fleet && joined.length > 0 && cfg.fleet.advertiseUrl === undefined)
     warnings.push(
-      `${path}: /listen/advertiseUrl: not set, so a leg of a joined call (route ${joined.join(', ')}) that lands ` +
+      `${path}: /fleet/advertiseUrl: not set, so a leg of a joined call (route ${joined.join(', ')}) that lands ` +
         'on another instance than its partner cannot be relayed to it: the call is split into two vendor sessions'
+    )
+  if (fleet && cfg.fleet.advertiseUrl !== undefined && cfg.fleet.secret === undefined)
+    warnings.push(
+      `${path}: /fleet/secret: not set, so the fleet's relay key is derived from every secret of the config: ` +
+        'every instance must run the same config, and anyone who holds all of its secrets can sign relays; set ' +
+        'fleet.secret to a ${VAR} of its own'
     )
   problems.push(...tokenProblems(cfg, dir).map(p => ({ file: path, ...p })))
   if (problems.length > 0) throw new ConfigError(problems.map(located))
   cfg.file = path
+  for (const [name, route] of Object.entries(cfg.routes as Record<string, any>))
+    route.secrets = routeSecrets(
+      route,
+      [...urlRefs].filter(([p]) => p.startsWith(`/routes/${escapePointer(name)}/`))
+    )
   cfg.secrets = collectSecrets(cfg)
   cfg.warnings = warnings
   return deepFreeze(cfg) as Config
-}
-
-/** Parse a YAML (or JSON) file; syntax errors name the line and column. */
-export function readStructured(path: string): unknown {
-  return readStructuredWithPositions(path).value
-}
-
-/**
- * As readStructured, with `where(pointer)`: the line and column of the node at a JSON pointer, or of
- * its nearest ancestor present in the file (a missing key is reported where its parent is).
- */
-export function readStructuredWithPositions(path: string): {
-  value: unknown
-  where: (pointer: string) => { line: number; col: number } | null
-} {
-  let text: string
-  try {
-    text = readFileSync(path, 'utf8')
-  } catch (err) {
-    throw new ConfigError([
-      { file: path, pointer: '/', message: `cannot read file (${(err as NodeJS.ErrnoException).code ?? 'error'})` }
-    ])
-  }
-  const lines = new LineCounter()
-  const doc = parseDocument(text, { prettyErrors: false, uniqueKeys: true, lineCounter: lines })
-  if (doc.errors.length > 0) {
-    // The first errors: after a syntax error the parser reports nearly every later token too.
-    throw new ConfigError(
-      doc.errors.slice(0, 3).map(e => {
-        const at = lines.linePos(e.pos[0])
-        return {
-          file: path,
-          pointer: '/',
-          message: `YAML ${e.code} at line ${at.line} column ${at.col}: ${e.message.split('\n')[0]}`
-        }
-      })
-    )
-  }
-  const where = (pointer: string): { line: number; col: number } | null => {
-    const path = pointerSegments(pointer === '/' ? '' : pointer)
-    for (let n = path.length; n > 0; n--) {
-      // Where its key is written, when it has one (an item of a list: where the item is).
-      const parent = n > 1 ? doc.getIn(path.slice(0, n - 1), true) : doc.contents
-      const items = (parent as { items?: { key?: { value?: unknown; range?: [number, number, number] } }[] } | null)
-        ?.items
-      const pair = items?.find(i => i.key !== undefined && String(i.key?.value) === path[n - 1])
-      if (pair?.key?.range !== undefined) return lines.linePos(pair.key.range[0])
-      const node = doc.getIn(path.slice(0, n), true) as { range?: [number, number, number] } | undefined
-      if (node?.range !== undefined) return lines.linePos(node.range[0])
-    }
-    return null
-  }
-  return { value: doc.toJS({ maxAliasCount: 100 }), where }
 }
 
 /** Pointers (as regexes) of values that are credentials: they must come from ${VAR} and are redacted from logs. */
@@ -170,6 +138,8 @@ const SECRET_POINTERS = [
   /^\/routes\/[^/]+\/upstreams\/\d+\/(credential|headers\/.+|signing\/.+)$/,
   /^\/routes\/[^/]+\/tee\/\d+\/upstreams\/\d+\/(credential|headers\/.+|signing\/.+)$/,
   /^\/listen\/tls\/passphrase$/,
+  /^\/admin\/token$/,
+  /^\/fleet\/secret$/,
   /^\/store\/(password|sentinelPassword)$/,
   /^\/tokens\/(keys|clients)\/\d+\/secret$/
 ]
@@ -182,7 +152,14 @@ interface Interpolation {
   literalSecrets: string[]
   /** Pointers of values written as exactly one ${VAR} (they may fill a number or a boolean). */
   wholeRefs: Set<string>
+  /** What each ${VAR} in an upstream URL became (a key in a query, say): secrets, as a credential is. */
+  urlRefs: Map<string, string[]>
+  /** Pointers of values with a `${` that starts no complete reference (`${REDIS_URL`, `${1X}`). */
+  broken: string[]
 }
+
+/** Upstream URLs (a route's and its tees'): a value a ${VAR} fills in is a secret. */
+const UPSTREAM_URL = /^\/routes\/[^/]+\/(tee\/\d+\/)?upstreams\/\d+\/(audio|text)$/
 
 const WHOLE_REF = /^\$\{[A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\}$/
 
@@ -192,8 +169,13 @@ function interpolate(node: unknown, it: Interpolation, pointer: string): unknown
     REF.lastIndex = 0
     if (isSecret && !REF.test(node)) it.literalSecrets.push(pointer)
     if (WHOLE_REF.test(node)) it.wholeRefs.add(pointer)
+    if (node.replace(REF, '').includes('${')) it.broken.push(pointer === '' ? '/' : pointer)
+    const inUrl = UPSTREAM_URL.test(pointer)
     return node.replace(REF, (_m, name: string, fallback: string | undefined) => {
       const v = it.env[name]
+      const value = v !== undefined && v !== '' ? v : fallback
+      if (inUrl && value !== undefined && value !== '')
+        it.urlRefs.set(pointer, [...(it.urlRefs.get(pointer) ?? []), value])
       if (v !== undefined && v !== '') return v
       if (fallback !== undefined) return fallback
       it.unset.set(pointer === '' ? '/' : pointer, name)
@@ -248,6 +230,8 @@ function applyEnvOverrides(cfg: Record<string, any>, env: NodeJS.ProcessEnv): vo
   if (p !== undefined) cfg.listen = { ...(cfg.listen ?? {}), port: p }
   const a = port(env.ADMIN_PORT)
   if (a !== undefined) cfg.admin = { ...(cfg.admin ?? {}), port: a }
+  const m = port(env.METRICS_PORT)
+  if (m !== undefined) cfg.metrics = { ...(cfg.metrics ?? {}), port: m }
   if (env.REDIS_URL !== undefined && env.REDIS_URL !== '') cfg.redis = env.REDIS_URL
   if (env.LOG_LEVEL !== undefined && env.LOG_LEVEL !== '') cfg.log = { ...(cfg.log ?? {}), level: env.LOG_LEVEL }
 }
@@ -304,6 +288,49 @@ function teeProblems(route: any, name: string, dir: string): { pointer: string; 
   return out
 }
 
+const LOOPBACK = /^(127\.\d+\.\d+\.\d+|::1|localhost)$/
+
+/**
+ * The listeners' cross-field rules: an admin API off loopback needs a token; the admin and metrics ports
+ * differ (an older config's `admin.port: 9464` served /metrics there: it moved to `metrics:`); the fleet
+ * listener's files and secret; `listen.advertiseUrl` moved to `fleet.advertiseUrl`.
+ */
+function listenerProblems(cfg: Record<string, any>, dir: string): { pointer: string; message: string }[] {
+  const out: { pointer: string; message: string }[] = []
+  if (cfg.listen.advertiseUrl !== undefined)
+    out.push({
+      pointer: '/listen/advertiseUrl',
+      message:
+        'moved to fleet.advertiseUrl: relayed legs now arrive on the fleet listener (fleet.port, 9466 by default), ' +
+        'not the public one; write fleet: { advertiseUrl: ws://<host>:9466 } (and open that port between instances)'
+    })
+  if (!LOOPBACK.test(cfg.admin.host) && (cfg.admin.token ?? '') === '')
+    out.push({
+      pointer: '/admin/token',
+      message:
+        `admin.host ${cfg.admin.host} is not a loopback address, so the admin API (reload, token revocation) ` +
+        'needs a token: set admin.token: ${ADMIN_TOKEN}, or admin.host: 127.0.0.1'
+    })
+  if (cfg.admin.port !== 0 && cfg.admin.port === cfg.metrics.port)
+    out.push({
+      pointer: '/admin/port',
+      message:
+        `admin.port ${cfg.admin.port} is also metrics.port: /metrics, /livez and /readyz moved to the metrics ` +
+        'listener (metrics.port, 9464 by default), and the admin API (/admin/*) listens on its own port (9465 by ' +
+        'default); set admin.port to another port, or leave it out'
+    })
+  if (cfg.fleet.secret !== undefined && cfg.fleet.secret.length < 16)
+    out.push({ pointer: '/fleet/secret', message: 'must be 16 characters or more' })
+  for (const key of ['cert', 'key', 'ca']) {
+    const f = cfg.fleet.tls?.[key]
+    if (f === undefined) continue
+    const found = resolveFile(f, dir, false)
+    if (found === null) out.push({ pointer: `/fleet/tls/${key}`, message: `file ${f} not found` })
+    else cfg.fleet.tls[key] = found
+  }
+  return out
+}
+
 function isUrl(s: string): boolean {
   try {
     return new URL(s).host !== ''
@@ -328,18 +355,39 @@ function tokenProblems(cfg: Record<string, any>, dir: string): { pointer: string
   return out
 }
 
-function collectSecrets(cfg: Record<string, any>): string[] {
+/**
+ * A route's own secrets: its credentials, its vendors' (and tees') credentials and header values, and what
+ * ${VAR} references filled into its vendor URLs. They are what its answers to the platform are scrubbed of
+ * (telemetry/scrub.ts); values shorter than 4 characters are left out (they would redact ordinary words).
+ */
+function routeSecrets(route: Record<string, any>, urlRefs: [string, string[]][]): string[] {
   const out = new Set<string>()
-  for (const route of Object.values(cfg.routes as Record<string, any>)) {
-    for (const t of route.auth?.audio ?? []) out.add(t)
-    for (const t of route.auth?.text ?? []) out.add(t)
-    for (const u of [...route.upstreams, ...(route.tee ?? []).flatMap((t: any) => t.upstreams)]) {
-      if (u.credential) out.add(u.credential)
-      for (const v of Object.values(u.headers ?? {})) out.add(v as string)
-      for (const v of Object.values(u.signing ?? {})) if (v) out.add(v as string)
+  for (const t of route.auth?.audio ?? []) out.add(t)
+  for (const t of route.auth?.text ?? []) out.add(t)
+  for (const u of [...route.upstreams, ...(route.tee ?? []).flatMap((t: any) => t.upstreams)]) {
+    if (u.credential) out.add(u.credential)
+    for (const v of Object.values(u.headers ?? {})) out.add(v as string)
+    for (const v of Object.values(u.signing ?? {})) if (v) out.add(v as string)
+    for (const url of [u.audio, u.text]) {
+      try {
+        const pw = url === undefined ? '' : new URL(url).password
+        if (pw) out.add(decodeURIComponent(pw))
+      } catch {
+        /* not a URL: refused above */
+      }
     }
   }
+  for (const [, values] of urlRefs) for (const v of values) out.add(v)
+  return [...out].filter(s => s.length >= 4)
+}
+
+/** Every secret of the config: every route's, and the listeners', store's and token keys'. Redacted from every log line. */
+function collectSecrets(cfg: Record<string, any>): string[] {
+  const out = new Set<string>()
+  for (const route of Object.values(cfg.routes as Record<string, any>)) for (const s of route.secrets) out.add(s)
   if (cfg.listen.tls?.passphrase) out.add(cfg.listen.tls.passphrase)
+  if (cfg.admin?.token) out.add(cfg.admin.token)
+  if (cfg.fleet?.secret) out.add(cfg.fleet.secret)
   if (cfg.store?.password) out.add(cfg.store.password)
   if (cfg.store?.sentinelPassword) out.add(cfg.store.sentinelPassword)
   for (const k of cfg.tokens?.keys ?? []) if (k.secret) out.add(k.secret)

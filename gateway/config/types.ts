@@ -36,6 +36,11 @@ export interface RouteConfig {
   readonly tee?: readonly TeeConfig[]
   /** Stereo join of a contact's TX and RX legs into one vendor session (audio/join.ts); absent: one session per leg. */
   readonly join?: JoinSettings
+  /**
+   * The route's own secrets (its credentials, its vendors' credentials, headers and ${VAR}s in their URLs),
+   * filled in by the loader: its answers to the platform are scrubbed of them (absent in configs built by hand).
+   */
+  readonly secrets?: readonly string[]
 }
 
 /** One fan-out vendor of a route (schemas/gateway-config.schema.json `tee`); `mapping` is an absolute path. */
@@ -162,7 +167,18 @@ export interface ShutdownSettings {
   readonly deadlineSeconds: number
 }
 
-/** Abuse resistance of authentication (auth/guard.ts). */
+/** The fleet listener (server/fleet-listener.ts) and the fleet's shared secret (auth/fleet-key.ts). */
+export interface FleetSettings {
+  readonly host: string
+  readonly port: number
+  /** Where other instances reach this one's fleet listener; absent: no fleet listener. */
+  readonly advertiseUrl?: string
+  readonly secret?: string
+  /** Absolute paths (resolved beside the config). */
+  readonly tls?: { readonly cert: string; readonly key: string; readonly ca?: string }
+}
+
+/** Abuse resistance of authentication (auth/failure-budget.ts). */
 export interface AuthSettings {
   /** A failed authentication (audio or text) is answered no sooner than this (ms); 0: at once. */
   readonly failureDelayMs: number
@@ -195,10 +211,13 @@ export interface Config {
       /** TLS 1.2 cipher list (OpenSSL syntax, as BoringSSL reads it); absent: the library's default. */
       readonly ciphers?: string
     } | null
-    /** Where other instances reach this one's audio hook (join relays); absent: not reachable for relays. */
-    readonly advertiseUrl?: string
   }
-  readonly admin: { readonly host: string; readonly port: number }
+  /** The scrape listener: /metrics, /livez, /readyz. */
+  readonly metrics: { readonly host: string; readonly port: number }
+  /** The admin API: /admin/*; `token` required off loopback. */
+  readonly admin: { readonly host: string; readonly port: number; readonly token?: string }
+  /** The fleet listener (relayed legs from other instances) and the fleet's key. */
+  readonly fleet: FleetSettings
   readonly redis: string | null
   readonly uws: {
     readonly allowFallback: boolean

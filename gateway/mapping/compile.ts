@@ -1,5 +1,5 @@
-import { ConfigError } from '../errors'
-import { readStructured } from '../config/load'
+import { type ConfigProblem, ConfigError } from '../errors'
+import { readSource } from '../config/source'
 import { problemsOf, validator } from '../validate/compile'
 import { compileAudio, type AudioMapping } from './audio'
 import { compileExpr, type CompileAt } from './expr'
@@ -31,21 +31,39 @@ export function forgetMappings(): void {
 export function loadMapping(file: string): CompiledMapping {
   const hit = cache.get(file)
   if (hit !== undefined) return hit
-  const raw = readStructured(file) as Record<string, any>
+  const written = readSource(file)
+  const raw = written.value as Record<string, any>
   const validate = validator('mapping')
   if (!validate(raw))
-    throw new ConfigError(problemsOf(validate.errors).map(p => ({ file, pointer: p.pointer, message: p.message })))
-  const problems: { file: string; pointer: string; message: string }[] = []
+    throw new ConfigError(
+      problemsOf(validate.errors).map(p => ({
+        file,
+        pointer: p.pointer,
+        message: p.message,
+        ...written.where(p.pointer)
+      }))
+    )
+  const problems: ConfigProblem[] = []
   const problem = (pointer: string, message: string): void => {
-    problems.push({ file, pointer, message })
+    problems.push({ file, pointer, message, ...written.where(pointer) })
   }
   const expr: CompileAt = (pointer, source) => {
     if (source === undefined || source === null) return null
     try {
       return compileExpr(source)
     } catch (err) {
-      const e = err as { message?: string; position?: number; code?: string }
-      problem(pointer, `JSONata ${e.code ?? 'error'} at ${e.position ?? '?'}: ${e.message ?? String(err)}`)
+      const e = err as { message?: string; position?: number; code?: string; token?: unknown }
+      // JSONata's position is just past the offending token: the problem points at the token's start.
+      const token = typeof e.token === 'string' && e.token !== '(end)' ? e.token.length : 0
+      const offset = e.position === undefined ? 0 : Math.max(0, e.position - Math.max(token, 1))
+      const at = (e.position !== undefined ? written.at(pointer, token === 0 ? e.position : offset) : null) ?? {}
+      problems.push({
+        file,
+        pointer,
+        message: `JSONata ${e.code ?? 'error'}: ${e.message ?? String(err)}`,
+        ...written.where(pointer),
+        ...at
+      })
       return null
     }
   }

@@ -1,20 +1,25 @@
+import { createHash, timingSafeEqual } from 'node:crypto'
 import type * as uWS from 'uWebSockets.js'
 import { probeKind } from '../mapping/health'
-import { sendJson, send } from './http'
+import { send, sendJson, sendProblem } from './http'
 import { readiness, readinessDetail } from './readiness'
 import type { ServerState } from './state'
 
+/**
+ * `/livez` and `/readyz`, on the public and the metrics listeners: ready or not, and why not in general
+ * terms (draining, nothing servable). Nothing per route, replica or instance: which routes (tenants) a
+ * gateway serves is for the admin API (`GET /admin/readiness`).
+ */
 export function mountHealth(app: uWS.TemplatedApp, state: ServerState): void {
   app.get('/livez', res => sendJson(res, 200, { live: true }))
-  app.get('/readyz', (res, req) => {
-    const verbose = /(?:^|&)verbose(?:[=&]|$)/.test(req.getQuery() ?? '')
-    const r = verbose ? readinessDetail(state) : readiness(state)
+  app.get('/readyz', res => {
+    const r = readiness(state)
     sendJson(res, r.ready ? 200 : 503, r)
   })
 }
 
-/** The admin listener: /metrics, /admin/upstreams, /livez, /readyz. Not for the platform network. */
-export function mountAdmin(app: uWS.TemplatedApp, state: ServerState): void {
+/** The metrics listener (`metrics:`): /metrics, /livez, /readyz and nothing else. */
+export function mountMetrics(app: uWS.TemplatedApp, state: ServerState): void {
   mountHealth(app, state)
   app.get('/metrics', res => {
     let aborted = false
@@ -31,32 +36,70 @@ export function mountAdmin(app: uWS.TemplatedApp, state: ServerState): void {
       }
     )
   })
-  app.get('/admin/upstreams', res => {
-    // A route's tees are listed after it, each as the route `<route>/<tee>` of its own replicas.
-    const all = [...state.routes.values()].flatMap(r => [r, ...(r.tees ?? []).map(t => t.runtime)])
-    const routes = all.map(r => ({
-      route: r.name,
-      vendor: r.mapping.vendor,
-      // How the replicas are probed (the mapping's health section, or the config's override).
-      probe: probeKind(r.config, r.mapping, state.config.health.active),
-      replicas: r.pool.replicas.map(p => ({
-        name: p.name,
-        healthy: p.healthy,
-        ...p.describe(),
-        activeStreams: p.activeStreams,
-        fleetStreams: p.fleetStreams,
-        inFlight: p.inFlight,
-        consecutiveFailures: p.consecutiveFailures,
-        ejections: p.ejections,
-        audio: p.config.audio !== undefined,
-        text: p.config.text !== undefined
-      }))
-    }))
-    sendJson(res, 200, {
-      instance: state.store.instanceId,
-      store: { kind: state.store.kind, up: state.store.up() },
-      parkedSessions: state.sessions.parkedCount,
-      routes
+}
+
+/**
+ * The admin API's bearer check: true when `token` is empty (a loopback admin listener without one), or the
+ * request carries `Authorization: Bearer <token>` (compared in constant time, over hashes of equal length).
+ */
+export function adminAuthorized(token: string, authorization: string): boolean {
+  if (token === '') return true
+  const m = /^bearer +(.+)$/i.exec(authorization.trim())
+  if (m === null) return false
+  const want = createHash('sha256').update(token, 'utf8').digest()
+  const got = createHash('sha256').update(m[1], 'utf8').digest()
+  return timingSafeEqual(want, got)
+}
+
+/** A handler of the admin API behind the bearer check: 401 ADMIN_UNAUTHORIZED without the token. */
+export function guarded(
+  token: () => string,
+  handler: (res: uWS.HttpResponse, req: uWS.HttpRequest) => void
+): (res: uWS.HttpResponse, req: uWS.HttpRequest) => void {
+  return (res, req) => {
+    if (adminAuthorized(token(), req.getHeader('authorization'))) return handler(res, req)
+    sendProblem(res, 'ADMIN_UNAUTHORIZED', [], { 'www-authenticate': 'Bearer realm="assist-gateway admin"' })
+  }
+}
+
+/** The admin API's reads of this process: /admin/upstreams, /admin/readiness. */
+export function mountAdmin(app: uWS.TemplatedApp, state: ServerState, token: () => string): void {
+  app.get(
+    '/admin/readiness',
+    guarded(token, res => {
+      const r = readinessDetail(state)
+      sendJson(res, r.ready ? 200 : 503, r)
     })
-  })
+  )
+  app.get(
+    '/admin/upstreams',
+    guarded(token, res => {
+      // A route's tees are listed after it, each as the route `<route>/<tee>` of its own replicas.
+      const all = [...state.routes.values()].flatMap(r => [r, ...(r.tees ?? []).map(t => t.runtime)])
+      const routes = all.map(r => ({
+        route: r.name,
+        vendor: r.mapping.vendor,
+        // How the replicas are probed (the mapping's health section, or the config's override).
+        probe: probeKind(r.config, r.mapping, state.config.health.active),
+        replicas: r.pool.replicas.map(p => ({
+          name: p.name,
+          healthy: p.healthy,
+          ...p.describe(),
+          activeStreams: p.activeStreams,
+          fleetStreams: p.fleetStreams,
+          inFlight: p.inFlight,
+          consecutiveFailures: p.consecutiveFailures,
+          ejections: p.ejections,
+          audio: p.config.audio !== undefined,
+          text: p.config.text !== undefined
+        }))
+      }))
+      sendJson(res, 200, {
+        instance: state.store.instanceId,
+        store: { kind: state.store.kind, up: state.store.up() },
+        parkedSessions: state.sessions.parkedCount,
+        routes
+      })
+    })
+  )
 }

@@ -1,9 +1,11 @@
 import * as uWS from 'uWebSockets.js'
+import { type Holder, Placement } from '../audio/placement'
 import { SessionRegistry } from '../audio/registry'
-import { JoinDirectory } from '../audio/join-relay'
-import { AuthGuard } from '../auth/guard'
-import { useCallerKey } from '../auth/hook-auth'
+import { type Admission, LocalAdmission } from '../auth/admission'
+import { FailureBudget } from '../auth/failure-budget'
+import { FleetKey } from '../auth/fleet-key'
 import { LegLimits } from '../auth/leg-limits'
+import { RelayTokens } from '../auth/relay-token'
 import { systemClock } from '../clock'
 import type { Config } from '../config/types'
 import { routePools } from '../route'
@@ -11,7 +13,8 @@ import { redactAlso, type Logger } from '../telemetry/log'
 import type { Metrics } from '../telemetry/metrics'
 import type { Store } from '../store/port'
 import type { UpstreamPool } from '../upstream/pool'
-import { mountAdmin, mountHealth } from './admin'
+import { mountAdmin, mountHealth, mountMetrics } from './admin'
+import { fleetApp } from './fleet-listener'
 import { mountAudio } from './audio-route'
 import { mountExamples } from './examples'
 import { mountText } from './text-route'
@@ -27,6 +30,7 @@ import {
   type Revalidate
 } from './reload'
 import { startDrain, type Drain } from './drain'
+import { sweepRevokedLegs } from './revoked-legs'
 import { TextHooks } from './text-hooks'
 import type { ServerState } from './state'
 import { mountTokenAdmin, mountTokenEndpoint, startTokenAuth } from './token-routes'
@@ -44,6 +48,8 @@ function uwsBuild(): { native: boolean; binary: string | null } {
 export interface RunningServer {
   readonly state: ServerState
   readonly port: number
+  /** The metrics listener's port (0: none; a worker's metrics go to its main process). */
+  readonly metricsPort: number
   readonly adminPort: number
   /** Re-read and validate the config (as `check` does) and apply it to new legs and requests. */
   reload: (trigger: string) => Promise<ReloadReport>
@@ -65,13 +71,22 @@ export interface ServerOptions {
   revalidate?: Revalidate
   /** Wall clock (epoch ms) of token issuing, expiry and revocation; default Date.now (tests pass their own). */
   nowMs?: () => number
-  /** The vendor sessions' registry; `serve --workers N` passes one that reaches the other workers. */
-  sessions?: SessionRegistry
-  /**
-   * A worker of `serve --workers N`: its main process's instance id. The worker then also listens on a
-   * loopback port, where the other workers relay the legs of the joined calls it holds.
-   */
-  workerOf?: string
+  /** A worker of `serve --workers N`: what its main process handed it (workers/child.ts). */
+  worker?: WorkerParts
+}
+
+/**
+ * What a worker of `serve --workers N` gets from its main process: its group (the main process's instance
+ * id), the fleet key, the admission the main process counts for every worker, the token of its internal
+ * admin listener, and the fleet listener's port they all share.
+ */
+export interface WorkerParts {
+  group: string
+  fleetKey: FleetKey
+  admission: Admission
+  /** The internal admin listener (127.0.0.1, ephemeral) answers only requests with this bearer token. */
+  adminToken: string
+  fleetPort: number
 }
 
 const noRevalidate: Revalidate = async () => ({
@@ -99,12 +114,32 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   }
 
   // Token auth is built once, from the config the process started with (key files are read here); a
-  // change to `tokens` takes effect at the next restart (reload says so in restartRequired).
+  // change to `tokens` takes effect at the next restart (reload says so in restartRequired). So is the
+  // fleet key (a reload keeps the key the process started with).
   const tokens = await startTokenAuth(config, opts.nowMs, store)
-  useCallerKey(config.secrets)
+  const worker = opts.worker
+  const fleetKey = worker?.fleetKey ?? FleetKey.fromConfig(config) ?? FleetKey.random()
   const genDeps = { store, metrics, log, verifier: tokens?.verifier }
   let gen = buildGeneration(config, genDeps, null)
-  const sessions = opts.sessions ?? new SessionRegistry()
+  const admission =
+    worker?.admission ??
+    new LocalAdmission(
+      new FailureBudget(
+        () => state.config.auth,
+        systemClock,
+        store.shared ? (address, windowMs, nowMs) => store.countFailure(address, windowMs, nowMs) : undefined
+      ),
+      new LegLimits(() => state.config.limits)
+    )
+  // Where this process is reached by the others that share its store: filled in once it listens.
+  const holder: { -readonly [k in keyof Holder]: Holder[k] } = {
+    instance: store.instanceId,
+    group: worker?.group ?? store.instanceId,
+    url: '',
+    local: ''
+  }
+  const placement = new Placement(store, store.shared ? holder : null, systemClock)
+  const sessions = new SessionRegistry(placement)
   const state: ServerState = {
     config,
     routes: gen.routes,
@@ -117,9 +152,12 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     uwsNative: build.native,
     store,
     sessions,
-    guard: new AuthGuard(() => state.config.auth, store, systemClock),
-    legLimits: new LegLimits(() => state.config.limits)
+    placement,
+    admission,
+    fleetKey,
+    relayTokens: new RelayTokens(fleetKey)
   }
+  log.info({ event: 'fleet_key', source: fleetKey.source }, `fleet key from ${fleetKey.source}`)
   // Pools of routes a reload replaced or removed, while live legs still hold streams on them.
   const retired = new Set<UpstreamPool>()
   const pools = (): UpstreamPool[] => {
@@ -147,6 +185,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   )
   report.unref()
   gen.prober.start()
+  const stopSweep = sweepRevokedLegs(state, opts.nowMs)
   const texts = new TextHooks(gen.text, config.text)
 
   const apply = (next: Config): Omit<ReloadReport, 'ok' | 'problems'> => {
@@ -188,44 +227,56 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     else sendProblem(res, 'NOT_FOUND')
   })
 
+  // The admin API: its own listener, behind admin.token (a worker's is internal, behind its main process's token).
+  const adminToken = (): string => worker?.adminToken ?? state.config.admin.token ?? ''
   const admin = uWS.App()
-  mountAdmin(admin, state)
-  mountReload(admin, reload)
-  mountTokenAdmin(admin, state, tokens)
+  mountAdmin(admin, state, adminToken)
+  mountReload(admin, reload, adminToken)
+  mountTokenAdmin(admin, state, tokens, adminToken)
   admin.any('/*', res => sendProblem(res, 'NOT_FOUND'))
+  // The scrape listener: /metrics, /livez, /readyz (a worker's metrics are scraped by its main process).
+  const scrape = worker === undefined ? uWS.App() : null
+  if (scrape !== null) {
+    mountMetrics(scrape, state)
+    scrape.any('/*', res => sendProblem(res, 'NOT_FOUND'))
+  }
+  // Fleet listeners (server/fleet-listener.ts): a worker's loopback one for its siblings; the instance's when advertised.
+  const loopback = worker !== undefined ? fleetApp(state, 'worker', null) : null
+  const fleetCfg = config.fleet
+  const fleet = fleetCfg.advertiseUrl !== undefined ? fleetApp(state, 'instance', fleetCfg.tls ?? null) : null
 
-  const publicSocket = await listen(app, config.listen.host, config.listen.port)
-  let adminSocket: uWS.us_listen_socket
-  let relaySocket: uWS.us_listen_socket | null = null
+  const sockets: uWS.us_listen_socket[] = []
+  const open = async (a: uWS.TemplatedApp, host: string, p: number): Promise<number> => {
+    const socket = await listen(a, host, p)
+    sockets.push(socket)
+    return uWS.us_socket_local_port(socket as unknown as uWS.us_socket)
+  }
+  let port: number
+  let adminPort: number
+  let metricsPort = 0
   try {
-    adminSocket = await listen(admin, config.admin.host, config.admin.port)
-    if (opts.workerOf !== undefined) relaySocket = await listen(app, '127.0.0.1', 0)
+    port = await open(app, config.listen.host, config.listen.port)
+    adminPort =
+      worker !== undefined ? await open(admin, '127.0.0.1', 0) : await open(admin, config.admin.host, config.admin.port)
+    if (scrape !== null) metricsPort = await open(scrape, config.metrics.host, config.metrics.port)
+    if (loopback !== null) holder.local = `ws://127.0.0.1:${await open(loopback, '127.0.0.1', 0)}`
+    if (fleet !== null) {
+      const fleetPort = await open(fleet, fleetCfg.host, worker?.fleetPort ?? fleetCfg.port)
+      holder.url = advertisedUrl(fleetCfg.advertiseUrl, fleetPort)
+    }
   } catch (err) {
-    uWS.us_listen_socket_close(publicSocket)
+    for (const s of sockets) uWS.us_listen_socket_close(s)
     throw err
   }
-  const port = uWS.us_socket_local_port(publicSocket as unknown as uWS.us_socket)
-  // Joins across processes need a store other processes share: Redis, or the workers' main process.
-  if (store.kind === 'redis' || opts.workerOf !== undefined) {
-    const scheme = tls === null ? 'ws' : 'wss'
-    const local =
-      relaySocket === null
-        ? ''
-        : `${scheme}://127.0.0.1:${uWS.us_socket_local_port(relaySocket as unknown as uWS.us_socket)}`
-    state.joins = new JoinDirectory(store, {
-      instance: store.instanceId,
-      group: opts.workerOf ?? store.instanceId,
-      url: advertisedUrl(config.listen.advertiseUrl, port),
-      local
-    })
-  }
-  const adminPort = uWS.us_socket_local_port(adminSocket as unknown as uWS.us_socket)
+  const publicSocket = sockets[0]
   log.info(
     {
       event: 'listening',
       host: config.listen.host,
       port,
+      metricsPort,
       adminPort,
+      fleet: holder.url || undefined,
       tls: tls !== null,
       routes: [...gen.routes.keys()]
     },
@@ -234,11 +285,9 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
 
   let accepting = true
   // Idempotent: uWS must not be asked to close a listen socket twice.
+  // The fleet listeners stay open while the legs already placed here may still be joined by a relay.
   const stopAccepting = (): void => {
-    if (accepting) {
-      uWS.us_listen_socket_close(publicSocket)
-      if (relaySocket !== null) uWS.us_listen_socket_close(relaySocket)
-    }
+    if (accepting) uWS.us_listen_socket_close(publicSocket)
     accepting = false
   }
   let closed = false
@@ -248,21 +297,23 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     state.draining = true
     metrics.draining.set(1)
     gen.prober.stop()
+    stopSweep()
     clearInterval(report)
     stopAccepting()
-    uWS.us_listen_socket_close(adminSocket)
+    for (const socket of sockets.slice(1)) uWS.us_listen_socket_close(socket)
+    placement.close()
     for (const leg of [...state.legs]) leg.shutdown('SHUTTING_DOWN')
-    for (const s of [...sessions.all()])
-      s.close(true)
-      // TemplatedApp.close() exists at run time (uWS ≥ 20.27) but is missing from the bundled typings.
-    ;(app as unknown as { close: () => void }).close()
-    ;(admin as unknown as { close: () => void }).close()
+    for (const s of [...sessions.all()]) s.close(true)
+    // TemplatedApp.close() exists at run time (uWS ≥ 20.27) but is missing from the bundled typings.
+    for (const a of [app, admin, scrape, loopback, fleet])
+      if (a !== null) (a as unknown as { close: () => void }).close()
     texts.close().catch(err => log.error({ event: 'text_close_failed', err }, 'closing vendor HTTP pools failed'))
   }
   let drain: Drain | null = null
   return {
     state,
     port,
+    metricsPort,
     adminPort,
     reload,
     drain: signal => {
@@ -294,7 +345,7 @@ function listen(app: uWS.TemplatedApp, host: string, port: number): Promise<uWS.
   })
 }
 
-/** `listen.advertiseUrl` with the listener's port when it names none; '' when not set. */
+/** `fleet.advertiseUrl` with the fleet listener's port when it names none; '' when not set. */
 export function advertisedUrl(url: string | undefined, port: number): string {
   if (url === undefined) return ''
   const u = new URL(url)

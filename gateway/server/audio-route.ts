@@ -1,13 +1,11 @@
 import { randomUUID } from 'node:crypto'
 import * as uWS from 'uWebSockets.js'
-import { AudioLeg, type LegDeps, type PlatformLeg } from '../audio/leg'
+import { errorFrame } from '../audio/handshake'
+import { AudioLeg, type PlatformLeg } from '../audio/leg'
+import type { RelayClaims } from '../auth/relay-token'
 import { systemClock } from '../clock'
 import { GatewayError } from '../errors'
-import { errorFrame } from '../audio/handshake'
-import { RELAY_HEADER, RELAYED_FOR_HEADER, type RelayHop, relayHop } from '../audio/join-relay'
-import { relayedAddress } from '../auth/hook-auth'
 import type { RouteRuntime } from '../route'
-import { scrubberFor } from '../telemetry/scrub'
 import { traceFrom } from '../telemetry/trace'
 import { closeAfterParse, upgradeProblem, type UpgradeRefusal } from './front-door'
 import { headerBytesOver } from './header-limit'
@@ -33,38 +31,33 @@ const UWS_CUTS: Record<string, 'too_large_cut' | 'invalid_utf8'> = {
 export const OVERSIZE_READ_FACTOR = 16
 const OVERSIZE_READ_MAX = 64 * 1024 * 1024
 
-interface LegData {
+export interface LegData {
   route: RouteRuntime
   leg: AudioLeg | null
   closed: boolean
   /** W3C trace context for the leg's vendor upgrades: the platform's continued, or a new trace. */
   traceparent: string
-  /** A leg relayed here by another instance or worker (a join, audio/join-relay.ts). */
-  relayedIn: RelayHop
-  /** Its platform's address, when the relaying process signed it (else the socket's address counts). */
-  relayedFor: string | null
+  /** The platform's address: its socket's, or (a relayed leg) the one its relay token asserts. */
+  address: string
+  /** A leg relayed here by another process of the fleet (fleet listener only). */
+  relayed: RelayClaims | undefined
 }
 
-/** The leg's failure delay, failure budget (keyed by the platform's address) and limits (auth/guard.ts, auth/leg-limits.ts). */
-function abuseGuards(
+/** What an upgrade becomes: a leg's data, or a refusal already answered. */
+export type Upgraded = { readonly ok: true; readonly data: LegData } | { readonly ok: false }
+
+/**
+ * The WebSocket behaviour of an audio hook, on the public listener (`/audio/:route`) and on the fleet
+ * listener (server/fleet-listener.ts). `accept` reads what it needs from the upgrade request (it MUST
+ * copy out of `req` now: uWS frees it after the call) and answers a refusal itself.
+ */
+export function audioBehavior(
   state: ServerState,
-  ws: uWS.WebSocket<LegData>
-): Pick<LegDeps, 'guard' | 'legLimits' | 'clientAddress' | 'initMessageBytes'> {
-  return {
-    guard: state.guard,
-    legLimits: state.legLimits,
-    clientAddress: ws.getUserData().relayedFor ?? Buffer.from(ws.getRemoteAddressAsText()).toString('utf8'),
-    initMessageBytes: state.config.limits.initMessageBytes
-  }
-}
-
-/** WS /audio/{route}: upgrade (unknown route refused before it) → open → message → drain → close, all handed to audio/leg. */
-export function mountAudio(app: uWS.TemplatedApp, state: ServerState): void {
+  accept: (res: uWS.HttpResponse, req: uWS.HttpRequest, route: RouteRuntime) => Upgraded
+): uWS.WebSocketBehavior<LegData> {
   const cfg = state.config
-  // Every text frame to the platform (CONNECTED, MESSAGE, ERROR) passes here: configured secrets never
-  // reach it. The matcher of the config in force (cached per secrets list; a reload may bring new ones).
   const limit = cfg.uws.maxPayloadBytes
-  app.ws<LegData>('/audio/:route', {
+  return {
     compression: uWS.DISABLED,
     maxPayloadLength: Math.max(limit, Math.min(limit * OVERSIZE_READ_FACTOR, OVERSIZE_READ_MAX)),
     idleTimeout: cfg.uws.idleTimeoutSeconds,
@@ -78,69 +71,16 @@ export function mountAudio(app: uWS.TemplatedApp, state: ServerState): void {
       const key = req.getHeader('sec-websocket-key')
       const protocol = req.getHeader('sec-websocket-protocol')
       const extensions = req.getHeader('sec-websocket-extensions')
-      const traceparent = traceFrom(req.getHeader('traceparent')).traceparent
-      const relayedIn = relayHop(req.getHeader(RELAY_HEADER))
-      const relayedFor = relayedIn === null ? null : relayedAddress(req.getHeader(RELAYED_FOR_HEADER))
       const bad = upgradeProblem(req, state.metrics)
       if (bad !== null) return refuseUpgrade(res, bad)
-      if (route === undefined || route.mapping.audio === null) {
-        sendProblem(res, 'ROUTE_NOT_FOUND')
-        return
-      }
-      if (state.draining) {
-        sendProblem(res, 'SHUTTING_DOWN')
-        return
-      }
-      if (headerBytesOver(req, state, 'audio')) {
-        sendProblem(res, 'HEADERS_TOO_LARGE', [], { connection: 'close' })
-        return
-      }
-      res.upgrade<LegData>(
-        { route, leg: null, closed: false, traceparent, relayedIn, relayedFor },
-        key,
-        protocol,
-        extensions,
-        context
-      )
+      if (route === undefined || route.mapping.audio === null) return sendProblem(res, 'ROUTE_NOT_FOUND')
+      if (state.draining) return sendProblem(res, 'SHUTTING_DOWN')
+      if (headerBytesOver(req, state, 'audio'))
+        return sendProblem(res, 'HEADERS_TOO_LARGE', [], { connection: 'close' })
+      const upgraded = accept(res, req, route)
+      if (upgraded.ok) res.upgrade<LegData>(upgraded.data, key, protocol, extensions, context)
     },
-    open: ws => {
-      const data = ws.getUserData()
-      const platform: PlatformLeg = {
-        sendText: text => {
-          if (data.closed) return 2
-          let status = 2
-          ws.cork(() => {
-            status = ws.send(scrubberFor(state.config.secrets).json(text), false)
-          })
-          return status
-        },
-        end: (code, reason) => {
-          if (!data.closed) ws.cork(() => ws.end(code, reason))
-        },
-        bufferedAmount: () => (data.closed ? 0 : ws.getBufferedAmount())
-      }
-      const legId = randomUUID()
-      data.leg = new AudioLeg(platform, {
-        route: data.route,
-        settings: state.config.audio,
-        metrics: state.metrics,
-        store: state.store,
-        registry: state.sessions,
-        log: state.log.child({ route: data.route.name, legId }),
-        clock: systemClock,
-        legId,
-        traceparent: data.traceparent,
-        platformHighWaterBytes: Math.floor(cfg.uws.maxBackpressureBytes / 2),
-        joins: state.joins,
-        relayedIn: data.relayedIn,
-        ...abuseGuards(state, ws)
-      })
-      state.legs.add(data.leg)
-      if (state.draining) {
-        platform.sendText(errorFrame(new GatewayError('SHUTTING_DOWN')))
-        platform.end(1012, 'SHUTTING_DOWN')
-      }
-    },
+    open: ws => openLeg(state, ws),
     message: (ws, message, isBinary) => {
       const leg = ws.getUserData().leg!
       if (message.byteLength > limit) leg.refuse('MESSAGE_TOO_LARGE')
@@ -159,7 +99,25 @@ export function mountAudio(app: uWS.TemplatedApp, state: ServerState): void {
         data.leg.onPlatformClose(code, cut)
       }
     }
-  })
+  }
+}
+
+/** WS /audio/{route} on the public listener: the platform's legs. No internal header is read here. */
+export function mountAudio(app: uWS.TemplatedApp, state: ServerState): void {
+  app.ws<LegData>(
+    '/audio/:route',
+    audioBehavior(state, (res, req, route) => ({
+      ok: true,
+      data: {
+        route,
+        leg: null,
+        closed: false,
+        traceparent: traceFrom(req.getHeader('traceparent')).traceparent,
+        address: Buffer.from(res.getRemoteAddressAsText()).toString('utf8'),
+        relayed: undefined
+      }
+    }))
+  )
   // uWS hands a GET to the upgrade handler above only with a 24-character sec-websocket-key; any other GET
   // of an audio path (no key, a key of another length, a plain GET) falls through to here: refused per RFC 6455.
   app.get('/audio/:route', (res, req) => {
@@ -172,7 +130,52 @@ export function mountAudio(app: uWS.TemplatedApp, state: ServerState): void {
   })
 }
 
-function refuseUpgrade(res: uWS.HttpResponse, bad: UpgradeRefusal): void {
+function openLeg(state: ServerState, ws: uWS.WebSocket<LegData>): void {
+  const data = ws.getUserData()
+  const cfg = state.config
+  const platform: PlatformLeg = {
+    sendText: text => {
+      if (data.closed) return 2
+      let status = 2
+      ws.cork(() => {
+        status = ws.send(text, false)
+      })
+      return status
+    },
+    end: (code, reason) => {
+      if (!data.closed) ws.cork(() => ws.end(code, reason))
+    },
+    bufferedAmount: () => (data.closed ? 0 : ws.getBufferedAmount())
+  }
+  const legId = randomUUID()
+  data.leg = new AudioLeg(platform, {
+    route: data.route,
+    settings: cfg.audio,
+    metrics: state.metrics,
+    store: state.store,
+    registry: state.sessions,
+    placement: state.placement,
+    log: state.log.child({ route: data.route.name, legId }),
+    clock: systemClock,
+    legId,
+    traceparent: data.traceparent,
+    platformHighWaterBytes: Math.floor(cfg.uws.maxBackpressureBytes / 2),
+    admission: state.admission,
+    auth: () => state.config.auth,
+    clientAddress: data.address,
+    initMessageBytes: cfg.limits.initMessageBytes,
+    relayed: data.relayed,
+    relayTokens: state.relayTokens,
+    callerKey: state.fleetKey.callerKey
+  })
+  state.legs.add(data.leg)
+  if (state.draining) {
+    platform.sendText(errorFrame(new GatewayError('SHUTTING_DOWN')))
+    platform.end(1012, 'SHUTTING_DOWN')
+  }
+}
+
+export function refuseUpgrade(res: uWS.HttpResponse, bad: UpgradeRefusal): void {
   closeAfterParse(res, () =>
     sendProblem(res, new GatewayError(bad.code, { detail: bad.detail }), [], bad.headers, true)
   )

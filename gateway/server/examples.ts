@@ -2,6 +2,9 @@ import type * as uWS from 'uWebSockets.js'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { checkHandshake, connectedFrame, errorFrame } from '../audio/handshake'
+import { checkUnderBudget } from '../auth/admission'
+import { afterFailureDelay } from '../auth/failure-budget'
+import { systemClock } from '../clock'
 import { CODES, GatewayError } from '../errors'
 import { packageRoot } from '../paths'
 import type { RouteRuntime } from '../route'
@@ -30,17 +33,36 @@ export function mountExamples(app: uWS.TemplatedApp, state: ServerState): void {
     send(res, 200, 'application/json', example)
   })
 
+  // The dry-run runs the audio hook's whole credential check, so it is guarded as the hook is: the address's
+  // failure budget (429 past it), auth.failureDelayMs before a refusal, auth_failures_total{hook="dry_run"}.
   app.post(`${BASE}/custom-assist-endpoint/initialize-audio-message-example`, (res, req) => {
     let aborted = false
     res.onAborted(() => {
       aborted = true
     })
     const route = pickRoute(req.getQuery('route') ?? '')
+    const address = Buffer.from(res.getRemoteAddressAsText()).toString('utf8')
     if (route === null) return sendProblem(res, 'ROUTE_NOT_FOUND')
-    readBody(res, DRY_RUN_LIMIT, async body => {
+    const dryRun = async (body: Buffer | null): Promise<void> => {
       if (aborted) return
       if (body === null) return sendProblem(res, 'MESSAGE_TOO_LARGE')
-      const checked = await checkHandshake(route, body.toString('utf8'))
+      const text = body.toString('utf8')
+      const guarded = await checkUnderBudget(
+        state.admission,
+        address,
+        () => checkHandshake(route, text, state.fleetKey.callerKey),
+        c => !c.ok && c.stage === 'auth'
+      )
+      if (!guarded.ok) {
+        state.metrics.limitRefusals.inc({ limit: 'failure_budget', hook: 'dry_run' })
+        if (!aborted) sendProblem(res, 'TOO_MANY_FAILURES', [], { 'retry-after': String(guarded.retryAfterSeconds) })
+        return
+      }
+      const checked = guarded.result
+      if (!checked.ok && checked.stage === 'auth') {
+        state.metrics.authFailures.inc({ hook: 'dry_run', reason: checked.reason ?? 'invalid' })
+        await new Promise<void>(resolve => afterFailureDelay(state.config.auth, systemClock, resolve))
+      }
       if (aborted) return
       let response: string
       let closeCode: number | null = null
@@ -62,6 +84,12 @@ export function mountExamples(app: uWS.TemplatedApp, state: ServerState): void {
           }
         : null
       sendJson(res, 200, { route: route.name, request, response: JSON.parse(response), closeCode })
+    }
+    readBody(res, DRY_RUN_LIMIT, body => {
+      dryRun(body).catch((err: unknown) => {
+        state.log.error({ event: 'dry_run_bug', err }, 'unexpected error in the handshake dry-run')
+        if (!aborted) sendProblem(res, 'INTERNAL')
+      })
     })
   })
 }

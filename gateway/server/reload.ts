@@ -1,7 +1,9 @@
+import { guarded } from './admin'
 import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import type * as uWS from 'uWebSockets.js'
 import type { Config, RouteConfig } from '../config/types'
+import { formatProblem } from '../errors'
 import { forgetMappings, loadMapping } from '../mapping/compile'
 import type { TokenVerifier } from '../auth/token-verify'
 import { buildRoute, routePools, type RouteRuntime } from '../route'
@@ -180,7 +182,7 @@ export function reloader(
       checked = { ok: false, problems: [{ file: '', pointer: '', message: (err as Error).message }] }
     }
     if (!checked.ok) {
-      const problems = checked.problems.map(p => `${p.file}: ${p.pointer || '/'}: ${p.message}`)
+      const problems = checked.problems.map(formatProblem)
       metrics.configReloads.inc({ result: 'failed' })
       log.error(
         { event: 'config_reload_failed', trigger, problems },
@@ -206,19 +208,26 @@ export function reloader(
 }
 
 /** POST /admin/reload on the admin listener: 200 with the report, or 409 with the problems. */
-export function mountReload(admin: uWS.TemplatedApp, reload: (trigger: string) => Promise<ReloadReport>): void {
-  admin.post('/admin/reload', res => {
-    let aborted = false
-    res.onAborted(() => {
-      aborted = true
+export function mountReload(
+  admin: uWS.TemplatedApp,
+  reload: (trigger: string) => Promise<ReloadReport>,
+  token: () => string
+): void {
+  admin.post(
+    '/admin/reload',
+    guarded(token, res => {
+      let aborted = false
+      res.onAborted(() => {
+        aborted = true
+      })
+      reload('admin').then(
+        report => {
+          if (!aborted) sendJson(res, report.ok ? 200 : 409, report)
+        },
+        (err: unknown) => {
+          if (!aborted) sendJson(res, 500, { ok: false, problems: [(err as Error).message] })
+        }
+      )
     })
-    reload('admin').then(
-      report => {
-        if (!aborted) sendJson(res, report.ok ? 200 : 409, report)
-      },
-      (err: unknown) => {
-        if (!aborted) sendJson(res, 500, { ok: false, problems: [(err as Error).message] })
-      }
-    )
-  })
+  )
 }

@@ -1,11 +1,12 @@
 import type { AudioLeg } from '../audio/leg'
-import type { JoinDirectory } from '../audio/join-relay'
-import type { AuthGuard } from '../auth/guard'
-import type { LegLimits } from '../auth/leg-limits'
+import type { Placement } from '../audio/placement'
 import type { SessionRegistry } from '../audio/registry'
-import type { Store } from '../store/port'
+import type { Admission } from '../auth/admission'
+import type { FleetKey } from '../auth/fleet-key'
+import type { RelayTokens } from '../auth/relay-token'
 import type { Config } from '../config/types'
 import type { RouteRuntime } from '../route'
+import type { Store } from '../store/port'
 import type { Logger } from '../telemetry/log'
 import type { Metrics } from '../telemetry/metrics'
 
@@ -25,10 +26,12 @@ export interface ServerState {
   uwsNative: boolean
   store: Store
   sessions: SessionRegistry
-  /** Failure delay and per-address failure budget of both hooks (auth.*). */
-  guard: AuthGuard
-  /** Live legs per route and per client (limits.*). */
-  legLimits: LegLimits
-  /** Joined calls' owners across processes (a shared store: Redis, or the workers' main process); absent: joins are local. */
-  joins?: JoinDirectory
+  /** The sessions this process holds and, with a shared store, where the others' are (audio/placement.ts). */
+  placement: Placement
+  /** The gateway's failure budget and leg limits (this process's, or the main process's for a worker). */
+  admission: Admission
+  /** The key this process shares with its fleet (caller tags, relay tokens). */
+  fleetKey: FleetKey
+  /** Signs and checks relay tokens (auth/relay-token.ts). */
+  relayTokens: RelayTokens
 }

@@ -1,7 +1,9 @@
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js'
 import { CODES, GatewayError, logLevelOf, type ErrorCode } from '../errors'
+import { afterFailureDelay } from '../auth/failure-budget'
+import { systemClock } from '../clock'
 import type { RouteRuntime } from '../route'
-import { scrubberFor } from '../telemetry/scrub'
+import { scrubberFor, sentIn } from '../telemetry/scrub'
 import { requestIdFrom, traceFrom } from '../telemetry/trace'
 import type { TextHook, TextResult } from '../text/utterance'
 import { afterParse, closeAfterParse, countRefusal, DRAIN_BYTES, headerProblem, wantsClose } from './front-door'
@@ -23,7 +25,6 @@ export function mountText(app: TemplatedApp, state: ServerState, hook: Pick<Text
   const metrics = state.metrics
   // Every answer body (vendor answers and problem+json) passes here: configured secrets never reach the
   // platform. The matcher of the config in force (cached per secrets list; a reload may bring new ones).
-  const scrubber = (): ReturnType<typeof scrubberFor> => scrubberFor(state.config.secrets)
   const counters = new Map<string, { inc: () => void }>()
   const durations = new Map<string, { observe: (v: number) => void }>()
   const count = (route: string, status: number, seconds: number): void => {
@@ -62,6 +63,11 @@ export function mountText(app: TemplatedApp, state: ServerState, hook: Pick<Text
     const routeName = route?.name ?? ''
     const headers: Record<string, string> = { 'x-request-id': requestId }
     const address = clientAddress(res)
+    // The answer is scrubbed of the route's secrets, except those the caller sent itself (telemetry/scrub.ts).
+    let sent: Buffer | null = null
+    const keep = sentIn(() => `${authorization}\n${sent?.toString('utf8') ?? ''}`)
+    const scrub = (json: string): string =>
+      route?.config.secrets === undefined ? json : scrubberFor(route.config.secrets).json(json, keep)
     /** One access line per request, at the configured level. */
     const access = (status: number, upstream: string | undefined): void => {
       const accessLevel = state.config.log.accessLog
@@ -95,13 +101,15 @@ export function mountText(app: TemplatedApp, state: ServerState, hook: Pick<Text
         return
       }
       if (result.ok) {
-        send(res, result.status, 'application/json', scrubber().json(result.json), headers, close)
+        send(res, result.status, 'application/json', scrub(result.json), headers, close)
         count(routeName, result.status, (performance.now() - started) / 1000)
         access(result.status, result.upstream)
         return
       }
       const status = CODES[result.error.code].status
-      const body = scrubber().json(problemBody(result.error, result.problems, { requestId, ...result.extra }))
+      if (typeof result.extra.retryAfterSeconds === 'number')
+        headers['retry-after'] = String(result.extra.retryAfterSeconds)
+      const body = scrub(problemBody(result.error, result.problems, { requestId, ...result.extra }))
       // Past the body limit the answer goes at once with `connection: close`, so the client stops sending;
       // uWS discards whatever of the body still arrives (nothing more is buffered). Not end(body, true):
       // uWS then resets the socket while the client is still writing, and clients (undici among them)
@@ -128,12 +136,6 @@ export function mountText(app: TemplatedApp, state: ServerState, hook: Pick<Text
     if (headerBytesOver(req, state, 'text')) return refuse('HEADERS_TOO_LARGE', true)
     if (!JSON_TYPE.test(contentType)) return refuse('UNSUPPORTED_MEDIA_TYPE')
     const limit = state.config.text.maxBodyBytes
-    const retryAfter = state.guard.retryAfterSeconds(address)
-    if (retryAfter > 0) {
-      state.metrics.limitRefusals.inc({ limit: 'failure_budget', hook: 'text' })
-      headers['retry-after'] = String(retryAfter)
-      return refuse('TOO_MANY_FAILURES')
-    }
     if (declaredLength !== '' && Number(declaredLength) > limit) {
       if (Number(declaredLength) > limit + DRAIN_BYTES) return refuseTooLarge(state, refuse)
       drained = true
@@ -158,13 +160,22 @@ export function mountText(app: TemplatedApp, state: ServerState, hook: Pick<Text
         return
       }
       if (body === null) return refuseTooLarge(state, refuse)
+      sent = body
       if (!ready) {
         ready = true
         return afterParse(onBody, body)
       }
       hook
-        .handle({ route, body, authorization, requestId, traceparent: trace.traceparent })
-        .then(delayAuthFailure(state, address, answer), (err: unknown) => {
+        .handle({
+          route,
+          body,
+          authorization,
+          requestId,
+          traceparent: trace.traceparent,
+          address,
+          admission: state.admission
+        })
+        .then(delayAuthFailure(state, answer), (err: unknown) => {
           state.log.error(
             { event: 'text_bug', route: routeName, requestId, err },
             'unexpected error in the text pipeline'
@@ -211,15 +222,12 @@ function refuseTooLarge(state: ServerState, refuse: (code: ErrorCode, tooLarge: 
   refuse('MESSAGE_TOO_LARGE', true)
 }
 
-/** `answer`, except that a refused credential is counted against the address's budget and answered after auth.failureDelayMs. */
-function delayAuthFailure(
-  state: ServerState,
-  address: string,
-  answer: (r: TextResult) => void
-): (r: TextResult) => void {
+/** `answer`, except that a refused credential (counted when its check settled) is answered after auth.failureDelayMs. */
+function delayAuthFailure(state: ServerState, answer: (r: TextResult) => void): (r: TextResult) => void {
   return result => {
     const code = result.ok ? null : result.error.code
-    if (code === 'AUTH_MISSING' || code === 'AUTH_INVALID') state.guard.failed(address, () => answer(result))
+    if (code === 'AUTH_MISSING' || code === 'AUTH_INVALID')
+      afterFailureDelay(state.config.auth, systemClock, () => answer(result))
     else answer(result)
   }
 }

@@ -1,10 +1,16 @@
+import { guarded } from './admin'
 import type { HttpResponse, TemplatedApp } from 'uWebSockets.js'
 import { createTokenAuth, type TokenAuth } from '../auth/token-auth'
 import { StoreRevocations } from '../auth/revocation'
 import type { Config } from '../config/types'
 import type { Store } from '../store/port'
 import { headerBytesOver } from './header-limit'
-import { readBody, send, sendProblem } from './http'
+import { problemBody, readBody, send, sendProblem } from './http'
+import { checkUnderBudget } from '../auth/admission'
+import { afterFailureDelay } from '../auth/failure-budget'
+import { systemClock } from '../clock'
+import { GatewayError } from '../errors'
+import { endLegsOf } from './revoked-legs'
 import type { ServerState } from './state'
 
 /** A token request is a few hundred bytes; the library refuses more than 4096 characters anyway. */
@@ -79,17 +85,27 @@ export function mountTokenEndpoint(app: TemplatedApp, state: ServerState, auth: 
       return sendProblem(res, 'MESSAGE_TOO_LARGE', [], { connection: 'close' })
     }
     const address = Buffer.from(res.getRemoteAddressAsText()).toString('utf8')
-    const retryAfter = state.guard.retryAfterSeconds(address)
-    if (retryAfter > 0) {
-      state.metrics.limitRefusals.inc({ limit: 'failure_budget', hook: 'token' })
-      return sendProblem(res, 'TOO_MANY_FAILURES', [], { 'retry-after': String(retryAfter) })
-    }
     withBody(res, state, TOKEN_BODY_LIMIT, 'token_endpoint_bug', async body => {
-      const a = await auth.token({ headers, body })
+      // A wrong client secret is a failed authentication: budgeted and delayed like the hooks'.
+      const checked = await checkUnderBudget(
+        state.admission,
+        address,
+        async () => await auth.token({ headers, body }),
+        a => a.json.error === 'invalid_client'
+      )
+      if (!checked.ok) {
+        state.metrics.limitRefusals.inc({ limit: 'failure_budget', hook: 'token' })
+        return {
+          status: 429,
+          headers: { 'content-type': 'application/problem+json', 'retry-after': String(checked.retryAfterSeconds) },
+          json: JSON.parse(problemBody(new GatewayError('TOO_MANY_FAILURES')))
+        }
+      }
+      const a = checked.result
       const error = typeof a.json.error === 'string' ? a.json.error : undefined
       if (error !== undefined) state.metrics.authFailures.inc({ hook: 'token', reason: error })
-      // A wrong client secret is a failed authentication: budgeted and delayed like the hooks'.
-      if (error === 'invalid_client') await new Promise<void>(resolve => state.guard.failed(address, resolve))
+      if (error === 'invalid_client')
+        await new Promise<void>(resolve => afterFailureDelay(state.config.auth, systemClock, resolve))
       state.log.info({ event: 'token_request', status: a.status, error }, error ? 'token refused' : 'token issued')
       return a
     })
@@ -99,17 +115,40 @@ export function mountTokenEndpoint(app: TemplatedApp, state: ServerState, auth: 
 
 /**
  * `POST /admin/tokens/revoke` on the admin listener: `{"token": …}` or `{"jti": …, "exp"?: …}`; effective
- * on the next request. Logged with the jti (an id, not a credential), never the token.
+ * on the next request, and the live legs opened with that token end (ERROR TOKEN_REVOKED) unless the body
+ * says `"endLegs": false` (server/revoked-legs.ts). Logged with the jti (an id, not a credential), never
+ * the token.
  */
-export function mountTokenAdmin(admin: TemplatedApp, state: ServerState, auth: TokenAuth | undefined): void {
+export function mountTokenAdmin(
+  admin: TemplatedApp,
+  state: ServerState,
+  auth: TokenAuth | undefined,
+  token: () => string
+): void {
   if (auth === undefined) return
-  admin.post('/admin/tokens/revoke', res => {
-    withBody(res, state, REVOKE_BODY_LIMIT, 'token_revoke_bug', async body => {
-      const a = await auth.revoke(body)
-      const { jti, revoked, error } = a.json
-      state.log.info({ event: 'token_revoke', status: a.status, jti, revoked, error }, 'token revocation asked')
-      return a
+  admin.post(
+    '/admin/tokens/revoke',
+    guarded(token, res => {
+      withBody(res, state, REVOKE_BODY_LIMIT, 'token_revoke_bug', async body => {
+        const a = await auth.revoke(body)
+        const { jti, revoked, error } = a.json
+        const ended = a.status === 200 && typeof jti === 'string' && endLegs(body) ? endLegsOf(state, jti) : 0
+        state.log.info(
+          { event: 'token_revoke', status: a.status, jti, revoked, error, ended },
+          'token revocation asked'
+        )
+        return a.status === 200 ? { ...a, json: { ...a.json, legsEnded: ended } } : a
+      })
     })
-  })
+  )
   admin.any('/admin/tokens/revoke', res => sendProblem(res, 'METHOD_NOT_ALLOWED', [], { allow: 'POST' }))
+}
+
+/** The revoke body's `endLegs` (default true); the body itself was checked by the revocation. */
+function endLegs(body: string): boolean {
+  try {
+    return (JSON.parse(body) as { endLegs?: unknown }).endLegs !== false
+  } catch {
+    return true
+  }
 }

@@ -1,10 +1,11 @@
 import { LocalAuthState } from './local-auth'
-import { LocalJoins } from './local-joins'
-import type { Affinity, FailureWindow, HealthRecord, JoinOwner, Store } from './port'
+import { LocalOwners } from './local-owners'
+import type { Affinity, FailureWindow, HealthRecord, OwnerRecord, Store } from './port'
 
 /** Single-instance store: the process's own maps. */
 export class MemoryStore implements Store {
   readonly kind = 'memory' as const
+  readonly shared = false
   private readonly health = new Map<string, HealthRecord>()
   private readonly affinity = new Map<string, { a: Affinity; until: number }>()
   private readonly listeners: (() => void)[] = []
@@ -55,13 +56,19 @@ export class MemoryStore implements Store {
     return this.auth.countFailure(key, windowMs, nowMs)
   }
 
-  private readonly joins = new LocalJoins()
-  async claimJoin(key: string, owner: JoinOwner, ttlMs: number, replacing?: string): Promise<JoinOwner> {
-    return this.joins.claim(key, owner, ttlMs, Date.now(), replacing)
+  private readonly owners = new LocalOwners()
+  async claimOwner(key: string, owner: OwnerRecord, ttlMs: number, replacing?: string): Promise<OwnerRecord> {
+    return this.owners.claim(key, owner, ttlMs, Date.now(), replacing)
   }
-
-  releaseJoin(key: string, instance: string): void {
-    this.joins.release(key, instance)
+  refreshOwners(keys: readonly string[], instance: string, ttlMs: number): void {
+    this.owners.refresh(keys, instance, ttlMs, Date.now())
+  }
+  releaseOwner(key: string, instance: string): void {
+    this.owners.release(key, instance)
+  }
+  /** The process `instance` is gone (a worker that exited): the records it held go at once. */
+  releaseOwnersOf(instance: string): void {
+    this.owners.releaseAll(instance)
   }
 
   isLeader(): boolean {

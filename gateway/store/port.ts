@@ -50,22 +50,30 @@ export interface FailureWindow {
 }
 
 /**
- * Who holds a joined call (route `join`, audio/join-relay.ts): the instance, or worker of `serve --workers
- * N`, whose process has the call's stereo vendor session. A leg of that call landing elsewhere is relayed
- * to it.
+ * Who holds a session that a leg landing on another process must reach (audio/placement.ts): a plain
+ * leg's vendor session (live or parked, for a re-attach) or a joined call's stereo session. A leg of
+ * that session landing elsewhere is relayed to its holder, if the same caller opened it.
  */
-export interface JoinOwner {
+export interface OwnerRecord {
+  /** The holding process: an instance's id, or a worker's (`<group>/w<n>`). */
   instance: string
   /** Its process group: the workers of one `serve` share their main process's id; one process: its own id. */
   group: string
-  /** Where other instances reach its audio hook (`listen.advertiseUrl`, port filled in); '' when not set. */
+  /** Where other instances reach its fleet listener (`fleet.advertiseUrl`, port filled in); '' when not set. */
   url: string
-  /** Where the other workers of its group reach it (its loopback relay listener); '' for one process. */
+  /** Where the other workers of its group reach it (its loopback fleet listener); '' for one process. */
   local: string
+  /** Who opened the session (auth/hook-auth.ts `callerTag`): a leg of another caller is refused. */
+  caller: string
 }
 
 export interface Store {
   readonly kind: 'memory' | 'redis'
+  /**
+   * Other processes share this store: Redis, or the main process's memory that the workers of one
+   * `serve --workers N` reach. False: a lone process; nothing it records is read by anyone else.
+   */
+  readonly shared: boolean
   readonly instanceId: string
   /** The backend is reachable (memory: always). */
   up: () => boolean
@@ -94,13 +102,15 @@ export interface Store {
    */
   countFailure: (key: string, windowMs: number, nowMs: number) => Promise<FailureWindow>
   /**
-   * Make `owner` the owner of joined call `key` (with a TTL of `ttlMs`) unless another live owner holds
-   * it; `replacing`: an instance found unreachable, whose record `owner` may take over. Called again by
-   * the owner, it refreshes the TTL. Resolves to the owner in force. Redis away: `owner` (served here).
+   * Make `owner` the holder of session `key` (with a TTL of `ttlMs`) unless another live holder has it;
+   * `replacing`: a holder found unreachable, whose record `owner` may take over. Resolves to the record
+   * in force. Redis away: `owner` (the session is served here).
    */
-  claimJoin: (key: string, owner: JoinOwner, ttlMs: number, replacing?: string) => Promise<JoinOwner>
-  /** The joined call `key` ended on `instance`: its record goes, if `instance` still holds it. */
-  releaseJoin: (key: string, instance: string) => void
+  claimOwner: (key: string, owner: OwnerRecord, ttlMs: number, replacing?: string) => Promise<OwnerRecord>
+  /** Renew the TTL of the records of `keys` that `instance` still holds (one batch, fire-and-forget). */
+  refreshOwners: (keys: readonly string[], instance: string, ttlMs: number) => void
+  /** Session `key` ended (or was handed off) on `instance`: its record goes, if `instance` still holds it. */
+  releaseOwner: (key: string, instance: string) => void
   /** True while this instance holds the prober lease (memory, or backend down: always true). */
   isLeader: () => boolean
   /** Called after each refresh of the cache (health may have changed). */

@@ -22,11 +22,11 @@ if left < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) left = tonumber(ARGV[1]
 return {n, left}`
 
 /**
- * Claim a joined call's owner record (ARGV: the owner's JSON, its instance, TTL ms, an instance it may
+ * Claim a session's owner record (ARGV: the owner's JSON, its instance, TTL ms, an instance it may
  * replace or ''): set it when free, held by the same instance (a refresh) or by the one being replaced;
  * return the record in force.
  */
-export const CLAIM_JOIN = `
+export const CLAIM_OWNER = `
 local v = redis.call('GET', KEYS[1])
 if v then
   local held = cjson.decode(v).instance
@@ -35,8 +35,16 @@ end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
 return ARGV[1]`
 
-/** Drop a joined call's owner record if the instance ARGV[1] still holds it. */
-export const RELEASE_JOIN = `
+/** Renew the TTL (ARGV[2] ms) of each owner record of KEYS that instance ARGV[1] still holds. */
+export const REFRESH_OWNERS = `
+for _, k in ipairs(KEYS) do
+  local v = redis.call('GET', k)
+  if v and cjson.decode(v).instance == ARGV[1] then redis.call('PEXPIRE', k, ARGV[2]) end
+end
+return 1`
+
+/** Drop a session's owner record if the instance ARGV[1] still holds it. */
+export const RELEASE_OWNER = `
 local v = redis.call('GET', KEYS[1])
 if v and cjson.decode(v).instance == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0`

@@ -2,8 +2,8 @@ import type { ConnectionOptions } from 'node:tls'
 import Redis, { Cluster, type ClusterOptions, type RedisOptions } from 'ioredis'
 import type { Logger } from '../telemetry/log'
 import { LocalAuthState } from './local-auth'
-import type { Affinity, FailureWindow, HealthRecord, JoinOwner, Store } from './port'
-import { CLAIM_JOIN, FAIL, LEAD, RELEASE_JOIN, REVOKE } from './redis-scripts'
+import type { Affinity, FailureWindow, HealthRecord, OwnerRecord, Store } from './port'
+import { CLAIM_OWNER, FAIL, LEAD, REFRESH_OWNERS, RELEASE_OWNER, REVOKE } from './redis-scripts'
 
 /** What a failed store command was doing: the `op` label of `store_errors_total` (a closed set). */
 export type StoreOp =
@@ -16,8 +16,9 @@ export type StoreOp =
   | 'revoke_token'
   | 'read_revocation'
   | 'count_failure'
-  | 'claim_join'
-  | 'release_join'
+  | 'claim_owner'
+  | 'refresh_owners'
+  | 'release_owner'
   | 'close'
 
 export interface RedisStoreOptions {
@@ -42,6 +43,9 @@ export interface RedisStoreOptions {
   /** One call per failed command or connection attempt. */
   onError?: (op: StoreOp) => void
 }
+
+/** Owner records refreshed by one script call (each is a GET and a PEXPIRE inside Redis). */
+const REFRESH_BATCH = 500
 
 /**
  * The key prefix with a Redis Cluster hash tag. Cluster hashes only the text between the first `{`
@@ -75,6 +79,7 @@ function firstError(res: [Error | null, unknown][] | null): Error | null {
  */
 export class RedisStore implements Store {
   readonly kind = 'redis' as const
+  readonly shared = true
   private readonly redis: Redis | Cluster
   private readonly prefix: string
   private health = new Map<string, HealthRecord>()
@@ -289,29 +294,41 @@ export class RedisStore implements Store {
     }
   }
 
-  async claimJoin(key: string, owner: JoinOwner, ttlMs: number, replacing = ''): Promise<JoinOwner> {
+  async claimOwner(key: string, owner: OwnerRecord, ttlMs: number, replacing = ''): Promise<OwnerRecord> {
     if (!this.connected) return owner
     try {
       const v = (await this.redis.eval(
-        CLAIM_JOIN,
+        CLAIM_OWNER,
         1,
-        this.k(`join:${key}`),
+        this.k(`owner:${key}`),
         JSON.stringify(owner),
         owner.instance,
         String(Math.max(1, Math.round(ttlMs))),
         replacing
       )) as string
-      return JSON.parse(v) as JoinOwner
+      return JSON.parse(v) as OwnerRecord
     } catch (err) {
-      // Redis failing, or a foreign value under our key: the call is joined here.
-      this.failed('claim_join', err)
+      // Redis failing, or a foreign value under our key: the session is served here.
+      this.failed('claim_owner', err)
       return owner
     }
   }
 
-  releaseJoin(key: string, instance: string): void {
+  /** One script per batch of keys (every key of the gateway is in one slot: see `hashTaggedPrefix`). */
+  refreshOwners(keys: readonly string[], instance: string, ttlMs: number): void {
+    if (!this.connected || keys.length === 0) return
+    const ttl = String(Math.max(1, Math.round(ttlMs)))
+    for (let i = 0; i < keys.length; i += REFRESH_BATCH) {
+      const batch = keys.slice(i, i + REFRESH_BATCH).map(k => this.k(`owner:${k}`))
+      this.redis
+        .eval(REFRESH_OWNERS, batch.length, ...batch, instance, ttl)
+        .catch(err => this.failed('refresh_owners', err))
+    }
+  }
+
+  releaseOwner(key: string, instance: string): void {
     if (!this.connected) return
-    this.redis.eval(RELEASE_JOIN, 1, this.k(`join:${key}`), instance).catch(err => this.failed('release_join', err))
+    this.redis.eval(RELEASE_OWNER, 1, this.k(`owner:${key}`), instance).catch(err => this.failed('release_owner', err))
   }
 
   /** Leader while holding the lease; with Redis away or failing, every instance probes for itself. */

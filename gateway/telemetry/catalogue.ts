@@ -83,10 +83,11 @@ export const CATALOGUE = {
   auth_failures_total: {
     type: 'counter',
     help:
-      'Refused credentials, by hook (audio, text, token) and reason: missing, invalid, malformed, unknown_kid, ' +
-      'bad_signature, wrong_issuer, wrong_audience, expired, not_yet_valid, revoked, scope, caller_mismatch ' +
-      '(a re-attach by another caller); hook token (POST /oauth/token): invalid_request, invalid_client, ' +
-      'unsupported_grant_type, invalid_scope.',
+      'Refused credentials, by hook (audio, text, token, dry_run, relay) and reason: missing, invalid, malformed, ' +
+      'unknown_kid, bad_signature, wrong_issuer, wrong_audience, expired, not_yet_valid, revoked, scope, lifetime, ' +
+      'caller_mismatch (a leg of a session or call another caller opened); hook token (POST /oauth/token): ' +
+      'invalid_request, invalid_client, unsupported_grant_type, invalid_scope; hook relay (the fleet listener): ' +
+      'missing, malformed, signature, expired, not_for_me, replayed, busy, session_mismatch.',
     labels: ['hook', 'reason']
   },
   front_door_refusals_total: {
@@ -193,14 +194,15 @@ export const CATALOGUE = {
     type: 'counter',
     help:
       'Failed shared-store (Redis) commands and connection attempts, by op (connect, sync, write_health, ' +
-      'set_affinity, get_affinity, delete_affinity, revoke_token, read_revocation, count_failure, close).',
+      'set_affinity, get_affinity, delete_affinity, revoke_token, read_revocation, count_failure, claim_owner, ' +
+      'refresh_owners, release_owner, close).',
     labels: ['op']
   },
   limit_refusals_total: {
     type: 'counter',
     help:
       'Requests and legs refused by a limit, by limit (failure_budget, header_size, init_size, frame_size, body_size, ' +
-      'legs_per_route, legs_per_client) and hook (audio, text, token).',
+      'legs_per_route, legs_per_client) and hook (audio, text, token, dry_run).',
     labels: ['limit', 'hook']
   },
   workers: {

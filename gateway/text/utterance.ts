@@ -1,5 +1,6 @@
 import type { TextSettings } from '../config/types'
 import { GatewayError, logLevelOf } from '../errors'
+import type { Admission } from '../auth/admission'
 import type { CredentialList } from '../auth/credentials'
 import { failureLabel } from '../auth/hook-auth'
 import { authenticate, type HookAuth } from '../auth/route-auth'
@@ -26,6 +27,10 @@ export interface IncomingUtterance {
   requestId: string
   /** W3C trace context for the vendor call (this hop's own span), or null. */
   traceparent: string | null
+  /** The platform's address: the failure budget's key. */
+  address: string
+  /** The gateway's failure budget (auth/admission.ts): the credential step runs under it. */
+  admission: Admission
 }
 
 /** What the server renders: a JSON answer (already encoded), or a catalogued error as problem+json. */
@@ -172,21 +177,8 @@ export class TextHook {
       ])
     }
     const msg = value as Record<string, unknown>
-    if (!rt.auth.tokens) {
-      // Static list only: one synchronous constant-time check, nothing allocated.
-      const bad = checkCredential(rt.auth.list, msg.authorizationHeader, req.authorization)
-      if (bad !== null) {
-        metrics.authFailures.inc({ hook: 'text', reason: bad === 'AUTH_MISSING' ? 'missing' : 'invalid' })
-        return this.refuse(req, new GatewayError(bad))
-      }
-    } else {
-      // The static list, then bearer tokens whose scope names <route>:text.
-      const auth = await authenticate([msg.authorizationHeader, req.authorization], rt.auth, req.route.verifier)
-      if (!auth.ok) {
-        metrics.authFailures.inc({ hook: 'text', reason: failureLabel(auth.reason) })
-        return this.refuse(req, new GatewayError(auth.code))
-      }
-    }
+    const refused = await this.authenticate(req, rt, msg)
+    if (refused !== null) return refused
     const problems = checkUtterance(msg)
     if (problems.length > 0) {
       metrics.validationFailures.inc({ hook: 'text' })
@@ -212,6 +204,41 @@ export class TextHook {
     }
     rt.tees?.send(input, req.traceparent)
     return await this.deliver(rt, input, req.traceparent)
+  }
+
+  /**
+   * The credential step, under the failure budget (begun before the check, settled right after it: a
+   * request's vendor call does not hold the budget). null: accepted.
+   */
+  private async authenticate(
+    req: IncomingUtterance,
+    rt: RouteText,
+    msg: Record<string, unknown>
+  ): Promise<TextResult | null> {
+    const { metrics } = this.deps
+    const begin = req.admission.begin(req.address)
+    const begun = begin instanceof Promise ? await begin : begin
+    if (begun !== true) {
+      metrics.limitRefusals.inc({ limit: 'failure_budget', hook: 'text' })
+      return this.refuse(req, new GatewayError('TOO_MANY_FAILURES'), [], { retryAfterSeconds: begun })
+    }
+    let bad: { code: 'AUTH_MISSING' | 'AUTH_INVALID'; reason: string } | null = null
+    try {
+      if (!rt.auth.tokens) {
+        // Static list only: one synchronous constant-time check, nothing allocated.
+        const code = checkCredential(rt.auth.list, msg.authorizationHeader, req.authorization)
+        if (code !== null) bad = { code, reason: code === 'AUTH_MISSING' ? 'missing' : 'invalid' }
+      } else {
+        // The static list, then bearer tokens whose scope names <route>:text.
+        const auth = await authenticate([msg.authorizationHeader, req.authorization], rt.auth, req.route.verifier)
+        if (!auth.ok) bad = { code: auth.code, reason: failureLabel(auth.reason) }
+      }
+    } finally {
+      req.admission.settle(req.address, bad !== null)
+    }
+    if (bad === null) return null
+    metrics.authFailures.inc({ hook: 'text', reason: bad.reason })
+    return this.refuse(req, new GatewayError(bad.code))
   }
 
   /** Stop every vendor pool (the listener is closing). */
@@ -296,7 +323,12 @@ export class TextHook {
   }
 
   /** A refusal before any vendor work: logged once (never the body or headers). */
-  private refuse(req: IncomingUtterance, error: GatewayError, problems: readonly Problem[] = []): TextResult {
+  private refuse(
+    req: IncomingUtterance,
+    error: GatewayError,
+    problems: readonly Problem[] = [],
+    extra: Record<string, unknown> = {}
+  ): TextResult {
     this.deps.log[logLevelOf(error.code)](
       {
         event: 'text_refused',
@@ -307,7 +339,7 @@ export class TextHook {
       },
       error.message
     )
-    return { ok: false, error, problems, extra: {} }
+    return { ok: false, error, problems, extra }
   }
 
   /** A failure of the vendor leg (both modes): logged once with what is known, never a credential. */

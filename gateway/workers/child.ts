@@ -1,9 +1,9 @@
 import type { RunningServer } from '../server/app'
-import type { WorkerStore } from '../store/worker-store'
 import type { Logger } from '../telemetry/log'
 import type { Metrics } from '../telemetry/metrics'
-import type { Channel } from './protocol'
-import type { WorkerRegistry } from './remote-session'
+import type { AdmissionClient } from './admission-client'
+import type { Channel, Hello } from './protocol'
+import type { WorkerStore } from './worker-store'
 
 export interface WorkerRunning {
   server: RunningServer
@@ -12,18 +12,30 @@ export interface WorkerRunning {
   close: () => Promise<void>
 }
 
+/** The worker's first message from its main process: what it must know before it serves. */
+export function awaitHello(channel: Channel): Promise<Hello> {
+  return new Promise(resolve => {
+    let done = false
+    channel.on(m => {
+      if (m.t !== 'hello' || done) return
+      done = true
+      resolve(m)
+    })
+  })
+}
+
 /**
  * One worker process of `serve --workers N`, once its gateway serves: reports ready, answers the main
- * process (metrics, reload, drain, stop) and feeds its store and session directory. Stop signals reach
- * the whole process group from a terminal; the worker leaves them to the main process, which fans them
- * out. When the main process is gone the worker stops at once.
+ * process (metrics, reload, drain, stop) and routes its answers to the store and the admission. Stop
+ * signals reach the whole process group from a terminal; the worker leaves them to the main process,
+ * which fans them out. When the main process is gone the worker stops at once.
  */
 export function runAsWorker(
   running: WorkerRunning,
-  parts: { store: WorkerStore; sessions: WorkerRegistry; channel: Channel }
+  parts: { store: WorkerStore | null; admission: AdmissionClient; channel: Channel }
 ): void {
   const { server, log } = running
-  const { store, sessions, channel } = parts
+  const { store, admission, channel } = parts
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGQUIT', 'SIGHUP'] as const)
     process.on(signal, () => log.debug({ event: 'signal_left_to_main', signal }, `${signal}: left to the main process`))
   let exiting = false
@@ -40,27 +52,22 @@ export function runAsWorker(
   }
   process.on('disconnect', () => {
     log.warn({ event: 'main_process_gone' }, 'the main process is gone: stopping at once')
+    admission.close()
     server.stopNow('main process gone')
     exit()
   })
   channel.on(m => {
     switch (m.t) {
+      case 'hello':
+        return
       case 'sync':
-        return store.synced(m.health, m.others, m.leader)
-      case 'aff':
-        return store.answered(m.id, m.affinity)
+        return store?.synced(m.health, m.others, m.leader)
       case 'store-answer':
-        return store.storeAnswered(m.id, m.value, m.error)
-      case 'dir':
-        return sessions.directoryAll(m.entries)
-      case 'dir-add':
-        return sessions.directoryAdd(m.key, m.worker, m.caller)
-      case 'dir-del':
-        return sessions.directoryDel(m.key, m.worker)
-      case 'relay':
-        return sessions.linked(m.from, m.link, m.m)
-      case 'worker-gone':
-        return sessions.workerGone(m.worker)
+        return store?.answered(m.id, m.value, m.error)
+      case 'admit-begun':
+        return admission.begun(m.id, m.result)
+      case 'place-taken':
+        return admission.taken(m.id, m.place, m.limit)
       case 'metrics':
         running.metrics.registry.getMetricsAsJSON().then(
           json => channel.send({ t: 'metrics', id: m.id, json }),

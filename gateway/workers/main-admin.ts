@@ -1,7 +1,9 @@
 import * as uWS from 'uWebSockets.js'
-import { send, sendJson } from '../server/http'
-import { mergeUpstreams } from './merge-upstreams'
+import type { Config } from '../config/types'
+import { guarded } from '../server/admin'
+import { send, sendJson, sendProblem } from '../server/http'
 import type { Logger } from '../telemetry/log'
+import { mergeUpstreams } from './merge-upstreams'
 
 /** What the admin listener of `serve --workers N` asks of the supervisor. */
 export interface AdminHost {
@@ -10,6 +12,10 @@ export interface AdminHost {
   leaving: () => boolean
   /** Internal admin ports of the workers that are up, by worker index. */
   workerAdmins: () => { worker: number; adminPort: number }[]
+  /** The bearer token of the workers' internal admin listeners. */
+  internalToken: string
+  /** `admin.token` of the config in force ('' on loopback without one). */
+  adminToken: () => string
   /** The aggregated exposition text. */
   metrics: () => Promise<{ contentType: string; text: string }>
   /** POST /admin/reload on every worker (each re-reads and validates the file). */
@@ -28,6 +34,7 @@ interface Answer {
 }
 
 async function ask(
+  token: string,
   adminPort: number,
   worker: number,
   method: string,
@@ -37,7 +44,11 @@ async function ask(
   try {
     const r = await fetch(`http://127.0.0.1:${adminPort}${path}`, {
       method,
-      ...(body !== null && body.length > 0 ? { body, headers: { 'content-type': 'application/json' } } : {}),
+      headers: {
+        authorization: `Bearer ${token}`,
+        ...(body !== null && body.length > 0 ? { 'content-type': 'application/json' } : {})
+      },
+      ...(body !== null && body.length > 0 ? { body } : {}),
       signal: AbortSignal.timeout(10_000)
     })
     return { worker, status: r.status, type: r.headers.get('content-type') ?? 'application/json', body: await r.text() }
@@ -47,22 +58,36 @@ async function ask(
 }
 
 /**
- * The one admin listener of a multi-worker gateway (the main process). /livez answers here; /metrics
- * sums every worker's metrics (prom-client's AggregatorRegistry); /readyz is ready while no drain runs
- * and at least one worker is ready; POST /admin/reload reloads every worker. Every other admin request
- * is passed to the workers' internal admin listeners (127.0.0.1, ephemeral ports); GET /admin/upstreams
- * merges every worker's view (workers/merge-upstreams.ts); other reads go to the first
- * worker that is up, writes (token revocation …) to every worker, answered with the first failure or
- * else the first answer.
+ * The listeners of a multi-worker gateway's main process.
+ * - Metrics (`metrics:`): /metrics sums every worker's metrics (prom-client's AggregatorRegistry); /livez;
+ *   /readyz is ready while no drain runs and at least one worker is ready. Nothing else.
+ * - Admin (`admin:`, behind `admin.token`): POST /admin/reload reloads every worker; GET /admin/upstreams
+ *   and /admin/readiness merge every worker's view; GET /admin/workers; every other admin request is passed
+ *   to the workers' internal admin listeners (127.0.0.1, ephemeral ports, behind a token only the main
+ *   process holds): reads to the first worker that is up, writes (token revocation …) to every worker,
+ *   answered with the first failure or else the first answer.
  */
-export async function startMainAdmin(
+export async function startMainListeners(
   host: AdminHost,
-  listenHost: string,
-  port: number
-): Promise<{ port: number; close: () => void }> {
-  const app = uWS.App()
-  app.get('/livez', res => sendJson(res, 200, { live: true }))
-  app.get('/metrics', res => {
+  config: Config
+): Promise<{ metricsPort: number; adminPort: number; close: () => void }> {
+  const toWorkers = (method: string, path: string, body: Buffer | null, all: boolean): Promise<Answer[]> => {
+    const admins = host.workerAdmins()
+    const targets = all ? admins : admins.slice(0, 1)
+    return Promise.all(targets.map(w => ask(host.internalToken, w.adminPort, w.worker, method, path, body)))
+  }
+  const readinessOf = (): Promise<{ ready: boolean; reasons: string[]; workers: unknown[] }> =>
+    toWorkers('GET', '/admin/readiness', null, true).then(answers => {
+      const reasons: string[] = []
+      if (host.leaving()) reasons.push('draining')
+      if (!answers.some(a => a.status === 200)) reasons.push('no worker is ready')
+      const workers = answers.map(a => ({ worker: a.worker, ...(JSON.parse(a.body) as Record<string, unknown>) }))
+      return { ready: reasons.length === 0, reasons, workers }
+    })
+
+  const scrape = uWS.App()
+  scrape.get('/livez', res => sendJson(res, 200, { live: true }))
+  scrape.get('/metrics', res => {
     let aborted = false
     res.onAborted(() => {
       aborted = true
@@ -77,97 +102,133 @@ export async function startMainAdmin(
       }
     )
   })
-  app.get('/admin/workers', res => sendJson(res, 200, host.describe()))
-  app.get('/readyz', (res, req) => {
-    const query = req.getQuery() ?? ''
+  scrape.get('/readyz', res => {
     let aborted = false
     res.onAborted(() => {
       aborted = true
     })
-    const path = `/readyz${query === '' ? '' : `?${query}`}`
-    Promise.all(host.workerAdmins().map(w => ask(w.adminPort, w.worker, 'GET', path, null))).then(
-      answers => {
-        if (aborted) return
-        const workers = answers.map(a => ({ worker: a.worker, ...(JSON.parse(a.body) as Record<string, unknown>) }))
-        const reasons: string[] = []
-        if (host.leaving()) reasons.push('draining')
-        if (!answers.some(a => a.status === 200)) reasons.push('no worker is ready')
-        sendJson(res, reasons.length === 0 ? 200 : 503, { ready: reasons.length === 0, reasons, workers })
-      },
-      () => {}
-    )
-  })
-  // Every worker's replicas, merged (workers/merge-upstreams.ts): one gateway's view, as with one process.
-  app.get('/admin/upstreams', res => {
-    let aborted = false
-    res.onAborted(() => {
-      aborted = true
-    })
-    Promise.all(host.workerAdmins().map(w => ask(w.adminPort, w.worker, 'GET', '/admin/upstreams', null))).then(
-      answers => {
-        if (aborted) return
-        const views = answers
-          .filter(a => a.status === 200)
-          .map(a => ({ worker: a.worker, view: JSON.parse(a.body) as Record<string, unknown> }))
-        if (views.length === 0) return sendJson(res, 503, { error: 'no worker is up' })
-        sendJson(res, 200, mergeUpstreams(views, host.instanceId))
-      },
-      () => {}
-    )
-  })
-  app.post('/admin/reload', res => {
-    let aborted = false
-    res.onAborted(() => {
-      aborted = true
-    })
-    host.reload('admin').then(
+    readinessOf().then(
       r => {
-        if (aborted) return
-        const first = (r.reports[0]?.report ?? {}) as Record<string, unknown>
-        sendJson(res, r.ok ? 200 : 409, { ...first, ok: r.ok, workers: r.reports })
+        if (!aborted) sendJson(res, r.ready ? 200 : 503, { ready: r.ready, reasons: r.reasons })
       },
-      () => {
-        if (!aborted) sendJson(res, 500, { ok: false, problems: ['reload failed'] })
-      }
+      () => {}
     )
   })
-  app.any('/*', (res, req) => {
-    const method = req.getMethod().toUpperCase()
-    const query = req.getQuery() ?? ''
-    const path = `${req.getUrl()}${query === '' ? '' : `?${query}`}`
-    const chunks: Buffer[] = []
-    let aborted = false
-    res.onAborted(() => {
-      aborted = true
-    })
-    res.onData((chunk, last) => {
-      chunks.push(Buffer.from(chunk.slice(0)))
-      if (!last) return
-      const body = Buffer.concat(chunks)
-      const admins = host.workerAdmins()
-      const targets = method === 'GET' || method === 'HEAD' ? admins.slice(0, 1) : admins
-      Promise.all(targets.map(w => ask(w.adminPort, w.worker, method, path, body))).then(
-        answers => {
-          if (aborted) return
-          if (answers.length === 0) return sendJson(res, 503, { error: 'no worker is up' })
-          const a = answers.find(x => x.status >= 300) ?? answers[0]
-          send(res, a.status, a.type, a.body)
+  scrape.any('/*', res => sendProblem(res, 'NOT_FOUND'))
+
+  const admin = uWS.App()
+  const token = host.adminToken
+  admin.get(
+    '/admin/workers',
+    guarded(token, res => sendJson(res, 200, host.describe()))
+  )
+  admin.get(
+    '/admin/readiness',
+    guarded(token, res => {
+      let aborted = false
+      res.onAborted(() => {
+        aborted = true
+      })
+      readinessOf().then(
+        r => {
+          if (!aborted) sendJson(res, r.ready ? 200 : 503, r)
         },
         () => {}
       )
     })
-  })
-  const socket = await new Promise<uWS.us_listen_socket>((resolve, reject) => {
-    app.listen(listenHost, port, s => {
-      if (s === false) reject(new Error(`cannot listen on ${listenHost}:${port} (in use, or not permitted)`))
-      else resolve(s)
+  )
+  // Every worker's replicas, merged (workers/merge-upstreams.ts): one gateway's view, as with one process.
+  admin.get(
+    '/admin/upstreams',
+    guarded(token, res => {
+      let aborted = false
+      res.onAborted(() => {
+        aborted = true
+      })
+      toWorkers('GET', '/admin/upstreams', null, true).then(
+        answers => {
+          if (aborted) return
+          const views = answers
+            .filter(a => a.status === 200)
+            .map(a => ({ worker: a.worker, view: JSON.parse(a.body) as Record<string, unknown> }))
+          if (views.length === 0) return sendJson(res, 503, { error: 'no worker is up' })
+          sendJson(res, 200, mergeUpstreams(views, host.instanceId))
+        },
+        () => {}
+      )
     })
-  })
-  return {
-    port: uWS.us_socket_local_port(socket as unknown as uWS.us_socket),
-    close: () => {
-      uWS.us_listen_socket_close(socket)
-      ;(app as unknown as { close: () => void }).close()
+  )
+  admin.post(
+    '/admin/reload',
+    guarded(token, res => {
+      let aborted = false
+      res.onAborted(() => {
+        aborted = true
+      })
+      host.reload('admin').then(
+        r => {
+          if (aborted) return
+          const first = (r.reports[0]?.report ?? {}) as Record<string, unknown>
+          sendJson(res, r.ok ? 200 : 409, { ...first, ok: r.ok, workers: r.reports })
+        },
+        () => {
+          if (!aborted) sendJson(res, 500, { ok: false, problems: ['reload failed'] })
+        }
+      )
+    })
+  )
+  admin.any(
+    '/admin/*',
+    guarded(token, (res, req) => {
+      const method = req.getMethod().toUpperCase()
+      const query = req.getQuery() ?? ''
+      const path = `${req.getUrl()}${query === '' ? '' : `?${query}`}`
+      const chunks: Buffer[] = []
+      let aborted = false
+      res.onAborted(() => {
+        aborted = true
+      })
+      res.onData((chunk, last) => {
+        chunks.push(Buffer.from(chunk.slice(0)))
+        if (!last) return
+        toWorkers(method, path, Buffer.concat(chunks), method !== 'GET' && method !== 'HEAD').then(
+          answers => {
+            if (aborted) return
+            if (answers.length === 0) return sendJson(res, 503, { error: 'no worker is up' })
+            const a = answers.find(x => x.status >= 300) ?? answers[0]
+            send(res, a.status, a.type, a.body)
+          },
+          () => {}
+        )
+      })
+    })
+  )
+  admin.any('/*', res => sendProblem(res, 'NOT_FOUND'))
+
+  const sockets: uWS.us_listen_socket[] = []
+  const open = async (app: uWS.TemplatedApp, listenHost: string, port: number): Promise<number> => {
+    const socket = await new Promise<uWS.us_listen_socket>((resolve, reject) => {
+      app.listen(listenHost, port, s => {
+        if (s === false) reject(new Error(`cannot listen on ${listenHost}:${port} (in use, or not permitted)`))
+        else resolve(s)
+      })
+    })
+    sockets.push(socket)
+    return uWS.us_socket_local_port(socket as unknown as uWS.us_socket)
+  }
+  try {
+    const metricsPort = await open(scrape, config.metrics.host, config.metrics.port)
+    const adminPort = await open(admin, config.admin.host, config.admin.port)
+    return {
+      metricsPort,
+      adminPort,
+      close: () => {
+        for (const s of sockets) uWS.us_listen_socket_close(s)
+        for (const a of [scrape, admin]) (a as unknown as { close: () => void }).close()
+      }
     }
+  } catch (err) {
+    for (const s of sockets) uWS.us_listen_socket_close(s)
+    throw err
   }
 }

@@ -1,61 +1,69 @@
-import type { Affinity, HealthRecord, JoinOwner } from '../store/port'
+import type { Affinity, HealthRecord, OwnerRecord } from '../store/port'
 
-/** A worker's calls on the main process's memory store that answer: token revocation, failure budget, join owners. */
+/**
+ * The messages between `serve --workers N`'s main process (workers/supervisor.ts) and its worker
+ * processes (workers/child.ts), over the IPC channel with `advanced` serialization. Only what needs the
+ * main process crosses it: the in-memory store the workers share, the gateway's admission (failure
+ * budget and leg limits, counted once for every worker), metrics, reload and signals. No audio: a leg
+ * whose session another worker holds is relayed to that worker's loopback fleet listener
+ * (audio/relay-link.ts), as between instances.
+ */
+
+/** A worker's calls on the main process's memory store that answer. */
 export type StoreAsk =
   | { op: 'revoke'; jti: string; untilEpochMs: number; nowMs: number }
   | { op: 'revoked'; jti: string; nowMs: number }
   | { op: 'fail'; key: string; windowMs: number; nowMs: number }
-  | { op: 'join-claim'; key: string; owner: JoinOwner; ttlMs: number; replacing?: string }
-  | { op: 'join-release'; key: string; instance: string }
+  | { op: 'owner-claim'; key: string; owner: OwnerRecord; ttlMs: number; replacing?: string }
+  | { op: 'affinity'; key: string }
 
-/**
- * The messages between `serve --workers N`'s main process (workers/supervisor.ts) and its worker
- * processes (workers/child.ts), over the IPC channel with `advanced` serialization (ArrayBuffers pass as
- * they are). Nothing here is on the per-frame path of a leg served by one worker; only the frames of a
- * leg that re-attached on another worker than its vendor session's cross it (`relay`).
- */
-
-/** Between the two ends of a cross-worker leg: the platform side (B) and the vendor session's worker (A). */
-export type LinkMessage =
-  // B → A
-  | { t: 'attach'; key: string; init: Record<string, unknown>; caller: string }
-  | { t: 'audio'; data: ArrayBuffer }
-  | { t: 'park' }
-  | { t: 'close'; graceful: boolean }
-  | { t: 'handOff'; reason: string; ttlSeconds: number }
-  | { t: 'pause' }
-  | { t: 'resume' }
-  // A → B
-  | { t: 'ready'; parameters: Record<string, unknown> }
-  | { t: 'deliver'; text: string }
-  | { t: 'failed'; code: string; extra: Record<string, unknown> }
-  | { t: 'superseded' }
-  | { t: 'gone' }
-
-export type ToMain =
-  | { t: 'ready'; port: number; adminPort: number; pid: number }
-  | { t: 'failed'; message: string }
+/** A worker's writes to the main process's memory store (no answer). */
+export type StoreWrite =
   | { t: 'streams'; counts: [string, number][] }
   | { t: 'health'; key: string; record: HealthRecord }
   | { t: 'aff-set'; key: string; affinity: Affinity; ttlSeconds: number }
   | { t: 'aff-del'; key: string; legId: string }
-  | { t: 'aff-get'; id: number; key: string }
+  | { t: 'owners-refresh'; keys: string[]; instance: string; ttlMs: number }
+  | { t: 'owner-release'; key: string; instance: string }
   | { t: 'store-ask'; id: number; ask: StoreAsk }
-  | { t: 'dir-add'; key: string; caller: string }
-  | { t: 'dir-del'; key: string }
-  | { t: 'relay'; to: number; link: string; m: LinkMessage }
+
+/** A worker's asks of the gateway's admission (auth/admission.ts), counted in the main process. */
+export type AdmissionMessage =
+  | { t: 'admit-begin'; id: number; address: string }
+  | { t: 'admit-settle'; address: string; failed: boolean }
+  | { t: 'place-take'; id: number; route: string; caller: string; force: boolean }
+  | { t: 'place-release'; place: number }
+
+export type ToMain =
+  | { t: 'ready'; port: number; adminPort: number; pid: number }
+  | { t: 'failed'; message: string }
+  | StoreWrite
+  | AdmissionMessage
   | { t: 'metrics'; id: number; json: unknown[] }
   | { t: 'reloaded'; id: number; ok: boolean; report: unknown }
 
+/** What a worker is handed before it serves (never in its environment or command line). */
+export interface Hello {
+  t: 'hello'
+  /** The main process's instance id: the worker's group, which its own id extends. */
+  group: string
+  /** The public port (the main process picked it when the config says 0), shared by every worker. */
+  port: number
+  /** The fleet listener's port, shared likewise. */
+  fleetPort: number
+  /** The fleet key's material (hex) and where it came from (auth/fleet-key.ts). */
+  fleetKey: string
+  fleetKeySource: 'fleet.secret' | 'config secrets' | 'main process'
+  /** The bearer token of the workers' internal admin listeners (the main process forwards to them with it). */
+  adminToken: string
+}
+
 export type ToWorker =
+  | Hello
   | { t: 'sync'; health: [string, HealthRecord][]; others: [string, number][]; leader: boolean }
-  | { t: 'aff'; id: number; affinity: Affinity | null }
   | { t: 'store-answer'; id: number; value: unknown; error?: string }
-  | { t: 'dir'; entries: [string, number, string][] }
-  | { t: 'dir-add'; key: string; worker: number; caller: string }
-  | { t: 'dir-del'; key: string; worker: number }
-  | { t: 'relay'; from: number; link: string; m: LinkMessage }
-  | { t: 'worker-gone'; worker: number }
+  | { t: 'admit-begun'; id: number; result: true | number }
+  | { t: 'place-taken'; id: number; place: number | null; limit?: 'legs_per_route' | 'legs_per_client' }
   | { t: 'metrics'; id: number }
   | { t: 'reload'; id: number; trigger: string }
   | { t: 'drain'; signal: string }
@@ -63,10 +71,6 @@ export type ToWorker =
 
 /** The environment variable that makes `serve` a worker of a main process (its index). */
 export const WORKER_ENV = 'ASSIST_GATEWAY_WORKER'
-/** The public port every worker listens on (the main process picked it when the config says 0). */
-export const WORKER_PORT_ENV = 'ASSIST_GATEWAY_WORKER_PORT'
-/** The main process's instance id, which each worker's id extends. */
-export const WORKER_INSTANCE_ENV = 'ASSIST_GATEWAY_WORKER_INSTANCE'
 
 /** The IPC channel of a worker process, typed. */
 export interface Channel {

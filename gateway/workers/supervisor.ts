@@ -1,14 +1,16 @@
 import { fork, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { createServer } from 'node:net'
-import { AggregatorRegistry } from 'prom-client'
+import { FleetKey } from '../auth/fleet-key'
 import type { Config } from '../config/types'
 import { MemoryStore } from '../store/memory'
-import type { HealthRecord, Store } from '../store/port'
+import type { Store } from '../store/port'
 import type { Logger } from '../telemetry/log'
-import { Metrics, PREFIX } from '../telemetry/metrics'
-import { startMainAdmin } from './main-admin'
-import { type StoreAsk, WORKER_ENV, WORKER_INSTANCE_ENV, WORKER_PORT_ENV, type ToMain, type ToWorker } from './protocol'
+import { Metrics } from '../telemetry/metrics'
+import { aggregateMetrics } from './aggregate-metrics'
+import { MainServices } from './main-services'
+import { startMainListeners } from './main-admin'
+import { WORKER_ENV, type ToMain, type ToWorker } from './protocol'
 
 export interface SupervisorOptions {
   config: Config
@@ -17,10 +19,15 @@ export interface SupervisorOptions {
   workers: number
   log: Logger
   instanceId: string
+  /** The main process's own connection to the fleet's store (Redis), when the config has one. */
+  fleetStore: Store | null
+  /** Re-reads and validates the config file, as each worker does on a reload (the main process's limits follow it). */
+  revalidate: () => Promise<{ ok: true; config: Config } | { ok: false }>
 }
 
 export interface Supervisor {
   readonly port: number
+  readonly metricsPort: number
   readonly adminPort: number
   reload: (trigger: string) => Promise<unknown>
   /** The graceful drain on every worker; resolves when every worker has exited. */
@@ -38,24 +45,6 @@ interface Slot {
   restarts: number
   /** Exits in a row that came soon after a start (the backoff grows with them). */
   quickExits: number
-  streams: Map<string, number>
-}
-
-/** Gauges that are the same on every worker: the aggregate takes one value, not their sum. */
-const AGGREGATE: Record<string, 'max' | 'min'> = {
-  build_info: 'max',
-  draining: 'max',
-  workers: 'max',
-  store_up: 'min',
-  upstream_healthy: 'min',
-  process_start_time_seconds: 'min'
-}
-
-/** One metric of `getMetricsAsJSON()`, as far as the aggregation reads it. */
-interface Json {
-  name: string
-  aggregator?: string
-  values?: { value: number }[]
 }
 
 async function freePort(host: string): Promise<number> {
@@ -71,22 +60,25 @@ async function freePort(host: string): Promise<number> {
 
 /**
  * `serve --workers N` (N > 1): the main process. It forks N worker processes (each a whole gateway whose
- * uWS app listens on the same public port: SO_REUSEPORT, the kernel spreads new connections), holds the
- * in-memory store they share (health verdicts, stream counts, affinity) and the directory of their vendor
- * sessions, serves the one admin listener (metrics summed over the workers), fans signals out, and
- * restarts a worker that exits unexpectedly (with backoff, counted). Worker processes rather than threads:
- * a thread that ends with uWS sockets open aborts the whole process, so a crash would take every leg.
+ * uWS apps listen on the same public and fleet ports: SO_REUSEPORT, the kernel spreads new connections),
+ * hands each what it must not read from its environment (workers/protocol.ts `Hello`: the fleet key, the
+ * internal admin token), serves what the workers share (workers/main-services.ts: the memory store and
+ * the admission), the metrics and admin listeners (workers/main-admin.ts), fans signals out, and restarts
+ * a worker that exits unexpectedly (with backoff, counted). Worker processes rather than threads: a
+ * thread that ends with uWS sockets open aborts the whole process, so a crash would take every leg.
  */
 export async function startSupervisor(opts: SupervisorOptions): Promise<Supervisor> {
-  const { config, log } = opts
+  const { log } = opts
+  // The config the main process counts limits and budgets by: the start's, then each successful reload's.
+  let config = opts.config
   const metrics = new Metrics()
   metrics.workers.set(opts.workers)
-  // The workers' memory store: health and affinity here, stream counts per worker.
   const store = new MemoryStore(opts.instanceId)
   await store.start()
-  const directory = new Map<string, { worker: number; caller: string }>()
-  const tagKey = randomBytes(32).toString('hex')
+  const fleetKey = FleetKey.fromConfig(config) ?? FleetKey.random()
+  const adminToken = randomBytes(32).toString('base64url')
   const port = config.listen.port !== 0 ? config.listen.port : await freePort(config.listen.host)
+  const fleetPort = config.fleet.port !== 0 ? config.fleet.port : await freePort(config.fleet.host)
   const slots: Slot[] = Array.from({ length: opts.workers }, (_, index) => ({
     index,
     child: null,
@@ -95,8 +87,7 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
     adminPort: 0,
     startedAt: 0,
     restarts: 0,
-    quickExits: 0,
-    streams: new Map()
+    quickExits: 0
   }))
   let stopping = false
   let leaving = false
@@ -107,71 +98,39 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
     if (slot.child?.connected) slot.child.send(m)
   }
   const everyUp = (): Slot[] => slots.filter(s => s.up)
-  const broadcast = (m: ToWorker, except = -1): void => {
-    for (const s of everyUp()) if (s.index !== except) post(s, m)
-  }
   const syncAll = (): void => {
     const leader = everyUp()[0]?.index ?? -1
     const health = [...store.sharedHealth()]
-    for (const s of everyUp()) {
-      const others = new Map<string, number>()
-      for (const o of slots) if (o !== s) for (const [k, n] of o.streams) others.set(k, (others.get(k) ?? 0) + n)
-      post(s, { t: 'sync', health, others: [...others], leader: s.index === leader })
-    }
+    for (const s of everyUp())
+      post(s, { t: 'sync', health, others: services.othersOf(s.index), leader: s.index === leader })
   }
+  const services = new MainServices(
+    store,
+    () => config,
+    opts.fleetStore,
+    (w, m) => post(slots[w], m),
+    syncAll
+  )
   const syncTimer = setInterval(syncAll, Math.max(100, config.store.syncIntervalSeconds * 1000))
   syncTimer.unref()
 
   const onMessage = (slot: Slot, m: ToMain): void => {
     switch (m.t) {
-      case 'streams':
-        slot.streams = new Map(m.counts)
-        return
-      case 'health':
-        store.writeHealth(m.key, m.record as HealthRecord)
-        syncAll()
-        return
-      case 'aff-set':
-        store.setAffinity(m.key, m.affinity, m.ttlSeconds)
-        return
-      case 'aff-del':
-        store.deleteAffinity(m.key, m.legId)
-        return
-      case 'aff-get':
-        store.getAffinity(m.key).then(
-          a => post(slot, { t: 'aff', id: m.id, affinity: a }),
-          () => post(slot, { t: 'aff', id: m.id, affinity: null })
-        )
-        return
-      case 'store-ask': {
-        const done = answer(store, m.ask)
-        done.then(
-          value => post(slot, { t: 'store-answer', id: m.id, value }),
-          (err: unknown) => post(slot, { t: 'store-answer', id: m.id, value: null, error: String(err) })
-        )
-        return
-      }
-      case 'dir-add':
-        directory.set(m.key, { worker: slot.index, caller: m.caller })
-        broadcast({ t: 'dir-add', key: m.key, worker: slot.index, caller: m.caller }, slot.index)
-        return
-      case 'dir-del':
-        if (directory.get(m.key)?.worker === slot.index) directory.delete(m.key)
-        broadcast({ t: 'dir-del', key: m.key, worker: slot.index }, slot.index)
-        return
-      case 'relay': {
-        const to = slots[m.to]
-        if (to?.up) post(to, { t: 'relay', from: slot.index, link: m.link, m: m.m })
-        // The other end is gone: the sender hears it through `worker-gone`.
-        return
-      }
       case 'metrics':
       case 'reloaded':
         asks.get(m.id)?.(m)
         asks.delete(m.id)
         return
-      default:
+      case 'admit-begin':
+      case 'admit-settle':
+      case 'place-take':
+      case 'place-release':
+        return services.admissionAsk(slot.index, m)
+      case 'ready':
+      case 'failed':
         return
+      default:
+        return services.storeWrite(slot.index, m)
     }
   }
 
@@ -179,25 +138,26 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
   const spawn = (slot: Slot): void => {
     const child = fork(opts.workerArgs[0], opts.workerArgs.slice(1), {
       serialization: 'advanced',
-      env: {
-        ...process.env,
-        [WORKER_ENV]: String(slot.index),
-        [WORKER_PORT_ENV]: String(port),
-        [WORKER_INSTANCE_ENV]: opts.instanceId,
-        // One key of the re-attach caller tags for the whole group (auth/hook-auth.ts), so a worker can check another's.
-        ASSIST_GATEWAY_TAG_KEY: tagKey
-      },
+      env: { ...process.env, [WORKER_ENV]: String(slot.index) },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc']
     })
     slot.child = child
     slot.startedAt = Date.now()
+    child.send({
+      t: 'hello',
+      group: opts.instanceId,
+      port,
+      fleetPort,
+      fleetKey: fleetKey.toHex(),
+      fleetKeySource: fleetKey.source,
+      adminToken
+    } satisfies ToWorker)
     child.on('message', raw => {
       const m = raw as ToMain
       if (m.t === 'ready') {
         slot.up = true
         slot.pid = m.pid
         slot.adminPort = m.adminPort
-        post(slot, { t: 'dir', entries: [...directory].map(([k, e]) => [k, e.worker, e.caller]) })
         syncAll()
         log.info({ event: 'worker_started', worker: slot.index, pid: m.pid, port }, `worker ${slot.index} serving`)
         if (firstStart !== null && slots.every(s => s.up)) firstStart(null)
@@ -217,9 +177,7 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
     const wasUp = slot.up
     slot.up = false
     slot.child = null
-    slot.streams = new Map()
-    for (const [k, e] of directory) if (e.worker === slot.index) directory.delete(k)
-    broadcast({ t: 'worker-gone', worker: slot.index })
+    services.workerGone(slot.index)
     syncAll()
     if (stopping) return
     if (!wasUp && firstStart !== null) {
@@ -278,54 +236,38 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
       )
     )
 
-  const aggregate = async (): Promise<{ contentType: string; text: string }> => {
-    const answers = await askAll(id => ({ t: 'metrics', id }))
-    const lists: Json[][] = []
-    metrics.workerLegsActive.reset()
-    for (const a of answers) {
-      if (a.m?.t !== 'metrics') continue
-      const list = a.m.json as Json[]
-      const active = list.find(x => x.name === `${PREFIX}audio_sessions_active`)
-      metrics.workerLegsActive.set(
-        { worker: String(a.worker) },
-        (active?.values ?? []).reduce((n, v) => n + v.value, 0)
-      )
-      lists.push(list)
-    }
-    lists.push((await metrics.registry.getMetricsAsJSON()) as unknown as Json[])
-    for (const list of lists)
-      for (const x of list) {
-        const how = AGGREGATE[x.name.slice(PREFIX.length)]
-        if (how !== undefined) x.aggregator = how
-      }
-    const registry = AggregatorRegistry.aggregate(
-      lists as unknown as Parameters<typeof AggregatorRegistry.aggregate>[0]
-    )
-    return { contentType: registry.contentType, text: await registry.metrics() }
-  }
-
   const reload = async (trigger: string): Promise<{ ok: boolean; reports: { worker: number; report: unknown }[] }> => {
     const answers = await askAll(id => ({ t: 'reload', id, trigger }))
     const reports = answers.map(a => ({ worker: a.worker, report: a.m?.t === 'reloaded' ? a.m.report : null }))
-    return { ok: answers.every(a => a.m?.t === 'reloaded' && a.m.ok), reports }
+    const ok = answers.every(a => a.m?.t === 'reloaded' && a.m.ok)
+    if (ok) {
+      const again = await opts.revalidate()
+      if (again.ok) config = again.config
+    }
+    return { ok, reports }
   }
 
-  let admin: { port: number; close: () => void }
+  let listeners: Awaited<ReturnType<typeof startMainListeners>>
   try {
-    admin = await startMainAdmin(
+    listeners = await startMainListeners(
       {
         log,
         leaving: () => leaving,
         workerAdmins: () => everyUp().map(s => ({ worker: s.index, adminPort: s.adminPort })),
-        metrics: aggregate,
+        internalToken: adminToken,
+        adminToken: () => config.admin.token ?? '',
+        metrics: async () => {
+          const answers = await askAll(id => ({ t: 'metrics', id }))
+          const lists = answers.flatMap(a => (a.m?.t === 'metrics' ? [{ worker: a.worker, json: a.m.json }] : []))
+          return await aggregateMetrics(lists, metrics)
+        },
         reload,
         describe: () => ({
           workers: slots.map(s => ({ worker: s.index, up: s.up, pid: s.pid, restarts: s.restarts }))
         }),
         instanceId: opts.instanceId
       },
-      config.admin.host,
-      config.admin.port
+      config
     )
   } catch (err) {
     killAll()
@@ -333,14 +275,22 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
     throw err
   }
   log.info(
-    { event: 'listening', host: config.listen.host, port, adminPort: admin.port, workers: opts.workers },
+    {
+      event: 'listening',
+      host: config.listen.host,
+      port,
+      metricsPort: listeners.metricsPort,
+      adminPort: listeners.adminPort,
+      workers: opts.workers
+    },
     `gateway listening with ${opts.workers} worker processes`
   )
 
   let drained: Promise<void> | null = null
   return {
     port,
-    adminPort: admin.port,
+    metricsPort: listeners.metricsPort,
+    adminPort: listeners.adminPort,
     reload,
     drain: signal => {
       drained ??= (async () => {
@@ -355,8 +305,9 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
         await Promise.all(gone)
         clearTimeout(cut)
         clearInterval(syncTimer)
-        admin.close()
+        listeners.close()
         await store.close()
+        await opts.fleetStore?.close()
       })()
       return drained
     },
@@ -364,22 +315,5 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
       stopping = true
       for (const s of slots) post(s, { t: 'stop', why })
     }
-  }
-}
-
-/** The main process's memory store answers a worker's call. */
-function answer(store: Store, a: StoreAsk): Promise<unknown> {
-  switch (a.op) {
-    case 'revoke':
-      return store.revokeToken(a.jti, a.untilEpochMs, a.nowMs)
-    case 'revoked':
-      return store.isTokenRevoked(a.jti, a.nowMs)
-    case 'fail':
-      return store.countFailure(a.key, a.windowMs, a.nowMs)
-    case 'join-claim':
-      return store.claimJoin(a.key, a.owner, a.ttlMs, a.replacing)
-    case 'join-release':
-      store.releaseJoin(a.key, a.instance)
-      return Promise.resolve(null)
   }
 }

@@ -61,7 +61,7 @@ interface Gateway {
   child: ChildProcess
   pid: number
   port: number
-  adminPort: number
+  metricsPort: number
   tail: Tail
   profileDir: string | null
 }
@@ -115,10 +115,11 @@ export async function startGateway(
 ): Promise<Gateway> {
   const dir = mkdtempSync(join(tmpdir(), 'assist-gateway-bench-'))
   onExit(() => rmSync(dir, { recursive: true, force: true }))
-  const [port, adminPort] = [await freePort(), await freePort()]
+  const [port, metricsPort] = [await freePort(), await freePort()]
   const config = {
     listen: { host: '127.0.0.1', port },
-    admin: { host: '127.0.0.1', port: adminPort },
+    metrics: { host: '127.0.0.1', port: metricsPort },
+    admin: { host: '127.0.0.1', port: 0 },
     log: { level: 'warn' },
     uws: { idleTimeoutSeconds: 0 },
     health: { active: { kind: 'none' } },
@@ -172,7 +173,7 @@ export async function startGateway(
       throw new Error(`the gateway did not answer /livez within 15 s:\n${tail.toString()}`)
     await sleep(100)
   }
-  return { child, pid: child.pid!, port, adminPort, tail, profileDir }
+  return { child, pid: child.pid!, port, metricsPort, tail, profileDir }
 }
 
 /** Monotonic µs, the clock V8's CPU profile uses for startTime / timeDeltas. */

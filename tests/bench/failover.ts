@@ -33,8 +33,8 @@ function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]
 }
 
-async function metric(adminPort: number, name: string): Promise<number> {
-  const text = await (await fetch(`http://127.0.0.1:${adminPort}/metrics`)).text()
+async function metric(metricsPort: number, name: string): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text()
   let sum = 0
   for (const line of text.split('\n')) if (line.startsWith(name)) sum += Number(line.slice(line.lastIndexOf(' ') + 1))
   return sum
@@ -79,12 +79,12 @@ export async function runFailover(flags: Map<string, string>): Promise<Record<st
   gen.stop()
   await sleep(1000)
   const final = await a.ask('stats')
-  const droppedByGateway = await metric(gw.adminPort, 'assist_gateway_audio_dropped_frames_total')
+  const droppedByGateway = await metric(gw.metricsPort, 'assist_gateway_audio_dropped_frames_total')
   const unconfirmed = await metric(
-    gw.adminPort,
+    gw.metricsPort,
     'assist_gateway_audio_dropped_frames_total{route="bench",reason="failover_unreplayed"}'
   )
-  const failovers = await metric(gw.adminPort, 'assist_gateway_audio_failovers_total{route="bench",result="ok"}')
+  const failovers = await metric(gw.metricsPort, 'assist_gateway_audio_failovers_total{route="bench",result="ok"}')
   await gen.close()
   await stopChild(gw.child, 5000)
   await a.stop()

@@ -14,9 +14,7 @@
  * pair). The vendor connections only count bytes. Prints user+system CPU µs per platform frame for each.
  */
 import { AudioLeg, type PlatformLeg } from '../../gateway/audio/leg'
-import { SessionRegistry } from '../../gateway/audio/registry'
 import type { RouteRuntime } from '../../gateway/route'
-import { MemoryStore } from '../../gateway/store/memory'
 import { createLogger } from '../../gateway/telemetry/log'
 import { Metrics } from '../../gateway/telemetry/metrics'
 import { initMessage } from '../../gateway/tools/simulate'
@@ -24,6 +22,7 @@ import { FakeClock } from '../helpers/fake-clock'
 import { FakeConnection, route, SETTINGS } from '../unit/audio/harness'
 import { AB_FLAGS, runAb } from './ab'
 import { fmt, machineLine, numberFlag, Report, round, UsageError } from './lib'
+import { loneGateway } from '../helpers/leg-deps'
 
 export const JOIN_FLAGS = ['pairs', 'frames', ...AB_FLAGS]
 export const JOIN_BOOLEANS = ['in-process']
@@ -76,7 +75,7 @@ function inProcess(joined: boolean, pairs: number, frames: number): { usPerFrame
   const r = (
     joined ? { ...base, config: { ...base.config, join: { channels: ['TX', 'RX'], waitSeconds: 0 } } } : base
   ) as RouteRuntime
-  const registry = new SessionRegistry()
+  const gw = loneGateway(clock)
   const metrics = new Metrics()
   const conns: CountingConnection[] = []
   const legs: AudioLeg[] = []
@@ -87,8 +86,7 @@ function inProcess(joined: boolean, pairs: number, frames: number): { usPerFrame
         route: r,
         settings: { ...SETTINGS, holdBufferBytes: 1 << 20, bufferBytes: 1 << 20, vendorHighWaterBytes: 1 << 30 },
         metrics,
-        store: new MemoryStore('bench'),
-        registry,
+        ...gw,
         log,
         clock,
         legId: `leg-${++n}`,

@@ -159,11 +159,12 @@ export async function runTextVsNginx(flags: Map<string, string>): Promise<Record
   }
 
   // ---- the gateway ----
-  const [port, adminPort] = [await freePort(), await freePort()]
+  const [port, metricsPort] = [await freePort(), await freePort()]
   const token = `bench-${randomBytes(12).toString('hex')}`
   const config = {
     listen: { host: '127.0.0.1', port },
-    admin: { host: '127.0.0.1', port: adminPort },
+    metrics: { host: '127.0.0.1', port: metricsPort },
+    admin: { host: '127.0.0.1', port: 0 },
     log: { level: 'warn' },
     shutdown: { drainDelaySeconds: 0 },
     health: { active: { kind: 'http', path: '/healthz' } },
@@ -184,7 +185,7 @@ export async function runTextVsNginx(flags: Map<string, string>): Promise<Record
     { BENCH_TEXT_TOKEN: token },
     profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : []
   )
-  await waitOk(gw, `http://127.0.0.1:${adminPort}/livez`, 'the gateway')
+  await waitOk(gw, `http://127.0.0.1:${metricsPort}/livez`, 'the gateway')
 
   // ---- nginx as the proxy ----
   let proxy: Nginx | null = null

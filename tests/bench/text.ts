@@ -52,7 +52,7 @@ async function runMode(
     profile: boolean
   }
 ): Promise<ModeFigures> {
-  const [port, adminPort] = [await freePort(), await freePort()]
+  const [port, metricsPort] = [await freePort(), await freePort()]
   const token = `bench-${randomBytes(12).toString('hex')}`
   let ca: string | null = null
   let tls: Record<string, string> | null = null
@@ -63,7 +63,8 @@ async function runMode(
   }
   const config = {
     listen: { host: '127.0.0.1', port, ...(tls !== null ? { tls } : {}) },
-    admin: { host: '127.0.0.1', port: adminPort },
+    metrics: { host: '127.0.0.1', port: metricsPort },
+    admin: { host: '127.0.0.1', port: 0 },
     log: { level: 'warn' },
     health: { active: { kind: 'http', path: '/healthz' } },
     routes: {
@@ -82,7 +83,7 @@ async function runMode(
     { BENCH_TEXT_TOKEN: token },
     o.profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : []
   )
-  await waitOk(gw, `http://127.0.0.1:${adminPort}/livez`, 'the gateway')
+  await waitOk(gw, `http://127.0.0.1:${metricsPort}/livez`, 'the gateway')
 
   const body = JSON.stringify({
     contactId: 584930211,

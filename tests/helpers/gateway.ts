@@ -54,7 +54,9 @@ export async function startGateway(
   // Tests that count vendor sessions or expect an immediate goodbye turn probes and re-attach on themselves.
   const base = {
     listen: { host: '127.0.0.1', port: 0 },
+    metrics: { host: '127.0.0.1', port: 0 },
     admin: { host: '127.0.0.1', port: 0 },
+    fleet: { host: '127.0.0.1', port: 0 },
     health: { active: { kind: 'none' } },
     audio: { reattachGraceSeconds: 0 },
     // Refusals at once and no per-address budget, so suites that refuse credentials stay fast and
@@ -79,8 +81,16 @@ export async function startGateway(
     configFile,
     url: (path: string) =>
       `${path.startsWith('/audio/') ? wsScheme : scheme}://127.0.0.1:${running.server.port}${path}`,
-    adminUrl: (path: string) => `http://127.0.0.1:${running.server.adminPort}${path}`
+    adminUrl: opsUrl(running.server.metricsPort, running.server.adminPort)
   }
+}
+
+/**
+ * The URL of an operator's path: `/admin/*` on the admin listener, the rest (/metrics, /livez, /readyz) on
+ * the metrics listener. An empty path is the admin base (`upstreams()` appends its own).
+ */
+export function opsUrl(metricsPort: number, adminPort: number): (path: string) => string {
+  return path => `http://127.0.0.1:${path === '' || path.startsWith('/admin') ? adminPort : metricsPort}${path}`
 }
 
 function merge(a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {
@@ -134,12 +144,13 @@ export function platformLeg(
   t: T,
   url: string,
   init: unknown,
-  opts: { raw?: boolean; localAddress?: string } = {}
+  opts: { raw?: boolean; localAddress?: string; headers?: Record<string, string> } = {}
 ): PlatformLegClient {
   const ws = new WebSocket(url, {
     perMessageDeflate: false,
     rejectUnauthorized: false,
-    ...(opts.localAddress !== undefined ? { localAddress: opts.localAddress } : {})
+    ...(opts.localAddress !== undefined ? { localAddress: opts.localAddress } : {}),
+    ...(opts.headers !== undefined ? { headers: opts.headers } : {})
   })
   const messages: Record<string, unknown>[] = []
   let resolveAnswer!: (v: Record<string, unknown>) => void

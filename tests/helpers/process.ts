@@ -4,7 +4,7 @@ import { createServer } from 'node:net'
 import { join } from 'node:path'
 import { stringify } from 'yaml'
 import { spawnCli } from './cli'
-import { AUDIO_TOKEN, TEXT_TOKEN, sleep } from './gateway'
+import { AUDIO_TOKEN, opsUrl, TEXT_TOKEN, sleep } from './gateway'
 
 type T = { teardown: (fn: () => unknown) => void }
 
@@ -37,7 +37,12 @@ export async function spawnGateway(
   config: Record<string, unknown>,
   env: Record<string, string> = {}
 ): Promise<GatewayProcess> {
-  const [port, adminPort] = [await freePort(), await freePort()]
+  const [port, metricsPort, adminPort, fleetPort] = [
+    await freePort(),
+    await freePort(),
+    await freePort(),
+    await freePort()
+  ]
   // One test may start several, and t.testdir() is one folder per test (made anew on each call).
   const dir = mkdtempSync(join(tmpdir(), 'assist-gateway-test-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
@@ -46,7 +51,9 @@ export async function spawnGateway(
     file,
     stringify({
       listen: { host: '127.0.0.1', port },
+      metrics: { host: '127.0.0.1', port: metricsPort },
       admin: { host: '127.0.0.1', port: adminPort },
+      fleet: { host: '127.0.0.1', port: fleetPort },
       log: { level: 'info' },
       // Tests that stop it at teardown do not wait out the production drain delays.
       shutdown: { drainDelaySeconds: 0, legDrainSeconds: 0 },
@@ -63,6 +70,7 @@ export async function spawnGateway(
       ...env,
       PORT: '',
       ADMIN_PORT: '',
+      METRICS_PORT: '',
       REDIS_URL: '',
       GATEWAY_CONFIG: ''
     }
@@ -90,7 +98,7 @@ export async function spawnGateway(
   for (;;) {
     if (child.exitCode !== null) throw new Error(`gateway process exited: ${out}`)
     try {
-      if ((await fetch(`http://127.0.0.1:${adminPort}/livez`)).status === 200) break
+      if ((await fetch(`http://127.0.0.1:${metricsPort}/livez`)).status === 200) break
     } catch {
       /* not up yet */
     }
@@ -101,7 +109,7 @@ export async function spawnGateway(
     pid: child.pid!,
     file,
     url: path => `${path.startsWith('/audio/') ? 'ws' : 'http'}://127.0.0.1:${port}${path}`,
-    adminUrl: path => `http://127.0.0.1:${adminPort}${path}`,
+    adminUrl: opsUrl(metricsPort, adminPort),
     output: () => out,
     exited
   }

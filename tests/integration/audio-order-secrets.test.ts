@@ -124,33 +124,46 @@ t.test(
   }
 )
 
-t.test('a passthrough vendor echoing the init message in CONNECTED parameters carries no secret', async t => {
-  // `pass` checks no token: the platform's token is meant for the vendor and forwarded, so the vendor sees
-  // it; `other` lists it in auth.audio, which makes it a configured secret.
-  const vendor = await startVendor(t, { kind: 'passthrough', echo: true })
-  const gw = await startGateway(
-    t,
-    {
-      routes: {
-        pass: {
-          mapping: 'mappings/passthrough.yaml',
-          auth: { text: ['${TEXT_TOKEN}'] },
-          upstreams: [{ name: 'r0', audio: vendor.url, headers: { 'x-tenant-secret': '${HEADER_SECRET}' } }]
-        },
-        other: secretRoute(vendor, 'mappings/passthrough.yaml')
-      }
-    },
-    ENV
-  )
-  const leg = platformLeg(t, gw.url('/audio/pass'), init())
-  const raw = rawFrames(leg.ws)
-  const answer = await leg.answer
-  t.equal(answer.command, 'CONNECTED')
-  const params = answer.parameters as Record<string, string>
-  t.match(params.echo, /\[REDACTED\]/, 'the echo in CONNECTED parameters was scrubbed')
-  t.ok(await until(() => leg.messages.length >= 1), 'the echo MESSAGE arrived')
-  t.same(leaks(raw.join('\n')), [], 'no secret in CONNECTED or MESSAGE frames')
-})
+t.test(
+  "a passthrough vendor echoing the init message: its own secrets scrubbed, the caller's own words as sent",
+  async t => {
+    // `pass` checks no token: the platform's token is meant for the vendor and forwarded, so the vendor sees
+    // it; `other` lists the same value in auth.audio. Another route's secret is not this route's to scrub, and
+    // the caller sent it itself: it comes back as sent, so the answer confirms nothing (issue 18 item 5).
+    const vendor = await startVendor(t, { kind: 'passthrough', echo: true })
+    const gw = await startGateway(
+      t,
+      {
+        routes: {
+          pass: {
+            mapping: 'mappings/passthrough.yaml',
+            auth: { text: ['${TEXT_TOKEN}'] },
+            upstreams: [{ name: 'r0', audio: vendor.url, headers: { 'x-tenant-secret': '${HEADER_SECRET}' } }]
+          },
+          other: secretRoute(vendor, 'mappings/passthrough.yaml')
+        }
+      },
+      ENV
+    )
+    const leg = platformLeg(t, gw.url('/audio/pass'), init())
+    const raw = rawFrames(leg.ws)
+    const answer = await leg.answer
+    t.equal(answer.command, 'CONNECTED')
+    const params = answer.parameters as Record<string, string>
+    t.match(params.echo, /\[REDACTED\]/, "the route's own header secret in the CONNECTED echo was scrubbed")
+    t.ok(await until(() => leg.messages.length >= 1), 'the echo MESSAGE arrived')
+    const all = raw.join('\n')
+    t.same(
+      leaks(all).filter(l => !l.includes(AUDIO_TOKEN)),
+      [],
+      "no secret of the route's vendors in CONNECTED or MESSAGE frames"
+    )
+    t.ok(
+      all.includes(AUDIO_TOKEN),
+      "the caller's own token comes back as it sent it: never as a [REDACTED] confirmation"
+    )
+  }
+)
 
 t.test('a vendor refusal echoing the credential reaches the platform as ERROR without it', async t => {
   const vendor = await startVendor(t, { kind: 'passthrough', echo: true, token: 'another-token-the-vendor-wants' })
@@ -165,23 +178,38 @@ t.test('a vendor refusal echoing the credential reaches the platform as ERROR wi
   t.same(leaks(raw.join('\n')), [], 'no secret in the ERROR frame')
 })
 
-t.test('a text vendor echoing a secret gets it scrubbed from the answer', async t => {
-  const vendor = await startVendor(t, { kind: 'passthrough' })
-  const gw = await startGateway(t, { routes: { demo: secretRoute(vendor, 'mappings/passthrough.yaml') } }, ENV)
-  const res = await fetch(gw.url('/text/demo'), {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({
-      authorizationHeader: TEXT_TOKEN,
-      contactId: 1001,
-      busNo: 4594,
-      tenantId: 't1',
-      participantId: 'patron',
-      messageBody: `my key is ${VENDOR_KEY} and ${HEADER_SECRET}`
+t.test(
+  "a text vendor echoing the caller's own words: as sent, even where they equal a secret (no confirmation)",
+  async t => {
+    const vendor = await startVendor(t, { kind: 'passthrough' })
+    const gw = await startGateway(t, { routes: { demo: secretRoute(vendor, 'mappings/passthrough.yaml') } }, ENV)
+    const res = await fetch(gw.url('/text/demo'), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        authorizationHeader: TEXT_TOKEN,
+        contactId: 1001,
+        busNo: 4594,
+        tenantId: 't1',
+        participantId: 'patron',
+        messageBody: `my key is ${VENDOR_KEY} and ${HEADER_SECRET}`
+      })
     })
-  })
-  const text = await res.text()
-  t.equal(res.status, 200)
-  t.match(JSON.parse(text), { message: 'echo: my key is [REDACTED] and [REDACTED]' })
-  t.same(leaks(text), [])
-})
+    const text = await res.text()
+    t.equal(res.status, 200)
+    t.match(JSON.parse(text), { message: `echo: my key is ${VENDOR_KEY} and ${HEADER_SECRET}` })
+    const guess = await fetch(gw.url('/text/demo'), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        authorizationHeader: TEXT_TOKEN,
+        contactId: 1001,
+        busNo: 4594,
+        tenantId: 't1',
+        participantId: 'patron',
+        messageBody: 'my key is vendor-key-0000000000'
+      })
+    })
+    t.match(await guess.json(), { message: 'echo: my key is vendor-key-0000000000' }, 'a wrong guess comes back alike')
+  }
+)

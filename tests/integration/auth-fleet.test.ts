@@ -106,13 +106,16 @@ async function metrics(gw: TestGateway): Promise<string> {
 t.test('a token revoked on instance A is refused by instance B at its next request', async t => {
   const [a, b] = await fleet(t)
   const token = await tokenOf(a, 'platform-a', CLIENT_A)
-  t.equal((await audio(t, b, 'demo', `Bearer ${token}`, 810001).answer).command, 'CONNECTED', 'B takes it first')
+  const live = audio(t, b, 'demo', `Bearer ${token}`, 810001)
+  t.equal((await live.answer).command, 'CONNECTED', 'B takes it first')
   t.equal(await text(b, 'demo', `Bearer ${token}`), 200)
   const r = await fetch(a.adminUrl('/admin/tokens/revoke'), { method: 'POST', body: JSON.stringify({ token }) })
   const body = await r.text()
   answers.push(body)
   t.equal(r.status, 200)
   t.match(JSON.parse(body), { revoked: true })
+  t.equal((await live.leg.closed).code, 1008, "B's live leg of that token ends within its store sync")
+  t.match(live.leg.messages.at(-1), { command: 'ERROR', messageType: 'TOKEN_REVOKED' })
   // No waiting for a sync: B asks the store on the next verification.
   const refused = audio(t, b, 'demo', `Bearer ${token}`, 810002)
   t.match(

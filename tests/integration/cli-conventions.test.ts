@@ -11,6 +11,8 @@ import { freePort } from '../helpers/process'
 // loader. dist/ is brought up to date first with the same script `npm start` uses (quick when it is current).
 const ROOT = join(__dirname, '..', '..')
 const BIN = join(ROOT, 'bin', 'assist-gateway.js')
+/** A literal for a RegExp. */
+const esc = (s: string): string => s.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')
 const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version
 
 // About forty CLI processes, each loading the whole gateway: on a busy 2-core machine that is minutes,
@@ -163,14 +165,14 @@ t.test('usage errors exit 2 with the message and the usage on stderr', async t =
   })
 })
 
-t.test('check and serve exit 2 on a broken config, naming file and pointer', async t => {
+t.test('check and serve exit 2 on a broken config, naming file, line, column and pointer', async t => {
   const dir = t.testdir({ 'gateway.yaml': 'listen: { port: 70000 }\nroutes: {}\n' })
   const file = join(dir, 'gateway.yaml')
   for (const command of ['check', 'serve']) {
     const r = await cli([command, '--config', file])
     t.equal(r.code, 2, `${command}: exit 2`)
-    t.match(r.err, `${file}: /listen/port: `, command)
-    t.match(r.err, `${file}: /routes: `, command)
+    t.match(r.err, `${file}:1:11: /listen/port: `, command)
+    t.match(r.err, `${file}:2:1: /routes: `, command)
   }
 })
 
@@ -194,7 +196,7 @@ t.test('check and serve both dry-run the mappings: a mapping check rejects is re
     t.equal(r.code, 2, `${command}: exit 2 (${r.err})`)
     t.match(
       r.err,
-      `${join(dir, 'emits.yaml')}: /audio/results/0/emit: must produce a PlatformWebSocketMessage`,
+      `${join(dir, 'emits.yaml')}:6:7: /audio/results/0/emit: must produce a PlatformWebSocketMessage`,
       command
     )
   }
@@ -222,7 +224,9 @@ t.test('check and serve load the TLS pair: swapped, mismatched or undecryptable 
       t.equal(r.code, 2, `${command} ${name}: exit 2`)
       t.match(
         r.err,
-        `${file}: /listen/tls: certificate ${cert} and key ${key} do not load as a pair`,
+        new RegExp(
+          `${esc(file)}:\\d+:\\d+: /listen/tls: certificate ${esc(cert)} and key ${esc(key)} do not load as a pair`
+        ),
         `${command} ${name}`
       )
       t.match(r.err, why, `${command} ${name}: says why`)

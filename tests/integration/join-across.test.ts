@@ -16,7 +16,7 @@ import { freePort, spawnGateway } from '../helpers/process'
 import { needRedis } from '../helpers/redis'
 import { sha, sideBytes, sideFrame, TICK } from '../helpers/stereo'
 
-// The join across instances: two (three) real gateways sharing Redis, each with listen.advertiseUrl. The
+// The join across instances: two (three) real gateways sharing Redis, each with fleet.advertiseUrl. The
 // TX and RX legs of a call land on different instances; the first claims the call, the other's leg is
 // relayed to it, and the strict Deepgram emulator sees one stereo session per call with exact channels.
 
@@ -31,11 +31,11 @@ const voiced = (s: RealVendorSession | undefined, ch: number): number => {
 }
 
 /** A fleet member's config: Redis with the shared key prefix, the stereo Deepgram join route. */
-function fleetConfig(redis: string, dg: RealVendorEmulator, prefix: string, listen: Record<string, unknown>) {
+function fleetConfig(redis: string, dg: RealVendorEmulator, prefix: string, fleet: Record<string, unknown>) {
   return {
     redis,
     store: { keyPrefix: prefix, syncIntervalSeconds: 0.2, leaseSeconds: 10 },
-    listen,
+    fleet,
     audio: { reattachGraceSeconds: 5 },
     routes: {
       dg: {
@@ -49,8 +49,8 @@ function fleetConfig(redis: string, dg: RealVendorEmulator, prefix: string, list
 }
 
 async function instance(t: Test, dg: RealVendorEmulator, prefix: string, advertiseUrl?: string): Promise<TestGateway> {
-  const listen = advertiseUrl === undefined ? {} : { advertiseUrl }
-  return await startGateway(t, fleetConfig(await needRedis(), dg, prefix, listen), { DG_KEY })
+  const fleet = advertiseUrl === undefined ? {} : { advertiseUrl }
+  return await startGateway(t, fleetConfig(await needRedis(), dg, prefix, fleet), { DG_KEY })
 }
 
 const leg = (t: Test, gw: TestGateway, contactId: number, perspective: string): PlatformLegClient =>
@@ -195,12 +195,11 @@ t.test('join across instances on Redis', async t => {
 
   /** A call held by a gateway in its own process (its TX leg there first), and its RX leg on B, relayed to it. */
   async function relayedToProcess(t: Test, contactId: number) {
-    const port = await freePort()
-    const listen = { host: '127.0.0.1', port, advertiseUrl: 'ws://127.0.0.1' }
-    const owner = await spawnGateway(t, fleetConfig(await needRedis(), dg, prefix, listen), { DG_KEY })
+    const fleet = { host: '127.0.0.1', port: await freePort(), advertiseUrl: 'ws://127.0.0.1' }
+    const owner = await spawnGateway(t, fleetConfig(await needRedis(), dg, prefix, fleet), { DG_KEY })
     const tx = platformLeg(
       t,
-      `ws://127.0.0.1:${port}/audio/dg`,
+      owner.url('/audio/dg'),
       initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
     )
     t.equal((await tx.answer).command, 'CONNECTED', 'the owner process holds the call (its TX leg came first)')

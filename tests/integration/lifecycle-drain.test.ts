@@ -115,7 +115,7 @@ t.test(
 
     process.kill(g1.pid, 'SIGTERM')
     t.ok(await until(async () => (await status(g1.adminUrl('/readyz'))) === 503), '/readyz turns 503')
-    const verbose = (await (await fetch(g1.adminUrl('/readyz?verbose'))).json()) as { reasons: string[] }
+    const verbose = (await (await fetch(g1.adminUrl('/admin/readiness'))).json()) as { reasons: string[] }
     t.match(verbose.reasons, ['draining'])
     t.equal(await status(g1.adminUrl('/livez')), 200, 'it still answers')
     const during = platformLeg(t, g1.url('/audio/demo'), init(939999))

@@ -30,7 +30,7 @@ t.test('/readyz: 200 while one route has no replica (verbose says which), 503 wh
     }
   })
   const verbose = async (): Promise<Record<string, any>> =>
-    (await (await fetch(gw.adminUrl('/readyz?verbose'))).json()) as Record<string, any>
+    (await (await fetch(gw.adminUrl('/admin/readiness'))).json()) as Record<string, any>
   await down.close()
   t.ok(await until(async () => (await verbose()).degraded.length === 1), 'the route without a replica is seen')
   const ready = await fetch(gw.adminUrl('/readyz'))
@@ -73,7 +73,7 @@ t.test(
     t.ok(await until(async () => (await metrics()).includes('assist_gateway_store_up 0')), 'store_up 0')
     const ready = await fetch(g.adminUrl('/readyz'))
     t.equal(ready.status, 200, 'still ready')
-    t.match(await (await fetch(g.adminUrl('/readyz?verbose'))).json(), { store: { kind: 'redis', up: false } })
+    t.match(await (await fetch(g.adminUrl('/admin/readiness'))).json(), { store: { kind: 'redis', up: false } })
     const sent = await stream(live, 0, 10)
     t.ok(await until(() => v.sessions()[0]?.bytes === 10 * 160), 'the live leg goes on')
     t.equal(v.sessions()[0].sha256, sha256(sent))

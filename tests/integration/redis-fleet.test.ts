@@ -145,7 +145,7 @@ t.test(
     t.match(metrics, 'assist_gateway_store_up 0')
     t.equal((await fetch(gw.adminUrl('/readyz'))).status, 200, 'still ready: it takes new work on local state')
     t.match(
-      await (await fetch(gw.adminUrl('/readyz?verbose'))).json(),
+      await (await fetch(gw.adminUrl('/admin/readiness'))).json(),
       { ready: true, store: { up: false }, degraded: [/Redis/] },
       'the verbose view says the shared store is away'
     )

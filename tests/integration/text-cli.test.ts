@@ -86,7 +86,7 @@ t.test('simulate text posts one utterance over HTTPS and prints the status and t
   t.match(participant.err, /--participant must be patron, agent or system/)
 })
 
-t.test('check prints every text mapping problem as file: pointer: message', async t => {
+t.test('check prints every text mapping problem as file:line:col: /pointer: message', async t => {
   const dir = t.testdir({
     'bad.yaml':
       'vendor: bad\ntext:\n  request:\n    path: \'"v1/no-slash"\'\n    body: \'request.messageBody.{ "x": 1 }\'\n  response: "response.body.answer"\nsamples:\n  text:\n    - { body: { other: 1 } }\n',
@@ -98,11 +98,11 @@ t.test('check prints every text mapping problem as file: pointer: message', asyn
   const file = join(dir, 'bad.yaml')
   t.match(
     r.err,
-    `${file}: /text/request/path: must produce a path that starts with "/" and holds no spaces or "#"; it produced "v1/no-slash"`
+    `${file}:4:5: /text/request/path: must produce a path that starts with "/" and holds no spaces or "#"; it produced "v1/no-slash"`
   )
   t.match(
     r.err,
-    `${file}: /text/response: on samples/text/0: must produce the answer for the platform; it produced nothing`
+    `${file}:6:3: /text/response: on samples/text/0: must produce the answer for the platform; it produced nothing`
   )
   const shipped = await cli(['check', '--config', join(__dirname, '..', '..', 'ops', 'gateway.yaml')])
   t.equal(shipped.code, 0, shipped.err)

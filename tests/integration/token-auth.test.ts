@@ -192,6 +192,31 @@ t.test('revocation is effective on the next request', async t => {
   t.equal(bad.status, 400, 'a token that does not verify is not trusted for its jti')
 })
 
+t.test('revoking a token ends the live legs it opened, unless the revocation says endLegs: false', async t => {
+  const { gw } = await gateway(t)
+  const token = await tokenOf(gw, 'platform-a', CLIENT_A)
+  const kept = await tokenOf(gw, 'platform-a', CLIENT_A)
+  const a = await audio(t, gw, 'demo', `Bearer ${token}`)
+  const b = await audio(t, gw, 'demo', `Bearer ${token}`)
+  const c = await audio(t, gw, 'demo', `Bearer ${kept}`)
+  for (const l of [a, b, c]) t.equal(l.answer.command, 'CONNECTED')
+  const r = await fetch(gw.adminUrl('/admin/tokens/revoke'), { method: 'POST', body: JSON.stringify({ token }) })
+  t.match(await r.json(), { revoked: true, legsEnded: 2 })
+  for (const l of [a, b]) {
+    t.equal((await l.leg.closed).code, 1008, 'a leg of the revoked token is closed with 1008')
+    t.match(l.leg.messages.at(-1), { command: 'ERROR', messageType: 'TOKEN_REVOKED' })
+  }
+  const r2 = await fetch(gw.adminUrl('/admin/tokens/revoke'), {
+    method: 'POST',
+    body: JSON.stringify({ token: kept, endLegs: false })
+  })
+  t.match(await r2.json(), { revoked: true, legsEnded: 0 })
+  await roundTrip(c.leg.ws)
+  t.equal(c.leg.ws.readyState, c.leg.ws.OPEN, 'endLegs: false keeps the live leg')
+  t.match((await audio(t, gw, 'demo', `Bearer ${kept}`)).answer, { messageType: 'AUTH_INVALID' }, 'new legs refused')
+  c.leg.ws.close(1000)
+})
+
 t.test('re-attach is bound to the caller that opened the session', async t => {
   const { gw } = await gateway(t)
   const a1 = await tokenOf(gw, 'platform-a', CLIENT_A)

@@ -39,10 +39,16 @@ const workers = async (g: GatewayProcess): Promise<Workers['workers']> =>
   ((await (await fetch(g.adminUrl('/admin/workers'))).json()) as Workers).workers
 
 t.test('serve --workers 2: one port, one admin port, sessions across workers, a killed worker restarted', async t => {
-  const v = await startVendor(t, { kind: 'json-events', resultEveryFrames: 5 })
+  // Results by 20 ms of audio received (not by vendor writes, which coalescing batches by time), and no
+  // health probes (a probe is a short session the emulator would count among the call's).
+  const v = await startVendor(t, { kind: 'json-events', resultEveryFrames: 5, resultsByAudio: true })
   const gw = await spawnGateway(
     t,
-    { audio: { reattachGraceSeconds: 30 }, routes: { demo: routeTo([v], 'mappings/json-events.yaml') } },
+    {
+      health: { active: { kind: 'none' } },
+      audio: { reattachGraceSeconds: 30 },
+      routes: { demo: routeTo([v], 'mappings/json-events.yaml') }
+    },
     { GATEWAY_WORKERS: '2' }
   )
   t.ok(await until(async () => (await workers(gw)).every(w => w.up)), 'both workers are up')

@@ -2,13 +2,12 @@ import t from 'tap'
 import { AudioLeg, type PlatformLeg } from '../../../gateway/audio/leg'
 import { joinsOf } from '../../../gateway/audio/join'
 import { MULAW_SILENCE, StereoMixer } from '../../../gateway/audio/join-mixer'
-import { SessionRegistry } from '../../../gateway/audio/registry'
 import type { RouteRuntime } from '../../../gateway/route'
-import { MemoryStore } from '../../../gateway/store/memory'
 import { Metrics } from '../../../gateway/telemetry/metrics'
 import { initMessage } from '../../../gateway/tools/simulate'
 import { FakeClock } from '../../helpers/fake-clock'
 import { FakeConnection, Lines, route, SETTINGS } from './harness'
+import { loneGateway } from '../../helpers/leg-deps'
 
 // The stereo join on the fake clock: the mixer alone, then two platform legs of one contact on fake
 // vendor connections (one shared 20 ms tick, the partner wait, silence fill, results by channel).
@@ -55,7 +54,8 @@ function world(join = { channels: ['TX', 'RX'] as ['TX', 'RX'], waitSeconds: 2 }
     frames: { framing: 'binary', encoding: 'mulaw', sampleRate: 8000, chunkMs: null, channels: 2 }
   })
   const r = { ...base, config: { ...base.config, join } } as RouteRuntime
-  const registry = new SessionRegistry()
+  const gw = loneGateway(clock)
+  const registry = gw.registry
   const metrics = new Metrics()
   const logs = new Lines()
   const conns: FakeConnection[] = []
@@ -79,8 +79,7 @@ function world(join = { channels: ['TX', 'RX'] as ['TX', 'RX'], waitSeconds: 2 }
       route: r,
       settings: SETTINGS,
       metrics,
-      store: new MemoryStore('i1'),
-      registry,
+      ...gw,
       log: logs.log,
       clock,
       legId: `leg-${++n}`,

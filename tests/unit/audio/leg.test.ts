@@ -1,11 +1,10 @@
 import t from 'tap'
 import { AudioLeg, type PlatformLeg } from '../../../gateway/audio/leg'
-import { SessionRegistry } from '../../../gateway/audio/registry'
-import { MemoryStore } from '../../../gateway/store/memory'
 import { Metrics } from '../../../gateway/telemetry/metrics'
 import { initMessage } from '../../../gateway/tools/simulate'
 import { FakeClock } from '../../helpers/fake-clock'
 import { FakeConnection, frame, Lines, route, SETTINGS } from './harness'
+import { loneGateway } from '../../helpers/leg-deps'
 
 // The platform leg state machine: a fake platform socket, fake vendor connections, the fake clock.
 
@@ -33,7 +32,8 @@ function platform() {
 function world(settings = {}) {
   const clock = new FakeClock()
   const r = route(clock, ['a'])
-  const registry = new SessionRegistry()
+  const gw = loneGateway(clock)
+  const registry = gw.registry
   const metrics = new Metrics()
   const logs = new Lines()
   const conns: FakeConnection[] = []
@@ -44,8 +44,7 @@ function world(settings = {}) {
       route: r,
       settings: { ...SETTINGS, ...settings },
       metrics,
-      store: new MemoryStore('i1'),
-      registry,
+      ...gw,
       log: logs.log,
       clock,
       legId: `leg-${++n}`,

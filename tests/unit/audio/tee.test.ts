@@ -1,13 +1,12 @@
 import t from 'tap'
 import { AudioLeg, type PlatformLeg } from '../../../gateway/audio/leg'
-import { SessionRegistry } from '../../../gateway/audio/registry'
 import { tagResult } from '../../../gateway/audio/tee'
 import type { RouteRuntime, TeeRuntime } from '../../../gateway/route'
-import { MemoryStore } from '../../../gateway/store/memory'
 import { Metrics } from '../../../gateway/telemetry/metrics'
 import { initMessage } from '../../../gateway/tools/simulate'
 import { FakeClock } from '../../helpers/fake-clock'
 import { FakeConnection, frame, Lines, route, SETTINGS } from './harness'
+import { loneGateway } from '../../helpers/leg-deps'
 
 // A platform leg whose route has tees, on fake vendor connections and the fake clock: replica `a` is the
 // primary's, `t` the tee's.
@@ -45,8 +44,7 @@ function world(results: 'drop' | 'forward' = 'drop', tees = 1) {
     route: r,
     settings: { ...SETTINGS, failoverTimeoutSeconds: 1 },
     metrics,
-    store: new MemoryStore('i1'),
-    registry: new SessionRegistry(),
+    ...loneGateway(clock),
     log: logs.log,
     clock,
     legId: 'leg-1',

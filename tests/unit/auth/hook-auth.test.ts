@@ -1,16 +1,23 @@
 import t from 'tap'
 import { CredentialList } from '../../../gateway/auth/credentials'
+import { FleetKey } from '../../../gateway/auth/fleet-key'
 import { authenticateStatic, callerTag, failureLabel } from '../../../gateway/auth/hook-auth'
+
+const K = FleetKey.random().callerKey
 
 t.test('callerTag: token callers by issuer and subject, static ones by a keyed hash, never the credential', async t => {
   const token = { kind: 'token', sub: 'platform-a', iss: 'gw', jti: 'j1', exp: 1 } as const
-  t.equal(callerTag(token, 'ignored'), callerTag({ ...token, jti: 'j2', exp: 2 }, 'other'), 'any token of one client')
-  t.not(callerTag(token, ''), callerTag({ ...token, sub: 'platform-b' }, ''))
-  const a = callerTag({ kind: 'static' }, 'secret-value-1')
-  t.equal(a, callerTag({ kind: 'static' }, 'Bearer  secret-value-1'), 'raw and Bearer forms are one caller')
-  t.not(a, callerTag({ kind: 'static' }, 'secret-value-2'))
+  t.equal(
+    callerTag(token, 'ignored', K),
+    callerTag({ ...token, jti: 'j2', exp: 2 }, 'other', K),
+    'any token of one client'
+  )
+  t.not(callerTag(token, '', K), callerTag({ ...token, sub: 'platform-b' }, '', K))
+  const a = callerTag({ kind: 'static' }, 'secret-value-1', K)
+  t.equal(a, callerTag({ kind: 'static' }, 'Bearer  secret-value-1', K), 'raw and Bearer forms are one caller')
+  t.not(a, callerTag({ kind: 'static' }, 'secret-value-2', K))
   t.notMatch(a, 'secret-value-1')
-  t.equal(callerTag({ kind: 'anonymous' }, 'x'), 'anonymous')
+  t.equal(callerTag({ kind: 'anonymous' }, 'x', K), 'anonymous')
 })
 
 t.test('authenticateStatic answers as authenticate does for a hook without tokens', async t => {

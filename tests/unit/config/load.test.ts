@@ -10,7 +10,10 @@ t.test('defaults come from the schema; the result is frozen; paths are resolved'
   const dir = t.testdir({ 'g.yaml': ROUTE })
   const c = loadConfig(join(dir, 'g.yaml'), { TOK: 'abcd-token' })
   t.equal(c.listen.port, 8443)
-  t.equal(c.admin.port, 9464)
+  t.equal(c.metrics.port, 9464)
+  t.equal(c.admin.port, 9465)
+  t.equal(c.admin.host, '127.0.0.1')
+  t.equal(c.fleet.port, 9466)
   t.equal(c.audio.holdBufferBytes, 64000)
   t.equal(c.audio.backpressurePolicy, 'drop-oldest')
   t.equal(c.uws.allowFallback, false)
@@ -106,8 +109,9 @@ t.test('redis: ${REDIS_URL} with the variable unset is an error; ${REDIS_URL:-} 
 t.test('YAML syntax errors name the line and column', async t => {
   const dir = t.testdir({ 'g.yaml': 'listen:\n  port: 1\n  host: [unclosed\nroutes: {}\n' })
   const err = t.throws(() => loadConfig(join(dir, 'g.yaml'), {})) as ConfigError
-  t.match(err.problems[0].message, /^YAML \w+ at line \d+ column \d+: /)
+  t.match(err.problems[0], { pointer: '/', message: /^YAML \w+: /, line: 4, col: 1 })
   t.notMatch(err.problems[0].message, /\?/)
+  t.match(err.message, /g\.yaml:4:1: \/: YAML \w+: /, 'printed as file:line:col: /pointer: message')
   t.ok(err.problems.length <= 3, 'the first errors, not one per token after them')
 })
 
@@ -128,9 +132,14 @@ t.test('schema problems name line and column, suggest the nearest key, and state
     'g.yaml': `listen:\n  porrt: 8080\nuws:\n  idleTimeoutSeconds: 5\n${ROUTE}`
   })
   const err = t.throws(() => loadConfig(join(dir, 'g.yaml'), { TOK: 'abcd-token' })) as ConfigError
-  const byPointer = Object.fromEntries(err.problems.map(p => [p.pointer, p.message]))
-  t.match(byPointer['/listen/porrt'], /is not an allowed property; did you mean "port"\? \(line 2, column 3\)/)
-  t.match(byPointer['/uws/idleTimeoutSeconds'], /must be 0, or an integer from 8 to 960 \(line 4, column 3\)/)
+  const byPointer = Object.fromEntries(err.problems.map(p => [p.pointer, p]))
+  t.match(byPointer['/listen/porrt'], {
+    message: /is not an allowed property; did you mean "port"\?$/,
+    line: 2,
+    col: 3
+  })
+  t.match(byPointer['/uws/idleTimeoutSeconds'], { message: /must be 0, or an integer from 8 to 960$/, line: 4, col: 3 })
+  t.match(err.message, /g\.yaml:2:3: \/listen\/porrt: is not an allowed property/)
 })
 
 t.test('audio.coalesceMs: 100 ms by default, 0 to 200, a clear problem otherwise', async t => {
@@ -145,21 +154,77 @@ t.test('audio.coalesceMs: 100 ms by default, 0 to 200, a clear problem otherwise
   t.match(err.problems, [{ pointer: '/audio/coalesceMs', message: /200/ }])
 })
 
-t.test('listen.advertiseUrl: ws(s)://host[:port] only; a fleet with a join route and none gets a warning', async t => {
+t.test('fleet.advertiseUrl: ws(s)://host[:port] only; a fleet with a join route and none gets a warning', async t => {
   const join_ =
     'routes:\n  st:\n    mapping: mappings/deepgram-stereo.yaml\n    join: { channels: [TX, RX] }\n' +
     '    upstreams: [{ name: a, audio: "ws://127.0.0.1:9/x", credential: "${VKEY:-k}" }]\n'
   const dir = t.testdir({
     'fleet.yaml': `redis: redis://127.0.0.1:6379\n${join_}`,
-    'advertised.yaml': `redis: redis://127.0.0.1:6379\nlisten: { advertiseUrl: "ws://\${POD_IP}" }\n${join_}`,
-    'path.yaml': `listen: { advertiseUrl: "ws://10.0.0.1:8443/audio" }\n${ROUTE}`,
-    'scheme.yaml': `listen: { advertiseUrl: "http://10.0.0.1" }\n${ROUTE}`
+    'advertised.yaml': `redis: redis://127.0.0.1:6379\nfleet: { advertiseUrl: "ws://\${POD_IP}", secret: "\${FS}" }\n${join_}`,
+    'nosecret.yaml': `redis: redis://127.0.0.1:6379\nfleet: { advertiseUrl: "ws://10.0.0.1" }\n${join_}`,
+    'path.yaml': `fleet: { advertiseUrl: "ws://10.0.0.1:9466/audio" }\n${ROUTE}`,
+    'scheme.yaml': `fleet: { advertiseUrl: "http://10.0.0.1" }\n${ROUTE}`,
+    'moved.yaml': `listen: { advertiseUrl: "ws://10.0.0.1" }\n${ROUTE}`,
+    'short.yaml': `fleet: { secret: "\${FS}" }\n${ROUTE}`
   })
   const fleet = loadConfig(join(dir, 'fleet.yaml'), {})
-  t.match(fleet.warnings.join('\n'), /\/listen\/advertiseUrl: not set[\s\S]*route st[\s\S]*split/)
-  const advertised = loadConfig(join(dir, 'advertised.yaml'), { POD_IP: '10.1.2.3' })
-  t.equal(advertised.listen.advertiseUrl, 'ws://10.1.2.3', 'a ${VAR} reference, as everywhere')
+  t.match(fleet.warnings.join('\n'), /\/fleet\/advertiseUrl: not set[\s\S]*route st[\s\S]*split/)
+  const advertised = loadConfig(join(dir, 'advertised.yaml'), { POD_IP: '10.1.2.3', FS: 'fleet-secret-0123456789' })
+  t.equal(advertised.fleet.advertiseUrl, 'ws://10.1.2.3', 'a ${VAR} reference, as everywhere')
   t.same(advertised.warnings, [])
+  t.ok(advertised.secrets.includes('fleet-secret-0123456789'), 'the fleet secret is a secret (never logged)')
+  t.match(loadConfig(join(dir, 'nosecret.yaml'), {}).warnings.join('\n'), /\/fleet\/secret: not set/)
   for (const bad of ['path.yaml', 'scheme.yaml'])
     t.throws(() => loadConfig(join(dir, bad), { TOK: 'abcd-token' }), ConfigError, `${bad} is refused`)
+  const moved = t.throws(() => loadConfig(join(dir, 'moved.yaml'), { TOK: 'abcd-token' })) as unknown as ConfigError
+  t.match(moved.problems, [{ pointer: '/listen/advertiseUrl', message: /moved to fleet\.advertiseUrl/ }])
+  const short = t.throws(() =>
+    loadConfig(join(dir, 'short.yaml'), { TOK: 'abcd-token', FS: 'short' })
+  ) as unknown as ConfigError
+  t.match(short.problems, [{ pointer: '/fleet/secret', message: /16 characters/ }])
 })
+
+t.test('a ${ that starts no complete reference is a problem, whatever the environment holds', async t => {
+  const dir = t.testdir({
+    'g.yaml': `redis: \${REDIS_URL\nlog: { level: "\${1LEVEL}" }\n${ROUTE}`,
+    'ok.yaml': `redis: "\${REDIS_URL:-}"\n${ROUTE}`
+  })
+  const err = t.throws(() =>
+    loadConfig(join(dir, 'g.yaml'), { TOK: 'abcd-token', REDIS_URL: 'redis://127.0.0.1:6379' })
+  ) as ConfigError
+  t.match(err.problems, [
+    { pointer: '/log/level', line: 2 },
+    { pointer: '/redis', message: /a `\$\{` that is not a complete reference/, line: 1, col: 1 }
+  ])
+  t.equal(loadConfig(join(dir, 'ok.yaml'), { TOK: 'abcd-token' }).redis, null, 'a complete reference still works')
+})
+
+t.test(
+  'the admin API off loopback needs a token; an older admin.port on the metrics port is told where /metrics went',
+  async t => {
+    const dir = t.testdir({
+      'open.yaml': `admin: { host: 0.0.0.0 }\n${ROUTE}`,
+      'token.yaml': `admin: { host: 0.0.0.0, token: "\${ADMIN_TOKEN}" }\n${ROUTE}`,
+      'old.yaml': `admin: { host: 127.0.0.1, port: 9464 }\n${ROUTE}`,
+      'inline.yaml': `admin: { token: "literal-admin-token" }\n${ROUTE}`
+    })
+    const open = t.throws(() => loadConfig(join(dir, 'open.yaml'), { TOK: 'abcd-token' })) as unknown as ConfigError
+    t.match(open.problems, [{ pointer: '/admin/token', message: /not a loopback address[\s\S]*admin\.token/ }])
+    const c = loadConfig(join(dir, 'token.yaml'), { TOK: 'abcd-token', ADMIN_TOKEN: 'admin-token-0123' })
+    t.equal(c.admin.token, 'admin-token-0123')
+    t.ok(c.secrets.includes('admin-token-0123'), 'the admin token is a secret')
+    const old = t.throws(() => loadConfig(join(dir, 'old.yaml'), { TOK: 'abcd-token' })) as unknown as ConfigError
+    t.match(old.problems, [{ pointer: '/admin/port', message: /moved to the metrics listener/ }])
+    t.equal(
+      loadConfig(join(dir, 'old.yaml'), { TOK: 'abcd-token', METRICS_PORT: '9470' }).metrics.port,
+      9470,
+      'METRICS_PORT overrides'
+    )
+    const inline = t.throws(() => loadConfig(join(dir, 'inline.yaml'), { TOK: 'abcd-token' })) as unknown as ConfigError
+    t.match(
+      inline.problems,
+      [{ pointer: '/admin/token', message: /\$\{VAR\}/ }],
+      'the token is a secret: a ${VAR} only'
+    )
+  }
+)

@@ -6,6 +6,9 @@ import { promisify } from 'node:util'
 import { parse, parseAllDocuments } from 'yaml'
 import { loadConfig } from '../../../gateway/config/load'
 import type { Config } from '../../../gateway/config/types'
+import { CATALOGUE } from '../../../gateway/telemetry/catalogue'
+import { idleBytes, planWorkers } from '../../../gateway/workers/capacity'
+import { type K8sObject, manifestsUnder, objectsOf, schemaProblem } from '../../helpers/k8s'
 
 // What the container image, docker-compose.yml and ops/k8s/ promise, checked without a Docker engine
 // (CI has none): structure, ports and paths against the gateway configs they run, and `check` on every
@@ -138,12 +141,13 @@ t.test('the image config listens where a container can be reached, and EXPOSE an
   )
   const cfg = loadConfig(join(root, file), {})
   t.equal(cfg.listen.host, '0.0.0.0', 'public listener on every interface of the container')
-  t.equal(cfg.admin.host, '0.0.0.0', 'admin reachable from Prometheus in another container')
+  t.equal(cfg.metrics.host, '0.0.0.0', 'metrics reachable from Prometheus in another container')
+  t.equal(cfg.admin.host, '127.0.0.1', 'the admin API on the container loopback')
   const exposed = all
     .filter(i => i.op === 'EXPOSE')
     .flatMap(i => i.args.split(/\s+/))
     .map(p => Number(p.replace(/\/tcp$/, '')))
-  t.same(exposed, [cfg.listen.port], 'EXPOSE is the public port, and the admin port is not exposed')
+  t.same(exposed, [cfg.listen.port], 'EXPOSE is the public port; the metrics and admin ports are not exposed')
   const hc = all.filter(i => i.op === 'HEALTHCHECK')
   t.equal(hc.length, 1)
   const cmd = JSON.parse(hc[0].args.slice(hc[0].args.indexOf('CMD') + 3).trim()) as string[]
@@ -180,6 +184,31 @@ t.test('prune-uws keeps only the binary of the running platform, architecture an
     { code: 1 },
     'no binary for this Node: the build fails instead of shipping the pure-JS fallback'
   )
+})
+
+// ---- the runtime: engines is exactly the Node that serves ----
+
+/** NODE_MODULE_VERSION of each Node major (node/src/node_version.h): the ABI in a uWS binary's name. */
+const ABI: Record<number, number> = { 16: 93, 17: 102, 18: 108, 19: 111, 20: 115, 21: 120, 22: 127, 23: 131, 24: 137 }
+
+t.test('engines allows exactly the Node majors the pinned uWS build has a binary for and undici runs on', async t => {
+  const engines = JSON.parse(read('package.json')).engines.node as string
+  const m = /^>=(\d+)\.(\d+)\.(\d+) <(\d+)$/.exec(engines)
+  t.ok(m, `engines.node (${engines}) is a lower bound and an exclusive upper major`)
+  if (m === null) return
+  const uws = join(root, 'node_modules', 'uWebSockets.js', 'binaries')
+  const abis = new Set(readdirSync(uws).map(n => Number(/_(\d+)\.node$/.exec(n)?.[1])))
+  const undici = /^>=(\d+)\.(\d+)\.(\d+)$/.exec(JSON.parse(read('node_modules/undici/package.json')).engines.node)
+  t.ok(undici, 'undici states its lowest Node')
+  const served = Object.keys(ABI)
+    .map(Number)
+    .filter(major => abis.has(ABI[major]) && major >= Number(undici?.[1]))
+  const allowed = Object.keys(ABI)
+    .map(Number)
+    .filter(major => major >= Number(m[1]) && major < Number(m[4]))
+  t.same(allowed, served, 'every allowed major has a native binary and runs undici; no served major is left out')
+  t.same(m.slice(1, 4), undici?.slice(1, 4), "the lower bound is undici's own")
+  t.ok(abis.has(Number(process.versions.modules)), `the Node running the tests (${process.version}) has its binary`)
 })
 
 // ---- docker-compose.yml ----
@@ -246,9 +275,9 @@ t.test('compose ports, healthchecks and environment match the gateway config eac
       for (const v of requiredVars(text)) t.ok(env[v] !== undefined, `${name} sets ${v}, which ${file} requires`)
       const cfg: Config = loadConfig(join(root, file), env)
       t.equal(cfg.listen.host, '0.0.0.0', `${name}: public listener reachable`)
-      t.equal(cfg.admin.host, '0.0.0.0', `${name}: admin reachable by Prometheus on the compose network`)
+      t.equal(cfg.metrics.host, '0.0.0.0', `${name}: metrics reachable by Prometheus on the compose network`)
       const published = ((s.ports ?? []) as string[]).map(p => Number(p.split(':').at(-1)))
-      t.same(published, [cfg.listen.port], `${name} publishes the public port only, never the admin port`)
+      t.same(published, [cfg.listen.port], `${name} publishes the public port only, never metrics or admin`)
       t.same(test.slice(0, 3), ['CMD', 'node', '-e'])
       t.same(fetchTarget(test[3]), { port: cfg.listen.port, path: '/livez' }, `${name}: healthcheck on /livez`)
     } else if (cmd === 'vendor') {
@@ -259,7 +288,7 @@ t.test('compose ports, healthchecks and environment match the gateway config eac
   }
 })
 
-t.test('Prometheus loads the alert rules and scrapes every gateway on its admin port', async t => {
+t.test('Prometheus loads the alert rules and scrapes every gateway on its metrics port', async t => {
   const services = compose()
   const prom = yamlOf('ops/prometheus.yml')
   const mounts = new Map(
@@ -277,7 +306,7 @@ t.test('Prometheus loads the alert rules and scrapes every gateway on its admin 
   const gateways = Object.entries(services).filter(([, s]) => s.command?.[0] === 'serve')
   const expected = gateways.map(([name, s]) => {
     const cfg = loadConfig(join(root, gatewayConfigOf(s)), composeEnv(s.environment))
-    return `${name}:${cfg.admin.port}`
+    return `${name}:${cfg.metrics.port}`
   })
   t.same([...job.static_configs.flatMap((c: any) => c.targets)].sort(), expected.sort())
   const up = yamlOf('ops/alerts.yml')
@@ -324,84 +353,267 @@ t.test('Grafana is provisioned with the Prometheus datasource and the dashboard'
 
 // ---- Kubernetes ----
 
-function k8s(): Record<string, any> {
-  const dir = join(root, 'ops', 'k8s')
-  const out: Record<string, any> = {}
-  for (const f of readdirSync(dir).filter(n => /\.ya?ml$/.test(n)))
-    for (const doc of parseAllDocuments(readFileSync(join(dir, f), 'utf8'))) {
-      const o = doc.toJS()
-      if (o !== null) out[o.kind] = { ...o, file: f }
-    }
-  return out
-}
-
-t.test('the Kubernetes Deployment probes, ports and config match the gateway config it mounts', async t => {
-  const { Deployment: dep, ConfigMap: cm, Service: svc, Kustomization: kz, NetworkPolicy: np } = k8s()
-  t.ok(dep && cm && svc, 'a Deployment, a ConfigMap and a Service')
-  const files = readdirSync(join(root, 'ops', 'k8s')).filter(n => /\.ya?ml$/.test(n) && n !== 'kustomization.yaml')
-  t.same([...kz.resources].sort(), files.sort(), 'the kustomization lists every manifest')
-  const pod = dep.spec.template.spec
-  t.same(dep.spec.selector.matchLabels, svc.spec.selector, 'the Service selects the pods')
-  t.match(dep.spec.template.metadata.labels, svc.spec.selector)
-  const [c] = pod.containers
-  t.match(c.image, PINNED, 'a pinned image tag')
-  const configPath = c.args[c.args.indexOf('--config') + 1]
-  const mount = c.volumeMounts.find((m: any) => configPath.startsWith(`${m.mountPath}/`))
-  const volume = pod.volumes.find((v: any) => v.name === mount?.name)
-  t.equal(volume?.configMap?.name, cm.metadata.name, '--config is a file of the mounted ConfigMap')
-  const text = cm.data[basename(configPath)] as string
-  t.ok(text, 'the ConfigMap holds that file')
-  const env = Object.fromEntries(c.env.map((e: any) => [e.name, `k8s-${e.name.toLowerCase()}-value`]))
-  for (const v of requiredVars(text)) t.ok(env[v] !== undefined, `the Deployment sets ${v}`)
-  env.REDIS_URL = 'redis://redis:6379'
-  const dir = t.testdir({ 'gateway.yaml': text })
-  const cfg = loadConfig(join(dir, 'gateway.yaml'), env)
-  t.equal(cfg.listen.host, '0.0.0.0')
-  t.equal(cfg.admin.host, '0.0.0.0', 'admin reachable on the pod IP, for Prometheus')
-  const port = (name: string): number => c.ports.find((p: any) => p.name === name)?.containerPort
-  t.equal(port('http'), cfg.listen.port, 'containerPort http = listen.port')
-  t.equal(port('admin'), cfg.admin.port, 'containerPort admin = admin.port')
-  const probePort = (p: any): number => (typeof p.httpGet.port === 'number' ? p.httpGet.port : port(p.httpGet.port))
-  t.equal(c.livenessProbe.httpGet.path, '/livez')
-  t.equal(c.readinessProbe.httpGet.path, '/readyz')
-  for (const p of [c.livenessProbe, c.readinessProbe, c.startupProbe].filter(Boolean))
-    t.equal(probePort(p), cfg.listen.port, `${p.httpGet.path} probed on the public listener`)
-  t.equal(dep.spec.template.metadata.annotations?.['prometheus.io/port'], String(cfg.admin.port))
-  for (const p of svc.spec.ports) {
-    const target = typeof p.targetPort === 'number' ? p.targetPort : port(p.targetPort)
-    t.equal(target, cfg.listen.port, 'the Service reaches the public listener only, never admin')
-  }
-  const policyPort = (p: any): number => (typeof p.port === 'number' ? p.port : port(p.port))
-  t.same(np.spec.podSelector.matchLabels, svc.spec.selector, 'the NetworkPolicy applies to the gateway pods')
-  for (const rule of np.spec.ingress as any[]) {
-    const ports = (rule.ports as any[]).map(policyPort)
-    if (ports.includes(cfg.admin.port)) t.ok(rule.from?.length > 0, 'the admin port is open to named sources only')
-  }
-  t.ok(
-    (np.spec.ingress as any[]).some(r => r.from === undefined && r.ports.map(policyPort).includes(cfg.listen.port)),
-    'the public port is open to all'
+const K8S = join(root, 'ops', 'k8s')
+const manifests = (): { file: string; object: K8sObject }[] => manifestsUnder(K8S, root)
+/** The one object of a kind and name among the manifests under ops/k8s/base. */
+function base(kind: string, name = 'assist-gateway'): any {
+  const found = manifests().filter(
+    m =>
+      m.file.startsWith('ops/k8s/base/') &&
+      m.file !== 'ops/k8s/base/hpa-live-legs.yaml' &&
+      m.object.kind === kind &&
+      m.object.metadata.name === name
   )
+  if (found.length !== 1) throw new Error(`ops/k8s/base has ${found.length} ${kind} ${name}`)
+  return found[0].object
+}
+/** The gateway config the Deployment mounts, as written (YAML), and the container. */
+function mounted(): { text: string; cfg: any; c: any; dep: any; cm: any } {
+  const dep = base('Deployment')
+  const cm = base('ConfigMap')
+  const [c] = dep.spec.template.spec.containers
+  const configPath = c.args[c.args.indexOf('--config') + 1] as string
+  const text = cm.data[basename(configPath)] as string
+  return { text, cfg: parse(text), c, dep, cm }
+}
+const containerPort = (c: any, name: string): number => c.ports.find((p: any) => p.name === name)?.containerPort
+
+t.test('every Kubernetes manifest validates against its API schema (kubernetes-models)', async t => {
+  const all = manifests()
+  t.ok(all.length >= 10, 'the base, the overlay and the monitoring manifests are found')
+  for (const { file, object } of all)
+    t.equal(schemaProblem(object), null, `${file}: ${object.kind} ${object.metadata.name} validates`)
+  // The validation catches what it should: a port that is not a number, a missing container name.
+  const bad = structuredClone(base('Deployment'))
+  bad.spec.template.spec.containers[0].ports[0].containerPort = 'eighty'
+  t.match(schemaProblem(bad), /containerPort must be integer/)
 })
 
-t.test('the Kubernetes pod runs as non-root, with resources, a preStop and a grace period that covers it', async t => {
-  const { Deployment: dep } = k8s()
+t.test(
+  'the kustomizations list every manifest of their folder (hpa-live-legs.yaml is the documented alternative)',
+  async t => {
+    for (const dir of ['base', 'monitoring', 'overlays/fleet-redis']) {
+      const k = parse(read(`ops/k8s/${dir}/kustomization.yaml`))
+      const patches = new Set((k.patches ?? []).map((p: any) => p.path))
+      const files = readdirSync(join(K8S, dir)).filter(
+        n =>
+          /\.ya?ml$/.test(n) &&
+          n !== 'kustomization.yaml' &&
+          !patches.has(n) &&
+          objectsOf(read(`ops/k8s/${dir}/${n}`)).length > 0
+      )
+      const listed = (k.resources as string[]).filter(r => /\.ya?ml$/.test(r))
+      t.same(listed.sort(), files.filter(f => f !== 'hpa-live-legs.yaml').sort(), `ops/k8s/${dir}`)
+    }
+    t.same(parse(read('ops/k8s/kustomization.yaml')).resources, ['base'], 'ops/k8s renders the base')
+    t.ok((parse(read('ops/k8s/overlays/fleet-redis/kustomization.yaml')).resources as string[]).includes('../../base'))
+  }
+)
+
+t.test(
+  'ports: the public Service reaches http only, metrics has its own Service, admin stays on loopback, fleet is pod to pod',
+  async t => {
+    const { cfg, c, dep, text } = mounted()
+    const svc = base('Service')
+    const metricsSvc = base('Service', 'assist-gateway-metrics')
+    const np = base('NetworkPolicy')
+    t.same(dep.spec.selector.matchLabels, svc.spec.selector, 'the Service selects the pods')
+    t.match(dep.spec.template.metadata.labels, svc.spec.selector)
+    t.match(c.image, PINNED, 'a pinned image tag')
+    t.equal(containerPort(c, 'http'), cfg.listen.port, 'containerPort http = listen.port')
+    t.equal(containerPort(c, 'metrics'), cfg.metrics.port, 'containerPort metrics = metrics.port')
+    t.equal(containerPort(c, 'fleet'), cfg.fleet.port, 'containerPort fleet = fleet.port')
+    t.equal(cfg.listen.host, '0.0.0.0')
+    t.equal(cfg.metrics.host, '0.0.0.0', 'metrics on the pod IP, for Prometheus')
+    t.equal(cfg.admin.host, '127.0.0.1', 'the admin API on the pod’s loopback only')
+    t.notOk(
+      c.ports.some((p: any) => p.containerPort === cfg.admin.port),
+      'no containerPort for the admin API'
+    )
+    t.equal(
+      cfg.fleet.advertiseUrl,
+      `ws://\${POD_IP}:${cfg.fleet.port}`,
+      'the other pods relay to this pod’s fleet port'
+    )
+    t.equal(cfg.fleet.secret, '${FLEET_SECRET}', 'the fleet secret comes from the environment')
+    const env = new Map<string, any>(c.env.map((e: any) => [e.name, e]))
+    for (const v of requiredVars(text)) t.ok(env.has(v), `the Deployment sets ${v}`)
+    t.same(env.get('POD_IP')?.valueFrom, { fieldRef: { fieldPath: 'status.podIP' } })
+    t.ok(env.get('FLEET_SECRET')?.valueFrom?.secretKeyRef, 'FLEET_SECRET from the Secret')
+    const target = (p: any): number =>
+      typeof p.targetPort === 'number' ? p.targetPort : containerPort(c, p.targetPort)
+    t.same(
+      svc.spec.ports.map((p: any) => target(p)),
+      [cfg.listen.port],
+      'the public Service: the public port only'
+    )
+    t.same(
+      metricsSvc.spec.ports.map((p: any) => target(p)),
+      [cfg.metrics.port],
+      'the metrics Service: metrics only'
+    )
+    t.equal(metricsSvc.spec.clusterIP, 'None', 'headless: each pod is scraped on its own')
+    const policyPort = (p: any): number => (typeof p.port === 'number' ? p.port : containerPort(c, p.port))
+    t.same(np.spec.podSelector.matchLabels, svc.spec.selector, 'the NetworkPolicy applies to the gateway pods')
+    const rules = np.spec.ingress as any[]
+    const ruleOf = (port: number): any => rules.find(r => r.ports.map(policyPort).includes(port))
+    t.equal(ruleOf(cfg.listen.port)?.from, undefined, 'the public port is open to all')
+    t.ok(ruleOf(cfg.metrics.port)?.from?.[0]?.namespaceSelector, 'metrics: the monitoring namespace only')
+    t.same(
+      ruleOf(cfg.fleet.port)?.from,
+      [{ podSelector: { matchLabels: svc.spec.selector } }],
+      'fleet: the other gateway pods only'
+    )
+    t.notOk(ruleOf(cfg.admin.port), 'no network reaches the admin port')
+    const probePort = (p: any): number =>
+      typeof p.httpGet.port === 'number' ? p.httpGet.port : containerPort(c, p.httpGet.port)
+    t.equal(c.livenessProbe.httpGet.path, '/livez')
+    t.equal(c.readinessProbe.httpGet.path, '/readyz')
+    for (const p of [c.livenessProbe, c.readinessProbe, c.startupProbe])
+      t.equal(probePort(p), cfg.listen.port, `${p.httpGet.path} probed on the public listener`)
+    t.notOk(dep.spec.template.metadata.annotations?.['prometheus.io/scrape'], 'no annotation scrape (a second job)')
+  }
+)
+
+t.test('CPU and memory requests and limits agree with the workers serve starts from them', async t => {
+  const { c } = mounted()
+  const { requests, limits } = c.resources
+  t.same(requests, limits, 'requests = limits (Guaranteed QoS)')
+  t.notOk(
+    c.env.some((e: any) => e.name === 'GATEWAY_WORKERS'),
+    'the worker count comes from the CPU limit'
+  )
+  t.notOk(c.args.includes('--workers'))
+  const cpus = /^(\d+)m$/.test(String(limits.cpu)) ? Number(String(limits.cpu).slice(0, -1)) / 1000 : Number(limits.cpu)
+  const bytes = quantity(String(limits.memory))
+  t.ok(Number.isInteger(cpus) && cpus >= 1, 'a whole number of CPUs: one worker each')
+  // The cgroup the kubelet gives this container (cgroup v2), read by serve's own code on a 64-core node.
+  const dir = t.testdir({
+    cgroup: { 'cpu.max': `${cpus * 100000} 100000`, 'memory.max': String(bytes) },
+    self: '0::/\n'
+  })
+  const plan = planWorkers({ parallelism: 64, paths: { root: join(dir, 'cgroup'), self: join(dir, 'self') } })
+  t.match(plan, { ok: true, value: { workers: cpus } }, `${cpus} workers, and the memory limit holds them`)
+  t.ok(bytes >= idleBytes(cpus) + cpus * 500 * 60 * 1024, 'room for 500 legs per worker at 60 KiB each beyond idle')
+})
+
+/** A Kubernetes memory quantity (Mi, Gi, M, G or bytes) in bytes. */
+function quantity(q: string): number {
+  const m = /^(\d+)(Ki|Mi|Gi|k|M|G)?$/.exec(q)
+  if (m === null) throw new Error(`quantity ${q}`)
+  const unit = { Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, k: 1e3, M: 1e6, G: 1e9 }[m[2] ?? ''] ?? 1
+  return Number(m[1]) * unit
+}
+
+t.test('the grace period is derived from the drain settings: preStop + shutdown.deadlineSeconds + 10', async t => {
+  const { cfg, c, dep } = mounted()
   const pod = dep.spec.template.spec
-  const [c] = pod.containers
-  t.equal(pod.securityContext.runAsNonRoot, true)
-  t.ok(pod.securityContext.runAsUser > 0, 'a non-zero uid')
-  t.equal(c.securityContext.allowPrivilegeEscalation, false)
-  t.same(c.securityContext.capabilities.drop, ['ALL'])
-  t.ok(c.resources.requests.cpu && c.resources.requests.memory, 'cpu and memory requests')
-  t.ok(c.resources.limits.memory, 'a memory limit')
+  const defaults = JSON.parse(read('schemas/gateway-config.schema.json')).properties.shutdown.properties
+  const shutdown = (k: string): number => cfg.shutdown?.[k] ?? defaults[k].default
   const sleep = c.lifecycle.preStop.exec.command as string[]
   t.equal(sleep[0], 'sleep', 'preStop waits for the endpoints to drop the pod (the image has sleep)')
   const seconds = Number(sleep[1])
   t.ok(seconds >= 5, 'long enough for kube-proxy and load balancers to notice')
+  t.equal(
+    pod.terminationGracePeriodSeconds,
+    seconds + shutdown('deadlineSeconds') + 10,
+    'preStop + deadline + 5 (the main process cuts a worker 5 s past the deadline) + 5 to exit'
+  )
   t.ok(
-    pod.terminationGracePeriodSeconds >= seconds + 5,
-    'the grace period covers the preStop sleep plus the shutdown, or the kubelet SIGKILLs mid-shutdown'
+    shutdown('deadlineSeconds') >= shutdown('drainDelaySeconds') + shutdown('legDrainSeconds'),
+    'the deadline covers the drain'
+  )
+  t.ok(
+    c.livenessProbe.periodSeconds * c.livenessProbe.failureThreshold > shutdown('deadlineSeconds'),
+    'liveness does not restart a draining pod (the public listener closes after the drain delay)'
+  )
+  t.match(
+    read('ops/k8s/base/deployment.yaml'),
+    /terminationGracePeriodSeconds = preStop sleep \+ shutdown\.deadlineSeconds/
   )
 })
+
+t.test('the pod runs as non-root, spread over nodes and zones, under a PodDisruptionBudget and an HPA', async t => {
+  const { dep, c } = mounted()
+  const pod = dep.spec.template.spec
+  t.equal(pod.securityContext.runAsNonRoot, true)
+  t.ok(pod.securityContext.runAsUser > 0, 'a non-zero uid')
+  t.equal(c.securityContext.allowPrivilegeEscalation, false)
+  t.same(c.securityContext.capabilities.drop, ['ALL'])
+  const spread = new Map((pod.topologySpreadConstraints as any[]).map(s => [s.topologyKey, s]))
+  t.equal(
+    spread.get('kubernetes.io/hostname')?.whenUnsatisfiable,
+    'DoNotSchedule',
+    'never two pods on one node while another is free'
+  )
+  t.ok(spread.get('topology.kubernetes.io/zone'), 'spread over zones')
+  for (const s of spread.values()) t.same(s.labelSelector.matchLabels, dep.spec.selector.matchLabels)
+  const pdb = base('PodDisruptionBudget')
+  t.same(pdb.spec.selector.matchLabels, dep.spec.selector.matchLabels)
+  t.equal(pdb.spec.maxUnavailable, 1)
+  const hpa = base('HorizontalPodAutoscaler')
+  t.same(hpa.spec.scaleTargetRef, { apiVersion: 'apps/v1', kind: 'Deployment', name: dep.metadata.name })
+  t.ok(hpa.spec.minReplicas >= 2, 'at least two pods: the PDB can let one go')
+  t.match(hpa.spec.metrics, [{ type: 'Resource', resource: { name: 'cpu' } }])
+  t.ok(
+    hpa.spec.behavior.scaleDown.stabilizationWindowSeconds >= 300,
+    'scale-down is slow: each removed pod drains legs'
+  )
+  const legs = objectsOf(read('ops/k8s/base/hpa-live-legs.yaml'))[0]
+  t.match(legs.spec.metrics, [{ type: 'Pods', pods: { metric: { name: 'assist_gateway_audio_sessions_active' } } }])
+  t.ok('audio_sessions_active' in CATALOGUE, 'the custom-metric variant scales on an exported metric')
+})
+
+t.test('Prometheus scrapes the metrics port under job="assist-gateway", the job the alerts select', async t => {
+  const sm = manifests().find(m => m.object.kind === 'ServiceMonitor')?.object as any
+  t.ok(sm, 'a ServiceMonitor (ops/k8s/monitoring)')
+  const metricsSvc = base('Service', 'assist-gateway-metrics')
+  t.match(metricsSvc.metadata.labels, sm.spec.selector.matchLabels, 'it selects the metrics Service')
+  t.same(
+    sm.spec.endpoints.map((e: any) => e.port),
+    ['metrics']
+  )
+  t.equal(metricsSvc.metadata.labels[sm.spec.jobLabel], 'assist-gateway', 'jobLabel gives job="assist-gateway"')
+  const plain = parse(read('ops/k8s/monitoring/prometheus-scrape.yml')).scrape_configs
+  t.same(
+    plain.map((j: any) => j.job_name),
+    ['assist-gateway'],
+    'the plain scrape job has the same name'
+  )
+  const keep = plain[0].relabel_configs.find((r: any) => r.action === 'keep')
+  t.equal(keep.regex, `assist-gateway;${metricsSvc.metadata.labels['app.kubernetes.io/component']};metrics`)
+  const tests = read('ops/alerts.test.yml')
+  t.match(tests, /up\{job="assist-gateway", instance=/, 'the promtool rule tests use that job label')
+  const up = parse(read('ops/alerts.yml'))
+    .groups.flatMap((g: any) => g.rules)
+    .find((r: any) => r.alert === 'AssistGatewayInstanceDown')
+  t.equal(up?.expr, 'up{job="assist-gateway"} == 0')
+})
+
+t.test(
+  'the fleet-redis overlay adds a Redis reachable from the gateway pods only and points REDIS_URL at it',
+  async t => {
+    const dir = 'ops/k8s/overlays/fleet-redis/'
+    const own = manifests()
+      .filter(m => m.file.startsWith(dir))
+      .map(m => m.object)
+    const redis = own.find(o => o.kind === 'Deployment') as any
+    const svc = own.find(o => o.kind === 'Service') as any
+    const np = own.find(o => o.kind === 'NetworkPolicy') as any
+    t.match(redis.spec.template.spec.containers[0].image, PINNED)
+    t.same(svc.spec.selector, redis.spec.selector.matchLabels)
+    t.same(np.spec.ingress, [
+      {
+        from: [{ podSelector: { matchLabels: base('Deployment').spec.selector.matchLabels } }],
+        ports: [{ port: 'redis', protocol: 'TCP' }]
+      }
+    ])
+    const patch = parse(read(`${dir}redis-url.yaml`))
+    const env = patch.spec.template.spec.containers[0].env.find((e: any) => e.name === 'REDIS_URL')
+    t.equal(env.value, `redis://${svc.metadata.name}:${svc.spec.ports[0].port}`)
+    t.equal(env.valueFrom, null, 'the Secret reference is removed, not merged beside the value')
+  }
+)
 
 // ---- every shipped gateway config passes `check` ----
 
@@ -419,7 +631,8 @@ t.test('every shipped gateway config passes the built CLI’s check, with the en
     for (const n of readdirSync(d)) {
       const p = join(d, n)
       if (statSync(p).isDirectory()) walk(p)
-      else if (/\.ya?ml$/.test(n) && parse(readFileSync(p, 'utf8'))?.routes !== undefined) files.push(relative(root, p))
+      else if (/\.ya?ml$/.test(n) && parseAllDocuments(readFileSync(p, 'utf8'))[0]?.toJS()?.routes !== undefined)
+        files.push(relative(root, p))
     }
   }
   walk(join(root, 'ops'))
@@ -432,18 +645,22 @@ t.test('every shipped gateway config passes the built CLI’s check, with the en
       output: r.out
     })
   }
-  const { Deployment: dep, ConfigMap: cm } = k8s()
+  // The defaults-only configs must not depend on a variable the image does not set.
+  const bare = await check(join(root, imageConfigPath()), {})
+  t.equal(bare.code, 0, 'the image config passes with an empty environment', { output: bare.out })
+})
+
+t.test('the Kubernetes ConfigMap’s config passes the built CLI’s check, with the Deployment’s environment', async t => {
+  const { dep, cm } = { dep: base('Deployment'), cm: base('ConfigMap') }
   const [c] = dep.spec.template.spec.containers
   const env = Object.fromEntries(c.env.map((e: any) => [e.name, `k8s-${e.name.toLowerCase()}-value`]))
   env.REDIS_URL = 'redis://redis:6379'
+  env.POD_IP = '10.0.0.7'
   const configPath = c.args[c.args.indexOf('--config') + 1] as string
+  t.equal(dirname(configPath), c.volumeMounts.find((m: any) => configPath.startsWith(m.mountPath)).mountPath)
   const dir = t.testdir({ [basename(configPath)]: cm.data[basename(configPath)] })
   const r = await check(join(dir, basename(configPath)), env)
   t.equal(r.code, 0, `check the ConfigMap's ${basename(configPath)} (with ${Object.keys(env).join(', ')})`, {
     output: r.out
   })
-  t.equal(dirname(configPath), c.volumeMounts.find((m: any) => configPath.startsWith(m.mountPath)).mountPath)
-  // The defaults-only configs must not depend on a variable the image does not set.
-  const bare = await check(join(root, imageConfigPath()), {})
-  t.equal(bare.code, 0, 'the image config passes with an empty environment', { output: bare.out })
 })

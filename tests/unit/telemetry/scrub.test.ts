@@ -33,3 +33,20 @@ t.test('text (log lines): every form replaced', async t => {
   const sc = scrubberFor(['line-secret-7'])
   t.equal(sc.text('a line-secret-7 b line-secret-7'), 'a [REDACTED] b [REDACTED]')
 })
+
+t.test('a secret the caller sent itself is left as it is: the answer never confirms a guess', async t => {
+  const sc = scrubberFor(['vendor-key-0123', 'other-caller-credential'])
+  const echo = JSON.stringify({ message: 'you said vendor-key-0123 and other-caller-credential' })
+  const sent = 'an init message that holds the guess other-caller-credential'
+  const out = JSON.parse(sc.json(echo, secret => sent.includes(secret))) as { message: string }
+  t.equal(
+    out.message,
+    'you said [REDACTED] and other-caller-credential',
+    'the guess comes back as sent, scrubbed or not'
+  )
+  t.equal(
+    sc.text('x vendor-key-0123', s => s === 'vendor-key-0123'),
+    'x vendor-key-0123'
+  )
+  t.equal(sc.text('x vendor-key-0123'), 'x [REDACTED]', 'nothing kept by default')
+})

@@ -1,0 +1,63 @@
+import * as uWS from 'uWebSockets.js'
+import { RELAY_PATH } from '../audio/relay-link'
+import { RELAY_TOKEN_HEADER, type RelayClaims } from '../auth/relay-token'
+import { GatewayError } from '../errors'
+import { traceFrom } from '../telemetry/trace'
+import { audioBehavior, type LegData } from './audio-route'
+import { sendProblem } from './http'
+import type { ServerState } from './state'
+
+/**
+ * A fleet listener: where other processes of the fleet relay the legs of sessions this process holds
+ * (audio/relay-link.ts), and nothing else. Two kinds, never the public listener:
+ * - `worker`: each worker of `serve --workers N` on a loopback port of its own, for its sibling workers;
+ * - `instance`: `fleet.host`/`fleet.port` (every worker of an instance shares it), for the other
+ *   instances, opened only when `fleet.advertiseUrl` says where they reach it.
+ * Every relay carries a relay token (auth/relay-token.ts) signed with the fleet's key, meant for this
+ * process and this hop, not used before and not expired: else 403 RELAY_INVALID before the upgrade,
+ * counted as `auth_failures_total{hook="relay"}`, and nobody's failure budget is charged. The leg then
+ * runs its handshake as any leg (credential and caller checked again), keyed by the platform address
+ * the token asserts, and is taken only for the session the token names.
+ */
+export function fleetApp(
+  state: ServerState,
+  kind: 'worker' | 'instance',
+  tls: { readonly cert: string; readonly key: string } | null
+): uWS.TemplatedApp {
+  const app = tls === null ? uWS.App() : uWS.SSLApp({ cert_file_name: tls.cert, key_file_name: tls.key })
+  // A worker is addressed by its own id; an instance by its gateway's (its main process's, with workers).
+  const isMe = (c: RelayClaims): boolean =>
+    c.hop === kind && c.to === (kind === 'worker' ? state.store.instanceId : (state.placement.me?.group ?? ''))
+  app.ws<LegData>(
+    `${RELAY_PATH}:route`,
+    audioBehavior(state, (res, req, route) => {
+      const verdict = state.relayTokens.verify(req.getHeader(RELAY_TOKEN_HEADER), isMe)
+      if (!verdict.ok) {
+        state.metrics.authFailures.inc({ hook: 'relay', reason: verdict.reason })
+        state.log.warn(
+          {
+            event: 'relay_refused',
+            reason: verdict.reason,
+            address: Buffer.from(res.getRemoteAddressAsText()).toString()
+          },
+          'a relayed leg was refused on the fleet listener'
+        )
+        sendProblem(res, new GatewayError('RELAY_INVALID', { detail: verdict.reason }))
+        return { ok: false }
+      }
+      return {
+        ok: true,
+        data: {
+          route,
+          leg: null,
+          closed: false,
+          traceparent: traceFrom(req.getHeader('traceparent')).traceparent,
+          address: verdict.claims.address,
+          relayed: verdict.claims
+        }
+      }
+    })
+  )
+  app.any('/*', res => sendProblem(res, 'NOT_FOUND'))
+  return app
+}

@@ -1,0 +1,152 @@
+import { LocalAdmission } from '../auth/admission'
+import { FailureBudget } from '../auth/failure-budget'
+import { LegLimits } from '../auth/leg-limits'
+import { systemClock } from '../clock'
+import type { Config } from '../config/types'
+import type { MemoryStore } from '../store/memory'
+import type { HealthRecord, Store } from '../store/port'
+import type { AdmissionMessage, StoreAsk, StoreWrite, ToWorker } from './protocol'
+
+/** What one worker holds of the main process's services: to give back when it exits. */
+interface Holdings {
+  /** Credential checks begun and not settled, by address. */
+  attempts: Map<string, number>
+  /** Leg places taken and not released, by number. */
+  places: Map<number, () => void>
+  /** Its live streams per `route/replica` (the others' sum is each worker's `otherStreams`). */
+  streams: Map<string, number>
+  /** Its id as a holder of sessions (from its owner claims): its records go when it exits. */
+  instance: string | null
+}
+
+/**
+ * What the main process of `serve --workers N` serves its workers: the in-memory store they share
+ * (health, stream counts, affinity, revocations, failure counts, session owner records), and the
+ * gateway's admission (auth/admission.ts): the failure budget and the leg limits, counted here once for
+ * every worker. A worker that exits gives back what it held.
+ */
+export class MainServices {
+  readonly admission: LocalAdmission
+  private readonly held = new Map<number, Holdings>()
+  private nextPlace = 1
+
+  constructor(
+    readonly store: MemoryStore,
+    config: () => Config,
+    /** The fleet's store (Redis), when the config has one: the failure budget's fleet-wide count. */
+    fleet: Store | null,
+    private readonly post: (worker: number, m: ToWorker) => void,
+    /** A health verdict changed: every worker's cache is refreshed. */
+    private readonly healthChanged: () => void
+  ) {
+    const fleetCount = fleet === null ? undefined : fleet.countFailure.bind(fleet)
+    this.admission = new LocalAdmission(
+      new FailureBudget(() => config().auth, systemClock, fleetCount),
+      new LegLimits(() => config().limits)
+    )
+  }
+
+  /** Every worker's streams but `worker`'s, summed per `route/replica`. */
+  othersOf(worker: number): [string, number][] {
+    const others = new Map<string, number>()
+    for (const [w, h] of this.held)
+      if (w !== worker) for (const [k, n] of h.streams) others.set(k, (others.get(k) ?? 0) + n)
+    return [...others]
+  }
+
+  storeWrite(worker: number, m: StoreWrite): void {
+    const store = this.store
+    switch (m.t) {
+      case 'streams':
+        this.of(worker).streams = new Map(m.counts)
+        return
+      case 'health':
+        store.writeHealth(m.key, m.record as HealthRecord)
+        return this.healthChanged()
+      case 'aff-set':
+        return store.setAffinity(m.key, m.affinity, m.ttlSeconds)
+      case 'aff-del':
+        return store.deleteAffinity(m.key, m.legId)
+      case 'owners-refresh':
+        return store.refreshOwners(m.keys, m.instance, m.ttlMs)
+      case 'owner-release':
+        return store.releaseOwner(m.key, m.instance)
+      case 'store-ask':
+        if (m.ask.op === 'owner-claim') this.of(worker).instance = m.ask.owner.instance
+        this.ask(m.ask).then(
+          value => this.post(worker, { t: 'store-answer', id: m.id, value }),
+          (err: unknown) => this.post(worker, { t: 'store-answer', id: m.id, value: null, error: String(err) })
+        )
+        return
+    }
+  }
+
+  admissionAsk(worker: number, m: AdmissionMessage): void {
+    const h = this.of(worker)
+    switch (m.t) {
+      case 'admit-begin': {
+        const result = this.admission.begin(m.address)
+        if (result === true) h.attempts.set(m.address, (h.attempts.get(m.address) ?? 0) + 1)
+        return this.post(worker, { t: 'admit-begun', id: m.id, result })
+      }
+      case 'admit-settle': {
+        const n = h.attempts.get(m.address) ?? 0
+        if (n <= 1) h.attempts.delete(m.address)
+        else h.attempts.set(m.address, n - 1)
+        return this.admission.settle(m.address, m.failed)
+      }
+      case 'place-take': {
+        const taken = this.admission.takePlace(m.route, m.caller, m.force)
+        if (typeof taken === 'string')
+          return this.post(worker, { t: 'place-taken', id: m.id, place: null, limit: taken })
+        const place = this.nextPlace++
+        h.places.set(place, taken)
+        return this.post(worker, { t: 'place-taken', id: m.id, place })
+      }
+      case 'place-release': {
+        const release = h.places.get(m.place)
+        h.places.delete(m.place)
+        return release?.()
+      }
+    }
+  }
+
+  /**
+   * A worker exited: its checks in flight end unsettled (not failures), its legs' places are free again,
+   * and the owner records of its sessions go.
+   */
+  workerGone(worker: number): void {
+    const h = this.held.get(worker)
+    if (h === undefined) return
+    this.held.delete(worker)
+    for (const [address, n] of h.attempts) for (let i = 0; i < n; i++) this.admission.settle(address, false)
+    for (const release of h.places.values()) release()
+    // Its sessions died with it: a leg of one of them is served anew at once, not relayed to a dead port.
+    if (h.instance !== null) this.store.releaseOwnersOf(h.instance)
+  }
+
+  private of(worker: number): Holdings {
+    let h = this.held.get(worker)
+    if (h === undefined) {
+      h = { attempts: new Map(), places: new Map(), streams: new Map(), instance: null }
+      this.held.set(worker, h)
+    }
+    return h
+  }
+
+  private ask(a: StoreAsk): Promise<unknown> {
+    const store = this.store
+    switch (a.op) {
+      case 'revoke':
+        return store.revokeToken(a.jti, a.untilEpochMs, a.nowMs)
+      case 'revoked':
+        return store.isTokenRevoked(a.jti, a.nowMs)
+      case 'fail':
+        return store.countFailure(a.key, a.windowMs, a.nowMs)
+      case 'owner-claim':
+        return store.claimOwner(a.key, a.owner, a.ttlMs, a.replacing)
+      case 'affinity':
+        return store.getAffinity(a.key)
+    }
+  }
+}

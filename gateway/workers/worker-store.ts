@@ -1,0 +1,103 @@
+import type { Affinity, FailureWindow, HealthRecord, OwnerRecord, Store } from '../store/port'
+import type { StoreAsk, StoreWrite } from './protocol'
+
+/**
+ * The in-memory store of one worker of `serve --workers N`: the main process holds the memory store and
+ * every worker reaches it over IPC. Reads stay synchronous from a cache the main process pushes (`sync`:
+ * the health verdicts, the other workers' stream counts, and whether this worker runs the probes);
+ * writes are sent and also applied to the cache at once; the rest asks the main process.
+ */
+export class WorkerStore implements Store {
+  readonly kind = 'memory' as const
+  readonly shared = true
+  private health = new Map<string, HealthRecord>()
+  private others = new Map<string, number>()
+  private leader = false
+  private readonly listeners: (() => void)[] = []
+  private readonly asks = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>()
+  private nextAsk = 1
+
+  constructor(
+    readonly instanceId: string,
+    private readonly send: (m: StoreWrite) => void
+  ) {}
+
+  up(): boolean {
+    return true
+  }
+  reportStreams(counts: ReadonlyMap<string, number>): void {
+    this.send({ t: 'streams', counts: [...counts] })
+  }
+  otherStreams(key: string): number {
+    return this.others.get(key) ?? 0
+  }
+  writeHealth(key: string, record: HealthRecord): void {
+    this.health.set(key, record)
+    this.send({ t: 'health', key, record })
+    for (const fn of this.listeners) fn()
+  }
+  sharedHealth(): ReadonlyMap<string, HealthRecord> {
+    return this.health
+  }
+  setAffinity(key: string, affinity: Affinity, ttlSeconds: number): void {
+    this.send({ t: 'aff-set', key, affinity, ttlSeconds })
+  }
+  async getAffinity(key: string): Promise<Affinity | null> {
+    return (await this.ask({ op: 'affinity', key })) as Affinity | null
+  }
+  deleteAffinity(key: string, legId: string): void {
+    this.send({ t: 'aff-del', key, legId })
+  }
+  // Token revocations and failure counts live in the main process's memory store, shared by every worker.
+  async revokeToken(jti: string, untilEpochMs: number, nowMs: number): Promise<void> {
+    await this.ask({ op: 'revoke', jti, untilEpochMs, nowMs })
+  }
+  async isTokenRevoked(jti: string, nowMs: number): Promise<boolean> {
+    return (await this.ask({ op: 'revoked', jti, nowMs })) === true
+  }
+  async countFailure(key: string, windowMs: number, nowMs: number): Promise<FailureWindow> {
+    return (await this.ask({ op: 'fail', key, windowMs, nowMs })) as FailureWindow
+  }
+  // Session owner records too, so a leg on one worker finds the worker that holds its session.
+  async claimOwner(key: string, owner: OwnerRecord, ttlMs: number, replacing?: string): Promise<OwnerRecord> {
+    return (await this.ask({ op: 'owner-claim', key, owner, ttlMs, replacing })) as OwnerRecord
+  }
+  refreshOwners(keys: readonly string[], instance: string, ttlMs: number): void {
+    this.send({ t: 'owners-refresh', keys: [...keys], instance, ttlMs })
+  }
+  releaseOwner(key: string, instance: string): void {
+    this.send({ t: 'owner-release', key, instance })
+  }
+  private ask(ask: StoreAsk): Promise<unknown> {
+    const id = this.nextAsk++
+    this.send({ t: 'store-ask', id, ask })
+    return new Promise((resolve, reject) => this.asks.set(id, { resolve, reject }))
+  }
+  /** The main process's answer to a call. */
+  answered(id: number, value: unknown, error?: string): void {
+    const a = this.asks.get(id)
+    this.asks.delete(id)
+    if (error !== undefined) a?.reject(new Error(error))
+    else a?.resolve(value)
+  }
+
+  isLeader(): boolean {
+    return this.leader
+  }
+  onSync(fn: () => void): void {
+    this.listeners.push(fn)
+  }
+  async start(): Promise<void> {}
+  async close(): Promise<void> {
+    for (const a of this.asks.values()) a.reject(new Error('the main process is gone'))
+    this.asks.clear()
+  }
+
+  /** The main process's `sync`: the shared state as of now. */
+  synced(health: [string, HealthRecord][], others: [string, number][], leader: boolean): void {
+    this.health = new Map(health)
+    this.others = new Map(others)
+    this.leader = leader
+    for (const fn of this.listeners) fn()
+  }
+}

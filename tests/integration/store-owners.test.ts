@@ -1,0 +1,41 @@
+import t from 'tap'
+import type { OwnerRecord } from '../../gateway/store/port'
+import { redisStorePair } from '../helpers/redis'
+
+// Session owner records on real Redis (store/redis.ts, the CLAIM_OWNER, REFRESH_OWNERS and RELEASE_OWNER
+// scripts): one holder per session for the fleet; take-over, refresh and release as locally.
+
+const rec = (instance: string): OwnerRecord => ({
+  instance,
+  group: instance,
+  url: `ws://${instance}:9466`,
+  local: '',
+  caller: 'c'
+})
+const A = rec('a')
+const B = rec('b')
+
+t.test('Redis: one holder per session for the fleet; refresh, take-over, release and expiry', async t => {
+  const [a, b] = await redisStorePair(t)
+  const both = await Promise.all([a.claimOwner('s', A, 10_000), b.claimOwner('s', B, 10_000)])
+  t.same(both[0], both[1], 'two instances claiming at once agree on one holder')
+  const first = both[0].instance === 'a' ? a : b
+  const [held, other, otherRec] = first === a ? [A, b, B] : [B, a, A]
+  t.same(await other.claimOwner('s', otherRec, 10_000), held, 'the other instance is told the holder')
+  t.same(await first.claimOwner('s', held, 10_000), held, 'the holder claims again: still its')
+  t.same(await other.claimOwner('s', otherRec, 10_000, held.instance), otherRec, 'take-over from an unreachable holder')
+  first.releaseOwner('s', held.instance)
+  t.same(await first.claimOwner('s', held, 10_000), otherRec, 'a release by a former holder changes nothing')
+  other.releaseOwner('s', otherRec.instance)
+  t.same(await first.claimOwner('s', held, 300), held, 'released by its holder: free again')
+  // A refresh keeps it past its TTL; another instance's refresh does not. The TTL is Redis's: polled, not slept.
+  other.refreshOwners(['s'], otherRec.instance, 60_000)
+  first.refreshOwners(['s', 'none'], held.instance, 60_000)
+  await new Promise(r => setTimeout(r, 400))
+  t.same(await other.claimOwner('s', otherRec, 10_000), held, 'refreshed by its holder: still held past 300 ms')
+  first.refreshOwners(['s'], held.instance, 100)
+  const end = Date.now() + 10_000
+  while ((await other.claimOwner('s', otherRec, 10_000)).instance !== otherRec.instance && Date.now() < end)
+    await new Promise(r => setTimeout(r, 50))
+  t.same(await other.claimOwner('s', otherRec, 10_000), otherRec, 'a holder that stops refreshing expires')
+})
