@@ -30,6 +30,7 @@ export async function cmdSimulate(argv: string[]): Promise<number> {
       seconds: { type: 'string' },
       insecure: { type: 'boolean', default: false },
       stereo: { type: 'boolean', default: false },
+      contact: { type: 'string' },
       ...HELP
     }
   })
@@ -40,6 +41,11 @@ export async function cmdSimulate(argv: string[]): Promise<number> {
   if (!['TX', 'RX', 'MIX'].includes(perspective)) throw usage('--perspective must be TX, RX or MIX')
   const legs = integer(values.legs!, '--legs', 1, usage)
   const seconds = values.seconds === undefined ? undefined : positive(values.seconds, '--seconds', usage)
+  // The contacts are N, N+1, … (one per leg, or per stereo pair): all must be valid ids.
+  const contactIdBase =
+    values.contact === undefined
+      ? undefined
+      : integer(values.contact, '--contact', 1, usage, Number.MAX_SAFE_INTEGER - legs)
   const clipFile = values.file ?? join(packageRoot(), 'examples', 'hello.ulaw')
   let clip: Buffer
   try {
@@ -56,6 +62,7 @@ export async function cmdSimulate(argv: string[]): Promise<number> {
     seconds,
     insecure: values.insecure,
     stereo: values.stereo,
+    contactIdBase,
     print: line => console.log(line)
   })
   const failed = results.filter(
@@ -116,7 +123,7 @@ const REAL_VENDOR_KINDS: readonly string[] = Object.keys(REAL_VENDOR_PATHS)
 
 /**
  * A vendor emulator in the foreground: the bundled demo vendors (passthrough, json-events) or a strict
- * emulator of a real streaming API (deepgram, assemblyai, twilio-media, audiohook; `--api-key` makes it
+ * emulator of a real streaming API (deepgram, assemblyai, twilio-media, audiohook, amazon-transcribe…; `--api-key` makes it
  * check the credential, `--result-every-frames` counts 20 ms frames of audio between results, 0 for none).
  */
 export async function cmdVendor(argv: string[]): Promise<number> {
@@ -142,13 +149,19 @@ export async function cmdVendor(argv: string[]): Promise<number> {
   const everyFrames = integer(values['result-every-frames']!, '--result-every-frames', 0, usage)
   const apiKey = values['api-key']
   if (!real && apiKey !== undefined) throw usage(`--api-key applies to ${REAL_VENDOR_KINDS.join(', ')}`)
+  // Amazon Transcribe signs with two keys: --api-key <access key id>:<secret access key>.
+  const split = kind === 'amazon-transcribe' && apiKey !== undefined ? apiKey.indexOf(':') : -1
+  if (kind === 'amazon-transcribe' && apiKey !== undefined && split < 1)
+    throw usage('--api-key for amazon-transcribe is <access key id>:<secret access key>')
+  const aws =
+    split > 0 ? { accessKeyId: apiKey!.slice(0, split), secretAccessKey: apiKey!.slice(split + 1) } : undefined
   const log = (line: string): void => console.log(line)
   const emulator: { url: string; httpUrl: string; close: () => Promise<void> } = real
     ? await startRealVendor({
         kind: kind as RealVendorKind,
         port,
         host: values.host,
-        apiKey,
+        ...(aws === undefined ? { apiKey } : { aws }),
         resultEveryMs: everyFrames * 20,
         log
       })

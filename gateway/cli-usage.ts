@@ -17,18 +17,20 @@ export const USAGES = {
   and the TLS certificate, key and passphrase; print each problem as file:line:col: /pointer: message.
   Exit 0 when clean, 2 on any problem.`,
   'simulate audio': `usage: assist-gateway simulate audio --url URL [--token T] [--file CLIP] [--perspective TX|RX|MIX]
-                                [--legs N] [--seconds S] [--insecure] [--stereo]
+                                [--legs N] [--seconds S] [--insecure] [--stereo] [--contact N]
   Act as the platform: open N audio hooks (ws:// or wss://), stream the clip (mu-law or WAV) at real-time
   pace, print every message that comes back. Exit 1 when a leg was refused, never connected or was cut.
   --stereo: N contacts, each with its TX and RX legs together (2N hooks; for a route with join), the RX
-  leg streaming the clip from its middle.`,
+  leg streaming the clip from its middle. --contact N: the first contactId (the others count up from it);
+  default: a fresh one each run, so two runs are two calls, never one re-attaching to the other.`,
   'simulate text': `usage: assist-gateway simulate text --url URL --text "…" [--token T] [--auth-header]
                                [--participant patron|agent|system] [--contact-id N] [--bus-no N] [--tenant ID]
                                [--insecure]
   POST one utterance to the text hook (http:// or https://); print the status and the answer.
   Exit 1 unless the answer is a 2xx.`,
-  vendor: `usage: assist-gateway vendor --kind passthrough|json-events|deepgram|assemblyai|twilio-media|audiohook
-                        --port N [--host H] [--result-every-frames N] [--api-key KEY]
+  vendor: `usage: assist-gateway vendor --kind KIND --port N [--host H] [--result-every-frames N] [--api-key KEY]
+  KIND: passthrough, json-events (demo vendors); deepgram, assemblyai, twilio-media, audiohook, amazon-transcribe,
+  speechmatics, openai (strict emulators of real APIs; amazon-transcribe: --api-key <access key id>:<secret>)
   Run a bundled vendor emulator in the foreground until SIGTERM or SIGINT (--port 0 picks a free port).`
 } as const
 export type Command = keyof typeof USAGES

@@ -1,4 +1,5 @@
 import type { FramesSpec } from '../mapping/compile'
+import { frameMessage } from '../mapping/event-stream'
 import { mulawDecodeInto, pcm16ToBytesLE, Rechunker, Resampler } from './codec'
 
 export const IDENTITY_FRAMES: FramesSpec = { framing: 'binary', encoding: 'mulaw', sampleRate: 8000, chunkMs: null }
@@ -93,9 +94,10 @@ export interface EncoderSink {
 }
 
 /**
- * Platform µ-law frames → the vendor's encoding, rate, chunking and framing. Preallocated scratch
- * buffers; the rechunker's buffer is reused, so sinks MUST consume a chunk before returning (the
- * `ws` client's send copies it while masking).
+ * Platform µ-law frames → the vendor's encoding, rate (8, 16 or 24 kHz), chunking and framing.
+ * Preallocated scratch buffers; the rechunker's buffer is reused, so sinks MUST consume a chunk before
+ * returning (the `ws` client's send copies it while masking). `eventHeaders`: event-stream framing, each
+ * chunk one message with these headers (encoded once per socket; the message is the one allocation).
  */
 export class AudioEncoder {
   private readonly resampler: Resampler | null
@@ -109,9 +111,10 @@ export class AudioEncoder {
     private readonly spec: FramesSpec,
     private readonly counters: FrameCounters,
     private readonly template: MediaTemplate | null,
-    private readonly sink: EncoderSink
+    private readonly sink: EncoderSink,
+    private readonly eventHeaders: Uint8Array | null = null
   ) {
-    this.resampler = spec.sampleRate === 16000 ? new Resampler(8000, 16000) : null
+    this.resampler = spec.sampleRate === 8000 ? null : new Resampler(8000, spec.sampleRate)
     const bytesPerSample = spec.encoding === 'pcm16' ? 2 : 1
     this.bytesPerMs = (spec.sampleRate * bytesPerSample * (spec.channels ?? 1)) / 1000
     this.rechunker =
@@ -165,7 +168,9 @@ export class AudioEncoder {
   private emit(chunk: Uint8Array): void {
     const c = this.counters
     c.chunk++
-    if (this.template === null) {
+    if (this.eventHeaders !== null) {
+      this.sink.binary(frameMessage(this.eventHeaders, chunk))
+    } else if (this.template === null) {
       this.sink.binary(chunk)
     } else {
       if (this.template.usesSeq) c.seq++

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import type { TimerHandle } from '../clock'
 import type { PreviousSession } from '../mapping/audio'
 import type { Expr } from '../mapping/expr'
-import { frameOf, type MappingInput, run } from '../mapping/run'
+import { type MappingInput, run } from '../mapping/run'
 import type { RouteRuntime } from '../route'
 import type { Replica, StreamLease } from '../upstream/pool'
 import { type SocketFailure, VendorSocket } from '../upstream/ws-leg'
@@ -19,6 +19,7 @@ import { VendorControl } from './vendor-control'
 import { ON_CLOSE, READ } from './connection-states'
 import { parseVendorText, type Reading, type Verdict } from './vendor-message'
 import { vendorTarget } from '../mapping/vendor-target'
+import { audioEventHeaders, incomingBinary, sendMapped } from './vendor-wire'
 
 /**
  * One vendor connection of a session: builds URL and headers from the mapping, holds a stream lease on
@@ -130,10 +131,7 @@ export class VendorConnection implements Connection {
           if (this.state === 'CONNECTING') this.ctx.chain.run(async () => await this.opened())
         },
         onText: text => this.onText(text),
-        onBinary: bytes => {
-          this.ctx.counters.dropVendorBinary++
-          this.ctx.counters.bytesFromVendor += bytes
-        },
+        onBinary: data => this.onBinary(data),
         onClose: (code, reason, opened, failure) => this.onClose(code, reason, opened, failure),
         onPing: () => this.life.ping(this.ctx.clock.now(), this.audioBytes),
         onPong: () => this.life.pong()
@@ -152,7 +150,9 @@ export class VendorConnection implements Connection {
         return this.mappingFailed('template', t.ok ? 'the template did not produce an object' : t.error)
       this.encoder = this.newEncoder(new MediaTemplate(JSON.stringify(t.value)))
     } else if (!isIdentity(audio.frames)) {
-      this.encoder = this.newEncoder(null)
+      const events = await audioEventHeaders(audio, this.input)
+      if (!events.ok) return this.mappingFailed('template', events.error)
+      this.encoder = this.newEncoder(null, events.headers)
     }
     if (audio.open !== null && !(await this.sendControl(audio.open, 'open'))) return
     if (this.state !== 'OPENING') return
@@ -166,11 +166,12 @@ export class VendorConnection implements Connection {
     }, this.ctx.settings.readyTimeoutSeconds * 1000)
   }
 
-  private newEncoder(template: MediaTemplate | null): AudioEncoder {
-    return new AudioEncoder(this.audio.frames, this.frames, template, {
-      binary: chunk => this.socket!.sendBinary(chunk),
-      text: frame => this.socket!.sendText(frame)
-    })
+  private newEncoder(template: MediaTemplate | null, eventHeaders: Uint8Array | null = null): AudioEncoder {
+    const sink = {
+      binary: (c: Uint8Array) => this.socket!.sendBinary(c),
+      text: (f: string) => this.socket!.sendText(f)
+    }
+    return new AudioEncoder(this.audio.frames, this.frames, template, sink, eventHeaders)
   }
 
   private becomeReady(params: Record<string, unknown>): void {
@@ -225,10 +226,10 @@ export class VendorConnection implements Connection {
   }
 
   private sendFrames(value: unknown): void {
-    for (const v of Array.isArray(value) ? value : [value]) {
-      const frame = frameOf(v)
-      if (frame !== null && this.socket?.isOpen === true) this.socket.sendText(fillControl(frame, this.frames))
-    }
+    const failed = sendMapped(this.audio, this.socket, value, text => fillControl(text, this.frames))
+    if (failed === null) return
+    this.ctx.metrics.mappingErrors.inc({ route: this.ctx.route.name, stage: 'frame' })
+    this.ctx.log.warn({ event: 'mapping_error', stage: 'frame', error: failed }, 'a frame was not sent')
   }
 
   control(kind: 'pause' | 'resume', done: () => void = () => {}): void {
@@ -248,25 +249,51 @@ export class VendorConnection implements Connection {
   }
 
   private onText(text: string): void {
-    // A vendor message is a sign of life for all but what still sits in our socket buffer.
+    this.received(text.length)
+    this.ctx.chain.run(async () => await this.read(parseVendorText(text)))
+  }
+
+  /** Binary vendor frames are read only on an event-stream socket (audio/vendor-wire.ts); else dropped and counted. */
+  private onBinary(data: Buffer): void {
+    let messages: unknown[] | null
+    try {
+      messages = incomingBinary(this.audio, data)
+    } catch (err) {
+      this.received(data.length)
+      this.ctx.metrics.vendorMessages.inc({ route: this.ctx.route.name, result: 'error' })
+      this.ctx.log.warn(
+        { event: 'vendor_frame_invalid', error: (err as Error).message },
+        'a vendor frame was unreadable'
+      )
+      return
+    }
+    if (messages === null) {
+      this.ctx.counters.dropVendorBinary++
+      this.ctx.counters.bytesFromVendor += data.length
+      return
+    }
+    this.received(data.length)
+    for (const msg of messages) this.ctx.chain.run(async () => await this.read(msg))
+  }
+
+  /** A vendor message is a sign of life for all but what still sits in our socket buffer. */
+  private received(bytes: number): void {
     const s = this.socket
     if (this.state === 'READY' && s !== null)
       this.life.seen(this.audioBytes - framesIn(s.bufferedAmount, s.bytesSent, this.audioBytes), this.ctx.clock.now())
     const c = this.ctx.counters
     c.framesFromVendor++
-    c.bytesFromVendor += text.length
-    this.ctx.chain.run(async () => await this.read(text))
+    c.bytesFromVendor += bytes
   }
 
-  private async read(text: string): Promise<void> {
+  private async read(msg: unknown): Promise<void> {
     const phase = READ[this.state]
     if (phase === null) return
-    const msg = parseVendorText(text)
     // Vendors that number their messages (AudioHook) are answered with the last number seen.
     const seq = (msg as { seq?: unknown } | null)?.seq
     if (typeof seq === 'number') this.frames.serverseq = seq
     for await (const step of this.rules.read(msg, phase, this.input)) {
-      if (step.kind === 'end') this.end(step.then, step.vendorMessage)
+      if (step.kind === 'end') this.end(step.after, step.vendorMessage)
       else if (step.kind === 'reading') this.reading(step.reading)
       else if (step.kind === 'reply') this.sendFrames(step.value)
       else if (step.kind === 'emit') this.verdict(step.verdict)

@@ -28,7 +28,7 @@ export interface Matched {
  * audio), `reconnect`.
  */
 export type ControlStep =
-  | { readonly kind: 'end'; readonly then: 'failover' | 'leg'; readonly vendorMessage: string | undefined }
+  | { readonly kind: 'end'; readonly after: 'failover' | 'leg'; readonly vendorMessage: string | undefined }
   | { readonly kind: 'reading'; readonly reading: Reading }
   | { readonly kind: 'reply'; readonly value: unknown }
   | { readonly kind: 'emit'; readonly verdict: Verdict }
@@ -143,14 +143,14 @@ export class VendorControl {
    * rule's `end` (audio leaves this session now: the connection ends it; its close frame still follows
    * the rule's `set` and `reply`), or null.
    */
-  private atOnce(m: Matched, msg: unknown): { then: 'failover' | 'leg'; vendorMessage: string | undefined } | null {
+  private atOnce(m: Matched, msg: unknown): { after: 'failover' | 'leg'; vendorMessage: string | undefined } | null {
     const rule = m.rule
     if ((rule.audio === 'pause' || rule.audio === 'discard') && this.gate === 'open') {
       this.gate = rule.audio === 'pause' ? 'held' : 'discard'
       this.pauseStartMs = this.frames.audioMs
       this.pauseDiscardedMs = 0
     }
-    return rule.end === null ? null : { then: rule.end, vendorMessage: vendorText(msg) }
+    return rule.end === null ? null : { after: rule.end, vendorMessage: vendorText(msg) }
   }
 
   /**

@@ -135,8 +135,8 @@ export function loadConfig(file: string, env: NodeJS.ProcessEnv): Config {
 /** Pointers (as regexes) of values that are credentials: they must come from ${VAR} and are redacted from logs. */
 const SECRET_POINTERS = [
   /^\/routes\/[^/]+\/auth\/(audio|text)\/\d+$/,
-  /^\/routes\/[^/]+\/upstreams\/\d+\/(credential|headers\/.+)$/,
-  /^\/routes\/[^/]+\/tee\/\d+\/upstreams\/\d+\/(credential|headers\/.+)$/,
+  /^\/routes\/[^/]+\/upstreams\/\d+\/(credential|headers\/.+|signing\/.+)$/,
+  /^\/routes\/[^/]+\/tee\/\d+\/upstreams\/\d+\/(credential|headers\/.+|signing\/.+)$/,
   /^\/listen\/tls\/passphrase$/,
   /^\/admin\/token$/,
   /^\/fleet\/secret$/,
@@ -367,6 +367,7 @@ function routeSecrets(route: Record<string, any>, urlRefs: [string, string[]][])
   for (const u of [...route.upstreams, ...(route.tee ?? []).flatMap((t: any) => t.upstreams)]) {
     if (u.credential) out.add(u.credential)
     for (const v of Object.values(u.headers ?? {})) out.add(v as string)
+    for (const v of Object.values(u.signing ?? {})) if (v) out.add(v as string)
     for (const url of [u.audio, u.text]) {
       try {
         const pw = url === undefined ? '' : new URL(url).password

@@ -7,6 +7,8 @@ export interface UpstreamConfig {
   readonly text?: string
   readonly credential?: string
   readonly headers: Readonly<Record<string, string>>
+  /** Keys a mapping's `audio.sign` signs the vendor URL with (secrets; absent: none). */
+  readonly signing?: Readonly<{ accessKeyId: string; secretAccessKey: string; sessionToken?: string }>
   readonly weight: number
   readonly maxStreams: number
   readonly maxPendingHandshakes: number

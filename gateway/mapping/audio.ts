@@ -53,9 +53,10 @@ export interface ControlRule {
 
 /** What a mapping's `audio.frames` asks for (schemas/mapping.schema.json). */
 export interface FramesSpec {
-  framing: 'binary' | 'json-base64'
+  /** event-stream: every binary message on the socket, both ways, is an AWS event-stream message (mapping/event-stream.ts). */
+  framing: 'binary' | 'json-base64' | 'event-stream'
   encoding: 'mulaw' | 'pcm16'
-  sampleRate: 8000 | 16000
+  sampleRate: 8000 | 16000 | 24000
   /** Vendor chunk length; null: one vendor frame per platform frame. */
   chunkMs: number | null
   /** 1: one leg's mono audio; 2: a joined contact's stereo, interleaved sample by sample (route `join`). */
@@ -66,10 +67,14 @@ export interface FramesSpec {
 export interface AudioMapping {
   url: Expr | null
   headers: Expr | null
+  /** `sign`: the URL is signed with the replica's `signing` keys (mapping/vendor-target.ts); absent in hand-built mappings. */
+  sign?: UrlSigning | null
   open: Expr | null
   ready: { when: Expr | null; refused: Expr | null; reason: Expr | null; parameters: Expr | null } | null
   frames: FramesSpec
   template: Expr | null
+  /** event-stream framing: the headers of every audio message (`frames.headers`), evaluated once per socket. */
+  eventHeaders?: Expr | null
   keepalive: { everyMs: number; when: 'idle' | 'always'; frame: Expr; set?: Expr | null } | null
   /** Vendor control rules, read before `results` (absent in hand-built mappings: none). */
   control?: ControlRule[]
@@ -86,6 +91,14 @@ export interface AudioMapping {
   replayRate: number | null
   /** The vendor's close codes by meaning (`closeCodes`). */
   closeCodes: Readonly<Record<number, CloseClass>>
+}
+
+/** `audio.sign`: how the vendor URL is signed (schemas/mapping.schema.json). */
+export interface UrlSigning {
+  scheme: 'aws-sigv4'
+  service: string
+  region: Expr
+  expiresSeconds: number
 }
 
 /** What a vendor close code means (mapping `audio.closeCodes`). */
@@ -111,9 +124,11 @@ export function compileAudio(
   if (frames.channels === 2 && frames.sampleRate !== 8000)
     problem('/audio/frames/sampleRate', 'two channels are sent at 8000 Hz (the platform rate; no stereo resampling)')
   if (frames.encoding === 'mulaw' && frames.sampleRate !== 8000)
-    problem('/audio/frames/sampleRate', 'mulaw is sent at 8000 Hz; use pcm16 for 16000')
+    problem('/audio/frames/sampleRate', 'mulaw is sent at 8000 Hz; use pcm16 for 16000 or 24000')
   if (frames.framing === 'json-base64' && (f.template === undefined || f.template === null))
     problem('/audio/frames/template', 'is required for json-base64 framing')
+  if (frames.framing === 'event-stream' && (f.headers === undefined || f.headers === null))
+    problem('/audio/frames/headers', 'is required for event-stream framing')
   // A `ready` expression that is given but does not compile is already a problem: then a missing `when` is not another.
   let readyFailed = false
   const ready = (key: 'when' | 'refused' | 'reason' | 'parameters'): Expr | null => {
@@ -125,6 +140,15 @@ export function compileAudio(
   const audio: AudioMapping = {
     url: expr('/audio/url', a.url),
     headers: expr('/audio/headers', a.headers),
+    sign:
+      a.sign === undefined
+        ? null
+        : {
+            scheme: a.sign.scheme,
+            service: a.sign.service,
+            region: expr('/audio/sign/region', a.sign.region) as Expr,
+            expiresSeconds: a.sign.expiresSeconds ?? 300
+          },
     open: expr('/audio/open', a.open),
     ready:
       a.ready === undefined
@@ -132,6 +156,7 @@ export function compileAudio(
         : { when: ready('when'), refused: ready('refused'), reason: ready('reason'), parameters: ready('parameters') },
     frames,
     template: frames.framing === 'json-base64' ? expr('/audio/frames/template', f.template) : null,
+    eventHeaders: frames.framing === 'event-stream' ? expr('/audio/frames/headers', f.headers) : null,
     keepalive:
       a.keepalive === undefined
         ? null

@@ -9,6 +9,7 @@ import { evaluate as runText } from './fast-path'
 import { run, type MappingInput } from './run'
 import type { TextInput } from './text'
 import { describe, mapBody, mapHeaders, mapPath } from './text-request'
+import { messageFromMapping } from './event-stream'
 
 type Problem = { file: string; pointer: string; message: string }
 
@@ -57,10 +58,12 @@ export async function dryRunMapping(mapping: CompiledMapping, route: RouteConfig
     if (complaint) problems.push({ file, pointer, message: `${complaint}; it produced ${describe(out.value)}` })
     return out.value
   }
-  const frame = (v: unknown): string | null =>
-    v === undefined || v === null || typeof v === 'string' || (typeof v === 'object' && !Array.isArray(v))
-      ? null
-      : 'must produce an object, a string or null'
+  const eventStream = audio.frames.framing === 'event-stream'
+  const frame = (v: unknown): string | null => {
+    if (v === undefined || v === null || typeof v === 'string') return null
+    if (typeof v !== 'object' || Array.isArray(v)) return 'must produce an object, a string or null'
+    return eventStream ? eventMessage(v) : null
+  }
   const predicate = (v: unknown): string | null =>
     v === undefined || typeof v === 'boolean' ? null : 'must produce true or false'
   const platformMessage = validator('platform-websocket-message')
@@ -78,7 +81,20 @@ export async function dryRunMapping(mapping: CompiledMapping, route: RouteConfig
   const isObject = (v: unknown): string | null =>
     v !== null && typeof v === 'object' && !Array.isArray(v) ? null : 'must produce an object'
   await evaluate('/audio/url', audio.url, base, isString)
+  if (audio.sign != null) {
+    await evaluate('/audio/sign/region', audio.sign.region, base, v =>
+      typeof v === 'string' && /^[a-z0-9-]{1,64}$/.test(v) ? null : 'must produce an AWS region name (e.g. us-east-1)'
+    )
+    for (const u of route.upstreams)
+      if (u.audio !== undefined && u.signing === undefined)
+        problems.push({
+          file,
+          pointer: '/audio/sign',
+          message: `route ${route.name}: replica ${u.name} has no signing keys`
+        })
+  }
   await evaluate('/audio/headers', audio.headers, base, isObject)
+  await evaluate('/audio/frames/headers', audio.eventHeaders ?? null, base, v => eventMessage({ headers: v }))
   await evaluate('/audio/frames/template', audio.template, base, v => {
     if (isObject(v) !== null) return 'must produce an object'
     return JSON.stringify(v).includes('{{payload}}') ? null : 'must contain the {{payload}} placeholder'
@@ -167,6 +183,16 @@ async function dryRunText(mapping: CompiledMapping, route: RouteConfig): Promise
     }
   }
   return problems
+}
+
+/** null when `v` is an event-stream message a mapping may send ({headers, body | bodyBase64}), else why not. */
+function eventMessage(v: unknown): string | null {
+  try {
+    messageFromMapping(v)
+    return null
+  } catch (err) {
+    return `must produce an event-stream message {headers, body}: ${(err as Error).message}`
+  }
 }
 
 function dedupe(problems: Problem[]): Problem[] {

@@ -52,15 +52,18 @@ export interface ProbedMapping {
 
 /**
  * The probe input: the audio input object of a synthetic leg, `init.probe` true, a fresh leg and
- * session id per probe (documented in schemas/mapping.schema.json `health`).
+ * session id per probe, both plain UUIDs as a real leg's are (servers check them: AudioHook's reference
+ * server refuses an `Audiohook-Correlation-Id` that is not one). Its perspective is what the route's legs
+ * send: `TX`, or for a `join` route its channels joined (`TX+RX`), as the stereo session's legs are, so the
+ * probe offers what a call will (documented in schemas/mapping.schema.json `health`).
  */
 export function probeInput(route: RouteConfig, u: UpstreamConfig): MappingInput & { msg: unknown } {
   return {
     init: { command: 'INIT', probe: true },
     leg: {
-      id: `probe-${randomUUID()}`,
+      id: randomUUID(),
       route: route.name,
-      perspective: 'TX',
+      perspective: route.join === undefined ? 'TX' : route.join.channels.join('+'),
       contactId: '0',
       busNo: '0',
       requestId: null

@@ -2,6 +2,7 @@ import type { UpstreamConfig } from '../config/types'
 import type { AudioMapping, MappingInput } from './audio'
 import type { Expr } from './expr'
 import { run } from './run'
+import { presignUrl } from './sigv4'
 
 export type VendorTarget =
   | { ok: true; url: string; headers: Record<string, string> }
@@ -24,6 +25,11 @@ export async function vendorTarget(
       return { ok: false, stage: 'url', error: out.ok ? 'did not produce a string' : out.error }
     url = out.value
   }
+  if (audio.sign != null) {
+    const signed = await signedUrl(audio, upstream, input, url)
+    if (!signed.ok) return { ok: false, stage: 'url', error: signed.error }
+    url = signed.url
+  }
   const headers = await mappedHeaders(audio.headers, upstream.headers, input)
   if (!headers.ok) return { ok: false, stage: 'headers', error: headers.error }
   return { ok: true, url, headers: headers.value }
@@ -43,4 +49,43 @@ export async function mappedHeaders(
   for (const [k, v] of Object.entries(out.value as Record<string, unknown>))
     if (v !== undefined && v !== null) headers[k] = String(v)
   return { ok: true, value: headers }
+}
+
+/**
+ * The URL signed with the replica's `signing` keys (`audio.sign`), at this moment. The keys come from the
+ * gateway's config only; a failure says why without quoting them.
+ */
+async function signedUrl(
+  audio: AudioMapping,
+  upstream: UpstreamConfig,
+  input: MappingInput,
+  url: string
+): Promise<{ ok: true; url: string } | { ok: false; error: string }> {
+  const sign = audio.sign!
+  const keys = upstream.signing
+  if (keys === undefined)
+    return {
+      ok: false,
+      error: `audio.sign: replica ${upstream.name} has no signing keys (routes.R.upstreams[].signing)`
+    }
+  const region = await run(sign.region, input)
+  if (!region.ok || typeof region.value !== 'string' || !/^[a-z0-9-]{1,64}$/.test(region.value))
+    return { ok: false, error: `audio.sign.region: ${region.ok ? 'did not produce a region name' : region.error}` }
+  try {
+    const credentials = {
+      accessKeyId: keys.accessKeyId,
+      secretAccessKey: keys.secretAccessKey,
+      ...(keys.sessionToken ? { sessionToken: keys.sessionToken } : {})
+    }
+    const signed = presignUrl(url, {
+      service: sign.service,
+      region: region.value,
+      expiresSeconds: sign.expiresSeconds,
+      credentials,
+      now: new Date()
+    })
+    return { ok: true, url: signed }
+  } catch {
+    return { ok: false, error: 'audio.sign: the URL could not be signed (not a valid URL)' }
+  }
 }

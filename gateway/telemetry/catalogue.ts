@@ -181,7 +181,7 @@ export const CATALOGUE = {
   upstream_retries_total: {
     type: 'counter',
     help:
-      'Text requests sent again to another replica, by reason (connect_failed, status_5xx, timeout), ' +
+      'Text requests sent again, by reason (connect_failed, status_5xx, timeout; rate_limited: a 429 after its retry-after), ' +
       'and retries refused by the retry budget (budget_exhausted).',
     labels: ['route', 'reason']
   },

@@ -1,3 +1,4 @@
+import { randomInt } from 'node:crypto'
 import { WebSocket, type RawData } from 'ws'
 import { systemClock, type Clock, type TimerHandle } from '../clock'
 
@@ -12,7 +13,10 @@ export interface SimulateAudioOptions {
   legs?: number
   /** Default: clip length; the clip loops if longer. */
   seconds?: number
-  /** Default 1000000. */
+  /**
+   * The contactId of the first contact; the others count up from it. Default: a fresh random one per run
+   * (9-10 digits), so two runs on one route are two calls, not one leg re-attaching to the other's session.
+   */
   contactIdBase?: number
   /** Default 4594. */
   busNo?: number
@@ -122,7 +126,8 @@ export function simulateAudio(opts: SimulateAudioOptions): Promise<SimulatedLeg[
   const legCount = opts.legs ?? 1
   if (!Number.isInteger(legCount) || legCount < 1) return Promise.reject(new Error(`legs must be a positive integer`))
   if (opts.seconds !== undefined && !(opts.seconds > 0)) return Promise.reject(new Error('seconds must be positive'))
-  const sim = new AudioSimulation(opts, opts.clock ?? systemClock)
+  const contactIdBase = opts.contactIdBase ?? randomInt(1_000_000_000, 9_000_000_000)
+  const sim = new AudioSimulation({ ...opts, contactIdBase }, opts.clock ?? systemClock)
   const runs: Promise<SimulatedLeg>[] = []
   for (let i = 0; i < legCount * (opts.stereo === true ? 2 : 1); i++) runs.push(sim.runLeg(i))
   return Promise.all(runs)
@@ -202,13 +207,16 @@ class AudioSimulation {
     const opts = this.opts
     const i = st.leg.index
     const stereo = opts.stereo === true
+    const contactId = opts.contactIdBase! + (stereo ? Math.floor(i / 2) : i)
+    const perspective = stereo ? (i % 2 === 0 ? 'TX' : 'RX') : (opts.perspective ?? 'TX')
     const init = initMessage({
       token: opts.token,
-      contactId: (opts.contactIdBase ?? 1000000) + (stereo ? Math.floor(i / 2) : i),
+      contactId,
       busNo: opts.busNo ?? 4594,
-      perspective: stereo ? (i % 2 === 0 ? 'TX' : 'RX') : (opts.perspective ?? 'TX'),
+      perspective,
       appParams: opts.appParams
     })
+    this.print(`leg ${i} contact ${contactId} ${perspective}`)
     st.ws.send(JSON.stringify(init))
     st.startedAt = this.clock.now()
     st.streaming = true

@@ -46,6 +46,8 @@ export type Exchanged =
       error: GatewayError
       result: UpstreamResult | null
       vendorStatus?: number
+      /** A 429's `retry-after`, in ms from when it came (absent: none, or not a delay or date). */
+      retryAfterMs?: number
       unbuilt?: undefined
     }
 
@@ -112,8 +114,9 @@ export class TextUpstream {
    * Send one request. `builder` gives the request from `input` for the replica chosen, or its own
    * failure value, which ends the call before anything is sent. Retries go to a replica not yet tried,
    * at most `text.retries`: after a connect failure (nothing reached the vendor) or a 502/503/504;
-   * after a timeout only when `idempotent`. Retries in flight stay within `text.retryBudgetPercent` of
-   * requests in flight (at least 3).
+   * after a timeout only when `idempotent`; after a 429 with `retry-after`, once that delay has passed
+   * (another replica, else the same one), when it ends before the call's deadline. Retries in flight
+   * stay within `text.retryBudgetPercent` of requests in flight (at least 3).
    */
   async call<A, F extends { ok: false } = never>(
     builder: RequestBuilder<A, F>,
@@ -122,12 +125,14 @@ export class TextUpstream {
   ): Promise<CallOutcome<F>> {
     if (this.closed) return { ok: false, replica: null, error: new GatewayError('SHUTTING_DOWN'), result: null }
     const tried = new Set<Replica>()
-    let replica = this.balancer.pick(tried)
-    if (replica === null) {
+    const firstPick = this.balancer.pick(tried)
+    if (firstPick === null) {
       this.noReplica.inc()
       return { ok: false, replica: null, error: new GatewayError('NO_HEALTHY_UPSTREAM'), result: 'no_replica' }
     }
+    let replica: Replica = firstPick
     const deadline: Deadline = { timedOut: false, current: null }
+    const endsAt = this.clock.now() + this.settings.timeoutSeconds * 1000
     const timer = this.clock.setTimeout(() => {
       deadline.timedOut = true
       deadline.current?.expire()
@@ -154,10 +159,12 @@ export class TextUpstream {
         } finally {
           this.balancer.end(replica)
         }
-        const reason = this.retryReason(out, deadline, opts.idempotent)
+        const reason = this.retryReason(out, deadline, opts.idempotent, endsAt)
         this.passive(replica, out, reason)
         if (reason === null || attempt >= this.settings.retries || deadline.timedOut) return out
-        const other = this.balancer.pick(tried)
+        // A rate limit is honoured where it was given: the same replica may be asked again, after the delay.
+        const other: Replica | null =
+          this.balancer.pick(tried) ?? (reason === 'rate_limited' && replica.healthy ? replica : null)
         if (other === null) return out
         if (!retrying && !this.budgetAllows()) {
           this.metrics.upstreamRetries.inc({ route: this.route, reason: 'budget_exhausted' })
@@ -168,6 +175,7 @@ export class TextUpstream {
           this.activeRetries++
         }
         this.metrics.upstreamRetries.inc({ route: this.route, reason })
+        if (reason === 'rate_limited' && !out.ok) await this.pause(out.retryAfterMs ?? 0, deadline)
         replica = other
       }
     } finally {
@@ -189,10 +197,14 @@ export class TextUpstream {
   private retryReason(
     out: Exchanged,
     deadline: Deadline,
-    idempotent: boolean
-  ): 'connect_failed' | 'status_5xx' | 'timeout' | null {
+    idempotent: boolean,
+    endsAt: number
+  ): 'connect_failed' | 'status_5xx' | 'timeout' | 'rate_limited' | null {
     if (out.ok) return null
     if (out.result === 'connect_failed') return 'connect_failed'
+    // 429 with retry-after: worth one more try only if the delay ends before the call's own deadline.
+    if (out.vendorStatus === 429 && out.retryAfterMs !== undefined)
+      return this.clock.now() + out.retryAfterMs < endsAt ? 'rate_limited' : null
     if (
       out.result === 'status_5xx' &&
       (out.vendorStatus === 502 || out.vendorStatus === 503 || out.vendorStatus === 504)
@@ -212,6 +224,21 @@ export class TextUpstream {
     }
     const gatewaySide = out.result === 'connect_failed' || out.result === 'timeout' || reason === 'status_5xx'
     if (gatewaySide) this.pool.recordFailure(replica, `text: ${out.result ?? 'failed'}`, 'text')
+  }
+
+  /** Wait `ms` on the clock, or less when the call's deadline passes first. */
+  private async pause(ms: number, deadline: Deadline): Promise<void> {
+    if (ms <= 0) return
+    await new Promise<void>(resolve => {
+      const t = this.clock.setTimeout(resolve, ms)
+      deadline.current = {
+        expire: () => {
+          this.clock.clearTimeout(t)
+          resolve()
+        }
+      }
+    })
+    deadline.current = null
   }
 
   /** Close every pool; calls in flight fail (the listener is closing too). */
@@ -303,7 +330,8 @@ export class TextUpstream {
         replica,
         error: new GatewayError('UPSTREAM_BAD_ANSWER', { detail: `the vendor answered ${raw.status}` }),
         result,
-        vendorStatus: raw.status
+        vendorStatus: raw.status,
+        ...(raw.status === 429 ? retryAfter(raw.headers['retry-after']) : {})
       }
     } else {
       const text = raw.chunks.length === 1 ? raw.chunks[0].toString('utf8') : Buffer.concat(raw.chunks).toString('utf8')
@@ -343,4 +371,13 @@ export class TextUpstream {
 function target(lane: Lane, path: string | null): string {
   if (path === null || path === '') return lane.basePath === '' ? `/${lane.search}` : lane.basePath + lane.search
   return lane.basePath + path + (path.includes('?') ? '' : lane.search)
+}
+
+/** RFC 9110 `retry-after`: delay-seconds, or an HTTP-date (against the wall clock); anything else: none. */
+export function retryAfter(value: string | undefined, wallNow = Date.now()): { retryAfterMs?: number } {
+  if (value === undefined) return {}
+  const v = value.trim()
+  if (/^\d{1,9}$/.test(v)) return { retryAfterMs: Number(v) * 1000 }
+  const at = /[a-z]/i.test(v) ? Date.parse(v) : Number.NaN
+  return Number.isNaN(at) ? {} : { retryAfterMs: Math.max(0, at - wallNow) }
 }

@@ -31,7 +31,8 @@ const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT'
 /** The deadline of one call; it aborts whichever exchange is running when it fires. */
 export interface Deadline {
   timedOut: boolean
-  current: Exchange | null
+  /** What the deadline cuts short when it passes: the exchange in flight, or a wait before a retry. */
+  current: { expire(): void } | null
 }
 
 export interface RawAnswer {

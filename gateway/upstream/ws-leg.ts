@@ -30,7 +30,8 @@ export function describeSocketFailure(f: SocketFailure): string {
 export interface VendorEvents {
   onOpen: () => void
   onText: (text: string) => void
-  onBinary: (bytes: number) => void
+  /** A binary frame (the buffer is the library's: read it before returning). */
+  onBinary: (data: Buffer) => void
   /** `opened` false: the connection never opened; `failure` says why when known (always set then). */
   onClose: (code: number, reason: string, opened: boolean, failure: SocketFailure | null) => void
   /** A heartbeat ping is about to go out / its pong came back: the vendor read everything sent before that ping. */
@@ -81,7 +82,7 @@ export class VendorSocket {
       this.events.onOpen()
     })
     this.ws.on('message', (data: Buffer, isBinary: boolean) => {
-      if (isBinary) this.events.onBinary(data.length)
+      if (isBinary) this.events.onBinary(data)
       else this.events.onText(data.toString('utf8'))
     })
     // With a listener here `ws` leaves the refused upgrade to us: keep its status, then abort.

@@ -1,5 +1,10 @@
-import type { RealVendorEmulator } from '../../gateway/tools/real-vendors'
-import { startGateway, type TestGateway } from './gateway'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { parse, stringify } from 'yaml'
+import type { Test } from 'tap'
+import type { RealVendorEmulator, RealVendorSession } from '../../gateway/tools/real-vendors'
+import { stream } from './audio'
+import { startGateway, until, type PlatformLegClient, type TestGateway } from './gateway'
 
 type T = Parameters<typeof startGateway>[0]
 
@@ -28,4 +33,49 @@ export async function vendorGateway(
     },
     { VENDOR_KEY: key }
   )
+}
+
+type Json = Record<string, any>
+type Sub = T & { test: (name: string, fn: (t: any) => Promise<void>) => Promise<unknown> }
+
+/**
+ * A test-only copy of the shipped mapping `mappings/<name>.yaml`, changed by `edit`, in this test's testdir.
+ * The gateway (whose helper makes its own testdir, emptying the test's) then runs in a subtest given the
+ * copy's path.
+ */
+export async function withMappingCopy<S extends Sub>(
+  t: S,
+  name: string,
+  edit: (m: Json) => void,
+  fn: (t: S, file: string) => Promise<void>
+): Promise<void> {
+  const mapping = parse(readFileSync(join(__dirname, '..', '..', 'mappings', `${name}.yaml`), 'utf8')) as Json
+  edit(mapping)
+  const dir = t.testdir({ [`${name}-test.yaml`]: stringify(mapping) })
+  await t.test('with the test copy of the mapping', async (sub: S) => await fn(sub, join(dir, `${name}-test.yaml`)))
+}
+
+/**
+ * A call over two replicas whose first-used one is dropped half-way (TCP cut, no close): 1.5 s of the clip,
+ * the drop, 1.5 s more, the hang-up; resolves once the replacement session has ended. `perMulawByte`: bytes
+ * the vendor counts per platform µ-law byte (PCM16: 2; at 24 kHz: 6). Returns both sessions and the audio sent.
+ */
+export async function failoverCall(
+  t: Test,
+  leg: PlatformLegClient,
+  a: RealVendorEmulator,
+  b: RealVendorEmulator,
+  perMulawByte = 1
+): Promise<{ lost: RealVendorSession; s: RealVendorSession; sent: Buffer }> {
+  const [first, other] = a.sessions().length === 1 ? [a, b] : [b, a]
+  const before = await stream(leg, 0, 75)
+  t.ok(
+    await until(() => first.sessions()[0]?.audioBytes === before.length * perMulawByte, 3000),
+    'all of it reached the first'
+  )
+  first.dropAll()
+  const after = await stream(leg, 75, 150)
+  leg.ws.close(1000)
+  t.ok(await until(() => other.sessions()[0]?.closed === true, 8000), 'the replacement session ended')
+  return { lost: first.sessions()[0], s: other.sessions()[0], sent: Buffer.concat([before, after]) }
 }

@@ -140,6 +140,7 @@ t.test('usage errors exit 2 with the message and the usage on stderr', async t =
       /--legs must be a whole number >= 1, not "2.5"/
     ],
     [['simulate', 'audio', '--url', 'ws://127.0.0.1:1/a', '--legs', 'abc'], /--legs must be a whole number/],
+    [['simulate', 'audio', '--url', 'ws://127.0.0.1:1/a', '--contact', '0'], /--contact must be a whole number 1-/],
     [['simulate', 'audio', '--url', 'http://127.0.0.1:1/a'], /--url must be ws:\/\/ or wss:\/\//],
     [['simulate', 'audio', '--url', 'ws://127.0.0.1:1/a', '--file', '/nonexistent.ulaw'], /--file \/nonexistent.ulaw/],
     [

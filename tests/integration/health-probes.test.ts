@@ -61,7 +61,7 @@ async function replica(gw: TestGateway): Promise<Json> {
   return { ...body.routes[0].replicas[0], probe: body.routes[0].probe }
 }
 
-const PROBES: Record<RealVendorKind, string> = {
+const PROBES: Partial<Record<RealVendorKind, string>> = {
   deepgram: 'upgrade',
   assemblyai: 'http',
   'twilio-media': 'upgrade',

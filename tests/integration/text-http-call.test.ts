@@ -5,6 +5,7 @@ import type { TextSettings } from '../../gateway/config/types'
 import { systemClock, type Clock } from '../../gateway/clock'
 import { Metrics } from '../../gateway/telemetry/metrics'
 import {
+  retryAfter,
   TextUpstream,
   type Built,
   type OutgoingRequest,
@@ -37,7 +38,7 @@ interface Seen {
 /** A plain node:http vendor whose answer each test chooses. */
 async function vendor(
   t: Test,
-  answer: (req: Seen) => { status?: number; type?: string; body: string }
+  answer: (req: Seen) => { status?: number; type?: string; body: string; headers?: Record<string, string> }
 ): Promise<{ url: string; seen: Seen[]; server: Server }> {
   const seen: Seen[] = []
   const server = createServer((req, res) => {
@@ -49,7 +50,7 @@ async function vendor(
       const s = { url: req.url ?? '', headers: req.headers, body }
       seen.push(s)
       const a = answer(s)
-      res.writeHead(a.status ?? 200, { 'content-type': a.type ?? 'application/json' })
+      res.writeHead(a.status ?? 200, { 'content-type': a.type ?? 'application/json', ...a.headers })
       res.end(a.body)
     })
   })
@@ -404,4 +405,66 @@ t.test('the deadline covers queueing for a connection; after close calls are ref
     ),
     { ok: false, error: { code: 'SHUTTING_DOWN' } }
   )
+})
+
+t.test(
+  'a 429 with retry-after is asked again once the delay has passed (the same replica when it is the only one)',
+  async t => {
+    let n = 0
+    const v = await vendor(t, () =>
+      ++n === 1
+        ? { status: 429, body: '{"error":"slow down"}', headers: { 'retry-after': '2' } }
+        : { body: '{"ok":true}' }
+    )
+    const clock = new FakeClock()
+    const u = upstream(t, [replica('v', v.url)], { timeoutSeconds: 5 }, clock)
+    let done = false
+    const call = u
+      .call(
+        by(() => built()),
+        null
+      )
+      .finally(() => {
+        done = true
+      })
+    while (v.seen.length < 1) await flush()
+    await flush()
+    clock.advance(1999)
+    await flush()
+    t.equal(v.seen.length, 1, 'not before retry-after')
+    t.notOk(done)
+    clock.advance(1)
+    const out = await call
+    t.equal(v.seen.length, 2, 'asked again after 2 s')
+    t.match(out, { ok: true, answer: { body: { ok: true } } })
+  }
+)
+
+t.test(
+  'a 429 whose retry-after ends past the deadline, or without one, is answered at once (502, vendor status 429)',
+  async t => {
+    const v = await vendor(t, req =>
+      req.url.endsWith('late')
+        ? { status: 429, body: '{}', headers: { 'retry-after': '10' } }
+        : { status: 429, body: '{}' }
+    )
+    const u = upstream(t, [replica('v', v.url)], { timeoutSeconds: 5 })
+    for (const path of ['/late', '/none']) {
+      const out = await u.call(
+        by(() => built({ path })),
+        null
+      )
+      t.match(out, { ok: false, vendorStatus: 429, error: { code: 'UPSTREAM_BAD_ANSWER' } }, path)
+    }
+    t.equal(v.seen.length, 2, 'each asked once')
+  }
+)
+
+t.test('retry-after: delay-seconds or an HTTP-date; anything else is none', async t => {
+  const now = Date.parse('2026-03-01T12:00:00Z')
+  t.same(retryAfter('3'), { retryAfterMs: 3000 })
+  t.same(retryAfter(' 0 '), { retryAfterMs: 0 })
+  t.same(retryAfter('Sun, 01 Mar 2026 12:00:05 GMT', now), { retryAfterMs: 5000 })
+  t.same(retryAfter('Sun, 01 Mar 2026 11:00:00 GMT', now), { retryAfterMs: 0 }, 'a date past is no delay')
+  for (const bad of [undefined, '', '-1', '1.5', 'soon', '12345678901']) t.same(retryAfter(bad, now), {}, String(bad))
 })

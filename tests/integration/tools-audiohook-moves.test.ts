@@ -56,7 +56,7 @@ async function session(t: Test, audiohook: RealVendorOptions['audiohook']): Prom
   t.teardown(() => emu.close())
   const id = randomUUID()
   const ws = new WebSocket(emu.url, {
-    headers: { 'Audiohook-Organization-Id': ORG, 'Audiohook-Session-Id': id, 'Audiohook-Correlation-Id': 'c' }
+    headers: { 'Audiohook-Organization-Id': ORG, 'Audiohook-Session-Id': id, 'Audiohook-Correlation-Id': randomUUID() }
   })
   const c = new Client(ws, id)
   await new Promise<void>((resolve, reject) => {

@@ -314,7 +314,6 @@ t.test('assemblyai: Begin, partial and final Turns, ForceEndpoint, Terminate →
     sent.push(f)
     c.ws.send(f)
   }
-  c.sendJson({ type: 'KeepAlive' })
   c.sendJson({ type: 'UpdateConfiguration', end_of_turn_confidence_threshold: 0.5, max_turn_silence: 1000 })
   c.sendJson({ type: 'ForceEndpoint' })
   await until(() => c.msgs.filter(m => m.type === 'Turn' && m.end_of_turn === true).length === 6)
@@ -359,7 +358,6 @@ t.test('assemblyai: Begin, partial and final Turns, ForceEndpoint, Terminate →
   const s = await closedSession(emu)
   t.same(s.errors, [])
   t.equal(s.sha256, sha(Buffer.concat(sent)))
-  t.equal(s.keepalives, 1)
   t.equal(s.headers.authorization, '[REDACTED]')
 })
 
@@ -409,12 +407,38 @@ t.test('assemblyai: missing encoding, missing key and unknown messages close wit
     error: 'Invalid Message Type: terminate_session'
   })
   t.equal((await unknown.closed).code, 3006)
+  // usm-streaming.yml (the published AsyncAPI file) defines no KeepAlive: it is an unknown type like any other.
+  const keepalive = await connect(`${emu.url}?sample_rate=8000&encoding=pcm_mulaw&inactivity_timeout=5`, {
+    Authorization: 'k'
+  })
+  keepalive.sendJson({ type: 'KeepAlive' })
+  t.match(await keepalive.waitFor(m => m.type === 'Error'), {
+    error_code: 3006,
+    error: 'Invalid Message Type: KeepAlive'
+  })
+  t.equal((await keepalive.closed).code, 3006)
   const sessions = emu.sessions()
-  t.equal(sessions.length, 3)
+  t.equal(sessions.length, 4)
   t.ok(
     sessions.every(s => s.errors.length === 1),
     'each violation recorded once'
   )
+})
+
+t.test('assemblyai: audio faster than real time is a 3007 "Audio Transmission Rate Exceeded"', async t => {
+  // common-errors.mdx: 3007 "Audio Transmission Rate Exceeded: Received <time> sec. audio in <time> sec".
+  const clock = new FakeClock()
+  const emu = await emulator(t, { kind: 'assemblyai', clock })
+  const c = await connect(`${emu.url}?sample_rate=8000&encoding=pcm_mulaw`)
+  await c.waitFor(m => m.type === 'Begin')
+  for (let i = 0; i < 40; i++) c.ws.send(audio(400, i)) // 2 s at once: within the emulator's 2 s allowance
+  await until(() => emu.sessions()[0].audioBytes === 40 * 400)
+  t.same(emu.sessions()[0].errors, [])
+  clock.advance(1000)
+  for (let i = 0; i < 21; i++) c.ws.send(audio(400, i)) // 3.05 s of audio 1 s after Begin
+  const err = await c.waitFor(m => m.type === 'Error')
+  t.match(err, { error_code: 3007, error: /^Audio Transmission Rate Exceeded: Received 3\.05 sec\. audio in 1 sec$/ })
+  t.equal((await c.closed).code, 3007)
 })
 
 t.test('assemblyai: sessionMaxMs closes 3008 like the 3-hour cap, without blaming the client', async t => {
@@ -439,13 +463,13 @@ t.test('assemblyai: inactivityTimeoutMs shortens the inactivity_timeout the clie
   const c = await connect(`${emu.url}?sample_rate=8000&encoding=pcm_mulaw&inactivity_timeout=5`)
   await c.waitFor(m => m.type === 'Begin')
   clock.advance(900)
-  c.sendJson({ type: 'KeepAlive' })
-  await until(() => emu.sessions()[0].keepalives === 1)
+  c.ws.send(audio(400))
+  await until(() => emu.sessions()[0].audioBytes === 400)
   clock.advance(999)
-  t.same(emu.sessions()[0].errors, [], 'a KeepAlive started the timeout over')
+  t.same(emu.sessions()[0].errors, [], 'audio started the timeout over')
   clock.advance(1)
   const err = await c.waitFor(m => m.type === 'Error')
-  t.match(err, { error_code: 3005, error: /no audio or KeepAlive for 1000 ms/ })
+  t.match(err, { error_code: 3005, error: /no audio for 1000 ms/ })
   t.equal((await c.closed).code, 3005)
   t.match((await closedSession(emu)).errors, [/inactivity timeout/])
 })
@@ -767,17 +791,30 @@ t.test('audiohook: audio before open, a wrong position and a close without close
   t.equal(ah.c.msgs.filter(m => m.type === 'disconnect').length, 1, 'disconnect is sent once')
 })
 
-t.test('audiohook: missing session id → 400, wrong API key → 401', async t => {
-  const emu = await emulator(t, { kind: 'audiohook', apiKey: 'ah-key' })
-  const base = { 'Audiohook-Organization-Id': ORG, 'Audiohook-Correlation-Id': 'c-1', 'X-API-KEY': 'ah-key' }
-  const noId = await refused(emu.url, base)
-  t.equal(noId.status, 400)
-  t.match(noId.body.error, /Audiohook-Session-Id must be a UUID/)
-  t.equal((await refused(emu.url, { ...base, 'Audiohook-Session-Id': 'not-a-uuid' })).status, 400)
-  t.equal((await refused(emu.url, { ...base, 'Audiohook-Session-Id': randomUUID(), 'X-API-KEY': 'nope' })).status, 401)
-  t.equal(emu.sessions().length, 3)
-  t.ok(emu.sessions().every(s => s.closed && s.errors.length === 1))
-})
+t.test(
+  'audiohook: a wrong API key → 401; a session, correlation or organization id that is not a UUID: cut (1006)',
+  async t => {
+    // As the reference server: request auth before the upgrade; createAudioHookSession throws after it.
+    const emu = await emulator(t, { kind: 'audiohook', apiKey: 'ah-key' })
+    const base = {
+      'Audiohook-Organization-Id': ORG,
+      'Audiohook-Session-Id': randomUUID(),
+      'Audiohook-Correlation-Id': randomUUID(),
+      'X-API-KEY': 'ah-key'
+    }
+    t.equal((await refused(emu.url, { ...base, 'X-API-KEY': 'nope' })).status, 401)
+    for (const [name, value] of [
+      ['Audiohook-Session-Id', 'not-a-uuid'],
+      ['Audiohook-Correlation-Id', `probe-${randomUUID()}`],
+      ['Audiohook-Organization-Id', 'org']
+    ]) {
+      const c = await connect(emu.url, { ...base, [name]: value })
+      t.equal((await c.closed).code, 1006, `${name} ${value}: the socket is cut, no close frame`)
+      t.match((await closedSession(emu)).errors, [new RegExp(`invalid "${name.toLowerCase()}"`)])
+    }
+    t.equal(emu.sessions().length, 4)
+  }
+)
 
 // =============================================================================================
 // Shared surface
@@ -791,7 +828,11 @@ t.test('every kind answers /healthz and /sessions, and closeAll/dropAll/close en
     t.equal((await fetch(`${emu.httpUrl}/nope`)).status, 404)
     const headers: Record<string, string> =
       kind === 'audiohook'
-        ? { 'Audiohook-Organization-Id': ORG, 'Audiohook-Session-Id': randomUUID(), 'Audiohook-Correlation-Id': 'x' }
+        ? {
+            'Audiohook-Organization-Id': ORG,
+            'Audiohook-Session-Id': randomUUID(),
+            'Audiohook-Correlation-Id': randomUUID()
+          }
         : {}
     const query =
       kind === 'deepgram'

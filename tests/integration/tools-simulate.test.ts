@@ -163,12 +163,13 @@ t.test('one leg: init, real-time pacing, looping clip, printed lines without the
   )
   t.same(Buffer.concat(c.data), Buffer.concat(Array(11).fill(clip)).subarray(0, 8000), 'clip looped in order')
 
-  t.equal(lines[0].startsWith('leg 0 answer {"command":"CONNECTED"'), true)
-  t.match(lines[1], /^leg 0 message \{/)
-  t.equal(lines[2], 'leg 0 closed 1000 done')
-  t.equal(lines[3], 'leg 0 sent 50 frames (8000 bytes), got 1 messages')
+  t.equal(lines[0], 'leg 0 contact 555 RX')
+  t.equal(lines[1].startsWith('leg 0 answer {"command":"CONNECTED"'), true)
+  t.match(lines[2], /^leg 0 message \{/)
+  t.equal(lines[3], 'leg 0 closed 1000 done')
+  t.equal(lines[4], 'leg 0 sent 50 frames (8000 bytes), got 1 messages')
   t.notMatch(lines.join('\n'), /tok-SECRET-123/, 'the echoed token is never printed')
-  t.match(lines[1], /\[REDACTED\]/)
+  t.match(lines[2], /\[REDACTED\]/)
 })
 
 t.test('several legs share one scheduler; default length is the clip', async t => {
@@ -182,8 +183,8 @@ t.test('several legs share one scheduler; default length is the clip', async t =
     legs.map(l => l.index),
     [0, 1, 2]
   )
-  const ids = srv.conns.map(c => (c.init?.executionInfo as Json | undefined)?.contactId).sort()
-  t.same(ids, [1000000, 1000001, 1000002])
+  const ids = srv.conns.map(c => (c.init?.executionInfo as Json | undefined)?.contactId as number).sort()
+  t.same(ids, [ids[0], ids[0] + 1, ids[0] + 2], 'one contact per leg, counting up')
   t.ok(srv.conns.every(c => c.init?.streamPerspective === 'TX' && !('authenticationToken' in (c.init ?? {}))))
   t.same(
     srv.conns[0].data.map(d => d.length),
@@ -244,4 +245,26 @@ t.test('bad options are rejected', async t => {
   await t.rejects(simulateAudio({ url: 'ws://127.0.0.1:1/', clip: Buffer.alloc(0) }), /clip is empty/)
   await t.rejects(simulateAudio({ url: 'ws://127.0.0.1:1/', clip: Buffer.alloc(1), legs: 0 }), /legs/)
   await t.rejects(simulateAudio({ url: 'ws://127.0.0.1:1/', clip: Buffer.alloc(1), seconds: -1 }), /seconds/)
+})
+
+t.test('issue 22: each run is its own call (a fresh contact) unless contactIdBase says otherwise', async t => {
+  // Two runs on one route with the same contact re-attach to each other's vendor session (same contactId,
+  // busNo and perspective: README, "The audio hook"); a run of the simulator is a new call.
+  const srv = await hookServer()
+  t.teardown(() => srv.close())
+  const clip = Buffer.alloc(160, 0xff)
+  const lines: string[] = []
+  await simulateAudio({ url: srv.url, clip, print: l => lines.push(l) })
+  await simulateAudio({ url: srv.url, clip })
+  const [a, b] = srv.conns.map(c => (c.init!.executionInfo as Json).contactId as number)
+  t.not(a, b, 'two runs, two contacts')
+  t.ok(Number.isSafeInteger(a) && a >= 1_000_000_000, 'a valid contactId')
+  t.ok(lines.includes(`leg 0 contact ${a} TX`), 'the run prints its contact')
+  await simulateAudio({ url: srv.url, clip, contactIdBase: 4242 })
+  await simulateAudio({ url: srv.url, clip, contactIdBase: 4242 })
+  t.same(
+    srv.conns.slice(2).map(c => (c.init!.executionInfo as Json).contactId),
+    [4242, 4242],
+    'a given contact is kept (to rehearse a re-attach on purpose)'
+  )
 })

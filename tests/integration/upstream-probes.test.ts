@@ -160,7 +160,11 @@ t.test('protocol probe: the steps in order on the probe input; refused and faile
   )
   t.equal(v.texts[0].conversationId, NULL_ID)
   t.equal(v.texts[0].session, v.texts[1].session, 'one session id per probe')
-  t.match(v.texts[0].leg, /^probe-/)
+  t.match(
+    v.texts[0].leg,
+    /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/,
+    'a plain UUID, as a real leg id'
+  )
   t.same(await runProbe(plan, upstream(v), 2000), { ok: true })
   t.not(v.texts[2].session, v.texts[0].session, 'a fresh session id for each probe')
   v.openAnswer = 'unauthorized'

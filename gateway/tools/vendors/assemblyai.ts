@@ -16,16 +16,19 @@ import { DIGITS_RE, header, isObject, parseJson, safeEqual, type Json } from './
 // old name is refused (3006) in the query and recorded as unknown in UpdateConfiguration, so a mapping
 // still sending it is caught.
 // On open: {"type":"Begin","id":uuid,"expires_at":unix s}. Binary audio; each chunk MUST be 50–1000
-// ms → else 3007 "Input duration violation: <ms> ms. Expected between 50 and 1000 ms".
-// Text: Terminate | ForceEndpoint | KeepAlive | UpdateConfiguration; invalid JSON / not an object /
-// unknown type → 3006. UpdateConfiguration fields are type-checked (unknown field: recorded only).
+// ms → else 3007 "Input duration violation: <ms> ms. Expected between 50 and 1000 ms"; audio faster than
+// real time → 3007 "Audio Transmission Rate Exceeded: Received <x> sec. audio in <y> sec" (common-errors.mdx;
+// choice: more than 2 s of audio ahead of the time since Begin, the threshold is not published).
+// Text (the published AsyncAPI file usm-streaming.yml, AssemblyAI/assemblyai-api-spec at 3fcf678): Terminate |
+// ForceEndpoint | UpdateConfiguration, nothing else - no KeepAlive; invalid JSON / not an object / another
+// type → 3006 "Invalid Message Type: <type>" (common-errors.mdx). UpdateConfiguration fields are
+// type-checked (unknown field: recorded only).
 // Turns: a partial (end_of_turn=false) half-way through each resultEveryMs of audio and a final
 // (end_of_turn=true) at its end, plus a formatted copy with format_turns=true. ForceEndpoint ends
 // the current turn now. Terminate → final Turn for pending audio, Termination, close 1000.
 // sessionMaxMs → 3008 "Session Expired: Maximum session duration exceeded" (not recorded as a
 // client error). Inactivity (query inactivity_timeout s, or inactivityTimeoutMs when given; else
-// idleCloseMs if given): neither audio nor KeepAlive → recorded, close 3005 (choice: the v3 docs
-// list no inactivity code).
+// idleCloseMs if given): no audio → recorded, close 3005 (choice: the v3 docs list no inactivity code).
 
 /**
  * `GET /v3/token?expires_in_seconds=1..600` (the streaming host's temporary-token endpoint, free and
@@ -106,6 +109,7 @@ export class AssemblyAiStream implements Protocol {
   private inactivityMs = 0
   private inactivityTimer: TimerHandle | null = null
   private turnOrder = 0
+  private begunAt = 0
   private ended = false
   private lateNoted = false
 
@@ -135,6 +139,7 @@ export class AssemblyAiStream implements Protocol {
     if (bad !== null) return this.fail(3006, bad)
     const it = s.params.get('inactivity_timeout')
     this.inactivityMs = it !== null ? (ctx.opts.inactivityTimeoutMs ?? Number(it) * 1000) : (ctx.opts.idleCloseMs ?? 0)
+    this.begunAt = ctx.clock.now()
     s.send({ type: 'Begin', id: randomUUID(), expires_at: Math.floor((Date.now() + this.sessionMaxMs) / 1000) })
     s.after(this.sessionMaxMs, () => {
       if (this.ended) return
@@ -151,6 +156,13 @@ export class AssemblyAiStream implements Protocol {
     this.s.addAudio(data.length, data)
     if (ms < 50 - 1e-6 || ms > 1000 + 1e-6)
       return this.fail(3007, `Input duration violation: ${round3(ms)} ms. Expected between 50 and 1000 ms`)
+    const elapsed = this.ctx.clock.now() - this.begunAt
+    const received = this.cadence.audioMs + ms
+    if (received > elapsed + 2000)
+      return this.fail(
+        3007,
+        `Audio Transmission Rate Exceeded: Received ${round3(received / 1000)} sec. audio in ${round3(elapsed / 1000)} sec`
+      )
     this.touch()
     const cadence = this.cadence
     const crossed = cadence.add(ms)
@@ -178,10 +190,6 @@ export class AssemblyAiStream implements Protocol {
   private control(msg: Json): void {
     const cadence = this.cadence
     switch (msg.type) {
-      case 'KeepAlive':
-        this.s.keepalives++
-        this.touch()
-        return
       case 'ForceEndpoint':
         if (cadence.pending) this.turn(cadence.start, cadence.audioMs, true)
         return
@@ -213,14 +221,14 @@ export class AssemblyAiStream implements Protocol {
     this.s.close(code, Buffer.byteLength(error) <= 123 ? error : 'See Error message for details')
   }
 
-  /** Audio or KeepAlive: the inactivity timer starts over. */
+  /** Audio: the inactivity timer starts over. */
   private touch(): void {
     const ms = this.inactivityMs
     if (ms <= 0) return
     this.s.cancel(this.inactivityTimer)
     this.inactivityTimer = this.s.after(ms, () => {
       if (this.ended) return
-      this.fail(3005, `Session Cancelled: no audio or KeepAlive for ${ms} ms (inactivity timeout)`)
+      this.fail(3005, `Session Cancelled: no audio for ${ms} ms (inactivity timeout)`)
     })
   }
 

@@ -8,9 +8,12 @@ import { header, isObject, parseJson, safeEqual, type Json } from './wire'
 
 // Genesys AudioHook v2 (/api/v1/audiohook/ws): the client plays Genesys
 //
-// Upgrade: `Audiohook-Organization-Id` and `Audiohook-Session-Id` must be UUIDs,
-// `Audiohook-Correlation-Id` non-empty (else HTTP 400); `X-API-KEY` must equal apiKey when set
-// (else HTTP 401). Signatures are not verified; `signed` records whether both were present.
+// Upgrade: `X-API-KEY` must equal apiKey when set (else HTTP 401, the reference's `request` auth strategy).
+// Then, as the reference server's createAudioHookSession (app/src/create-audiohook-session.ts, 2871b01) does
+// after the upgrade: `Audiohook-Session-Id`, `Audiohook-Correlation-Id` and `Audiohook-Organization-Id` must
+// each be a UUID (its uuidRegex: version 1-5, variant 8-b, or the null UUID); else it throws and the socket is
+// cut without a close frame (the client sees 1006): recorded, then terminated.
+// Signatures are not verified; `signed` records whether both were present.
 // Client messages (as the reference server validates them): text ≤ 65535 chars, JSON object,
 // version "2", id = the session id, type, seq = previous + 1 from 1, serverseq ≤ the server's seq
 // and never decreasing, position a "PT…S" duration equal to the audio received (samples / 8000,
@@ -63,14 +66,17 @@ export function audiohookUpgrade(req: IncomingMessage, apiKey: string | undefine
     if (key === undefined || !safeEqual(key, apiKey))
       return { ok: false, status: 401, error: key === undefined ? 'X-API-KEY missing' : 'X-API-KEY invalid' }
   }
+  return { ok: true }
+}
+
+/** The session headers the reference server requires to be UUIDs (checked after the upgrade), each one wrong. */
+function headerProblems(req: IncomingMessage): string[] {
   const problems: string[] = []
-  const org = header(req, 'audiohook-organization-id')
-  if (org === undefined || !UUID_RE.test(org)) problems.push('Audiohook-Organization-Id must be a UUID')
-  const sid = header(req, 'audiohook-session-id')
-  if (sid === undefined || !UUID_RE.test(sid)) problems.push('Audiohook-Session-Id must be a UUID')
-  const corr = header(req, 'audiohook-correlation-id')
-  if (corr === undefined || corr.trim() === '') problems.push('Audiohook-Correlation-Id is required')
-  return problems.length > 0 ? { ok: false, status: 400, error: problems.join('; ') } : { ok: true }
+  for (const name of ['Audiohook-Session-Id', 'Audiohook-Correlation-Id', 'Audiohook-Organization-Id']) {
+    const v = header(req, name.toLowerCase())
+    if (v === undefined || !UUID_RE.test(v)) problems.push(`Missing or invalid "${name.toLowerCase()}" header field`)
+  }
+  return problems
 }
 
 /** Returns the first problem with `open` parameters, or null. */
@@ -179,6 +185,11 @@ export class AudioHookSession implements Protocol {
 
   open(): void {
     this.s.signed = header(this.s.req, 'signature') !== undefined && header(this.s.req, 'signature-input') !== undefined
+    const bad = headerProblems(this.s.req)
+    if (bad.length === 0) return
+    for (const p of bad) this.s.note(p)
+    this.state = 'CLOSED'
+    this.s.terminate()
   }
 
   binary(data: Buffer): void {

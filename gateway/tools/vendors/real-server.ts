@@ -9,37 +9,70 @@ import { DeepgramStream, deepgramUpgrade } from './deepgram'
 import { emulatorClock } from './recorder'
 import { FrameSequence } from './sequence'
 import { VendorSession, type Context, type Protocol, type Verdict } from './session'
+import { OpenAiRealtimeSession, openaiChat, openaiModels, openaiUpgrade } from './openai'
+import { SpeechmaticsSession, speechmaticsUpgrade } from './speechmatics'
+import { TranscribeStream, transcribeUpgrade } from './transcribe'
 import { TwilioMediaStream, twilioUpgrade } from './twilio-media'
-import { REAL_VENDOR_PATHS, type RealVendorEmulator, type RealVendorKind, type RealVendorOptions } from './types'
-import { header, rawToBuffer, redactHeaders, redactQuery, refuse, reply, type Json } from './wire'
+import {
+  type HttpRequestRecord,
+  REAL_VENDOR_PATHS,
+  type RealVendorEmulator,
+  type RealVendorKind,
+  type RealVendorOptions
+} from './types'
+import { header, parseJson, rawToBuffer, redactHeaders, redactQuery, refuse, reply, type Json } from './wire'
 
 const MAX_PAYLOAD = 4 * 1024 * 1024
 
 /** Each vendor's upgrade check (the HTTP answer before the socket exists). */
-const UPGRADES: Record<RealVendorKind, (req: IncomingMessage, q: URLSearchParams, apiKey?: string) => Verdict> = {
-  deepgram: deepgramUpgrade,
+const UPGRADES: Record<RealVendorKind, (req: IncomingMessage, q: URLSearchParams, ctx: Context) => Verdict> = {
+  deepgram: (req, q, ctx) => deepgramUpgrade(req, q, ctx.opts.apiKey),
   // AssemblyAI checks credentials and query after the upgrade, with an Error frame and a close code.
   assemblyai: () => ({ ok: true }),
-  'twilio-media': (req, _q, apiKey) => twilioUpgrade(req, apiKey),
-  audiohook: (req, _q, apiKey) => audiohookUpgrade(req, apiKey)
+  'twilio-media': (req, _q, ctx) => twilioUpgrade(req, ctx.opts.apiKey),
+  audiohook: (req, _q, ctx) => audiohookUpgrade(req, ctx.opts.apiKey),
+  'amazon-transcribe': (req, q, ctx) => transcribeUpgrade(req, q, ctx.opts.aws, ctx.clock.now()),
+  speechmatics: (req, q, ctx) => speechmaticsUpgrade(req, q, ctx.opts.apiKey),
+  openai: (req, q, ctx) => openaiUpgrade(req, q, ctx.opts.apiKey)
 }
 
-/** Each vendor's own HTTP endpoints (what the gateway's health probes ask for), with its credential rule. */
-const HTTP_API: Partial<
-  Record<RealVendorKind, (req: IncomingMessage, path: string, q: URLSearchParams, apiKey?: string) => Answer | null>
-> = {
-  assemblyai: (req, path, q, apiKey) =>
-    req.method === 'GET' && path === '/v3/token' ? assemblyaiToken(header(req, 'authorization'), q, apiKey) : null
+/** A request to a vendor's own HTTP endpoint: the request, its path, query and body, and the count so far. */
+interface ApiCall {
+  req: IncomingMessage
+  path: string
+  q: URLSearchParams
+  body: Buffer
+  ctx: Context
+  /** Chat completion requests so far, this one included (the scripted rate limit counts them). */
+  requests: number
 }
 
-type Answer = { status: number; body: Json }
+/** Each vendor's own HTTP endpoints (health probes, text APIs), with its credential rule; null: not one. */
+const HTTP_API: Partial<Record<RealVendorKind, (c: ApiCall) => Answer | null>> = {
+  assemblyai: c =>
+    c.req.method === 'GET' && c.path === '/v3/token'
+      ? assemblyaiToken(header(c.req, 'authorization'), c.q, c.ctx.opts.apiKey)
+      : null,
+  openai: c =>
+    c.req.method === 'POST' && c.path === '/v1/chat/completions'
+      ? openaiChat(c.req, c.body, c.ctx, c.requests)
+      : c.req.method === 'GET' && c.path === '/v1/models'
+        ? openaiModels(c.req, c.ctx)
+        : null
+}
+
+type Answer = { status: number; body: Json; headers?: Record<string, string> }
+const MAX_BODY = 1024 * 1024
 
 /** Each vendor's side of an accepted session. */
 const PROTOCOLS: Record<RealVendorKind, (s: VendorSession, ctx: Context, requestId: string) => Protocol> = {
   deepgram: (s, ctx, requestId) => new DeepgramStream(s, ctx, requestId),
   assemblyai: (s, ctx) => new AssemblyAiStream(s, ctx),
   'twilio-media': (s, ctx) => new TwilioMediaStream(s, ctx),
-  audiohook: (s, ctx) => new AudioHookSession(s, ctx)
+  audiohook: (s, ctx) => new AudioHookSession(s, ctx),
+  'amazon-transcribe': (s, ctx) => new TranscribeStream(s, ctx),
+  speechmatics: (s, ctx) => new SpeechmaticsSession(s, ctx),
+  openai: (s, ctx) => new OpenAiRealtimeSession(s, ctx)
 }
 
 export async function startRealVendor(opts: RealVendorOptions): Promise<RealVendorEmulator> {
@@ -60,7 +93,7 @@ class RealVendorServer {
   private readonly kind: RealVendorKind
   private readonly vendorPath: string
   private readonly all: VendorSession[] = []
-  private readonly requests: { method: string; path: string; status: number }[] = []
+  private readonly requests: HttpRequestRecord[] = []
   private readonly live = new Set<VendorSession>()
   /** Deepgram request ids, set at upgrade so the 101 answer can carry them. */
   private readonly requestIds = new WeakMap<IncomingMessage, string>()
@@ -116,16 +149,31 @@ class RealVendorServer {
   }
 
   private onRequest(req: IncomingMessage, res: ServerResponse): void {
+    const chunks: Buffer[] = []
+    let size = 0
+    req.on('data', (c: Buffer) => {
+      size += c.length
+      if (size <= MAX_BODY) chunks.push(c)
+    })
+    req.on('end', () => this.answer(req, res, Buffer.concat(chunks)))
+  }
+
+  private answer(req: IncomingMessage, res: ServerResponse, body: Buffer): void {
     const path = (req.url ?? '/').split('?')[0]
-    const api = HTTP_API[this.kind]?.(
-      req,
-      path,
-      new URL(req.url ?? '/', 'http://emulator').searchParams,
-      this.opts.apiKey
-    )
+    const q = new URL(req.url ?? '/', 'http://emulator').searchParams
+    const chats = this.requests.filter(r => r.path === path).length + 1
+    const api = HTTP_API[this.kind]?.({ req, path, q, body, ctx: this.ctx, requests: chats })
     if (api !== null && api !== undefined) {
-      this.requests.push({ method: req.method ?? '', path, status: api.status })
-      return reply(res, api.status, api.body)
+      const text = body.toString('utf8')
+      const parsed = text === '' ? undefined : parseJson(text)
+      this.requests.push({
+        method: req.method ?? '',
+        path,
+        status: api.status,
+        ...(parsed === undefined ? {} : { body: parsed.ok ? parsed.value : text.slice(0, 200) }),
+        headers: redactHeaders(req)
+      })
+      return reply(res, api.status, api.body, api.headers)
     }
     if (req.method === 'GET' && path === '/sessions')
       reply(
@@ -158,6 +206,7 @@ class RealVendorServer {
     )
     s.vendor = this.opts.name
     if (this.opts.sequencedFrames === true) s.sequence = new FrameSequence()
+    if ((this.opts.recordFrames ?? 0) > 0) s.rawFrames = []
     this.all.push(s)
     const extra: Record<string, string> = {}
     if (this.kind === 'deepgram') {
@@ -165,7 +214,7 @@ class RealVendorServer {
       this.requestIds.set(req, rid)
       extra['dg-request-id'] = rid
     }
-    const verdict = UPGRADES[this.kind](req, q, this.opts.apiKey)
+    const verdict = UPGRADES[this.kind](req, q, this.ctx)
     if (!verdict.ok) {
       s.markRejected(verdict.status, verdict.error)
       s.say(`upgrade refused ${verdict.status}: ${verdict.error}`)
@@ -187,6 +236,8 @@ class RealVendorServer {
     const protocol = PROTOCOLS[this.kind](s, this.ctx, requestId)
     ws.on('message', (data: RawData, isBinary: boolean) => {
       const buf = rawToBuffer(data)
+      if (isBinary && s.rawFrames !== null && s.rawFrames.length < (this.opts.recordFrames ?? 0))
+        s.rawFrames.push(buf.toString('base64'))
       try {
         if (isBinary) protocol.binary(buf)
         else protocol.text(buf.toString('utf8'), buf)

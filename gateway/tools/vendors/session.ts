@@ -27,7 +27,7 @@ export interface Context {
 
 /** A real-vendor session: the shared recorder plus the upgrade request and the vendor's own counters. */
 export class VendorSession extends SessionRecorder {
-  /** deepgram/assemblyai: KeepAlive messages; audiohook: pings. */
+  /** deepgram: KeepAlive messages; audiohook: pings. */
   keepalives = 0
   signed: boolean | null = null
   /** audiohook: the session was a connection probe (open with the null conversation id), not billable. */
@@ -36,6 +36,8 @@ export class VendorSession extends SessionRecorder {
   audiohook: AudioHookReport | undefined = undefined
   /** A stereo session: its audio split per channel (the protocol sets it once it knows the channels). */
   stereo: ChannelSplit | null = null
+  /** The first binary frames, base64, when the emulator keeps them (option `recordFrames`). */
+  rawFrames: string[] | null = null
 
   constructor(
     id: number,
@@ -64,6 +66,7 @@ export class VendorSession extends SessionRecorder {
       signed: this.signed,
       probe: this.probe,
       ...(this.stereo === null ? {} : { channels: this.stereo.report() }),
+      ...(this.rawFrames === null ? {} : { rawFrames: [...this.rawFrames] }),
       ...(this.audiohook === undefined
         ? {}
         : { audiohook: { ...this.audiohook, serverSent: [...this.audiohook.serverSent] } })

@@ -4,7 +4,21 @@ import type { RecordedSession } from './recorder'
 
 /** The public shapes of the strict real-vendor emulators (see ../real-vendors.ts for what each checks). */
 
-export type RealVendorKind = 'deepgram' | 'assemblyai' | 'twilio-media' | 'audiohook'
+/** AWS keys the amazon-transcribe emulator accepts (a real account's; tests pass their own). */
+export interface AwsKeys {
+  accessKeyId: string
+  secretAccessKey: string
+  sessionToken?: string
+}
+
+export type RealVendorKind =
+  | 'deepgram'
+  | 'assemblyai'
+  | 'twilio-media'
+  | 'audiohook'
+  | 'amazon-transcribe'
+  | 'speechmatics'
+  | 'openai'
 
 export interface RealVendorOptions {
   kind: RealVendorKind
@@ -16,14 +30,23 @@ export interface RealVendorOptions {
    * Required credential; absent: none checked. deepgram: `Authorization: Token|Bearer <key>`
    * (or subprotocol `token, <key>`); assemblyai: `Authorization: <key>`; twilio-media:
    * `Authorization: Bearer <key>` or a valid `X-Twilio-Signature` made with this key as auth token;
-   * audiohook: `X-API-KEY: <key>`.
+   * audiohook: `X-API-KEY: <key>`. amazon-transcribe: see `aws`.
    */
   apiKey?: string
+  /** amazon-transcribe: the AWS keys a presigned URL must be signed with (absent: signatures not checked). */
+  aws?: AwsKeys
+  /** openai: answer the first `first` chat completion requests 429 with `retry-after: retryAfterSeconds`. */
+  chatRateLimit?: { first: number; retryAfterSeconds: number }
+  /** speechmatics: RecognitionStarted this long after StartRecognition (default 0). */
+  startDelayMs?: number
+  /** amazon-transcribe: after this much audio, send this exception (then close), as the service does on an error. */
+  transcribeException?: { afterAudioMs: number; type: string; message: string }
   /** Results cadence, in milliseconds of audio received. Default 1000; 0 = never. */
   resultEveryMs?: number
   /**
    * deepgram: close 1011 (NET-0001) after this long with neither audio nor KeepAlive. Default
-   * 10000, like the real service. assemblyai: inactivity timeout when the client did not ask for
+   * 10000, like the real service. amazon-transcribe: no audio for this long → BadRequestException (default
+   * 15000, like the real service). assemblyai: inactivity timeout when the client did not ask for
    * one with `inactivity_timeout` (only if this option is given; the real service has none by default).
    */
   idleCloseMs?: number
@@ -32,7 +55,7 @@ export interface RealVendorOptions {
    * many milliseconds instead. Default: the client's value, like the real service; tests shorten it.
    */
   inactivityTimeoutMs?: number
-  /** assemblyai: session cap (real: 3 h, close 3008). Default 3 h. */
+  /** assemblyai: session cap (real: 3 h, close 3008). Default 3 h. openai: the session's cap (default 30 min). */
   sessionMaxMs?: number
   /** audiohook: what the server does on its own (startPaused, pause/resume, disconnect, reconnect, events). */
   audiohook?: AudioHookScript
@@ -48,6 +71,8 @@ export interface RealVendorOptions {
    * For loss accounting under faults (`npm run bench -- soak`). Default false.
    */
   sequencedFrames?: boolean
+  /** Keep the first N binary frames each session receives, as base64, in its report (`rawFrames`): for wire-format checks. */
+  recordFrames?: number
 }
 
 /**
@@ -90,7 +115,7 @@ export interface RealVendorSession extends RecordedSession {
   headers: Record<string, string>
   /** Decoded payload bytes for JSON-base64 formats. */
   audioBytes: number
-  /** deepgram/assemblyai: KeepAlive messages; audiohook: pings; twilio-media: 0. */
+  /** deepgram: KeepAlive messages; audiohook: pings; the other kinds: 0. */
   keepalives: number
   /** audiohook: whether `Signature` and `Signature-Input` were both present (not verified); else null. */
   signed: boolean | null
@@ -100,6 +125,8 @@ export interface RealVendorSession extends RecordedSession {
   audiohook?: AudioHookReport
   /** A stereo session (deepgram multichannel=true&channels=2, audiohook two-channel media): each channel, deinterleaved. */
   channels?: ChannelReport[]
+  /** The first audio frames received (option `recordFrames`): binary ones as base64, JSON audio events as their text. */
+  rawFrames?: string[]
 }
 
 export interface RealVendorEmulator {
@@ -112,8 +139,8 @@ export interface RealVendorEmulator {
   sessions(): RealVendorSession[]
   /** audiohook: the connection-probe sessions (empty for the other vendors). */
   probes(): RealVendorSession[]
-  /** HTTP requests answered on the vendor's own API paths (e.g. assemblyai /v3/token), in order. */
-  httpRequests(): { method: string; path: string; status: number }[]
+  /** HTTP requests answered on the vendor's own API paths (assemblyai /v3/token, openai /v1/chat/completions), in order. */
+  httpRequests(): HttpRequestRecord[]
   /** Abruptly terminates every open session socket (TCP destroy, no close frame). */
   dropAll(): void
   /** Sends a close frame to every open session. */
@@ -131,10 +158,22 @@ export interface RealVendorEmulator {
   close(): Promise<void>
 }
 
+/** One request to a vendor's own HTTP API: its answer status, JSON body (parsed) and headers (credentials redacted). */
+export interface HttpRequestRecord {
+  method: string
+  path: string
+  status: number
+  body?: unknown
+  headers?: Record<string, string>
+}
+
 /** WebSocket path of each emulated API. */
 export const REAL_VENDOR_PATHS: Readonly<Record<RealVendorKind, string>> = Object.freeze({
   deepgram: '/v1/listen',
   assemblyai: '/v3/ws',
   'twilio-media': '/media',
-  audiohook: '/api/v1/audiohook/ws'
+  audiohook: '/api/v1/audiohook/ws',
+  'amazon-transcribe': '/stream-transcription-websocket',
+  speechmatics: '/v2',
+  openai: '/v1/realtime'
 })

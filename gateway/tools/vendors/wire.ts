@@ -19,7 +19,17 @@ const SECRET_HEADERS = new Set([
   'cookie',
   'proxy-authorization'
 ])
-const SECRET_QUERY = new Set(['token', 'key', 'api_key', 'apikey', 'access_token'])
+const SECRET_QUERY = new Set([
+  'token',
+  'key',
+  'api_key',
+  'apikey',
+  'access_token',
+  'jwt',
+  'x-amz-signature',
+  'x-amz-security-token',
+  'x-amz-credential'
+])
 
 export function isObject(v: unknown): v is Json {
   return typeof v === 'object' && v !== null && !Array.isArray(v)
@@ -69,9 +79,9 @@ export function redactQuery(params: URLSearchParams): Record<string, string> {
 }
 
 /** A JSON answer on the HTTP side of an emulator (reports, health, text endpoints). */
-export function reply(res: ServerResponse, status: number, body: unknown): void {
+export function reply(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   const text = JSON.stringify(body)
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) })
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers })
   res.end(text)
 }
 

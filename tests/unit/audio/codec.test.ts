@@ -133,6 +133,28 @@ t.test('8 kHz → 16 kHz keeps a 1 kHz tone: frequency, level, and no 7 kHz imag
   t.ok(imageDb < -40, `7 kHz image at ${imageDb.toFixed(1)} dB relative to 1 kHz (< -40 dB)`)
 })
 
+t.test('8 kHz → 24 kHz (OpenAI Realtime pcm16) keeps a 1 kHz tone: frequency, level, no 7 or 9 kHz image', async t => {
+  const input = tone(1000, 8000, 8000, 12000) // 1 s
+  const r = new Resampler(8000, 24000)
+  t.equal(r.up, 3)
+  t.equal(r.down, 1)
+  const out = resampleWhole(r, input)
+  t.equal(out.length, 24000, 'three output samples per input sample')
+  const from = 384
+  const n = 12000 // 0.5 s at 24 kHz: 500 cycles of 1 kHz
+  const freq = zeroCrossingFreq(out, from, from + n, 24000)
+  t.ok(Math.abs(freq - 1000) / 1000 < 0.01, `zero-crossing frequency ${freq.toFixed(2)} Hz within 1% of 1000 Hz`)
+  const levelIn = rms(input, 128, 128 + 4000)
+  const gainDb = 20 * Math.log10(rms(out, from, from + n) / levelIn)
+  t.ok(Math.abs(gainDb) < 0.5, `level change ${gainDb.toFixed(3)} dB within ±0.5 dB`)
+  const p1k = goertzel(out, from, n, 1000, 24000)
+  // The images of 1 kHz around 8 kHz and 16 kHz: 7, 9, 15 and 17 kHz.
+  for (const f of [7000, 9000, 15000, 17000]) {
+    const imageDb = db(goertzel(out, from, n, f, 24000) / p1k)
+    t.ok(imageDb < -40, `${f / 1000} kHz image at ${imageDb.toFixed(1)} dB relative to 1 kHz (< -40 dB)`)
+  }
+})
+
 t.test('16 kHz → 8 kHz keeps a 1 kHz tone and rejects a 5 kHz tone', async t => {
   const r = new Resampler(16000, 8000)
   const pass = resampleWhole(r, tone(1000, 16000, 16000, 12000))
@@ -160,7 +182,8 @@ t.test('chunk boundaries do not matter: 160-sample pieces equal one piece', asyn
   }
   for (const [inRate, outRate] of [
     [8000, 16000],
-    [16000, 8000]
+    [16000, 8000],
+    [8000, 24000]
   ] as const) {
     const whole = resampleWhole(new Resampler(inRate, outRate), input)
     for (const piece of [160, 1, 7, 333]) {

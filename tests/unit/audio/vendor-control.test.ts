@@ -71,7 +71,7 @@ function rig(audio: ReturnType<typeof compileAudio>): Rig {
       } else if (step.kind === 'emit') {
         r.calls.push('emit')
         r.emitted.push(step.verdict)
-      } else if (step.kind === 'end') r.calls.push(`end:${step.then}:${step.vendorMessage}`)
+      } else if (step.kind === 'end') r.calls.push(`end:${step.after}:${step.vendorMessage}`)
       else if (step.kind === 'resume') control.resume()
       else r.calls.push('reconnect')
     }
