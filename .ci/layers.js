@@ -1,0 +1,92 @@
+#!/usr/bin/env node
+// The layers of gateway/ (README "Architecture"), checked on every `npm run lint`: a module imports only
+// its own folder or a folder of a lower layer (two folders of one layer never import each other: audio/
+// and text/ stay apart), and each library is imported only where the README says. Import cycles are
+// Biome's noImportCycles. Prints every violation as `file: imports X (why)` and exits 1 when there is one.
+'use strict'
+const { readFileSync } = require('node:fs')
+const { execFileSync } = require('node:child_process')
+const { dirname, join, normalize, relative } = require('node:path')
+
+/** Lowest first. A top-level file of gateway/ is its own unit, named without `.ts`. */
+const LAYERS = [
+  ['errors', 'result', 'clock', 'paths'],
+  ['telemetry', 'validate'],
+  ['store', 'config'],
+  ['upstream'],
+  ['auth', 'mapping'],
+  ['route'],
+  ['audio', 'text'],
+  ['server'],
+  ['workers'],
+  ['tools'],
+  ['check', 'cli-usage'],
+  ['cli-serve', 'cli-tools'],
+  ['cli']
+]
+const RANK = new Map(LAYERS.flatMap((units, rank) => units.map(u => [u, rank])))
+
+/** Where each library may be imported (a unit, or a unit/file). */
+const LIBRARIES = {
+  'uWebSockets.js': ['server', 'workers/main-admin.ts', 'check'],
+  ioredis: ['store/redis.ts'],
+  jsonata: ['mapping'],
+  undici: ['upstream'],
+  ws: ['upstream', 'tools'],
+  ajv: ['validate'],
+  pino: ['telemetry'],
+  'prom-client': ['telemetry', 'workers/aggregate-metrics.ts'],
+  yaml: ['config'],
+  jose: ['auth']
+}
+
+const root = join(__dirname, '..')
+const unitOf = rel => {
+  const first = rel.split('/')[0]
+  return first.endsWith('.ts') ? first.slice(0, -3) : first
+}
+const allowed = (places, rel) => places.some(p => rel === p || unitOf(rel) === p)
+
+const files = execFileSync('git', ['ls-files', '-co', '--exclude-standard', 'gateway/*.ts'], { cwd: root })
+  .toString()
+  .split('\n')
+  .filter(f => f.endsWith('.ts'))
+const problems = []
+for (const file of files) {
+  const rel = relative('gateway', file)
+  const unit = unitOf(rel)
+  const rank = RANK.get(unit)
+  if (rank === undefined) {
+    problems.push(`${file}: ${unit} is in no layer of .ci/layers.js`)
+    continue
+  }
+  let text
+  try {
+    text = readFileSync(join(root, file), 'utf8')
+  } catch {
+    continue // listed but deleted in the working tree
+  }
+  for (const m of text.matchAll(/^(?:import|export)\s[^'"]*?from\s+'([^']+)'/gm)) {
+    const spec = m[1]
+    if (spec.startsWith('.')) {
+      const target = relative('gateway', normalize(join(dirname(file), spec)))
+      if (target.startsWith('..')) continue
+      const other = unitOf(target.endsWith('.ts') ? target : `${target}.ts`)
+      if (other === unit) continue
+      const otherRank = RANK.get(other)
+      if (otherRank === undefined) problems.push(`${file}: imports ${spec} (${other} is in no layer)`)
+      else if (otherRank >= rank)
+        problems.push(`${file}: imports ${spec} (${other} is not below ${unit}: layer ${otherRank} >= ${rank})`)
+      continue
+    }
+    const lib = spec.startsWith('@') ? spec.split('/').slice(0, 2).join('/') : spec.split('/')[0]
+    const places = LIBRARIES[lib]
+    if (places !== undefined && !allowed(places, rel))
+      problems.push(`${file}: imports ${lib} (only ${places.join(', ')} may)`)
+  }
+}
+for (const p of problems) console.log(p)
+if (problems.length > 0) {
+  console.log(`${problems.length} layer violation(s) in gateway/ (see .ci/layers.js and the README's Architecture)`)
+  process.exit(1)
+}
