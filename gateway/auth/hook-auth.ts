@@ -30,11 +30,18 @@ export function callerTag(principal: Principal, presented: unknown, key: Buffer)
  * list alone (constant time, raw or `Bearer <value>`). Keeps such a hook's handshake synchronous.
  */
 export function authenticateStatic(presented: readonly unknown[], list: CredentialList): RouteAuthOutcome {
-  if (!list.required) return { ok: true, principal: { kind: 'anonymous' } }
-  const values = presented.filter((v): v is string => typeof v === 'string' && v !== '')
-  if (values.length === 0) return { ok: false, code: 'AUTH_MISSING', reason: 'missing' }
-  for (const v of values) {
-    if (list.accepts(v)) return { ok: true, principal: { kind: 'static' } }
+  if (!list.required) return ANONYMOUS
+  let any = false
+  for (const v of presented) {
+    if (typeof v !== 'string' || v === '') continue
+    any = true
+    if (list.accepts(v)) return STATIC
   }
-  return { ok: false, code: 'AUTH_INVALID', reason: 'not_accepted' }
+  return any ? NOT_ACCEPTED : MISSING
 }
+
+// The outcomes are values without per-call state: made once (the text hook checks a credential per request).
+const ANONYMOUS: RouteAuthOutcome = { ok: true, principal: { kind: 'anonymous' } }
+const STATIC: RouteAuthOutcome = { ok: true, principal: { kind: 'static' } }
+const MISSING: RouteAuthOutcome = { ok: false, code: 'AUTH_MISSING', reason: 'missing' }
+const NOT_ACCEPTED: RouteAuthOutcome = { ok: false, code: 'AUTH_INVALID', reason: 'not_accepted' }

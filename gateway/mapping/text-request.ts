@@ -1,4 +1,5 @@
-import type { OutgoingRequest } from '../upstream/http-call'
+import type { OutgoingRequest, RequestBuilder } from '../upstream/http-call'
+import type { Replica } from '../upstream/pool'
 import { evaluate, evaluateNow } from './fast-path'
 import { run, type Outcome } from './run'
 import type { TextInput, TextMapping } from './text'
@@ -168,4 +169,35 @@ export function copyHeaders(v: unknown, into: Record<string, string>): string | 
 export function describe(v: unknown): string {
   const s = v === undefined ? 'nothing' : JSON.stringify(v)
   return s === undefined ? String(v) : s.length > 200 ? `${s.slice(0, 200)}…` : s
+}
+
+/**
+ * A route's text.request as a value the transport takes (upstream/http-call.ts `RequestBuilder`): for the
+ * replica the transport picked, `input.upstream` is that replica's (its name and credential, made once per
+ * replica), then the mapping builds the request, synchronously when it can.
+ */
+export class TextRequestBuilder implements RequestBuilder<TextInput, MappingFailure> {
+  private readonly upstreams = new WeakMap<Replica, TextInput['upstream']>()
+
+  constructor(private readonly mapping: TextMapping) {}
+
+  now(replica: Replica, input: TextInput): Part<OutgoingRequest> | null {
+    input.upstream = this.upstreamOf(replica)
+    return mapRequestNow(this.mapping, input)
+  }
+
+  async later(replica: Replica, input: TextInput): Promise<Part<OutgoingRequest>> {
+    input.upstream = this.upstreamOf(replica)
+    return await mapRequest(this.mapping, input)
+  }
+
+  private upstreamOf(replica: Replica): TextInput['upstream'] {
+    let u = this.upstreams.get(replica)
+    if (u === undefined) {
+      const credential = replica.config.credential
+      u = Object.freeze({ name: replica.name, credential: credential ?? null, hasCredential: credential !== undefined })
+      this.upstreams.set(replica, u)
+    }
+    return u
+  }
 }

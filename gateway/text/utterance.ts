@@ -1,18 +1,16 @@
 import type { TextSettings } from '../config/types'
 import { GatewayError, logLevelOf } from '../errors'
 import type { Admission } from '../auth/admission'
-import type { CredentialList } from '../auth/credentials'
-import { failureLabel } from '../auth/hook-auth'
+import { authenticateStatic, failureLabel } from '../auth/hook-auth'
 import { authenticate, type HookAuth } from '../auth/route-auth'
 import { evaluateNow } from '../mapping/fast-path'
 import { run } from '../mapping/run'
 import type { TextInput, TextMapping } from '../mapping/text'
-import { mapRequest, mapRequestNow, type MappingFailure } from '../mapping/text-request'
+import { type MappingFailure, TextRequestBuilder } from '../mapping/text-request'
 import { demandsCredential, hookAuth, type RouteRuntime } from '../route'
 import type { Logger } from '../telemetry/log'
 import type { Metrics } from '../telemetry/metrics'
 import { TextUpstream, type CallOptions, type CallOutcome, type RequestBuilder } from '../upstream/http-call'
-import type { Replica } from '../upstream/pool'
 import type { Problem } from '../validate/compile'
 import { checkUtterance, normalizeUtterance, parseJson } from '../validate/messages'
 import { DeliveryQueue } from './delivery-queue'
@@ -74,7 +72,6 @@ interface RouteText {
  */
 export class TextHook {
   private readonly routes = new Map<RouteRuntime, RouteText>()
-  private readonly inputUpstream = new WeakMap<Replica, TextInput['upstream']>()
 
   constructor(
     routes: Iterable<RouteRuntime>,
@@ -102,16 +99,7 @@ export class TextHook {
       upstream: new TextUpstream(route.name, route.pool, deps.settings, deps.metrics),
       queue: async ? new DeliveryQueue(deps.settings.asyncQueueSize, deps.settings.asyncConcurrency) : null,
       callOptions: Object.freeze({ idempotent: mapping.idempotent }),
-      request: {
-        now: (replica, input) => {
-          input.upstream = this.upstreamInput(replica)
-          return mapRequestNow(mapping, input)
-        },
-        later: (replica, input) => {
-          input.upstream = this.upstreamInput(replica)
-          return mapRequest(mapping, input)
-        }
-      },
+      request: new TextRequestBuilder(mapping),
       auth: hookAuth(route, 'text'),
       tees,
       inputRoute:
@@ -224,15 +212,12 @@ export class TextHook {
     }
     let bad: { code: 'AUTH_MISSING' | 'AUTH_INVALID'; reason: string } | null = null
     try {
-      if (!rt.auth.tokens) {
-        // Static list only: one synchronous constant-time check, nothing allocated.
-        const code = checkCredential(rt.auth.list, msg.authorizationHeader, req.authorization)
-        if (code !== null) bad = { code, reason: code === 'AUTH_MISSING' ? 'missing' : 'invalid' }
-      } else {
-        // The static list, then bearer tokens whose scope names <route>:text.
-        const auth = await authenticate([msg.authorizationHeader, req.authorization], rt.auth, req.route.verifier)
-        if (!auth.ok) bad = { code: auth.code, reason: failureLabel(auth.reason) }
-      }
+      // Static list only: one synchronous constant-time check; else the list, then bearer tokens (<route>:text).
+      const presented = [msg.authorizationHeader, req.authorization]
+      const auth = rt.auth.tokens
+        ? await authenticate(presented, rt.auth, req.route.verifier)
+        : authenticateStatic(presented, rt.auth.list)
+      if (!auth.ok) bad = { code: auth.code, reason: failureLabel(auth.reason) }
     } finally {
       req.admission.settle(req.address, bad !== null)
     }
@@ -311,17 +296,6 @@ export class TextHook {
     return { ok: true, status: 200, json, upstream: out.replica.name }
   }
 
-  /** The `upstream` of the text input for a replica, made once per replica. */
-  private upstreamInput(replica: Replica): TextInput['upstream'] {
-    let u = this.inputUpstream.get(replica)
-    if (u === undefined) {
-      const credential = replica.config.credential
-      u = Object.freeze({ name: replica.name, credential: credential ?? null, hasCredential: credential !== undefined })
-      this.inputUpstream.set(replica, u)
-    }
-    return u
-  }
-
   /** A refusal before any vendor work: logged once (never the body or headers). */
   private refuse(
     req: IncomingUtterance,
@@ -368,22 +342,3 @@ export class TextHook {
 }
 
 const NO_UPSTREAM: TextInput['upstream'] = Object.freeze({ name: '', credential: null, hasCredential: false })
-
-/**
- * Constant-time check of the body's authorizationHeader and the Authorization header against the
- * route's text list; each may be the raw configured value or `Bearer <value>`. null: accepted.
- */
-export function checkCredential(
-  list: CredentialList,
-  fromBody: unknown,
-  header: string
-): 'AUTH_MISSING' | 'AUTH_INVALID' | null {
-  if (!list.required) return null
-  let presented = false
-  for (const v of [fromBody, header]) {
-    if (typeof v !== 'string' || v === '') continue
-    presented = true
-    if (list.accepts(v)) return null
-  }
-  return presented ? 'AUTH_INVALID' : 'AUTH_MISSING'
-}

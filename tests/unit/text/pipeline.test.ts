@@ -1,7 +1,13 @@
 import t from 'tap'
 import { CredentialList } from '../../../gateway/auth/credentials'
 import { DeliveryQueue } from '../../../gateway/text/delivery-queue'
-import { checkCredential } from '../../../gateway/text/utterance'
+import { authenticateStatic } from '../../../gateway/auth/hook-auth'
+
+/** The text hook's static check (text/utterance.ts): the body field, then the Authorization header. */
+const checkCredential = (list: CredentialList, fromBody: unknown, header: string): string | null => {
+  const a = authenticateStatic([fromBody, header], list)
+  return a.ok ? null : a.code
+}
 import { checkUtterance, MAX_DEPTH, normalizeUtterance, tooDeep } from '../../../gateway/validate/messages'
 
 const valid = (over: Record<string, unknown> = {}): Record<string, unknown> => ({

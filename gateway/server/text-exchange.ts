@@ -1,0 +1,237 @@
+import type { HttpRequest, HttpResponse } from 'uWebSockets.js'
+import { afterFailureDelay } from '../auth/failure-budget'
+import { systemClock } from '../clock'
+import { CODES, GatewayError, logLevelOf, type ErrorCode } from '../errors'
+import type { RouteRuntime } from '../route'
+import { scrubberFor, sentIn } from '../telemetry/scrub'
+import { requestIdFrom, traceFrom } from '../telemetry/trace'
+import type { TextHook, TextResult } from '../text/utterance'
+import { afterParse, countRefusal, DRAIN_BYTES, headerProblem, wantsClose } from './front-door'
+import { headerBytesOver } from './header-limit'
+import { problemBody, readBody, send } from './http'
+import type { ServerState } from './state'
+
+const JSON_TYPE = /^application\/(?:[\w.-]+\+)?json\s*(?:;|$)/i
+
+/** What the text route keeps per route: its answer counters and duration histogram (server/text-route.ts). */
+export interface TextCounters {
+  count: (route: string, status: number, seconds: number) => void
+}
+
+/**
+ * One text hook request, as named steps: `head` (copy out of req; the server's own refusals, before a byte
+ * of the body is buffered: a bad head 400, unknown route 404, draining 503, headers 431, not JSON 415, a
+ * declared length over text.maxBodyBytes 413), `body` (bounded), `dispatch` (after uWS's parse pass, to
+ * text/utterance), `answer` (scrubbed, counted, one access line). One object per request, no closure per
+ * step. Every answer carries x-request-id.
+ */
+export class TextExchange {
+  private aborted = false
+  private readonly started = performance.now()
+  private readonly contentType: string
+  private readonly authorization: string
+  private readonly declaredLength: string
+  private readonly requestId: string
+  private readonly trace: ReturnType<typeof traceFrom>
+  private readonly badHead: string | null
+  /** The client said `connection: close`, or its head is refused: the answer closes the connection. */
+  private readonly close: boolean
+  private readonly address: string
+  private readonly headers: Record<string, string>
+  /** The body as it came (the answer never confirms a secret the caller sent itself). */
+  private body: Buffer | null = null
+  /** The vendor call waits for uWS's parse pass (a pipelined request behind this one aborts it). */
+  private parsed = false
+  /** A declared body at most DRAIN_BYTES over the limit is read to its end before the 413 closes. */
+  private drained = false
+  private deferred = false
+
+  constructor(
+    private readonly res: HttpResponse,
+    req: HttpRequest,
+    private readonly route: RouteRuntime | null | undefined,
+    private readonly path: string,
+    private readonly state: ServerState,
+    private readonly hook: Pick<TextHook, 'serves' | 'handle'>,
+    private readonly counters: TextCounters
+  ) {
+    // MUST come first (uWS): after an abort, res must never be touched again.
+    res.onAborted(() => {
+      this.aborted = true
+    })
+    // MUST copy out of req now: it is stack-allocated and gone after this handler returns.
+    this.contentType = req.getHeader('content-type')
+    this.authorization = req.getHeader('authorization')
+    this.declaredLength = req.getHeader('content-length')
+    this.requestId = requestIdFrom(req.getHeader('x-request-id'))
+    this.trace = traceFrom(req.getHeader('traceparent'))
+    // The front door (front-door.ts): a repeated or malformed content-length or host is refused and closed;
+    // `connection: close` is honoured (uWS here does not). Both must read req now.
+    this.badHead = headerProblem(req, state.metrics)
+    this.close = this.badHead !== null || wantsClose(req)
+    this.address = Buffer.from(res.getRemoteAddressAsText()).toString('utf8')
+    this.headers = { 'x-request-id': this.requestId }
+    this.head(req)
+  }
+
+  private get routeName(): string {
+    return this.route?.name ?? ''
+  }
+
+  /** The server's own refusals; then the body is read. */
+  private head(req: HttpRequest): void {
+    const { state, route } = this
+    if (this.badHead !== null) return this.refuse('BAD_REQUEST', false, this.badHead)
+    if (route === null || route === undefined || !this.hook.serves(route)) return this.refuse('ROUTE_NOT_FOUND')
+    if (state.draining) return this.refuse('SHUTTING_DOWN')
+    if (headerBytesOver(req, state, 'text')) return this.refuse('HEADERS_TOO_LARGE', true)
+    if (!JSON_TYPE.test(this.contentType)) return this.refuse('UNSUPPORTED_MEDIA_TYPE')
+    const limit = state.config.text.maxBodyBytes
+    if (this.declaredLength !== '' && Number(this.declaredLength) > limit) {
+      if (Number(this.declaredLength) > limit + DRAIN_BYTES) return this.tooLarge()
+      this.drained = true
+      this.res.onData((_chunk, isLast) => {
+        if (isLast && !this.aborted) this.tooLarge()
+      })
+      return
+    }
+    readBody(this.res, limit, this.onBody)
+  }
+
+  /** The body (null: over the limit), then again after uWS's parse pass: then the vendor call. */
+  private readonly onBody = (body: Buffer | null): void => {
+    if (this.aborted) {
+      if (this.parsed) {
+        countRefusal(this.state.metrics, 'aborted_before_dispatch')
+        this.state.log.debug(
+          { event: 'text_dropped', route: this.routeName, requestId: this.requestId },
+          'the platform went away before dispatch'
+        )
+      }
+      return
+    }
+    if (body === null) return this.tooLarge()
+    this.body = body
+    if (!this.parsed) {
+      this.parsed = true
+      return afterParse(this.onBody, body)
+    }
+    this.dispatch(body)
+  }
+
+  private dispatch(body: Buffer): void {
+    this.hook
+      .handle({
+        route: this.route!,
+        body,
+        authorization: this.authorization,
+        requestId: this.requestId,
+        traceparent: this.trace.traceparent,
+        address: this.address,
+        admission: this.state.admission
+      })
+      .then(this.answered, (err: unknown) => {
+        this.state.log.error(
+          { event: 'text_bug', route: this.routeName, requestId: this.requestId, err },
+          'unexpected error in the text pipeline'
+        )
+        this.answer({ ok: false, error: new GatewayError('INTERNAL'), problems: [], extra: {} })
+      })
+  }
+
+  /** A refused credential (counted when its check settled) is answered no sooner than auth.failureDelayMs. */
+  private readonly answered = (result: TextResult): void => {
+    const code = result.ok ? null : result.error.code
+    if (code === 'AUTH_MISSING' || code === 'AUTH_INVALID')
+      afterFailureDelay(this.state.config.auth, systemClock, () => this.answer(result))
+    else this.answer(result)
+  }
+
+  private refuse(code: ErrorCode, tooLarge = false, detail?: string): void {
+    this.state.log[logLevelOf(code)](
+      {
+        event: 'text_refused',
+        route: this.routeName || undefined,
+        requestId: this.requestId,
+        code,
+        address: this.address
+      },
+      CODES[code].text
+    )
+    this.answer({ ok: false, error: new GatewayError(code, { detail }), problems: [], extra: {} }, tooLarge)
+  }
+
+  /** A body over text.maxBodyBytes: 413 with `connection: close`, counted as a limit refusal. */
+  private tooLarge(): void {
+    this.state.metrics.limitRefusals.inc({ limit: 'body_size', hook: 'text' })
+    this.refuse('MESSAGE_TOO_LARGE', true)
+  }
+
+  private answer(result: TextResult, tooLarge = false): void {
+    // An answer that closes the connection goes after uWS's parse pass (front-door.ts, closeAfterParse).
+    if ((this.close || this.drained) && !this.deferred) {
+      this.deferred = true
+      return afterParse(() => this.answer(result, tooLarge), undefined)
+    }
+    if (this.aborted) {
+      this.state.log.debug(
+        { event: 'text_aborted', route: this.routeName, requestId: this.requestId },
+        'the platform went away before the answer'
+      )
+      return
+    }
+    if (result.ok) {
+      const body = this.scrub(result.json)
+      send(this.res, result.status, 'application/json', body, this.headers, this.close)
+      return this.done(result.status, body.length, result.upstream)
+    }
+    const status = CODES[result.error.code].status
+    if (typeof result.extra.retryAfterSeconds === 'number')
+      this.headers['retry-after'] = String(result.extra.retryAfterSeconds)
+    const body = this.scrub(problemBody(result.error, result.problems, { requestId: this.requestId, ...result.extra }))
+    // Past the body limit the answer goes at once with `connection: close`, so the client stops sending;
+    // uWS discards whatever of the body still arrives (nothing more is buffered). Not end(body, true):
+    // uWS then resets the socket while the client is still writing, and clients (undici among them)
+    // lose the 413 to an EPIPE/ECONNRESET. uWS has no lingering close. A declared body at most
+    // DRAIN_BYTES over the limit is read to its end first (`drained`), and then the connection is closed.
+    if (tooLarge && !this.drained && !this.close)
+      send(this.res, status, 'application/problem+json', body, { ...this.headers, connection: 'close' })
+    else send(this.res, status, 'application/problem+json', body, this.headers, this.close || this.drained)
+    this.done(status, body.length, result.upstream)
+  }
+
+  /** The route's secrets never reach the platform, except what the caller sent itself (telemetry/scrub.ts). */
+  private scrub(json: string): string {
+    const secrets = this.route?.config.secrets
+    if (secrets === undefined) return json
+    return scrubberFor(secrets).json(
+      json,
+      sentIn(() => `${this.authorization}\n${this.body?.toString('utf8') ?? ''}`)
+    )
+  }
+
+  /** Counted, and one access line at `log.accessLog`'s level. */
+  private done(status: number, bytesOut: number, upstream: string | undefined): void {
+    const ms = performance.now() - this.started
+    this.counters.count(this.routeName, status, ms / 1000)
+    const level = this.state.config.log.accessLog
+    if (level === 'off' || !this.state.log.isLevelEnabled(level)) return
+    this.state.log[level](
+      {
+        event: 'text_request',
+        address: this.address,
+        method: 'POST',
+        path: this.path,
+        route: this.routeName || undefined,
+        status,
+        bytesIn: this.body?.length ?? 0,
+        bytesOut,
+        ms: Math.round(ms * 10) / 10,
+        upstream,
+        requestId: this.requestId,
+        traceId: this.trace.traceId
+      },
+      'text request'
+    )
+  }
+}
