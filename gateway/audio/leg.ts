@@ -223,7 +223,9 @@ export class AudioLeg implements SessionOwner, RelayOwner {
   // ---- PLACING: here, relayed, or refused ---------------------------------------------------------
 
   private placed(place: Place): void {
-    if (this.state !== 'PLACING') return
+    // Gone meanwhile: the owner record its placement claimed goes (none is kept for a session nobody holds).
+    if (this.state !== 'PLACING')
+      return place.kind === 'here' ? this.deps.placement.abandon(this.accepted!.key) : undefined
     if (place.kind === 'refused') return this.callerMismatch()
     if (place.kind === 'relay') return this.relay(place)
     const { checked } = this.accepted!
@@ -232,9 +234,11 @@ export class AudioLeg implements SessionOwner, RelayOwner {
 
   /** Its place under the leg limits, then its session: the one it re-attaches to, or a new one (joined, or its own). */
   private admitted(taken: PlaceTaken): void {
-    if (typeof taken === 'function' && this.state !== 'PLACING') return taken()
-    if (this.state !== 'PLACING') return
     const { checked, key } = this.accepted!
+    if (this.state !== 'PLACING') {
+      if (typeof taken === 'function') taken()
+      return this.deps.placement.abandon(key)
+    }
     if (typeof taken === 'string') {
       this.deps.placement.abandon(key)
       this.deps.metrics.limitRefusals.inc({ limit: taken, hook: 'audio' })
@@ -405,7 +409,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
     const link = this.link
     this.session = null
     this.link = null
-    link?.close()
+    if (ON_END[was] === 'close-link') link?.close()
     this.releasePlace?.()
     this.releasePlace = null
     this.counters.active = false

@@ -688,7 +688,7 @@ function relayed(t: Test, w: World, row: Row): boolean {
  * failure-budget attempt settled, every place under the leg limits given back, no timer left armed, no
  * owner record left naming this process.
  */
-async function settles(t: Test, w: World, recordTodo?: string): Promise<void> {
+async function settles(t: Test, w: World): Promise<void> {
   w.leg.onPlatformClose(1000)
   await proceed(w)
   w.leg.onPlatformClose(1000)
@@ -704,7 +704,7 @@ async function settles(t: Test, w: World, recordTodo?: string): Promise<void> {
   if (w.me !== null) {
     const probe = { ...HOLDER, instance: 'probe' }
     const owner = await w.store.claimOwner(KEY, probe, 1000)
-    t.not(owner.instance, w.me.instance, 'no owner record left naming this process', { todo: recordTodo })
+    t.not(owner.instance, w.me.instance, 'no owner record left naming this process')
   }
 }
 
@@ -742,6 +742,6 @@ t.test('a leg that ends while PLACING leaves no owner record naming this process
     if (pending !== 'the claim') await settle()
     t.equal(w.leg.state, 'PLACING', `${pending} pending`)
     w.leg.onPlatformClose(1001)
-    await settles(t, w, 'bug: leg.ts does not abandon the claim of a leg that ends while PLACING')
+    await settles(t, w)
   }
 })
