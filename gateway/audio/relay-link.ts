@@ -167,7 +167,8 @@ export class RelayLink {
     const held = this.held ?? []
     this.held = null
     for (const b of held) this.write(b)
-    this.socket.startHeartbeat(this.deps.settings.vendorPingSeconds * 1000)
+    const { vendorPingSeconds: ping, vendorPongTimeoutSeconds: timeout } = this.deps.settings
+    this.socket.startHeartbeat(ping * 1000, timeout * 1000)
     countRelay(this.deps, 'relayed')
     this.deps.log.info(
       { event: relayEvent(this.deps.route, 'relayed'), to: place.owner.instance, hop: place.hop },

@@ -10,6 +10,7 @@ import { ControlChain } from './control-chain'
 import { judge, ReplicaWalk, replicaSecrets } from './failover'
 import { relayChunkMs } from './coalescer'
 import { effectiveReplayRate } from './pacer'
+import { livenessOf } from './liveness'
 import { AudioRelay } from './relay'
 import type { Session, SessionDeps, SessionFailure, SessionOwner, SessionState } from './session-contract'
 import { AFTER_FAILURE, FLOWING, KEEPS } from './session-states'
@@ -58,9 +59,10 @@ export class VendorSession implements Session {
   ) {
     this.owner = owner
     this.counters = deps.metrics.startLeg(deps.route.name)
+    // The replay ring covers the vendor's detection window (audio/liveness.ts), unless the config sets its own.
     this.relay = new AudioRelay(
       this.counters,
-      deps.settings,
+      { ...deps.settings, replaySeconds: livenessOf(deps.settings, deps.route.mapping.audio!).replaySeconds },
       deps.clock,
       code => this.fail({ kind: 'fatal', error: new GatewayError(code) }),
       () => this.holdFull(),

@@ -14,6 +14,7 @@ import type {
   VendorFailure
 } from './connection-contract'
 import { AudioEncoder, FrameCounters, fillControl, isIdentity, MediaTemplate } from './encoder'
+import { livenessOf } from './liveness'
 import { framesIn, SignOfLife } from './sign-of-life'
 import { VendorControl } from './vendor-control'
 import { ON_CLOSE, READ } from './connection-states'
@@ -179,7 +180,8 @@ export class VendorConnection implements Connection {
     this.state = 'READY'
     this.life.reset(this.ctx.clock.now(), this.audioBytes)
     this.ctx.route.pool.recordSuccess(this.replica)
-    this.socket!.startHeartbeat(this.ctx.settings.vendorPingSeconds * 1000)
+    const live = livenessOf(this.ctx.settings, this.audio)
+    this.socket!.startHeartbeat(live.pingMs, live.timeoutMs)
     this.armKeepalive()
     this.events.ready(this, params)
   }

@@ -76,10 +76,13 @@ export interface AudioSettings {
   readonly bufferBytes: number
   readonly vendorHighWaterBytes: number
   readonly backpressurePolicy: 'drop-oldest' | 'close'
-  readonly replaySeconds: number
+  /** Absent: sized to cover detection (audio/liveness.ts). */
+  readonly replaySeconds?: number
   readonly failoverTimeoutSeconds: number
   readonly reattachGraceSeconds: number
   readonly vendorPingSeconds: number
+  /** A pong missing this long after its ping: the vendor session is lost. */
+  readonly vendorPongTimeoutSeconds: number
   /** Ms of audio per vendor write where the mapping declares no `frames.chunkMs` (0: one write per platform frame). */
   readonly coalesceMs: number
   /** Replay and queued audio to a new vendor session: at most this × real time (0: unpaced). */
