@@ -362,6 +362,11 @@ export class VendorConnection implements Connection {
     this.events[tell](this, failure)
   }
 
+  /** Rebalancing: this call moves to `to` when its mapping allows a new session mid-call (`movable`). */
+  moveTo(to: Replica): boolean {
+    return this.audio.movable && this.state === 'READY' && this.events.move?.(this, to) === true
+  }
+
   /**
    * The replica was marked down: a ready connection is lost now (unless its session ends it gracefully);
    * one still opening finds out by itself.

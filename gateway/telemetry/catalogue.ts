@@ -147,6 +147,13 @@ export const CATALOGUE = {
       '(same_session: this instance kept it; same_replica: it lived on another instance).',
     labels: ['route', 'result']
   },
+  audio_moves_total: {
+    type: 'counter',
+    help:
+      'Calls moved to a less busy replica, make-before-break (audio.rebalance: load that comes back to a ' +
+      'recovered or new replica), by route and the replica they moved from and to.',
+    labels: ['route', 'from', 'to']
+  },
   audio_joins_total: {
     type: 'counter',
     help:
