@@ -157,6 +157,8 @@ export class RelayLink {
   /** The platform leg is over (closed, failed or drained): the holder sees its relayed leg close. */
   close(): void {
     this.closed = true
+    // Audio held for a holder that never opened: read from the platform, delivered nowhere, counted.
+    this.counters.dropAfterClose += this.held?.length ?? 0
     this.held = null
     this.socket.close(1000, 'platform leg closed')
   }

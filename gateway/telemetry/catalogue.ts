@@ -35,8 +35,9 @@ export const CATALOGUE = {
   audio_dropped_frames_total: {
     type: 'counter',
     help:
-      'Audio frames not delivered, by reason (hold_overflow, backpressure, vendor_binary, after_close, failover, ' +
-      'failover_unreplayed, vendor_paused); platform frames, failover_unreplayed estimated from bytes.',
+      'Audio frames not delivered, by reason (hold_overflow, backpressure, vendor_binary, after_close: read after ' +
+      'the leg ended or still held when it ended, failover, failover_unreplayed, vendor_paused); platform frames, ' +
+      'failover_unreplayed estimated from bytes.',
     labels: ['route', 'reason']
   },
   audio_tee_dropped_frames_total: {
