@@ -329,3 +329,22 @@ t.test(
     t.same(close.parameters, { reason: 'disconnect' })
   }
 )
+
+// Reference client (purecloudlabs/audiohook-reference-implementation, client/clientsessionimpl.ts
+// onOpenedMessage; client/src/mediasource-tone.ts startStreaming, resume): opened {startPaused} is answered
+// with `paused` at once; audio is discarded, and `resumed` says from where and how much.
+t.test('mappings/audiohook.yaml: opened {startPaused} → paused at once, audio discarded, resume → resumed', async t => {
+  for (const file of ['audiohook.yaml', 'audiohook-stereo.yaml']) {
+    const m = loadMapping(join(__dirname, '..', '..', '..', 'mappings', file))
+    const r = rig(m.audio!)
+    await r.read({ type: 'opened', seq: 1, parameters: { media: [], startPaused: true } }, 'awaiting-ready')
+    t.equal(r.readings[0].verdict.kind, 'ready', `${file}: opened is still the ready answer`)
+    t.equal(r.control.gate, 'discard', `${file}: audio is discarded from the start, never held for later`)
+    t.match(r.sent, [{ type: 'paused', position: '{{position}}', parameters: {} }], `${file}: paused at once`)
+    for (let i = 0; i < 5; i++) r.control.discard(160)
+    await r.read({ type: 'resume', seq: 2, parameters: {} })
+    t.match(r.sent[1], { type: 'resumed', parameters: { start: 'PT0S', discarded: 'PT0.1S' } }, file)
+    t.equal(r.control.gate, 'open')
+    t.equal(r.frames.audioMs, 100, `${file}: the discarded stretch is on the timeline after resumed`)
+  }
+})
