@@ -219,6 +219,37 @@ t.test('a failing when is counted and read as false; rules are not read while cl
   t.same(r.sent, ['second'], 'closing: no rule acts')
 })
 
+t.test('closing: only a rule with end is tried, and only its set applies (no end, reply or emit)', async t => {
+  const r = rig(
+    rules([
+      { when: 'msg.type = "pause"', audio: 'discard', reply: '"paused"' },
+      { when: 'msg.type = "disconnect"', set: '{"closeReason": "disconnect"}', reply: '"bye"', end: 'failover' }
+    ])
+  )
+  await r.read({ type: 'pause' }, 'closing')
+  t.equal(r.control.gate, 'open', 'a pause while closing changes nothing')
+  await r.read({ type: 'disconnect' }, 'closing')
+  t.same(r.control.state, { closeReason: 'disconnect' }, 'the close frame still to be built will say why')
+  t.same(r.calls, ['reading', 'reading'], 'no end (the session is closing already), no reply')
+  t.same(r.sent, [])
+  t.same(r.readings[1].verdict, { kind: 'silent' }, 'the rule answered for the message: not a result')
+})
+
+t.test('held audio that reached the connection anyway (discarded) joins the timeline at the resume', async t => {
+  const r = rig(
+    rules([
+      { when: 'msg.type = "pause"', audio: 'pause' },
+      { when: 'msg.type = "resume"', audio: 'resume', reply: '{"discarded": session.audio.pauseDiscardedMs}' }
+    ])
+  )
+  r.frames.audioMs = 1000
+  await r.read({ type: 'pause' })
+  r.control.discard(80) // a park's partial chunk
+  await r.read({ type: 'resume' })
+  t.same(r.sent, [{ discarded: 10 }])
+  t.equal(r.frames.audioMs, 1010)
+})
+
 // ---- the session on fake connections ---------------------------------------------------------------
 
 const ENDED = (then: 'failover' | 'leg'): VendorFailure => ({ kind: 'ended', then, vendorMessage: 'completed' })
