@@ -180,6 +180,78 @@ t.test('opened.startPaused and never resumed: the hang-up sends no audio at all,
   t.equal(dropped * 160, sent.length, 'every frame was discarded and counted, reason vendor_paused')
 })
 
+// ---- stereo (mappings/audiohook-stereo.yaml on a join route) ---------------------------------------
+
+async function stereoGateway(t: T, emu: RealVendorEmulator, graceSeconds: number): Promise<TestGateway> {
+  return await startGateway(
+    t,
+    {
+      audio: { reattachGraceSeconds: graceSeconds },
+      routes: {
+        st: {
+          mapping: 'mappings/audiohook-stereo.yaml',
+          auth: { audio: ['${AUDIO_TOKEN}'] },
+          upstreams: [{ name: 'v', audio: emu.url, credential: '${VENDOR_KEY}' }],
+          params: { organizationId: ORG },
+          join: { channels: ['TX', 'RX'], waitSeconds: 2 }
+        }
+      }
+    },
+    { VENDOR_KEY: KEY }
+  )
+}
+
+async function stereoCall(t: T, gw: TestGateway, contactId: number, frames: number): Promise<Buffer[]> {
+  const open = (perspective: string) =>
+    platformLeg(
+      t,
+      gw.url('/audio/st'),
+      initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective, appParams: {} })
+    )
+  const legs = [open('TX'), open('RX')]
+  for (const l of legs) t.equal((await l.answer).command, 'CONNECTED')
+  const sent = await Promise.all(legs.map(l => stream(l, 0, frames)))
+  for (const l of legs) l.ws.close(1000)
+  return sent
+}
+
+// Reference server (server/serversessionimpl.ts onBinaryMessage): audio in PAUSED is "Received audio in
+// state PAUSED" and a disconnect. Both legs of a joined call hanging up park the session (`paused`): the
+// 20 ms join clock must send nothing after it (issue 22: one tick of silence did, 2 of 2 runs).
+t.test('stereo hang-up: both legs park the session, paused, and not a tick of audio follows it', async t => {
+  const emu = await emulator(t)
+  const gw = await stereoGateway(t, emu, 1)
+  const sent = await stereoCall(t, gw, 9201, 40)
+  t.ok(await until(() => emu.sessions()[0]?.closed === true, 10_000), 'closed when the grace ran out')
+  const s = emu.sessions()[0] as Json
+  t.same(s.errors, [], 'no audio after paused')
+  t.same(types(s), ['open', 'paused', 'close'])
+  for (const ch of [0, 1])
+    t.equal(
+      s.channels[ch].voicedSha256,
+      sha256(Buffer.from(sent[ch].filter(b => b !== 0xff))),
+      `channel ${ch}: every sample its leg sent went before paused (silence filler aside)`
+    )
+  t.match(s.texts.at(-1), { type: 'close', parameters: { reason: 'end' } })
+})
+
+t.test('stereo opened.startPaused, never resumed: no audio at all, at hang-up either', async t => {
+  const emu = await emulator(t, { audiohook: { startPaused: true } })
+  const gw = await stereoGateway(t, emu, 0)
+  await stereoCall(t, gw, 9202, 40)
+  t.ok(await until(() => emu.sessions()[0]?.closed === true, 10_000))
+  const s = emu.sessions()[0] as Json
+  t.same(s.errors, [], 'paused after opened, no audio while paused')
+  t.equal(s.audioBytes, 0, 'not a frame reached the server')
+  t.same(types(s), ['open', 'paused', 'close'])
+  t.same(s.audiohook.serverSent, ['opened', 'closed'])
+  const dropped = await metric(
+    gw,
+    /assist_gateway_audio_dropped_frames_total\{route="st",reason="vendor_paused"\} (\d+)/
+  )
+  t.ok(dropped >= 40, `every stereo tick was discarded and counted (${dropped})`)
+})
+
 t.test(
   'server disconnect mid-call: close transaction, a handful of frames at most, the call goes on elsewhere',
   async t => {
