@@ -35,14 +35,10 @@ import { header, isObject, parseJson, safeEqual, type Json } from './wire'
 // is allowed until the client's `paused` (counted), then is an error until `resumed`, whose `start`
 // must be the stream position (its `discarded` then moves the position on). After `disconnect`, audio
 // until `close` is counted (report.framesAfterDisconnect); after `close` it is an error.
-// opened {startPaused: true}: as in the reference server (serversessionimpl.ts onOpenMessage, then
-// onPausedMessage) the session is ACTIVE until the client's `paused`, then PAUSED until `resumed`;
-// a `resumed` before that `paused` is an error (the reference logs "Ignoring 'resume' in state ACTIVE").
-// Audio between that `opened` and `paused` is an error too: stricter than the reference server, which
-// would take it, but the reference client never sends any (clientsessionimpl.ts onOpenedMessage →
-// mediaSource.startStreaming(…, startPaused); client/src/mediasource-tone.ts emits `paused` before
-// its first frame and emits no audio while PAUSED). A scripted `resume` is sent in PAUSED, or while
-// that `paused` is awaited (the reference server sends `resume` in ACTIVE too).
+// opened {startPaused}: ACTIVE until the client's `paused`, as the reference server (serversessionimpl.ts
+// onOpenMessage, onPausedMessage); a `resumed` before it is an error, and so is audio (stricter than that
+// server, but the reference client never sends any: clientsessionimpl.ts onOpenedMessage,
+// client/src/mediasource-tone.ts startStreaming). A scripted `resume` also goes while `paused` is awaited.
 
 const UUID_RE =
   /^(?:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-5][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}|00000000-0000-0000-0000-000000000000)$/
