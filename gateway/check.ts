@@ -45,6 +45,8 @@ export async function validateAll(file: string, env: NodeJS.ProcessEnv): Promise
       problems.push(...err.problems)
     }
   }
+  const settle = settleShortOfSync(config)
+  if (settle !== null) warnings.push(`${config.file}: /audio/rebalance/settleSeconds: ${settle}`)
   if (warnings.length > 0) config = { ...config, warnings: [...config.warnings, ...warnings] }
   return problems.length === 0 ? { ok: true, config } : { ok: false, config, problems: located(problems) }
 }
@@ -59,6 +61,17 @@ function replayShortOfDetection(config: Config, audio: Parameters<typeof livenes
     `${set} s is less than detecting a frozen vendor takes (${(l.pingMs + l.timeoutMs) / 1000} s): audio written ` +
     'between its last sign of life and detection beyond the window is lost (counted failover_unreplayed); ' +
     'leave replaySeconds out to size it from detection'
+  )
+}
+
+/** `audio.rebalance.settleSeconds` within the lag of fleet-wide counts: calls may move on a count that is already stale. */
+function settleShortOfSync(config: Config): string | null {
+  const { settleSeconds, perSecond } = config.audio.rebalance
+  const lag = 2 * config.store.syncIntervalSeconds
+  if (perSecond === 0 || settleSeconds >= lag) return null
+  return (
+    `${settleSeconds} s is less than two store sync intervals (${lag} s): calls may move on stream counts that ` +
+    'are already stale (in a rolling restart, the calls being moved are briefly counted twice)'
   )
 }
 

@@ -10,10 +10,16 @@ import type { Replica, UpstreamPool } from './pool'
  * least busy: make-before-break, as a rotation (audio/session.ts), oldest first, at most `perSecond`
  * a second, so a recovered replica is not stormed. Only calls whose mapping is `movable` move; the
  * others decline (`moveTo` false). `moved` hears of each move begun (metrics, logs).
+ *
+ * Only an imbalance that lasts `settleSeconds` moves anything: fleet-wide counts lag by a sync interval
+ * or two, and in a rolling restart the calls of a draining instance are briefly counted twice (on it and
+ * on the instance they re-attached to), which looks like an imbalance toward their replicas for a moment.
  */
 export class Rebalancer {
   private timer: TimerHandle | null = null
   private credit = 0
+  /** Per pool: when its replicas were first seen too far apart (since then without a break). */
+  private readonly apart = new Map<UpstreamPool, number>()
 
   constructor(
     private readonly pools: () => readonly UpstreamPool[],
@@ -33,26 +39,43 @@ export class Rebalancer {
 
   /** One second's moves (tests call it on a fake clock). */
   tick(): void {
-    const { spread, perSecond } = this.settings()
+    const { spread, perSecond, settleSeconds } = this.settings()
     if (perSecond <= 0) return
     // Unused moves do not pile up: at most one second's worth waits for the next tick.
     this.credit = Math.min(perSecond, this.credit + perSecond)
-    for (const pool of this.pools()) {
+    const now = this.clock.now()
+    const pools = this.pools()
+    for (const pool of this.apart.keys()) if (!pools.includes(pool)) this.apart.delete(pool)
+    for (const pool of pools) {
+      if (this.pair(pool, spread) === null) {
+        this.apart.delete(pool)
+        continue
+      }
+      const since = this.apart.get(pool) ?? now
+      this.apart.set(pool, since)
+      if (now - since < settleSeconds * 1000) continue
       while (this.credit >= 1 && this.moveOne(pool, spread)) this.credit--
       if (this.credit < 1) return
     }
   }
 
-  /** Moves one call of this instance from the busiest replica to the least busy, when they are too far apart. */
-  private moveOne(pool: UpstreamPool, spread: number): boolean {
+  /** The busiest healthy replica and the least busy candidate, when they are more than `spread` apart. */
+  private pair(pool: UpstreamPool, spread: number): { from: Replica; to: Replica } | null {
     const candidates = pool.audioCandidates()
-    if (candidates.length < 2) return false
+    if (candidates.length < 2) return null
     const load = (r: Replica): number => r.fleetStreams / r.config.weight
     // audioCandidates is sorted least busy first; the busiest may be one without room (it is still a source).
     const to = candidates[0]
     let from: Replica | null = null
     for (const r of pool.replicas) if (r.healthy && r !== to && (from === null || load(r) > load(from))) from = r
-    if (from === null || load(from) - load(to) <= spread) return false
+    return from === null || load(from) - load(to) <= spread ? null : { from, to }
+  }
+
+  /** Moves one call of this instance from the busiest replica to the least busy, when they are too far apart. */
+  private moveOne(pool: UpstreamPool, spread: number): boolean {
+    const apart = this.pair(pool, spread)
+    if (apart === null) return false
+    const { from, to } = apart
     for (const lease of from.leases) {
       if (lease.user.moveTo?.(to) === true) {
         this.moved(from, to)

@@ -14,7 +14,7 @@ t.test('a replica that comes up gets calls back, paced, with no leg cut and no a
     health: {
       active: { kind: 'http', path: '/healthz', intervalSeconds: 0.2, unhealthyThreshold: 1, healthyThreshold: 1 }
     },
-    audio: { rebalance: { spread: 2, perSecond: 2 } },
+    audio: { rebalance: { spread: 2, perSecond: 2, settleSeconds: 0 } },
     routes: {
       demo: {
         mapping: 'mappings/json-events.yaml', // movable: true

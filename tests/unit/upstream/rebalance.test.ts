@@ -70,7 +70,7 @@ function world(settings: RebalanceSettings, names = ['a', 'b']) {
 }
 
 t.test('a recovered replica gets calls back, paced, until the spread holds', async t => {
-  const w = world({ spread: 2, perSecond: 2 })
+  const w = world({ spread: 2, perSecond: 2, settleSeconds: 0 })
   for (let i = 0; i < 12; i++) w.call(w.r('a'))
   w.reb.start()
   w.clock.advance(1000)
@@ -87,20 +87,38 @@ t.test('a recovered replica gets calls back, paced, until the spread holds', asy
 })
 
 t.test('only calls that may move do; a down replica gets none; perSecond 0 turns it off', async t => {
-  const w = world({ spread: 0, perSecond: 5 })
+  const w = world({ spread: 0, perSecond: 5, settleSeconds: 0 })
   for (let i = 0; i < 4; i++) w.call(w.r('a'), false)
   for (let i = 0; i < 2; i++) w.call(w.r('a'))
   w.reb.tick()
   t.same([w.r('a').activeStreams, w.r('b').activeStreams], [4, 2], 'the movable calls move; the others decline')
   w.reb.tick()
   t.same([w.r('a').activeStreams, w.r('b').activeStreams], [4, 2], 'then none is left that may move')
-  const down = world({ spread: 0, perSecond: 5 }, ['a', 'b', 'c'])
+  const down = world({ spread: 0, perSecond: 5, settleSeconds: 0 }, ['a', 'b', 'c'])
   for (let i = 0; i < 6; i++) down.call(down.r('a'))
   down.p.markDown(down.r('c'), 'audio', 'gone') // ejected
   down.reb.tick()
   t.equal(down.r('c').activeStreams, 0, 'a replica marked down gets no call')
-  const off = world({ spread: 0, perSecond: 0 })
+  const off = world({ spread: 0, perSecond: 0, settleSeconds: 0 })
   for (let i = 0; i < 6; i++) off.call(off.r('a'))
   off.reb.tick()
   t.equal(off.r('b').activeStreams, 0)
+})
+
+t.test('only an imbalance that lasts settleSeconds moves calls; a passing one (counts lagging) moves none', async t => {
+  const w = world({ spread: 2, perSecond: 2, settleSeconds: 5 })
+  for (let i = 0; i < 8; i++) w.call(w.r('a'))
+  w.reb.start()
+  w.clock.advance(4000)
+  t.same([w.r('a').activeStreams, w.r('b').activeStreams], [8, 0], 'nothing moves for the first 5 s')
+  // The imbalance goes away for a tick (as counts catch up): the 5 s start again from the next one.
+  for (let i = 0; i < 6; i++) w.call(w.r('b'))
+  w.clock.advance(1000)
+  t.same(w.moves, [])
+  for (const lease of [...w.r('b').leases]) lease.release()
+  w.clock.advance(4000)
+  t.same(w.moves, [], 'apart again, but for less than 5 s')
+  w.clock.advance(2000)
+  t.ok(w.moves.length > 0, 'apart for 5 s: calls move')
+  t.ok(w.moves.every(m => m === 'a>b'))
 })
