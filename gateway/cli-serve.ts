@@ -209,7 +209,11 @@ export async function cmdServe(argv: string[]): Promise<number> {
     log: running.log,
     reload: async trigger => await running.server.reload(trigger),
     drain: signal => {
-      running.server.drain(signal).then(exit, exit)
+      // Drained: the metrics listener stays for one more scrape (shutdown.metricsLingerSeconds), then exit.
+      running.server
+        .drain(signal)
+        .then(async () => await running.server.linger())
+        .then(exit, exit)
     },
     stopNow: signal => running.server.stopNow(`second signal (${signal})`)
   })

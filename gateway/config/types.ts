@@ -74,6 +74,8 @@ export interface RebalanceSettings {
   readonly spread: number
   /** Calls this instance moves per second at most (0: none). */
   readonly perSecond: number
+  /** How long the replicas must stay more than `spread` apart before any call moves. */
+  readonly settleSeconds: number
 }
 
 export interface AudioSettings {
@@ -178,6 +180,8 @@ export interface ShutdownSettings {
   readonly legDrainSeconds: number
   /** Hard stop, counted from the signal. */
   readonly deadlineSeconds: number
+  /** After the drain: the metrics listener waits this long at most for one more scrape. */
+  readonly metricsLingerSeconds: number
 }
 
 /** The fleet listener (server/fleet-listener.ts) and the fleet's shared secret (auth/fleet-key.ts). */

@@ -1,6 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto'
 import type * as uWS from 'uWebSockets.js'
 import { probeKind } from '../mapping/health'
+import type { FinalScrape } from '../telemetry/final-scrape'
 import { send, sendJson, sendProblem } from './http'
 import { readiness, readinessDetail } from './readiness'
 import type { ServerState } from './state'
@@ -19,16 +20,19 @@ export function mountHealth(app: uWS.TemplatedApp, state: ServerState): void {
 }
 
 /** The metrics listener (`metrics:`): /metrics, /livez, /readyz and nothing else. */
-export function mountMetrics(app: uWS.TemplatedApp, state: ServerState): void {
+export function mountMetrics(app: uWS.TemplatedApp, state: ServerState, final?: FinalScrape): void {
   mountHealth(app, state)
   app.get('/metrics', res => {
+    const began = final?.begin() ?? 0
     let aborted = false
     res.onAborted(() => {
       aborted = true
     })
     state.metrics.registry.metrics().then(
       text => {
-        if (!aborted) send(res, 200, state.metrics.registry.contentType, text)
+        if (aborted) return
+        send(res, 200, state.metrics.registry.contentType, text)
+        final?.answered(began)
       },
       err => {
         state.log.error({ event: 'metrics_failed', err }, 'collecting metrics failed')

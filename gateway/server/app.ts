@@ -11,6 +11,7 @@ import type { Config } from '../config/types'
 import { routePools } from '../route'
 import { redactAlso, type Logger } from '../telemetry/log'
 import type { Metrics } from '../telemetry/metrics'
+import { FinalScrape, lingerMs } from '../telemetry/final-scrape'
 import type { Store } from '../store/port'
 import type { UpstreamPool } from '../upstream/pool'
 import { mountAdmin, mountHealth, mountMetrics } from './admin'
@@ -60,6 +61,12 @@ export interface RunningServer {
   stopNow: (why: string) => void
   /** Stop accepting, end every live leg with SHUTTING_DOWN (1012), close the listeners. */
   close: () => void
+  /**
+   * After a drain: the metrics listener stays until it has been scraped once more (the final counters
+   * of the drained legs reach Prometheus) or shutdown.metricsLingerSeconds has passed, never past the
+   * drain deadline; then it closes (telemetry/final-scrape.ts).
+   */
+  linger: () => Promise<void>
 }
 
 export interface ServerOptions {
@@ -247,8 +254,10 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   admin.any('/*', res => sendProblem(res, 'NOT_FOUND'))
   // The scrape listener: /metrics, /livez, /readyz (a worker's metrics are scraped by its main process).
   const scrape = worker === undefined ? uWS.App() : null
+  // A scrape after the drain finished: the final counters have been read (see `linger`).
+  const final = new FinalScrape()
   if (scrape !== null) {
-    mountMetrics(scrape, state)
+    mountMetrics(scrape, state, final)
     scrape.any('/*', res => sendProblem(res, 'NOT_FOUND'))
   }
   // Fleet listeners (server/fleet-listener.ts): a worker's loopback one for its siblings; the instance's when advertised.
@@ -265,11 +274,15 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   let port: number
   let adminPort: number
   let metricsPort = 0
+  let scrapeSocket: uWS.us_listen_socket | null = null
   try {
     port = await open(app, config.listen.host, config.listen.port)
     adminPort =
       worker !== undefined ? await open(admin, '127.0.0.1', 0) : await open(admin, config.admin.host, config.admin.port)
-    if (scrape !== null) metricsPort = await open(scrape, config.metrics.host, config.metrics.port)
+    if (scrape !== null) {
+      metricsPort = await open(scrape, config.metrics.host, config.metrics.port)
+      scrapeSocket = sockets.at(-1) ?? null
+    }
     if (loopback !== null) holder.local = `ws://127.0.0.1:${await open(loopback, '127.0.0.1', 0)}`
     if (fleet !== null) {
       const fleetPort = await open(fleet, fleetCfg.host, worker?.fleetPort ?? fleetCfg.port)
@@ -311,17 +324,25 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     stopSweep()
     rebalancer.stop()
     clearInterval(report)
+    final.finished()
     stopAccepting()
-    for (const socket of sockets.slice(1)) uWS.us_listen_socket_close(socket)
+    for (const socket of sockets.slice(1)) if (socket !== scrapeSocket) uWS.us_listen_socket_close(socket)
     placement.close()
     for (const leg of [...state.legs]) leg.shutdown('SHUTTING_DOWN')
     for (const s of [...sessions.all()]) s.close(true)
     // TemplatedApp.close() exists at run time (uWS ≥ 20.27) but is missing from the bundled typings.
-    for (const a of [app, admin, scrape, loopback, fleet])
-      if (a !== null) (a as unknown as { close: () => void }).close()
+    for (const a of [app, admin, loopback, fleet]) if (a !== null) (a as unknown as { close: () => void }).close()
     texts.close().catch(err => log.error({ event: 'text_close_failed', err }, 'closing vendor HTTP pools failed'))
   }
+  let scrapeClosed = false
+  const closeScrape = (): void => {
+    if (scrapeClosed || scrape === null) return
+    scrapeClosed = true
+    if (scrapeSocket !== null) uWS.us_listen_socket_close(scrapeSocket)
+    ;(scrape as unknown as { close: () => void }).close()
+  }
   let drain: Drain | null = null
+  let signalledAt = -1
   return {
     state,
     port,
@@ -329,6 +350,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     adminPort,
     reload,
     drain: signal => {
+      if (signalledAt < 0) signalledAt = performance.now()
       drain ??= startDrain(
         {
           state,
@@ -341,10 +363,22 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       return drain.done
     },
     stopNow: why => {
+      final.cancel()
       if (drain !== null) drain.stopNow(why)
       else finish()
     },
-    close: finish
+    close: () => {
+      finish()
+      closeScrape()
+    },
+    linger: async () => {
+      const maxMs = signalledAt < 0 ? 0 : lingerMs(state.config.shutdown, performance.now() - signalledAt)
+      if (scrape !== null && !scrapeClosed) {
+        const how = await final.wait(maxMs)
+        if (maxMs > 0) log.info({ event: 'metrics_final', how, lingerMs: Math.round(maxMs) }, `final metrics: ${how}`)
+      }
+      closeScrape()
+    }
   }
 }
 

@@ -87,7 +87,12 @@ export function runAsWorker(
         )
         return
       case 'drain':
-        server.drain(m.signal).then(exit, exit)
+        // Drained: the last counters go to the main process, which serves them until its final scrape.
+        server
+          .drain(m.signal)
+          .then(async () => await running.metrics.registry.getMetricsAsJSON())
+          .then(json => channel.send({ t: 'final-metrics', json }))
+          .then(exit, exit)
         return
       case 'stop':
         server.stopNow(m.why)

@@ -3,6 +3,7 @@ import type { Config } from '../config/types'
 import { guarded } from '../server/admin'
 import { send, sendJson, sendProblem } from '../server/http'
 import type { Logger } from '../telemetry/log'
+import type { FinalScrape } from '../telemetry/final-scrape'
 import { mergeUpstreams } from './merge-upstreams'
 
 /** What the admin listener of `serve --workers N` asks of the supervisor. */
@@ -18,6 +19,8 @@ export interface AdminHost {
   adminToken: () => string
   /** The aggregated exposition text. */
   metrics: () => Promise<{ contentType: string; text: string }>
+  /** Told of each scrape, for the linger after a drain (telemetry/final-scrape.ts). */
+  final: FinalScrape
   /** POST /admin/reload on every worker (each re-reads and validates the file). */
   reload: (trigger: string) => Promise<{ ok: boolean; reports: { worker: number; report: unknown }[] }>
   /** GET /admin/workers. */
@@ -88,13 +91,16 @@ export async function startMainListeners(
   const scrape = uWS.App()
   scrape.get('/livez', res => sendJson(res, 200, { live: true }))
   scrape.get('/metrics', res => {
+    const began = host.final.begin()
     let aborted = false
     res.onAborted(() => {
       aborted = true
     })
     host.metrics().then(
       m => {
-        if (!aborted) send(res, 200, m.contentType, m.text)
+        if (aborted) return
+        send(res, 200, m.contentType, m.text)
+        host.final.answered(began)
       },
       err => {
         host.log.error({ event: 'metrics_failed', err }, 'collecting metrics failed')

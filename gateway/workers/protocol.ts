@@ -40,6 +40,8 @@ export type ToMain =
   | StoreWrite
   | AdmissionMessage
   | { t: 'metrics'; id: number; json: unknown[] }
+  /** A drained worker's last counters, sent before it exits: the main process serves them until it exits. */
+  | { t: 'final-metrics'; json: unknown[] }
   | { t: 'reloaded'; id: number; ok: boolean; report: unknown }
 
 /** What a worker is handed before it serves (never in its environment or command line). */

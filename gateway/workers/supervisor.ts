@@ -6,6 +6,7 @@ import type { Config } from '../config/types'
 import { MemoryStore } from '../store/memory'
 import type { Store } from '../store/port'
 import type { Logger } from '../telemetry/log'
+import { FinalScrape, lingerMs } from '../telemetry/final-scrape'
 import { Metrics } from '../telemetry/metrics'
 import { aggregateMetrics } from './aggregate-metrics'
 import { MainServices } from './main-services'
@@ -92,6 +93,8 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
   let stopping = false
   let leaving = false
   const asks = new Map<number, (m: ToMain) => void>()
+  const finals = new Map<number, unknown[]>()
+  const final = new FinalScrape()
   let nextAsk = 1
 
   const post = (slot: Slot, m: ToWorker): void => {
@@ -116,6 +119,10 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
 
   const onMessage = (slot: Slot, m: ToMain): void => {
     switch (m.t) {
+      case 'final-metrics':
+        // A drained worker's last counters: part of every scrape until the main process exits.
+        finals.set(slot.index, m.json)
+        return
       case 'metrics':
       case 'reloaded':
         asks.get(m.id)?.(m)
@@ -259,8 +266,10 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
         metrics: async () => {
           const answers = await askAll(id => ({ t: 'metrics', id }))
           const lists = answers.flatMap(a => (a.m?.t === 'metrics' ? [{ worker: a.worker, json: a.m.json }] : []))
+          for (const [worker, json] of finals) if (!lists.some(l => l.worker === worker)) lists.push({ worker, json })
           return await aggregateMetrics(lists, metrics)
         },
+        final,
         reload,
         describe: () => ({
           workers: slots.map(s => ({ worker: s.index, up: s.up, pid: s.pid, restarts: s.restarts }))
@@ -294,6 +303,7 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
     reload,
     drain: signal => {
       drained ??= (async () => {
+        const signalledAt = performance.now()
         leaving = true
         metrics.draining.set(1)
         stopping = true
@@ -305,6 +315,11 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
         await Promise.all(gone)
         clearTimeout(cut)
         clearInterval(syncTimer)
+        // The workers' final counters (`final-metrics`) stay scrapeable for one more scrape.
+        final.finished()
+        const maxMs = lingerMs(config.shutdown, performance.now() - signalledAt)
+        const how = await final.wait(maxMs)
+        if (maxMs > 0) log.info({ event: 'metrics_final', how, lingerMs: Math.round(maxMs) }, `final metrics: ${how}`)
         listeners.close()
         await store.close()
         await opts.fleetStore?.close()
@@ -313,6 +328,7 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
     },
     stopNow: why => {
       stopping = true
+      final.cancel()
       for (const s of slots) post(s, { t: 'stop', why })
     }
   }

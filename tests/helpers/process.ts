@@ -55,11 +55,16 @@ export async function spawnGateway(
       admin: { host: '127.0.0.1', port: adminPort },
       fleet: { host: '127.0.0.1', port: fleetPort },
       log: { level: 'info' },
-      // Tests that stop it at teardown do not wait out the production drain delays.
-      shutdown: { drainDelaySeconds: 0, legDrainSeconds: 0 },
       // As startGateway's base: refusals at once, no per-address failure budget.
       auth: { failureDelayMs: 0, failureBudget: { failures: 0 } },
-      ...config
+      ...config,
+      // Tests that stop it at teardown do not wait out the production drain delays or the final scrape.
+      shutdown: {
+        drainDelaySeconds: 0,
+        legDrainSeconds: 0,
+        metricsLingerSeconds: 0,
+        ...(config.shutdown as Record<string, unknown> | undefined)
+      }
     })
   )
   const child = spawnCli(['serve', '--config', file], {

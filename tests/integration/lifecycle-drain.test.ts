@@ -214,6 +214,54 @@ function sameContact(s: RealVendorSession, contactId: number): boolean {
   return open?.parameters?.customConfig?.contactId === String(contactId)
 }
 
+/** Every series of a metric, summed. */
+const total = (text: string, metric: string): number =>
+  text
+    .split('\n')
+    .filter(l => l.startsWith(`${metric}{`))
+    .reduce((n, l) => n + Number(l.slice(l.lastIndexOf(' ') + 1)), 0)
+
+t.test('a drain accounts for every frame it read, and the final counters are scraped before the exit', async t => {
+  const v = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
+  const g = await spawnGateway(t, {
+    health: { active: { kind: 'none' } },
+    routes: { demo: routeTo([v], 'mappings/json-events.yaml') },
+    // Legs closed one by one over 1 s; then up to 60 s for one more scrape (ended by the scrape below).
+    shutdown: { drainDelaySeconds: 0, legDrainSeconds: 1, deadlineSeconds: 120, metricsLingerSeconds: 60 }
+  })
+  const legs = Array.from({ length: 5 }, (_, i) => platformLeg(t, g.url('/audio/demo'), init(960000 + i)))
+  for (const l of legs) t.equal((await l.answer).command, 'CONNECTED')
+  // Each leg streams at real rate until the gateway closes it.
+  const streaming = legs.map(async l => {
+    let open = true
+    void l.closed.then(() => {
+      open = false
+    })
+    for (let k = 0; open; k++) {
+      l.send(frameAt(k))
+      await sleep(20)
+    }
+  })
+  t.ok(await until(() => v.sessions().filter(s => s.bytes >= 160 * 10).length === 5), 'every leg streams')
+  process.kill(g.pid, 'SIGTERM')
+  await Promise.all(streaming)
+  for (const l of legs) t.equal((await l.closed).code, 1012)
+  t.ok(await until(() => g.output().includes('"event":"drain_finished"')), 'the drain finished')
+  t.ok(await until(() => v.sessions().every(s => s.closed)), 'every vendor session ended')
+
+  // The process is still there for this scrape: the drained legs' final counters.
+  const text = await (await fetch(g.adminUrl('/metrics'))).text()
+  const fromPlatform = Number(
+    /assist_gateway_audio_bytes_total\{route="demo",direction="from_platform"\} (\d+)/.exec(text)?.[1] ?? Number.NaN
+  )
+  const dropped = total(text, 'assist_gateway_audio_dropped_frames_total')
+  const delivered = v.sessions().reduce((n, s) => n + s.bytes, 0)
+  t.ok(fromPlatform > 0, `frames were read (${fromPlatform / 160})`)
+  t.equal(delivered + dropped * 160, fromPlatform, 'every frame read is delivered or counted as dropped')
+  t.equal(await g.exited, 0, 'after that scrape it exits (not at the 60 s linger)')
+  t.match(g.output(), /"event":"metrics_final","how":"scraped"/)
+})
+
 t.test('a second SIGTERM stops at once; the deadline cuts a drain that would take longer', async t => {
   const v = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
   const base = { health: { active: { kind: 'none' } }, routes: { demo: routeTo([v], 'mappings/json-events.yaml') } }

@@ -31,6 +31,12 @@ const perWorker = async (g: GatewayProcess): Promise<[number, number]> => {
     sample(text, 'assist_gateway_worker_legs_active{worker="1"}')
   ]
 }
+/** Every series of a metric, summed. */
+const total = (text: string, metric: string): number =>
+  text
+    .split('\n')
+    .filter(l => l.startsWith(`${metric}{`))
+    .reduce((n, l) => n + Number(l.slice(l.lastIndexOf(' ') + 1)), 0)
 const count = (out: string, event: string): number => out.split(`"event":"${event}"`).length - 1
 interface Workers {
   workers: { worker: number; up: boolean; pid: number; restarts: number }[]
@@ -47,6 +53,8 @@ t.test('serve --workers 2: one port, one admin port, sessions across workers, a 
     {
       health: { active: { kind: 'none' } },
       audio: { reattachGraceSeconds: 30 },
+      // The drain subtest scrapes the main process once its workers are gone (the final scrape ends it).
+      shutdown: { metricsLingerSeconds: 60, deadlineSeconds: 120 },
       routes: { demo: routeTo([v], 'mappings/json-events.yaml') }
     },
     { GATEWAY_WORKERS: '2' }
@@ -154,9 +162,26 @@ t.test('serve --workers 2: one port, one admin port, sessions across workers, a 
       'both workers reloaded'
     )
     const pids = (await workers(gw)).map(w => w.pid)
+    const before = await scrape(gw)
+    const legsServed = total(before, 'assist_gateway_audio_sessions_total')
+    const bytesRead = sample(before, 'assist_gateway_audio_bytes_total{route="demo",direction="from_platform"}')
+    t.ok(legsServed > 0 && bytesRead > 0, `the workers served legs (${legsServed}, ${bytesRead} bytes)`)
     process.kill(gw.pid, 'SIGTERM')
-    t.equal(await gw.exited, 0, 'SIGTERM: every worker drains, then the main process exits 0')
-    for (const pid of pids) t.throws(() => process.kill(pid, 0), 'no worker process is left')
+    const gone = (pid: number): boolean => {
+      try {
+        process.kill(pid, 0)
+        return false
+      } catch {
+        return true
+      }
+    }
+    t.ok(await until(() => pids.every(gone)), 'every worker drains and exits')
+    // The workers are gone; their last counters are still scraped from the main process, which then exits.
+    const after = await scrape(gw)
+    t.equal(total(after, 'assist_gateway_audio_sessions_total'), legsServed, "the drained workers' counters are there")
+    t.equal(sample(after, 'assist_gateway_audio_bytes_total{route="demo",direction="from_platform"}'), bytesRead)
+    t.equal(await gw.exited, 0, 'after that scrape the main process exits 0 (not at the 60 s linger)')
+    t.match(gw.output(), /"event":"metrics_final","how":"scraped"/)
   })
 })
 
