@@ -137,4 +137,28 @@ export const MAPPING_NOTES: Record<string, string> = {
 }
 
 /** Notes on metrics, appended to the catalogue's help. */
-export const METRIC_NOTES: Partial<Record<MetricName, string>> = {}
+export const METRIC_NOTES: Partial<Record<MetricName, string>> = {
+  build_info:
+    'version: the package version; uws_native: whether the native uWebSockets.js build loaded (see docs/concepts/runtime.md).',
+  audio_sessions_active:
+    'Every configured route has a sample, at 0 when idle, so an idle instance shows 0, not nothing.',
+  audio_sessions_total:
+    'Other outcomes: abandoned (the platform left before CONNECTED), too_large_cut and invalid_utf8 (uWS cut the socket for a frame), relayed (a leg this process relayed to the process holding its session, which counts its outcome).',
+  audio_buffered_bytes: 'Every configured route has a sample, at 0 when nothing is held.',
+  audio_dropped_frames_total:
+    "failover_unreplayed: written since the lost vendor's last sign of life, or left unread, and not covered by the replay; vendor_paused: discarded while the vendor paused the session.",
+  audio_vendor_messages_total:
+    'parked: arrived while the platform leg was away; dropped_before_connected: arrived before ready and over the hold bound (64 messages, 64 KiB), or the leg ended first.',
+  mapping_errors_total:
+    'Stages include control_when, control_set, control_reply and control_emit (audio.control rules).',
+  audio_failovers_total: 'Summing over result counts incidents more than once.',
+  audio_gap_seconds: 'Or until the leg gave up.',
+  audio_reattach_total:
+    'same_session also counts a leg relayed here; relayed: relayed to the process keeping its session; relay_failed: that process was out of reach, the leg was served here.',
+  upstream_health_checks_total: 'Probes this instance ran (with Redis one instance probes for the fleet).',
+  limit_refusals_total:
+    'failure_budget on hooks audio, text, token and dry_run; header_size on audio, text and token; init_size and frame_size on audio; body_size on text; legs_per_route and legs_per_client on audio.',
+  front_door_refusals_total: 'aborted_before_dispatch: e.g. uWS cut a pipelined connection.',
+  audio_joins_total:
+    'relayed: a leg relayed to the instance or worker holding its call; relay_failed: its call is held elsewhere out of reach (no fleet.advertiseUrl there, or the holder did not answer), so it joined here alone and the call is split.'
+}

@@ -1,13 +1,16 @@
 /**
- * The generated reference pages (`npm run docs`): the configuration keys from
- * schemas/gateway-config.schema.json, the mapping keys from schemas/mapping.schema.json, the error codes
- * from gateway/errors.ts and the metrics from gateway/telemetry/catalogue.ts. Each page is hand-written
+ * The generated reference pages (`npm run docs`): the command line's usages from gateway/cli-usage.ts, the
+ * configuration keys from schemas/gateway-config.schema.json, the mapping keys from
+ * schemas/mapping.schema.json, the error codes from gateway/errors.ts and the metrics from
+ * gateway/telemetry/catalogue.ts, and the alert table from ops/alerts.yml. Each page is hand-written
  * around regions this script owns, between `<!-- generated: NAME (npm run docs) -->` and
  * `<!-- end generated -->`; tests/unit/docs/reference.test.ts fails when a committed page differs from what
  * this script writes. A key without a description (in the schema, or in scripts/docs-notes.ts) stops it.
  */
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { parse } from 'yaml'
+import { USAGE, USAGES } from '../gateway/cli-usage'
 import { CODES, type ErrorCode } from '../gateway/errors'
 import { CATALOGUE, PREFIX, type MetricName } from '../gateway/telemetry/catalogue'
 import { CONFIG_NOTES, ERROR_WHEN, MAPPING_NOTES, METRIC_NOTES } from './docs-notes'
@@ -236,8 +239,37 @@ export function metricsReference(): string {
   return lines.join('\n')
 }
 
+/** Every alert of ops/alerts.yml: its severity, what it watches and its runbook. */
+export function alertsReference(): string {
+  const rules = (
+    parse(readFileSync(join(ROOT, 'ops', 'alerts.yml'), 'utf8')) as { groups: { rules: Schema[] }[] }
+  ).groups
+    .flatMap(g => g.rules)
+    .filter(r => typeof r.alert === 'string')
+  const lines = ['| alert | severity | summary | error codes it watches |', '|---|---|---|---|']
+  for (const severity of ['page', 'ticket'])
+    for (const r of rules.filter(r => r.labels?.severity === severity)) {
+      const codes = String(r.annotations?.failures ?? '')
+        .split(/\s+/)
+        .filter(Boolean)
+        .map(c => `\`${c}\``)
+        .join(' ')
+      const summary = cell(String(r.annotations?.summary ?? '')).replace(/\{\{[^}]*\}\}/g, '…')
+      lines.push(`| [${r.alert}](../runbooks/${r.alert}.md) | ${severity} | ${summary} | ${codes} |`)
+    }
+  return lines.join('\n')
+}
+
+/** What `--help` prints: the overview, then each command's usage. */
+export function cliReference(): string {
+  const blocks = [USAGE, ...Object.values(USAGES)]
+  return blocks.map(b => `\`\`\`text\n${b}\n\`\`\``).join('\n\n')
+}
+
 /** The pages this script writes into, and the regions of each. */
 export const PAGES: Record<string, Record<string, () => string>> = {
+  'docs/reference/cli.md': { cli: cliReference },
+  'docs/how-to/monitor-and-alert.md': { alerts: alertsReference },
   'docs/reference/configuration.md': { config: configReference },
   'docs/reference/mapping.md': { mapping: mappingReference },
   'docs/reference/errors.md': { errors: errorsReference },
