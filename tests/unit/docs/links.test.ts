@@ -59,6 +59,16 @@ t.test('every relative link of the README and docs/ resolves, anchors included',
   }
 })
 
+t.test('every repository path the README and docs/ name in code spans exists', async t => {
+  for (const page of PAGES) {
+    const text = readFileSync(join(ROOT, page), 'utf8')
+    for (const m of text.matchAll(
+      /`((?:gateway|ops|schemas|mappings|examples|tests|scripts|docs|bin|\.ci)\/[\w./-]*)`/g
+    ))
+      t.ok(existsSync(join(ROOT, m[1])), `${page}: ${m[1]} exists`)
+  }
+})
+
 t.test('every shell block a reader may paste is run by the examples test, or skipped on purpose', async t => {
   for (const page of examplePages()) {
     const blocks = blocksOf(page)
