@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs'
 import { createSecureContext } from 'node:tls'
 import * as uWS from 'uWebSockets.js'
 import { joinProblems } from './audio/join-config'
+import { livenessOf } from './audio/liveness'
 import { type ConfigProblem, ConfigError } from './errors'
 import { loadMapping } from './mapping/compile'
 import { dryRunMapping } from './mapping/dry-run'
@@ -30,10 +31,13 @@ export async function validateAll(file: string, env: NodeJS.ProcessEnv): Promise
     return { ok: false, config: null, problems: located(err.problems) }
   }
   const problems: Problem[] = [...tlsProblems(config)]
+  const warnings: string[] = []
   const all = Object.values(config.routes).flatMap(r => [r, ...(r.tee ?? []).map(t => teeRouteConfig(r, t))])
   for (const route of all) {
     try {
       const mapping = loadMapping(route.mapping)
+      const short = mapping.audio === null ? null : replayShortOfDetection(config, mapping.audio)
+      if (short !== null) warnings.push(`${config.file}: /audio/replaySeconds: route ${route.name}: ${short}`)
       problems.push(...joinProblems(route, mapping, config.file, config.audio.holdBufferBytes))
       problems.push(...(await dryRunMapping(mapping, route)))
     } catch (err) {
@@ -41,7 +45,21 @@ export async function validateAll(file: string, env: NodeJS.ProcessEnv): Promise
       problems.push(...err.problems)
     }
   }
+  if (warnings.length > 0) config = { ...config, warnings: [...config.warnings, ...warnings] }
   return problems.length === 0 ? { ok: true, config } : { ok: false, config, problems: located(problems) }
+}
+
+/** `audio.replaySeconds` set below what detecting a frozen vendor of this mapping takes: its audio is lost. */
+function replayShortOfDetection(config: Config, audio: Parameters<typeof livenessOf>[1]): string | null {
+  const set = config.audio.replaySeconds
+  if (set === undefined) return null
+  const l = livenessOf({ ...config.audio, replaySeconds: undefined }, audio)
+  if (l.pingMs === 0 || set >= (l.pingMs + l.timeoutMs) / 1000) return null
+  return (
+    `${set} s is less than detecting a frozen vendor takes (${(l.pingMs + l.timeoutMs) / 1000} s): audio written ` +
+    'between its last sign of life and detection beyond the window is lost (counted failover_unreplayed); ' +
+    'leave replaySeconds out to size it from detection'
+  )
 }
 
 /** Each problem with the line and column of its pointer in its file, where it does not name them yet. */

@@ -48,6 +48,11 @@ export interface ConnectionEvents {
   replicaDown?: (conn: Connection) => boolean
   /** The vendor asked for a new session (a control rule's `reconnect`); this one carries audio until it is ready. */
   reconnect?: (conn: Connection) => void
+  /**
+   * Rebalancing (upstream/rebalance.ts) asks to move this ready connection's call to `to`: a new vendor
+   * session there, make-before-break. True when the move began.
+   */
+  move?: (conn: Connection, to: Replica) => boolean
 }
 
 /** What every connection of one session shares. The session replaces `log` when a leg re-attaches. */

@@ -145,9 +145,12 @@ class Join implements SessionOwner, SessionHost {
     this.mixer.push(channel, new Uint8Array(data))
   }
 
-  /** The shared clock: the stereo frames due since the last tick go to the vendor session's relay. */
+  /**
+   * The shared clock: the stereo frames due since the last tick go to the vendor session's relay. Nothing
+   * while the session is parked: its pause frame is out or on its way (AudioHook refuses audio after `paused`).
+   */
   tick(now: number): void {
-    if (!this.mixing) return
+    if (!this.mixing || this.session.owner === null) return
     let due = Math.floor((now - this.t0) / JOIN_TICK_MS) - this.emitted
     if (due > MAX_CATCH_UP) {
       this.emitted += due - MAX_CATCH_UP
@@ -161,6 +164,21 @@ class Join implements SessionOwner, SessionHost {
     }
     // Nobody left sending (both legs parked or ended) and nothing pending: the clock stops until audio comes back.
     if (this.mixer.pending === 0 && !this.anyAttached()) this.mixing = false
+  }
+
+  /**
+   * What both sides sent and no tick took yet goes to the relay now (the last frame filled out with
+   * silence, counted), and the clock stops until audio comes back: before the session parks or closes.
+   */
+  private drainMixer(): void {
+    if (this.over) return
+    const relay = this.session.relay
+    while (this.mixer.pending > 0) {
+      this.mixer.mix()
+      this.emitted++
+      relay.write(this.frame)
+    }
+    this.mixing = false
   }
 
   /** A leg is attached to either channel (no closure: the tick calls this). */
@@ -207,9 +225,14 @@ class Join implements SessionOwner, SessionHost {
     else if (FLOWING[this.session.state] && this.params !== null) leg.owner?.sessionReady({ ...this.params })
   }
 
-  /** A leg parked: with no leg left attached the vendor session parks too (its own grace, the mapping's pause). */
+  /**
+   * A leg parked: with no leg left attached the vendor session parks too (its own grace, the mapping's
+   * pause), after the audio the legs sent before they left.
+   */
   legDetached(): void {
-    if (!this.anyAttached() && this.session.owner !== null) this.session.park()
+    if (this.anyAttached() || this.session.owner === null) return
+    this.drainMixer()
+    this.session.park()
   }
 
   /** A channel is over: the session ends with the last one (a hand-off keeps its affinity for the next instance). */
@@ -219,6 +242,7 @@ class Join implements SessionOwner, SessionHost {
       this.legDetached()
       return
     }
+    if (graceful || handOff !== undefined) this.drainMixer()
     if (handOff !== undefined) this.session.handOff(handOff.reason, handOff.ttlSeconds)
     else this.session.close(graceful)
   }

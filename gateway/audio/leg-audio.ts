@@ -34,9 +34,12 @@ export class HeldAudio {
     for (const f of frames) sink.write(f)
   }
 
-  drop(): void {
+  /** Nothing is held after; returns how many frames were (the caller counts them). */
+  drop(): number {
+    const n = this.frames.length
     this.frames = []
     this.bytes = 0
+    return n
   }
 }
 
@@ -89,11 +92,11 @@ export class LegAudio {
     this.held.putBack(frames)
   }
 
-  /** The leg is over: nothing is held, the tees say goodbye. */
-  stop(): void {
+  /** The leg is over: the tees say goodbye; what was still held is dropped, returned as a frame count. */
+  stop(): number {
     this.sink = NOWHERE
-    this.held.drop()
     this.tees?.close()
     this.tees = null
+    return this.held.drop()
   }
 }

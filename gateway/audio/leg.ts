@@ -378,7 +378,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
     if (this.state === 'CLOSED') return
     this.state = 'REFUSING'
     this.clearHandshakeTimer()
-    this.audio.held.drop()
+    this.counters.dropAfterClose += this.audio.held.drop()
     afterFailureDelay(this.deps.auth(), this.deps.clock, () => this.fail(error))
   }
 
@@ -403,7 +403,8 @@ export class AudioLeg implements SessionOwner, RelayOwner {
     const was = this.state
     this.state = 'CLOSED'
     this.clearHandshakeTimer()
-    this.audio.stop()
+    // Frames read from the platform and still held (its checks or its placement were under way): counted.
+    this.counters.dropAfterClose += this.audio.stop()
     this.out.early.drop()
     const session = this.session
     const link = this.link

@@ -157,6 +157,8 @@ export class RelayLink {
   /** The platform leg is over (closed, failed or drained): the holder sees its relayed leg close. */
   close(): void {
     this.closed = true
+    // Audio held for a holder that never opened: read from the platform, delivered nowhere, counted.
+    this.counters.dropAfterClose += this.held?.length ?? 0
     this.held = null
     this.socket.close(1000, 'platform leg closed')
   }
@@ -167,7 +169,8 @@ export class RelayLink {
     const held = this.held ?? []
     this.held = null
     for (const b of held) this.write(b)
-    this.socket.startHeartbeat(this.deps.settings.vendorPingSeconds * 1000)
+    const { vendorPingSeconds: ping, vendorPongTimeoutSeconds: timeout } = this.deps.settings
+    this.socket.startHeartbeat(ping * 1000, timeout * 1000)
     countRelay(this.deps, 'relayed')
     this.deps.log.info(
       { event: relayEvent(this.deps.route, 'relayed'), to: place.owner.instance, hop: place.hop },

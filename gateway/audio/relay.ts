@@ -91,7 +91,7 @@ export class AudioRelay implements WheelClient {
     private readonly chunkMs = 0,
     channels = 1
   ) {
-    this.ring = new ReplayRing(Math.round(settings.replaySeconds * 8000))
+    this.ring = new ReplayRing(Math.round((settings.replaySeconds ?? 0) * 8000))
     this.limit = settings.holdBufferBytes
     this.highWater = settings.vendorHighWaterBytes
     this.chunkBytes = chunkMs * PLATFORM_BYTES_PER_MS * channels

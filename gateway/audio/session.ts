@@ -10,6 +10,7 @@ import { ControlChain } from './control-chain'
 import { judge, ReplicaWalk, replicaSecrets } from './failover'
 import { relayChunkMs } from './coalescer'
 import { effectiveReplayRate } from './pacer'
+import { livenessOf } from './liveness'
 import { AudioRelay } from './relay'
 import type { Session, SessionDeps, SessionFailure, SessionOwner, SessionState } from './session-contract'
 import { AFTER_FAILURE, FLOWING, KEEPS } from './session-states'
@@ -58,9 +59,10 @@ export class VendorSession implements Session {
   ) {
     this.owner = owner
     this.counters = deps.metrics.startLeg(deps.route.name)
+    // The replay ring covers the vendor's detection window (audio/liveness.ts), unless the config sets its own.
     this.relay = new AudioRelay(
       this.counters,
-      deps.settings,
+      { ...deps.settings, replaySeconds: livenessOf(deps.settings, deps.route.mapping.audio!).replaySeconds },
       deps.clock,
       code => this.fail({ kind: 'fatal', error: new GatewayError(code) }),
       () => this.holdFull(),
@@ -81,7 +83,8 @@ export class VendorSession implements Session {
       lost: (conn, failure) => this.fail({ kind: 'connection', conn, failure, when: 'lost' }),
       result: (text, channel) => this.deliver(text, channel),
       replicaDown: conn => this.replicaDownWhileParked(conn),
-      reconnect: conn => this.reconnect(conn)
+      reconnect: conn => this.reconnect(conn),
+      move: (conn, to) => this.reconnect(conn, to)
     }
   }
 
@@ -155,7 +158,15 @@ export class VendorSession implements Session {
       conn.takeOver(old)
       this.relay.retarget(conn)
       old.goodbye()
-      this.ctx.log.info({ event: 'rotated', upstream: conn.replica.name }, 'vendor session rotated before its cap')
+      if (conn.replica === old.replica)
+        this.ctx.log.info({ event: 'rotated', upstream: conn.replica.name }, 'vendor session rotated before its cap')
+      else {
+        this.setAffinity(conn, 86400)
+        this.ctx.log.info(
+          { event: 'moved', upstream: conn.replica.name, from: old.replica.name },
+          'call moved to a less busy replica (rebalancing), make-before-break'
+        )
+      }
       this.armRotation()
       return
     }
@@ -229,11 +240,15 @@ export class VendorSession implements Session {
     }, after)
   }
 
-  /** A new vendor session on the same replica, make-before-break (rotation, or the vendor asked: `reconnect`). */
-  private reconnect(conn: Connection): void {
-    if (conn !== this.conn || this.state !== 'READY' || this.next !== null) return
+  /**
+   * A new vendor session, make-before-break: on the same replica (rotation, or the vendor asked:
+   * `reconnect`), or on `to` (rebalancing: upstream/rebalance.ts). False when one is under way already.
+   */
+  private reconnect(conn: Connection, to: Replica = conn.replica): boolean {
+    if (conn !== this.conn || this.state !== 'READY' || this.next !== null) return false
     const input = conn.handover === undefined ? this.input : { ...this.input, previous: conn.handover() }
-    this.next = this.connect(this.ctx, conn.replica, input, this.events)
+    this.next = this.connect(this.ctx, to, input, this.events)
+    return true
   }
 
   // ---- failure: the one verb -------------------------------------------------------------------

@@ -14,6 +14,7 @@ import type {
   VendorFailure
 } from './connection-contract'
 import { AudioEncoder, FrameCounters, fillControl, isIdentity, MediaTemplate } from './encoder'
+import { livenessOf } from './liveness'
 import { framesIn, SignOfLife } from './sign-of-life'
 import { VendorControl } from './vendor-control'
 import { ON_CLOSE, READ } from './connection-states'
@@ -74,10 +75,19 @@ export class VendorConnection implements Connection {
     return this.rules.gate === 'held' ? Number.POSITIVE_INFINITY : this.socket!.bufferedAmount
   }
 
-  /** Per-write path (a frame or a coalesced chunk): to the socket unchanged, into the encoder, or discarded while the vendor said so. */
+  /**
+   * Per-write path (a frame or a coalesced chunk): to the socket unchanged, into the encoder, or dropped.
+   * Nothing goes to a connection that is no longer ready (a control rule ended it on the vendor's word, or
+   * it is closing): counted as after close. Nothing goes while the vendor has audio paused, held or
+   * discarded: what still reaches it then (a close's drain, a park's partial chunk) is discarded, counted.
+   */
   writeAudio(data: ArrayBuffer | Uint8Array): void {
+    if (this.state !== 'READY') {
+      this.ctx.counters.dropAfterClose++
+      return
+    }
     this.audioBytes += data.byteLength
-    if (this.rules.gate === 'discard') return this.rules.discard(data.byteLength)
+    if (this.rules.gate !== 'open') return this.rules.discard(data.byteLength)
     if (this.encoder === null) {
       this.socket!.sendBinary(data)
       // What the placeholders read ({{chunk}}, {{position}}): 8 bytes of 8 kHz µ-law per ms.
@@ -179,7 +189,8 @@ export class VendorConnection implements Connection {
     this.state = 'READY'
     this.life.reset(this.ctx.clock.now(), this.audioBytes)
     this.ctx.route.pool.recordSuccess(this.replica)
-    this.socket!.startHeartbeat(this.ctx.settings.vendorPingSeconds * 1000)
+    const live = livenessOf(this.ctx.settings, this.audio)
+    this.socket!.startHeartbeat(live.pingMs, live.timeoutMs)
     this.armKeepalive()
     this.events.ready(this, params)
   }
@@ -308,10 +319,14 @@ export class VendorConnection implements Connection {
     this.verdict(r.verdict)
   }
 
-  /** A control rule ended the session on the vendor's word: audio leaves it now; the close transaction follows. */
+  /**
+   * A control rule ended the session on the vendor's word: audio leaves it now (not even the encoder's
+   * partial chunk goes: the replay ring has it for the next session); the close transaction follows.
+   */
   private end(then: 'failover' | 'leg', vendorMessage: string | undefined): void {
     const tell = ON_CLOSE[this.state]
     if (tell === 'over') return
+    this.encoder?.takeRemainder()
     this.goodbye()
     this.events[tell](this, { kind: 'ended', then, vendorMessage })
   }
@@ -358,6 +373,11 @@ export class VendorConnection implements Connection {
     if (tell === 'over') return
     this.abort()
     this.events[tell](this, failure)
+  }
+
+  /** Rebalancing: this call moves to `to` when its mapping allows a new session mid-call (`movable`). */
+  moveTo(to: Replica): boolean {
+    return this.audio.movable && this.state === 'READY' && this.events.move?.(this, to) === true
   }
 
   /**

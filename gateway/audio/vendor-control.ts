@@ -7,7 +7,8 @@ import { emitted, type ReadPhase, type Reading, readVendorMessage, type Verdict 
 
 /**
  * Audio towards the vendor, as the vendor's control messages set it. open: audio flows. held: the relay
- * queues it (bounded, `audio.bufferBytes`, the backpressure policy) until a resume. discard: it is
+ * queues it (bounded, `audio.bufferBytes`, the backpressure policy) until a resume; what reaches the
+ * connection anyway (a close's drain, a park's partial chunk) is discarded as below, never sent. discard: it is
  * dropped at the connection (counted, reason `vendor_paused`) and joins the stream timeline
  * (`{{position}}`) right after the resume rule's reply, as protocols that report discarded audio want
  * (AudioHook's `resumed {start, discarded}` is sent at `start`; the discarded stretch follows it).
@@ -63,12 +64,20 @@ export class VendorControl {
   /**
    * Read one vendor message, as steps the connection acts on one by one (a step is acted on before the
    * next is worked out: an `end` takes the audio away before any later expression runs). Control rules
-   * first (not while closing); then, unless the matched rule ends the session, the mapping's reading
-   * (results only when no rule matched); then the rest of the matched rule. `base`: the connection's input.
+   * first; then, unless the matched rule ends the session, the mapping's reading (results only when no
+   * rule matched); then the rest of the matched rule. While closing only a rule with `end` is tried, and
+   * only its `set` applies: the close frame, when still to be built, tells the vendor's reason (AudioHook:
+   * a `disconnect` read after the gateway decided to close still makes it close {reason: "disconnect"}).
+   * `base`: the connection's input.
    */
   async *read(msg: unknown, phase: ReadPhase, base: MappingInput): AsyncGenerator<ControlStep> {
     const input = this.input(base, msg)
     const matched = await this.match(input, phase)
+    if (phase === 'closing') {
+      if (matched !== null && matched.rule.set !== null) await this.apply(matched.rule.set, input, matched.index)
+      yield { kind: 'reading', reading: await readVendorMessage(this.audio, input, phase, matched === null) }
+      return
+    }
     const end = matched === null ? null : this.atOnce(matched, msg)
     if (end !== null) yield { kind: 'end', ...end }
     else yield { kind: 'reading', reading: await readVendorMessage(this.audio, input, phase, matched === null) }
@@ -77,11 +86,12 @@ export class VendorControl {
 
   /**
    * The control rule that answers a vendor message (`input` holds it as `msg`): the first whose `when`
-   * holds; a failing `when` is reported and read as false. Never while the connection is closing.
+   * holds; a failing `when` is reported and read as false. While the connection is closing, only rules
+   * that end the session are tried.
    */
   private async match(input: MappingInput, phase: ReadPhase): Promise<Matched | null> {
-    if (phase === 'closing') return null
     for (const [index, rule] of this.rules.entries()) {
+      if (phase === 'closing' && rule.end === null) continue
       const when = await run(rule.when, input)
       if (!when.ok) this.failed(index, 'when', when.error)
       else if (when.value === true) return { rule, index }
@@ -161,10 +171,11 @@ export class VendorControl {
   private async rest(m: Matched, msg: unknown, base: MappingInput): Promise<ControlStep[]> {
     const { rule, index } = m
     const steps: ControlStep[] = []
-    // Audio arriving while the resume's reply is built is held, not discarded.
-    if (rule.audio === 'resume' && this.gate === 'discard') {
+    // Audio arriving while the resume's reply is built is held, not discarded. What was discarded (a
+    // discarding pause, or held audio that reached the connection: a park's partial chunk) joins the timeline.
+    if (rule.audio === 'resume' && this.gate !== 'open') {
+      this.resumingDiscard = this.gate === 'discard' || this.pauseDiscardedMs > 0
       this.gate = 'held'
-      this.resumingDiscard = true
     }
     if (rule.set !== null) await this.apply(rule.set, this.input(base, msg), index)
     if (rule.reply !== null) {

@@ -68,6 +68,14 @@ export interface RouteHealth {
   readonly path?: string
 }
 
+/** `audio.rebalance` (upstream/rebalance.ts). */
+export interface RebalanceSettings {
+  /** Streams per unit of weight by which the busiest replica may lead the least busy before calls move. */
+  readonly spread: number
+  /** Calls this instance moves per second at most (0: none). */
+  readonly perSecond: number
+}
+
 export interface AudioSettings {
   readonly handshakeTimeoutSeconds: number
   readonly connectTimeoutSeconds: number
@@ -76,10 +84,15 @@ export interface AudioSettings {
   readonly bufferBytes: number
   readonly vendorHighWaterBytes: number
   readonly backpressurePolicy: 'drop-oldest' | 'close'
-  readonly replaySeconds: number
+  /** Absent: sized to cover detection (audio/liveness.ts). */
+  readonly replaySeconds?: number
   readonly failoverTimeoutSeconds: number
   readonly reattachGraceSeconds: number
   readonly vendorPingSeconds: number
+  /** A pong missing this long after its ping: the vendor session is lost. */
+  readonly vendorPongTimeoutSeconds: number
+  /** Calls of `movable` mappings move to a less busy replica (upstream/rebalance.ts). */
+  readonly rebalance: RebalanceSettings
   /** Ms of audio per vendor write where the mapping declares no `frames.chunkMs` (0: one write per platform frame). */
   readonly coalesceMs: number
   /** Replay and queued audio to a new vendor session: at most this × real time (0: unpaced). */

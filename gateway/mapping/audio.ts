@@ -87,6 +87,10 @@ export interface AudioMapping {
   closeTimeoutMs: number
   closeCode: number
   rotateAfterMs: number | null
+  /** Its own ping interval and pong timeout (`liveness`), instead of the config's; null: the config's. */
+  liveness: { pingSeconds?: number; timeoutSeconds?: number } | null
+  /** A call may move to a new vendor session on another replica mid-call (`movable`): load rebalancing. */
+  movable: boolean
   /** Highest replay rate (× real time) the vendor takes: `replayRate`, 1 when `realTimeOnly`, else null (the gateway's). */
   replayRate: number | null
   /** The vendor's close codes by meaning (`closeCodes`). */
@@ -171,6 +175,8 @@ export function compileAudio(
     closeWhen: expr('/audio/closeWhen', a.closeWhen),
     closeTimeoutMs: (a.closeTimeoutSeconds ?? 5) * 1000,
     rotateAfterMs: a.rotateAfterSeconds === undefined ? null : a.rotateAfterSeconds * 1000,
+    liveness: a.liveness ?? null,
+    movable: a.movable === true,
     results: (a.results ?? []).map((r: { when: string; emit: string; channel?: string }, i: number) => ({
       when: expr(`/audio/results/${i}/when`, r.when) as Expr,
       emit: expr(`/audio/results/${i}/emit`, r.emit) as Expr,

@@ -30,6 +30,7 @@ import {
   type Revalidate
 } from './reload'
 import { startDrain, type Drain } from './drain'
+import { Rebalancer } from '../upstream/rebalance'
 import { sweepRevokedLegs } from './revoked-legs'
 import { TextHooks } from './text-hooks'
 import type { ServerState } from './state'
@@ -186,6 +187,16 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   report.unref()
   gen.prober.start()
   const stopSweep = sweepRevokedLegs(state, opts.nowMs)
+  // Load that comes back to a recovered or new replica: calls of movable mappings move, paced.
+  const rebalancer = new Rebalancer(
+    pools,
+    () => state.config.audio.rebalance,
+    systemClock,
+    (from, to) => {
+      metrics.moves.inc({ route: from.route, from: from.name, to: to.name })
+    }
+  )
+  rebalancer.start()
   const texts = new TextHooks(gen.text, config.text)
 
   const apply = (next: Config): Omit<ReloadReport, 'ok' | 'problems'> => {
@@ -298,6 +309,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     metrics.draining.set(1)
     gen.prober.stop()
     stopSweep()
+    rebalancer.stop()
     clearInterval(report)
     stopAccepting()
     for (const socket of sockets.slice(1)) uWS.us_listen_socket_close(socket)

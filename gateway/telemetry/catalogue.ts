@@ -36,8 +36,9 @@ export const CATALOGUE = {
   audio_dropped_frames_total: {
     type: 'counter',
     help:
-      'Audio frames not delivered, by reason (hold_overflow, backpressure, vendor_binary, after_close, failover, ' +
-      'failover_unreplayed, vendor_paused); platform frames, failover_unreplayed estimated from bytes.',
+      'Audio frames not delivered, by reason (hold_overflow, backpressure, vendor_binary, after_close: read after ' +
+      'the leg ended or still held when it ended, failover, failover_unreplayed, vendor_paused); platform frames, ' +
+      'failover_unreplayed estimated from bytes.',
     labels: ['route', 'reason']
   },
   audio_tee_dropped_frames_total: {
@@ -147,6 +148,13 @@ export const CATALOGUE = {
       'Platform legs that came back with the same busNo, contactId and perspective, by result ' +
       '(same_session: this instance kept it; same_replica: it lived on another instance).',
     labels: ['route', 'result']
+  },
+  audio_moves_total: {
+    type: 'counter',
+    help:
+      'Calls moved to a less busy replica, make-before-break (audio.rebalance: load that comes back to a ' +
+      'recovered or new replica), by route and the replica they moved from and to.',
+    labels: ['route', 'from', 'to']
   },
   audio_joins_total: {
     type: 'counter',

@@ -69,6 +69,7 @@ export class Metrics {
   readonly gapSeconds: Histogram
   readonly reattach: Counter
   readonly joins: Counter
+  readonly moves: Counter
   readonly joinSilence: Counter
   readonly upstreamHealthy: Gauge
   readonly ejections: Counter
@@ -148,6 +149,7 @@ export class Metrics {
     })
     this.reattach = counter('audio_reattach_total')
     this.joins = counter('audio_joins_total')
+    this.moves = counter('audio_moves_total')
     this.joinSilence = counter('audio_join_silence_samples_total')
     this.upstreamHealthy = new Gauge({
       name: name('upstream_healthy'),

@@ -5,6 +5,12 @@ import type { Store } from '../store/port'
 /** Something holding a stream on a replica that must move off it when the replica goes down (a vendor connection). */
 export interface ReplicaUser {
   replicaDown: (why: string) => void
+  /**
+   * Move this stream to `to` (upstream/rebalance.ts): a new vendor session there, made ready before this
+   * one says goodbye. False when it cannot move now (not ready, its mapping not `movable`, a move or
+   * rotation already under way).
+   */
+  moveTo?: (to: Replica) => boolean
 }
 
 /** Where a "replica down" verdict came from: the active prober (here or fleet-wide), or passive ejection. */

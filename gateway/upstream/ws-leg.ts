@@ -135,30 +135,36 @@ export class VendorSocket {
   }
 
   /**
-   * Ping every `ms`; a pong still missing at the next ping means the vendor (or the path to it) is
-   * gone without a close: the socket is terminated and reported closed with 1006.
+   * Ping every `ms` (while the last ping was answered); a pong still missing `timeoutMs` after its ping
+   * means the vendor (or the path to it) is gone without a close: the socket is terminated and reported
+   * closed with 1006. A frozen vendor is thus found within `ms + timeoutMs` of the last ping it answered.
    */
-  startHeartbeat(ms: number): void {
+  startHeartbeat(ms: number, timeoutMs = ms): void {
     if (ms <= 0 || this.heartbeat !== null) return
+    // Checked as often as needed to see a missing pong about on time, at most every `ms`.
+    const tick = Math.min(ms, Math.max(100, timeoutMs / 4))
     let lastTick = this.clock.now()
+    let pingAt = lastTick
     this.heartbeat = this.clock.setInterval(() => {
       // A tick that comes late (a busy event loop) judges nothing: a pong may be waiting unread in the
       // socket, since timers run before sockets are read. The next tick judges.
       const now = this.clock.now()
-      const late = now - lastTick > ms * 1.5
+      const late = now - lastTick > tick * 1.5
       lastTick = now
       if (late) return
       if (!this.pongSeen) {
+        if (now - pingAt < timeoutMs) return
         this.failure ??= { kind: 'missed-pong' }
         this.noteUnread()
         this.ws.terminate()
         return
       }
+      if (now - pingAt < ms || !this.isOpen) return
       this.pongSeen = false
-      if (!this.isOpen) return
+      pingAt = now
       this.events.onPing?.()
       this.ws.ping()
-    }, ms)
+    }, tick)
   }
 
   /** Stop reading from the vendor (the platform side is backed up). */

@@ -121,24 +121,135 @@ t.test('the platform drops and re-attaches while the server has paused: no secon
   t.equal(s.audioBytes + dropped * 160, a.length + b.length, 'every frame delivered or counted as discarded')
 })
 
-t.test('opened.startPaused: CONNECTED, audio held until the server resumes, then delivered in order', async t => {
+// opened {startPaused: true}, as the reference client answers it (purecloudlabs/audiohook-reference-
+// implementation, app/audiohook/src/client/clientsessionimpl.ts onOpenedMessage → client/src/mediasource-
+// tone.ts startStreaming / resume): `paused` at once, no audio while paused (the position still counts
+// it), and on the server's `resume`, `resumed {start: where the pause began, discarded: how much}`. The
+// reference server (server/serversessionimpl.ts) is ACTIVE after that `opened` until the client's `paused`,
+// and disconnects on audio in PAUSED; the emulator records both (and audio before `paused`) as errors.
+t.test('opened.startPaused: paused at once, audio discarded and counted, resume → resumed, then audio', async t => {
   const emu = await emulator(t, { audiohook: { startPaused: true, steps: [{ afterMs: 1000, type: 'resume' }] } })
   const gw = await gateway(t, [emu])
   const leg = platformLeg(t, gw.url('/audio/x'), init(9102))
   t.equal((await leg.answer).command, 'CONNECTED', 'CONNECTED once opened came, paused or not')
   const sent = await stream(leg, 0, 100)
-  t.ok(await until(() => emu.sessions()[0]?.audioBytes === sent.length, 10_000), 'all held audio arrived after resume')
+  t.ok(await until(() => types(emu.sessions()[0]).includes('resumed'), 10_000), 'the server resume was answered')
   leg.ws.close(1000)
   t.ok(await until(() => emu.sessions()[0]?.closed === true, 10_000))
   const s = emu.sessions()[0] as Json
-  t.same(s.errors, [], 'no audio before resumed (the emulator records any as an error)')
-  t.same(types(s), ['open', 'resumed', 'close'])
-  t.match((s.texts as Json[])[1], {
-    type: 'resumed',
-    position: 'PT0S',
-    parameters: { start: 'PT0S', discarded: 'PT0S' }
-  })
-  t.equal(s.sha256, sha256(sent), 'held audio delivered byte for byte, in order')
+  t.same(s.errors, [], 'no audio before paused, none while paused, resumed at the pause start')
+  t.same(types(s), ['open', 'paused', 'resumed', 'close'], 'paused answers opened {startPaused}')
+  t.match((s.texts as Json[])[1], { type: 'paused', position: 'PT0S' })
+  const resumed = (s.texts as Json[])[2]
+  t.match(resumed, { type: 'resumed', parameters: { start: 'PT0S' } })
+  const dropped = await metric(
+    gw,
+    /assist_gateway_audio_dropped_frames_total\{route="x",reason="vendor_paused"\} (\d+)/
+  )
+  t.ok(dropped > 0, `the audio of the pause was discarded and counted (${dropped} frames)`)
+  const discarded = Number(String(resumed.parameters.discarded).slice(2, -1))
+  t.equal(Math.round(discarded * 8000), dropped * 160, 'resumed.discarded reports exactly what was dropped')
+  t.equal(s.audioBytes + dropped * 160, sent.length, 'every frame was either delivered after resumed or discarded')
+  t.equal(s.sha256, sha256(sent.subarray(dropped * 160)), 'what follows the resume is the rest, in order')
+  t.match(s.texts.at(-1), { type: 'close', parameters: { reason: 'end' } })
+})
+
+// Issue 22: a server that never resumes. The held audio was flushed unasked at hang-up (200 frames in
+// 14 ms), crashing the reference transcription endpoint. Audio of a vendor pause is discarded, never sent
+// later; the close transaction follows (Genesys help, "What happens during a successful session": the
+// client sends no audio after its close).
+t.test('opened.startPaused and never resumed: the hang-up sends no audio at all, close {reason: "end"}', async t => {
+  const emu = await emulator(t, { audiohook: { startPaused: true } })
+  const gw = await gateway(t, [emu])
+  const leg = platformLeg(t, gw.url('/audio/x'), init(9108))
+  t.equal((await leg.answer).command, 'CONNECTED')
+  const sent = await stream(leg, 0, 50)
+  leg.ws.close(1000)
+  t.ok(await until(() => emu.sessions()[0]?.closed === true, 10_000), 'the session ended')
+  const s = emu.sessions()[0] as Json
+  t.same(s.errors, [], 'no audio before paused, none while paused')
+  t.equal(s.audioBytes, 0, 'not a frame reached the server')
+  t.equal(s.audiohook.framesAfterDisconnect, 0)
+  t.same(types(s), ['open', 'paused', 'close'])
+  t.same(s.audiohook.serverSent, ['opened', 'closed'], 'the server never had to disconnect')
+  t.match(s.texts.at(-1), { type: 'close', position: 'PT0S', parameters: { reason: 'end' } })
+  const dropped = await metric(
+    gw,
+    /assist_gateway_audio_dropped_frames_total\{route="x",reason="vendor_paused"\} (\d+)/
+  )
+  t.equal(dropped * 160, sent.length, 'every frame was discarded and counted, reason vendor_paused')
+})
+
+// ---- stereo (mappings/audiohook-stereo.yaml on a join route) ---------------------------------------
+
+async function stereoGateway(t: T, emu: RealVendorEmulator, graceSeconds: number): Promise<TestGateway> {
+  return await startGateway(
+    t,
+    {
+      audio: { reattachGraceSeconds: graceSeconds },
+      routes: {
+        st: {
+          mapping: 'mappings/audiohook-stereo.yaml',
+          auth: { audio: ['${AUDIO_TOKEN}'] },
+          upstreams: [{ name: 'v', audio: emu.url, credential: '${VENDOR_KEY}' }],
+          params: { organizationId: ORG },
+          join: { channels: ['TX', 'RX'], waitSeconds: 2 }
+        }
+      }
+    },
+    { VENDOR_KEY: KEY }
+  )
+}
+
+async function stereoCall(t: T, gw: TestGateway, contactId: number, frames: number): Promise<Buffer[]> {
+  const open = (perspective: string) =>
+    platformLeg(
+      t,
+      gw.url('/audio/st'),
+      initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective, appParams: {} })
+    )
+  const legs = [open('TX'), open('RX')]
+  for (const l of legs) t.equal((await l.answer).command, 'CONNECTED')
+  const sent = await Promise.all(legs.map(l => stream(l, 0, frames)))
+  for (const l of legs) l.ws.close(1000)
+  return sent
+}
+
+// Reference server (server/serversessionimpl.ts onBinaryMessage): audio in PAUSED is "Received audio in
+// state PAUSED" and a disconnect. Both legs of a joined call hanging up park the session (`paused`): the
+// 20 ms join clock must send nothing after it (issue 22: one tick of silence did, 2 of 2 runs).
+t.test('stereo hang-up: both legs park the session, paused, and not a tick of audio follows it', async t => {
+  const emu = await emulator(t)
+  const gw = await stereoGateway(t, emu, 1)
+  const sent = await stereoCall(t, gw, 9201, 40)
+  t.ok(await until(() => emu.sessions()[0]?.closed === true, 10_000), 'closed when the grace ran out')
+  const s = emu.sessions()[0] as Json
+  t.same(s.errors, [], 'no audio after paused')
+  t.same(types(s), ['open', 'paused', 'close'])
+  for (const ch of [0, 1])
+    t.equal(
+      s.channels[ch].voicedSha256,
+      sha256(Buffer.from(sent[ch].filter(b => b !== 0xff))),
+      `channel ${ch}: every sample its leg sent went before paused (silence filler aside)`
+    )
+  t.match(s.texts.at(-1), { type: 'close', parameters: { reason: 'end' } })
+})
+
+t.test('stereo opened.startPaused, never resumed: no audio at all, at hang-up either', async t => {
+  const emu = await emulator(t, { audiohook: { startPaused: true } })
+  const gw = await stereoGateway(t, emu, 0)
+  await stereoCall(t, gw, 9202, 40)
+  t.ok(await until(() => emu.sessions()[0]?.closed === true, 10_000))
+  const s = emu.sessions()[0] as Json
+  t.same(s.errors, [], 'paused after opened, no audio while paused')
+  t.equal(s.audioBytes, 0, 'not a frame reached the server')
+  t.same(types(s), ['open', 'paused', 'close'])
+  t.same(s.audiohook.serverSent, ['opened', 'closed'])
+  const dropped = await metric(
+    gw,
+    /assist_gateway_audio_dropped_frames_total\{route="st",reason="vendor_paused"\} (\d+)/
+  )
+  t.ok(dropped >= 40, `every stereo tick was discarded and counted (${dropped})`)
 })
 
 t.test(

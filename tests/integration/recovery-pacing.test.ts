@@ -266,3 +266,78 @@ t.test(
     )
   }
 )
+
+t.test(
+  'issue 19: a vendor frozen mid-call with the default liveness: found within ping + timeout, every frame replayed, nothing lost',
+  async t => {
+    const port = await freePort()
+    const child: ChildProcess = spawnCli([
+      'vendor',
+      '--kind',
+      'json-events',
+      '--port',
+      String(port),
+      '--result-every-frames',
+      '0'
+    ])
+    t.teardown(() => {
+      child.kill('SIGKILL')
+    })
+    let out = ''
+    child.stdout!.on('data', d => {
+      out += String(d)
+    })
+    t.ok(await until(() => out.includes('vendor emulator on'), 20_000), 'the vendor process is up')
+    const spare = await recordingVendor(t)
+    // The defaults of audio.vendorPingSeconds (1) and vendorPongTimeoutSeconds (2), and no replaySeconds: the
+    // replay window is sized from them (audio/liveness.ts).
+    const gw = await startGateway(t, {
+      audio: { replayRate: 4, failoverTimeoutSeconds: 10 },
+      routes: {
+        demo: {
+          mapping: 'mappings/json-events.yaml',
+          auth: { audio: ['${AUDIO_TOKEN}'] },
+          upstreams: [
+            { name: 'frozen', audio: `ws://127.0.0.1:${port}/` },
+            { name: 'spare', audio: spare.url }
+          ]
+        }
+      }
+    })
+    const leg = platformLeg(t, gw.url('/audio/demo'), init(930001))
+    t.equal((await leg.answer).command, 'CONNECTED')
+    const stopSeq = 100 // 2 s of call: pings answered
+    const total = 350 // 5 s more while frozen
+    await stream(leg.send, 0, stopSeq)
+    child.kill('SIGSTOP')
+    t.teardown(() => {
+      try {
+        child.kill('SIGCONT')
+      } catch {}
+    })
+    const stoppedAt = performance.now()
+    await stream(leg.send, stopSeq, total)
+    t.ok(
+      await until(() => spare.sessions.some(s => s.frames.some(f => f.seq === total - 1)), 15_000),
+      'the spare got the end'
+    )
+    const seqs = spare.sessions.flatMap(s => s.frames.map(f => f.seq))
+    t.ok(seqs[0] <= stopSeq, `the replay starts at or before the freeze (frame ${seqs[0]} ≤ ${stopSeq})`)
+    t.same(
+      seqs.filter(s => s >= stopSeq),
+      Array.from({ length: total - stopSeq }, (_, i) => stopSeq + i),
+      'every frame from the freeze on reached the spare, in order, once'
+    )
+    const start = gw.logs.lines.find(l => l.event === 'failover_start') as { unreplayed: number }
+    t.equal(start.unreplayed, 0, 'nothing written since the last sign of life was beyond the replay window')
+    const detectedAt = (gw.logs.lines.find(l => l.event === 'failover_start') as { time: number }).time
+    t.ok(detectedAt !== undefined, 'the loss was found')
+    const found = spare.sessions[0].openedAt - stoppedAt
+    t.ok(
+      found < 4_000,
+      `the replacement opened ${Math.round(found)} ms after the freeze (ping 1 s + timeout 2 s + margin)`
+    )
+    const metrics = await (await fetch(gw.adminUrl('/metrics'))).text()
+    t.notMatch(metrics, /reason="failover_unreplayed"\} [1-9]/, 'no frame counted as lost')
+  }
+)

@@ -4,7 +4,7 @@ import { WebSocket } from 'ws'
 import { type RealVendorEmulator, type RealVendorOptions, startRealVendor } from '../../gateway/tools/real-vendors'
 
 // The AudioHook emulator's scripted server moves catch a client that ignores them: audio while paused,
-// audio before a startPaused session is resumed, a resumed at the wrong position, audio after a disconnect.
+// a startPaused session not answered with paused, a resumed at the wrong position, audio after a disconnect.
 
 type Json = Record<string, any>
 const ORG = 'd7934305-0972-4844-938e-9060eef73d05'
@@ -90,16 +90,44 @@ t.test(
   }
 )
 
-t.test('startPaused: audio before resumed is an error; a resumed whose start is not the position is one', async t => {
-  const [emu, c] = await session(t, { startPaused: true, steps: [{ afterMs: 50, type: 'resume' }] })
+// Reference server (serversessionimpl.ts): opened {startPaused} leaves the session ACTIVE; the client's
+// `paused` makes it PAUSED (onPausedMessage), and `resumed` is taken only in PAUSED (onResumedMessage).
+// The reference client sends `paused` at once and no audio while paused (clientsessionimpl.ts,
+// client/src/mediasource-tone.ts): the emulator holds a client to that.
+t.test('startPaused: audio before the client says paused is an error, as is a resumed without it', async t => {
+  const [emu, c] = await session(t, { startPaused: true })
   t.match(c.msgs[0], { type: 'opened', parameters: { startPaused: true } })
   c.audio()
-  await c.waitFor('resume')
-  c.send('resumed', { start: 'PT5S', discarded: 'PT0S' }, 0)
+  c.send('resumed', { start: 'PT0S', discarded: 'PT0S' }, 0)
+  await c.waitFor('disconnect')
   await new Promise(r => setTimeout(r, 100))
-  t.match((emu.sessions()[0] as Json).errors, [/Received audio in state PAUSED/])
+  const errors = (emu.sessions()[0] as Json).errors as string[]
+  t.match(errors[0], /Received audio after opened \{startPaused: true\}, before the client's paused/)
   t.ok(
-    (emu.sessions()[0] as Json).errors.some((e: string) => /resumed: start PT5S is not the stream position/.test(e)),
+    errors.some(e => /resumed in state ACTIVE/.test(e)),
+    'a resumed before paused is recorded'
+  )
+})
+
+t.test('startPaused: paused, then audio is an error until resumed, whose start must be the position', async t => {
+  const [emu, c] = await session(t, { startPaused: true, steps: [{ afterMs: 100, type: 'resume' }] })
+  c.send('paused', {})
+  await c.waitFor('resume')
+  c.send('resumed', { start: 'PT0S', discarded: 'PT0.1S' })
+  c.samples += 800 // the discarded stretch is on the timeline
+  c.audio()
+  c.send('ping', {})
+  await c.waitFor('pong')
+  t.same((emu.sessions()[0] as Json).errors, [], 'the client that says paused and resumed is clean')
+  const [emu2, d] = await session(t, { startPaused: true, steps: [{ afterMs: 50, type: 'resume' }] })
+  d.send('paused', {})
+  d.audio()
+  await d.waitFor('resume')
+  d.send('resumed', { start: 'PT5S', discarded: 'PT0S' }, 0)
+  await new Promise(r => setTimeout(r, 100))
+  t.match((emu2.sessions()[0] as Json).errors, [/Received audio in state PAUSED/])
+  t.ok(
+    (emu2.sessions()[0] as Json).errors.some((e: string) => /resumed: start PT5S is not the stream position/.test(e)),
     'the resumed start is checked'
   )
 })

@@ -34,7 +34,11 @@ import { header, isObject, parseJson, safeEqual, type Json } from './wire'
 // instead of opened), and scripted pause / resume / disconnect / reconnect / event. After `pause`, audio
 // is allowed until the client's `paused` (counted), then is an error until `resumed`, whose `start`
 // must be the stream position (its `discarded` then moves the position on). After `disconnect`, audio
-// until `close` is counted.
+// until `close` is counted (report.framesAfterDisconnect); after `close` it is an error.
+// opened {startPaused}: ACTIVE until the client's `paused`, as the reference server (serversessionimpl.ts
+// onOpenMessage, onPausedMessage); a `resumed` before it is an error, and so is audio (stricter than that
+// server, but the reference client never sends any: clientsessionimpl.ts onOpenedMessage,
+// client/src/mediasource-tone.ts startStreaming). A scripted `resume` also goes while `paused` is awaited.
 
 const UUID_RE =
   /^(?:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-5][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}|00000000-0000-0000-0000-000000000000)$/
@@ -170,6 +174,8 @@ export class AudioHookSession implements Protocol {
   private discardedSec = 0
   private channels = 1
   private language: string | null = null
+  /** opened {startPaused: true} went out and the client's `paused` has not come yet. */
+  private awaitingPaused = false
   private readonly cadence: Cadence
   private readonly moves: AudioHookMoves
 
@@ -194,6 +200,8 @@ export class AudioHookSession implements Protocol {
 
   binary(data: Buffer): void {
     this.moves.audio()
+    if (this.awaitingPaused)
+      return this.violation("Received audio after opened {startPaused: true}, before the client's paused")
     if (this.state !== 'ACTIVE') return this.violation(`Received audio in state ${this.state}`)
     const channels = this.channels
     if (data.length % channels !== 0)
@@ -269,6 +277,7 @@ export class AudioHookSession implements Protocol {
         if (this.state !== 'ACTIVE') return this.violation(`paused in state ${this.state}`)
         this.state = 'PAUSED'
         this.moves.pausing = false
+        this.awaitingPaused = false
         return
       case 'resumed':
         if (this.state !== 'PAUSED') return this.violation(`resumed in state ${this.state}`)
@@ -352,7 +361,8 @@ export class AudioHookSession implements Protocol {
     }
     const startPaused = this.moves.startPaused
     this.sendMsg('opened', { media: [selected], startPaused })
-    this.state = startPaused ? 'PAUSED' : 'ACTIVE'
+    this.state = 'ACTIVE'
+    this.awaitingPaused = startPaused
     markConnectionProbe(this.s, p)
     this.moves.arm((type, params) => this.serverMove(type, params))
   }
@@ -361,7 +371,8 @@ export class AudioHookSession implements Protocol {
   private serverMove(type: ServerMove, p: Json): void {
     if (this.state === 'CLOSED' || !this.s.isOpen) return
     if (type === 'pause' && this.state !== 'ACTIVE') return this.s.say(`pause skipped in state ${this.state}`)
-    if (type === 'resume' && this.state !== 'PAUSED') return this.s.say(`resume skipped in state ${this.state}`)
+    if (type === 'resume' && this.state !== 'PAUSED' && !this.awaitingPaused)
+      return this.s.say(`resume skipped in state ${this.state}`)
     if (type === 'disconnect') {
       this.signaled = true
       return this.sendMsg('disconnect', { reason: 'completed', ...p })

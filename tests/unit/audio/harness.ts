@@ -38,6 +38,8 @@ export const SETTINGS: AudioSettings = {
   failoverTimeoutSeconds: 2,
   reattachGraceSeconds: 5,
   vendorPingSeconds: 0,
+  vendorPongTimeoutSeconds: 2,
+  rebalance: { spread: 4, perSecond: 0 },
   replayRate: 0,
   coalesceMs: 0, // one write per frame: coalescing has its own tests (coalesce.test.ts)
   sessionBreaker: { quickLossSeconds: 0, quickLosses: 3, windowSeconds: 30, holdOffSeconds: 30 },
@@ -73,6 +75,8 @@ export function audioMapping(over: Partial<AudioMapping> = {}): AudioMapping {
     closeTimeoutMs: 1000,
     closeCode: 1000,
     rotateAfterMs: null,
+    liveness: null,
+    movable: false,
     replayRate: null,
     closeCodes: {},
     ...over

@@ -189,6 +189,47 @@ t.test('one side closing keeps the other flowing; it comes back (hold) to the sa
   t.not(w.conns[0].state, 'READY')
 })
 
+// AudioHook (reference server, serversessionimpl.ts onBinaryMessage) disconnects on audio after the client's
+// `paused`: when both legs leave, the joined session parks with the mapping's pause frame, and the 20 ms
+// clock must send nothing after it (issue 22: one tick of silence did).
+t.test(
+  'both legs hang up: what they sent goes before the pause frame; the join clock sends nothing after it',
+  async t => {
+    const w = world()
+    const tx = w.leg('TX')
+    const rx = w.leg('RX')
+    const conn = w.conns[0]
+    conn.ready()
+    let writtenAtPause = -1
+    const control = conn.control.bind(conn)
+    conn.control = (kind, done) => {
+      if (kind === 'pause') writtenAtPause = conn.written.length
+      control(kind, done)
+    }
+    tx.leg.onPlatformBinary(tone(1))
+    rx.leg.onPlatformBinary(tone(101))
+    w.clock.advance(20)
+    tx.leg.onPlatformBinary(tone(2))
+    rx.leg.onPlatformBinary(tone(102).slice(0, 80))
+    tx.leg.onPlatformClose(1000)
+    t.same(conn.controls, [], 'one leg left: the session goes on')
+    rx.leg.onPlatformClose(1000)
+    t.same(conn.controls, ['pause'], 'both legs left: the session parks')
+    t.equal(writtenAtPause, 2, 'the audio both legs sent before they left went before the pause frame')
+    const [c0, c1] = split(conn)
+    t.same(c0.slice(160), Array(160).fill(2))
+    t.same(c1.slice(160), [...Array(80).fill(102), ...Array(80).fill(MULAW_SILENCE)], 'the last tick filled out')
+    w.clock.advance(200)
+    t.equal(conn.written.length, writtenAtPause, 'no tick after the pause frame')
+    const back = w.leg('RX')
+    t.match(back.sent, [{ command: 'CONNECTED' }], 'a leg back within the grace continues the session')
+    back.leg.onPlatformBinary(tone(103))
+    w.clock.advance(20)
+    t.equal(conn.written.length, 3, 'the clock runs again for the returning leg')
+    t.same(split(conn)[1].slice(320), Array(160).fill(103))
+  }
+)
+
 t.test('results go to the leg of their channel, or to both', async t => {
   const w = world()
   const tx = w.leg('TX')

@@ -18,6 +18,8 @@ const SETTINGS: AudioSettings = {
   failoverTimeoutSeconds: 2,
   reattachGraceSeconds: 5,
   vendorPingSeconds: 0,
+  vendorPongTimeoutSeconds: 2,
+  rebalance: { spread: 4, perSecond: 0 },
   replayRate: 0,
   coalesceMs: 0, // one write per frame: coalescing has its own tests (coalesce.test.ts)
   sessionBreaker: { quickLossSeconds: 0, quickLosses: 3, windowSeconds: 30, holdOffSeconds: 30 },

@@ -107,7 +107,7 @@ function connect(t: Test, url: string, audio: AudioMapping) {
     })
     return v
   }
-  return { conn, clock, replica, results, logs, metrics, next }
+  return { conn, clock, replica, results, logs, metrics, next, ctx }
 }
 
 const READY_ON_STARTED: AudioMapping = {
@@ -214,3 +214,85 @@ t.test(
     t.match(m.logs.lines, [{ event: 'mapping_error', stage: 'url' }])
   }
 )
+
+// ---- the vendor's control over audio (audio.control), general rules -------------------------------
+
+/** A vendor that pauses (`hold`: audio held) and ends (`disconnect`) the session; the close frame says why. */
+const CONTROLLED: AudioMapping = {
+  ...READY_ON_STARTED,
+  ready: null,
+  control: [
+    {
+      when: async (i: any) => i.msg.event === 'hold',
+      set: null,
+      reply: null,
+      emit: null,
+      audio: 'pause',
+      end: null,
+      reconnect: false
+    },
+    {
+      when: async (i: any) => i.msg.event === 'disconnect',
+      set: async () => ({ closeReason: 'disconnect' }),
+      reply: null,
+      emit: null,
+      audio: null,
+      end: 'failover',
+      reconnect: false
+    }
+  ],
+  close: async (i: any) => ({ event: 'stop', reason: i.session.state.closeReason ?? 'end' })
+}
+
+const stopped = async (v: Vendor): Promise<Msg> => {
+  while (v.texts[0]?.at(-1)?.event !== 'stop') await flush(1)
+  return v.texts[0].at(-1)!
+}
+
+// AudioHook (reference server, serversessionimpl.ts onBinaryMessage) disconnects on audio in PAUSED; the
+// held audio of a pause that never ended was flushed at hang-up (issue 22).
+t.test(
+  'audio held under a vendor pause that reaches the connection (a close drain) is discarded, counted, never sent',
+  async t => {
+    const v = await vendor(t, { onText: (ws, m) => m.event === 'start' && ws.send(JSON.stringify({ event: 'hold' })) })
+    const c = connect(t, v.url, CONTROLLED)
+    t.equal((await c.next()).what, 'ready')
+    while (c.conn.bufferedAmount !== Number.POSITIVE_INFINITY) await flush(1)
+    for (let i = 0; i < 3; i++) c.conn.writeAudio(new Uint8Array(160))
+    c.conn.goodbye()
+    t.same(await stopped(v), { event: 'stop', reason: 'end' })
+    t.same(v.binary, [], 'not a byte of the held audio went to the vendor')
+    t.equal(c.ctx.counters.dropVendorPaused, 3, 'counted as vendor_paused')
+  }
+)
+
+// Genesys help, "What happens during a successful session": after the server's disconnect the client
+// runs the close transaction and sends no audio after its close (issue 22: 187 frames went after one).
+t.test('after a control rule ended the session, no audio goes to it, even from a writer still holding it', async t => {
+  const v = await vendor(t, {
+    onText: (ws, m) => m.event === 'start' && ws.send(JSON.stringify({ event: 'disconnect' }))
+  })
+  const c = connect(t, v.url, CONTROLLED)
+  t.equal((await c.next()).what, 'ready')
+  t.match(await c.next(), { what: 'lost', detail: { kind: 'ended' } }, 'the vendor ended it: lost')
+  c.conn.writeAudio(new Uint8Array(160))
+  t.same(await stopped(v), { event: 'stop', reason: 'disconnect' }, 'the close frame says the vendor ended it')
+  c.conn.writeAudio(new Uint8Array(160))
+  await flush(5)
+  t.same(v.binary, [], 'nothing after the disconnect')
+  t.equal(c.ctx.counters.dropAfterClose, 2, 'counted as after close')
+})
+
+t.test('a disconnect read after the gateway decided to close still makes the close frame say "disconnect"', async t => {
+  const v = await vendor(t)
+  const c = connect(t, v.url, CONTROLLED)
+  t.equal((await c.next()).what, 'ready')
+  // The control chain is busy: the vendor's message waits behind other work, and the gateway closes meanwhile.
+  let release!: () => void
+  c.ctx.chain.run(() => new Promise<void>(resolve => (release = resolve)))
+  ;(await v.connected).send(JSON.stringify({ event: 'disconnect' }))
+  while (c.ctx.counters.framesFromVendor === 0) await flush(1)
+  c.conn.goodbye()
+  release()
+  t.same(await stopped(v), { event: 'stop', reason: 'disconnect' }, 'not "end": the vendor had disconnected')
+})

@@ -219,6 +219,37 @@ t.test('a failing when is counted and read as false; rules are not read while cl
   t.same(r.sent, ['second'], 'closing: no rule acts')
 })
 
+t.test('closing: only a rule with end is tried, and only its set applies (no end, reply or emit)', async t => {
+  const r = rig(
+    rules([
+      { when: 'msg.type = "pause"', audio: 'discard', reply: '"paused"' },
+      { when: 'msg.type = "disconnect"', set: '{"closeReason": "disconnect"}', reply: '"bye"', end: 'failover' }
+    ])
+  )
+  await r.read({ type: 'pause' }, 'closing')
+  t.equal(r.control.gate, 'open', 'a pause while closing changes nothing')
+  await r.read({ type: 'disconnect' }, 'closing')
+  t.same(r.control.state, { closeReason: 'disconnect' }, 'the close frame still to be built will say why')
+  t.same(r.calls, ['reading', 'reading'], 'no end (the session is closing already), no reply')
+  t.same(r.sent, [])
+  t.same(r.readings[1].verdict, { kind: 'silent' }, 'the rule answered for the message: not a result')
+})
+
+t.test('held audio that reached the connection anyway (discarded) joins the timeline at the resume', async t => {
+  const r = rig(
+    rules([
+      { when: 'msg.type = "pause"', audio: 'pause' },
+      { when: 'msg.type = "resume"', audio: 'resume', reply: '{"discarded": session.audio.pauseDiscardedMs}' }
+    ])
+  )
+  r.frames.audioMs = 1000
+  await r.read({ type: 'pause' })
+  r.control.discard(80) // a park's partial chunk
+  await r.read({ type: 'resume' })
+  t.same(r.sent, [{ discarded: 10 }])
+  t.equal(r.frames.audioMs, 1010)
+})
+
 // ---- the session on fake connections ---------------------------------------------------------------
 
 const ENDED = (then: 'failover' | 'leg'): VendorFailure => ({ kind: 'ended', then, vendorMessage: 'completed' })
@@ -329,3 +360,22 @@ t.test(
     t.same(close.parameters, { reason: 'disconnect' })
   }
 )
+
+// Reference client (purecloudlabs/audiohook-reference-implementation, client/clientsessionimpl.ts
+// onOpenedMessage; client/src/mediasource-tone.ts startStreaming, resume): opened {startPaused} is answered
+// with `paused` at once; audio is discarded, and `resumed` says from where and how much.
+t.test('mappings/audiohook.yaml: opened {startPaused} → paused at once, audio discarded, resume → resumed', async t => {
+  for (const file of ['audiohook.yaml', 'audiohook-stereo.yaml']) {
+    const m = loadMapping(join(__dirname, '..', '..', '..', 'mappings', file))
+    const r = rig(m.audio!)
+    await r.read({ type: 'opened', seq: 1, parameters: { media: [], startPaused: true } }, 'awaiting-ready')
+    t.equal(r.readings[0].verdict.kind, 'ready', `${file}: opened is still the ready answer`)
+    t.equal(r.control.gate, 'discard', `${file}: audio is discarded from the start, never held for later`)
+    t.match(r.sent, [{ type: 'paused', position: '{{position}}', parameters: {} }], `${file}: paused at once`)
+    for (let i = 0; i < 5; i++) r.control.discard(160)
+    await r.read({ type: 'resume', seq: 2, parameters: {} })
+    t.match(r.sent[1], { type: 'resumed', parameters: { start: 'PT0S', discarded: 'PT0.1S' } }, file)
+    t.equal(r.control.gate, 'open')
+    t.equal(r.frames.audioMs, 100, `${file}: the discarded stretch is on the timeline after resumed`)
+  }
+})

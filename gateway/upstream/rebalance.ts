@@ -1,0 +1,64 @@
+import type { Clock, TimerHandle } from '../clock'
+import type { RebalanceSettings } from '../config/types'
+import type { Replica, UpstreamPool } from './pool'
+
+/**
+ * Load that comes back. When a replica recovers or joins, new legs go to it by balancing, but the
+ * calls already up stay where they are for hours. Once a second, for each route, while the busiest
+ * healthy replica leads the least busy one by more than `spread` streams per unit of weight (counted
+ * fleet-wide through the store), this instance moves some of its own calls from the busiest to the
+ * least busy: make-before-break, as a rotation (audio/session.ts), oldest first, at most `perSecond`
+ * a second, so a recovered replica is not stormed. Only calls whose mapping is `movable` move; the
+ * others decline (`moveTo` false). `moved` hears of each move begun (metrics, logs).
+ */
+export class Rebalancer {
+  private timer: TimerHandle | null = null
+  private credit = 0
+
+  constructor(
+    private readonly pools: () => readonly UpstreamPool[],
+    private readonly settings: () => RebalanceSettings,
+    private readonly clock: Clock,
+    private readonly moved: (from: Replica, to: Replica) => void
+  ) {}
+
+  start(): void {
+    if (this.timer === null) this.timer = this.clock.setInterval(() => this.tick(), 1000)
+  }
+
+  stop(): void {
+    if (this.timer !== null) this.clock.clearInterval(this.timer)
+    this.timer = null
+  }
+
+  /** One second's moves (tests call it on a fake clock). */
+  tick(): void {
+    const { spread, perSecond } = this.settings()
+    if (perSecond <= 0) return
+    // Unused moves do not pile up: at most one second's worth waits for the next tick.
+    this.credit = Math.min(perSecond, this.credit + perSecond)
+    for (const pool of this.pools()) {
+      while (this.credit >= 1 && this.moveOne(pool, spread)) this.credit--
+      if (this.credit < 1) return
+    }
+  }
+
+  /** Moves one call of this instance from the busiest replica to the least busy, when they are too far apart. */
+  private moveOne(pool: UpstreamPool, spread: number): boolean {
+    const candidates = pool.audioCandidates()
+    if (candidates.length < 2) return false
+    const load = (r: Replica): number => r.fleetStreams / r.config.weight
+    // audioCandidates is sorted least busy first; the busiest may be one without room (it is still a source).
+    const to = candidates[0]
+    let from: Replica | null = null
+    for (const r of pool.replicas) if (r.healthy && r !== to && (from === null || load(r) > load(from))) from = r
+    if (from === null || load(from) - load(to) <= spread) return false
+    for (const lease of from.leases) {
+      if (lease.user.moveTo?.(to) === true) {
+        this.moved(from, to)
+        return true
+      }
+    }
+    return false
+  }
+}

@@ -1,0 +1,106 @@
+import t from 'tap'
+import type { HealthSettings, RebalanceSettings } from '../../../gateway/config/types'
+import { MemoryStore } from '../../../gateway/store/memory'
+import { type Replica, type StreamLease, UpstreamPool } from '../../../gateway/upstream/pool'
+import { Rebalancer } from '../../../gateway/upstream/rebalance'
+import { FakeClock } from '../../helpers/fake-clock'
+
+// Issue 19 item 3: load that comes back. A replica that recovers gets calls back, make-before-break,
+// paced, until the busiest leads the least busy by no more than the spread; calls that may not move stay.
+
+const HEALTH: HealthSettings = {
+  active: {
+    kind: 'none',
+    path: '/',
+    intervalSeconds: 5,
+    timeoutSeconds: 2,
+    unhealthyThreshold: 3,
+    healthyThreshold: 2
+  },
+  passive: { consecutiveFailures: 3, baseEjectionSeconds: 30, maxEjectionSeconds: 300 }
+}
+
+function world(settings: RebalanceSettings, names = ['a', 'b']) {
+  const clock = new FakeClock()
+  const p = new UpstreamPool(
+    {
+      name: 'r',
+      default: false,
+      async: false,
+      mapping: 'm.yaml',
+      auth: {},
+      params: {},
+      upstreams: names.map(name => ({
+        name,
+        audio: `ws://${name}/`,
+        headers: {},
+        weight: 1,
+        maxStreams: 100,
+        maxPendingHandshakes: 100,
+        maxInFlight: 10
+      }))
+    },
+    new MemoryStore('i1'),
+    HEALTH,
+    clock
+  )
+  const moves: string[] = []
+  const r = (name: string): Replica => p.byName(name)!
+  /** A call on `replica`: moving it opens its lease on the target and releases the old one (as a rotation does). */
+  const call = (replica: Replica, movable = true): void => {
+    let lease: StreamLease
+    const user = {
+      replicaDown: () => {},
+      moveTo: (to: Replica): boolean => {
+        if (!movable) return false
+        lease.release()
+        lease = p.leaseStream(to, user)
+        return true
+      }
+    }
+    lease = p.leaseStream(replica, user)
+  }
+  const reb = new Rebalancer(
+    () => [p],
+    () => settings,
+    clock,
+    (from, to) => moves.push(`${from.name}>${to.name}`)
+  )
+  return { clock, p, r, call, reb, moves }
+}
+
+t.test('a recovered replica gets calls back, paced, until the spread holds', async t => {
+  const w = world({ spread: 2, perSecond: 2 })
+  for (let i = 0; i < 12; i++) w.call(w.r('a'))
+  w.reb.start()
+  w.clock.advance(1000)
+  t.same([w.r('a').activeStreams, w.r('b').activeStreams], [10, 2], 'two calls in the first second, not all at once')
+  w.clock.advance(1000)
+  t.same([w.r('a').activeStreams, w.r('b').activeStreams], [8, 4])
+  w.clock.advance(10_000)
+  t.same([w.r('a').activeStreams, w.r('b').activeStreams], [7, 5], 'stops once within the spread (2)')
+  t.equal(w.moves.length, 5)
+  t.ok(
+    w.moves.every(m => m === 'a>b'),
+    'always from the busiest to the least busy'
+  )
+})
+
+t.test('only calls that may move do; a down replica gets none; perSecond 0 turns it off', async t => {
+  const w = world({ spread: 0, perSecond: 5 })
+  for (let i = 0; i < 4; i++) w.call(w.r('a'), false)
+  for (let i = 0; i < 2; i++) w.call(w.r('a'))
+  w.reb.tick()
+  t.same([w.r('a').activeStreams, w.r('b').activeStreams], [4, 2], 'the movable calls move; the others decline')
+  w.reb.tick()
+  t.same([w.r('a').activeStreams, w.r('b').activeStreams], [4, 2], 'then none is left that may move')
+  const down = world({ spread: 0, perSecond: 5 }, ['a', 'b', 'c'])
+  for (let i = 0; i < 6; i++) down.call(down.r('a'))
+  down.p.markDown(down.r('c'), 'audio', 'gone') // ejected
+  down.reb.tick()
+  t.equal(down.r('c').activeStreams, 0, 'a replica marked down gets no call')
+  const off = world({ spread: 0, perSecond: 0 })
+  for (let i = 0; i < 6; i++) off.call(off.r('a'))
+  off.reb.tick()
+  t.equal(off.r('b').activeStreams, 0)
+})
