@@ -45,7 +45,7 @@ let redisUrl = ''
 const fleetKeyPrefix = `docs-examples-${process.pid}-${Date.now()}:`
 
 /** `…` in an expected line stands for any text; everything else is literal. */
-export function outputMatches(expected: string, actual: string): boolean {
+function outputMatches(expected: string, actual: string): boolean {
   const want = expected.replace(/\s+$/, '').split('\n')
   const got = actual.replace(/\s+$/, '').split('\n')
   if (want.length !== got.length) return false

@@ -10,7 +10,7 @@ import { blocksOf, examplePages, isShell, markdownUnder, ROOT } from '../../help
 const PAGES = ['README.md', ...markdownUnder('docs')]
 
 /** GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens, repeats numbered. */
-export function anchorsOf(markdown: string): Set<string> {
+function anchorsOf(markdown: string): Set<string> {
   const out = new Set<string>()
   const seen = new Map<string, number>()
   for (const line of withoutFences(markdown).split('\n')) {
