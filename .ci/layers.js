@@ -1,7 +1,7 @@
 #!/usr/bin/env node
-// The layers of gateway/ (README "Architecture"), checked on every `npm run lint`: a module imports only
+// The layers of gateway/ (docs/concepts/architecture.md), checked on every `npm run lint`: a module imports only
 // its own folder or a folder of a lower layer (two folders of one layer never import each other: audio/
-// and text/ stay apart), and each library is imported only where the README says. Import cycles are
+// and text/ stay apart), and each library is imported only where that page says. Import cycles are
 // Biome's noImportCycles. Prints every violation as `file: imports X (why)` and exits 1 when there is one.
 'use strict'
 const { readFileSync } = require('node:fs')
@@ -87,6 +87,6 @@ for (const file of files) {
 }
 for (const p of problems) console.log(p)
 if (problems.length > 0) {
-  console.log(`${problems.length} layer violation(s) in gateway/ (see .ci/layers.js and the README's Architecture)`)
+  console.log(`${problems.length} layer violation(s) in gateway/ (see .ci/layers.js and docs/concepts/architecture.md)`)
   process.exit(1)
 }

@@ -1,7 +1,8 @@
 /**
  * Every failure a user can see: a stable code, a human text, the HTTP status it maps to, the
  * WebSocket close code it maps to, and a short flag for access logs and bounded metric labels.
- * This module imports nothing. `tests/unit/errors.test.ts` pins the catalogue and the README table.
+ * This module imports nothing. `tests/unit/errors.test.ts` pins the catalogue; docs/reference/errors.md (the
+ * failure table) is generated from it by `npm run docs`.
  */
 export const CODES = {
   // platform credentials

@@ -171,10 +171,10 @@ function interpolate(node: unknown, it: Interpolation, pointer: string): unknown
     if (WHOLE_REF.test(node)) it.wholeRefs.add(pointer)
     if (node.replace(REF, '').includes('${')) it.broken.push(pointer === '' ? '/' : pointer)
     const inUrl = UPSTREAM_URL.test(pointer)
-    return node.replace(REF, (_m, name: string, fallback: string | undefined) => {
+    return node.replace(REF, (m: string, name: string, fallback: string | undefined, at: number) => {
       const v = it.env[name]
       const value = v !== undefined && v !== '' ? v : fallback
-      if (inUrl && value !== undefined && value !== '')
+      if (inUrl && value !== undefined && value !== '' && !isPort(node, at, m.length, value))
         it.urlRefs.set(pointer, [...(it.urlRefs.get(pointer) ?? []), value])
       if (v !== undefined && v !== '') return v
       if (fallback !== undefined) return fallback
@@ -189,6 +189,14 @@ function interpolate(node: unknown, it: Interpolation, pointer: string): unknown
     return out
   }
   return node
+}
+
+/**
+ * A reference that fills exactly the port of a URL (`ws://host:${PORT}/path`, digits only) is no secret:
+ * scrubbing "9101" from every log line and answer would hide ids that happen to contain it.
+ */
+function isPort(url: string, at: number, length: number, value: string): boolean {
+  return /^\d{1,5}$/.test(value) && url[at - 1] === ':' && /^([/?#]|$)/.test(url.slice(at + length, at + length + 1))
 }
 
 /**

@@ -6,7 +6,7 @@ import type { Metrics } from '../telemetry/metrics'
  * The checks the gateway adds in front of its handlers, where uWebSockets.js (this build's HTTP parser)
  * lets a request through that HTTP/1.1 or RFC 6455 says to refuse. What uWS refuses before any handler
  * runs (HTTP/1.0, no Host, unknown methods, a Content-Length it cannot parse) is out of reach here; the
- * README says what the client sees then.
+ * docs/reference/endpoints.md ("The front door") says what the client sees then.
  */
 
 /** Why the front door refused or dropped something: the `reason` label of front_door_refusals_total. */

@@ -1,7 +1,8 @@
 /**
  * The one metric catalogue. Names are prefixed `assist_gateway_`, in base units; labels are route,
- * upstream, reason-like enums only, never a contact id. The dashboard, the alert rules and the README
- * use names from CATALOGUE only (tests/unit/telemetry/metrics.test.ts checks that).
+ * upstream, reason-like enums only, never a contact id. The dashboard, the alert rules and the docs
+ * use names from CATALOGUE only (tests/unit/telemetry/metrics.test.ts checks that); docs/reference/metrics.md
+ * is generated from it (npm run docs).
  */
 export const PREFIX = 'assist_gateway_'
 

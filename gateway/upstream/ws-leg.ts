@@ -43,7 +43,7 @@ const BINARY = { binary: true } as const
 
 /**
  * One vendor WebSocket (the `ws` client: measured cheaper per frame than undici's WebSocket here, see
- * README "Choices"). Sends are synchronous copies: `ws` masks a client frame into a fresh buffer, so the
+ * docs/concepts/architecture.md, "Choices"). Sends are synchronous copies: `ws` masks a client frame into a fresh buffer, so the
  * caller's memory (uWS neuters it on return) is never referenced after `sendBinary` returns.
  */
 export class VendorSocket {

@@ -17,7 +17,7 @@ export interface CgroupPaths {
 export const SYSTEM_CGROUP: CgroupPaths = { root: '/sys/fs/cgroup', self: '/proc/self/cgroup' }
 
 /**
- * Idle RSS of one process, the figure of README "Capacity model" (measured 73–104 MiB for the main
+ * Idle RSS of one process, the figure of docs/concepts/capacity.md (measured 73–104 MiB for the main
  * process and 73–106 MiB per worker, 2026-11-25, AMD EPYC 2-vCPU VM, Node 20.20.2, sampled every
  * second for 50 s: the spread is V8's heap between collections), rounded up. A single process
  * (`--workers 1`) is one worker's figure: it has no main process beside it.
@@ -198,7 +198,7 @@ export function planWorkers(opts: {
       ok: false,
       error:
         `${workers} worker process${workers === 1 ? '' : 'es'} (${source}) need about ${need} MiB before any call ` +
-        `(${perProcess} idle, README "Capacity model"), more than the memory limit of ${round(memory.value / MIB)} MiB ` +
+        `(${perProcess} idle, docs/concepts/capacity.md), more than the memory limit of ${round(memory.value / MIB)} MiB ` +
         `(${memory.file}). ` +
         (most === 0
           ? `Not even one process fits: raise the memory limit to at least ${idleBytes(1) / MIB} MiB.`

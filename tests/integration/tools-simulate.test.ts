@@ -249,7 +249,7 @@ t.test('bad options are rejected', async t => {
 
 t.test('issue 22: each run is its own call (a fresh contact) unless contactIdBase says otherwise', async t => {
   // Two runs on one route with the same contact re-attach to each other's vendor session (same contactId,
-  // busNo and perspective: README, "The audio hook"); a run of the simulator is a new call.
+  // busNo and perspective: docs/concepts/sessions.md, "Re-attach"); a run of the simulator is a new call.
   const srv = await hookServer()
   t.teardown(() => srv.close())
   const clip = Buffer.alloc(160, 0xff)

@@ -92,6 +92,25 @@ t.test('${VAR} fills numbers and booleans, validated after substitution', async 
   )
 })
 
+t.test('a ${VAR} in an upstream URL is a secret, except one that fills exactly its port', async t => {
+  const urls =
+    '    upstreams:\n' +
+    '      - { name: a, audio: "ws://127.0.0.1:${VPORT:-9101}/stream", text: "http://127.0.0.1:${VPORT:-9101}" }\n' +
+    '      - { name: b, audio: "wss://v.example/x?key=${QKEY}", text: "http://u:${UPASS}@v.example/a:${NOTPORT}x" }\n'
+  const dir = t.testdir({
+    'g.yaml': `routes:\n  demo:\n    mapping: mappings/json-events.yaml\n${urls}`
+  })
+  const c = loadConfig(join(dir, 'g.yaml'), { QKEY: 'query-key-1', UPASS: 'user-pass-1', NOTPORT: '8443' })
+  t.equal(c.routes.demo.upstreams[0].audio, 'ws://127.0.0.1:9101/stream')
+  t.notOk(
+    c.secrets.includes('9101'),
+    'a port is not scrubbed from logs and answers (ops/gateway.yaml, DEMO_VENDOR_PORT)'
+  )
+  t.ok(c.secrets.includes('query-key-1'), 'a key in a query is a secret')
+  t.ok(c.secrets.includes('user-pass-1'), 'so is a password in the URL')
+  t.ok(c.secrets.includes('8443'), 'digits that are not the whole port are a secret too')
+})
+
 t.test('redis: ${REDIS_URL} with the variable unset is an error; ${REDIS_URL:-} runs without Redis', async t => {
   const dir = t.testdir({
     'strict.yaml': `redis: \${REDIS_URL}\n${ROUTE}`,

@@ -1,6 +1,6 @@
 import t from 'tap'
-import { readFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { readdirSync, readFileSync } from 'node:fs'
+import { join, relative } from 'node:path'
 import { CATALOGUE, Metrics, PREFIX } from '../../../gateway/telemetry/metrics'
 
 t.test('every catalogue metric is registered under the prefix, and nothing else is', async t => {
@@ -34,19 +34,30 @@ t.test('per-leg integers are published at scrape time, ended legs keep counting'
   t.match(text, 'assist_gateway_audio_sessions_active{route="r1"} 1')
 })
 
-t.test('the README names only catalogue metrics', async t => {
-  const readme = readFileSync(join(__dirname, '..', '..', '..', 'README.md'), 'utf8')
-  const used = new Set(
-    [...readme.matchAll(/assist_gateway_([a-z_]+)/g)].map(m => m[1].replace(/_(bucket|sum|count)$/, ''))
-  )
+t.test('the docs name only catalogue metrics, and the metrics reference names every one', async t => {
+  const root = join(__dirname, '..', '..', '..')
+  const files = ['README.md', ...markdownUnder(join(root, 'docs')).map(f => relative(root, f))]
   const known = new Set(Object.keys(CATALOGUE))
-  for (const n of used)
-    t.ok(
-      known.has(n as keyof typeof CATALOGUE) || n.startsWith('process_') || n.startsWith('nodejs_'),
-      `${n} is in the catalogue`
+  for (const file of files) {
+    const text = readFileSync(join(root, file), 'utf8')
+    const used = new Set(
+      [...text.matchAll(/assist_gateway_([a-z_]+)/g)].map(m => m[1].replace(/_(bucket|sum|count)$/, ''))
     )
-  for (const n of known) t.ok(used.has(n), `${n} is documented in the README`)
+    for (const n of used)
+      t.ok(
+        known.has(n as keyof typeof CATALOGUE) || n.startsWith('process_') || n.startsWith('nodejs_'),
+        `${file}: ${n} is in the catalogue`
+      )
+  }
+  const reference = readFileSync(join(root, 'docs', 'reference', 'metrics.md'), 'utf8')
+  for (const n of known) t.match(reference, `| \`${PREFIX}${n}\` |`, `${n} is in docs/reference/metrics.md`)
 })
+
+function markdownUnder(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap(e =>
+    e.isDirectory() ? markdownUnder(join(dir, e.name)) : e.name.endsWith('.md') ? [join(dir, e.name)] : []
+  )
+}
 
 t.test('per-route gauges have a sample at 0 for every configured route when idle', async t => {
   const m = new Metrics()
