@@ -7,7 +7,8 @@
  * init message on any close they did not make; then a fault per window (faults.ts). Prints per window:
  * legs cut and codes, reconnect times, frames sent / delivered / counted lost by the gateways /
  * uncounted, the longest gap per leg; over the run: RSS and fd slopes per gateway process and vendor
- * streams per replica over time. Exits 1 when any window has uncounted frames (--allow-uncounted: 0).
+ * streams per replica over time. Exits 1 when any window has frames a gateway read but neither delivered nor
+ * counted (--allow-uncounted: 0); frames sent and never read (in flight past a close frame) are printed apart.
  */
 import { randomBytes } from 'node:crypto'
 import { readFileSync } from 'node:fs'
