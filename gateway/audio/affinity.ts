@@ -3,7 +3,35 @@ import type { ContinuedSession, Store } from '../store/port'
 import type { Logger } from '../telemetry/log'
 import type { Metrics } from '../telemetry/metrics'
 import type { Replica } from '../upstream/pool'
-import type { Session } from './session-contract'
+import type { Session, SessionDeps } from './session-contract'
+
+/**
+ * Where session `legId` (key `key`) streams: its route, replica, this instance and the caller that may
+ * continue it, kept `ttlSeconds` (a day while it streams, the re-attach grace while parked, past the
+ * drain deadline when handed off, with the mapping's continuation for the next instance).
+ */
+export function writeAffinity(
+  deps: Pick<SessionDeps, 'store' | 'route' | 'caller'>,
+  key: string,
+  legId: string,
+  replica: Replica,
+  ttlSeconds: number,
+  continued?: ContinuedSession
+): void {
+  const { store, route, caller } = deps
+  store.setAffinity(
+    key,
+    {
+      route: route.name,
+      replica: replica.name,
+      instance: store.instanceId,
+      legId,
+      ...(continued !== undefined ? { continued } : {}),
+      ...(caller !== undefined ? { caller } : {})
+    },
+    ttlSeconds
+  )
+}
 
 /**
  * Start `session` on the replica the affinity record `key` names, when that replica is healthy: a leg

@@ -1,3 +1,4 @@
+import type { VendorFailure } from './connection-contract'
 import type { SessionState } from './session-contract'
 
 // The per-state tables of the vendor session state machine (audio/session.ts): total, so a new state
@@ -10,6 +11,32 @@ export const AFTER_FAILURE: Record<SessionState, 'walk-or-end' | 'recover' | 'wa
   RESUMING: 'recover',
   RECOVERING: 'walk-or-wait',
   CLOSED: 'ignore'
+}
+
+/**
+ * What a failure of the current connection leads to: the state's AFTER_FAILURE row, refined by the
+ * failure. `final`: the judgement says every replica would answer the same (audio/failover.ts `judge`).
+ */
+export function afterFailure(
+  state: SessionState,
+  failure: VendorFailure,
+  final: boolean,
+  hasNext: boolean
+): 'end' | 'end-leg' | 'walk' | 'recover' | 'ignore' {
+  // A control rule ended the session on the vendor's word and wants the leg to end with it.
+  if (failure.kind === 'ended' && failure.then === 'leg') return 'end-leg'
+  if (final) return 'end'
+  switch (AFTER_FAILURE[state]) {
+    case 'walk-or-end':
+      // Unreachable or never ready (charged to the replica): the next replica. Any other answer is the vendor's.
+      return failure.kind === 'unreachable' || (failure.kind === 'not-ready' && hasNext) ? 'walk' : 'end'
+    case 'walk-or-wait':
+      return 'walk'
+    case 'recover':
+      return 'recover'
+    case 'ignore':
+      return 'ignore'
+  }
 }
 
 /**

@@ -6,14 +6,16 @@ import type { LegCounters } from '../telemetry/metrics'
 import type { ContinuedSession } from '../store/port'
 import type { Replica } from '../upstream/pool'
 import type { Connection, ConnectionContext, ConnectionEvents, ConnectionFactory } from './connection-contract'
+import { writeAffinity } from './affinity'
 import { ControlChain } from './control-chain'
+import { Handover } from './handover'
 import { judge, ReplicaWalk, replicaSecrets } from './failover'
 import { relayChunkMs } from './coalescer'
 import { effectiveReplayRate } from './pacer'
 import { livenessOf } from './liveness'
 import { AudioRelay } from './relay'
 import type { Session, SessionDeps, SessionFailure, SessionOwner, SessionState } from './session-contract'
-import { AFTER_FAILURE, FLOWING, KEEPS } from './session-states'
+import { afterFailure, FLOWING, KEEPS } from './session-states'
 import { VendorConnection } from './vendor-connection'
 
 const newConnection: ConnectionFactory = (ctx, replica, input, events) =>
@@ -36,15 +38,14 @@ export class VendorSession implements Session {
   owner: SessionOwner | null
   /** The connection audio goes to (null while none is ready or being opened). */
   private conn: Connection | null = null
-  /** A replacement being made ready while `conn` still carries audio (rotation). */
-  private next: Connection | null = null
+  /** A replacement made ready while `conn` still carries audio (rotation, a vendor's reconnect, a move). */
+  private readonly handover: Handover
   private readonly walk: ReplicaWalk
   private readonly ctx: ConnectionContext
   private readonly events: ConnectionEvents
   private readonly connect: ConnectionFactory
   private retryTimer: TimerHandle | null = null
   private parkTimer: TimerHandle | null = null
-  private rotateTimer: TimerHandle | null = null
   private vendorParams: Record<string, unknown> = {}
   /** When `conn` was opened (clock ms), for the replica's session-open breaker; and the one a full hold buffer moved to. */
   private connOpenedAt = 0
@@ -83,9 +84,22 @@ export class VendorSession implements Session {
       lost: (conn, failure) => this.fail({ kind: 'connection', conn, failure, when: 'lost' }),
       result: (text, channel) => this.deliver(text, channel),
       replicaDown: conn => this.replicaDownWhileParked(conn),
-      reconnect: conn => this.reconnect(conn),
-      move: (conn, to) => this.reconnect(conn, to)
+      reconnect: conn => this.handover.begin(conn),
+      move: (conn, to) => this.handover.begin(conn, to)
     }
+    this.handover = new Handover({
+      clock: deps.clock,
+      rotateAfterMs: deps.route.mapping.audio!.rotateAfterMs,
+      current: () => (this.state === 'READY' ? this.conn : null),
+      open: (to, input) => this.connect(this.ctx, to, input, this.events),
+      input: () => this.input,
+      tookOver: (conn, old) => this.tookOver(conn, old),
+      failed: why =>
+        this.ctx.log.warn(
+          { event: 'rotation_failed', why },
+          'could not open the replacement vendor session; keeping the current one'
+        )
+    })
   }
 
   /** A parked session has nobody to fail over for: its replica going down ends it with the close sequence, not 1006. */
@@ -150,26 +164,7 @@ export class VendorSession implements Session {
 
   /** A connection is ready: the first one (CONNECTED), a failover's replacement, or a rotation's next one. */
   private connectionReady(conn: Connection, params: Record<string, unknown>): void {
-    if (conn === this.next) {
-      // Rotation, make-before-break: audio moves to the new connection, the old one says goodbye.
-      const old = this.conn!
-      this.next = null
-      this.conn = conn
-      conn.takeOver(old)
-      this.relay.retarget(conn)
-      old.goodbye()
-      if (conn.replica === old.replica)
-        this.ctx.log.info({ event: 'rotated', upstream: conn.replica.name }, 'vendor session rotated before its cap')
-      else {
-        this.setAffinity(conn, 86400)
-        this.ctx.log.info(
-          { event: 'moved', upstream: conn.replica.name, from: old.replica.name },
-          'call moved to a less busy replica (rebalancing), make-before-break'
-        )
-      }
-      this.armRotation()
-      return
-    }
+    if (this.conn !== null && this.handover.ready(conn, this.conn)) return
     if (conn !== this.conn) return
     if (this.state === 'RECOVERING') {
       const gap = this.walk.recovered()
@@ -193,7 +188,7 @@ export class VendorSession implements Session {
     }
     this.state = 'READY'
     this.setAffinity(conn, 86400)
-    this.armRotation()
+    this.handover.arm()
     this.tellOwner()
     this.relay.flowTo(conn)
   }
@@ -213,42 +208,22 @@ export class VendorSession implements Session {
   }
 
   private setAffinity(conn: Connection, ttlSeconds: number, continued?: ContinuedSession): void {
-    const { route, store } = this.deps
-    store.setAffinity(
-      this.key,
-      {
-        route: route.name,
-        replica: conn.replica.name,
-        instance: store.instanceId,
-        legId: this.id,
-        ...(continued !== undefined ? { continued } : {}),
-        ...(this.deps.caller !== undefined ? { caller: this.deps.caller } : {})
-      },
-      ttlSeconds
-    )
+    writeAffinity(this.deps, this.key, this.id, conn.replica, ttlSeconds, continued)
   }
 
-  /** The mapping's `rotateAfterMs`: a new vendor session on the same replica before the vendor's own cap. */
-  private armRotation(): void {
-    const after = this.deps.route.mapping.audio!.rotateAfterMs
-    if (after === null) return
-    if (this.rotateTimer !== null) this.deps.clock.clearTimeout(this.rotateTimer)
-    this.rotateTimer = this.deps.clock.setTimeout(() => {
-      this.rotateTimer = null
-      const conn = this.conn
-      if (conn !== null) this.reconnect(conn)
-    }, after)
-  }
-
-  /**
-   * A new vendor session, make-before-break: on the same replica (rotation, or the vendor asked:
-   * `reconnect`), or on `to` (rebalancing: upstream/rebalance.ts). False when one is under way already.
-   */
-  private reconnect(conn: Connection, to: Replica = conn.replica): boolean {
-    if (conn !== this.conn || this.state !== 'READY' || this.next !== null) return false
-    const input = conn.handover === undefined ? this.input : { ...this.input, previous: conn.handover() }
-    this.next = this.connect(this.ctx, to, input, this.events)
-    return true
+  /** A handover's connection took the audio over (audio/handover.ts): it is the current one now. */
+  private tookOver(conn: Connection, old: Connection): void {
+    this.conn = conn
+    this.relay.retarget(conn)
+    if (conn.replica === old.replica)
+      this.ctx.log.info({ event: 'rotated', upstream: conn.replica.name }, 'vendor session rotated before its cap')
+    else {
+      this.setAffinity(conn, 86400)
+      this.ctx.log.info(
+        { event: 'moved', upstream: conn.replica.name, from: old.replica.name },
+        'call moved to a less busy replica (rebalancing), make-before-break'
+      )
+    }
   }
 
   // ---- failure: the one verb -------------------------------------------------------------------
@@ -272,46 +247,32 @@ export class VendorSession implements Session {
         'audio'
       )
     if (failure.kind === 'mapping') return this.end(j.error, j.extra, failure.error)
-    if (conn === this.next) {
-      this.next = null
-      this.ctx.log.warn(
-        { event: 'rotation_failed', why: j.why },
-        'could not open the rotated vendor session; keeping the current one'
-      )
-      this.armRotation()
-      return
-    }
+    if (this.handover.failed(conn, j.why)) return
     if (conn !== this.conn) return
     this.conn = null
-    // A control rule ended the session on the vendor's word and wants the leg to end with it.
-    if (failure.kind === 'ended' && failure.then === 'leg') return this.end(j.error, j.extra)
-    const pool = this.deps.route.pool
+    const next = afterFailure(this.state, failure, j.final, this.walk.hasNext)
     // The breaker counts sessions lost once ready (and rate refusals): a refusal before ready is the vendor's
     // verdict on one leg's request, never a storm.
-    if (f.when === 'lost' || j.closeClass === 'rate-exceeded')
-      pool.recordSessionLoss(conn.replica, this.deps.clock.now() - this.connOpenedAt, this.deps.settings.sessionBreaker)
-    if (j.final) return this.end(j.error, { upstream: conn.replica.name, ...j.extra })
-    const log = this.ctx.log
-    switch (AFTER_FAILURE[this.state]) {
-      case 'walk-or-end':
-        // Unreachable or never ready (charged above): the next replica. Any other answer is the vendor's.
-        if (failure.kind !== 'unreachable' && !(failure.kind === 'not-ready' && this.walk.hasNext))
-          return this.end(j.error, { upstream: conn.replica.name, ...j.extra })
+    if (next !== 'end-leg' && (f.when === 'lost' || j.closeClass === 'rate-exceeded'))
+      this.deps.route.pool.recordSessionLoss(
+        conn.replica,
+        this.deps.clock.now() - this.connOpenedAt,
+        this.deps.settings.sessionBreaker
+      )
+    switch (next) {
+      case 'end-leg':
+        return this.end(j.error, j.extra)
+      case 'end':
+        return this.end(j.error, { upstream: conn.replica.name, ...j.extra })
+      case 'walk':
         this.walk.lastError = j.why
-        log.warn(
-          { event: 'upstream_connect_failed', upstream: conn.replica.name, error: j.why },
-          'vendor replica unreachable; trying the next one'
-        )
-        return this.tryNext()
-      case 'walk-or-wait':
-        this.walk.lastError = j.why
-        if (failure.kind === 'unreachable')
-          log.warn(
+        if (failure.kind === 'unreachable' || this.state === 'OPENING')
+          this.ctx.log.warn(
             { event: 'upstream_connect_failed', upstream: conn.replica.name, error: j.why },
             'vendor replica unreachable; trying the next one'
           )
         else
-          log.warn(
+          this.ctx.log.warn(
             { event: 'failover_attempt_failed', upstream: conn.replica.name, why: j.why },
             'replacement vendor session failed; trying on'
           )
@@ -325,9 +286,8 @@ export class VendorSession implements Session {
 
   /** Lost mid-call. With an owner and failover enabled: open a replacement and replay. Parked: just close. */
   private recover(lost: Connection, why: string, error: GatewayError, extra: Record<string, unknown>): void {
-    // A rotation in progress is abandoned: the replacement below starts from a clean slate.
-    this.next?.abort()
-    this.next = null
+    // A handover in progress is abandoned: the replacement below starts from a clean slate.
+    this.handover.abandon(false)
     if (this.owner === null) {
       this.ctx.log.info(
         { event: 'parked_session_lost', why },
@@ -467,10 +427,9 @@ export class VendorSession implements Session {
     if (this.state === 'CLOSED') return
     const goodbye = graceful && FLOWING[this.state]
     this.state = 'CLOSED'
-    for (const t of [this.retryTimer, this.parkTimer, this.rotateTimer]) if (t !== null) this.deps.clock.clearTimeout(t)
-    this.retryTimer = this.parkTimer = this.rotateTimer = null
-    this.next?.abort()
-    this.next = null
+    for (const t of [this.retryTimer, this.parkTimer]) if (t !== null) this.deps.clock.clearTimeout(t)
+    this.retryTimer = this.parkTimer = null
+    this.handover.abandon(true)
     const conn = this.conn
     if (conn !== null && goodbye && conn.state === 'READY') {
       this.relay.drainTo(conn)

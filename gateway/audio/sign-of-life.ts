@@ -1,11 +1,17 @@
 /**
  * The vendor's last sign of life on one connection, in audio written (the connection counts platform
- * audio bytes, whatever the writes were): a pong answers everything written before its ping; a vendor
- * message, everything but what is still in our socket buffer.
+ * audio bytes, whatever the writes were): a pong answers everything written before its ping, exactly (a
+ * ping travels in order behind the audio). A vendor message says less: the vendor read audio up to some
+ * point, but what sat in the kernel's socket buffers then (ours and the vendor's, invisible from here;
+ * tens of ms of audio on a busy machine) may never have been read. So while pings run (`pongs`), a
+ * message only says the vendor is alive; without pings it stands for everything but our own socket
+ * buffer, the best there is.
  * At a loss, what was written since is what the vendor may not have processed (audio/relay.ts `recover`).
  * Updated on pings, pongs and vendor messages only: nothing per audio frame.
  */
 export class SignOfLife {
+  /** Pings run on this connection: only their pongs move the watermark. */
+  pongs = false
   private writesAtPing = 0
   private pingAt = 0
   private writes = 0
@@ -24,14 +30,20 @@ export class SignOfLife {
   }
 
   pong(): void {
-    this.seen(this.writesAtPing, this.pingAt)
+    this.advance(this.writesAtPing, this.pingAt)
+  }
+
+  /** A vendor message at `at`, when our socket buffer held all but the first `writes` (see above). */
+  message(writes: number, at: number): void {
+    if (!this.pongs) return this.advance(writes, at)
+    if (at > this.at) this.at = at
   }
 
   /** The vendor had read the first `writes` frames at `at`. */
-  seen(writes: number, at: number): void {
+  private advance(writes: number, at: number): void {
     if (writes < this.writes) return
     this.writes = writes
-    this.at = at
+    if (at > this.at) this.at = at
   }
 
   /** Frames written (of `total`) since the last sign of life. */

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import type { TimerHandle } from '../clock'
 import type { PreviousSession } from '../mapping/audio'
 import type { Expr } from '../mapping/expr'
-import { type MappingInput, run } from '../mapping/run'
+import type { MappingInput } from '../mapping/run'
 import type { RouteRuntime } from '../route'
 import type { Replica, StreamLease } from '../upstream/pool'
 import { type SocketFailure, VendorSocket } from '../upstream/ws-leg'
@@ -13,14 +13,15 @@ import type {
   ConnectionState,
   VendorFailure
 } from './connection-contract'
-import { AudioEncoder, FrameCounters, fillControl, isIdentity, MediaTemplate } from './encoder'
+import { type AudioEncoder, FrameCounters } from './encoder'
+import { type ControlStage, ControlFrames } from './control-frames'
 import { livenessOf } from './liveness'
 import { framesIn, SignOfLife } from './sign-of-life'
 import { VendorControl } from './vendor-control'
 import { ON_CLOSE, READ } from './connection-states'
 import { parseVendorText, type Reading, type Verdict } from './vendor-message'
-import { vendorTarget } from '../mapping/vendor-target'
-import { audioEventHeaders, incomingBinary, sendMapped } from './vendor-wire'
+import { upstreamInput, vendorTarget } from '../mapping/vendor-target'
+import { incomingBinary, socketEncoder } from './vendor-wire'
 
 /**
  * One vendor connection of a session: builds URL and headers from the mapping, holds a stream lease on
@@ -36,14 +37,15 @@ export class VendorConnection implements Connection {
   private readonly frames = new FrameCounters()
   /** The mapping's control rules: per-session state and the audio gate (audio/vendor-control.ts). */
   private readonly rules: VendorControl
+  /** The mapping's own frames: open, keepalive, pause, resume, close, replies. */
+  private readonly out: ControlFrames
   private readonly input: MappingInput
   private readonly audio: NonNullable<RouteRuntime['mapping']['audio']>
   private readyTimer: TimerHandle | null = null
   private keepaliveTimer: TimerHandle | null = null
   private closeTimer: TimerHandle | null = null
-  /** Platform audio bytes written (before encoding), and the count at the last keepalive tick (idle detection). */
+  /** Platform audio bytes written (before encoding). */
   private audioBytes = 0
-  private keepaliveMark = -1
   private readonly life = new SignOfLife()
 
   constructor(
@@ -52,19 +54,10 @@ export class VendorConnection implements Connection {
     input: MappingInput,
     private readonly events: ConnectionEvents
   ) {
-    const cfg = replica.config
     this.audio = ctx.route.mapping.audio!
-    this.input = {
-      ...input,
-      upstream: {
-        name: cfg.name,
-        audio: cfg.audio ?? null,
-        credential: cfg.credential ?? null,
-        hasCredential: cfg.credential !== undefined
-      },
-      session: { id: randomUUID() }
-    }
+    this.input = { ...input, upstream: upstreamInput(replica.config), session: { id: randomUUID() } }
     this.rules = new VendorControl(this.audio, this.frames, ctx)
+    this.out = new ControlFrames(this.audio, this.frames, this.rules, ctx, () => this.socket)
     ctx.chain.run(async () => await this.connect())
   }
 
@@ -154,16 +147,9 @@ export class VendorConnection implements Connection {
     if (this.state !== 'CONNECTING') return
     this.state = 'OPENING'
     const audio = this.audio
-    if (audio.template !== null) {
-      const t = await run(audio.template, this.input)
-      if (!t.ok || t.value === null || typeof t.value !== 'object')
-        return this.mappingFailed('template', t.ok ? 'the template did not produce an object' : t.error)
-      this.encoder = this.newEncoder(new MediaTemplate(JSON.stringify(t.value)))
-    } else if (!isIdentity(audio.frames)) {
-      const events = await audioEventHeaders(audio, this.input)
-      if (!events.ok) return this.mappingFailed('template', events.error)
-      this.encoder = this.newEncoder(null, events.headers)
-    }
+    const built = await socketEncoder(audio, this.input, this.frames, this.socket!)
+    if (!built.ok) return this.mappingFailed('template', built.error)
+    this.encoder = built.encoder
     if (audio.open !== null && !(await this.sendControl(audio.open, 'open'))) return
     if (this.state !== 'OPENING') return
     if (audio.ready === null) {
@@ -176,71 +162,30 @@ export class VendorConnection implements Connection {
     }, this.ctx.settings.readyTimeoutSeconds * 1000)
   }
 
-  private newEncoder(template: MediaTemplate | null, eventHeaders: Uint8Array | null = null): AudioEncoder {
-    const sink = {
-      binary: (c: Uint8Array) => this.socket!.sendBinary(c),
-      text: (f: string) => this.socket!.sendText(f)
-    }
-    return new AudioEncoder(this.audio.frames, this.frames, template, sink, eventHeaders)
-  }
-
   private becomeReady(params: Record<string, unknown>): void {
     this.clearTimer('readyTimer')
     this.state = 'READY'
     this.life.reset(this.ctx.clock.now(), this.audioBytes)
     this.ctx.route.pool.recordSuccess(this.replica)
     const live = livenessOf(this.ctx.settings, this.audio)
+    this.life.pongs = live.pingMs > 0
     this.socket!.startHeartbeat(live.pingMs, live.timeoutMs)
-    this.armKeepalive()
+    this.keepaliveTimer = this.out.keepalive(
+      this.input,
+      () => this.state === 'READY',
+      () => this.audioBytes
+    )
     this.events.ready(this, params)
   }
 
-  /** The mapping's keepalive: on its timer, when idle (no audio since the last tick) or always. */
-  private armKeepalive(): void {
-    const ka = this.audio.keepalive
-    if (ka === null) return
-    this.keepaliveTimer = this.ctx.clock.setInterval(() => {
-      if (this.state !== 'READY') return
-      const idle = this.audioBytes === this.keepaliveMark
-      this.keepaliveMark = this.audioBytes
-      if (ka.when === 'always' || idle)
-        this.ctx.chain.run(async () => {
-          if (this.state !== 'READY') return
-          if (ka.set != null) await this.rules.apply(ka.set, this.rules.input(this.input))
-          await this.sendControl(ka.frame, 'keepalive')
-        })
-    }, ka.everyMs)
-  }
+  // ---- control frames (audio/control-frames.ts) --------------------------------------------------
 
-  // ---- control frames ----------------------------------------------------------------------------
-
-  /**
-   * Evaluate a control expression and send its frame(s), placeholders filled. A failing `open` fails
-   * the connection (false); any other failing frame is counted, logged and skipped.
-   */
-  private async sendControl(expr: Expr, stage: 'open' | 'keepalive' | 'pause' | 'resume' | 'close'): Promise<boolean> {
-    const out = await run(expr, this.rules.input(this.input))
-    if (!out.ok) {
-      if (stage === 'open') {
-        this.mappingFailed('open', out.error)
-        return false
-      }
-      this.ctx.metrics.mappingErrors.inc({ route: this.ctx.route.name, stage })
-      this.ctx.log.warn(
-        { event: 'mapping_error', stage, error: out.error },
-        `the ${stage} expression failed; nothing sent`
-      )
-      return true
-    }
-    this.sendFrames(out.value)
-    return true
-  }
-
-  private sendFrames(value: unknown): void {
-    const failed = sendMapped(this.audio, this.socket, value, text => fillControl(text, this.frames))
-    if (failed === null) return
-    this.ctx.metrics.mappingErrors.inc({ route: this.ctx.route.name, stage: 'frame' })
-    this.ctx.log.warn({ event: 'mapping_error', stage: 'frame', error: failed }, 'a frame was not sent')
+  /** Sends a control expression's frame(s); false when it was the open frame and it failed (the connection fails). */
+  private async sendControl(expr: Expr, stage: ControlStage): Promise<boolean> {
+    const error = await this.out.send(expr, stage, this.input)
+    if (error === null) return true
+    this.mappingFailed('open', error)
+    return false
   }
 
   control(kind: 'pause' | 'resume', done: () => void = () => {}): void {
@@ -287,11 +232,14 @@ export class VendorConnection implements Connection {
     for (const msg of messages) this.ctx.chain.run(async () => await this.read(msg))
   }
 
-  /** A vendor message is a sign of life for all but what still sits in our socket buffer. */
+  /** A vendor message is a sign of life (audio/sign-of-life.ts: how much it says). */
   private received(bytes: number): void {
     const s = this.socket
     if (this.state === 'READY' && s !== null)
-      this.life.seen(this.audioBytes - framesIn(s.bufferedAmount, s.bytesSent, this.audioBytes), this.ctx.clock.now())
+      this.life.message(
+        this.audioBytes - framesIn(s.bufferedAmount, s.bytesSent, this.audioBytes),
+        this.ctx.clock.now()
+      )
     const c = this.ctx.counters
     c.framesFromVendor++
     c.bytesFromVendor += bytes
@@ -306,7 +254,7 @@ export class VendorConnection implements Connection {
     for await (const step of this.rules.read(msg, phase, this.input)) {
       if (step.kind === 'end') this.end(step.after, step.vendorMessage)
       else if (step.kind === 'reading') this.reading(step.reading)
-      else if (step.kind === 'reply') this.sendFrames(step.value)
+      else if (step.kind === 'reply') this.out.sendValue(step.value)
       else if (step.kind === 'emit') this.verdict(step.verdict)
       else if (step.kind === 'resume') this.rules.resume()
       else if (this.state === 'READY') this.events.reconnect?.(this)

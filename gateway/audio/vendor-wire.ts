@@ -7,6 +7,7 @@ import {
   toMappingMessage
 } from '../mapping/event-stream'
 import type { AudioMapping } from '../mapping/audio'
+import { AudioEncoder, type FrameCounters, isIdentity, MediaTemplate } from './encoder'
 
 /**
  * The wire of one vendor socket as its mapping's `frames.framing` sets it: frames the mapping produces
@@ -79,4 +80,28 @@ export async function audioEventHeaders(
   } catch (err) {
     return { ok: false, error: `frames.headers: ${(err as Error).message}` }
   }
+}
+
+/**
+ * The audio encoder of one socket: a media template's frames, event-stream messages with their headers,
+ * or none (raw platform frames, written through). Built once the socket is open: the template reads the
+ * mapping input.
+ */
+export async function socketEncoder(
+  audio: AudioMapping,
+  input: MappingInput,
+  frames: FrameCounters,
+  sink: FrameSink
+): Promise<{ ok: true; encoder: AudioEncoder | null } | { ok: false; error: string }> {
+  const to = { binary: (c: Uint8Array) => sink.sendBinary(c), text: (f: string) => sink.sendText(f) }
+  if (audio.template !== null) {
+    const t = await run(audio.template, input)
+    if (!t.ok || t.value === null || typeof t.value !== 'object')
+      return { ok: false, error: t.ok ? 'the template did not produce an object' : t.error }
+    return { ok: true, encoder: new AudioEncoder(audio.frames, frames, new MediaTemplate(JSON.stringify(t.value)), to) }
+  }
+  if (isIdentity(audio.frames)) return { ok: true, encoder: null }
+  const events = await audioEventHeaders(audio, input)
+  if (!events.ok) return events
+  return { ok: true, encoder: new AudioEncoder(audio.frames, frames, null, to, events.headers) }
 }

@@ -3,12 +3,13 @@ import { dirname, isAbsolute, join, resolve } from 'node:path'
 import { checkTokenSettings } from './tokens'
 import { ConfigError, type ConfigProblem } from '../errors'
 import { packageRoot } from '../paths'
-import { escapePointer, pointerSegments, problemsOf, validator } from '../validate/compile'
+import { escapePointer, problemsOf, validator } from '../validate/compile'
+import { coerceReferences, interpolateAll } from './references'
+import { collectSecrets, routeSecrets } from './secrets'
 import { readSource } from './source'
 import type { Config } from './types'
 
 type Problem = ConfigProblem
-const REF = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g
 
 /**
  * Load, interpolate, validate and freeze a config file. `serve` and `check` share this one path.
@@ -19,15 +20,7 @@ export function loadConfig(file: string, env: NodeJS.ProcessEnv): Config {
   const { value: raw, where } = readSource(path)
   // Each problem also names where in the file it is (the nearest key or value that exists there).
   const located = (p: Problem): Problem => ({ ...p, ...where(p.pointer) })
-  const unset = new Map<string, string>()
-  const literalSecrets: string[] = []
-  const wholeRefs = new Set<string>()
-  const urlRefs = new Map<string, string[]>()
-  const broken: string[] = []
-  const expanded = interpolate(raw, { env, unset, literalSecrets, wholeRefs, urlRefs, broken }, '') as Record<
-    string,
-    unknown
-  >
+  const { expanded, unset, literalSecrets, wholeRefs, urlRefs, broken } = interpolateAll(raw, env)
   // An unclosed `${REDIS_URL` would be taken as text: a fleet quietly running alone on local state.
   const brokenRefs = broken.map(pointer => ({
     file: path,
@@ -130,104 +123,6 @@ export function loadConfig(file: string, env: NodeJS.ProcessEnv): Config {
   cfg.secrets = collectSecrets(cfg)
   cfg.warnings = warnings
   return deepFreeze(cfg) as Config
-}
-
-/** Pointers (as regexes) of values that are credentials: they must come from ${VAR} and are redacted from logs. */
-const SECRET_POINTERS = [
-  /^\/routes\/[^/]+\/auth\/(audio|text)\/\d+$/,
-  /^\/routes\/[^/]+\/upstreams\/\d+\/(credential|headers\/.+|signing\/.+)$/,
-  /^\/routes\/[^/]+\/tee\/\d+\/upstreams\/\d+\/(credential|headers\/.+|signing\/.+)$/,
-  /^\/listen\/tls\/passphrase$/,
-  /^\/admin\/token$/,
-  /^\/fleet\/secret$/,
-  /^\/store\/(password|sentinelPassword)$/,
-  /^\/tokens\/(keys|clients)\/\d+\/secret$/
-]
-
-interface Interpolation {
-  env: NodeJS.ProcessEnv
-  /** Pointer → name of each ${VAR} without a default whose variable is unset. */
-  unset: Map<string, string>
-  /** Credentials written inline instead of as ${VAR}. */
-  literalSecrets: string[]
-  /** Pointers of values written as exactly one ${VAR} (they may fill a number or a boolean). */
-  wholeRefs: Set<string>
-  /** What each ${VAR} in an upstream URL became (a key in a query, say): secrets, as a credential is. */
-  urlRefs: Map<string, string[]>
-  /** Pointers of values with a `${` that starts no complete reference (`${REDIS_URL`, `${1X}`). */
-  broken: string[]
-}
-
-/** Upstream URLs (a route's and its tees'): a value a ${VAR} fills in is a secret. */
-const UPSTREAM_URL = /^\/routes\/[^/]+\/(tee\/\d+\/)?upstreams\/\d+\/(audio|text)$/
-
-const WHOLE_REF = /^\$\{[A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\}$/
-
-function interpolate(node: unknown, it: Interpolation, pointer: string): unknown {
-  if (typeof node === 'string') {
-    const isSecret = SECRET_POINTERS.some(re => re.test(pointer))
-    REF.lastIndex = 0
-    if (isSecret && !REF.test(node)) it.literalSecrets.push(pointer)
-    if (WHOLE_REF.test(node)) it.wholeRefs.add(pointer)
-    if (node.replace(REF, '').includes('${')) it.broken.push(pointer === '' ? '/' : pointer)
-    const inUrl = UPSTREAM_URL.test(pointer)
-    return node.replace(REF, (m: string, name: string, fallback: string | undefined, at: number) => {
-      const v = it.env[name]
-      const value = v !== undefined && v !== '' ? v : fallback
-      if (inUrl && value !== undefined && value !== '' && !isPort(node, at, m.length, value))
-        it.urlRefs.set(pointer, [...(it.urlRefs.get(pointer) ?? []), value])
-      if (v !== undefined && v !== '') return v
-      if (fallback !== undefined) return fallback
-      it.unset.set(pointer === '' ? '/' : pointer, name)
-      return ''
-    })
-  }
-  if (Array.isArray(node)) return node.map((v, i) => interpolate(v, it, `${pointer}/${i}`))
-  if (node !== null && typeof node === 'object') {
-    const out: Record<string, unknown> = {}
-    for (const [k, v] of Object.entries(node)) out[k] = interpolate(v, it, `${pointer}/${escapePointer(k)}`)
-    return out
-  }
-  return node
-}
-
-/**
- * A reference that fills exactly the port of a URL (`ws://host:${PORT}/path`, digits only) is no secret:
- * scrubbing "9101" from every log line and answer would hide ids that happen to contain it.
- */
-function isPort(url: string, at: number, length: number, value: string): boolean {
-  return /^\d{1,5}$/.test(value) && url[at - 1] === ':' && /^([/?#]|$)/.test(url.slice(at + length, at + length + 1))
-}
-
-/**
- * Where the schema wants a number, an integer or a boolean and the value came wholly from one
- * ${VAR}, read it as that type. True when anything changed (the caller validates again).
- */
-function coerceReferences(
-  root: Record<string, unknown>,
-  errors: readonly { keyword: string; instancePath: string; params: object }[],
-  wholeRefs: Set<string>
-): boolean {
-  let changed = false
-  for (const e of errors) {
-    if (e.keyword !== 'type' || !wholeRefs.has(e.instancePath)) continue
-    const parts = pointerSegments(e.instancePath)
-    const key = parts.pop()
-    let parent: any = root
-    for (const p of parts) parent = parent?.[p]
-    if (key === undefined || parent === null || typeof parent !== 'object') continue
-    const text = parent[key]
-    if (typeof text !== 'string') continue
-    const wanted = String((e.params as { type?: unknown }).type)
-    let value: number | boolean | null = null
-    if ((wanted.includes('number') || wanted.includes('integer')) && /^-?\d+(\.\d+)?$/.test(text.trim()))
-      value = Number(text)
-    else if (wanted.includes('boolean') && /^(true|false)$/.test(text.trim())) value = text.trim() === 'true'
-    if (value === null) continue
-    parent[key] = value
-    changed = true
-  }
-  return changed
 }
 
 function applyEnvOverrides(cfg: Record<string, any>, env: NodeJS.ProcessEnv): void {
@@ -361,55 +256,6 @@ function tokenProblems(cfg: Record<string, any>, dir: string): { pointer: string
     else k.privateKeyFile = f
   })
   return out
-}
-
-/**
- * A route's own secrets: its credentials, its vendors' (and tees') credentials and header values, and what
- * ${VAR} references filled into its vendor URLs. They are what its answers to the platform are scrubbed of
- * (telemetry/scrub.ts); values shorter than 4 characters are left out (they would redact ordinary words).
- */
-function routeSecrets(route: Record<string, any>, urlRefs: [string, string[]][]): string[] {
-  const out = new Set<string>()
-  for (const t of route.auth?.audio ?? []) out.add(t)
-  for (const t of route.auth?.text ?? []) out.add(t)
-  for (const u of [...route.upstreams, ...(route.tee ?? []).flatMap((t: any) => t.upstreams)]) {
-    if (u.credential) out.add(u.credential)
-    for (const v of Object.values(u.headers ?? {})) out.add(v as string)
-    for (const v of Object.values(u.signing ?? {})) if (v) out.add(v as string)
-    for (const url of [u.audio, u.text]) {
-      try {
-        const pw = url === undefined ? '' : new URL(url).password
-        if (pw) out.add(decodeURIComponent(pw))
-      } catch {
-        /* not a URL: refused above */
-      }
-    }
-  }
-  for (const [, values] of urlRefs) for (const v of values) out.add(v)
-  return [...out].filter(s => s.length >= 4)
-}
-
-/** Every secret of the config: every route's, and the listeners', store's and token keys'. Redacted from every log line. */
-function collectSecrets(cfg: Record<string, any>): string[] {
-  const out = new Set<string>()
-  for (const route of Object.values(cfg.routes as Record<string, any>)) for (const s of route.secrets) out.add(s)
-  if (cfg.listen.tls?.passphrase) out.add(cfg.listen.tls.passphrase)
-  if (cfg.admin?.token) out.add(cfg.admin.token)
-  if (cfg.fleet?.secret) out.add(cfg.fleet.secret)
-  if (cfg.store?.password) out.add(cfg.store.password)
-  if (cfg.store?.sentinelPassword) out.add(cfg.store.sentinelPassword)
-  for (const k of cfg.tokens?.keys ?? []) if (k.secret) out.add(k.secret)
-  for (const c of cfg.tokens?.clients ?? []) if (c.secret) out.add(c.secret)
-  if (cfg.redis) {
-    try {
-      const pw = new URL(cfg.redis).password
-      if (pw) out.add(decodeURIComponent(pw))
-    } catch {
-      /* not a URL: ioredis reports it */
-    }
-  }
-  // Very short values would redact ordinary words from log lines; they are still never logged by path.
-  return [...out].filter(s => s.length >= 4)
 }
 
 export function deepFreeze<T>(o: T): T {

@@ -4,7 +4,7 @@ import type { BoundStep, PreparedProbe, ProbeKind, ProbePlan } from '../upstream
 import type { AudioMapping, MappingInput } from './audio'
 import type { CompileAt, Expr } from './expr'
 import { frameOf, run, truthy } from './run'
-import { mappedHeaders, vendorTarget } from './vendor-target'
+import { mappedHeaders, upstreamInput, vendorTarget } from './vendor-target'
 
 /** One step of a protocol probe (schemas/mapping.schema.json `health.steps`). */
 export type HealthStep = { send: Expr } | { expect: Expr; refused: Expr | null; failed: Expr | null }
@@ -69,12 +69,7 @@ export function probeInput(route: RouteConfig, u: UpstreamConfig): MappingInput 
       requestId: null
     },
     route: { name: route.name, params: route.params, checksToken: false },
-    upstream: {
-      name: u.name,
-      audio: u.audio ?? null,
-      credential: u.credential ?? null,
-      hasCredential: u.credential !== undefined
-    },
+    upstream: upstreamInput(u),
     session: { id: randomUUID() },
     msg: null
   }

@@ -4,6 +4,16 @@ import type { Expr } from './expr'
 import { run } from './run'
 import { presignUrl } from './sigv4'
 
+/** What a mapping sees of the replica a connection goes to (`upstream` in its input). */
+export function upstreamInput(u: UpstreamConfig): MappingInput['upstream'] {
+  return {
+    name: u.name,
+    audio: u.audio ?? null,
+    credential: u.credential ?? null,
+    hasCredential: u.credential !== undefined
+  }
+}
+
 export type VendorTarget =
   | { ok: true; url: string; headers: Record<string, string> }
   | { ok: false; stage: 'url' | 'headers'; error: string }
