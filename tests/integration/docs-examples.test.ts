@@ -1,8 +1,8 @@
 import t, { type Test } from 'tap'
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
-import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs'
+import { cpSync, type Dirent, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { dirname, join } from 'node:path'
+import { dirname, join, relative } from 'node:path'
 import { builtCli } from '../helpers/cli'
 import { type Block, blocksOf, examplePages, ROOT } from '../helpers/doc-blocks'
 import { until } from '../helpers/gateway'
@@ -224,15 +224,30 @@ class Lane {
   }
 }
 
+/** The repository's files as a clone has them: git's list, or outside a git checkout (an unpacked copy) every file but the build, the dependencies and the VCS. */
+function workingTree(): string[] {
+  try {
+    return execFileSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'ignore']
+    })
+      .toString()
+      .split('\0')
+      .filter(f => f !== '' && existsSync(join(ROOT, f)))
+  } catch {
+    const skip = new Set(['.git', 'node_modules', 'dist', '.tap', 'coverage'])
+    return (readdirSync(ROOT, { recursive: true, withFileTypes: true }) as Dirent[])
+      .filter(e => e.isFile())
+      .map(e => relative(ROOT, join(e.parentPath, e.name)))
+      .filter(f => !skip.has(f.split('/')[0]))
+  }
+}
+
 t.before(async () => {
   builtCli()
   redisUrl = await needRedis()
   copy = mkdtempSync(join(tmpdir(), 'assist-gateway-docs-'))
-  const files = execFileSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], { cwd: ROOT })
-    .toString()
-    .split('\0')
-    .filter(f => f !== '' && existsSync(join(ROOT, f)))
-  for (const f of files) {
+  for (const f of workingTree()) {
     mkdirSync(dirname(join(copy, f)), { recursive: true })
     cpSync(join(ROOT, f), join(copy, f), { preserveTimestamps: true })
   }

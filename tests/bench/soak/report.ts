@@ -7,6 +7,7 @@ import {
   missingBeforeCuts,
   quantile,
   slope,
+  windowFrames,
   type LegRecord,
   type VendorSessionRecord,
   type WindowFrames
@@ -46,6 +47,7 @@ export interface SoakResult {
 }
 
 const DROPPED = 'assist_gateway_audio_dropped_frames_total'
+const FROM_PLATFORM = 'assist_gateway_audio_bytes_total{direction="from_platform"}'
 
 /** Sum over every gateway process of how much a counter grew in [from, to]. */
 function grew(gateways: GatewayInstance[], prefix: string, from: number, to: number): number {
@@ -76,7 +78,6 @@ export function printSoak(r: SoakResult): { json: Record<string, unknown>; code:
   }
   const out: Record<string, unknown>[] = []
   let anyUncounted = false
-  let anyReadUncounted = false
   const summary = new Report(`SUMMARY soak (${machineLine()})`)
   r.windows.forEach((w, i) => {
     const to = w.end
@@ -86,7 +87,7 @@ export function printSoak(r: SoakResult): { json: Record<string, unknown>; code:
     const byReason = [...reasons]
       .map(k => [/reason="([^"]*)"/.exec(k)?.[1] ?? k, grew(r.gateways, k, w.start, to)] as const)
       .filter(([, n]) => n !== 0)
-    const read = grew(r.gateways, 'assist_gateway_audio_bytes_total{direction="from_platform"}', w.start, to) / 160
+    const read = grew(r.gateways, FROM_PLATFORM, w.start, to) / 160
     const missing = f.sent - f.delivered
     const atCuts = missingBeforeCuts(
       r.legs,
@@ -97,7 +98,6 @@ export function printSoak(r: SoakResult): { json: Record<string, unknown>; code:
     // WebSocket layer discards them unread), and frames a gateway read that reached no vendor and no counter.
     const neverRead = Math.max(0, Math.round(f.sent - read))
     const readUncounted = Math.round(read - f.delivered - counted)
-    if (readUncounted > 0) anyReadUncounted = true
     if (uncounted > 0) anyUncounted = true
     const cuts = r.platform.cuts.filter(c => c.at >= w.start && c.at < w.end)
     const rec = r.platform.reconnects.filter(c => c.cutAt >= w.start && c.cutAt < w.end).map(c => c.ms)
@@ -156,7 +156,10 @@ export function printSoak(r: SoakResult): { json: Record<string, unknown>; code:
       `${fmtInt(uncounted)}${uncounted < 0 ? ' (negative: counted more than was missing)' : ''}`
     )
     rep.row('  sent, never read', `${fmtInt(neverRead)} (sent − read: in flight past a close frame)`)
-    rep.row('  READ, NOT ACCOUNTED', `${fmtInt(readUncounted)} (read − delivered − counted)`)
+    rep.row(
+      '  read, not accounted',
+      `${fmtInt(readUncounted)} (read − delivered − counted; ± scrape skew, exact for the run below)`
+    )
     rep.row(
       'longest gap per leg',
       `p50 ${seconds(quantile(gaps, 0.5))}, p95 ${seconds(quantile(gaps, 0.95))}, max ${seconds(quantile(gaps, 1))}; legs with a gap > 1 s: ${gaps.filter(g => g > 1000).length}`
@@ -250,6 +253,22 @@ export function printSoak(r: SoakResult): { json: Record<string, unknown>; code:
     )
     return { name: g.name, rssMiBPerMin: round(rssSlope), fdsPerMin: round(fdSlope), samples: s.length }
   })
+  // The whole run, exactly: every process's last scrape (a drained one's final, after its drain) against
+  // every frame sent since the legs started. Per window, scrapes and marks are some ms apart (skew).
+  const lastMark = r.marks.at(-1)!
+  const zero = { at: 0, seq: lastMark.seq.map(() => 0), notSent: lastMark.notSent.map(() => 0) }
+  const all = windowFrames(r.legs, zero, lastMark)
+  const readAll = r.gateways.reduce((n, g) => n + g.valueAt(FROM_PLATFORM, r.runEnd), 0) / 160
+  const countedAll = r.gateways.reduce((n, g) => n + g.valueAt(DROPPED, r.runEnd), 0)
+  const runReadUncounted = Math.round(readAll - all.delivered - countedAll)
+  const runNeverRead = Math.round(all.sent - readAll)
+  run.section('every frame of the run (exact: each process’s last scrape, a drained one’s after its drain)')
+  run.row(
+    'sent / read / delivered',
+    `${fmtInt(all.sent)} / ${fmtInt(readAll)} / ${fmtInt(all.delivered)}; counted lost ${fmtInt(countedAll)}`
+  )
+  run.row('READ, NOT ACCOUNTED', `${fmtInt(runReadUncounted)} (read − delivered − counted)`)
+  run.row('sent, never read', `${fmtInt(runNeverRead)} (in flight past a close frame; the WebSocket layer drops them)`)
   run.section('vendor streams per replica (open sessions, sampled every 10 s; shown about every minute)')
   const timeline: string[] = []
   const step = Math.max(1, Math.round(r.vendors[0].open.length / Math.max(1, (r.runEnd - r.runStart) / 60_000)))
@@ -279,6 +298,12 @@ export function printSoak(r: SoakResult): { json: Record<string, unknown>; code:
   run.row('vendor results received by the legs', fmtInt(r.platform.results))
   run.print()
   console.log('')
+  const anyReadUncounted = runReadUncounted > 0
+  summary.row(
+    'run',
+    `sent ${fmtInt(all.sent)}, read ${fmtInt(readAll)}, delivered ${fmtInt(all.delivered)}, counted ${fmtInt(countedAll)}; ` +
+      `read and not accounted ${fmtInt(runReadUncounted)}, never read ${fmtInt(runNeverRead)}`
+  )
   summary.row(
     'verdict',
     anyUncounted
@@ -312,7 +337,14 @@ export function printSoak(r: SoakResult): { json: Record<string, unknown>; code:
       },
       machineBusyPercent: round(r.cpu.machineBusy, 1),
       uncounted: anyUncounted,
-      readUncounted: anyReadUncounted
+      run: {
+        sent: all.sent,
+        read: Math.round(readAll),
+        delivered: all.delivered,
+        counted: countedAll,
+        readUncounted: runReadUncounted,
+        neverRead: runNeverRead
+      }
     }
   }
 }
