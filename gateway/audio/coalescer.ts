@@ -2,7 +2,7 @@ import type { Clock, TimerHandle } from '../clock'
 import type { FramesSpec } from '../mapping/audio'
 
 /**
- * Coalescing audio towards the vendor: the relay (audio/relay.ts) writes runs of whole platform frames
+ * Coalescing audio towards the vendor: the feed (audio/feed.ts) writes runs of whole platform frames
  * of at least `chunkMs`; a partial chunk goes when its oldest byte has waited `chunkMs`, woken by the
  * one flush wheel of its clock (below), never by a timer of its own.
  */
@@ -11,12 +11,12 @@ import type { FramesSpec } from '../mapping/audio'
 export const PLATFORM_BYTES_PER_MS = 8
 
 /**
- * Ms of platform audio per relay write on a route. A mapping that declares `frames.chunkMs` gets exact
+ * Ms of platform audio per feed write on a route. A mapping that declares `frames.chunkMs` gets exact
  * chunks of that size from its encoder (audio/encoder.ts; a vendor such as AssemblyAI refuses a short
- * one mid-call), so the relay hands it each frame (0); one that declares none is coalesced to the
+ * one mid-call), so the feed hands it each frame (0); one that declares none is coalesced to the
  * gateway's `audio.coalesceMs` (0: one vendor write per platform frame).
  */
-export function relayChunkMs(frames: FramesSpec, coalesceMs: number): number {
+export function feedChunkMs(frames: FramesSpec, coalesceMs: number): number {
   return frames.chunkMs === null ? coalesceMs : 0
 }
 

@@ -9,7 +9,7 @@ import type { LegCounters, Metrics } from '../telemetry/metrics'
 import type { Replica } from '../upstream/pool'
 import type { SocketFailure } from '../upstream/ws-leg'
 import type { ControlChain } from './control-chain'
-import type { AudioSink, LossReport } from './relay'
+import type { AudioSink, LossReport } from './feed'
 
 // The seam between a vendor session and its vendor connections (audio/vendor-connection.ts): what a
 // connection tells, what the session may ask of it, and the factory unit tests replace.

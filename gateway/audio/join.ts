@@ -146,7 +146,7 @@ class Join implements SessionOwner, SessionHost {
   }
 
   /**
-   * The shared clock: the stereo frames due since the last tick go to the vendor session's relay. Nothing
+   * The shared clock: the stereo frames due since the last tick go to the vendor session's feed. Nothing
    * while the session is parked: its pause frame is out or on its way (AudioHook refuses audio after `paused`).
    */
   tick(now: number): void {
@@ -156,27 +156,27 @@ class Join implements SessionOwner, SessionHost {
       this.emitted += due - MAX_CATCH_UP
       due = MAX_CATCH_UP
     }
-    const relay = this.session.relay
+    const feed = this.session.feed
     for (let i = 0; i < due; i++) {
       this.mixer.mix()
       this.emitted++
-      relay.write(this.frame)
+      feed.write(this.frame)
     }
     // Nobody left sending (both legs parked or ended) and nothing pending: the clock stops until audio comes back.
     if (this.mixer.pending === 0 && !this.anyAttached()) this.mixing = false
   }
 
   /**
-   * What both sides sent and no tick took yet goes to the relay now (the last frame filled out with
+   * What both sides sent and no tick took yet goes to the feed now (the last frame filled out with
    * silence, counted), and the clock stops until audio comes back: before the session parks or closes.
    */
   private drainMixer(): void {
     if (this.over) return
-    const relay = this.session.relay
+    const feed = this.session.feed
     while (this.mixer.pending > 0) {
       this.mixer.mix()
       this.emitted++
-      relay.write(this.frame)
+      feed.write(this.frame)
     }
     this.mixing = false
   }
@@ -305,7 +305,7 @@ class Join implements SessionOwner, SessionHost {
 /** One leg's view of its joined session: its channel (audio), its own park / re-attach / close. */
 export class JoinedLeg implements Session {
   ended = false
-  readonly relay: AudioInput
+  readonly feed: AudioInput
   private parkTimer: TimerHandle | null = null
 
   constructor(
@@ -316,7 +316,7 @@ export class JoinedLeg implements Session {
     readonly id: string,
     private readonly host: SessionHost
   ) {
-    this.relay = { write: data => join.push(channel, data) }
+    this.feed = { write: data => join.push(channel, data) }
   }
 
   get state(): SessionState {

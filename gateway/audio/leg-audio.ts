@@ -67,7 +67,7 @@ export class LegAudio {
   /** To `session` (and the tees), the held audio first. */
   toSession(session: Session): void {
     const tees = this.tees
-    const feed = session.relay
+    const feed = session.feed
     this.sink =
       tees === null
         ? feed

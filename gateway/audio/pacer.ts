@@ -5,7 +5,7 @@ const BYTES_PER_MS = 8
  * A token bucket over audio bytes: backlog (replay, queued audio) goes to a vendor session at most
  * `rate` × real time. The bucket holds at most `burstMs` of credit, so in any window of W ms a vendor
  * sees at most rate × (W + burstMs) ms of audio; a timer tick that comes late (a busy event loop) keeps
- * the credit it earned up to that bound instead of losing the rate. No timer of its own (the relay's one timer
+ * the credit it earned up to that bound instead of losing the rate. No timer of its own (the feed's one timer
  * asks it), and nothing allocated per frame.
  */
 export class Pacer {
@@ -16,7 +16,7 @@ export class Pacer {
   private readonly first: number
 
   /**
-   * `rate` > 0: × real time. `chunkBytes`: the relay's write (coalesced chunk; 0: a platform frame):
+   * `rate` > 0: × real time. `chunkBytes`: the feed's write (coalesced chunk; 0: a platform frame):
    * a backlog starts with one write of credit and the bucket holds at least one.
    */
   constructor(

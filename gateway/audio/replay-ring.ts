@@ -1,10 +1,10 @@
-import { FrameRing } from './hold-buffer'
+import { FrameRing } from './frame-ring'
 
 /**
  * The last `capacity` bytes of audio written to the vendor, write by write (a platform frame, or a
  * coalesced chunk of whole frames), kept so a replacement vendor session can be given what the failed
  * one may not have processed. Preallocated: keeping a write is one copy into the ring, nothing is
- * allocated. On failover its content goes in front of the leg's queue (`HoldBuffer.prependFrom`).
+ * allocated. On failover its content goes in front of the leg's queue (`FrameQueue.prependFrom`).
  */
 export class ReplayRing extends FrameRing {
   constructor(capacity: number) {

@@ -8,7 +8,7 @@ import type { LegCounters, Metrics } from '../telemetry/metrics'
 import type { Replica } from '../upstream/pool'
 import type { Connection, ConnectionFactory, VendorFailure } from './connection-contract'
 import type { Placement } from './placement'
-import type { AudioRelay } from './relay'
+import type { VendorFeed } from './feed'
 
 // The seam between a platform leg (audio/leg.ts), the registry (audio/registry.ts) and the vendor
 // session state machine (audio/session.ts).
@@ -63,8 +63,8 @@ export interface SessionDeps {
  */
 export type SessionState = 'OPENING' | 'READY' | 'RESUMING' | 'RECOVERING' | 'CLOSED'
 
-/** Where a leg writes platform audio (audio/relay.ts `AudioRelay`, audio/join.ts a channel of a joined session). */
-export type AudioInput = Pick<AudioRelay, 'write'>
+/** Where a leg writes platform audio (audio/feed.ts `VendorFeed`, audio/join.ts a channel of a joined session). */
+export type AudioInput = Pick<VendorFeed, 'write'>
 
 /** A vendor session as its leg and the registry see it. */
 export interface Session {
@@ -73,8 +73,8 @@ export interface Session {
   readonly state: SessionState
   readonly owner: SessionOwner | null
   readonly counters: LegCounters
-  /** The per-frame path: the leg writes platform audio here (an AudioRelay, or a join's channel input). */
-  readonly relay: AudioInput
+  /** The per-frame path: the leg writes platform audio here (an VendorFeed, or a join's channel input). */
+  readonly feed: AudioInput
   /** Open the first vendor connection, on `preferred` first when given (affinity), else by balancing. */
   start: (preferred: Replica | null, continued?: ContinuedSession) => void
   /** The platform leg is gone: keep the vendor session for the re-attach grace, if there is one. */

@@ -10,10 +10,10 @@ import { writeAffinity } from './affinity'
 import { ControlChain } from './control-chain'
 import { Handover } from './handover'
 import { judge, ReplicaWalk, replicaSecrets } from './failover'
-import { relayChunkMs } from './coalescer'
+import { feedChunkMs } from './coalescer'
 import { effectiveReplayRate } from './pacer'
 import { livenessOf } from './liveness'
-import { AudioRelay } from './relay'
+import { VendorFeed } from './feed'
 import type { Session, SessionDeps, SessionFailure, SessionOwner, SessionState } from './session-contract'
 import { afterFailure, FLOWING, KEEPS } from './session-states'
 import { VendorConnection } from './vendor-connection'
@@ -27,14 +27,14 @@ const newConnection: ConnectionFactory = (ctx, replica, input, events) =>
  * `reattachGraceSeconds` and a leg that comes back with the same busNo, contactId and perspective
  * continues it. When the vendor connection fails mid-call the session opens a replacement (another
  * healthy replica first), replays the recent audio the failed one may not have processed, then
- * continues with the audio queued meanwhile. Audio itself goes through `relay` and never through here.
+ * continues with the audio queued meanwhile. Audio itself goes through `feed` and never through here.
  */
 export class VendorSession implements Session {
   state: SessionState = 'OPENING'
   /** Set by `handOff`: the close reason, and the affinity stays for the next instance. */
   private handedOff: string | null = null
   readonly counters: LegCounters
-  readonly relay: AudioRelay
+  readonly feed: VendorFeed
   owner: SessionOwner | null
   /** The connection audio goes to (null while none is ready or being opened). */
   private conn: Connection | null = null
@@ -61,14 +61,14 @@ export class VendorSession implements Session {
     this.owner = owner
     this.counters = deps.metrics.startLeg(deps.route.name)
     // The replay ring covers the vendor's detection window (audio/liveness.ts), unless the config sets its own.
-    this.relay = new AudioRelay(
+    this.feed = new VendorFeed(
       this.counters,
       { ...deps.settings, replaySeconds: livenessOf(deps.settings, deps.route.mapping.audio!).replaySeconds },
       deps.clock,
       code => this.fail({ kind: 'fatal', error: new GatewayError(code) }),
       () => this.holdFull(),
       effectiveReplayRate(deps.settings.replayRate, deps.route.mapping.audio!.replayRate),
-      relayChunkMs(deps.route.mapping.audio!.frames, deps.settings.coalesceMs),
+      feedChunkMs(deps.route.mapping.audio!.frames, deps.settings.coalesceMs),
       deps.route.mapping.audio!.frames.channels ?? 1
     )
     this.connect = deps.connect ?? newConnection
@@ -177,7 +177,7 @@ export class VendorSession implements Session {
           upstream: conn.replica.name,
           from: this.walk.lostReplica?.name,
           gapSeconds: gap,
-          queuedFrames: this.relay.queued,
+          queuedFrames: this.feed.queued,
           droppedFrames: this.counters.dropFailover
         },
         'vendor session replaced; audio flowing again'
@@ -190,7 +190,7 @@ export class VendorSession implements Session {
     this.setAffinity(conn, 86400)
     this.handover.arm()
     this.tellOwner()
-    this.relay.flowTo(conn)
+    this.feed.flowTo(conn)
   }
 
   private tellOwner(): void {
@@ -214,7 +214,7 @@ export class VendorSession implements Session {
   /** A handover's connection took the audio over (audio/handover.ts): it is the current one now. */
   private tookOver(conn: Connection, old: Connection): void {
     this.conn = conn
-    this.relay.retarget(conn)
+    this.feed.retarget(conn)
     if (conn.replica === old.replica)
       this.ctx.log.info({ event: 'rotated', upstream: conn.replica.name }, 'vendor session rotated before its cap')
     else {
@@ -299,12 +299,12 @@ export class VendorSession implements Session {
     const loss = lost.lossReport?.() ?? null
     if (this.deps.settings.failoverTimeoutSeconds <= 0) {
       // No replay: what the vendor may not have processed is counted before the leg ends.
-      this.relay.lost(loss)
+      this.feed.lost(loss)
       return this.end(error, extra)
     }
     this.state = 'RECOVERING'
     const wait = this.walk.beginRecovery(lost.replica, loss?.lastLifeAt ?? null)
-    const { replayed, unreplayed } = this.relay.recover(loss)
+    const { replayed, unreplayed } = this.feed.recover(loss)
     this.ctx.log.warn(
       {
         event: 'failover_start',
@@ -353,7 +353,7 @@ export class VendorSession implements Session {
   /** The session cannot go on: tell the owner (its leg fails with `error`), then close. */
   private end(error: GatewayError, extra: Record<string, unknown>, internal?: string): void {
     if (this.state === 'RECOVERING') {
-      this.relay.dropQueued()
+      this.feed.dropQueued()
       this.deps.metrics.gapSeconds.observe({ route: this.deps.route.name }, this.walk.gapSeconds())
       this.ctx.log.error(
         { event: 'failover_failed', droppedFrames: this.counters.dropFailover, detail: internal },
@@ -376,7 +376,7 @@ export class VendorSession implements Session {
       return
     }
     this.deps.host.parked(this)
-    this.relay.flushPartial()
+    this.feed.flushPartial()
     if (this.conn !== null) {
       this.setAffinity(this.conn, grace)
       this.conn.control('pause')
@@ -400,11 +400,11 @@ export class VendorSession implements Session {
         // Audio of the returning leg waits until the resume frame is out (AudioHook refuses audio while
         // paused); the control chain is async, the audio path is not.
         this.state = 'RESUMING'
-        this.relay.gate()
+        this.feed.gate()
         conn.control('resume', () => {
           if (this.state !== 'RESUMING') return
           this.state = 'READY'
-          this.relay.flowTo(this.conn!)
+          this.feed.flowTo(this.conn!)
         })
       }
     }
@@ -432,10 +432,10 @@ export class VendorSession implements Session {
     this.handover.abandon(true)
     const conn = this.conn
     if (conn !== null && goodbye && conn.state === 'READY') {
-      this.relay.drainTo(conn)
+      this.feed.drainTo(conn)
       conn.goodbye(this.handedOff ?? undefined)
     } else conn?.abort()
-    this.relay.close()
+    this.feed.close()
     this.deps.host.closed(this)
     if (this.handedOff === null) this.deps.store.deleteAffinity(this.key, this.id)
     this.deps.metrics.endLeg(this.counters)

@@ -6,7 +6,7 @@
  * tens of ms of audio on a busy machine) may never have been read. So while pings run (`pongs`), a
  * message only says the vendor is alive; without pings it stands for everything but our own socket
  * buffer, the best there is.
- * At a loss, what was written since is what the vendor may not have processed (audio/relay.ts `recover`).
+ * At a loss, what was written since is what the vendor may not have processed (audio/feed.ts `recover`).
  * Updated on pings, pongs and vendor messages only: nothing per audio frame.
  */
 export class SignOfLife {

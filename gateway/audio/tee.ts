@@ -8,7 +8,7 @@ import type { Store } from '../store/port'
 import type { Logger } from '../telemetry/log'
 import type { LegCounters, Metrics } from '../telemetry/metrics'
 import type { ConnectionFactory } from './connection-contract'
-import type { AudioRelay } from './relay'
+import type { VendorFeed } from './feed'
 import { VendorSession } from './session'
 import type { SessionHost, SessionOwner } from './session-contract'
 
@@ -57,7 +57,7 @@ export function tagResult(text: string, tee: string): string | null {
 /**
  * The fan-out of one platform leg: one TeeSession per tee of its route whose mapping has an audio
  * section. They start when the leg's init is accepted and end when the leg ends. `write` is on the
- * per-frame path, right after the primary's relay: the same frame to each tee's own relay (which
+ * per-frame path, right after the primary's feed: the same frame to each tee's own feed (which
  * copies it only when it must queue), no allocation.
  */
 export class LegTees {
@@ -96,7 +96,7 @@ export class LegTees {
  */
 class TeeSession implements SessionOwner {
   private session: VendorSession | null = null
-  private relay: AudioRelay | null = null
+  private feed: VendorFeed | null = null
   /** Counts frames that come after the session ended (published as the tee's `ended` drops). */
   private ended: LegCounters | null = null
   private closed = false
@@ -151,14 +151,14 @@ class TeeSession implements SessionOwner {
       deps.legId
     )
     this.session = session
-    this.relay = session.relay
+    this.feed = session.feed
     // May fail at once (no healthy replica): sessionFailed then runs before this returns.
     session.start(null)
   }
 
   write(data: ArrayBuffer): void {
-    const relay = this.relay
-    if (relay !== null) relay.write(data)
+    const feed = this.feed
+    if (feed !== null) feed.write(data)
     else if (this.ended !== null) this.ended.dropAfterClose++
   }
 
@@ -167,7 +167,7 @@ class TeeSession implements SessionOwner {
     this.closed = true
     const session = this.session
     this.session = null
-    this.relay = null
+    this.feed = null
     if (session !== null) {
       session.close(true)
       this.count('ok')
@@ -187,7 +187,7 @@ class TeeSession implements SessionOwner {
   sessionFailed(error: GatewayError, extra: Record<string, unknown>): void {
     if (this.closed || this.session === null) return
     this.session = null
-    this.relay = null
+    this.feed = null
     this.ended = this.deps.metrics.startLeg(this.tee.runtime.name)
     this.count(error.code.toLowerCase())
     this.log.warn(

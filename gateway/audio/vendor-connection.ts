@@ -26,7 +26,7 @@ import { incomingBinary, socketEncoder } from './vendor-wire'
 /**
  * One vendor connection of a session: builds URL and headers from the mapping, holds a stream lease on
  * its replica, opens the socket, sends the open frame, reads vendor messages (audio/vendor-message.ts)
- * and acts on the verdict, encodes audio (a sink of audio/relay.ts), sends keepalive and pause/resume
+ * and acts on the verdict, encodes audio (a sink of audio/feed.ts), sends keepalive and pause/resume
  * frames, and says goodbye. It decides no policy: it tells the session ready, refused or lost.
  */
 export class VendorConnection implements Connection {
@@ -61,9 +61,9 @@ export class VendorConnection implements Connection {
     ctx.chain.run(async () => await this.connect())
   }
 
-  // ---- audio (a relay sink) -----------------------------------------------------------------------
+  // ---- audio (a feed sink) ------------------------------------------------------------------------
 
-  /** While the vendor has audio held (a control rule's `pause`) this reads as full: the relay queues. */
+  /** While the vendor has audio held (a control rule's `pause`) this reads as full: the feed queues. */
   get bufferedAmount(): number {
     return this.rules.gate === 'held' ? Number.POSITIVE_INFINITY : this.socket!.bufferedAmount
   }

@@ -6,7 +6,7 @@ import type { FrameCounters } from './encoder'
 import { emitted, type ReadPhase, type Reading, readVendorMessage, type Verdict } from './vendor-message'
 
 /**
- * Audio towards the vendor, as the vendor's control messages set it. open: audio flows. held: the relay
+ * Audio towards the vendor, as the vendor's control messages set it. open: audio flows. held: the feed
  * queues it (bounded, `audio.bufferBytes`, the backpressure policy) until a resume; what reaches the
  * connection anyway (a close's drain, a park's partial chunk) is discarded as below, never sent. discard: it is
  * dropped at the connection (counted, reason `vendor_paused`) and joins the stream timeline

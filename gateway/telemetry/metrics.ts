@@ -3,7 +3,7 @@ import { CATALOGUE, type MetricName, PREFIX } from './catalogue'
 
 export { CATALOGUE, type MetricName, PREFIX } from './catalogue'
 
-/** Plain per-leg integers; the relay increments these and nothing else per frame. */
+/** Plain per-leg integers; the feed and the leg increment these and nothing else per frame. */
 export class LegCounters {
   framesFromPlatform = 0
   bytesFromPlatform = 0

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { FlushWheel, TICK_MS, type WheelClient } from '../../../gateway/audio/coalescer'
-import { type AudioSink, AudioRelay } from '../../../gateway/audio/relay'
+import { type AudioSink, VendorFeed } from '../../../gateway/audio/feed'
 import { LegCounters } from '../../../gateway/telemetry/metrics'
 import { FakeClock } from '../../helpers/fake-clock'
 import { frame, harness, SETTINGS } from './harness'
@@ -32,7 +32,7 @@ const range = (a: number, b: number): number[] => Array.from({ length: b - a }, 
 
 function relay(clock: FakeClock, chunkMs = 100, settings = {}) {
   const counters = new LegCounters('r')
-  const r = new AudioRelay(counters, { ...SETTINGS, ...settings }, clock, () => {}, undefined, 0, chunkMs)
+  const r = new VendorFeed(counters, { ...SETTINGS, ...settings }, clock, () => {}, undefined, 0, chunkMs)
   return { r, counters }
 }
 
@@ -164,11 +164,11 @@ t.test(
     const h = harness({ settings: { coalesceMs: 100, replaySeconds: 0.2 } }) // replay: 1600 bytes, two chunks
     h.session.start(null)
     h.conn().ready()
-    for (let i = 0; i < 18; i++) h.session.relay.write(frame(i))
+    for (let i = 0; i < 18; i++) h.session.feed.write(frame(i))
     const first = h.conn()
     t.same(framesIn(first.written), range(0, 15), 'three chunks out, three frames partial')
     first.failWith({ kind: 'closed', code: 1006, reason: '', socket: null })
-    for (let i = 18; i < 22; i++) h.session.relay.write(frame(i))
+    for (let i = 18; i < 22; i++) h.session.feed.write(frame(i))
     h.clock.advance(200)
     h.conn().ready()
     t.not(h.conn(), first)
@@ -186,14 +186,14 @@ t.test('park: the partial chunk goes before the pause frame; a graceful close dr
   const h = harness({ settings: { coalesceMs: 100 } })
   h.session.start(null)
   h.conn().ready()
-  for (let i = 0; i < 7; i++) h.session.relay.write(frame(i))
+  for (let i = 0; i < 7; i++) h.session.feed.write(frame(i))
   h.session.park()
   t.same(framesIn(h.conn().written), range(0, 7), 'written at the park')
   t.same(h.conn().controls, ['pause'])
   const g = harness({ settings: { coalesceMs: 100 } })
   g.session.start(null)
   g.conn().ready()
-  for (let i = 0; i < 3; i++) g.session.relay.write(frame(i))
+  for (let i = 0; i < 3; i++) g.session.feed.write(frame(i))
   t.same(g.conn().written, [])
   g.session.close(true)
   t.same(framesIn(g.conn().written), range(0, 3))

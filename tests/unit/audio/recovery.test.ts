@@ -1,8 +1,8 @@
 import t from 'tap'
 import { replicaSecrets, vendorReason } from '../../../gateway/audio/failover'
-import { HoldBuffer } from '../../../gateway/audio/hold-buffer'
+import { FrameQueue } from '../../../gateway/audio/frame-ring'
 import { Pacer } from '../../../gateway/audio/pacer'
-import { AudioRelay, type AudioSink } from '../../../gateway/audio/relay'
+import { VendorFeed, type AudioSink } from '../../../gateway/audio/feed'
 import { LegCounters } from '../../../gateway/telemetry/metrics'
 import { FakeClock } from '../../helpers/fake-clock'
 import { type FakeConnection, frame, harness, SETTINGS } from './harness'
@@ -61,7 +61,7 @@ t.test('the pacer lets at most rate × real time through, one tick of burst', as
 t.test('held audio goes at replayRate × real time, in order, and live audio waits behind it', async t => {
   const clock = new FakeClock()
   const counters = new LegCounters('r')
-  const relay = new AudioRelay(counters, { ...SETTINGS, ...DEFAULTS }, clock, () => {}, undefined, 2)
+  const relay = new VendorFeed(counters, { ...SETTINGS, ...DEFAULTS }, clock, () => {}, undefined, 2)
   for (let i = 0; i < 100; i++) relay.write(frame(i)) // 2 s held before ready
   const sink = timedSink(clock)
   relay.flowTo(sink)
@@ -86,7 +86,7 @@ t.test('held audio goes at replayRate × real time, in order, and live audio wai
 
 t.test('pacing keeps its rate when the timer ticks late (a busy event loop), within 0.1 s of burst', async t => {
   const clock = new FakeClock()
-  const relay = new AudioRelay(new LegCounters('r'), { ...SETTINGS, ...DEFAULTS }, clock, () => {}, undefined, 2)
+  const relay = new VendorFeed(new LegCounters('r'), { ...SETTINGS, ...DEFAULTS }, clock, () => {}, undefined, 2)
   for (let i = 0; i < 200; i++) relay.write(frame(i & 0xff)) // 4 s held
   const sink = timedSink(clock)
   relay.flowTo(sink)
@@ -103,7 +103,7 @@ function drive(h: ReturnType<typeof harness>, ms: number, onConn: (c: FakeConnec
     for (const c of h.conns) if (c.state === 'OPENING') c.ready()
     for (const c of h.conns) if (c.state === 'READY') onConn(c)
     if (h.session.state === 'CLOSED') return
-    h.session.relay.write(frame((at / 20) & 0xff))
+    h.session.feed.write(frame((at / 20) & 0xff))
     h.clock.advance(20)
   }
 }
@@ -199,7 +199,7 @@ t.test(
     const h = harness({ replicas: ['a', 'b'] }) // replay: the last 5 frames
     h.session.start(null)
     h.conn().ready()
-    for (let i = 0; i < 30; i++) h.session.relay.write(frame(i))
+    for (let i = 0; i < 30; i++) h.session.feed.write(frame(i))
     h.clock.advance(10_000)
     const lost = h.conn()
     Object.assign(lost, { lossReport: () => ({ bytesSinceLife: 25 * 160, unreadBytes: 12 * 160, lastLifeAt: 1000 }) })
@@ -224,11 +224,11 @@ t.test(
 t.test('a hold buffer that fills before ready is charged to the replica and the next one is tried', async t => {
   const h = harness({ replicas: ['a', 'b'] }) // hold: 10 frames
   h.session.start(null)
-  for (let i = 0; i < 11; i++) h.session.relay.write(frame(i))
+  for (let i = 0; i < 11; i++) h.session.feed.write(frame(i))
   t.equal(h.conns[0].state, 'CLOSED', 'the never-ready connection is given up')
   t.equal(h.replica('a').consecutiveFailures, 1, 'and charged to its replica')
   t.equal(h.conns[1].replica.name, 'b')
-  for (let i = 11; i < 15; i++) h.session.relay.write(frame(i))
+  for (let i = 11; i < 15; i++) h.session.feed.write(frame(i))
   t.equal(h.owner.failures.length, 0, 'the leg goes on')
   h.conn().ready()
   t.equal(h.owner.readies.length, 1, 'CONNECTED from the healthy replica')
@@ -255,7 +255,7 @@ t.test('never-ready replicas are ejected passively; new legs then go to the heal
 t.test(
   'a lasting backlog (a vendor paced at 1×) copies every frame into one buffer, allocating none once warm',
   async t => {
-    const q = new HoldBuffer()
+    const q = new FrameQueue()
     for (let i = 0; i < 8; i++) q.push(new Uint8Array(frame(i)))
     const capacity = q.capacity
     for (let i = 8; i < 2000; i++) {

@@ -1,7 +1,7 @@
 import t from 'tap'
 import { SignOfLife } from '../../../gateway/audio/sign-of-life'
 
-// What a loss may have cost (audio/relay.ts `recover` replays it): audio written since the vendor's last
+// What a loss may have cost (audio/feed.ts `recover` replays it): audio written since the vendor's last
 // sign of life. Issue 19: a frozen vendor's kernel buffers held audio a message-based watermark called read.
 
 t.test('with pings, only a pong moves the watermark; a message says the vendor is alive', async t => {

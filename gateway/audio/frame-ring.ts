@@ -1,7 +1,7 @@
 /**
  * Audio bytes in one preallocated circular buffer, as entries (a platform frame, or a run of whole frames
  * written as one chunk) with their byte length and how many platform frames each holds. The leg's queue
- * (`HoldBuffer`) and the replay ring (audio/replay-ring.ts) are both this: pushing copies the bytes in,
+ * (`FrameQueue`) and the replay ring (audio/replay-ring.ts) are both this: pushing copies the bytes in,
  * nothing is allocated per frame. Entries are never split, so every count stays in platform frames.
  */
 export class FrameRing {
@@ -85,7 +85,7 @@ export class FrameRing {
 
   /**
    * Take the run `runBytes(min)` describes out as one view (`runFrames`: its platform frames). The view
-   * is valid until the next push or take on any ring: sinks copy it synchronously (audio/relay.ts).
+   * is valid until the next push or take on any ring: sinks copy it synchronously (audio/feed.ts).
    */
   takeRun(min: number): Buffer {
     let n = 0
@@ -150,9 +150,9 @@ const SHRINK_ABOVE = 16384
  * The leg's queue, in bytes: audio held before the vendor is first ready, queued while it is backed up,
  * gated or being replaced, the replay put in front of it, and the partial chunk being coalesced. Frames
  * are copied in (uWS neuters the ArrayBuffer it lends once the message handler returns) into one buffer
- * that grows by doubling (the relay bounds it) and is given back once a large backlog is gone.
+ * that grows by doubling (the feed bounds it) and is given back once a large backlog is gone.
  */
-export class HoldBuffer extends FrameRing {
+export class FrameQueue extends FrameRing {
   constructor() {
     super(0, 0)
   }

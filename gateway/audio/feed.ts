@@ -2,20 +2,20 @@ import type { Clock } from '../clock'
 import type { AudioSettings } from '../config/types'
 import type { LegCounters } from '../telemetry/metrics'
 import { type FlushWheel, flushWheel, PLATFORM_BYTES_PER_MS, type WheelClient } from './coalescer'
-import { HoldBuffer } from './hold-buffer'
+import { FrameQueue } from './frame-ring'
 import { Pacer } from './pacer'
 import { ReplayRing } from './replay-ring'
 
-/** Where the relay writes audio: the vendor connection that currently carries it (audio/vendor-connection.ts). */
+/** Where the feed writes audio: the vendor connection that currently carries it (audio/vendor-connection.ts). */
 export interface AudioSink {
-  /** Bytes queued towards the vendor; at or above the high-water mark the relay queues instead. */
+  /** Bytes queued towards the vendor; at or above the high-water mark the feed queues instead. */
   readonly bufferedAmount: number
   /** One write: a platform frame, or a coalesced chunk of whole frames. `data` is only valid during this call. */
   writeAudio: (data: ArrayBuffer | Uint8Array) => void
 }
 
 /**
- * What platform audio does in each relay mode. hold: before the vendor is first ready, bounded by
+ * What platform audio does in each feed mode. hold: before the vendor is first ready, bounded by
  * `holdBufferBytes`, overflow ends the leg. flow: written through (coalesced to chunks), queued while
  * the vendor is backed up (`backpressurePolicy`). gated: queued behind a control frame still on its way
  * (resume), same policy. recover: queued while a replacement connection opens; the oldest audio goes
@@ -23,7 +23,7 @@ export interface AudioSink {
  */
 type RelayMode = 'hold' | 'flow' | 'gated' | 'recover' | 'closed'
 
-/** The relay cannot take more audio under the policy in force: the session ends the leg with this code. */
+/** The feed cannot take more audio under the policy in force: the session ends the leg with this code. */
 export type Overflow = 'HOLD_BUFFER_OVERFLOW' | 'BACKPRESSURE_OVERFLOW'
 
 const BACKLOG_POLL_MS = 10
@@ -34,7 +34,7 @@ const PLATFORM_FRAME_BYTES = 160
 
 /**
  * What the lost vendor connection may not have processed (audio/connection-contract.ts `lossReport`), in
- * platform audio bytes (µ-law as the relay wrote it, before any encoding): exact whatever the writes were.
+ * platform audio bytes (µ-law as the feed wrote it, before any encoding): exact whatever the writes were.
  */
 export interface LossReport {
   /** Bytes written to it since its last sign of life (pong, result). */
@@ -55,11 +55,11 @@ export interface LossReport {
  * Counters: `framesToVendor` counts writes to the vendor connection (chunks), `bytesToVendor` their
  * platform bytes; the drop counters count platform frames (every queue entry is whole frames).
  */
-export class AudioRelay implements WheelClient {
+export class VendorFeed implements WheelClient {
   private mode: RelayMode = 'hold'
   private sink: AudioSink | null = null
   /** Audio not written yet, oldest first: held, queued, replayed, or the partial chunk. */
-  private readonly queue = new HoldBuffer()
+  private readonly queue = new FrameQueue()
   private readonly ring: ReplayRing
   private limit: number
   private readonly highWater: number
@@ -76,10 +76,10 @@ export class AudioRelay implements WheelClient {
   wheelDue = 0
 
   /**
-   * `overflow`: the relay cannot take more audio; the session ends the leg. `holdFull`: the hold buffer
+   * `overflow`: the feed cannot take more audio; the session ends the leg. `holdFull`: the hold buffer
    * is full before the first ready; true when the session moved on to another replica: the oldest held
    * audio is then dropped (counted) and holding goes on; false: HOLD_BUFFER_OVERFLOW. `chunkMs`: ms of
-   * audio per write (audio/coalescer.ts `relayChunkMs`); `channels`: interleaved channels of that audio (a join).
+   * audio per write (audio/coalescer.ts `feedChunkMs`); `channels`: interleaved channels of that audio (a join).
    */
   constructor(
     private readonly counters: LegCounters,
@@ -178,7 +178,7 @@ export class AudioRelay implements WheelClient {
 
   /**
    * Write queued audio, oldest first, a chunk at a time, while the sink is below its high-water mark
-   * and the pacer allows; the wheel wakes the relay again while some is left (live audio queues behind
+   * and the pacer allows; the wheel wakes the feed again while some is left (live audio queues behind
    * it meanwhile). Without a backlog: the partial chunk goes once its oldest byte waited `chunkMs`.
    */
   private flush(now: number): void {
@@ -220,7 +220,7 @@ export class AudioRelay implements WheelClient {
     this.flush(now)
   }
 
-  /** Rotation: later audio goes to `sink`, in whatever mode the relay is. */
+  /** Rotation: later audio goes to `sink`, in whatever mode the feed is in. */
   retarget(sink: AudioSink): void {
     this.sink = sink
   }

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { type AudioSink, AudioRelay, type Overflow } from '../../../gateway/audio/relay'
+import { type AudioSink, VendorFeed, type Overflow } from '../../../gateway/audio/feed'
 import { LegCounters } from '../../../gateway/telemetry/metrics'
 import type { AudioSettings } from '../../../gateway/config/types'
 import { FakeClock } from '../../helpers/fake-clock'
@@ -33,7 +33,7 @@ function relay(settings = {}) {
   const clock = new FakeClock()
   const counters = new LegCounters('r')
   const overflows: Overflow[] = []
-  const r = new AudioRelay(counters, { ...SETTINGS, ...settings }, clock, code => overflows.push(code))
+  const r = new VendorFeed(counters, { ...SETTINGS, ...settings }, clock, code => overflows.push(code))
   return { r, clock, counters, overflows }
 }
 
