@@ -8,6 +8,7 @@ import type { Replica } from '../upstream/pool'
 import type { Connection, ConnectionContext, ConnectionEvents, ConnectionFactory } from './connection-contract'
 import { writeAffinity } from './affinity'
 import { ControlChain } from './control-chain'
+import { FailoverReport } from './failover-report'
 import { Handover } from './handover'
 import { judge, ReplicaWalk, replicaSecrets } from './failover'
 import { feedChunkMs } from './coalescer'
@@ -41,6 +42,7 @@ export class VendorSession implements Session {
   /** A replacement made ready while `conn` still carries audio (rotation, a vendor's reconnect, a move). */
   private readonly handover: Handover
   private readonly walk: ReplicaWalk
+  private readonly report: FailoverReport
   private readonly ctx: ConnectionContext
   private readonly events: ConnectionEvents
   private readonly connect: ConnectionFactory
@@ -78,6 +80,7 @@ export class VendorSession implements Session {
       this.fail({ kind: 'fatal', error: new GatewayError('INTERNAL') })
     })
     this.ctx = { ...deps, chain, counters: this.counters }
+    this.report = new FailoverReport(deps.metrics, deps.route.name, this.counters, this.ctx)
     this.events = {
       ready: (conn, params) => this.connectionReady(conn, params),
       refused: (conn, failure) => this.fail({ kind: 'connection', conn, failure, when: 'refused' }),
@@ -147,7 +150,7 @@ export class VendorSession implements Session {
   private waitForRetry(): void {
     const wait = this.walk.backoff()
     if (wait === null) {
-      this.deps.metrics.failovers.inc({ route: this.deps.route.name, result: 'failed' })
+      this.report.timedOut()
       const detail =
         `no replica could take over within ${this.deps.settings.failoverTimeoutSeconds} s ` +
         `(last: ${this.walk.lastError ?? 'none available'})`
@@ -166,23 +169,9 @@ export class VendorSession implements Session {
   private connectionReady(conn: Connection, params: Record<string, unknown>): void {
     if (this.conn !== null && this.handover.ready(conn, this.conn)) return
     if (conn !== this.conn) return
-    if (this.state === 'RECOVERING') {
-      const gap = this.walk.recovered()
-      const route = this.deps.route.name
-      this.deps.metrics.failovers.inc({ route, result: 'ok' })
-      this.deps.metrics.gapSeconds.observe({ route }, gap)
-      this.ctx.log.warn(
-        {
-          event: 'failover_done',
-          upstream: conn.replica.name,
-          from: this.walk.lostReplica?.name,
-          gapSeconds: gap,
-          queuedFrames: this.feed.queued,
-          droppedFrames: this.counters.dropFailover
-        },
-        'vendor session replaced; audio flowing again'
-      )
-    } else {
+    if (this.state === 'RECOVERING')
+      this.report.done(conn.replica, this.walk.lostReplica, this.walk.recovered(), this.feed.queued)
+    else {
       this.walk.recovered()
       this.vendorParams = params
     }
@@ -266,16 +255,7 @@ export class VendorSession implements Session {
         return this.end(j.error, { upstream: conn.replica.name, ...j.extra })
       case 'walk':
         this.walk.lastError = j.why
-        if (failure.kind === 'unreachable' || this.state === 'OPENING')
-          this.ctx.log.warn(
-            { event: 'upstream_connect_failed', upstream: conn.replica.name, error: j.why },
-            'vendor replica unreachable; trying the next one'
-          )
-        else
-          this.ctx.log.warn(
-            { event: 'failover_attempt_failed', upstream: conn.replica.name, why: j.why },
-            'replacement vendor session failed; trying on'
-          )
+        this.report.attemptFailed(conn.replica, j.why, failure.kind === 'unreachable' || this.state === 'OPENING')
         return this.tryNext()
       case 'recover':
         return this.recover(conn, j.why, j.error, j.extra)
@@ -305,20 +285,8 @@ export class VendorSession implements Session {
     this.state = 'RECOVERING'
     const wait = this.walk.beginRecovery(lost.replica, loss?.lastLifeAt ?? null)
     const { replayed, unreplayed } = this.feed.recover(loss)
-    this.ctx.log.warn(
-      {
-        event: 'failover_start',
-        upstream: lost.replica.name,
-        why,
-        replayFrames: replayed,
-        unreplayed,
-        backoffMs: wait
-      },
-      'vendor session lost mid-call; opening a replacement, the platform leg stays open'
-    )
+    this.report.started(lost.replica, why, replayed, unreplayed, wait)
     if (wait <= 0) return this.tryNext()
-    // Lost again soon after the last ready: back off before opening another session (no storm).
-    this.deps.metrics.failovers.inc({ route: this.deps.route.name, result: 'backoff' })
     this.retryTimer = this.deps.clock.setTimeout(() => {
       this.retryTimer = null
       if (this.state === 'RECOVERING') this.tryNext()
@@ -354,11 +322,7 @@ export class VendorSession implements Session {
   private end(error: GatewayError, extra: Record<string, unknown>, internal?: string): void {
     if (this.state === 'RECOVERING') {
       this.feed.dropQueued()
-      this.deps.metrics.gapSeconds.observe({ route: this.deps.route.name }, this.walk.gapSeconds())
-      this.ctx.log.error(
-        { event: 'failover_failed', droppedFrames: this.counters.dropFailover, detail: internal },
-        'no vendor session could replace the lost one; ending the leg'
-      )
+      this.report.failed(this.walk.gapSeconds(), internal)
     }
     const owner = this.owner
     this.close(false)

@@ -59,12 +59,6 @@ t.test('an expression that never ends fails at the time limit, measured on the c
   )
 })
 
-t.test('the shipped limit stops a never-ending expression on the real clock', async t => {
-  const out = await run(compileExpr(FOREVER), input)
-  t.equal(out.ok, false)
-  if (!out.ok) t.match(out.error, 'LIMIT_TIME')
-})
-
 t.test('concurrent evaluations of one expression keep their own depth', async t => {
   const m = loadMapping(mappingWith(t, RECURSE))
   const outs = await Promise.all(Array.from({ length: 20 }, async () => await run(m.audio!.results[0].emit, input)))

@@ -1,0 +1,72 @@
+import type { Logger } from '../telemetry/log'
+import type { LegCounters, Metrics } from '../telemetry/metrics'
+import type { Replica } from '../upstream/pool'
+
+/**
+ * What a session's recovery tells the operator: `audio_failovers_total` by result, the gap histogram,
+ * and one log line per step. Kept apart so that `session.ts` reads as its state machine.
+ */
+export class FailoverReport {
+  constructor(
+    private readonly metrics: Metrics,
+    private readonly route: string,
+    private readonly counters: LegCounters,
+    /** The session's context: its `log` changes when a leg re-attaches. */
+    private readonly ctx: { log: Logger }
+  ) {}
+
+  /** A connection was lost mid-call; a replacement opens after `backoffMs` (0: at once). */
+  started(lost: Replica, why: string, replayed: number, unreplayed: number, backoffMs: number): void {
+    this.ctx.log.warn(
+      { event: 'failover_start', upstream: lost.name, why, replayFrames: replayed, unreplayed, backoffMs },
+      'vendor session lost mid-call; opening a replacement, the platform leg stays open'
+    )
+    // Lost again soon after the last ready: the backoff is what keeps a flapping vendor from a storm.
+    if (backoffMs > 0) this.metrics.failovers.inc({ route: this.route, result: 'backoff' })
+  }
+
+  /** A replacement is ready after `gapSeconds` without a vendor. */
+  done(to: Replica, from: Replica | null, gapSeconds: number, queuedFrames: number): void {
+    this.metrics.failovers.inc({ route: this.route, result: 'ok' })
+    this.metrics.gapSeconds.observe({ route: this.route }, gapSeconds)
+    this.ctx.log.warn(
+      {
+        event: 'failover_done',
+        upstream: to.name,
+        from: from?.name,
+        gapSeconds,
+        queuedFrames,
+        droppedFrames: this.counters.dropFailover
+      },
+      'vendor session replaced; audio flowing again'
+    )
+  }
+
+  /** One replica of the walk could not be opened: unreachable on the first open, or a failed replacement. */
+  attemptFailed(replica: Replica, why: string, firstOpen: boolean): void {
+    if (firstOpen)
+      this.ctx.log.warn(
+        { event: 'upstream_connect_failed', upstream: replica.name, error: why },
+        'vendor replica unreachable; trying the next one'
+      )
+    else
+      this.ctx.log.warn(
+        { event: 'failover_attempt_failed', upstream: replica.name, why },
+        'replacement vendor session failed; trying on'
+      )
+  }
+
+  /** The failover deadline passed with no replica taking over. */
+  timedOut(): void {
+    this.metrics.failovers.inc({ route: this.route, result: 'failed' })
+  }
+
+  /** The recovery ends the leg (timed out, or a replacement's answer ends it) after `gapSeconds`. */
+  failed(gapSeconds: number, detail: string | undefined): void {
+    this.metrics.gapSeconds.observe({ route: this.route }, gapSeconds)
+    this.ctx.log.error(
+      { event: 'failover_failed', droppedFrames: this.counters.dropFailover, detail },
+      'no vendor session could replace the lost one; ending the leg'
+    )
+  }
+}
