@@ -53,6 +53,13 @@ export interface ConnectionEvents {
    * session there, make-before-break. True when the move began.
    */
   move?: (conn: Connection, to: Replica) => boolean
+  /**
+   * A connection saying goodbye (retired by a handover, or its session closing) ended without the
+   * vendor's close: a frozen or stalled vendor never read what it was sent since its last sign of life
+   * (`lossReport`). The session counts that audio as lost; a handover cannot replay it, since the new
+   * vendor session has already had the audio that came after.
+   */
+  unconfirmed?: (conn: Connection) => void
 }
 
 /** What every connection of one session shares. The session replaces `log` when a leg re-attaches. */

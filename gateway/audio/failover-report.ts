@@ -56,6 +56,19 @@ export class FailoverReport {
       )
   }
 
+  /**
+   * A goodbye the vendor never completed (audio/connection-contract.ts `unconfirmed`): the `frames` it
+   * had not read are lost, counted as `failover_unreplayed` even when the leg has just ended.
+   */
+  unconfirmed(replica: Replica, frames: number): void {
+    if (frames <= 0) return
+    this.metrics.lateUnreplayed(this.counters, frames)
+    this.ctx.log.warn(
+      { event: 'goodbye_unconfirmed', upstream: replica.name, unreplayed: frames },
+      'a vendor session ended without its close; the audio it had not read is counted lost'
+    )
+  }
+
   /** The failover deadline passed with no replica taking over. */
   timedOut(): void {
     this.metrics.failovers.inc({ route: this.route, result: 'failed' })

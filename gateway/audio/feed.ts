@@ -262,8 +262,12 @@ export class VendorFeed implements WheelClient {
 
   /** Lost with no failover: all it may not have processed is counted as `failover_unreplayed` (frames). */
   lost(loss: LossReport | null): void {
-    if (loss !== null)
-      this.counters.dropFailoverUnreplayed += this.framesOf(Math.max(loss.bytesSinceLife, loss.unreadBytes))
+    this.counters.dropFailoverUnreplayed += this.framesLost(loss)
+  }
+
+  /** The platform frames a lost connection may not have processed. */
+  framesLost(loss: LossReport | null): number {
+    return loss === null ? 0 : this.framesOf(Math.max(loss.bytesSinceLife, loss.unreadBytes))
   }
 
   /** Platform frames `bytes` of audio stand for, at the size of the frames the ring kept (160 when none). */

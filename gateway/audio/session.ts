@@ -88,7 +88,8 @@ export class VendorSession implements Session {
       result: (text, channel) => this.deliver(text, channel),
       replicaDown: conn => this.replicaDownWhileParked(conn),
       reconnect: conn => this.handover.begin(conn),
-      move: (conn, to) => this.handover.begin(conn, to)
+      move: (conn, to) => this.handover.begin(conn, to),
+      unconfirmed: conn => this.report.unconfirmed(conn.replica, this.feed.framesLost(conn.lossReport?.() ?? null))
     }
     this.handover = new Handover({
       clock: deps.clock,

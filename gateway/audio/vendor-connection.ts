@@ -44,6 +44,8 @@ export class VendorConnection implements Connection {
   private readyTimer: TimerHandle | null = null
   private keepaliveTimer: TimerHandle | null = null
   private closeTimer: TimerHandle | null = null
+  /** What it was sent is accounted for while it closes: the vendor said its goodbye, or the session was told of the loss. */
+  private accounted = false
   /** Platform audio bytes written (before encoding). */
   private audioBytes = 0
   private readonly life = new SignOfLife()
@@ -262,7 +264,10 @@ export class VendorConnection implements Connection {
   }
 
   private reading(r: Reading): void {
-    if (r.closeMatched) this.socket?.close(this.audio.closeCode, 'done')
+    if (r.closeMatched) {
+      this.accounted = true
+      this.socket?.close(this.audio.closeCode, 'done')
+    }
     if (r.readyFailed) this.ctx.metrics.mappingErrors.inc({ route: this.ctx.route.name, stage: 'ready' })
     this.verdict(r.verdict)
   }
@@ -276,6 +281,7 @@ export class VendorConnection implements Connection {
     if (tell === 'over') return
     this.encoder?.takeRemainder()
     this.goodbye()
+    this.accounted = true
     this.events[tell](this, { kind: 'ended', then, vendorMessage })
   }
 
@@ -345,6 +351,10 @@ export class VendorConnection implements Connection {
   }
 
   private closed(code: number, reason: string, opened: boolean, socketFailure: SocketFailure | null): void {
+    // A vendor's close frame comes in order behind the audio: it read all of it. Without one (1006: the
+    // close handshake timed out, a missed pong, a reset) what came after its last sign of life is lost.
+    if (this.state === 'CLOSING' && !this.accounted && (socketFailure !== null || code === 1006))
+      this.events.unconfirmed?.(this)
     const failure: VendorFailure = opened
       ? { kind: 'closed', code, reason, socket: socketFailure }
       : { kind: 'unreachable', socket: socketFailure ?? { kind: 'closed-before-open' } }

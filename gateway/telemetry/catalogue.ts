@@ -37,8 +37,8 @@ export const CATALOGUE = {
     type: 'counter',
     help:
       'Audio frames not delivered, by reason (hold_overflow, backpressure, vendor_binary, after_close: read after ' +
-      'the leg ended or still held when it ended, failover, failover_unreplayed, vendor_paused); platform frames, ' +
-      'failover_unreplayed estimated from bytes.',
+      'the leg ended or still held when it ended, failover, failover_unreplayed: a lost or retired vendor session ' +
+      'had not read it and no replay covered it, vendor_paused); platform frames, failover_unreplayed estimated from bytes.',
     labels: ['route', 'reason']
   },
   audio_tee_dropped_frames_total: {

@@ -294,12 +294,27 @@ export class Metrics {
 
   endLeg(c: LegCounters): void {
     if (!this.live.delete(c)) return
-    let t = this.ended.get(c.route)
+    const t = this.endedTotals(c.route)
+    for (const f of FIELDS) t[f] += c[f]
+  }
+
+  private endedTotals(route: string): Totals {
+    let t = this.ended.get(route)
     if (t === undefined) {
       t = Object.fromEntries(FIELDS.map(f => [f, 0])) as Totals
-      this.ended.set(c.route, t)
+      this.ended.set(route, t)
     }
-    for (const f of FIELDS) t[f] += c[f]
+    return t
+  }
+
+  /**
+   * Frames found lost after their leg may have ended (a goodbye the vendor never completed): on the leg's
+   * counters while it lives, else on its route's totals, so the counter still moves.
+   */
+  lateUnreplayed(c: LegCounters, frames: number): void {
+    if (frames <= 0) return
+    if (this.live.has(c)) c.dropFailoverUnreplayed += frames
+    else this.endedTotals(c.route).dropFailoverUnreplayed += frames
   }
 
   /** Totals per route: ended legs plus the live ones. */

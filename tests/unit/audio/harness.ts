@@ -197,6 +197,13 @@ export class FakeConnection implements Connection {
   result(text: string): void {
     this.events.result(text)
   }
+  lossReport?: () => { bytesSinceLife: number; unreadBytes: number; lastLifeAt: number }
+  /** Its goodbye ended without the vendor's close, `bytes` of audio unread (connection-contract.ts `unconfirmed`). */
+  goodbyeUnconfirmed(bytes: number): void {
+    this.lossReport = () => ({ bytesSinceLife: bytes, unreadBytes: 0, lastLifeAt: 0 })
+    this.state = 'CLOSED'
+    this.events.unconfirmed?.(this)
+  }
   /** The replicas' frames, as indexes of `frame(i)`. */
   get frames(): number[] {
     return this.written.map(b => b[0])

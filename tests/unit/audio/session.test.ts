@@ -297,6 +297,32 @@ t.test(
   }
 )
 
+t.test(
+  'issue 19: a retired connection whose goodbye the vendor never completes: what it had not read is counted lost, also after the leg ended',
+  async t => {
+    const h = harness({ audio: { rotateAfterMs: 1000 } })
+    h.session.start(null)
+    h.conn().ready()
+    const first = h.conn()
+    for (let i = 0; i < 3; i++) h.session.feed.write(frame(i))
+    h.clock.advance(1000)
+    const second = h.conn()
+    second.ready()
+    t.equal(first.state, 'CLOSING', 'rotated: the old one says goodbye')
+    first.goodbyeUnconfirmed(3 * 160)
+    t.equal(h.session.counters.dropFailoverUnreplayed, 3, 'the 3 frames it never read are counted')
+    t.ok(h.logs.events().includes('goodbye_unconfirmed'))
+    h.session.close(true)
+    t.equal(second.state, 'CLOSING')
+    second.goodbyeUnconfirmed(2 * 160)
+    t.equal(
+      h.metrics.totals().get(h.route.name)?.dropFailoverUnreplayed,
+      5,
+      'the leg had ended: its route total still counts the last goodbye'
+    )
+  }
+)
+
 t.test('close: graceful hands queued audio to the vendor, then goodbye; the registry forgets the session', async t => {
   const h = harness()
   h.session.start(null)

@@ -1,13 +1,13 @@
 import t, { type Test } from 'tap'
 import type { AddressInfo } from 'node:net'
 import { type WebSocket, WebSocketServer } from 'ws'
-import type { ConnectionContext, VendorFailure } from '../../../gateway/audio/connection-contract'
-import { ControlChain } from '../../../gateway/audio/control-chain'
-import { VendorConnection } from '../../../gateway/audio/vendor-connection'
-import type { MappingInput } from '../../../gateway/mapping/run'
-import { Metrics } from '../../../gateway/telemetry/metrics'
-import { FakeClock, flush } from '../../helpers/fake-clock'
-import { type audioMapping, Lines, route, SETTINGS } from './harness'
+import type { ConnectionContext, VendorFailure } from '../../gateway/audio/connection-contract'
+import { ControlChain } from '../../gateway/audio/control-chain'
+import { VendorConnection } from '../../gateway/audio/vendor-connection'
+import type { MappingInput } from '../../gateway/mapping/run'
+import { Metrics } from '../../gateway/telemetry/metrics'
+import { FakeClock, flush } from '../helpers/fake-clock'
+import { type audioMapping, Lines, route, SETTINGS } from '../unit/audio/harness'
 
 // One vendor connection against a tiny real vendor (ws on 127.0.0.1, port 0): what it sends, and the
 // typed ready / refused / lost it tells. Time (the ready deadline) is the fake clock's.
@@ -72,14 +72,14 @@ async function vendor(
 }
 
 /** Open one connection to `url` with this mapping; `told` resolves with the first thing it tells. */
-function connect(t: Test, url: string, audio: AudioMapping) {
+function connect(t: Test, url: string, audio: AudioMapping, settings = SETTINGS) {
   const clock = new FakeClock()
   const metrics = new Metrics()
   const logs = new Lines()
   const r = route(clock, ['v'], audio, () => url)
   const ctx: ConnectionContext = {
     route: r,
-    settings: SETTINGS,
+    settings,
     metrics,
     clock,
     chain: new ControlChain(err => t.fail(`control work threw: ${String(err)}`)),
@@ -87,6 +87,7 @@ function connect(t: Test, url: string, audio: AudioMapping) {
     log: logs.log
   }
   const results: string[] = []
+  const unconfirmed: { bytesSinceLife: number }[] = []
   let tell!: (v: { what: 'ready' | 'refused' | 'lost'; detail: unknown }) => void
   let told = new Promise<{ what: 'ready' | 'refused' | 'lost'; detail: unknown }>(resolve => {
     tell = resolve
@@ -97,7 +98,8 @@ function connect(t: Test, url: string, audio: AudioMapping) {
     ready: (_c, params) => tell({ what: 'ready', detail: params }),
     refused: (_c, failure: VendorFailure) => tell({ what: 'refused', detail: failure }),
     lost: (_c, failure: VendorFailure) => tell({ what: 'lost', detail: failure }),
-    result: text => results.push(text)
+    result: text => results.push(text),
+    unconfirmed: c => unconfirmed.push(c.lossReport!())
   })
   t.teardown(() => conn.abort())
   const next = async () => {
@@ -107,7 +109,7 @@ function connect(t: Test, url: string, audio: AudioMapping) {
     })
     return v
   }
-  return { conn, clock, replica, results, logs, metrics, next, ctx }
+  return { conn, clock, replica, results, logs, metrics, next, ctx, unconfirmed }
 }
 
 const READY_ON_STARTED: AudioMapping = {
@@ -154,6 +156,8 @@ t.test('opens with the mapping URL and headers, sends the open frame, is ready o
   const ws = await v.connected
   const code = await new Promise<number>(resolve => ws.once('close', resolve))
   t.equal(code, 1000, 'closed once the vendor said its goodbye (closeWhen)')
+  await flush()
+  t.same(c.unconfirmed, [], 'a goodbye the vendor completed leaves nothing unconfirmed')
   t.same(v.texts[0].at(-1), { event: 'stop' })
   t.same(v.binary, [160])
   await flush()
@@ -296,3 +300,59 @@ t.test('a disconnect read after the gateway decided to close still makes the clo
   release()
   t.same(await stopped(v), { event: 'stop', reason: 'disconnect' }, 'not "end": the vendor had disconnected')
 })
+
+t.test(
+  'issue 19: a goodbye a frozen vendor never completes (its last ping unanswered) says what it had not read: the audio since its last pong',
+  async t => {
+    const v = await vendor(t, {
+      onText: (ws, m) => {
+        if (m.event === 'start') ws.send(JSON.stringify({ event: 'started', id: 'v-1' }))
+      }
+    })
+    const live = { ...SETTINGS, vendorPingSeconds: 1, vendorPongTimeoutSeconds: 1 }
+    const c = connect(t, v.url, READY_ON_STARTED, live)
+    t.equal((await c.next()).what, 'ready')
+    const ws = await v.connected
+    for (let i = 0; i < 3; i++) c.conn.writeAudio(new Uint8Array(160))
+    c.clock.advance(1000)
+    while (c.conn.lossReport().bytesSinceLife !== 0) await flush(1)
+    t.pass('a pong: the vendor read the first 3 frames')
+    // Frozen: the vendor reads nothing more (no audio, no ping, no close frame).
+    ;(ws as unknown as { _socket: { pause: () => void } })._socket.pause()
+    for (let i = 0; i < 5; i++) c.conn.writeAudio(new Uint8Array(160))
+    c.clock.advance(1000)
+    c.conn.goodbye()
+    await flush()
+    t.equal(c.conn.state, 'CLOSING')
+    c.clock.advance(1000)
+    // The missed pong ends it within the pong timeout; a few more ticks let the close reach the connection.
+    for (let i = 0; i < 40 && c.unconfirmed.length === 0; i++) {
+      c.clock.advance(250)
+      await flush(1)
+    }
+    t.same(
+      c.unconfirmed.map(l => l.bytesSinceLife),
+      [5 * 160],
+      'told once, with the 5 frames written since the last pong'
+    )
+  }
+)
+
+t.test(
+  'a connection ended by the vendor (a control rule) is not told unconfirmed: its session was told it was lost',
+  async t => {
+    const v = await vendor(t, {
+      onText: (ws, m) => {
+        if (m.event === 'start') ws.send(JSON.stringify({ event: 'started', id: 'v-1' }))
+      }
+    })
+    const c = connect(t, v.url, READY_ON_STARTED)
+    t.equal((await c.next()).what, 'ready')
+    const ws = await v.connected
+    c.conn.writeAudio(new Uint8Array(160))
+    ws.terminate()
+    t.equal((await c.next()).what, 'lost')
+    await flush()
+    t.same(c.unconfirmed, [], "a loss while ready is the session's to count (recover), not unconfirmed")
+  }
+)
