@@ -134,7 +134,6 @@ export class TextHook {
     )
   }
 
-  /** True when the route has a text mapping (else its text paths are 404). */
   /** Asynchronous deliveries accepted (202) and not yet finished, on every route. */
   get backlog(): number {
     let n = 0

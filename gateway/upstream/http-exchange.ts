@@ -5,7 +5,6 @@
 import type { Dispatcher } from 'undici'
 import type { ErrorCode } from '../errors'
 
-/** Failures that mean nothing reached the replica: safe to send the same request elsewhere. */
 /** Bounded values of `upstream_requests_total{result}`. */
 export type UpstreamResult =
   | 'ok'
