@@ -9,6 +9,13 @@
  * At a loss, what was written since is what the vendor may not have processed (audio/feed.ts `recover`).
  * Updated on pings, pongs and vendor messages only: nothing per audio frame.
  */
+/** What a vendor socket counts (upstream/ws-leg.ts `VendorSocket`). */
+export interface SocketCounts {
+  readonly bufferedAmount: number
+  readonly bytesSent: number
+  readonly unreadAtLoss: number
+}
+
 export class SignOfLife {
   /** Pings run on this connection: only their pongs move the watermark. */
   pongs = false
@@ -31,6 +38,20 @@ export class SignOfLife {
 
   pong(): void {
     this.advance(this.writesAtPing, this.pingAt)
+  }
+
+  /** A vendor message at `at`: it had read all `written` but what `socket` still holds (see above). */
+  messageOn(socket: SocketCounts, written: number, at: number): void {
+    this.message(written - framesIn(socket.bufferedAmount, socket.bytesSent, written), at)
+  }
+
+  /** At a loss: what was written since the last sign of life, and what `socket` still held unread. */
+  report(
+    socket: SocketCounts | null,
+    written: number
+  ): { bytesSinceLife: number; unreadBytes: number; lastLifeAt: number } {
+    const unread = socket === null ? 0 : framesIn(socket.unreadAtLoss, socket.bytesSent, written)
+    return { bytesSinceLife: this.since(written), unreadBytes: unread, lastLifeAt: this.at }
   }
 
   /** A vendor message at `at`, when our socket buffer held all but the first `writes` (see above). */

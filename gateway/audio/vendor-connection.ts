@@ -16,7 +16,7 @@ import type {
 import { type AudioEncoder, FrameCounters } from './encoder'
 import { type ControlStage, ControlFrames } from './control-frames'
 import { livenessOf } from './liveness'
-import { framesIn, SignOfLife } from './sign-of-life'
+import { SignOfLife } from './sign-of-life'
 import { VendorControl } from './vendor-control'
 import { ON_CLOSE, READ } from './connection-states'
 import { parseVendorText, type Reading, type Verdict } from './vendor-message'
@@ -201,9 +201,7 @@ export class VendorConnection implements Connection {
   // ---- vendor messages ---------------------------------------------------------------------------
 
   lossReport(): { bytesSinceLife: number; unreadBytes: number; lastLifeAt: number } {
-    const s = this.socket
-    const unread = s === null ? 0 : framesIn(s.unreadAtLoss, s.bytesSent, this.audioBytes)
-    return { bytesSinceLife: this.life.since(this.audioBytes), unreadBytes: unread, lastLifeAt: this.life.at }
+    return this.life.report(this.socket, this.audioBytes)
   }
 
   private onText(text: string): void {
@@ -236,12 +234,8 @@ export class VendorConnection implements Connection {
 
   /** A vendor message is a sign of life (audio/sign-of-life.ts: how much it says). */
   private received(bytes: number): void {
-    const s = this.socket
-    if (this.state === 'READY' && s !== null)
-      this.life.message(
-        this.audioBytes - framesIn(s.bufferedAmount, s.bytesSent, this.audioBytes),
-        this.ctx.clock.now()
-      )
+    if (this.state === 'READY' && this.socket !== null)
+      this.life.messageOn(this.socket, this.audioBytes, this.ctx.clock.now())
     const c = this.ctx.counters
     c.framesFromVendor++
     c.bytesFromVendor += bytes
