@@ -17,6 +17,7 @@ import { VendorFeed } from './feed'
 import type { Session, SessionDeps, SessionFailure, SessionOwner, SessionState } from './session-contract'
 import { afterFailure, FLOWING, KEEPS } from './session-states'
 import { VendorConnection } from './vendor-connection'
+import { SessionStats } from './session-stats'
 
 const newConnection: ConnectionFactory = (ctx, replica, input, events) =>
   new VendorConnection(ctx, replica, input, events)
@@ -34,6 +35,7 @@ export class VendorSession implements Session {
   /** Set by `handOff`: the close reason, and the affinity stays for the next instance. */
   private handedOff: string | null = null
   readonly counters: LegCounters
+  readonly stats = new SessionStats()
   readonly feed: VendorFeed
   owner: SessionOwner | null
   /** The connection audio goes to (null while none is ready or being opened). */
@@ -171,6 +173,7 @@ export class VendorSession implements Session {
       const route = this.deps.route.name
       this.deps.metrics.failovers.inc({ route, result: 'ok' })
       this.deps.metrics.gapSeconds.observe({ route }, gap)
+      this.stats.gap(gap)
       this.ctx.log.warn(
         {
           event: 'failover_done',
@@ -187,6 +190,7 @@ export class VendorSession implements Session {
       this.vendorParams = params
     }
     this.state = 'READY'
+    this.stats.flowsTo(conn.replica.name)
     this.setAffinity(conn, 86400)
     this.handover.arm()
     this.tellOwner()
@@ -215,6 +219,7 @@ export class VendorSession implements Session {
   private tookOver(conn: Connection, old: Connection): void {
     this.conn = conn
     this.feed.retarget(conn)
+    this.stats.flowsTo(conn.replica.name)
     if (conn.replica === old.replica)
       this.ctx.log.info({ event: 'rotated', upstream: conn.replica.name }, 'vendor session rotated before its cap')
     else {
@@ -303,6 +308,7 @@ export class VendorSession implements Session {
       return this.end(error, extra)
     }
     this.state = 'RECOVERING'
+    this.stats.lost()
     const wait = this.walk.beginRecovery(lost.replica, loss?.lastLifeAt ?? null)
     const { replayed, unreplayed } = this.feed.recover(loss)
     this.ctx.log.warn(
@@ -355,6 +361,7 @@ export class VendorSession implements Session {
     if (this.state === 'RECOVERING') {
       this.feed.dropQueued()
       this.deps.metrics.gapSeconds.observe({ route: this.deps.route.name }, this.walk.gapSeconds())
+      this.stats.gap(this.walk.gapSeconds())
       this.ctx.log.error(
         { event: 'failover_failed', droppedFrames: this.counters.dropFailover, detail: internal },
         'no vendor session could replace the lost one; ending the leg'
