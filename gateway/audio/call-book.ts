@@ -1,6 +1,6 @@
 import type { Clock, TimerHandle } from '../clock'
 import type { CallRecord, Store } from '../store/port'
-import type { CallPlace, LegCall, SessionFate } from './leg-call'
+import type { CallBookPort, CallPlace, LegCall, SessionFate } from './leg-call'
 import { OWNER_REFRESH_MS, OWNER_TTL_MS } from './placement'
 import type { Session } from './session-contract'
 
@@ -17,7 +17,7 @@ export interface CallSource {
  * cadence (audio/placement.ts OWNER_REFRESH_MS) with their TTL, so a dead process's records expire. A
  * leg's record goes at its end (or, parked, when its session is re-attached or closes).
  */
-export class CallBook {
+export class CallBook implements CallBookPort {
   private readonly parked = new Map<Session, CallRecord>()
   private timer: TimerHandle | null = null
 
@@ -41,6 +41,12 @@ export class CallBook {
       if (r !== null) records.push(r)
     }
     if (records.length > 0) this.store.publishCalls(records, OWNER_TTL_MS)
+  }
+
+  /** A leg has its session (here, or in the process it is relayed to): its record goes out now. */
+  placed(call: LegCall, state: string): void {
+    const r = call.record(state, this.where)
+    if (r !== null) this.store.publishCalls([r], OWNER_TTL_MS)
   }
 
   /** A leg ended: its record goes, or stays as PARKED while its session waits for a re-attach. */

@@ -9,6 +9,12 @@ import type { Session } from './session-contract'
 /** What became of a leg's session when the leg ended (the summary's `session`). */
 export type SessionFate = 'none' | 'parked' | 'closed' | 'handed_off' | 'taken'
 
+/** What a leg's call tells the book (audio/call-book.ts CallBook). */
+export interface CallBookPort {
+  placed: (call: LegCall, state: string) => void
+  ended: (call: LegCall, session: Session | null, fate: SessionFate) => void
+}
+
 /** Where a call record says it is served: the gateway instance, the process, the worker's index. */
 export interface CallPlace {
   readonly instance: string
@@ -37,6 +43,8 @@ export class LegCall {
   results = 0
   relayedTo: string | undefined
   private session: Session | null = null
+  /** Where its record is published (audio/call-book.ts); absent in unit tests. */
+  private readonly book: CallBookPort | undefined
   /** The session's failovers and gap when this leg took it (a re-attached leg counts only its own). */
   private baseFailovers = 0
   private baseGapMs = 0
@@ -56,6 +64,7 @@ export class LegCall {
       route: { name: string }
       traceparent?: string
       relayed?: { from: string }
+      calls?: CallBookPort
     },
     private readonly counters: LegCounters
   ) {
@@ -64,14 +73,28 @@ export class LegCall {
     this.route = leg.route.name
     this.traceparent = leg.traceparent
     this.relayedFrom = leg.relayed?.from
+    this.book = leg.calls
     this.began = leg.clock.now()
   }
 
-  /** The leg writes to `session` from now on. */
+  /** The leg writes to `session` from now on: its record is published at once (not at the next refresh). */
   attached(session: Session): void {
     this.session = session
     this.baseFailovers = session.stats.failovers
     this.baseGapMs = session.stats.gapMs
+    this.book?.placed(this, 'CONNECTING')
+  }
+
+  /** CONNECTED went to the platform: the `connected` line, and its record (STREAMING, on its replica) goes out now. */
+  connected(log: Logger, handshakeSeconds: number): void {
+    log.info({ event: 'connected', handshakeSeconds }, 'vendor session ready; audio flowing')
+    this.book?.placed(this, 'STREAMING')
+  }
+
+  /** The leg's session is held by process `holder`: its audio goes there (its record says so at once). */
+  relayed(holder: string): void {
+    this.relayedTo = holder
+    this.book?.placed(this, 'RELAYING')
   }
 
   /** The record of this leg in `state` (audio/leg-contract.ts LegState, or PARKED) at `where`; null while its init is not accepted. */
@@ -108,13 +131,9 @@ export class LegCall {
   }
 
   /** The leg ended: its summary line, and its record goes from the book (or stays, PARKED). */
-  ended(
-    log: Logger,
-    end: { outcome: string; closeCode: number; fate: SessionFate; session: Session | null },
-    book: { ended: (call: LegCall, session: Session | null, fate: SessionFate) => void } | undefined
-  ): void {
+  ended(log: Logger, end: { outcome: string; closeCode: number; fate: SessionFate; session: Session | null }): void {
     this.summary(log, end.outcome, end.closeCode, end.fate)
-    book?.ended(this, end.session, end.fate)
+    this.book?.ended(this, end.session, end.fate)
   }
 
   /**

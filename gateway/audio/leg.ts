@@ -276,7 +276,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
   private relay(place: Extract<Place, { kind: 'relay' }>): void {
     const { placement, clientAddress } = this.deps
     this.relayedTo = place
-    this.call.relayedTo = place.owner.instance
+    this.call.relayed(place.owner.instance)
     const claims = { key: this.accepted!.key, address: clientAddress, from: placement.me?.instance ?? '' }
     const make = this.deps.relayLink ?? ((...a) => new RelayLink(...a))
     this.link = make(place, this.initText, this.counters, claims, { ...this.deps, log: this.log }, this)
@@ -324,7 +324,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
     this.deps.metrics.handshakeDuration.observe({ route: this.deps.route.name }, seconds)
     this.out.send(connectedFrame({ ...vendorParameters, legId: this.deps.legId, route: this.deps.route.name }))
     for (const text of this.out.early.release()) this.deliver(text)
-    this.log.info({ event: 'connected', handshakeSeconds: seconds }, 'vendor session ready; audio flowing')
+    this.call.connected(this.log, seconds)
   }
 
   sessionFailed(error: GatewayError, extra: Record<string, unknown>): void {
@@ -426,6 +426,6 @@ export class AudioLeg implements SessionOwner, RelayOwner {
     this.deps.metrics.sessionsTotal.inc({ route: this.deps.route.name, outcome })
     this.deps.metrics.endLeg(this.counters)
     const fate = letGo(session, link, this, was, how)
-    this.call.ended(this.log, { outcome, closeCode, fate, session }, this.deps.calls)
+    this.call.ended(this.log, { outcome, closeCode, fate, session })
   }
 }

@@ -29,7 +29,14 @@ function byStart(a: CallRecord, b: CallRecord): number {
  * by each process (audio/call-book.ts). 400 QUERY_INVALID without a numeric contactId; 503 when the
  * store cannot answer.
  */
-export function answerCalls(res: uWS.HttpResponse, req: uWS.HttpRequest, store: Store, instance: string): void {
+export function answerCalls(
+  res: uWS.HttpResponse,
+  req: uWS.HttpRequest,
+  store: Store,
+  instance: string,
+  /** What the answer covers: `this process`, `workers` (one gateway's), `redis` (the fleet). */
+  covers: string
+): void {
   const id = contactIdOf(req.getQuery())
   if (id instanceof GatewayError) return sendProblem(res, id)
   let aborted = false
@@ -42,7 +49,7 @@ export function answerCalls(res: uWS.HttpResponse, req: uWS.HttpRequest, store: 
       sendJson(res, 200, {
         contactId: id,
         answeredBy: instance,
-        store: store.kind === 'redis' ? 'redis' : store.shared ? 'workers' : 'this process',
+        store: covers,
         calls: calls.sort(byStart).map(({ at: _a, ...c }) => c)
       })
     },
@@ -59,7 +66,8 @@ export function mountCalls(admin: uWS.TemplatedApp, state: ServerState, gate: Ad
     guarded(gate, (res, req) => {
       // Published records lag up to a refresh; this process's own are made fresh first.
       state.calls.publish()
-      answerCalls(res, req, state.store, state.store.instanceId)
+      const s = state.store
+      answerCalls(res, req, s, s.instanceId, s.kind === 'redis' ? 'redis' : s.shared ? 'workers' : 'this process')
     })
   )
 }

@@ -176,7 +176,9 @@ export async function startMainListeners(
   // Every worker's legs, through the store they all publish to (audio/call-book.ts).
   admin.get(
     '/admin/calls',
-    guarded(token, (res, req) => answerCalls(res, req, host.calls, host.instanceId))
+    guarded(token, (res, req) =>
+      answerCalls(res, req, host.calls, host.instanceId, host.calls.kind === 'redis' ? 'redis' : 'workers')
+    )
   )
   admin.post(
     '/admin/reload',
