@@ -21,7 +21,7 @@ const LAYERS = [
   ['workers'],
   ['tools'],
   ['check', 'cli-usage'],
-  ['cli-serve', 'cli-tools'],
+  ['cli-serve', 'cli-tools', 'cli-calls'],
   ['cli']
 ]
 const RANK = new Map(LAYERS.flatMap((units, rank) => units.map(u => [u, rank])))

@@ -296,6 +296,7 @@ async function serveAsWorker(config: Config, file: string): Promise<number> {
       worker: {
         parts: {
           group: hello.group,
+          index,
           fleetKey: FleetKey.fromHex(hello.fleetKey, hello.fleetKeySource),
           admission,
           adminToken: hello.adminToken,

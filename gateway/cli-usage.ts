@@ -1,7 +1,8 @@
 /** The command line's words: usages, help, usage errors and option parsing shared by every command. */
 
 const ENVIRONMENT =
-  'Environment: GATEWAY_CONFIG, GATEWAY_WORKERS, PORT, ADMIN_PORT, REDIS_URL, LOG_LEVEL (and the ${VAR}s the config names).'
+  'Environment: GATEWAY_CONFIG, GATEWAY_WORKERS, PORT, ADMIN_PORT, REDIS_URL, LOG_LEVEL (and the ${VAR}s the config names);\n' +
+  '  GATEWAY_ADMIN_TOKEN (calls: the admin token when --token is not given).'
 const EXIT_CODES = 'Exit status: 0 ok, 1 runtime failure, 2 usage or config error.'
 
 /** Each command's usage, printed by `<command> --help` (stdout, exit 0) and after a usage error (stderr, exit 2). */
@@ -28,6 +29,11 @@ export const USAGES = {
                                [--insecure]
   POST one utterance to the text hook (http:// or https://); print the status and the answer.
   Exit 1 unless the answer is a 2xx.`,
+  calls: `usage: assist-gateway calls --admin URL --contact N [--token T] [--json]
+  Where contact N's legs are: every live or parked leg the gateway's store knows of (one instance, its
+  workers, or the fleet on Redis), from GET /admin/calls on the admin listener at URL, as a table (--json:
+  the answer as it came). The token: --token, else $GATEWAY_ADMIN_TOKEN (needed when admin.token is set).
+  Exit 1 when the admin API cannot be reached or refuses.`,
   vendor: `usage: assist-gateway vendor --kind KIND --port N [--host H] [--result-every-frames N] [--api-key KEY]
   KIND: passthrough, json-events (demo vendors); deepgram, assemblyai, twilio-media, audiohook, amazon-transcribe,
   speechmatics, openai (strict emulators of real APIs; amazon-transcribe: --api-key <access key id>:<secret>)
@@ -40,6 +46,7 @@ export const USAGE = `usage: assist-gateway <command> [options]    (assist-gatew
   check       validate a config, its mappings and its TLS material
   simulate    act as the platform: simulate audio | simulate text
   vendor      run a bundled vendor emulator
+  calls       where a contact's legs are (instance, worker, replica, frames, gaps)
   --version   print the version
 ${EXIT_CODES}
 ${ENVIRONMENT}`

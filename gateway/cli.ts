@@ -11,7 +11,7 @@ import { ConfigError } from './errors'
 import { version } from './paths'
 
 // The command line. Each command loads its modules when it runs (cli-serve.ts: serve and check;
-// cli-tools.ts: simulate and vendor), so --help, --version and usage errors answer at once.
+// cli-tools.ts: simulate and vendor; cli-calls.ts: calls), so --help, --version and usage errors answer at once.
 
 export async function main(argv: string[]): Promise<number> {
   endQuietlyWhenStdoutCloses()
@@ -26,6 +26,8 @@ export async function main(argv: string[]): Promise<number> {
         return await (await import('./cli-tools')).cmdSimulate(rest)
       case 'vendor':
         return await (await import('./cli-tools')).cmdVendor(rest)
+      case 'calls':
+        return await (await import('./cli-calls')).cmdCalls(rest)
       case '--version':
         console.log(version())
         return 0

@@ -54,6 +54,8 @@ export const CODES = {
   ROUTE_NOT_FOUND: { status: 404, close: 1008, flag: 'NR', text: 'no such route' },
   NOT_FOUND: { status: 404, close: 1008, flag: 'NF', text: 'not found' },
   METHOD_NOT_ALLOWED: { status: 405, close: 1008, flag: 'MA', text: 'method not allowed' },
+  // the admin API
+  QUERY_INVALID: { status: 400, close: 1008, flag: 'QI', text: 'a query parameter is missing or not valid' },
   // the front door (server/front-door.ts)
   BAD_REQUEST: { status: 400, close: 1002, flag: 'BR', text: 'the request is not valid HTTP/1.1' },
   UPGRADE_INVALID: {

@@ -32,6 +32,8 @@ export const ERROR_WHEN: Record<ErrorCode, string> = {
   ROUTE_NOT_FOUND: 'no such route (audio: refused before the upgrade)',
   NOT_FOUND: 'no such path',
   METHOD_NOT_ALLOWED: 'wrong HTTP method on a known path',
+  QUERY_INVALID:
+    'an admin API query without a required parameter or with a malformed one (`GET /admin/calls` without a numeric `contactId`); `pointers` name it',
   BAD_REQUEST:
     'the request is not valid HTTP/1.1: two `Content-Length` or `Host` fields, or a `Content-Length` that is not 1\u20139 digits; the connection is closed',
   UPGRADE_INVALID:

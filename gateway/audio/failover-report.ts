@@ -1,6 +1,7 @@
 import type { Logger } from '../telemetry/log'
 import type { LegCounters, Metrics } from '../telemetry/metrics'
 import type { Replica } from '../upstream/pool'
+import type { SessionStats } from './session-stats'
 
 /**
  * What a session's recovery tells the operator: `audio_failovers_total` by result, the gap histogram,
@@ -12,11 +13,14 @@ export class FailoverReport {
     private readonly route: string,
     private readonly counters: LegCounters,
     /** The session's context: its `log` changes when a leg re-attaches. */
-    private readonly ctx: { log: Logger }
+    private readonly ctx: { log: Logger },
+    /** The session's own figures, for its leg's summary line. */
+    private readonly stats: SessionStats
   ) {}
 
   /** A connection was lost mid-call; a replacement opens after `backoffMs` (0: at once). */
   started(lost: Replica, why: string, replayed: number, unreplayed: number, backoffMs: number): void {
+    this.stats.lost()
     this.ctx.log.warn(
       { event: 'failover_start', upstream: lost.name, why, replayFrames: replayed, unreplayed, backoffMs },
       'vendor session lost mid-call; opening a replacement, the platform leg stays open'
@@ -29,6 +33,7 @@ export class FailoverReport {
   done(to: Replica, from: Replica | null, gapSeconds: number, queuedFrames: number): void {
     this.metrics.failovers.inc({ route: this.route, result: 'ok' })
     this.metrics.gapSeconds.observe({ route: this.route }, gapSeconds)
+    this.stats.gap(gapSeconds)
     this.ctx.log.warn(
       {
         event: 'failover_done',
@@ -77,6 +82,7 @@ export class FailoverReport {
   /** The recovery ends the leg (timed out, or a replacement's answer ends it) after `gapSeconds`. */
   failed(gapSeconds: number, detail: string | undefined): void {
     this.metrics.gapSeconds.observe({ route: this.route }, gapSeconds)
+    this.stats.gap(gapSeconds)
     this.ctx.log.error(
       { event: 'failover_failed', droppedFrames: this.counters.dropFailover, detail },
       'no vendor session could replace the lost one; ending the leg'

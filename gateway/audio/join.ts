@@ -10,6 +10,7 @@ import { startOnAffinity } from './affinity'
 import { VendorSession } from './session'
 import type { AudioInput, Session, SessionDeps, SessionHost, SessionOwner, SessionState } from './session-contract'
 import { FLOWING } from './session-states'
+import type { SessionStats } from './session-stats'
 
 /** At most this many ticks are caught up at once after a late timer (the rest of the lag is skipped). */
 const MAX_CATCH_UP = 5
@@ -324,6 +325,9 @@ export class JoinedLeg implements Session {
   }
   get counters(): LegCounters {
     return this.join.session.counters
+  }
+  get stats(): SessionStats {
+    return this.join.session.stats
   }
   /** Silence filled into this channel so far. */
   get filled(): number {

@@ -2,8 +2,12 @@ import type { Admission } from '../auth/admission'
 import type { RelayClaims, RelayTokens } from '../auth/relay-token'
 import type { AuthSettings } from '../config/types'
 import type { Logger } from '../telemetry/log'
+import type { LogLimiter } from '../telemetry/log-limit'
+import type { CallBook } from './call-book'
+import type { SessionFate } from './leg-call'
 import type { LegSessionDeps } from './leg-session'
 import type { RelayLinkFactory } from './relay-link'
+import type { Session, SessionOwner } from './session-contract'
 
 // The seam between the uWS adapter (server/audio-route.ts) and a platform leg (audio/leg.ts), and the
 // leg's states with what every event does in each: total tables, so a new state does not compile until
@@ -38,6 +42,10 @@ export interface LegDeps extends LegSessionDeps {
   callerKey: Buffer
   /** How relay links are made (default: real ones); unit tests pass fakes. */
   relayLink?: RelayLinkFactory
+  /** This process's call records (`GET /admin/calls`); absent in unit tests. */
+  calls?: CallBook
+  /** Lines an unauthenticated client can cause (a refused leg's `leg_failed`) are rate-limited here. */
+  logLimit?: LogLimiter
 }
 
 /**
@@ -99,6 +107,44 @@ export const ON_END: Record<LegState, 'nothing' | 'close-session' | 'park-sessio
   STREAMING: 'park-session',
   RELAYING: 'close-link',
   CLOSED: 'nothing'
+}
+
+/** How a leg ends: its session parked (the platform left), closed (a failure), neither (relayed), or handed off (a drain). */
+export type LegEnd = 'park' | 'close' | 'nothing' | { handOffSeconds: number }
+
+/**
+ * What `ON_END` says, done: the leg that ended in state `was` lets its session go (parked for a re-attach,
+ * closed, or handed off in a drain), unless another leg took it meanwhile, or closes its relay link.
+ * Returns what became of the session.
+ */
+export function letGo(
+  session: Session | null,
+  link: { close: () => void } | null,
+  leg: SessionOwner,
+  was: LegState,
+  how: LegEnd
+): SessionFate {
+  if (ON_END[was] === 'close-link') link?.close()
+  if (session === null) return 'none'
+  if (session.owner !== leg) return 'taken'
+  if (how === 'nothing') return 'none'
+  switch (ON_END[was]) {
+    case 'park-session':
+      if (how === 'close') break
+      if (how === 'park') {
+        session.park()
+        return session.state === 'CLOSED' ? 'closed' : 'parked'
+      }
+      session.handOff('gateway instance draining; the leg continues on another instance', how.handOffSeconds)
+      return 'handed_off'
+    case 'close-session':
+      session.close(how !== 'park')
+      return 'closed'
+    default:
+      return 'none'
+  }
+  session.close(true)
+  return 'closed'
 }
 
 /** The outcome the leg counts (`audio_sessions_total{outcome}`) when the platform closes it in this state. */

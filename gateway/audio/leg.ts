@@ -8,15 +8,17 @@ import type { LegCounters } from '../telemetry/metrics'
 import type { Problem } from '../validate/compile'
 import { connectedFrame, errorFrame } from './handshake'
 import { LegAudio } from './leg-audio'
+import { LegCall } from './leg-call'
 import { type Accepted, type InitVerdict, placeLeg, takePlaceHere, verifyInit } from './leg-handshake'
 import {
   CLOSE_OUTCOME,
+  letGo,
   ON_BINARY,
-  ON_END,
   ON_HANDSHAKE_TIMEOUT,
   ON_RESULT,
   ON_TEXT,
   type LegDeps,
+  type LegEnd,
   type LegState,
   type PlatformLeg
 } from './leg-contract'
@@ -39,6 +41,8 @@ export type { LegDeps, LegState, PlatformLeg } from './leg-contract'
 export class AudioLeg implements SessionOwner, RelayOwner {
   state: LegState = 'AWAIT_INIT'
   readonly counters: LegCounters
+  /** Its summary line and call record (audio/leg-call.ts). */
+  readonly call: LegCall
   /** The id of the bearer token the leg was opened with (its revocation ends the leg), once checked. */
   tokenJti: string | undefined
   private log: Logger
@@ -63,6 +67,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
   ) {
     this.counters = deps.metrics.startLeg(deps.route.name)
     this.counters.active = true
+    this.call = new LegCall(deps, this.counters)
     this.log = deps.log
     this.audio = new LegAudio(deps.settings.holdBufferBytes)
     this.out = new PlatformOut(
@@ -151,7 +156,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
       { event: 'platform_closed', code, cut, framesFromPlatform: this.counters.framesFromPlatform },
       cut === undefined ? 'platform ended the leg' : 'the platform sent a frame the server cut the socket for'
     )
-    this.end(outcome === 'relayed' ? outcome : (cut ?? outcome), 'park')
+    this.end(outcome === 'relayed' ? outcome : (cut ?? outcome), 'park', code)
   }
 
   /** A platform frame the leg will not take (over `uws.maxPayloadBytes`): ERROR with this code, then its close code. */
@@ -180,7 +185,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
       'gateway draining: leg closed with 1012 so the platform reconnects to another instance'
     )
     this.out.frame(errorFrame(new GatewayError('SHUTTING_DOWN')))
-    this.end(this.state === 'RELAYING' ? 'relayed' : 'shutting_down', { handOffSeconds: ttlSeconds })
+    this.end(this.state === 'RELAYING' ? 'relayed' : 'shutting_down', { handOffSeconds: ttlSeconds }, 1012)
     this.platform.end(CODES.SHUTTING_DOWN.close, 'SHUTTING_DOWN')
   }
 
@@ -208,6 +213,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
     const { checked } = v
     this.tokenJti = checked.jti
     const id = checked.identity
+    this.call.identity = id
     this.log = this.log.child({
       busNo: id.busNo,
       contactId: id.contactId,
@@ -256,6 +262,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
     if (found === 'refused') return this.callerMismatch()
     if (found instanceof GatewayError) return this.fail(found)
     this.session = found.session
+    this.call.attached(found.session)
     this.audio.toSession(found.session)
     if (found.reattached) return
     startLegSession(this.deps, found.session, this.log, checked, () => {
@@ -269,6 +276,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
   private relay(place: Extract<Place, { kind: 'relay' }>): void {
     const { placement, clientAddress } = this.deps
     this.relayedTo = place
+    this.call.relayed(place.owner.instance)
     const claims = { key: this.accepted!.key, address: clientAddress, from: placement.me?.instance ?? '' }
     const make = this.deps.relayLink ?? ((...a) => new RelayLink(...a))
     this.link = make(place, this.initText, this.counters, claims, { ...this.deps, log: this.log }, this)
@@ -281,7 +289,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
   }
 
   relayEnded(code: number, reason: string): void {
-    this.end('relayed', 'nothing')
+    this.end('relayed', 'nothing', code)
     this.platform.end(code, reason)
   }
 
@@ -315,8 +323,8 @@ export class AudioLeg implements SessionOwner, RelayOwner {
     const seconds = (this.deps.clock.now() - this.initAt) / 1000
     this.deps.metrics.handshakeDuration.observe({ route: this.deps.route.name }, seconds)
     this.out.send(connectedFrame({ ...vendorParameters, legId: this.deps.legId, route: this.deps.route.name }))
-    for (const text of this.out.early.release()) this.out.send(text)
-    this.log.info({ event: 'connected', handshakeSeconds: seconds }, 'vendor session ready; audio flowing')
+    for (const text of this.out.early.release()) this.deliver(text)
+    this.call.connected(this.log, seconds)
   }
 
   sessionFailed(error: GatewayError, extra: Record<string, unknown>): void {
@@ -327,6 +335,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
   deliver(text: string): void {
     switch (ON_RESULT[this.state]) {
       case 'send':
+        this.call.results++
         return this.out.send(text)
       case 'early':
         return this.out.early.hold(text)
@@ -350,20 +359,21 @@ export class AudioLeg implements SessionOwner, RelayOwner {
   private fail(error: GatewayError, problems: readonly Problem[] = [], extra: Record<string, unknown> = {}): void {
     if (this.state === 'CLOSED') return
     const code: ErrorCode = error.code
-    this.log[logLevelOf(code)](
-      {
-        event: 'leg_failed',
-        code,
-        flag: CODES[code].flag,
-        pointers: error.pointers.length > 0 ? error.pointers : undefined,
-        ...extra
-      },
-      error.message
-    )
-    const extraForPlatform = { ...extra }
-    delete extraForPlatform.detail
+    // Before its init is accepted anyone can cause this line: rate-limited by code (telemetry/log-limit.ts).
+    if (this.accepted !== null || this.deps.logLimit?.allow(code) !== false)
+      this.log[logLevelOf(code)](
+        {
+          event: 'leg_failed',
+          code,
+          flag: CODES[code].flag,
+          pointers: error.pointers.length > 0 ? error.pointers : undefined,
+          ...extra
+        },
+        error.message
+      )
+    const { detail: _detail, ...extraForPlatform } = extra
     this.out.frame(errorFrame(error, problems, extraForPlatform))
-    this.end(this.state === 'RELAYING' ? 'relayed' : code.toLowerCase(), 'close')
+    this.end(this.state === 'RELAYING' ? 'relayed' : code.toLowerCase(), 'close', CODES[code].close)
     this.platform.end(CODES[code].close, code)
   }
 
@@ -396,36 +406,26 @@ export class AudioLeg implements SessionOwner, RelayOwner {
   }
 
   /**
-   * The leg is over: what it holds is let go as `ON_END` says for the state it was in (a streaming
-   * session parks, or is handed off in a drain, or closes on a failure), and its outcome is counted.
+   * The leg is over: what it holds is let go as `ON_END` says for the state it was in (audio/leg-contract.ts
+   * `letGo`), its outcome counted, its one `leg_summary` line written (`closeCode`: the platform's or ours).
    */
-  private end(outcome: string, how: 'park' | 'close' | 'nothing' | { handOffSeconds: number }): void {
+  private end(outcome: string, how: LegEnd, closeCode: number): void {
     const was = this.state
+    if (was === 'CLOSED') return
     this.state = 'CLOSED'
     this.clearHandshakeTimer()
     // Frames read from the platform and still held (its checks or its placement were under way): counted.
     this.counters.dropAfterClose += this.audio.stop()
     this.out.early.drop()
-    const session = this.session
-    const link = this.link
+    const { session, link } = this
     this.session = null
     this.link = null
-    if (ON_END[was] === 'close-link') link?.close()
     this.releasePlace?.()
     this.releasePlace = null
     this.counters.active = false
     this.deps.metrics.sessionsTotal.inc({ route: this.deps.route.name, outcome })
     this.deps.metrics.endLeg(this.counters)
-    if (session === null || session.owner !== this || how === 'nothing') return
-    switch (ON_END[was]) {
-      case 'park-session':
-        if (how === 'park') return session.park()
-        if (how === 'close') return session.close(true)
-        return session.handOff('gateway instance draining; the leg continues on another instance', how.handOffSeconds)
-      case 'close-session':
-        return session.close(how !== 'park')
-      default:
-        return
-    }
+    const fate = letGo(session, link, this, was, how)
+    this.call.ended(this.log, { outcome, closeCode, fate, session })
   }
 }

@@ -15,6 +15,9 @@ export class SessionRegistry implements SessionHost {
   /** `placement`: where a plain session's hold ends when it closes (absent in unit tests of one session). */
   constructor(private readonly placement?: Placement) {}
 
+  /** Told when a session stops being parked (re-attached) or closes (audio/call-book.ts drops its PARKED record). */
+  onGone: (s: Session) => void = () => {}
+
   /** A new session for a leg identity; it replaces a closed one of the same identity. */
   add(s: Session, caller = ''): void {
     this.byKey.set(s.key, s)
@@ -51,10 +54,12 @@ export class SessionRegistry implements SessionHost {
   }
   unparked(s: Session): void {
     this.parkedSessions.delete(s)
+    this.onGone(s)
   }
   closed(s: Session): void {
     if (this.byKey.get(s.key) === s) this.byKey.delete(s.key)
     this.parkedSessions.delete(s)
+    this.onGone(s)
     // A plain session is held under its own key (a join channel's is its call's, held by the join).
     this.placement?.letGo(s.key, s)
   }

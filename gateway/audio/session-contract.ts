@@ -9,6 +9,7 @@ import type { Replica } from '../upstream/pool'
 import type { Connection, ConnectionFactory, VendorFailure } from './connection-contract'
 import type { Placement } from './placement'
 import type { VendorFeed } from './feed'
+import type { SessionStats } from './session-stats'
 
 // The seam between a platform leg (audio/leg.ts), the registry (audio/registry.ts) and the vendor
 // session state machine (audio/session.ts).
@@ -73,6 +74,8 @@ export interface Session {
   readonly state: SessionState
   readonly owner: SessionOwner | null
   readonly counters: LegCounters
+  /** Replicas, failovers and gap (audio/session-stats.ts): a joined leg reads its call's. */
+  readonly stats: SessionStats
   /** The per-frame path: the leg writes platform audio here (an VendorFeed, or a join's channel input). */
   readonly feed: AudioInput
   /** Open the first vendor connection, on `preferred` first when given (affinity), else by balancing. */

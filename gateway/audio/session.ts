@@ -18,6 +18,7 @@ import { VendorFeed } from './feed'
 import type { Session, SessionDeps, SessionFailure, SessionOwner, SessionState } from './session-contract'
 import { afterFailure, FLOWING, KEEPS } from './session-states'
 import { VendorConnection } from './vendor-connection'
+import { SessionStats } from './session-stats'
 
 const newConnection: ConnectionFactory = (ctx, replica, input, events) =>
   new VendorConnection(ctx, replica, input, events)
@@ -35,6 +36,7 @@ export class VendorSession implements Session {
   /** Set by `handOff`: the close reason, and the affinity stays for the next instance. */
   private handedOff: string | null = null
   readonly counters: LegCounters
+  readonly stats = new SessionStats()
   readonly feed: VendorFeed
   owner: SessionOwner | null
   /** The connection audio goes to (null while none is ready or being opened). */
@@ -80,7 +82,7 @@ export class VendorSession implements Session {
       this.fail({ kind: 'fatal', error: new GatewayError('INTERNAL') })
     })
     this.ctx = { ...deps, chain, counters: this.counters }
-    this.report = new FailoverReport(deps.metrics, deps.route.name, this.counters, this.ctx)
+    this.report = new FailoverReport(deps.metrics, deps.route.name, this.counters, this.ctx, this.stats)
     this.events = {
       ready: (conn, params) => this.connectionReady(conn, params),
       refused: (conn, failure) => this.fail({ kind: 'connection', conn, failure, when: 'refused' }),
@@ -177,6 +179,7 @@ export class VendorSession implements Session {
       this.vendorParams = params
     }
     this.state = 'READY'
+    this.stats.flowsTo(conn.replica.name)
     this.setAffinity(conn, 86400)
     this.handover.arm()
     this.tellOwner()
@@ -205,6 +208,7 @@ export class VendorSession implements Session {
   private tookOver(conn: Connection, old: Connection): void {
     this.conn = conn
     this.feed.retarget(conn)
+    this.stats.flowsTo(conn.replica.name)
     if (conn.replica === old.replica)
       this.ctx.log.info({ event: 'rotated', upstream: conn.replica.name }, 'vendor session rotated before its cap')
     else {

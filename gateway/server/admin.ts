@@ -2,8 +2,10 @@ import { createHash, timingSafeEqual } from 'node:crypto'
 import type * as uWS from 'uWebSockets.js'
 import { probeKind } from '../mapping/health'
 import type { FinalScrape } from '../telemetry/final-scrape'
+import type { Metrics } from '../telemetry/metrics'
 import { send, sendJson, sendProblem } from './http'
 import { readiness, readinessDetail } from './readiness'
+import { addressOf, logRefusal, type RefusalLog } from './refusals'
 import type { ServerState } from './state'
 
 /**
@@ -55,19 +57,41 @@ export function adminAuthorized(token: string, authorization: string): boolean {
   return timingSafeEqual(want, got)
 }
 
+/**
+ * The admin API's gate: its bearer token (`admin.token` of the config in force; '' on loopback without one)
+ * and what a refusal does besides the 401 (counted as `auth_failures_total{hook="admin"}`, logged with the
+ * address, rate-limited).
+ */
+export interface AdminGate {
+  token: () => string
+  refused: (address: string, reason: 'missing' | 'invalid') => void
+}
+
+/** The refusal of an admin gate: counted and logged (server/refusals.ts). */
+export function adminRefused(
+  r: RefusalLog & { metrics: Pick<Metrics, 'authFailures'> }
+): (address: string, reason: 'missing' | 'invalid') => void {
+  return (address, reason) => {
+    r.metrics.authFailures.inc({ hook: 'admin', reason })
+    logRefusal(r, 'admin_refused', 'ADMIN_UNAUTHORIZED', { address, reason })
+  }
+}
+
 /** A handler of the admin API behind the bearer check: 401 ADMIN_UNAUTHORIZED without the token. */
 export function guarded(
-  token: () => string,
+  gate: AdminGate,
   handler: (res: uWS.HttpResponse, req: uWS.HttpRequest) => void
 ): (res: uWS.HttpResponse, req: uWS.HttpRequest) => void {
   return (res, req) => {
-    if (adminAuthorized(token(), req.getHeader('authorization'))) return handler(res, req)
+    const authorization = req.getHeader('authorization')
+    if (adminAuthorized(gate.token(), authorization)) return handler(res, req)
+    gate.refused(addressOf(res), authorization === '' ? 'missing' : 'invalid')
     sendProblem(res, 'ADMIN_UNAUTHORIZED', [], { 'www-authenticate': 'Bearer realm="assist-gateway admin"' })
   }
 }
 
 /** The admin API's reads of this process: /admin/upstreams, /admin/readiness. */
-export function mountAdmin(app: uWS.TemplatedApp, state: ServerState, token: () => string): void {
+export function mountAdmin(app: uWS.TemplatedApp, state: ServerState, token: AdminGate): void {
   app.get(
     '/admin/readiness',
     guarded(token, res => {

@@ -1,4 +1,5 @@
 import * as uWS from 'uWebSockets.js'
+import { CallBook } from '../audio/call-book'
 import { type Holder, Placement } from '../audio/placement'
 import { SessionRegistry } from '../audio/registry'
 import { type Admission, LocalAdmission } from '../auth/admission'
@@ -12,15 +13,18 @@ import { routePools } from '../route'
 import { redactAlso, type Logger } from '../telemetry/log'
 import type { Metrics } from '../telemetry/metrics'
 import { FinalScrape, lingerMs } from '../telemetry/final-scrape'
+import { LogLimiter } from '../telemetry/log-limit'
 import type { Store } from '../store/port'
 import type { UpstreamPool } from '../upstream/pool'
-import { mountAdmin, mountHealth, mountMetrics } from './admin'
+import { type AdminGate, adminRefused, mountAdmin, mountHealth, mountMetrics } from './admin'
+import { mountCalls } from './calls-route'
 import { fleetApp } from './fleet-listener'
 import { mountAudio } from './audio-route'
 import { mountExamples } from './examples'
 import { mountText } from './text-route'
 import { closeAfterParse, wantsClose } from './front-door'
 import { sendProblem } from './http'
+import { notFound, notFoundLine } from './refusals'
 import {
   buildGeneration,
   mountReload,
@@ -33,19 +37,10 @@ import {
 import { startDrain, type Drain } from './drain'
 import { Rebalancer } from '../upstream/rebalance'
 import { sweepRevokedLegs } from './revoked-legs'
+import { checkUwsBuild } from './uws-build'
 import { TextHooks } from './text-hooks'
 import type { ServerState } from './state'
 import { mountTokenAdmin, mountTokenEndpoint, startTokenAuth } from './token-routes'
-
-/**
- * Which uWebSockets.js loaded. The unofficial build silently falls back to a pure-JS server when its
- * native binary does not load; native functions print as `[native code]`, the fallback's do not.
- */
-function uwsBuild(): { native: boolean; binary: string | null } {
-  const native = /\[native code\]/.test(Function.prototype.toString.call(uWS.App))
-  const binary = Object.keys(require.cache).find(k => /uws_.*\.node$/.test(k)) ?? null
-  return { native, binary }
-}
 
 export interface RunningServer {
   readonly state: ServerState
@@ -90,6 +85,8 @@ export interface ServerOptions {
  */
 export interface WorkerParts {
   group: string
+  /** Its index in the group (`worker` in its log lines and call records). */
+  index: number
   fleetKey: FleetKey
   admission: Admission
   /** The internal admin listener (127.0.0.1, ephemeral) answers only requests with this bearer token. */
@@ -104,22 +101,7 @@ const noRevalidate: Revalidate = async () => ({
 
 export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const { config, log, metrics, store } = opts
-  const build = uwsBuild()
-  metrics.buildInfo.set({ version: opts.version, uws_native: String(build.native) }, 1)
-  if (!build.native) {
-    if (!config.uws.allowFallback) {
-      throw new Error(
-        'uWebSockets.js loaded its pure-JS fallback, not the native binary: refusing to serve ' +
-          '(set uws.allowFallback: true to serve anyway, never in production)'
-      )
-    }
-    log.warn(
-      { event: 'uws_fallback' },
-      'uWebSockets.js is running its slow pure-JS fallback because uws.allowFallback is true'
-    )
-  } else {
-    log.info({ event: 'uws_native', binary: build.binary }, 'uWebSockets.js native build loaded')
-  }
+  const build = checkUwsBuild(config, log, metrics, opts.version)
 
   // Token auth is built once, from the config the process started with (key files are read here); a
   // change to `tokens` takes effect at the next restart (reload says so in restartRequired). So is the
@@ -127,7 +109,8 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const tokens = await startTokenAuth(config, opts.nowMs, store)
   const worker = opts.worker
   const fleetKey = worker?.fleetKey ?? FleetKey.fromConfig(config) ?? FleetKey.random()
-  const genDeps = { store, metrics, log, verifier: tokens?.verifier }
+  const logLimit = new LogLimiter(systemClock, () => log)
+  const genDeps = { store, metrics, log, verifier: tokens?.verifier, logLimit }
   let gen = buildGeneration(config, genDeps, null)
   const admission =
     worker?.admission ??
@@ -163,8 +146,17 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     placement,
     admission,
     fleetKey,
-    relayTokens: new RelayTokens(fleetKey)
+    relayTokens: new RelayTokens(fleetKey),
+    calls: new CallBook(
+      store,
+      systemClock,
+      { instance: holder.group, process: store.instanceId, worker: worker?.index ?? null },
+      () => state.legs
+    ),
+    logLimit
   }
+  sessions.onGone = s => state.calls.sessionGone(s)
+  state.calls.start()
   log.info({ event: 'fleet_key', source: fleetKey.source }, `fleet key from ${fleetKey.source}`)
   // Pools of routes a reload replaced or removed, while live legs still hold streams on them.
   const retired = new Set<UpstreamPool>()
@@ -241,24 +233,29 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   mountHealth(app, state)
   mountTokenEndpoint(app, state, tokens)
   app.any('/*', (res, req) => {
+    notFoundLine(state, 'public', res, req)
     if (wantsClose(req)) closeAfterParse(res, () => sendProblem(res, 'NOT_FOUND', [], {}, true))
     else sendProblem(res, 'NOT_FOUND')
   })
 
   // The admin API: its own listener, behind admin.token (a worker's is internal, behind its main process's token).
-  const adminToken = (): string => worker?.adminToken ?? state.config.admin.token ?? ''
+  const gate: AdminGate = {
+    token: () => worker?.adminToken ?? state.config.admin.token ?? '',
+    refused: adminRefused(state)
+  }
   const admin = uWS.App()
-  mountAdmin(admin, state, adminToken)
-  mountReload(admin, reload, adminToken)
-  mountTokenAdmin(admin, state, tokens, adminToken)
-  admin.any('/*', res => sendProblem(res, 'NOT_FOUND'))
+  mountAdmin(admin, state, gate)
+  mountReload(admin, reload, gate)
+  mountTokenAdmin(admin, state, tokens, gate)
+  mountCalls(admin, state, gate)
+  admin.any('/*', notFound(state, 'admin'))
   // The scrape listener: /metrics, /livez, /readyz (a worker's metrics are scraped by its main process).
   const scrape = worker === undefined ? uWS.App() : null
   // A scrape after the drain finished: the final counters have been read (see `linger`).
   const final = new FinalScrape()
   if (scrape !== null) {
     mountMetrics(scrape, state, final)
-    scrape.any('/*', res => sendProblem(res, 'NOT_FOUND'))
+    scrape.any('/*', notFound(state, 'metrics'))
   }
   // Fleet listeners (server/fleet-listener.ts): a worker's loopback one for its siblings; the instance's when advertised.
   const loopback = worker !== undefined ? fleetApp(state, 'worker', null) : null
@@ -328,6 +325,8 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     stopAccepting()
     for (const socket of sockets.slice(1)) if (socket !== scrapeSocket) uWS.us_listen_socket_close(socket)
     placement.close()
+    state.calls.close()
+    logLimit.close()
     for (const leg of [...state.legs]) leg.shutdown('SHUTTING_DOWN')
     for (const s of [...sessions.all()]) s.close(true)
     // TemplatedApp.close() exists at run time (uWS ≥ 20.27) but is missing from the bundled typings.

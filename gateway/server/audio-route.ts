@@ -4,12 +4,13 @@ import { errorFrame } from '../audio/handshake'
 import { AudioLeg, type PlatformLeg } from '../audio/leg'
 import type { RelayClaims } from '../auth/relay-token'
 import { systemClock } from '../clock'
-import { GatewayError } from '../errors'
+import { type ErrorCode, GatewayError } from '../errors'
 import type { RouteRuntime } from '../route'
 import { traceFrom } from '../telemetry/trace'
 import { closeAfterParse, upgradeProblem, type UpgradeRefusal } from './front-door'
 import { headerBytesOver } from './header-limit'
 import { sendProblem } from './http'
+import { addressOf, logRefusal, type RefusalLog } from './refusals'
 import type { ServerState } from './state'
 
 /**
@@ -72,11 +73,14 @@ export function audioBehavior(
       const protocol = req.getHeader('sec-websocket-protocol')
       const extensions = req.getHeader('sec-websocket-extensions')
       const bad = upgradeProblem(req, state.metrics)
-      if (bad !== null) return refuseUpgrade(res, bad)
-      if (route === undefined || route.mapping.audio === null) return sendProblem(res, 'ROUTE_NOT_FOUND')
-      if (state.draining) return sendProblem(res, 'SHUTTING_DOWN')
-      if (headerBytesOver(req, state, 'audio'))
-        return sendProblem(res, 'HEADERS_TOO_LARGE', [], { connection: 'close' })
+      if (bad !== null) return refuseUpgrade(res, bad, state)
+      const refused = (code: ErrorCode, headers: Record<string, string> = {}): void => {
+        logRefusal(state, 'upgrade_refused', code, { address: addressOf(res), path: req.getUrl().slice(0, 200) })
+        sendProblem(res, code, [], headers)
+      }
+      if (route === undefined || route.mapping.audio === null) return refused('ROUTE_NOT_FOUND')
+      if (state.draining) return refused('SHUTTING_DOWN')
+      if (headerBytesOver(req, state, 'audio')) return refused('HEADERS_TOO_LARGE', { connection: 'close' })
       const upgraded = accept(res, req, route)
       if (upgraded.ok) res.upgrade<LegData>(upgraded.data, key, protocol, extensions, context)
     },
@@ -126,7 +130,7 @@ export function mountAudio(app: uWS.TemplatedApp, state: ServerState): void {
       detail: 'sec-websocket-key must be base64 of 16 bytes',
       headers: {}
     }
-    refuseUpgrade(res, bad)
+    refuseUpgrade(res, bad, state)
   })
 }
 
@@ -155,7 +159,7 @@ function openLeg(state: ServerState, ws: uWS.WebSocket<LegData>): void {
     store: state.store,
     registry: state.sessions,
     placement: state.placement,
-    log: state.log.child({ route: data.route.name, legId }),
+    log: state.log.child({ route: data.route.name, legId, clientAddress: data.address }),
     clock: systemClock,
     legId,
     traceparent: data.traceparent,
@@ -166,7 +170,9 @@ function openLeg(state: ServerState, ws: uWS.WebSocket<LegData>): void {
     initMessageBytes: cfg.limits.initMessageBytes,
     relayed: data.relayed,
     relayTokens: state.relayTokens,
-    callerKey: state.fleetKey.callerKey
+    callerKey: state.fleetKey.callerKey,
+    calls: state.calls,
+    logLimit: state.logLimit
   })
   state.legs.add(data.leg)
   if (state.draining) {
@@ -175,7 +181,9 @@ function openLeg(state: ServerState, ws: uWS.WebSocket<LegData>): void {
   }
 }
 
-export function refuseUpgrade(res: uWS.HttpResponse, bad: UpgradeRefusal): void {
+/** An upgrade refused by the front door: answered and closed, one line (rate-limited) with the address. */
+export function refuseUpgrade(res: uWS.HttpResponse, bad: UpgradeRefusal, r: RefusalLog): void {
+  logRefusal(r, 'upgrade_refused', bad.code, { address: addressOf(res), detail: bad.detail })
   closeAfterParse(res, () =>
     sendProblem(res, new GatewayError(bad.code, { detail: bad.detail }), [], bad.headers, true)
   )

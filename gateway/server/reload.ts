@@ -1,4 +1,4 @@
-import { guarded } from './admin'
+import { type AdminGate, guarded } from './admin'
 import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import type * as uWS from 'uWebSockets.js'
@@ -9,6 +9,7 @@ import type { TokenVerifier } from '../auth/token-verify'
 import { buildRoute, routePools, type RouteRuntime } from '../route'
 import type { Store } from '../store/port'
 import type { Logger } from '../telemetry/log'
+import type { LogLimiter } from '../telemetry/log-limit'
 import type { Metrics } from '../telemetry/metrics'
 import { TextHook } from '../text/utterance'
 import { probePlan } from '../mapping/health'
@@ -41,6 +42,8 @@ export interface GenerationDeps {
   log: Logger
   /** Verifies bearer tokens for routes with `auth.tokens` (built once at start: `tokens` needs a restart). */
   verifier?: TokenVerifier
+  /** Rate-limits the lines a client can flood (a refused text request's `text_refused`). */
+  logLimit?: LogLimiter
 }
 
 export interface ReloadReport {
@@ -125,7 +128,7 @@ export function buildGeneration(config: Config, deps: GenerationDeps, previous: 
     undefined,
     plans
   )
-  const text = new TextHook(routes.values(), { settings: config.text, metrics, log })
+  const text = new TextHook(routes.values(), { settings: config.text, metrics, log, logLimit: deps.logLimit })
   return { config, routes, defaultRoute, text, prober, fingerprints, tlsDigest: tlsDigest(config) }
 }
 
@@ -211,7 +214,7 @@ export function reloader(
 export function mountReload(
   admin: uWS.TemplatedApp,
   reload: (trigger: string) => Promise<ReloadReport>,
-  token: () => string
+  token: AdminGate
 ): void {
   admin.post(
     '/admin/reload',

@@ -1,3 +1,4 @@
+import type { CallBook } from '../audio/call-book'
 import type { AudioLeg } from '../audio/leg'
 import type { Placement } from '../audio/placement'
 import type { SessionRegistry } from '../audio/registry'
@@ -8,6 +9,7 @@ import type { Config } from '../config/types'
 import type { RouteRuntime } from '../route'
 import type { Store } from '../store/port'
 import type { Logger } from '../telemetry/log'
+import type { LogLimiter } from '../telemetry/log-limit'
 import type { Metrics } from '../telemetry/metrics'
 
 /** What the server's route handlers share. Built by server/app.ts from one config snapshot. */
@@ -34,4 +36,8 @@ export interface ServerState {
   fleetKey: FleetKey
   /** Signs and checks relay tokens (auth/relay-token.ts). */
   relayTokens: RelayTokens
+  /** This process's call records (`GET /admin/calls`, audio/call-book.ts). */
+  calls: CallBook
+  /** Lines a client can flood (refusals, 404s) are rate-limited here (telemetry/log-limit.ts). */
+  logLimit: LogLimiter
 }

@@ -148,16 +148,18 @@ export class TextExchange {
   }
 
   private refuse(code: ErrorCode, tooLarge = false, detail?: string): void {
-    this.state.log[logLevelOf(code)](
-      {
-        event: 'text_refused',
-        route: this.routeName || undefined,
-        requestId: this.requestId,
-        code,
-        address: this.address
-      },
-      CODES[code].text
-    )
+    // Anyone can cause these: rate-limited per code (telemetry/log-limit.ts).
+    if (this.state.logLimit.allow(code))
+      this.state.log[logLevelOf(code)](
+        {
+          event: 'text_refused',
+          route: this.routeName || undefined,
+          requestId: this.requestId,
+          code,
+          address: this.address
+        },
+        CODES[code].text
+      )
     this.answer({ ok: false, error: new GatewayError(code, { detail }), problems: [], extra: {} }, tooLarge)
   }
 

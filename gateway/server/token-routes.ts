@@ -1,4 +1,4 @@
-import { guarded } from './admin'
+import { type AdminGate, guarded } from './admin'
 import type { HttpResponse, TemplatedApp } from 'uWebSockets.js'
 import { createTokenAuth, type TokenAuth } from '../auth/token-auth'
 import { StoreRevocations } from '../auth/revocation'
@@ -123,7 +123,7 @@ export function mountTokenAdmin(
   admin: TemplatedApp,
   state: ServerState,
   auth: TokenAuth | undefined,
-  token: () => string
+  token: AdminGate
 ): void {
   if (auth === undefined) return
   admin.post(

@@ -1,6 +1,7 @@
 import { LocalAuthState } from './local-auth'
+import { LocalCalls } from './local-calls'
 import { LocalOwners } from './local-owners'
-import type { Affinity, FailureWindow, HealthRecord, OwnerRecord, Store } from './port'
+import type { Affinity, CallRecord, FailureWindow, HealthRecord, OwnerRecord, Store } from './port'
 
 /** Single-instance store: the process's own maps. */
 export class MemoryStore implements Store {
@@ -66,9 +67,21 @@ export class MemoryStore implements Store {
   releaseOwner(key: string, instance: string): void {
     this.owners.release(key, instance)
   }
-  /** The process `instance` is gone (a worker that exited): the records it held go at once. */
+  /** The process `instance` is gone (a worker that exited): the records it held go at once, its call records too. */
   releaseOwnersOf(instance: string): void {
     this.owners.releaseAll(instance)
+    this.calls.removeAllOf(instance)
+  }
+
+  private readonly calls = new LocalCalls()
+  publishCalls(records: readonly CallRecord[], ttlMs: number): void {
+    this.calls.publish(records, ttlMs, Date.now())
+  }
+  removeCall(contactId: string, legId: string): void {
+    this.calls.remove(contactId, legId)
+  }
+  async findCalls(contactId: string): Promise<CallRecord[]> {
+    return this.calls.find(contactId, Date.now())
   }
 
   isLeader(): boolean {

@@ -67,6 +67,48 @@ export interface OwnerRecord {
   caller: string
 }
 
+/**
+ * One live or parked platform leg as its process publishes it (audio/call-book.ts), keyed by contact, for
+ * `GET /admin/calls`. Small, refreshed every few seconds with the owner records, gone with its leg (or its
+ * parked session), and expired when its process dies. Never a credential, never a URL.
+ */
+export interface CallRecord {
+  contactId: string
+  busNo: string
+  /** The platform connection's id (unique per connection). */
+  legId: string
+  /** The gateway instance (the main process's id for a worker). */
+  instance: string
+  /** The process serving it: the instance, or one of its workers (`<instance>/w<n>.<pid>`). */
+  process: string
+  /** The worker's index in `serve --workers N`; null for a one-process gateway. */
+  worker: number | null
+  route: string
+  perspective: string
+  /** The leg's state (audio/leg-contract.ts LegState), or PARKED: its leg is gone, its session waits for a re-attach. */
+  state: string
+  /** The replica (its config name) audio goes to now; '' when none (not yet, failing over, relayed). */
+  replica: string
+  /** Every replica that carried its audio. */
+  replicas: string[]
+  /** When the leg connected (ISO 8601). */
+  startedAt: string
+  framesFromPlatform: number
+  bytesFromPlatform: number
+  /** ms since a platform frame last arrived, to within the publish interval; null before the first. */
+  lastFrameAgeMs: number | null
+  failovers: number
+  gapMs: number
+  /** Vendor results sent to the platform on this leg (absent on a leg relayed elsewhere: see its holder's record). */
+  resultsSent?: number
+  /** Relayed: the process that holds its session (this leg carries its audio there). */
+  relayedTo?: string
+  /** Relayed here from this process. */
+  relayedFrom?: string
+  /** When the record was written (epoch ms, the store's clock); answers add its age to lastFrameAgeMs. */
+  at: number
+}
+
 export interface Store {
   readonly kind: 'memory' | 'redis'
   /**
@@ -111,6 +153,15 @@ export interface Store {
   refreshOwners: (keys: readonly string[], instance: string, ttlMs: number) => void
   /** Session `key` ended (or was handed off) on `instance`: its record goes, if `instance` still holds it. */
   releaseOwner: (key: string, instance: string) => void
+  /**
+   * Publish this process's call records (every live or parked leg it serves), each for `ttlMs` unless
+   * published again; fire-and-forget.
+   */
+  publishCalls: (records: readonly CallRecord[], ttlMs: number) => void
+  /** Leg `legId` of contact `contactId` is over: its record goes. */
+  removeCall: (contactId: string, legId: string) => void
+  /** Every unexpired record of `contactId`, fleet-wide; `lastFrameAgeMs` aged to now. */
+  findCalls: (contactId: string) => Promise<CallRecord[]>
   /** True while this instance holds the prober lease (memory, or backend down: always true). */
   isLeader: () => boolean
   /** Called after each refresh of the cache (health may have changed). */

@@ -48,3 +48,14 @@ export const RELEASE_OWNER = `
 local v = redis.call('GET', KEYS[1])
 if v and cjson.decode(v).instance == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0`
+
+/** Drop an affinity record only if leg ARGV[1] owns it (a re-attached leg may have replaced it). */
+export const DELETE_AFFINITY = `
+local v = redis.call('GET', KEYS[1])
+if v and cjson.decode(v).legId == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0`
+
+/** Give the prober lease up if instance ARGV[1] holds it. */
+export const RELEASE_LEAD = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0`

@@ -1,70 +1,11 @@
-import type { ConnectionOptions } from 'node:tls'
 import Redis, { Cluster, type ClusterOptions, type RedisOptions } from 'ioredis'
-import type { Logger } from '../telemetry/log'
 import { LocalAuthState } from './local-auth'
-import type { Affinity, FailureWindow, HealthRecord, OwnerRecord, Store } from './port'
-import { CLAIM_OWNER, FAIL, LEAD, REFRESH_OWNERS, RELEASE_OWNER, REVOKE } from './redis-scripts'
+import type { Affinity, CallRecord, FailureWindow, HealthRecord, OwnerRecord, Store } from './port'
+import { RedisCalls } from './redis-calls'
+import { firstError, hashTaggedPrefix, REFRESH_BATCH, type RedisStoreOptions, type StoreOp } from './redis-options'
+import * as script from './redis-scripts'
 
-/** What a failed store command was doing: the `op` label of `store_errors_total` (a closed set). */
-export type StoreOp =
-  | 'connect'
-  | 'sync'
-  | 'write_health'
-  | 'set_affinity'
-  | 'get_affinity'
-  | 'delete_affinity'
-  | 'revoke_token'
-  | 'read_revocation'
-  | 'count_failure'
-  | 'claim_owner'
-  | 'refresh_owners'
-  | 'release_owner'
-  | 'close'
-
-export interface RedisStoreOptions {
-  url: string | null
-  keyPrefix: string
-  syncIntervalMs: number
-  leaseMs: number
-  sentinels?: readonly { host: string; port: number }[]
-  sentinelName?: string
-  clusterNodes?: readonly { host: string; port: number }[]
-  /** ACL user and password of the data nodes (URL: used when the URL carries none). */
-  username?: string
-  password?: string
-  /** TLS to the data nodes (URL, Sentinel's master, Cluster nodes); `rediss://` also turns it on. */
-  tls?: ConnectionOptions
-  /** Credentials and TLS of the Sentinel nodes themselves. */
-  sentinelUsername?: string
-  sentinelPassword?: string
-  sentinelTls?: ConnectionOptions
-  log: Logger
-  onUp: (up: boolean) => void
-  /** One call per failed command or connection attempt. */
-  onError?: (op: StoreOp) => void
-}
-
-/** Owner records refreshed by one script call (each is a GET and a PEXPIRE inside Redis). */
-const REFRESH_BATCH = 500
-
-/**
- * The key prefix with a Redis Cluster hash tag. Cluster hashes only the text between the first `{`
- * and the next `}` when that text is not empty, so with a tagged prefix every key of the gateway
- * lives in one slot, and one MULTI or pipeline may touch any of them. A prefix without a usable tag
- * is wrapped whole: `fleet-a:` gives `{fleet-a:}health`.
- */
-export function hashTaggedPrefix(prefix: string): string {
-  const open = prefix.indexOf('{')
-  if (open >= 0 && prefix.indexOf('}', open + 1) > open + 1) return prefix
-  return `{${prefix}}`
-}
-
-/** The first error of a MULTI's or pipeline's replies, if any. */
-function firstError(res: [Error | null, unknown][] | null): Error | null {
-  if (res === null) return new Error('transaction aborted')
-  for (const [err] of res) if (err !== null) return err
-  return null
-}
+export { hashTaggedPrefix, type RedisStoreOptions, type StoreOp } from './redis-options'
 
 /**
  * The fleet store (the only ioredis importer). One sync every `syncIntervalMs`: publish this
@@ -145,6 +86,11 @@ export class RedisStore implements Store {
     } else {
       this.redis = new Redis(opts.url ?? 'redis://127.0.0.1:6379', { ...node, retryStrategy: () => 1000 })
     }
+    this.calls = new RedisCalls(
+      this.redis,
+      s => this.k(s),
+      (op, err) => this.failed(op, err)
+    )
     this.redis.on('ready', () => this.setConnected(true))
     this.redis.on('end', () => this.setConnected(false))
     this.redis.on('close', () => this.setConnected(false))
@@ -242,13 +188,7 @@ export class RedisStore implements Store {
     if (!this.connected) return
     // Only the leg that owns the record removes it (a re-attached leg may have replaced it).
     this.redis
-      .eval(
-        "local v = redis.call('GET', KEYS[1]) " +
-          "if v and cjson.decode(v).legId == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
-        1,
-        this.k(`aff:${key}`),
-        legId
-      )
+      .eval(script.DELETE_AFFINITY, 1, this.k(`aff:${key}`), legId)
       .catch(err => this.failed('delete_affinity', err))
   }
 
@@ -261,7 +201,7 @@ export class RedisStore implements Store {
     if (ms <= 0) return
     if (!this.connected) throw new Error('Redis is not reachable: the revocation holds on this instance only')
     try {
-      await this.redis.eval(REVOKE, 1, this.k(`revoked:${jti}`), String(ms))
+      await this.redis.eval(script.REVOKE, 1, this.k(`revoked:${jti}`), String(ms))
     } catch (err) {
       this.failed('revoke_token', err)
       throw new Error('Redis did not take the revocation: it holds on this instance only')
@@ -283,7 +223,7 @@ export class RedisStore implements Store {
     const local = this.auth.countFailure(key, windowMs, nowMs)
     if (!this.connected) return local
     try {
-      const [count, left] = (await this.redis.eval(FAIL, 1, this.k(`authfail:${key}`), String(windowMs))) as [
+      const [count, left] = (await this.redis.eval(script.FAIL, 1, this.k(`authfail:${key}`), String(windowMs))) as [
         number,
         number
       ]
@@ -298,7 +238,7 @@ export class RedisStore implements Store {
     if (!this.connected) return owner
     try {
       const v = (await this.redis.eval(
-        CLAIM_OWNER,
+        script.CLAIM_OWNER,
         1,
         this.k(`owner:${key}`),
         JSON.stringify(owner),
@@ -321,14 +261,29 @@ export class RedisStore implements Store {
     for (let i = 0; i < keys.length; i += REFRESH_BATCH) {
       const batch = keys.slice(i, i + REFRESH_BATCH).map(k => this.k(`owner:${k}`))
       this.redis
-        .eval(REFRESH_OWNERS, batch.length, ...batch, instance, ttl)
+        .eval(script.REFRESH_OWNERS, batch.length, ...batch, instance, ttl)
         .catch(err => this.failed('refresh_owners', err))
     }
   }
 
   releaseOwner(key: string, instance: string): void {
     if (!this.connected) return
-    this.redis.eval(RELEASE_OWNER, 1, this.k(`owner:${key}`), instance).catch(err => this.failed('release_owner', err))
+    this.redis
+      .eval(script.RELEASE_OWNER, 1, this.k(`owner:${key}`), instance)
+      .catch(err => this.failed('release_owner', err))
+  }
+
+  /** Call records (store/redis-calls.ts): one hash per contact. */
+  private readonly calls: RedisCalls
+  publishCalls(records: readonly CallRecord[], ttlMs: number): void {
+    if (this.connected) this.calls.publish(records, ttlMs)
+  }
+  removeCall(contactId: string, legId: string): void {
+    if (this.connected) this.calls.remove(contactId, legId)
+  }
+  async findCalls(contactId: string): Promise<CallRecord[]> {
+    if (!this.connected) throw new Error('Redis is not reachable: the fleet’s calls cannot be listed')
+    return await this.calls.find(contactId)
   }
 
   /** Leader while holding the lease; with Redis away or failing, every instance probes for itself. */
@@ -373,13 +328,7 @@ export class RedisStore implements Store {
           .exec()
         const err = firstError(res)
         if (err !== null) throw err
-        if (this.leader)
-          await this.redis.eval(
-            "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
-            1,
-            this.k('leader'),
-            this.instanceId
-          )
+        if (this.leader) await this.redis.eval(script.RELEASE_LEAD, 1, this.k('leader'), this.instanceId)
       }
     } catch (err) {
       // Shutting down anyway: counted, and the keys expire with their lease.
@@ -410,7 +359,7 @@ export class RedisStore implements Store {
       tx.zremrangebyscore(this.k('instances'), 0, now)
       tx.zrange(this.k('instances'), 0, -1)
       tx.hgetall(this.k('health'))
-      tx.eval(LEAD, 1, this.k('leader'), this.instanceId, String(leaseMs))
+      tx.eval(script.LEAD, 1, this.k('leader'), this.instanceId, String(leaseMs))
       const res = await tx.exec()
       const txErr = firstError(res)
       if (txErr !== null || res === null) throw txErr

@@ -85,7 +85,7 @@ export const CATALOGUE = {
   auth_failures_total: {
     type: 'counter',
     help:
-      'Refused credentials, by hook (audio, text, token, dry_run, relay) and reason: missing, invalid, malformed, ' +
+      'Refused credentials, by hook (audio, text, token, dry_run, relay, admin) and reason: missing, invalid, malformed, ' +
       'unknown_kid, bad_signature, wrong_issuer, wrong_audience, expired, not_yet_valid, revoked, scope, lifetime, ' +
       'caller_mismatch (a leg of a session or call another caller opened); hook token (POST /oauth/token): ' +
       'invalid_request, invalid_client, unsupported_grant_type, invalid_scope; hook relay (the fleet listener): ' +
@@ -204,7 +204,7 @@ export const CATALOGUE = {
     help:
       'Failed shared-store (Redis) commands and connection attempts, by op (connect, sync, write_health, ' +
       'set_affinity, get_affinity, delete_affinity, revoke_token, read_revocation, count_failure, claim_owner, ' +
-      'refresh_owners, release_owner, close).',
+      'refresh_owners, release_owner, publish_calls, remove_call, find_calls, close).',
     labels: ['op']
   },
   limit_refusals_total: {

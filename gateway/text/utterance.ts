@@ -9,6 +9,7 @@ import type { TextInput, TextMapping } from '../mapping/text'
 import { type MappingFailure, TextRequestBuilder } from '../mapping/text-request'
 import { demandsCredential, hookAuth, type RouteRuntime } from '../route'
 import type { Logger } from '../telemetry/log'
+import type { LogLimiter } from '../telemetry/log-limit'
 import type { Metrics } from '../telemetry/metrics'
 import { TextUpstream, type CallOptions, type CallOutcome, type RequestBuilder } from '../upstream/http-call'
 import type { Problem } from '../validate/compile'
@@ -40,6 +41,8 @@ export interface TextDeps {
   settings: TextSettings
   metrics: Metrics
   log: Logger
+  /** Refusals (`text_refused`) are rate-limited per code: anyone can cause them. */
+  logLimit?: LogLimiter
 }
 
 /** Per route: its request builder, its vendor calls and, for an asynchronous route, its delivery queue. */
@@ -302,16 +305,18 @@ export class TextHook {
     problems: readonly Problem[] = [],
     extra: Record<string, unknown> = {}
   ): TextResult {
-    this.deps.log[logLevelOf(error.code)](
-      {
-        event: 'text_refused',
-        route: req.route.name,
-        requestId: req.requestId,
-        code: error.code,
-        pointers: error.pointers.length > 0 ? error.pointers : undefined
-      },
-      error.message
-    )
+    if (this.deps.logLimit?.allow(error.code) !== false)
+      this.deps.log[logLevelOf(error.code)](
+        {
+          event: 'text_refused',
+          route: req.route.name,
+          requestId: req.requestId,
+          code: error.code,
+          address: req.address,
+          pointers: error.pointers.length > 0 ? error.pointers : undefined
+        },
+        error.message
+      )
     return { ok: false, error, problems, extra }
   }
 

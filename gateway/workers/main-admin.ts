@@ -1,8 +1,12 @@
 import * as uWS from 'uWebSockets.js'
 import type { Config } from '../config/types'
-import { guarded } from '../server/admin'
-import { send, sendJson, sendProblem } from '../server/http'
+import { type AdminGate, guarded } from '../server/admin'
+import { answerCalls } from '../server/calls-route'
+import { send, sendJson } from '../server/http'
+import { notFound } from '../server/refusals'
+import type { Store } from '../store/port'
 import type { Logger } from '../telemetry/log'
+import type { LogLimiter } from '../telemetry/log-limit'
 import type { FinalScrape } from '../telemetry/final-scrape'
 import { mergeUpstreams } from './merge-upstreams'
 
@@ -15,8 +19,13 @@ export interface AdminHost {
   workerAdmins: () => { worker: number; adminPort: number }[]
   /** The bearer token of the workers' internal admin listeners. */
   internalToken: string
-  /** `admin.token` of the config in force ('' on loopback without one). */
+  /** `admin.token` of the config in force ('' on loopback without one), and what a refusal does (counted, logged). */
   adminToken: () => string
+  refused: AdminGate['refused']
+  /** Rate-limits the lines a client can flood (401s, 404s). */
+  logLimit: LogLimiter
+  /** Where GET /admin/calls looks: the fleet's Redis, or the memory store every worker publishes to. */
+  calls: Store
   /** The aggregated exposition text. */
   metrics: () => Promise<{ contentType: string; text: string }>
   /** Told of each scrape, for the linger after a drain (telemetry/final-scrape.ts). */
@@ -120,10 +129,10 @@ export async function startMainListeners(
       () => {}
     )
   })
-  scrape.any('/*', res => sendProblem(res, 'NOT_FOUND'))
+  scrape.any('/*', notFound(host, 'metrics'))
 
   const admin = uWS.App()
-  const token = host.adminToken
+  const token: AdminGate = { token: host.adminToken, refused: host.refused }
   admin.get(
     '/admin/workers',
     guarded(token, res => sendJson(res, 200, host.describe()))
@@ -163,6 +172,13 @@ export async function startMainListeners(
         () => {}
       )
     })
+  )
+  // Every worker's legs, through the store they all publish to (audio/call-book.ts).
+  admin.get(
+    '/admin/calls',
+    guarded(token, (res, req) =>
+      answerCalls(res, req, host.calls, host.instanceId, host.calls.kind === 'redis' ? 'redis' : 'workers')
+    )
   )
   admin.post(
     '/admin/reload',
@@ -209,7 +225,7 @@ export async function startMainListeners(
       })
     })
   )
-  admin.any('/*', res => sendProblem(res, 'NOT_FOUND'))
+  admin.any('/*', notFound(host, 'admin'))
 
   const sockets: uWS.us_listen_socket[] = []
   const open = async (app: uWS.TemplatedApp, listenHost: string, port: number): Promise<number> => {

@@ -15,7 +15,7 @@ interface Holdings {
   places: Map<number, () => void>
   /** Its live streams per `route/replica` (the others' sum is each worker's `otherStreams`). */
   streams: Map<string, number>
-  /** Its id as a holder of sessions (from its owner claims): its records go when it exits. */
+  /** Its id as a holder of sessions (from its owner claims and call records): its records go when it exits. */
   instance: string | null
 }
 
@@ -71,6 +71,11 @@ export class MainServices {
         return store.refreshOwners(m.keys, m.instance, m.ttlMs)
       case 'owner-release':
         return store.releaseOwner(m.key, m.instance)
+      case 'calls-publish':
+        this.of(worker).instance = m.records[0].process
+        return store.publishCalls(m.records, m.ttlMs)
+      case 'call-remove':
+        return store.removeCall(m.contactId, m.legId)
       case 'store-ask':
         if (m.ask.op === 'owner-claim') this.of(worker).instance = m.ask.owner.instance
         this.ask(m.ask).then(
@@ -147,6 +152,8 @@ export class MainServices {
         return store.claimOwner(a.key, a.owner, a.ttlMs, a.replacing)
       case 'affinity':
         return store.getAffinity(a.key)
+      case 'calls':
+        return store.findCalls(a.contactId)
     }
   }
 }

@@ -1,4 +1,4 @@
-import type { Affinity, HealthRecord, OwnerRecord } from '../store/port'
+import type { Affinity, CallRecord, HealthRecord, OwnerRecord } from '../store/port'
 
 /**
  * The messages between `serve --workers N`'s main process (workers/supervisor.ts) and its worker
@@ -16,6 +16,7 @@ export type StoreAsk =
   | { op: 'fail'; key: string; windowMs: number; nowMs: number }
   | { op: 'owner-claim'; key: string; owner: OwnerRecord; ttlMs: number; replacing?: string }
   | { op: 'affinity'; key: string }
+  | { op: 'calls'; contactId: string }
 
 /** A worker's writes to the main process's memory store (no answer). */
 export type StoreWrite =
@@ -25,6 +26,8 @@ export type StoreWrite =
   | { t: 'aff-del'; key: string; legId: string }
   | { t: 'owners-refresh'; keys: string[]; instance: string; ttlMs: number }
   | { t: 'owner-release'; key: string; instance: string }
+  | { t: 'calls-publish'; records: CallRecord[]; ttlMs: number }
+  | { t: 'call-remove'; contactId: string; legId: string }
   | { t: 'store-ask'; id: number; ask: StoreAsk }
 
 /** A worker's asks of the gateway's admission (auth/admission.ts), counted in the main process. */

@@ -2,11 +2,14 @@ import { fork, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { createServer } from 'node:net'
 import { FleetKey } from '../auth/fleet-key'
+import { systemClock } from '../clock'
+import { adminRefused } from '../server/admin'
 import type { Config } from '../config/types'
 import { MemoryStore } from '../store/memory'
 import type { Store } from '../store/port'
 import type { Logger } from '../telemetry/log'
 import { FinalScrape, lingerMs } from '../telemetry/final-scrape'
+import { LogLimiter } from '../telemetry/log-limit'
 import { Metrics } from '../telemetry/metrics'
 import { aggregateMetrics } from './aggregate-metrics'
 import { MainServices } from './main-services'
@@ -73,6 +76,7 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
   // The config the main process counts limits and budgets by: the start's, then each successful reload's.
   let config = opts.config
   const metrics = new Metrics()
+  const logLimit = new LogLimiter(systemClock, () => log)
   metrics.workers.set(opts.workers)
   const store = new MemoryStore(opts.instanceId)
   await store.start()
@@ -263,6 +267,9 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
         workerAdmins: () => everyUp().map(s => ({ worker: s.index, adminPort: s.adminPort })),
         internalToken: adminToken,
         adminToken: () => config.admin.token ?? '',
+        refused: adminRefused({ log, logLimit, metrics }),
+        logLimit,
+        calls: opts.fleetStore ?? store,
         metrics: async () => {
           const answers = await askAll(id => ({ t: 'metrics', id }))
           const lists = answers.flatMap(a => (a.m?.t === 'metrics' ? [{ worker: a.worker, json: a.m.json }] : []))

@@ -1,4 +1,4 @@
-import type { Affinity, FailureWindow, HealthRecord, OwnerRecord, Store } from '../store/port'
+import type { Affinity, CallRecord, FailureWindow, HealthRecord, OwnerRecord, Store } from '../store/port'
 import type { StoreAsk, StoreWrite } from './protocol'
 
 /**
@@ -67,6 +67,16 @@ export class WorkerStore implements Store {
   }
   releaseOwner(key: string, instance: string): void {
     this.send({ t: 'owner-release', key, instance })
+  }
+  // Call records too: the main process's /admin/calls answers for every worker.
+  publishCalls(records: readonly CallRecord[], ttlMs: number): void {
+    if (records.length > 0) this.send({ t: 'calls-publish', records: [...records], ttlMs })
+  }
+  removeCall(contactId: string, legId: string): void {
+    this.send({ t: 'call-remove', contactId, legId })
+  }
+  async findCalls(contactId: string): Promise<CallRecord[]> {
+    return (await this.ask({ op: 'calls', contactId })) as CallRecord[]
   }
   private ask(ask: StoreAsk): Promise<unknown> {
     const id = this.nextAsk++

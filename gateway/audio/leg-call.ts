@@ -1,0 +1,169 @@
+import type { Clock } from '../clock'
+import { CODES } from '../errors'
+import type { CallRecord } from '../store/port'
+import type { Logger } from '../telemetry/log'
+import type { LegCounters } from '../telemetry/metrics'
+import type { LegIdentity } from '../validate/messages'
+import type { Session } from './session-contract'
+
+/** What became of a leg's session when the leg ended (the summary's `session`). */
+export type SessionFate = 'none' | 'parked' | 'closed' | 'handed_off' | 'taken'
+
+/** What a leg's call tells the book (audio/call-book.ts CallBook). */
+export interface CallBookPort {
+  placed: (call: LegCall, state: string) => void
+  ended: (call: LegCall, session: Session | null, fate: SessionFate) => void
+}
+
+/** Where a call record says it is served: the gateway instance, the process, the worker's index. */
+export interface CallPlace {
+  readonly instance: string
+  readonly process: string
+  readonly worker: number | null
+}
+
+/** The W3C trace id of a `traceparent` (its second field), or undefined. */
+function traceIdOf(traceparent: string | undefined): string | undefined {
+  return traceparent !== undefined && traceparent.length >= 35 ? traceparent.slice(3, 35) : undefined
+}
+
+/**
+ * One platform leg as an operator looks for it: its `leg_summary` line at its end (contract: one line per
+ * leg, whatever ended it) and the call record its process publishes while it lives (audio/call-book.ts,
+ * `GET /admin/calls`). Reads what the leg and its session already count (audio/session-stats.ts); the
+ * last-frame age is sampled when the record is made (the frame count moved since the last sample), so
+ * the per-frame path gains nothing.
+ */
+export class LegCall {
+  /** Wall clock of the connection, for the record. */
+  readonly startedAt = new Date().toISOString()
+  private readonly began: number
+  identity: LegIdentity | null = null
+  /** Vendor results sent to the platform (MESSAGE frames). */
+  results = 0
+  relayedTo: string | undefined
+  private session: Session | null = null
+  /** Where its record is published (audio/call-book.ts); absent in unit tests. */
+  private readonly book: CallBookPort | undefined
+  /** The session's failovers and gap when this leg took it (a re-attached leg counts only its own). */
+  private baseFailovers = 0
+  private baseGapMs = 0
+  private sampledFrames = 0
+  private lastFrameAt: number | null = null
+
+  private readonly clock: Clock
+  readonly legId: string
+  readonly route: string
+  private readonly traceparent: string | undefined
+  readonly relayedFrom: string | undefined
+
+  constructor(
+    leg: {
+      clock: Clock
+      legId: string
+      route: { name: string }
+      traceparent?: string
+      relayed?: { from: string }
+      calls?: CallBookPort
+    },
+    private readonly counters: LegCounters
+  ) {
+    this.clock = leg.clock
+    this.legId = leg.legId
+    this.route = leg.route.name
+    this.traceparent = leg.traceparent
+    this.relayedFrom = leg.relayed?.from
+    this.book = leg.calls
+    this.began = leg.clock.now()
+  }
+
+  /** The leg writes to `session` from now on: its record is published at once (not at the next refresh). */
+  attached(session: Session): void {
+    this.session = session
+    this.baseFailovers = session.stats.failovers
+    this.baseGapMs = session.stats.gapMs
+    this.book?.placed(this, 'CONNECTING')
+  }
+
+  /** CONNECTED went to the platform: the `connected` line, and its record (STREAMING, on its replica) goes out now. */
+  connected(log: Logger, handshakeSeconds: number): void {
+    log.info({ event: 'connected', handshakeSeconds }, 'vendor session ready; audio flowing')
+    this.book?.placed(this, 'STREAMING')
+  }
+
+  /** The leg's session is held by process `holder`: its audio goes there (its record says so at once). */
+  relayed(holder: string): void {
+    this.relayedTo = holder
+    this.book?.placed(this, 'RELAYING')
+  }
+
+  /** The record of this leg in `state` (audio/leg-contract.ts LegState, or PARKED) at `where`; null while its init is not accepted. */
+  record(state: string, where: CallPlace): CallRecord | null {
+    const id = this.identity
+    if (id === null) return null
+    const now = this.clock.now()
+    const c = this.counters
+    if (c.framesFromPlatform !== this.sampledFrames) {
+      this.sampledFrames = c.framesFromPlatform
+      this.lastFrameAt = now
+    }
+    const stats = this.session?.stats
+    return {
+      contactId: String(id.contactId),
+      busNo: String(id.busNo),
+      legId: this.legId,
+      ...where,
+      route: this.route,
+      perspective: id.perspective,
+      state,
+      replica: stats?.replica ?? '',
+      replicas: stats?.replicas.slice() ?? [],
+      startedAt: this.startedAt,
+      framesFromPlatform: c.framesFromPlatform,
+      bytesFromPlatform: c.bytesFromPlatform,
+      lastFrameAgeMs: this.lastFrameAt === null ? null : Math.round(now - this.lastFrameAt),
+      failovers: (stats?.failovers ?? 0) - this.baseFailovers,
+      gapMs: (stats?.gapMs ?? 0) - this.baseGapMs,
+      ...(this.relayedTo === undefined ? { resultsSent: this.results } : { relayedTo: this.relayedTo }),
+      ...(this.relayedFrom === undefined ? {} : { relayedFrom: this.relayedFrom }),
+      at: Date.now()
+    }
+  }
+
+  /** The leg ended: its summary line, and its record goes from the book (or stays, PARKED). */
+  ended(log: Logger, end: { outcome: string; closeCode: number; fate: SessionFate; session: Session | null }): void {
+    this.summary(log, end.outcome, end.closeCode, end.fate)
+    this.book?.ended(this, end.session, end.fate)
+  }
+
+  /**
+   * The leg's one `leg_summary` line. `log` carries the leg's bindings (route, legId, clientAddress, and
+   * once its init is accepted busNo, contactId, perspective, requestId), so they are not repeated here.
+   * `outcome`: the `audio_sessions_total` outcome ('ok' written as 'normal', an error code as the code).
+   */
+  summary(log: Logger, outcome: string, closeCode: number, fate: SessionFate): void {
+    const c = this.counters
+    const stats = this.session?.stats
+    const code = outcome.toUpperCase()
+    log.info(
+      {
+        event: 'leg_summary',
+        durationMs: Math.round(this.clock.now() - this.began),
+        framesFromPlatform: c.framesFromPlatform,
+        bytesFromPlatform: c.bytesFromPlatform,
+        replica: stats?.replica || undefined,
+        replicas: stats?.replicas.slice() ?? [],
+        failovers: (stats?.failovers ?? 0) - this.baseFailovers,
+        gapMs: (stats?.gapMs ?? 0) - this.baseGapMs,
+        resultsSent: this.relayedTo === undefined ? this.results : undefined,
+        outcome: outcome === 'ok' ? 'normal' : code in CODES ? code : outcome,
+        closeCode,
+        session: fate,
+        relayedTo: this.relayedTo,
+        relayedFrom: this.relayedFrom,
+        traceId: traceIdOf(this.traceparent)
+      },
+      'leg ended'
+    )
+  }
+}

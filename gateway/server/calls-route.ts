@@ -1,0 +1,73 @@
+import type * as uWS from 'uWebSockets.js'
+import { GatewayError } from '../errors'
+import type { CallRecord, Store } from '../store/port'
+import { type AdminGate, guarded } from './admin'
+import { sendJson, sendProblem } from './http'
+import type { ServerState } from './state'
+
+/** A contact id as the platform numbers them: decimal digits. */
+const CONTACT_ID = /^\d{1,40}$/
+
+/** The `contactId` of a query string, or the 400 that answers it (QUERY_INVALID). */
+export function contactIdOf(query: string | undefined): string | GatewayError {
+  const id = new URLSearchParams(query ?? '').get('contactId')
+  if (id === null || id === '')
+    return new GatewayError('QUERY_INVALID', { detail: 'contactId is required', pointers: ['contactId'] })
+  if (!CONTACT_ID.test(id))
+    return new GatewayError('QUERY_INVALID', { detail: 'contactId must be decimal digits', pointers: ['contactId'] })
+  return id
+}
+
+/** Oldest first, then by instance and worker: the order a person reads a call's history in. */
+function byStart(a: CallRecord, b: CallRecord): number {
+  return a.startedAt.localeCompare(b.startedAt) || a.process.localeCompare(b.process)
+}
+
+/**
+ * `GET /admin/calls?contactId=N`: every live or parked leg of contact N the store knows of (this process
+ * alone on the memory store; the fleet on Redis; every worker through the main process), as published
+ * by each process (audio/call-book.ts). 400 QUERY_INVALID without a numeric contactId; 503 when the
+ * store cannot answer.
+ */
+export function answerCalls(
+  res: uWS.HttpResponse,
+  req: uWS.HttpRequest,
+  store: Store,
+  instance: string,
+  /** What the answer covers: `this process`, `workers` (one gateway's), `redis` (the fleet). */
+  covers: string
+): void {
+  const id = contactIdOf(req.getQuery())
+  if (id instanceof GatewayError) return sendProblem(res, id)
+  let aborted = false
+  res.onAborted(() => {
+    aborted = true
+  })
+  store.findCalls(id).then(
+    calls => {
+      if (aborted) return
+      sendJson(res, 200, {
+        contactId: id,
+        answeredBy: instance,
+        store: covers,
+        calls: calls.sort(byStart).map(({ at: _a, ...c }) => c)
+      })
+    },
+    (err: unknown) => {
+      if (!aborted) sendJson(res, 503, { error: 'the store did not answer', detail: (err as Error).message })
+    }
+  )
+}
+
+/** Mounts `GET /admin/calls` on a process's admin listener (behind its gate). */
+export function mountCalls(admin: uWS.TemplatedApp, state: ServerState, gate: AdminGate): void {
+  admin.get(
+    '/admin/calls',
+    guarded(gate, (res, req) => {
+      // Published records lag up to a refresh; this process's own are made fresh first.
+      state.calls.publish()
+      const s = state.store
+      answerCalls(res, req, s, s.instanceId, s.kind === 'redis' ? 'redis' : s.shared ? 'workers' : 'this process')
+    })
+  )
+}

@@ -1,0 +1,68 @@
+import type { ConnectionOptions } from 'node:tls'
+import type { Logger } from '../telemetry/log'
+
+// The Redis store's options, its failure labels and the helpers its parts share (store/redis.ts, store/redis-calls.ts).
+
+/** What a failed store command was doing: the `op` label of `store_errors_total` (a closed set). */
+export type StoreOp =
+  | 'connect'
+  | 'sync'
+  | 'write_health'
+  | 'set_affinity'
+  | 'get_affinity'
+  | 'delete_affinity'
+  | 'revoke_token'
+  | 'read_revocation'
+  | 'count_failure'
+  | 'claim_owner'
+  | 'refresh_owners'
+  | 'release_owner'
+  | 'publish_calls'
+  | 'remove_call'
+  | 'find_calls'
+  | 'close'
+
+export interface RedisStoreOptions {
+  url: string | null
+  keyPrefix: string
+  syncIntervalMs: number
+  leaseMs: number
+  sentinels?: readonly { host: string; port: number }[]
+  sentinelName?: string
+  clusterNodes?: readonly { host: string; port: number }[]
+  /** ACL user and password of the data nodes (URL: used when the URL carries none). */
+  username?: string
+  password?: string
+  /** TLS to the data nodes (URL, Sentinel's master, Cluster nodes); `rediss://` also turns it on. */
+  tls?: ConnectionOptions
+  /** Credentials and TLS of the Sentinel nodes themselves. */
+  sentinelUsername?: string
+  sentinelPassword?: string
+  sentinelTls?: ConnectionOptions
+  log: Logger
+  onUp: (up: boolean) => void
+  /** One call per failed command or connection attempt. */
+  onError?: (op: StoreOp) => void
+}
+
+/** Owner records refreshed by one script call (each is a GET and a PEXPIRE inside Redis). */
+export const REFRESH_BATCH = 500
+
+/**
+ * The key prefix with a Redis Cluster hash tag. Cluster hashes only the text between the first `{`
+ * and the next `}` when that text is not empty, so with a tagged prefix every key of the gateway
+ * lives in one slot, and one MULTI or pipeline may touch any of them. A prefix without a usable tag
+ * is wrapped whole: `fleet-a:` gives `{fleet-a:}health`.
+ */
+export function hashTaggedPrefix(prefix: string): string {
+  const open = prefix.indexOf('{')
+  if (open >= 0 && prefix.indexOf('}', open + 1) > open + 1) return prefix
+  return `{${prefix}}`
+}
+
+/** The first error of a MULTI's or pipeline's replies, if any. */
+export function firstError(res: [Error | null, unknown][] | null): Error | null {
+  if (res === null) return new Error('transaction aborted')
+  for (const [err] of res) if (err !== null) return err
+  return null
+}

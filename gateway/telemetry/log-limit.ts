@@ -1,0 +1,77 @@
+import type { Clock, TimerHandle } from '../clock'
+import type { Logger } from './log'
+
+/** Lines of one kind written per window before the rest are counted instead. */
+export const FLOOD_LINES = 20
+/** The window of FLOOD_LINES, in ms. */
+export const FLOOD_WINDOW_MS = 10_000
+
+interface Window {
+  /** When the window ends (clock ms). */
+  until: number
+  written: number
+  suppressed: number
+  /** Armed at the first suppressed line: writes the summary at the window's end. */
+  timer: TimerHandle | null
+}
+
+/**
+ * Lines an attacker can cause at will (refused credentials, 404s, refused upgrades and requests,
+ * oversize frames) go through here, by kind (their error code): the first `lines` of a kind per window
+ * of `windowMs` are written, the rest only counted, and at the window's end one line
+ * `{"event":"log_suppressed","kind":…,"suppressed":K}` says how many were left out. The kinds are
+ * a closed set (error codes), so the map stays small. Driven by the injected clock.
+ */
+export class LogLimiter {
+  private readonly windows = new Map<string, Window>()
+
+  constructor(
+    private readonly clock: Clock,
+    private readonly log: () => Logger,
+    private readonly lines = FLOOD_LINES,
+    private readonly windowMs = FLOOD_WINDOW_MS
+  ) {}
+
+  /** True when a line of `kind` may be written now (else it is counted as suppressed). */
+  allow(kind: string): boolean {
+    const now = this.clock.now()
+    let w = this.windows.get(kind)
+    if (w !== undefined && now >= w.until) {
+      this.flush(kind, w)
+      w = undefined
+    }
+    if (w === undefined) {
+      w = { until: now + this.windowMs, written: 0, suppressed: 0, timer: null }
+      this.windows.set(kind, w)
+    }
+    if (w.written < this.lines) {
+      w.written++
+      return true
+    }
+    w.suppressed++
+    if (w.timer === null) {
+      const window = w
+      w.timer = this.clock.setTimeout(() => {
+        window.timer = null
+        if (this.windows.get(kind) === window) this.flush(kind, window)
+      }, w.until - now)
+    }
+    return false
+  }
+
+  /** Summaries of the windows still open are written now (shutdown). */
+  close(): void {
+    for (const [kind, w] of [...this.windows]) this.flush(kind, w)
+  }
+
+  private flush(kind: string, w: Window): void {
+    this.windows.delete(kind)
+    if (w.timer !== null) this.clock.clearTimeout(w.timer)
+    w.timer = null
+    if (w.suppressed === 0) return
+    this.log().warn(
+      { event: 'log_suppressed', kind, suppressed: w.suppressed, windowMs: this.windowMs },
+      `suppressed ${w.suppressed} similar lines`
+    )
+  }
+}
