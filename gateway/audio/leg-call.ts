@@ -1,5 +1,5 @@
 import type { Clock } from '../clock'
-import { CODES } from '../errors'
+import { CODES, type GatewayError, logLevelOf } from '../errors'
 import type { CallRecord } from '../store/port'
 import type { Logger } from '../telemetry/log'
 import type { LegCounters } from '../telemetry/metrics'
@@ -28,7 +28,8 @@ function traceIdOf(traceparent: string | undefined): string | undefined {
 }
 
 /**
- * One platform leg as an operator looks for it: its `leg_summary` line at its end (contract: one line per
+ * One platform leg as an operator looks for it: its log lines (the identity every later line is bound to,
+ * `leg_failed`, `platform_closed`, `leg_drained`, and `leg_summary` at its end: contract, one line per
  * leg, whatever ended it) and the call record its process publishes while it lives (audio/call-book.ts,
  * `GET /admin/calls`). Reads what the leg and its session already count (audio/session-stats.ts); the
  * last-frame age is sampled when the record is made (the frame count moved since the last sample), so
@@ -78,6 +79,41 @@ export class LegCall {
   }
 
   /** The leg writes to `session` from now on: its record is published at once (not at the next refresh). */
+  /** Its init was accepted: `identity` is known and binds every later line of the leg. */
+  identified(log: Logger, id: LegIdentity): Logger {
+    this.identity = id
+    return log.child({ busNo: id.busNo, contactId: id.contactId, perspective: id.perspective, requestId: id.requestId })
+  }
+
+  platformClosed(log: Logger, code: number, cut: string | undefined): void {
+    log.info(
+      { event: 'platform_closed', code, cut, framesFromPlatform: this.counters.framesFromPlatform },
+      cut === undefined ? 'platform ended the leg' : 'the platform sent a frame the server cut the socket for'
+    )
+  }
+
+  drained(log: Logger): void {
+    log.info(
+      { event: 'leg_drained', code: 'SHUTTING_DOWN', framesFromPlatform: this.counters.framesFromPlatform },
+      'gateway draining: leg closed with 1012 so the platform reconnects to another instance'
+    )
+  }
+
+  /** Its one `leg_failed` line (the caller rate-limits it before the init is accepted). */
+  failed(log: Logger, error: GatewayError, extra: Record<string, unknown>): void {
+    const code = error.code
+    log[logLevelOf(code)](
+      {
+        event: 'leg_failed',
+        code,
+        flag: CODES[code].flag,
+        pointers: error.pointers.length > 0 ? error.pointers : undefined,
+        ...extra
+      },
+      error.message
+    )
+  }
+
   attached(session: Session): void {
     this.session = session
     this.baseFailovers = session.stats.failovers

@@ -1,7 +1,7 @@
 import type { TimerHandle } from '../clock'
 import { afterFailureDelay } from '../auth/failure-budget'
 import type { PlaceTaken } from '../auth/admission'
-import { CODES, GatewayError, logLevelOf, type ErrorCode } from '../errors'
+import { CODES, GatewayError, type ErrorCode } from '../errors'
 import type { Logger } from '../telemetry/log'
 import { sentIn } from '../telemetry/scrub'
 import type { LegCounters } from '../telemetry/metrics'
@@ -152,10 +152,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
     const outcome = CLOSE_OUTCOME[this.state]
     if (outcome === null) return
     if (cut !== undefined) this.deps.metrics.validationFailures.inc({ hook: 'audio' })
-    this.log.info(
-      { event: 'platform_closed', code, cut, framesFromPlatform: this.counters.framesFromPlatform },
-      cut === undefined ? 'platform ended the leg' : 'the platform sent a frame the server cut the socket for'
-    )
+    this.call.platformClosed(this.log, code, cut)
     this.end(outcome === 'relayed' ? outcome : (cut ?? outcome), 'park', code)
   }
 
@@ -180,10 +177,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
    */
   drain(ttlSeconds: number): void {
     if (this.state === 'CLOSED') return
-    this.log.info(
-      { event: 'leg_drained', code: 'SHUTTING_DOWN', framesFromPlatform: this.counters.framesFromPlatform },
-      'gateway draining: leg closed with 1012 so the platform reconnects to another instance'
-    )
+    this.call.drained(this.log)
     this.out.frame(errorFrame(new GatewayError('SHUTTING_DOWN')))
     this.end(this.state === 'RELAYING' ? 'relayed' : 'shutting_down', { handOffSeconds: ttlSeconds }, 1012)
     this.platform.end(CODES.SHUTTING_DOWN.close, 'SHUTTING_DOWN')
@@ -212,14 +206,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
     this.clearHandshakeTimer()
     const { checked } = v
     this.tokenJti = checked.jti
-    const id = checked.identity
-    this.call.identity = id
-    this.log = this.log.child({
-      busNo: id.busNo,
-      contactId: id.contactId,
-      perspective: id.perspective,
-      requestId: id.requestId
-    })
+    this.log = this.call.identified(this.log, checked.identity)
     this.state = 'PLACING'
     this.initAt = this.deps.clock.now()
     this.accepted = { checked, key: v.key }
@@ -360,17 +347,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
     if (this.state === 'CLOSED') return
     const code: ErrorCode = error.code
     // Before its init is accepted anyone can cause this line: rate-limited by code (telemetry/log-limit.ts).
-    if (this.accepted !== null || this.deps.logLimit?.allow(code) !== false)
-      this.log[logLevelOf(code)](
-        {
-          event: 'leg_failed',
-          code,
-          flag: CODES[code].flag,
-          pointers: error.pointers.length > 0 ? error.pointers : undefined,
-          ...extra
-        },
-        error.message
-      )
+    if (this.accepted !== null || this.deps.logLimit?.allow(code) !== false) this.call.failed(this.log, error, extra)
     const { detail: _detail, ...extraForPlatform } = extra
     this.out.frame(errorFrame(error, problems, extraForPlatform))
     this.end(this.state === 'RELAYING' ? 'relayed' : code.toLowerCase(), 'close', CODES[code].close)
