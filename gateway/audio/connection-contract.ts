@@ -102,6 +102,11 @@ export interface Connection extends AudioSink {
   continuation?: () => ContinuedSession
   /** End at once, telling nobody. */
   abort: () => void
+  /**
+   * `done` once the vendor has shown (a pong) that it read all it was sent so far; at once when no pings
+   * run; never when the connection is lost first. A handover switches only then (audio/handover.ts).
+   */
+  confirm?: (done: () => void) => void
   /** Once lost: what the vendor may not have processed, and its last sign of life (clock ms). */
   lossReport?: () => LossReport & { readonly lastLifeAt: number }
 }

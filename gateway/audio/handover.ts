@@ -29,6 +29,8 @@ export interface HandoverHost {
  */
 export class Handover {
   private next: Connection | null = null
+  /** `next` is ready and waits for the current one to confirm what it was sent (`Connection.confirm`). */
+  private confirming = false
   private timer: TimerHandle | null = null
 
   constructor(private readonly host: HandoverHost) {}
@@ -41,21 +43,41 @@ export class Handover {
     return true
   }
 
-  /** `conn` is ready: true when it was this handover's, which then took over from `old`. */
+  /**
+   * `conn` is ready: true when it was this handover's. It takes over from `old` once `old` confirmed what
+   * it was sent (a pong: a frozen or stalled vendor never confirms, and is then lost as any other, with its
+   * replay going to `conn`: `takeReady`); so a switch leaves `old` at most a round trip of audio to read.
+   */
   ready(conn: Connection, old: Connection): boolean {
     if (conn !== this.next) return false
-    this.next = null
-    conn.takeOver(old)
-    this.host.tookOver(conn, old)
-    old.goodbye()
-    this.arm()
+    this.confirming = true
+    const take = (): void => {
+      if (this.next !== conn || this.host.current() !== old) return
+      this.next = null
+      this.confirming = false
+      conn.takeOver(old)
+      this.host.tookOver(conn, old)
+      old.goodbye()
+      this.arm()
+    }
+    if (old.confirm === undefined) take()
+    else old.confirm(take)
     return true
+  }
+
+  /** The current connection was lost while a ready replacement waited for it: the replacement, now the session's. */
+  takeReady(): Connection | null {
+    const conn = this.confirming ? this.next : null
+    this.next = null
+    this.confirming = false
+    return conn
   }
 
   /** `conn` failed: true when it was this handover's (dropped; the current connection goes on). */
   failed(conn: Connection, why: string): boolean {
     if (conn !== this.next) return false
     this.next = null
+    this.confirming = false
     this.host.failed(why)
     this.arm()
     return true
@@ -77,6 +99,7 @@ export class Handover {
   abandon(andTimer: boolean): void {
     this.next?.abort()
     this.next = null
+    this.confirming = false
     if (andTimer && this.timer !== null) {
       this.host.clock.clearTimeout(this.timer)
       this.timer = null

@@ -271,7 +271,10 @@ export class VendorSession implements Session {
 
   /** Lost mid-call. With an owner and failover enabled: open a replacement and replay. Parked: just close. */
   private recover(lost: Connection, why: string, error: GatewayError, extra: Record<string, unknown>): void {
-    // A handover in progress is abandoned: the replacement below starts from a clean slate.
+    // A replacement that was ready (waiting for the lost one to confirm) takes over with the replay; one
+    // still opening is abandoned: the replacement below starts from a clean slate.
+    const ready = this.handover.takeReady()
+    if (ready !== null && (this.owner === null || this.deps.settings.failoverTimeoutSeconds <= 0)) ready.abort()
     this.handover.abandon(false)
     if (this.owner === null) {
       this.ctx.log.info(
@@ -290,7 +293,12 @@ export class VendorSession implements Session {
     this.state = 'RECOVERING'
     const wait = this.walk.beginRecovery(lost.replica, loss?.lastLifeAt ?? null)
     const { replayed, unreplayed } = this.feed.recover(loss)
-    this.report.started(lost.replica, why, replayed, unreplayed, wait)
+    this.report.started(lost.replica, why, replayed, unreplayed, ready === null ? wait : 0)
+    if (ready !== null) {
+      this.conn = ready
+      this.connOpenedAt = this.deps.clock.now()
+      return this.connectionReady(ready, this.vendorParams)
+    }
     if (wait <= 0) return this.tryNext()
     this.retryTimer = this.deps.clock.setTimeout(() => {
       this.retryTimer = null

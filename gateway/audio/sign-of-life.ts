@@ -9,11 +9,15 @@
  * At a loss, what was written since is what the vendor may not have processed (audio/feed.ts `recover`).
  * Updated on pings, pongs and vendor messages only: nothing per audio frame.
  */
-/** What a vendor socket counts (upstream/ws-leg.ts `VendorSocket`). */
+/** What a vendor socket counts and can do (upstream/ws-leg.ts `VendorSocket`). */
 export interface SocketCounts {
   readonly bufferedAmount: number
   readonly bytesSent: number
   readonly unreadAtLoss: number
+  /** Pings run on it. */
+  readonly pinging: boolean
+  /** A ping now; false when one is already out (or none can go). */
+  pingNow(): boolean
 }
 
 export class SignOfLife {
@@ -24,6 +28,8 @@ export class SignOfLife {
   private writes = 0
   /** Clock ms of the last sign of life. */
   at = 0
+  private confirmed: (() => void) | null = null
+  private confirmNext = false
 
   /** Ready: everything before counts as seen. */
   reset(now: number, writes: number): void {
@@ -36,8 +42,27 @@ export class SignOfLife {
     this.pingAt = now
   }
 
-  pong(): void {
+  pong(socket: SocketCounts | null): void {
     this.advance(this.writesAtPing, this.pingAt)
+    const done = this.confirmed
+    if (done === null) return
+    // The pong answered a ping that was out before the confirmation was asked for: one more round trip.
+    if (this.confirmNext && socket?.pingNow() === true) {
+      this.confirmNext = false
+      return
+    }
+    this.confirmed = null
+    done()
+  }
+
+  /**
+   * `done` once the vendor has shown it read what it was sent up to now: the pong to a ping sent now (or
+   * to the one after the ping already out). At once when no pings run. Never when the socket is lost first.
+   */
+  confirm(socket: SocketCounts | null, done: () => void): void {
+    if (socket === null || !socket.pinging) return done()
+    this.confirmed = done
+    this.confirmNext = !socket.pingNow()
   }
 
   /** A vendor message at `at`: it had read all `written` but what `socket` still holds (see above). */

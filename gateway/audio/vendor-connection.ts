@@ -103,6 +103,12 @@ export class VendorConnection implements Connection {
     return this.encoder?.takeRemainder() ?? null
   }
 
+  /** Make-before-break (audio/handover.ts): `done` once the vendor confirmed it read what it was sent so far. */
+  confirm(done: () => void): void {
+    if (this.state !== 'READY') return done()
+    this.life.confirm(this.socket, done)
+  }
+
   handover(): PreviousSession {
     return this.rules.handover(this.input.session!.id)
   }
@@ -139,7 +145,7 @@ export class VendorConnection implements Connection {
         onBinary: data => this.onBinary(data),
         onClose: (code, reason, opened, failure) => this.onClose(code, reason, opened, failure),
         onPing: () => this.life.ping(this.ctx.clock.now(), this.audioBytes),
-        onPong: () => this.life.pong()
+        onPong: () => this.life.pong(this.socket)
       }
     )
   }
@@ -211,25 +217,18 @@ export class VendorConnection implements Connection {
 
   /** Binary vendor frames are read only on an event-stream socket (audio/vendor-wire.ts); else dropped and counted. */
   private onBinary(data: Buffer): void {
-    let messages: unknown[] | null
-    try {
-      messages = incomingBinary(this.audio, data)
-    } catch (err) {
-      this.received(data.length)
-      this.ctx.metrics.vendorMessages.inc({ route: this.ctx.route.name, result: 'error' })
-      this.ctx.log.warn(
-        { event: 'vendor_frame_invalid', error: (err as Error).message },
-        'a vendor frame was unreadable'
-      )
-      return
-    }
+    const messages = incomingBinary(this.audio, data)
     if (messages === null) {
       this.ctx.counters.dropVendorBinary++
       this.ctx.counters.bytesFromVendor += data.length
       return
     }
     this.received(data.length)
-    for (const msg of messages) this.ctx.chain.run(async () => await this.read(msg))
+    if (Array.isArray(messages)) for (const msg of messages) this.ctx.chain.run(async () => await this.read(msg))
+    else {
+      this.ctx.metrics.vendorMessages.inc({ route: this.ctx.route.name, result: 'error' })
+      this.ctx.log.warn({ event: 'vendor_frame_invalid', error: messages.error }, 'a vendor frame was unreadable')
+    }
   }
 
   /** A vendor message is a sign of life (audio/sign-of-life.ts: how much it says). */

@@ -61,10 +61,17 @@ export function outgoingFrame(
   return frame === null ? null : fill(frame)
 }
 
-/** The messages in a binary vendor frame, or null when the socket does not read binary frames. Throws on a malformed one. */
-export function incomingBinary(audio: AudioMapping, data: Uint8Array): unknown[] | null {
+/**
+ * The messages in a binary vendor frame: null when the socket does not read binary frames, an `error`
+ * (the decoder's message) when the frame is malformed.
+ */
+export function incomingBinary(audio: AudioMapping, data: Uint8Array): unknown[] | null | { error: string } {
   if (audio.frames.framing !== 'event-stream') return null
-  return decodeMessages(data).map(toMappingMessage)
+  try {
+    return decodeMessages(data).map(toMappingMessage)
+  } catch (err) {
+    return { error: (err as Error).message }
+  }
 }
 
 /** The headers section of every audio message of an event-stream socket (`frames.headers`), once per socket; null otherwise. */

@@ -53,6 +53,7 @@ export class VendorSocket {
   private failure: SocketFailure | null = null
   private heartbeat: TimerHandle | null = null
   private pongSeen = true
+  private pingAt = 0
   /** Bytes handed to the socket so far, and the bytes it still held when it was lost (never read by the vendor). */
   bytesSent = 0
   unreadAtLoss = -1
@@ -144,7 +145,7 @@ export class VendorSocket {
     // Checked as often as needed to see a missing pong about on time, at most every `ms`.
     const tick = Math.min(ms, Math.max(100, timeoutMs / 4))
     let lastTick = this.clock.now()
-    let pingAt = lastTick
+    this.pingAt = lastTick
     this.heartbeat = this.clock.setInterval(() => {
       // A tick that comes late (a busy event loop) judges nothing: a pong may be waiting unread in the
       // socket, since timers run before sockets are read. The next tick judges.
@@ -153,18 +154,33 @@ export class VendorSocket {
       lastTick = now
       if (late) return
       if (!this.pongSeen) {
-        if (now - pingAt < timeoutMs) return
+        if (now - this.pingAt < timeoutMs) return
         this.failure ??= { kind: 'missed-pong' }
         this.noteUnread()
         this.ws.terminate()
         return
       }
-      if (now - pingAt < ms || !this.isOpen) return
-      this.pongSeen = false
-      pingAt = now
-      this.events.onPing?.()
-      this.ws.ping()
+      if (now - this.pingAt < ms) return
+      this.pingNow()
     }, tick)
+  }
+
+  /**
+   * A ping now, unless one is already out (its pong comes first) or the heartbeat is off: false then.
+   * Its pong (`onPong`) says the vendor read everything sent before it.
+   */
+  pingNow(): boolean {
+    if (this.heartbeat === null || !this.pongSeen || !this.isOpen) return false
+    this.pongSeen = false
+    this.pingAt = this.clock.now()
+    this.events.onPing?.()
+    this.ws.ping()
+    return true
+  }
+
+  /** Pings run on this socket (a heartbeat was started and it is open). */
+  get pinging(): boolean {
+    return this.heartbeat !== null && this.isOpen
   }
 
   /** Stop reading from the vendor (the platform side is backed up). */

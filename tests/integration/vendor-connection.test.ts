@@ -356,3 +356,44 @@ t.test(
     t.same(c.unconfirmed, [], "a loss while ready is the session's to count (recover), not unconfirmed")
   }
 )
+
+t.test(
+  'issue 19: confirm answers after a pong to a ping sent then (pings on), at once without pings, and never from a frozen vendor',
+  async t => {
+    const started = (ws: WebSocket, m: Msg): void => {
+      if (m.event === 'start') ws.send(JSON.stringify({ event: 'started', id: 'v-1' }))
+    }
+    const live = { ...SETTINGS, vendorPingSeconds: 1, vendorPongTimeoutSeconds: 1 }
+    const v = await vendor(t, { onText: started })
+    const c = connect(t, v.url, READY_ON_STARTED, live)
+    t.equal((await c.next()).what, 'ready')
+    c.conn.writeAudio(new Uint8Array(160))
+    let confirmed = 0
+    c.conn.confirm(() => confirmed++)
+    t.equal(confirmed, 0, 'not before the pong')
+    for (let i = 0; i < 200 && confirmed === 0; i++) await flush(1)
+    t.equal(confirmed, 1, 'the pong to the ping sent then')
+    t.equal(c.conn.lossReport().bytesSinceLife, 0, 'which covered the frame written before it')
+
+    const quiet = await vendor(t, { onText: started })
+    const q = connect(t, quiet.url, READY_ON_STARTED)
+    t.equal((await q.next()).what, 'ready')
+    let atOnce = 0
+    q.conn.confirm(() => atOnce++)
+    t.equal(atOnce, 1, 'no pings on this connection: confirmed at once')
+
+    const frozen = await vendor(t, { onText: started })
+    const f = connect(t, frozen.url, READY_ON_STARTED, live)
+    t.equal((await f.next()).what, 'ready')
+    const ws = await frozen.connected
+    ;(ws as unknown as { _socket: { pause: () => void } })._socket.pause()
+    let never = 0
+    f.conn.confirm(() => never++)
+    for (let i = 0; i < 40 && f.conn.state === 'READY'; i++) {
+      f.clock.advance(250)
+      await flush(1)
+    }
+    t.match(await f.next(), { what: 'lost', detail: { kind: 'closed', socket: { kind: 'missed-pong' } } })
+    t.equal(never, 0, 'a frozen vendor never confirms: it is lost (its session recovers with the replay)')
+  }
+)

@@ -198,6 +198,19 @@ export class FakeConnection implements Connection {
     this.events.result(text)
   }
   lossReport?: () => { bytesSinceLife: number; unreadBytes: number; lastLifeAt: number }
+  /** When set, `confirm` waits for `confirmed()` (the vendor's pong); else it confirms at once. */
+  confirmWaits = false
+  private confirmation: (() => void) | null = null
+  confirm(done: () => void): void {
+    if (this.confirmWaits) this.confirmation = done
+    else done()
+  }
+  /** The vendor's pong to the confirming ping. */
+  confirmed(): void {
+    const done = this.confirmation
+    this.confirmation = null
+    done?.()
+  }
   /** Its goodbye ended without the vendor's close, `bytes` of audio unread (connection-contract.ts `unconfirmed`). */
   goodbyeUnconfirmed(bytes: number): void {
     this.lossReport = () => ({ bytesSinceLife: bytes, unreadBytes: 0, lastLifeAt: 0 })

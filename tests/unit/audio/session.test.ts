@@ -323,6 +323,54 @@ t.test(
   }
 )
 
+t.test(
+  'issue 19: make-before-break switches only once the current connection confirmed what it was sent (its pong)',
+  async t => {
+    const h = harness({ audio: { rotateAfterMs: 1000 } })
+    h.session.start(null)
+    h.conn().ready()
+    const first = h.conn()
+    first.confirmWaits = true
+    h.clock.advance(1000)
+    const second = h.conn()
+    second.ready()
+    h.session.feed.write(frame(1))
+    t.equal(first.state, 'READY', 'not yet: the current one has not confirmed')
+    t.same(first.frames, [1], 'and still carries the audio')
+    first.confirmed()
+    h.session.feed.write(frame(2))
+    t.equal(first.state, 'CLOSING', 'confirmed: the old one says goodbye')
+    t.same(second.frames, [2], 'and the new one carries the audio')
+  }
+)
+
+t.test(
+  'issue 19: the current connection lost while a ready replacement waits for its confirmation: the replacement takes over with the replay, nothing else opened',
+  async t => {
+    const h = harness({ audio: { rotateAfterMs: 1000 } })
+    h.session.start(null)
+    h.conn().ready()
+    const first = h.conn()
+    first.confirmWaits = true
+    for (let i = 0; i < 3; i++) h.session.feed.write(frame(i))
+    h.clock.advance(1000)
+    const second = h.conn()
+    second.ready()
+    h.session.feed.write(frame(3))
+    // A frozen vendor: its pong never comes, the heartbeat finds it lost.
+    first.lossReport = () => ({ bytesSinceLife: 2 * 160, unreadBytes: 0, lastLifeAt: 0 })
+    first.failWith(DROPPED)
+    t.equal(h.conns.length, 2, 'no third connection: the ready one is the replacement')
+    t.equal(h.session.state, 'READY')
+    h.session.feed.write(frame(4))
+    h.clock.advance(300)
+    t.same(second.frames, [0, 1, 2, 3, 4], 'the replay ring, then the live audio, on the replacement')
+    t.equal(h.session.counters.dropFailoverUnreplayed, 0, 'the replay covered what the lost one had not read')
+    t.ok(h.logs.events().includes('failover_done'))
+    t.equal(second.state, 'READY')
+  }
+)
+
 t.test('close: graceful hands queued audio to the vendor, then goodbye; the registry forgets the session', async t => {
   const h = harness()
   h.session.start(null)

@@ -13,7 +13,7 @@ t.test('with pings, only a pong moves the watermark; a message says the vendor i
   life.message(16_000, 1500)
   t.equal(life.since(16_000), 16_000, 'nothing counts as read on a message')
   t.equal(life.at, 1500, 'but the vendor was alive then')
-  life.pong()
+  life.pong(null)
   t.equal(life.since(16_000), 8000, 'the pong answers what was written before its ping')
   t.equal(life.at, 1500, 'the last sign of life stays the latest')
 })
