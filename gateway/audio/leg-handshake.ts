@@ -88,7 +88,20 @@ function judged(deps: LegDeps, checked: HandshakeCheck, settle: Settle): InitVer
     const error = new GatewayError('RELAY_INVALID', { detail: 'the init message names another session' })
     return { kind: 'invalid', error, problems: [] }
   }
-  return { kind: 'accepted', checked, key, settle }
+  // The credential is good: its budget check is over now, so a burst of valid legs from one address (a
+  // balancer, a platform reconnecting after a drain) never waits out its placement inside the budget. A leg
+  // of another caller's session, found when placed, is then charged as one more failed authentication.
+  settle(false)
+  const { admission, clientAddress } = deps
+  const charge: Settle = failed => {
+    if (failed)
+      whenReady(
+        admission.begin(clientAddress),
+        b => b === true && admission.settle(clientAddress, true),
+        () => {}
+      )
+  }
+  return { kind: 'accepted', checked, key, settle: charge }
 }
 
 /**
