@@ -57,7 +57,7 @@ export const AUDIO_BOOLEANS = ['profile', 'no-pin']
 const SETTLE_MS = 1000
 const BASELINE_WARMUP_MS = 1000
 
-interface Gateway {
+export interface Gateway {
   child: ChildProcess
   pid: number
   port: number

@@ -1,11 +1,12 @@
 /**
- * `npm run bench [-- audio|wsclient|failover|codec|text|fleet|join|tee|soak|all] [flags]`: prints figures; only soak fails (uncounted frames).
+ * `npm run bench [-- audio|wsclient|failover|codec|text|fleet|join|relay|tee|soak|all] [flags]`: prints figures; only soak fails (uncounted frames).
  *   audio    [--legs N (1000)] [--seconds S (20)] [--warmup S (3)] [--baseline-legs N (= legs)]
  *            [--baseline-seconds S (3)] [--profile] [--no-pin]
  *   audio --vs-nginx [--legs 500,1000] [--rounds 2] ...: side by side with nginx (audio-nginx.ts)
  *   text     side by side with nginx when installed (text-nginx.ts)
  *   wsclient [--frames N (200000)] [--batch B (100)] [--conns C (100)]
  *   join / tee: gateway CPU per platform frame of a joined pair / a teed leg against plain legs (ab.ts)
+ *   relay    a leg relayed to its session on another instance against one on the session's instance (relay.ts)
  *   soak     a fleet under faults (soak/soak.ts); the one bench that fails: exit 1 on uncounted frames.
  *   (none) / all: audio (vs nginx when installed), text, wsclient, codec; no flags.
  * Ends with one line `BENCH_JSON {...}` holding every figure. Child processes (gateway, sink) are
@@ -22,10 +23,11 @@ import { findNginx } from './nginx'
 import { FLEET_FLAGS, runFleet } from './fleet'
 import { runTextVsNginx } from './text-nginx'
 import { JOIN_BOOLEANS, JOIN_FLAGS, runJoin } from './join'
+import { RELAY_FLAGS, runRelay } from './relay'
 import { runTee, TEE_FLAGS } from './tee'
 import { runSoak, SOAK_BOOLEANS, SOAK_FLAGS } from './soak/soak'
 
-const USAGE = `usage: npm run bench [-- [audio|wsclient|failover|codec|text|fleet|join|tee|soak|all] [flags]]
+const USAGE = `usage: npm run bench [-- [audio|wsclient|failover|codec|text|fleet|join|relay|tee|soak|all] [flags]]
   audio    [--legs N (1000)] [--seconds S (20)] [--warmup S (3)] [--mapping passthrough|deepgram] [--baseline-legs N (= --legs)] [--baseline-seconds S (3)] [--profile] [--no-pin]
   audio --vs-nginx [--legs 500,1000] [--rounds 2] [--seconds S (10)] [--warmup S (3)] [--baseline-seconds S (3)] [--no-nginx] [--no-pin]
   wsclient [--frames N (200000)] [--batch B (100)] [--conns C (100)]
@@ -38,6 +40,8 @@ const USAGE = `usage: npm run bench [-- [audio|wsclient|failover|codec|text|flee
   join     [--pairs N (200)] [--seconds S (10)] [--warmup S (3)] [--rounds 2]: gateway CPU per platform frame,
            two plain legs vs a joined pair (stereo), A B A B on one gateway
   join --in-process [--pairs N (100)] [--frames N (1000)]: the same on the audio path alone (no sockets, fake clock)
+  relay    [--pairs N (100)] [--seconds S (10)] [--warmup S (3)] [--rounds 2]: two instances on Redis (REDIS_URL),
+           joined calls with both legs on one instance vs one leg relayed from the other: CPU per relayed frame
   tee      [--legs N (500)] [--seconds S (10)] [--warmup S (3)] [--rounds 2]: gateway CPU per platform frame,
            a plain leg vs a leg with one tee (results: drop), A B A B on one gateway
   soak     [--instances 2] [--vendors 2] [--legs 300] [--minutes 10] [--no-nginx] [--allow-uncounted]: a fleet on its
@@ -80,6 +84,9 @@ async function main(argv: string[]): Promise<number> {
       break
     case 'join':
       out.join = await runJoin(parseFlags(rest, JOIN_FLAGS, JOIN_BOOLEANS))
+      break
+    case 'relay':
+      out.relay = await runRelay(parseFlags(rest, RELAY_FLAGS))
       break
     case 'tee':
       out.tee = await runTee(parseFlags(rest, TEE_FLAGS))
