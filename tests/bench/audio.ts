@@ -123,6 +123,8 @@ export async function startGateway(
     log: { level: 'warn' },
     uws: { idleTimeoutSeconds: 0 },
     health: { active: { kind: 'none' } },
+    // Exit within stopChild's grace (a SIGKILL would lose --cpu-prof's profile).
+    shutdown: { drainDelaySeconds: 0, metricsLingerSeconds: 0 },
     ...opts.extra,
     routes: Object.fromEntries(
       Object.entries(

@@ -6,7 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { connect as netConnect, type Socket } from 'node:net'
 import { join } from 'node:path'
 import { connect as tlsConnect } from 'node:tls'
-import { readdirSync, readFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { exited, fmt, Histogram, httpStatus, PACKAGE_ROOT, type Report, sleep, Tail, track } from './lib'
 
 const BIN = join(PACKAGE_ROOT, 'bin', 'assist-gateway.js')
@@ -140,8 +140,11 @@ export async function openConns(
 
 /** --profile: the gateway's top self-time functions over its whole run (warm-up and start-up included). */
 export function topFunctions(dir: string, r: Report): void {
-  const file = readdirSync(dir).find(f => f.endsWith('.cpuprofile'))
-  if (file === undefined) return
+  const file = existsSync(dir) ? readdirSync(dir).find(f => f.endsWith('.cpuprofile')) : undefined
+  if (file === undefined) {
+    r.row('profile', `none written in ${dir} (the gateway did not exit cleanly)`)
+    return
+  }
   const prof = JSON.parse(readFileSync(join(dir, file), 'utf8')) as {
     nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number } }[]
     samples: number[]

@@ -166,7 +166,7 @@ export async function runTextVsNginx(flags: Map<string, string>): Promise<Record
     metrics: { host: '127.0.0.1', port: metricsPort },
     admin: { host: '127.0.0.1', port: 0 },
     log: { level: 'warn' },
-    shutdown: { drainDelaySeconds: 0 },
+    shutdown: { drainDelaySeconds: 0, metricsLingerSeconds: 0 },
     health: { active: { kind: 'http', path: '/healthz' } },
     routes: {
       bench: {
