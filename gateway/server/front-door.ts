@@ -28,11 +28,19 @@ const LENGTH = /^\d{1,9}$/
 let lengths = 0
 let badLength = false
 let hosts = 0
+/** The header names and values of the last scan, in bytes as header-limit.ts counts them. */
+let headBytes = 0
 function visit(key: string, value: string): void {
+  headBytes += key.length + value.length + 4
   if (key === 'content-length') {
     lengths++
     if (!LENGTH.test(value)) badLength = true
   } else if (key === 'host') hosts++
+}
+
+/** The header bytes headerProblem's scan counted (header-limit.ts's count without a second pass). */
+export function scannedHeaderBytes(): number {
+  return headBytes
 }
 
 /**
@@ -46,6 +54,7 @@ export function headerProblem(req: HttpRequest, metrics: Metrics): string | null
   lengths = 0
   badLength = false
   hosts = 0
+  headBytes = 0
   req.forEach(visit)
   if (badLength || lengths > 1) {
     countRefusal(metrics, 'content_length')

@@ -6,7 +6,7 @@ import type { RouteRuntime } from '../route'
 import { scrubberFor, sentIn } from '../telemetry/scrub'
 import { requestIdFrom, traceFrom } from '../telemetry/trace'
 import type { TextHook, TextResult } from '../text/utterance'
-import { afterParse, countRefusal, DRAIN_BYTES, headerProblem, wantsClose } from './front-door'
+import { afterParse, countRefusal, DRAIN_BYTES, headerProblem, scannedHeaderBytes, wantsClose } from './front-door'
 import { headerBytesOver } from './header-limit'
 import { problemBody, readBody, send } from './http'
 import type { ServerState } from './state'
@@ -34,6 +34,8 @@ export class TextExchange {
   private readonly requestId: string
   private readonly trace: ReturnType<typeof traceFrom>
   private readonly badHead: string | null
+  /** Header bytes counted by headerProblem's scan (one pass over the headers per request). */
+  private readonly headBytes: number
   /** The client said `connection: close`, or its head is refused: the answer closes the connection. */
   private readonly close: boolean
   private readonly address: string
@@ -68,6 +70,7 @@ export class TextExchange {
     // The front door (front-door.ts): a repeated or malformed content-length or host is refused and closed;
     // `connection: close` is honoured (uWS here does not). Both must read req now.
     this.badHead = headerProblem(req, state.metrics)
+    this.headBytes = scannedHeaderBytes()
     this.close = this.badHead !== null || wantsClose(req)
     this.address = Buffer.from(res.getRemoteAddressAsText()).toString('utf8')
     this.headers = { 'x-request-id': this.requestId }
@@ -84,7 +87,7 @@ export class TextExchange {
     if (this.badHead !== null) return this.refuse('BAD_REQUEST', false, this.badHead)
     if (route === null || route === undefined || !this.hook.serves(route)) return this.refuse('ROUTE_NOT_FOUND')
     if (state.draining) return this.refuse('SHUTTING_DOWN')
-    if (headerBytesOver(req, state, 'text')) return this.refuse('HEADERS_TOO_LARGE', true)
+    if (headerBytesOver(req, state, 'text', this.headBytes)) return this.refuse('HEADERS_TOO_LARGE', true)
     if (!JSON_TYPE.test(this.contentType)) return this.refuse('UNSUPPORTED_MEDIA_TYPE')
     const limit = state.config.text.maxBodyBytes
     if (this.declaredLength !== '' && Number(this.declaredLength) > limit) {
