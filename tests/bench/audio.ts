@@ -156,6 +156,8 @@ export async function startGateway(
   for (const k of ['PORT', 'ADMIN_PORT', 'LOG_LEVEL', 'REDIS_URL', 'GATEWAY_CONFIG', 'NODE_OPTIONS']) delete env[k]
   const args = [
     ...(profileDir !== null ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : []),
+    // Diagnostics only (e.g. `--heapsnapshot-signal=SIGUSR2` to count what a leg holds): node flags for the gateway.
+    ...(process.env.BENCH_GATEWAY_NODE_ARGS ?? '').split(' ').filter(a => a !== ''),
     '-r',
     join(BENCH_DIST, 'guard.js'),
     join(PACKAGE_ROOT, 'bin', 'assist-gateway.js'),
