@@ -142,8 +142,8 @@ async function baseline(
   return { p50: s.latency.p50, p99: s.latency.p99 }
 }
 
-function legList(raw: string | undefined): number[] {
-  const list = (raw ?? '500,1000').split(',').map(s => Number(s.trim()))
+export function legList(raw: string | undefined, fallback = '500,1000'): number[] {
+  const list = (raw ?? fallback).split(',').map(s => Number(s.trim()))
   if (list.length === 0 || list.some(n => !Number.isInteger(n) || n < 1 || n > 20000))
     throw new UsageError('--legs must be a comma-separated list of integers 1-20000 (e.g. 500,1000)')
   return list

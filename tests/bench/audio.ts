@@ -53,7 +53,7 @@ import {
 import { LoadGen } from './loadgen'
 
 export const AUDIO_FLAGS = ['legs', 'seconds', 'warmup', 'baseline-legs', 'baseline-seconds', 'mapping', 'coalesce-ms']
-export const AUDIO_BOOLEANS = ['profile', 'no-pin']
+export const AUDIO_BOOLEANS = ['profile', 'no-pin', 'memory']
 
 const SETTLE_MS = 1000
 const BASELINE_WARMUP_MS = 1000
@@ -92,6 +92,8 @@ export interface GatewayOptions {
   extra?: Record<string, unknown>
   /** Routes by name instead of the one route "bench" (mapping, upstreams): benches comparing routes. */
   routes?: Record<string, BenchRoute>
+  /** Node flags for the gateway process (e.g. --expose-gc for audio --memory). */
+  nodeArgs?: string[]
 }
 
 /** Path of a mapping file of the package (mappings/<name>.yaml). */
@@ -158,6 +160,7 @@ export async function startGateway(
     ...(profileDir !== null ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : []),
     // Diagnostics only (e.g. `--heapsnapshot-signal=SIGUSR2` to count what a leg holds): node flags for the gateway.
     ...(process.env.BENCH_GATEWAY_NODE_ARGS ?? '').split(' ').filter(a => a !== ''),
+    ...(opts.nodeArgs ?? []),
     '-r',
     join(BENCH_DIST, 'guard.js'),
     join(PACKAGE_ROOT, 'bin', 'assist-gateway.js'),
