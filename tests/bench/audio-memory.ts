@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- audio --memory [--legs 500,1000,2000] [--settle S (6)] [--mapping passthrough]`
+ * `npm run bench -- audio --memory [--legs 500,1000,2000] [--settle S (6)] [--replay-seconds S] [--mapping passthrough]`
  *
  * What a leg costs in memory: one gateway, legs added in steps (each step's legs connect and stream at
  * real time, 50 frames/s × 160 B, to the local uWS sink), and after each step, once every leg has
@@ -30,7 +30,7 @@ import {
 import { LoadGen } from './loadgen'
 import { type BenchMapping, startGateway } from './audio'
 
-export const AUDIO_MEMORY_FLAGS = ['settle']
+export const AUDIO_MEMORY_FLAGS = ['settle', 'replay-seconds']
 
 interface Step {
   legs: number
@@ -59,11 +59,17 @@ async function settledMemory(
 export async function runAudioMemory(
   legsList: number[],
   settleSeconds: number,
-  mapping: BenchMapping
+  mapping: BenchMapping,
+  /** audio.replaySeconds for the gateway (null: its default, sized from vendor liveness: 3.5 s). */
+  replaySeconds: number | null = null
 ): Promise<Record<string, unknown>> {
   const token = `bench-${randomBytes(12).toString('hex')}`
   const sink = await Sink.start(0)
-  const gw = await startGateway(sink.url, token, false, { mapping, nodeArgs: ['--expose-gc'] })
+  const gw = await startGateway(sink.url, token, false, {
+    mapping,
+    nodeArgs: ['--expose-gc'],
+    ...(replaySeconds === null ? {} : { extra: { audio: { replaySeconds } } })
+  })
   const gens: LoadGen[] = []
   const steps: Step[] = []
   try {
@@ -91,7 +97,7 @@ export async function runAudioMemory(
       })
     }
     const r = new Report(
-      `audio --memory: legs streaming at real time through one gateway process (${mapping} mapping), memory after each step`
+      `audio --memory: legs streaming at real time through one gateway process (${mapping} mapping, replaySeconds ${replaySeconds ?? 'default'}), memory after each step`
     )
     r.row('machine', machineLine())
     r.row(
@@ -120,6 +126,7 @@ export async function runAudioMemory(
       machine: machineLine(),
       mapping,
       settleSeconds,
+      replaySeconds,
       before: { rssBytes: before.rss, heapBytes: before.heap, externalBytes: before.external },
       steps: steps.map(s => ({
         legs: s.legs,

@@ -30,7 +30,7 @@ import { runSoak, SOAK_BOOLEANS, SOAK_FLAGS } from './soak/soak'
 const USAGE = `usage: npm run bench [-- [audio|wsclient|failover|codec|text|fleet|join|tee|soak|all] [flags]]
   audio    [--legs N (1000)] [--seconds S (20)] [--warmup S (3)] [--mapping passthrough|deepgram] [--baseline-legs N (= --legs)] [--baseline-seconds S (3)] [--profile] [--no-pin]
   audio --vs-nginx [--legs 500,1000] [--rounds 2] [--seconds S (10)] [--warmup S (3)] [--baseline-seconds S (3)] [--no-nginx] [--no-pin]
-  audio --memory [--legs 500,1000,2000] [--settle S (6)] [--mapping passthrough|deepgram]: RSS, V8 heap and external memory per leg
+  audio --memory [--legs 500,1000,2000] [--settle S (6)] [--replay-seconds S] [--mapping passthrough|deepgram]: RSS, V8 heap and external memory per leg
   wsclient [--frames N (200000)] [--batch B (100)] [--conns C (100)]
   failover [--legs N (500)] [--warmup S (3)] [--after S (5)]
   codec    [--seconds S (60)]
@@ -73,7 +73,8 @@ async function main(argv: string[]): Promise<number> {
         out.audio = await runAudioMemory(
           legList(flags.get('legs'), '500,1000,2000'),
           numberFlag(flags, 'settle', 6, { min: 1, max: 600 }),
-          (flags.get('mapping') ?? 'passthrough') as BenchMapping
+          (flags.get('mapping') ?? 'passthrough') as BenchMapping,
+          flags.has('replay-seconds') ? numberFlag(flags, 'replay-seconds', 0, { min: 0, max: 30 }) : null
         )
       else out.audio = flags.has('vs-nginx') ? await runAudioVsNginx(flags) : await runAudio(flags)
       break
