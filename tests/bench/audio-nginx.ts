@@ -174,8 +174,10 @@ export async function runAudioVsNginx(flags: Map<string, string>): Promise<Recor
   // the next round measures only its own legs (nginx has no re-attach either). Otherwise as `audio`.
   // --coalesce-ms 0,20,40,100: one gateway per value, side by side (its cost against its added latency).
   const coalesce = flags.has('coalesce-ms')
-    ? legList(flags.get('coalesce-ms'), '100').map(v => {
-        if (v > 200) throw new UsageError('--coalesce-ms values must be 0-200')
+    ? (flags.get('coalesce-ms') ?? '').split(',').map(x => {
+        const v = Number(x.trim())
+        if (x.trim() === '' || !Number.isInteger(v) || v < 0 || v > 200)
+          throw new UsageError('--coalesce-ms must be a comma-separated list of integers 0-200 (e.g. 0,20,40,100)')
         return v
       })
     : [null]
@@ -319,10 +321,12 @@ export async function runAudioVsNginx(flags: Map<string, string>): Promise<Recor
         `${res.legs} legs nginx`,
         `${fmt(n.cpuUsPerFrame, 2)} µs CPU/frame, added p50 ${fmt(n.addedP50, 2)} ms p99 ${fmt(n.addedP99, 2)} ms, ${fmtKiB(n.rssPerLeg)}/leg, ${fmtInt(n.lost)} lost${noisy(n.waitMsPerS)}`
       )
-      summary.row(
-        `${res.legs} legs ratio`,
-        `${g.name} CPU per frame = ${fmt(g.cpuUsPerFrame / n.cpuUsPerFrame, 2)}× nginx's (target ≤ 0.8×)`
-      )
+      // With --coalesce-ms each gateway row carries its own ratio.
+      if (gFigs.length === 1)
+        summary.row(
+          `${res.legs} legs ratio`,
+          `gateway CPU per frame = ${fmt(g.cpuUsPerFrame / n.cpuUsPerFrame, 2)}× nginx's (target ≤ 0.8×)`
+        )
     }
     const js = (f: (typeof figs)[number]): Record<string, unknown> => ({
       cpuUsPerFrame: round(f.cpuUsPerFrame),
