@@ -34,7 +34,7 @@ const USAGE = `usage: npm run bench [-- [audio|wsclient|failover|codec|text|flee
   wsclient [--frames N (200000)] [--batch B (100)] [--conns C (100)]
   failover [--legs N (500)] [--warmup S (3)] [--after S (5)]
   codec    [--seconds S (60)]
-  text     [--connections N (64)] [--seconds S (10)] [--warmup S (3)] [--rounds 2] [--threads 1] [--mapping passthrough|json-events] [--floor]
+  text     [--connections N (64)] [--seconds S (10)] [--warmup S (3)] [--rounds 2] [--threads 1] [--mapping passthrough|json-events] [--floor] [--base DIR]
            [--no-nginx] [--no-pin] [--profile]: plain HTTP, side by side with nginx when installed
   text --mode tls|both [--connections N] [--seconds S] [--mapping ...]: the gateway alone, over HTTPS too
   fleet    [--instances 4] [--legs 1000] [--seconds 10] [--warmup 3]: N instances sharing Redis (REDIS_URL)

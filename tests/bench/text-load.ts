@@ -17,7 +17,8 @@ export interface Child {
   tail: Tail
 }
 
-export function spawnCli(args: string[], env: NodeJS.ProcessEnv = {}, nodeArgs: string[] = []): Child {
+/** `bin`: another checkout's CLI (text --base: the same bench against an earlier build). */
+export function spawnCli(args: string[], env: NodeJS.ProcessEnv = {}, nodeArgs: string[] = [], bin = BIN): Child {
   const clean: NodeJS.ProcessEnv = {
     // One gateway process unless asked (GATEWAY_WORKERS=N npm run bench): the CPU figures read its pid.
     GATEWAY_WORKERS: '1',
@@ -28,7 +29,7 @@ export function spawnCli(args: string[], env: NodeJS.ProcessEnv = {}, nodeArgs: 
   for (const k of ['PORT', 'ADMIN_PORT', 'LOG_LEVEL', 'REDIS_URL', 'GATEWAY_CONFIG', 'NODE_OPTIONS']) delete clean[k]
   const tail = new Tail()
   const child = track(
-    spawn(process.execPath, [...nodeArgs, BIN, ...args], {
+    spawn(process.execPath, [...nodeArgs, bin, ...args], {
       cwd: PACKAGE_ROOT,
       env: clean,
       stdio: ['ignore', 'pipe', 'pipe']
