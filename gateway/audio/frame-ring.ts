@@ -141,7 +141,8 @@ export class FrameRing {
 const EMPTY = Buffer.alloc(0)
 /** Where a run that wraps around a ring's end is made contiguous (one for all legs: sinks copy at once). */
 let scratch = Buffer.allocUnsafeSlow(8192)
-const FIRST_BYTES = 2048
+/** Room for the partial chunk of the default coalescing (100 ms: 800 bytes); a backlog doubles it. */
+const FIRST_BYTES = 1024
 const FIRST_ENTRIES = 16
 /** A queue that grew past this gives its memory back once it is empty (a backlog is over). */
 const SHRINK_ABOVE = 16384

@@ -1,4 +1,4 @@
-import { createHash, timingSafeEqual } from 'node:crypto'
+import { hash, timingSafeEqual } from 'node:crypto'
 import type { ErrorCode } from '../errors'
 
 export type AuthResult = { ok: true } | { ok: false; code: Extract<ErrorCode, 'AUTH_MISSING' | 'AUTH_INVALID'> }
@@ -38,6 +38,7 @@ export class CredentialList {
   }
 }
 
+/** One-shot hash (no Hash object per request, unlike createHash; Node ≥ 20.12). */
 function digest(s: string): Buffer {
-  return createHash('sha256').update(s, 'utf8').digest()
+  return hash('sha256', s, 'buffer')
 }

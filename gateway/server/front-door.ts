@@ -28,11 +28,76 @@ const LENGTH = /^\d{1,9}$/
 let lengths = 0
 let badLength = false
 let hosts = 0
+/** The header names and values of the last scan, in bytes as header-limit.ts counts them. */
+let headBytes = 0
+
+/** The headers a text request reads, as `req.getHeader` gives them (the first field of a name; '' when absent). */
+export interface ScannedHeaders {
+  contentType: string
+  authorization: string
+  contentLength: string
+  requestId: string
+  traceparent: string
+  connection: string
+}
+
+/** Filled by the scan (null: not seen yet, so the first field of a name wins, as with getHeader). */
+const seen: { [K in keyof ScannedHeaders]: string | null } = {
+  contentType: null,
+  authorization: null,
+  contentLength: null,
+  requestId: null,
+  traceparent: null,
+  connection: null
+}
+
 function visit(key: string, value: string): void {
-  if (key === 'content-length') {
-    lengths++
-    if (!LENGTH.test(value)) badLength = true
-  } else if (key === 'host') hosts++
+  headBytes += key.length + value.length + 4
+  switch (key) {
+    case 'content-length':
+      lengths++
+      if (!LENGTH.test(value)) badLength = true
+      seen.contentLength ??= value
+      return
+    case 'host':
+      hosts++
+      return
+    case 'content-type':
+      seen.contentType ??= value
+      return
+    case 'authorization':
+      seen.authorization ??= value
+      return
+    case 'x-request-id':
+      seen.requestId ??= value
+      return
+    case 'traceparent':
+      seen.traceparent ??= value
+      return
+    case 'connection':
+      seen.connection ??= value
+      return
+  }
+}
+
+/** The header bytes headerProblem's scan counted (header-limit.ts's count without a second pass). */
+export function scannedHeaderBytes(): number {
+  return headBytes
+}
+
+/**
+ * The headers headerProblem's scan saw, read in the same pass (no `getHeader` call into uWS per header).
+ * MUST be read right after headerProblem, in the same handler: the next request's scan overwrites them.
+ */
+export function scannedHeaders(): ScannedHeaders {
+  return {
+    contentType: seen.contentType ?? '',
+    authorization: seen.authorization ?? '',
+    contentLength: seen.contentLength ?? '',
+    requestId: seen.requestId ?? '',
+    traceparent: seen.traceparent ?? '',
+    connection: seen.connection ?? ''
+  }
 }
 
 /**
@@ -46,6 +111,9 @@ export function headerProblem(req: HttpRequest, metrics: Metrics): string | null
   lengths = 0
   badLength = false
   hosts = 0
+  headBytes = 0
+  seen.contentType = seen.authorization = seen.contentLength = null
+  seen.requestId = seen.traceparent = seen.connection = null
   req.forEach(visit)
   if (badLength || lengths > 1) {
     countRefusal(metrics, 'content_length')
@@ -62,7 +130,11 @@ const CLOSE_TOKEN = /(?:^|,)[ \t]*close[ \t]*(?:,|$)/i
 
 /** The client asked (`connection: close`) for the connection to end after this answer; uWS here does not honour it. */
 export function wantsClose(req: HttpRequest): boolean {
-  const c = req.getHeader('connection')
+  return connectionCloses(req.getHeader('connection'))
+}
+
+/** A `connection` header value that names `close`. */
+export function connectionCloses(c: string): boolean {
   return c !== '' && CLOSE_TOKEN.test(c)
 }
 

@@ -20,6 +20,11 @@ export const STATUS_TEXT: Record<number, string> = {
   504: 'Gateway Timeout'
 }
 
+/** `200 OK` and the like, made once (not a template string per response). */
+const STATUS_LINE: Record<number, string> = Object.fromEntries(
+  Object.entries(STATUS_TEXT).map(([code, text]) => [code, `${code} ${text}`])
+)
+
 /**
  * Write a whole response in one corked write. The caller has checked the response is not aborted.
  * `close`: say `connection: close` and close the connection once the answer is written (see closeAfterParse).
@@ -33,7 +38,7 @@ export function send(
   close = false
 ): void {
   res.cork(() => {
-    res.writeStatus(`${status} ${STATUS_TEXT[status] ?? ''}`)
+    res.writeStatus(STATUS_LINE[status] ?? `${status} `)
     res.writeHeader('content-type', contentType)
     for (const k in headers) res.writeHeader(k, headers[k])
     res.end(body, close) // with close, uWS writes `Connection: close` itself

@@ -6,7 +6,15 @@ import type { RouteRuntime } from '../route'
 import { scrubberFor, sentIn } from '../telemetry/scrub'
 import { requestIdFrom, traceFrom } from '../telemetry/trace'
 import type { TextHook, TextResult } from '../text/utterance'
-import { afterParse, countRefusal, DRAIN_BYTES, headerProblem, wantsClose } from './front-door'
+import {
+  afterParse,
+  connectionCloses,
+  countRefusal,
+  DRAIN_BYTES,
+  headerProblem,
+  scannedHeaderBytes,
+  scannedHeaders
+} from './front-door'
 import { headerBytesOver } from './header-limit'
 import { problemBody, readBody, send } from './http'
 import type { ServerState } from './state'
@@ -34,6 +42,8 @@ export class TextExchange {
   private readonly requestId: string
   private readonly trace: ReturnType<typeof traceFrom>
   private readonly badHead: string | null
+  /** Header bytes counted by headerProblem's scan (one pass over the headers per request). */
+  private readonly headBytes: number
   /** The client said `connection: close`, or its head is refused: the answer closes the connection. */
   private readonly close: boolean
   private readonly address: string
@@ -59,16 +69,18 @@ export class TextExchange {
     res.onAborted(() => {
       this.aborted = true
     })
-    // MUST copy out of req now: it is stack-allocated and gone after this handler returns.
-    this.contentType = req.getHeader('content-type')
-    this.authorization = req.getHeader('authorization')
-    this.declaredLength = req.getHeader('content-length')
-    this.requestId = requestIdFrom(req.getHeader('x-request-id'))
-    this.trace = traceFrom(req.getHeader('traceparent'))
-    // The front door (front-door.ts): a repeated or malformed content-length or host is refused and closed;
-    // `connection: close` is honoured (uWS here does not). Both must read req now.
+    // MUST copy out of req now: it is stack-allocated and gone after this handler returns. The front door
+    // (front-door.ts): a repeated or malformed content-length or host is refused and closed; `connection:
+    // close` is honoured (uWS here does not). Its one pass over the headers also reads the ones used here.
     this.badHead = headerProblem(req, state.metrics)
-    this.close = this.badHead !== null || wantsClose(req)
+    this.headBytes = scannedHeaderBytes()
+    const h = scannedHeaders()
+    this.contentType = h.contentType
+    this.authorization = h.authorization
+    this.declaredLength = h.contentLength
+    this.requestId = requestIdFrom(h.requestId)
+    this.trace = traceFrom(h.traceparent)
+    this.close = this.badHead !== null || connectionCloses(h.connection)
     this.address = Buffer.from(res.getRemoteAddressAsText()).toString('utf8')
     this.headers = { 'x-request-id': this.requestId }
     this.head(req)
@@ -84,7 +96,7 @@ export class TextExchange {
     if (this.badHead !== null) return this.refuse('BAD_REQUEST', false, this.badHead)
     if (route === null || route === undefined || !this.hook.serves(route)) return this.refuse('ROUTE_NOT_FOUND')
     if (state.draining) return this.refuse('SHUTTING_DOWN')
-    if (headerBytesOver(req, state, 'text')) return this.refuse('HEADERS_TOO_LARGE', true)
+    if (headerBytesOver(req, state, 'text', this.headBytes)) return this.refuse('HEADERS_TOO_LARGE', true)
     if (!JSON_TYPE.test(this.contentType)) return this.refuse('UNSUPPORTED_MEDIA_TYPE')
     const limit = state.config.text.maxBodyBytes
     if (this.declaredLength !== '' && Number(this.declaredLength) > limit) {

@@ -8,7 +8,6 @@ import type { IncomingUtterance, TextHook, TextResult } from '../text/utterance'
  * its vendor HTTP pools once nothing is in flight on it and its longest exchange has had time to end.
  */
 export class TextHooks {
-  private readonly inFlight = new Map<TextHook, number>()
   private readonly retired = new Set<TextHook>()
   private readonly timers = new Set<NodeJS.Timeout>()
 
@@ -23,24 +22,15 @@ export class TextHooks {
 
   /** Requests in flight and accepted asynchronous deliveries, on every hook (a drain waits for them). */
   get pending(): number {
-    let n = this.current.backlog
-    for (const c of this.inFlight.values()) n += c
-    for (const h of this.retired) n += h.backlog
+    let n = this.current.backlog + this.current.active
+    for (const h of this.retired) n += h.backlog + h.active
     return n
   }
 
-  async handle(req: IncomingUtterance): Promise<TextResult> {
-    const hook = this.current.serves(req.route)
-      ? this.current
-      : ([...this.retired].find(h => h.serves(req.route)) ?? this.current)
-    this.inFlight.set(hook, (this.inFlight.get(hook) ?? 0) + 1)
-    try {
-      return await hook.handle(req)
-    } finally {
-      const left = (this.inFlight.get(hook) ?? 1) - 1
-      if (left === 0) this.inFlight.delete(hook)
-      else this.inFlight.set(hook, left)
-    }
+  /** The hook counts its own requests in flight (TextHook.active): no wrapper promise per request here. */
+  handle(req: IncomingUtterance): Promise<TextResult> {
+    if (this.current.serves(req.route)) return this.current.handle(req)
+    return ([...this.retired].find(h => h.serves(req.route)) ?? this.current).handle(req)
   }
 
   replace(next: TextHook, settings: TextSettings): void {
@@ -50,7 +40,7 @@ export class TextHooks {
     this.settings = settings
     this.retired.add(old)
     const later = (): void => {
-      if ((this.inFlight.get(old) ?? 0) > 0 || old.backlog > 0) {
+      if (old.active > 0 || old.backlog > 0) {
         arm(1000)
         return
       }

@@ -22,7 +22,7 @@ export function mountText(app: TemplatedApp, state: ServerState, hook: Pick<Text
     const key = `${route}\n${status}`
     let c = counters.get(key)
     if (c === undefined) {
-      c = metrics.textRequests.labels(route, String(status))
+      c = metrics.textRequestCounts.cell(route, String(status))
       counters.set(key, c)
     }
     c.inc()

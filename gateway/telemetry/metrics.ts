@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+import { CountCells } from './count-cells'
 import { CATALOGUE, type MetricName, PREFIX } from './catalogue'
 
 export { CATALOGUE, type MetricName, PREFIX } from './catalogue'
@@ -62,8 +63,12 @@ export class Metrics {
   readonly frontDoorRefusals: Counter
   readonly mappingErrors: Counter
   readonly textRequests: Counter
+  /** textRequests' per-request increments (count-cells.ts). */
+  readonly textRequestCounts = new CountCells()
   readonly textDuration: Histogram
   readonly upstreamRequests: Counter
+  /** upstreamRequests' per-request increments (count-cells.ts). */
+  readonly upstreamRequestCounts = new CountCells()
   readonly upstreamDuration: Histogram
   readonly failovers: Counter
   readonly gapSeconds: Histogram
@@ -96,8 +101,17 @@ export class Metrics {
     const name = (n: MetricName): string => PREFIX + n
     const help = (n: MetricName): string => CATALOGUE[n].help
     const labels = (n: MetricName): string[] => [...CATALOGUE[n].labels]
-    const counter = (n: MetricName): Counter =>
-      new Counter({ name: name(n), help: help(n), labelNames: labels(n), registers: r })
+    const counter = (n: MetricName, cells?: CountCells): Counter => {
+      const c = new Counter({
+        name: name(n),
+        help: help(n),
+        labelNames: labels(n),
+        registers: r,
+        ...(cells === undefined ? {} : { collect: () => cells.flush() })
+      })
+      cells?.bind(c)
+      return c
+    }
     collectDefaultMetrics({ register: this.registry, prefix: PREFIX })
     this.buildInfo = new Gauge({
       name: name('build_info'),
@@ -122,7 +136,7 @@ export class Metrics {
     this.frontDoorRefusals = counter('front_door_refusals_total')
     this.mappingErrors = counter('mapping_errors_total')
     const httpBuckets = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]
-    this.textRequests = counter('text_requests_total')
+    this.textRequests = counter('text_requests_total', this.textRequestCounts)
     this.textDuration = new Histogram({
       name: name('text_request_duration_seconds'),
       help: help('text_request_duration_seconds'),
@@ -130,7 +144,7 @@ export class Metrics {
       buckets: httpBuckets,
       registers: r
     })
-    this.upstreamRequests = counter('upstream_requests_total')
+    this.upstreamRequests = counter('upstream_requests_total', this.upstreamRequestCounts)
     this.upstreamDuration = new Histogram({
       name: name('upstream_request_duration_seconds'),
       help: help('upstream_request_duration_seconds'),

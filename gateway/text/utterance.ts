@@ -148,8 +148,24 @@ export class TextHook {
     return this.routes.has(route)
   }
 
+  /** Requests in this hook's pipeline now (a replaced hook closes its pools once none is left). */
+  get active(): number {
+    return this.inFlight
+  }
+
+  private inFlight = 0
+
   /** The pipeline of one utterance. Never throws: a bug becomes INTERNAL. */
   async handle(req: IncomingUtterance): Promise<TextResult> {
+    this.inFlight++
+    try {
+      return await this.pipeline(req)
+    } finally {
+      this.inFlight--
+    }
+  }
+
+  private pipeline(req: IncomingUtterance): TextResult | Promise<TextResult> {
     const rt = this.routes.get(req.route)
     if (rt === undefined) return this.refuse(req, new GatewayError('ROUTE_NOT_FOUND'))
     const { metrics } = this.deps
@@ -167,8 +183,20 @@ export class TextHook {
       ])
     }
     const msg = value as Record<string, unknown>
-    const refused = await this.authenticate(req, rt, msg)
-    if (refused !== null) return refused
+    // A static credential list under a local failure budget settles synchronously: no promise for it.
+    const refused = this.authenticate(req, rt, msg)
+    if (refused instanceof Promise) return refused.then(r => r ?? this.accepted(req, rt, msg, text))
+    return refused ?? this.accepted(req, rt, msg, text)
+  }
+
+  /** After the credential step: the schema, then the vendor call (or the queue). */
+  private accepted(
+    req: IncomingUtterance,
+    rt: RouteText,
+    msg: Record<string, unknown>,
+    text: string
+  ): TextResult | Promise<TextResult> {
+    const { metrics } = this.deps
     const problems = checkUtterance(msg)
     if (problems.length > 0) {
       metrics.validationFailures.inc({ hook: 'text' })
@@ -193,26 +221,41 @@ export class TextHook {
       return { ok: true, status: 202, json: JSON.stringify({ accepted: true, requestId: req.requestId }) }
     }
     rt.tees?.send(input, req.traceparent)
-    return await this.deliver(rt, input, req.traceparent)
+    return this.deliver(rt, input, req.traceparent)
   }
 
   /**
    * The credential step, under the failure budget (begun before the check, settled right after it: a
-   * request's vendor call does not hold the budget). null: accepted.
+   * request's vendor call does not hold the budget). null: accepted. Synchronous for a static list under
+   * a local budget (the usual case); a promise when the budget is shared or bearer tokens are accepted.
    */
-  private async authenticate(
+  private authenticate(
     req: IncomingUtterance,
     rt: RouteText,
     msg: Record<string, unknown>
-  ): Promise<TextResult | null> {
-    const { metrics } = this.deps
+  ): TextResult | null | Promise<TextResult | null> {
     const begin = req.admission.begin(req.address)
-    const begun = begin instanceof Promise ? await begin : begin
-    if (begun !== true) {
-      metrics.limitRefusals.inc({ limit: 'failure_budget', hook: 'text' })
-      return this.refuse(req, new GatewayError('TOO_MANY_FAILURES'), [], { retryAfterSeconds: begun })
+    if (begin instanceof Promise || rt.auth.tokens) return this.authenticateLater(req, rt, msg, begin)
+    if (begin !== true) return this.overBudget(req, begin)
+    let bad: AuthFailure | null = null
+    try {
+      const auth = authenticateStatic([msg.authorizationHeader, req.authorization], rt.auth.list)
+      if (!auth.ok) bad = { code: auth.code, reason: failureLabel(auth.reason) }
+    } finally {
+      req.admission.settle(req.address, bad !== null)
     }
-    let bad: { code: 'AUTH_MISSING' | 'AUTH_INVALID'; reason: string } | null = null
+    return bad === null ? null : this.authFailed(req, bad)
+  }
+
+  private async authenticateLater(
+    req: IncomingUtterance,
+    rt: RouteText,
+    msg: Record<string, unknown>,
+    begin: true | number | Promise<true | number>
+  ): Promise<TextResult | null> {
+    const begun = begin instanceof Promise ? await begin : begin
+    if (begun !== true) return this.overBudget(req, begun)
+    let bad: AuthFailure | null = null
     try {
       // Static list only: one synchronous constant-time check; else the list, then bearer tokens (<route>:text).
       const presented = [msg.authorizationHeader, req.authorization]
@@ -223,8 +266,16 @@ export class TextHook {
     } finally {
       req.admission.settle(req.address, bad !== null)
     }
-    if (bad === null) return null
-    metrics.authFailures.inc({ hook: 'text', reason: bad.reason })
+    return bad === null ? null : this.authFailed(req, bad)
+  }
+
+  private overBudget(req: IncomingUtterance, retryAfterSeconds: number): TextResult {
+    this.deps.metrics.limitRefusals.inc({ limit: 'failure_budget', hook: 'text' })
+    return this.refuse(req, new GatewayError('TOO_MANY_FAILURES'), [], { retryAfterSeconds })
+  }
+
+  private authFailed(req: IncomingUtterance, bad: AuthFailure): TextResult {
+    this.deps.metrics.authFailures.inc({ hook: 'text', reason: bad.reason })
     return this.refuse(req, new GatewayError(bad.code))
   }
 
@@ -344,5 +395,7 @@ export class TextHook {
     return { ok: false, error, problems: [], extra, upstream: fields.upstream as string | undefined }
   }
 }
+
+type AuthFailure = { code: 'AUTH_MISSING' | 'AUTH_INVALID'; reason: string }
 
 const NO_UPSTREAM: TextInput['upstream'] = Object.freeze({ name: '', credential: null, hasCredential: false })

@@ -283,7 +283,7 @@ export class TextUpstream {
   private count(lane: Lane, replica: Replica, result: UpstreamResult): void {
     let c = lane.results.get(result)
     if (c === undefined) {
-      c = this.metrics.upstreamRequests.labels(this.route, replica.name, result)
+      c = this.metrics.upstreamRequestCounts.cell(this.route, replica.name, result)
       lane.results.set(result, c)
     }
     c.inc()

@@ -39,6 +39,7 @@ import {
   Report,
   round,
   rssBytes,
+  gatewayHeap,
   runqueueWaitMicros,
   Sink,
   sleep,
@@ -52,7 +53,7 @@ import {
 import { LoadGen } from './loadgen'
 
 export const AUDIO_FLAGS = ['legs', 'seconds', 'warmup', 'baseline-legs', 'baseline-seconds', 'mapping', 'coalesce-ms']
-export const AUDIO_BOOLEANS = ['profile', 'no-pin']
+export const AUDIO_BOOLEANS = ['profile', 'no-pin', 'memory']
 
 const SETTLE_MS = 1000
 const BASELINE_WARMUP_MS = 1000
@@ -91,6 +92,8 @@ export interface GatewayOptions {
   extra?: Record<string, unknown>
   /** Routes by name instead of the one route "bench" (mapping, upstreams): benches comparing routes. */
   routes?: Record<string, BenchRoute>
+  /** Node flags for the gateway process (e.g. --expose-gc for audio --memory). */
+  nodeArgs?: string[]
 }
 
 /** Path of a mapping file of the package (mappings/<name>.yaml). */
@@ -123,6 +126,8 @@ export async function startGateway(
     log: { level: 'warn' },
     uws: { idleTimeoutSeconds: 0 },
     health: { active: { kind: 'none' } },
+    // Exit within stopChild's grace (a SIGKILL would lose --cpu-prof's profile).
+    shutdown: { drainDelaySeconds: 0, metricsLingerSeconds: 0 },
     ...opts.extra,
     routes: Object.fromEntries(
       Object.entries(
@@ -153,6 +158,9 @@ export async function startGateway(
   for (const k of ['PORT', 'ADMIN_PORT', 'LOG_LEVEL', 'REDIS_URL', 'GATEWAY_CONFIG', 'NODE_OPTIONS']) delete env[k]
   const args = [
     ...(profileDir !== null ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : []),
+    // Diagnostics only (e.g. `--heapsnapshot-signal=SIGUSR2` to count what a leg holds): node flags for the gateway.
+    ...(process.env.BENCH_GATEWAY_NODE_ARGS ?? '').split(' ').filter(a => a !== ''),
+    ...(opts.nodeArgs ?? []),
     '-r',
     join(BENCH_DIST, 'guard.js'),
     join(PACKAGE_ROOT, 'bin', 'assist-gateway.js'),
@@ -329,12 +337,14 @@ export async function runAudio(flags: Map<string, string>): Promise<Record<strin
 
   // ---- through the gateway ----
   const rssBefore = rssBytes(gw.pid)
+  const heapBefore = await gatewayHeap(gw.metricsPort)
   progress(`audio: connecting ${legs} legs through the gateway`)
   const connectStart = performance.now()
   const gen = new LoadGen(`ws://127.0.0.1:${gw.port}/audio/bench`, legs, token)
   const conn = await gen.connect()
   const connectMs = performance.now() - connectStart
   const rssConnected = rssBytes(gw.pid)
+  const heapConnected = await gatewayHeap(gw.metricsPort)
   if (conn.failed > 0) progress(`audio: ${conn.failed} legs failed: ${gen.failures().join('; ')}`)
   progress(
     `audio: ${conn.streaming} legs streaming (connected in ${fmt(connectMs / 1000, 1)} s); warm-up ${warmup} s, then ${seconds} s measured`
@@ -363,6 +373,7 @@ export async function runAudio(flags: Map<string, string>): Promise<Record<strin
   const s1 = await sink.ask('stats')
   const sent1 = gen.sent
   const rssEnd = rssBytes(gw.pid)
+  const heapEnd = await gatewayHeap(gw.metricsPort)
   const late = { max: gen.maxLateMs, lateTicks: gen.lateTicks, ticks: gen.ticks }
   gen.stop()
 
@@ -399,6 +410,19 @@ export async function runAudio(flags: Map<string, string>): Promise<Record<strin
   const lost = gen.sent - final.received
   const rssPerLeg = (rssConnected - rssBefore) / Math.max(1, conn.streaming)
   const rssPerLegEnd = (rssEnd - rssBefore) / Math.max(1, conn.streaming)
+  // V8 heap (JS objects) and external memory (ArrayBuffers: rings, queues, socket buffers) per leg.
+  const perLeg = (
+    a: { heapUsed: number; external: number } | null,
+    b: { heapUsed: number; external: number } | null
+  ): { heap: number; external: number } | null =>
+    a === null || b === null
+      ? null
+      : {
+          heap: (b.heapUsed - a.heapUsed) / Math.max(1, conn.streaming),
+          external: (b.external - a.external) / Math.max(1, conn.streaming)
+        }
+  const heapPerLeg = perLeg(heapBefore, heapConnected)
+  const heapPerLegEnd = perLeg(heapBefore, heapEnd)
 
   const r = new Report(
     `audio: ${legs} legs × 50 frames/s × 160 B through the gateway (${mapping} mapping) to a local uWS sink`
@@ -470,6 +494,9 @@ export async function runAudio(flags: Map<string, string>): Promise<Record<strin
     `${fmtMiB(rssConnected)}  (end of warm-up ${fmtMiB(rssWarm)}, end of window ${fmtMiB(rssEnd)})`
   )
   r.row('RSS per leg', `${fmtKiB(rssPerLeg)}  (using end of window: ${fmtKiB(rssPerLegEnd)})`)
+  const heapRow = (h: { heap: number; external: number } | null): string =>
+    h === null ? 'not read' : `V8 heap ${fmtKiB(h.heap)} + external ${fmtKiB(h.external)}`
+  r.row('heap per leg', `${heapRow(heapPerLeg)}  (end of window: ${heapRow(heapPerLegEnd)})`)
   if (!gwAlive) r.row('WARNING', `the gateway had exited before the end of the run:\n${gw.tail.toString()}`)
   if (prof !== null) {
     r.section(
@@ -519,6 +546,11 @@ export async function runAudio(flags: Map<string, string>): Promise<Record<strin
     rssConnectedBytes: rssConnected,
     rssEndBytes: rssEnd,
     rssPerLegBytes: Math.round(rssPerLeg),
+    rssPerLegEndBytes: Math.round(rssPerLegEnd),
+    heapPerLegBytes: heapPerLeg === null ? null : Math.round(heapPerLeg.heap),
+    externalPerLegBytes: heapPerLeg === null ? null : Math.round(heapPerLeg.external),
+    heapPerLegEndBytes: heapPerLegEnd === null ? null : Math.round(heapPerLegEnd.heap),
+    externalPerLegEndBytes: heapPerLegEnd === null ? null : Math.round(heapPerLegEnd.external),
     ...(prof !== null
       ? {
           profileTop: prof.top.slice(0, 10).map(f => ({ fn: f.fn, where: f.where, pct: round(f.pct, 1) })),

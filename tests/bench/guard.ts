@@ -21,3 +21,8 @@ if (Number.isInteger(parent) && parent > 1 && process.env.ASSIST_GATEWAY_WORKER 
   }, 500)
   timer.unref()
 }
+
+// audio --memory (audio-memory.ts): with --expose-gc, SIGUSR2 asks for a full GC before the bench reads
+// the heap (the gateway itself logs and ignores SIGUSR2).
+const gc = (globalThis as { gc?: () => void }).gc
+if (gc !== undefined) process.on('SIGUSR2', () => gc())

@@ -286,6 +286,29 @@ export function httpStatus(url: string, timeoutMs = 1000): Promise<number | null
   })
 }
 
+/** V8 heap used and external (ArrayBuffer) memory of a gateway, bytes, from its /metrics (prom-client's defaults). */
+export async function gatewayHeap(metricsPort: number): Promise<{ heapUsed: number; external: number } | null> {
+  const text = await new Promise<string | null>(resolve => {
+    const req = request(`http://127.0.0.1:${metricsPort}/metrics`, { timeout: 3000, agent: false }, res => {
+      let body = ''
+      res.setEncoding('utf8')
+      res.on('data', (d: string) => {
+        body += d
+      })
+      res.on('end', () => resolve(body))
+    })
+    req.on('timeout', () => req.destroy())
+    req.on('error', () => resolve(null))
+    req.end()
+  })
+  if (text === null) return null
+  const read = (name: string): number => {
+    const m = new RegExp(`^\\w*${name}(?:\\{[^}]*\\})? ([0-9.e+]+)$`, 'm').exec(text)
+    return m === null ? Number.NaN : Number(m[1])
+  }
+  return { heapUsed: read('nodejs_heap_size_used_bytes'), external: read('nodejs_external_memory_bytes') }
+}
+
 // ---- /proc readings ------------------------------------------------------------------------------
 
 let clkTck: number | null = null

@@ -3,6 +3,7 @@
  *   audio    [--legs N (1000)] [--seconds S (20)] [--warmup S (3)] [--baseline-legs N (= legs)]
  *            [--baseline-seconds S (3)] [--profile] [--no-pin]
  *   audio --vs-nginx [--legs 500,1000] [--rounds 2] ...: side by side with nginx (audio-nginx.ts)
+ *   audio --memory [--legs 500,1000,2000] [--settle 6]: memory per leg, legs added in steps (audio-memory.ts)
  *   text     side by side with nginx when installed (text-nginx.ts)
  *   wsclient [--frames N (200000)] [--batch B (100)] [--conns C (100)]
  *   join / tee: gateway CPU per platform frame of a joined pair / a teed leg against plain legs (ab.ts)
@@ -12,13 +13,14 @@
  * Ends with one line `BENCH_JSON {...}` holding every figure. Child processes (gateway, sink) are
  * killed on every way out, including errors and SIGINT.
  */
-import { AUDIO_BOOLEANS, AUDIO_FLAGS, runAudio } from './audio'
-import { installExitHandlers, killAllChildren, parseFlags, UsageError } from './lib'
+import { AUDIO_BOOLEANS, AUDIO_FLAGS, runAudio, type BenchMapping } from './audio'
+import { AUDIO_MEMORY_FLAGS, runAudioMemory } from './audio-memory'
+import { installExitHandlers, killAllChildren, numberFlag, parseFlags, UsageError } from './lib'
 import { runWsClient, WSCLIENT_FLAGS } from './wsclient'
 import { CODEC_FLAGS, runCodec } from './codec'
 import { FAILOVER_FLAGS, runFailover } from './failover'
 import { benchText } from './text'
-import { AUDIO_NGINX_BOOLEANS, AUDIO_NGINX_FLAGS, runAudioVsNginx } from './audio-nginx'
+import { AUDIO_NGINX_BOOLEANS, AUDIO_NGINX_FLAGS, legList, runAudioVsNginx } from './audio-nginx'
 import { findNginx } from './nginx'
 import { FLEET_FLAGS, runFleet } from './fleet'
 import { runTextVsNginx } from './text-nginx'
@@ -29,11 +31,12 @@ import { runSoak, SOAK_BOOLEANS, SOAK_FLAGS } from './soak/soak'
 
 const USAGE = `usage: npm run bench [-- [audio|wsclient|failover|codec|text|fleet|join|relay|tee|soak|all] [flags]]
   audio    [--legs N (1000)] [--seconds S (20)] [--warmup S (3)] [--mapping passthrough|deepgram] [--baseline-legs N (= --legs)] [--baseline-seconds S (3)] [--profile] [--no-pin]
-  audio --vs-nginx [--legs 500,1000] [--rounds 2] [--seconds S (10)] [--warmup S (3)] [--baseline-seconds S (3)] [--no-nginx] [--no-pin]
+  audio --vs-nginx [--legs 500,1000] [--coalesce-ms 0,20,40,100] [--rounds 2] [--seconds S (10)] [--warmup S (3)] [--baseline-seconds S (3)] [--no-nginx] [--no-pin]
+  audio --memory [--legs 500,1000,2000] [--settle S (6)] [--replay-seconds S] [--mapping passthrough|deepgram]: RSS, V8 heap and external memory per leg
   wsclient [--frames N (200000)] [--batch B (100)] [--conns C (100)]
   failover [--legs N (500)] [--warmup S (3)] [--after S (5)]
   codec    [--seconds S (60)]
-  text     [--connections N (64)] [--seconds S (10)] [--warmup S (3)] [--rounds 2] [--threads 1] [--mapping passthrough|json-events]
+  text     [--connections N (64)] [--seconds S (10)] [--warmup S (3)] [--rounds 2] [--threads 1] [--mapping passthrough|json-events] [--floor] [--base DIR]
            [--no-nginx] [--no-pin] [--profile]: plain HTTP, side by side with nginx when installed
   text --mode tls|both [--connections N] [--seconds S] [--mapping ...]: the gateway alone, over HTTPS too
   fleet    [--instances 4] [--legs 1000] [--seconds 10] [--warmup 3]: N instances sharing Redis (REDIS_URL)
@@ -66,11 +69,18 @@ async function main(argv: string[]): Promise<number> {
     case 'audio': {
       const flags = parseFlags(
         rest,
-        [...AUDIO_FLAGS, ...AUDIO_NGINX_FLAGS],
+        [...AUDIO_FLAGS, ...AUDIO_NGINX_FLAGS, ...AUDIO_MEMORY_FLAGS],
         [...AUDIO_BOOLEANS, ...AUDIO_NGINX_BOOLEANS]
       )
       // Without --vs-nginx: the gateway alone, as before (its figures keep their meaning).
-      out.audio = flags.has('vs-nginx') ? await runAudioVsNginx(flags) : await runAudio(flags)
+      if (flags.has('memory'))
+        out.audio = await runAudioMemory(
+          legList(flags.get('legs'), '500,1000,2000'),
+          numberFlag(flags, 'settle', 6, { min: 1, max: 600 }),
+          (flags.get('mapping') ?? 'passthrough') as BenchMapping,
+          flags.has('replay-seconds') ? numberFlag(flags, 'replay-seconds', 0, { min: 0, max: 30 }) : null
+        )
+      else out.audio = flags.has('vs-nginx') ? await runAudioVsNginx(flags) : await runAudio(flags)
       break
     }
     case 'wsclient':

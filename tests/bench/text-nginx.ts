@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- text [--vs-nginx|--no-nginx] [--connections 64] [--seconds 10] [--warmup 3] [--rounds 2]
+ * `npm run bench -- text [--vs-nginx|--no-nginx] [--floor] [--base DIR] [--connections 64] [--seconds 10] [--warmup 3] [--rounds 2]
  *                        [--threads 1] [--mapping passthrough|json-events] [--profile] [--no-pin]`
  *
  * The gateway next to nginx, in one run, on one upstream, under one load generator (plain HTTP):
@@ -13,9 +13,13 @@
  * CPU from /proc/<pid>/stat (utime+stime) of the gateway and of nginx's master and worker. With 2+
  * cores the gateway and the nginx proxy sit on the last core, the load generator and the upstream on
  * the others (`--no-pin`: off). Without nginx it says so and prints the gateway's absolute figures.
+ * `--base <checkout>`: one more target, the same config served by another checkout's build (its
+ * bin/assist-gateway.js), for a before/after in one run. `--floor`: three more targets on the gateway's core, uWS + undici with nothing between (text-floor.ts:
+ * undici's `request`, `dispatch` with a raw handler, `dispatch` pipelined), so the gateway's own work per
+ * request shows as its CPU per request over theirs.
  */
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { stringify } from 'yaml'
@@ -43,9 +47,10 @@ import {
 import { findNginx, nginxPids, nginxVersion, startNginx, type Nginx } from './nginx'
 import { LoadRun, openConns, spawnCli, topFunctions, waitOk, type Child } from './text-load'
 import { findWrk, runWrk, wrkScript, type WrkResult } from './wrk'
+import { FLOOR_MODES, startFloor, type Floor } from './text-floor'
 
-export const TEXT_NGINX_FLAGS = ['rounds', 'threads']
-export const TEXT_NGINX_BOOLEANS = ['vs-nginx', 'no-nginx', 'no-pin']
+export const TEXT_NGINX_FLAGS = ['rounds', 'threads', 'base']
+export const TEXT_NGINX_BOOLEANS = ['vs-nginx', 'no-nginx', 'no-pin', 'floor']
 
 /** What the upstream answers (the vendor emulator's passthrough answer, the same bytes from nginx). */
 const ANSWER = JSON.stringify({
@@ -66,7 +71,8 @@ const BODY = JSON.stringify({
 })
 
 interface Target {
-  name: 'gateway' | 'nginx'
+  /** gateway, nginx, or floor-<mode> (text-floor.ts: uWS + undici with nothing between). */
+  name: string
   url: string
   cpuUs: () => number
   rss: () => number
@@ -166,7 +172,7 @@ export async function runTextVsNginx(flags: Map<string, string>): Promise<Record
     metrics: { host: '127.0.0.1', port: metricsPort },
     admin: { host: '127.0.0.1', port: 0 },
     log: { level: 'warn' },
-    shutdown: { drainDelaySeconds: 0 },
+    shutdown: { drainDelaySeconds: 0, metricsLingerSeconds: 0 },
     health: { active: { kind: 'http', path: '/healthz' } },
     routes: {
       bench: {
@@ -187,6 +193,27 @@ export async function runTextVsNginx(flags: Map<string, string>): Promise<Record
   )
   await waitOk(gw, `http://127.0.0.1:${metricsPort}/livez`, 'the gateway')
 
+  // ---- --base <checkout>: the same gateway config served by another build (before/after in one run) ----
+  let base: { child: Child; port: number } | null = null
+  const baseRoot = flags.get('base')
+  if (baseRoot !== undefined) {
+    const bin = join(baseRoot, 'bin', 'assist-gateway.js')
+    if (!existsSync(bin)) throw new UsageError(`--base: ${bin} does not exist`)
+    const [bPort, bMetrics] = [await freePort(), await freePort()]
+    const bFile = join(dir, 'gateway-base.yaml')
+    writeFileSync(
+      bFile,
+      stringify({
+        ...config,
+        listen: { host: '127.0.0.1', port: bPort },
+        metrics: { host: '127.0.0.1', port: bMetrics }
+      })
+    )
+    const child = spawnCli(['serve', '--config', bFile], { BENCH_TEXT_TOKEN: token }, [], bin)
+    await waitOk(child, `http://127.0.0.1:${bMetrics}/livez`, 'the --base gateway')
+    base = { child, port: bPort }
+  }
+
   // ---- nginx as the proxy ----
   let proxy: Nginx | null = null
   if (nginxBin !== null) {
@@ -203,6 +230,10 @@ export async function runTextVsNginx(flags: Map<string, string>): Promise<Record
     )
   }
 
+  // ---- the floor: uWS + undici with nothing between (--floor) ----
+  const floors: Floor[] = []
+  if (flags.has('floor')) for (const m of FLOOR_MODES) floors.push(await startFloor(m, upstreamUrl, connections))
+
   let pinning = 'off (--no-pin)'
   if (!flags.has('no-pin')) {
     const last = String(cores - 1)
@@ -211,6 +242,8 @@ export async function runTextVsNginx(flags: Map<string, string>): Promise<Record
       cores >= 2 &&
       pin(gw.pid, last) &&
       (proxy === null || nginxPids(proxy).every(p => pin(p, last))) &&
+      floors.every(f => pin(f.pid, last)) &&
+      (base === null || pin(base.child.pid, last)) &&
       upstreamPids.every(p => pin(p, rest)) &&
       pin(process.pid, rest)
     pinning = ok
@@ -244,6 +277,28 @@ export async function runTextVsNginx(flags: Map<string, string>): Promise<Record
       rounds: []
     })
   }
+  if (base !== null) {
+    const b = base
+    targets.push({
+      name: 'gateway-base',
+      url: `http://127.0.0.1:${b.port}/text/bench`,
+      cpuUs: () => procCpu(b.child.pid).total,
+      rss: () => rssBytes(b.child.pid),
+      alive: () => !exited(b.child.child),
+      pids: () => [b.child.pid],
+      rounds: []
+    })
+  }
+  for (const f of floors)
+    targets.push({
+      name: `floor-${f.mode}`,
+      url: `http://127.0.0.1:${f.port}/text/bench`,
+      cpuUs: f.cpuUs,
+      rss: f.rss,
+      alive: f.alive,
+      pids: () => [f.pid],
+      rounds: []
+    })
   const waitUs = (t: Target): number => t.pids().reduce((a, p) => a + (runqueueWaitMicros(p) || 0), 0)
   const load = async (t: Target, s: number): Promise<WrkResult> => {
     if (wrkBin !== null)
@@ -279,6 +334,8 @@ export async function runTextVsNginx(flags: Map<string, string>): Promise<Record
   const alive = targets.map(t => t.alive())
   await stopChild(gw.child, 10_000)
   if (proxy !== null) await proxy.stop()
+  for (const f of floors) await f.stop()
+  if (base !== null) await stopChild(base.child.child, 10_000)
   if (upstream !== null) await upstream.stop()
   if (emulator !== null) await stopChild(emulator.child, 2000)
 
@@ -301,7 +358,8 @@ export async function runTextVsNginx(flags: Map<string, string>): Promise<Record
     alive: alive[i]
   }))
   const g = fig[0]
-  const n = fig.length > 1 ? fig[1] : null
+  const n = fig.find(f => f.name === 'nginx') ?? null
+  const floorFigs = fig.filter(f => f.name.startsWith('floor-'))
   const gen = wrkBin !== null ? `wrk -t${threads} -c${connections}` : `built-in closed loop, ${connections} connections`
   const rep = new Report(
     `text: POST /text/bench (${mapping} mapping, credential checked, schema validated) vs nginx proxy_pass, same upstream; ${gen}`
@@ -360,6 +418,18 @@ export async function runTextVsNginx(flags: Map<string, string>): Promise<Record
   } else {
     summary.row('nginx', 'not installed: no ratio')
   }
+  const b = fig.find(f => f.name === 'gateway-base')
+  if (b !== undefined)
+    summary.row(
+      `gateway-base (${flags.get('base')})`,
+      `${fmtInt(b.rps)} req/s, ${fmt(b.cpuUsPerReq, 1)} µs CPU/req${n !== null ? ` (${fmt(b.rps / n.rps, 2)}× nginx req/s)` : ''}; gateway / base: CPU per request ${fmt(g.cpuUsPerReq / b.cpuUsPerReq, 2)}×, req/s ${fmt(g.rps / b.rps, 2)}×${noisy(b.waitMsPerS)}`
+    )
+  // The floor: uWS + undici with nothing between; the gateway's own work is its CPU per request over it.
+  for (const f of floorFigs)
+    summary.row(
+      f.name,
+      `${fmtInt(f.rps)} req/s, ${fmt(f.cpuUsPerReq, 1)} µs CPU/req${n !== null ? ` (${fmt(f.rps / n.rps, 2)}× nginx req/s)` : ''}; gateway − floor ${fmt(g.cpuUsPerReq - f.cpuUsPerReq, 1)} µs/req, ${fmtInt(f.non2xx + f.errors)} errors${noisy(f.waitMsPerS)}`
+    )
   summary.print()
   const js = (f: (typeof fig)[number]): Record<string, unknown> => ({
     requestsPerSecond: round(f.rps, 1),
@@ -381,6 +451,8 @@ export async function runTextVsNginx(flags: Map<string, string>): Promise<Record
     loadGenerator: gen,
     pinning,
     gateway: js(g),
+    ...(b !== undefined ? { base: { checkout: flags.get('base'), ...js(b) } } : {}),
+    ...(floorFigs.length > 0 ? { floor: Object.fromEntries(floorFigs.map(f => [f.name.slice(6), js(f)])) } : {}),
     ...(n !== null
       ? {
           nginx: js(n),

@@ -1,0 +1,148 @@
+/**
+ * `npm run bench -- audio --memory [--legs 500,1000,2000] [--settle S (6)] [--replay-seconds S] [--mapping passthrough]`
+ *
+ * What a leg costs in memory: one gateway, legs added in steps (each step's legs connect and stream at
+ * real time, 50 frames/s × 160 B, to the local uWS sink), and after each step, once every leg has
+ * streamed longer than its replay window (`--settle`, default 6 s: the ring is full), the gateway's RSS
+ * (/proc), V8 heap used and external memory (ArrayBuffers: replay rings, queues) from /metrics after a
+ * full GC (the bench gateway runs with --expose-gc and collects on SIGUSR2: tests/bench/guard.ts). Per
+ * leg: (figure − figure before any leg) / legs, and the step's slope (its growth / the legs it added),
+ * which leaves out what the process grows by once (V8's young generation, pools). Kernel socket buffers
+ * are not in RSS. Past what one core carries at real time (about 1,000 legs on a 2-core VM) the legs
+ * fall behind and queue audio: the step says so (frames lost, added latency is not measured here).
+ */
+import { randomBytes } from 'node:crypto'
+import {
+  fmt,
+  fmtInt,
+  fmtKiB,
+  fmtMiB,
+  gatewayHeap,
+  machineLine,
+  progress,
+  Report,
+  round,
+  rssBytes,
+  Sink,
+  sleep,
+  stopChild
+} from './lib'
+import { LoadGen } from './loadgen'
+import { type BenchMapping, startGateway } from './audio'
+
+export const AUDIO_MEMORY_FLAGS = ['settle', 'replay-seconds']
+
+interface Step {
+  legs: number
+  streaming: number
+  rss: number
+  heap: number
+  external: number
+  behindMs: number
+}
+
+/** Ask the bench gateway for a full GC (guard.ts), then read its memory. */
+async function settledMemory(
+  pid: number,
+  metricsPort: number
+): Promise<{ rss: number; heap: number; external: number }> {
+  try {
+    process.kill(pid, 'SIGUSR2')
+  } catch {
+    // gone: the reads below say so
+  }
+  await sleep(500)
+  const h = await gatewayHeap(metricsPort)
+  return { rss: rssBytes(pid), heap: h?.heapUsed ?? Number.NaN, external: h?.external ?? Number.NaN }
+}
+
+export async function runAudioMemory(
+  legsList: number[],
+  settleSeconds: number,
+  mapping: BenchMapping,
+  /** audio.replaySeconds for the gateway (null: its default, sized from vendor liveness: 3.5 s). */
+  replaySeconds: number | null = null
+): Promise<Record<string, unknown>> {
+  const token = `bench-${randomBytes(12).toString('hex')}`
+  const sink = await Sink.start(0)
+  const gw = await startGateway(sink.url, token, false, {
+    mapping,
+    nodeArgs: ['--expose-gc'],
+    ...(replaySeconds === null ? {} : { extra: { audio: { replaySeconds } } })
+  })
+  const gens: LoadGen[] = []
+  const steps: Step[] = []
+  try {
+    await sleep(1000)
+    const before = await settledMemory(gw.pid, gw.metricsPort)
+    let total = 0
+    for (const target of legsList) {
+      const add = target - total
+      if (add <= 0) continue
+      progress(`audio --memory: adding ${add} legs (to ${target}), then ${settleSeconds} s of streaming`)
+      // Disjoint leg indexes (contactIds): the same identity again would take the earlier leg's place.
+      const gen = new LoadGen(`ws://127.0.0.1:${gw.port}/audio/bench`, add, token, total)
+      gens.push(gen)
+      await gen.connect()
+      total = target
+      await sleep(settleSeconds * 1000)
+      const m = await settledMemory(gw.pid, gw.metricsPort)
+      steps.push({
+        legs: target,
+        streaming: gens.reduce((s, g) => s + g.legs.filter(l => l.state === 'streaming').length, 0),
+        rss: m.rss,
+        heap: m.heap,
+        external: m.external,
+        behindMs: Math.max(...gens.map(g => g.maxLateMs))
+      })
+    }
+    const r = new Report(
+      `audio --memory: legs streaming at real time through one gateway process (${mapping} mapping, replaySeconds ${replaySeconds ?? 'default'}), memory after each step`
+    )
+    r.row('machine', machineLine())
+    r.row(
+      'before any leg',
+      `RSS ${fmtMiB(before.rss)}, V8 heap ${fmtMiB(before.heap)}, external ${fmtMiB(before.external)} (after a full GC)`
+    )
+    let prev = { legs: 0, ...before }
+    for (const s of steps) {
+      const per = (now: number, then: number, n: number): number => (now - then) / Math.max(1, n)
+      r.section(`${fmtInt(s.legs)} legs (${fmtInt(s.streaming)} streaming)`)
+      r.row(
+        'per leg',
+        `RSS ${fmtKiB(per(s.rss, before.rss, s.legs))}; V8 heap ${fmtKiB(per(s.heap, before.heap, s.legs))}; external ${fmtKiB(per(s.external, before.external, s.legs))}`
+      )
+      r.row(
+        `slope from ${fmtInt(prev.legs)}`,
+        `RSS ${fmtKiB(per(s.rss, prev.rss, s.legs - prev.legs))}; V8 heap ${fmtKiB(per(s.heap, prev.heap, s.legs - prev.legs))}; external ${fmtKiB(per(s.external, prev.external, s.legs - prev.legs))} per leg added`
+      )
+      r.row('total', `RSS ${fmtMiB(s.rss)}, V8 heap ${fmtMiB(s.heap)}, external ${fmtMiB(s.external)}`)
+      if (s.behindMs > 100)
+        r.row('NOTE', `the load generator fell ${fmt(s.behindMs, 0)} ms behind: the box is saturated at this count`)
+      prev = { legs: s.legs, rss: s.rss, heap: s.heap, external: s.external }
+    }
+    r.print()
+    return {
+      machine: machineLine(),
+      mapping,
+      settleSeconds,
+      replaySeconds,
+      before: { rssBytes: before.rss, heapBytes: before.heap, externalBytes: before.external },
+      steps: steps.map(s => ({
+        legs: s.legs,
+        streaming: s.streaming,
+        rssBytes: s.rss,
+        heapBytes: s.heap,
+        externalBytes: s.external,
+        rssPerLegBytes: round((s.rss - before.rss) / s.legs, 0),
+        heapPerLegBytes: round((s.heap - before.heap) / s.legs, 0),
+        externalPerLegBytes: round((s.external - before.external) / s.legs, 0)
+      }))
+    }
+  } finally {
+    for (const g of gens) g.stop()
+    await Promise.all(gens.map(async g => await g.close()))
+    await stopChild(gw.child, 5000)
+    await sink.stop()
+  }
+}
