@@ -78,7 +78,6 @@ export class LegCall {
     this.began = leg.clock.now()
   }
 
-  /** The leg writes to `session` from now on: its record is published at once (not at the next refresh). */
   /** Its init was accepted: `identity` is known and binds every later line of the leg. */
   identified(log: Logger, id: LegIdentity): Logger {
     this.identity = id
@@ -114,6 +113,7 @@ export class LegCall {
     )
   }
 
+  /** The leg writes to `session` from now on: its record is published at once (not at the next refresh). */
   attached(session: Session): void {
     this.session = session
     this.baseFailovers = session.stats.failovers

@@ -1,14 +1,3 @@
-/**
- * The vendor's last sign of life on one connection, in audio written (the connection counts platform
- * audio bytes, whatever the writes were): a pong answers everything written before its ping, exactly (a
- * ping travels in order behind the audio). A vendor message says less: the vendor read audio up to some
- * point, but what sat in the kernel's socket buffers then (ours and the vendor's, invisible from here;
- * tens of ms of audio on a busy machine) may never have been read. So while pings run (`pongs`), a
- * message only says the vendor is alive; without pings it stands for everything but our own socket
- * buffer, the best there is.
- * At a loss, what was written since is what the vendor may not have processed (audio/feed.ts `recover`).
- * Updated on pings, pongs and vendor messages only: nothing per audio frame.
- */
 /** What a vendor socket counts and can do (upstream/ws-leg.ts `VendorSocket`). */
 export interface SocketCounts {
   readonly bufferedAmount: number
@@ -20,6 +9,18 @@ export interface SocketCounts {
   pingNow(): boolean
 }
 
+/**
+ * The vendor's last sign of life on one connection, in audio written (the connection counts platform
+ * audio bytes, whatever the writes were): a pong answers everything written before its ping, exactly (a
+ * ping travels in order behind the audio). A vendor message says less: the vendor read audio up to some
+ * point, but what sat in the kernel's socket buffers then (ours and the vendor's, invisible from here;
+ * tens of ms of audio on a busy machine) may never have been read. So while pings run (`pongs`), a
+ * message only says the vendor is alive; without pings it stands for everything but our own socket
+ * buffer, the best there is.
+ * At a loss, what was written since is what the vendor may not have processed (audio/feed.ts `recover`).
+ * Updated on pings, pongs and vendor messages only: nothing per audio frame. It also answers a
+ * handover's `confirm` (audio/handover.ts): with the pong to a ping sent when asked.
+ */
 export class SignOfLife {
   /** Pings run on this connection: only their pongs move the watermark. */
   pongs = false
