@@ -1,35 +1,12 @@
 import t from 'tap'
 import { type AudioSink, VendorFeed, type Overflow } from '../../../gateway/audio/feed'
 import { LegCounters } from '../../../gateway/telemetry/metrics'
-import type { AudioSettings } from '../../../gateway/config/types'
 import { FakeClock } from '../../helpers/fake-clock'
+import { frame, SETTINGS } from './harness'
 
 // The per-frame path alone: modes, bounds and counters, on a sink that records what it is given.
 
-const SETTINGS: AudioSettings = {
-  handshakeTimeoutSeconds: 5,
-  connectTimeoutSeconds: 2,
-  readyTimeoutSeconds: 2,
-  holdBufferBytes: 1600,
-  bufferBytes: 3200, // 20 frames
-  vendorHighWaterBytes: 1000,
-  backpressurePolicy: 'drop-oldest',
-  replaySeconds: 0.1,
-  failoverTimeoutSeconds: 2,
-  reattachGraceSeconds: 5,
-  vendorPingSeconds: 0,
-  vendorPongTimeoutSeconds: 2,
-  rebalance: { spread: 4, perSecond: 0, settleSeconds: 10 },
-  replayRate: 0,
-  coalesceMs: 0, // one write per frame: coalescing has its own tests (coalesce.test.ts)
-  sessionBreaker: { quickLossSeconds: 0, quickLosses: 3, windowSeconds: 30, holdOffSeconds: 30 },
-  recoveryBackoff: { baseMs: 100, maxMs: 2000, stableSeconds: 0 }
-}
-
-/** A 160-byte frame whose every byte is `i`. */
-const frame = (i: number): ArrayBuffer => new Uint8Array(160).fill(i).buffer
-
-function relay(settings = {}) {
+function newFeed(settings = {}) {
   const clock = new FakeClock()
   const counters = new LegCounters('r')
   const overflows: Overflow[] = []
@@ -49,7 +26,7 @@ function sink(): AudioSink & { got: number[]; bufferedAmount: number } {
 }
 
 t.test('recover: the replay ring goes in front of the queue, trimmed to bufferBytes oldest first, counted', async t => {
-  const { r, counters } = relay({ replaySeconds: 1 })
+  const { r, counters } = newFeed({ replaySeconds: 1 })
   const s = sink()
   r.flowTo(s)
   for (let i = 0; i < 15; i++) r.write(frame(i))
@@ -65,7 +42,7 @@ t.test('recover: the replay ring goes in front of the queue, trimmed to bufferBy
 })
 
 t.test('gated: audio queues behind a control frame, then flows in order; retarget keeps the mode', async t => {
-  const { r } = relay()
+  const { r } = newFeed()
   const a = sink()
   r.flowTo(a)
   r.gate()
@@ -80,7 +57,7 @@ t.test('gated: audio queues behind a control frame, then flows in order; retarge
 })
 
 t.test('drainTo hands queued audio over without replay; close counts what is left and later frames', async t => {
-  const { r, counters, clock } = relay()
+  const { r, counters, clock } = newFeed()
   const s = sink()
   r.flowTo(s)
   s.bufferedAmount = 5000
