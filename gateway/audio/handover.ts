@@ -52,7 +52,8 @@ export class Handover {
     if (conn !== this.next) return false
     this.confirming = true
     const take = (): void => {
-      if (this.next !== conn || this.host.current() !== old) return
+      // Still this handover's: nothing replaced `old` meanwhile (a recovery or a close takes `next` first).
+      if (this.next !== conn) return
       this.next = null
       this.confirming = false
       conn.takeOver(old)

@@ -345,6 +345,26 @@ t.test(
 )
 
 t.test(
+  'a confirmation that comes while the session resumes after a re-attach still completes the handover',
+  async t => {
+    const h = harness({ audio: { rotateAfterMs: 1000, resume: async () => ({ type: 'resume' }) } })
+    h.session.start(null)
+    h.conn().ready()
+    const first = h.conn()
+    first.confirmWaits = true
+    h.clock.advance(1000)
+    const second = h.conn()
+    second.ready()
+    h.session.park()
+    h.registry.claim('r:1:2:TX', new FakeOwner(), { again: true }, h.logs.log)
+    t.equal(h.session.state, 'RESUMING')
+    first.confirmed()
+    t.equal(first.state, 'CLOSING', 'the old one says goodbye')
+    t.not(second.state, 'CLOSED', 'the new one carries on')
+  }
+)
+
+t.test(
   'issue 19: the current connection lost while a ready replacement waits for its confirmation: the replacement takes over with the replay, nothing else opened',
   async t => {
     const h = harness({ audio: { rotateAfterMs: 1000 } })
