@@ -8,7 +8,9 @@
  * full GC (the bench gateway runs with --expose-gc and collects on SIGUSR2: tests/bench/guard.ts). Per
  * leg: (figure − figure before any leg) / legs, and the step's slope (its growth / the legs it added),
  * which leaves out what the process grows by once (V8's young generation, pools). Kernel socket buffers
- * are not in RSS. Past what one core carries at real time (about 1,000 legs on a 2-core VM) the legs
+ * are not in RSS. `--floor`: the same steps through the audio floor instead (tests/bench/audio-floor.ts:
+ * uWS + `ws` + a 2 KiB coalescing buffer per leg, nothing else), what any uWS + `ws` proxy holds per leg.
+ * Past what one core carries at real time (about 1,000 legs on a 2-core VM) the legs
  * fall behind and queue audio: the step says so (frames lost, added latency is not measured here).
  */
 import { randomBytes } from 'node:crypto'
@@ -25,12 +27,22 @@ import {
   rssBytes,
   Sink,
   sleep,
-  stopChild
+  stopChild,
+  httpText
 } from './lib'
+import { startAudioFloor } from './audio-floor'
 import { LoadGen } from './loadgen'
 import { type BenchMapping, startGateway } from './audio'
 
 export const AUDIO_MEMORY_FLAGS = ['settle', 'replay-seconds']
+
+/** The process measured: the bench gateway, or the floor. */
+interface Measured {
+  pid: number
+  port: number
+  memory: () => Promise<{ heapUsed: number; external: number } | null>
+  stop: () => Promise<void>
+}
 
 interface Step {
   legs: number
@@ -41,19 +53,51 @@ interface Step {
   behindMs: number
 }
 
-/** Ask the bench gateway for a full GC (guard.ts), then read its memory. */
-async function settledMemory(
-  pid: number,
-  metricsPort: number
-): Promise<{ rss: number; heap: number; external: number }> {
-  try {
-    process.kill(pid, 'SIGUSR2')
-  } catch {
-    // gone: the reads below say so
+/** Ask for a full GC (the bench gateway: SIGUSR2, guard.ts; the floor: its /memory), then read the memory. */
+async function settledMemory(m: Measured): Promise<{ rss: number; heap: number; external: number }> {
+  const h = await m.memory()
+  return { rss: rssBytes(m.pid), heap: h?.heapUsed ?? Number.NaN, external: h?.external ?? Number.NaN }
+}
+
+async function gatewayMeasured(
+  sinkUrl: string,
+  token: string,
+  mapping: BenchMapping,
+  replaySeconds: number | null
+): Promise<Measured> {
+  const gw = await startGateway(sinkUrl, token, false, {
+    mapping,
+    nodeArgs: ['--expose-gc'],
+    ...(replaySeconds === null ? {} : { extra: { audio: { replaySeconds } } })
+  })
+  return {
+    pid: gw.pid,
+    port: gw.port,
+    memory: async () => {
+      try {
+        process.kill(gw.pid, 'SIGUSR2')
+      } catch {
+        // gone: the reads say so
+      }
+      await sleep(500)
+      return await gatewayHeap(gw.metricsPort)
+    },
+    stop: async () => await stopChild(gw.child, 5000)
   }
-  await sleep(500)
-  const h = await gatewayHeap(metricsPort)
-  return { rss: rssBytes(pid), heap: h?.heapUsed ?? Number.NaN, external: h?.external ?? Number.NaN }
+}
+
+async function floorMeasured(sinkUrl: string): Promise<Measured> {
+  const f = await startAudioFloor(sinkUrl, 100, ['--expose-gc'])
+  return {
+    pid: f.pid,
+    port: f.port,
+    memory: async () => {
+      const text = await httpText(`http://127.0.0.1:${f.port}/memory`)
+      await sleep(500)
+      return text === null ? null : (JSON.parse(text) as { heapUsed: number; external: number })
+    },
+    stop: f.stop
+  }
 }
 
 export async function runAudioMemory(
@@ -61,20 +105,18 @@ export async function runAudioMemory(
   settleSeconds: number,
   mapping: BenchMapping,
   /** audio.replaySeconds for the gateway (null: its default, sized from vendor liveness: 3.5 s). */
-  replaySeconds: number | null = null
+  replaySeconds: number | null = null,
+  /** Measure the audio floor (uWS + ws) instead of the gateway. */
+  floor = false
 ): Promise<Record<string, unknown>> {
   const token = `bench-${randomBytes(12).toString('hex')}`
   const sink = await Sink.start(0)
-  const gw = await startGateway(sink.url, token, false, {
-    mapping,
-    nodeArgs: ['--expose-gc'],
-    ...(replaySeconds === null ? {} : { extra: { audio: { replaySeconds } } })
-  })
+  const gw = floor ? await floorMeasured(sink.url) : await gatewayMeasured(sink.url, token, mapping, replaySeconds)
   const gens: LoadGen[] = []
   const steps: Step[] = []
   try {
     await sleep(1000)
-    const before = await settledMemory(gw.pid, gw.metricsPort)
+    const before = await settledMemory(gw)
     let total = 0
     for (const target of legsList) {
       const add = target - total
@@ -86,7 +128,7 @@ export async function runAudioMemory(
       await gen.connect()
       total = target
       await sleep(settleSeconds * 1000)
-      const m = await settledMemory(gw.pid, gw.metricsPort)
+      const m = await settledMemory(gw)
       steps.push({
         legs: target,
         streaming: gens.reduce((s, g) => s + g.legs.filter(l => l.state === 'streaming').length, 0),
@@ -97,7 +139,9 @@ export async function runAudioMemory(
       })
     }
     const r = new Report(
-      `audio --memory: legs streaming at real time through one gateway process (${mapping} mapping, replaySeconds ${replaySeconds ?? 'default'}), memory after each step`
+      floor
+        ? 'audio --memory --floor: legs streaming at real time through the audio floor (uWS + ws, 2 KiB buffer per leg), memory after each step'
+        : `audio --memory: legs streaming at real time through one gateway process (${mapping} mapping, replaySeconds ${replaySeconds ?? 'default'}), memory after each step`
     )
     r.row('machine', machineLine())
     r.row(
@@ -124,6 +168,7 @@ export async function runAudioMemory(
     r.print()
     return {
       machine: machineLine(),
+      target: floor ? 'floor' : 'gateway',
       mapping,
       settleSeconds,
       replaySeconds,
@@ -142,7 +187,7 @@ export async function runAudioMemory(
   } finally {
     for (const g of gens) g.stop()
     await Promise.all(gens.map(async g => await g.close()))
-    await stopChild(gw.child, 5000)
+    await gw.stop()
     await sink.stop()
   }
 }

@@ -35,11 +35,12 @@ import {
   UsageError
 } from './lib'
 import { LoadGen } from './loadgen'
+import { startAudioFloor } from './audio-floor'
 import { findNginx, nginxPids, nginxVersion, startNginx } from './nginx'
 import { noisy } from './text-nginx'
 
 export const AUDIO_NGINX_FLAGS = ['rounds']
-export const AUDIO_NGINX_BOOLEANS = ['vs-nginx', 'no-nginx']
+export const AUDIO_NGINX_BOOLEANS = ['vs-nginx', 'no-nginx', 'floor']
 
 interface Target {
   /** gateway (or `gateway coalesceMs N`, one per --coalesce-ms value), or nginx. */
@@ -205,6 +206,9 @@ export async function runAudioVsNginx(flags: Map<string, string>): Promise<Recor
       proxy_send_timeout 3600s;
     }`
         )
+  // --floor: uWS + ws with the default coalescing and nothing else (audio-floor.ts), the same rounds.
+  const FLOOR = 'floor (uWS + ws)'
+  const floor = flags.has('floor') ? await startAudioFloor(sink.url, 100) : null
   let pinning = 'off (--no-pin)'
   if (!flags.has('no-pin')) {
     const last = String(cores - 1)
@@ -213,6 +217,7 @@ export async function runAudioVsNginx(flags: Map<string, string>): Promise<Recor
       cores >= 2 &&
       gws.every(g => pin(g.gw.pid, last)) &&
       (proxy === null || nginxPids(proxy).every(p => pin(p, last))) &&
+      (floor === null || pin(floor.pid, last)) &&
       pin(sink.pid, rest) &&
       pin(process.pid, rest)
     pinning = ok
@@ -238,6 +243,9 @@ export async function runAudioVsNginx(flags: Map<string, string>): Promise<Recor
       pids: () => nginxPids(proxy)
     })
 
+  if (floor !== null)
+    targets.push({ name: FLOOR, url: `ws://127.0.0.1:${floor.port}/audio/bench`, ...floor, pids: () => [floor.pid] })
+
   const results: { legs: number; base: { p50: number; p99: number }; by: Map<string, Round[]> }[] = []
   for (const legs of legsList) {
     progress(`audio: ${legs} legs: baseline straight to the sink, ${baselineSeconds} s`)
@@ -256,6 +264,7 @@ export async function runAudioVsNginx(flags: Map<string, string>): Promise<Recor
   const alive = targets.map(t => t.alive())
   for (const { gw } of gws) await stopChild(gw.child, 5000)
   if (proxy !== null) await proxy.stop()
+  if (floor !== null) await floor.stop()
   await sink.stop()
 
   // ---- report ----
@@ -308,9 +317,10 @@ export async function runAudioVsNginx(flags: Map<string, string>): Promise<Recor
         `${fmtKiB(f.rssPerLeg)} per leg (first round); ${fmt(f.rssWithLegs / 2 ** 20, 1)} MiB with the legs`
       )
     }
-    const gFigs = figs.filter(f => f.name !== 'nginx')
+    const gFigs = figs.filter(f => f.name !== 'nginx' && f.name !== FLOOR)
     const g = gFigs[0]
     const n = figs.find(f => f.name === 'nginx') ?? null
+    const fl = figs.find(f => f.name === FLOOR) ?? null
     for (const x of gFigs)
       summary.row(
         `${res.legs} legs ${x.name}`,
@@ -328,6 +338,11 @@ export async function runAudioVsNginx(flags: Map<string, string>): Promise<Recor
           `gateway CPU per frame = ${fmt(g.cpuUsPerFrame / n.cpuUsPerFrame, 2)}× nginx's (target ≤ 0.8×)`
         )
     }
+    if (fl !== null)
+      summary.row(
+        `${res.legs} legs ${FLOOR}`,
+        `${fmt(fl.cpuUsPerFrame, 2)} µs CPU/frame, ${fmtInt(fl.lost)} lost${noisy(fl.waitMsPerS)}${n !== null ? `; ${fmt(fl.cpuUsPerFrame / n.cpuUsPerFrame, 2)}× nginx` : ''}; the gateway = ${fmt(g.cpuUsPerFrame / fl.cpuUsPerFrame, 2)}× the floor (+${fmt(g.cpuUsPerFrame - fl.cpuUsPerFrame, 2)} µs)`
+      )
     const js = (f: (typeof figs)[number]): Record<string, unknown> => ({
       cpuUsPerFrame: round(f.cpuUsPerFrame),
       cpuUsPerFrameRounds: f.cpuEach.map(x => round(x)),
@@ -347,6 +362,7 @@ export async function runAudioVsNginx(flags: Map<string, string>): Promise<Recor
         ? { byCoalesceMs: Object.fromEntries(gws.map((x, i) => [String(x.coalesceMs), js(gFigs[i])])) }
         : {}),
       nginx: n === null ? null : js(n),
+      floor: fl === null ? null : js(fl),
       ratioCpuPerFrame: n === null ? null : round(g.cpuUsPerFrame / n.cpuUsPerFrame)
     })
   }

@@ -3,7 +3,7 @@
  * free ports, the latency histogram, the sink's IPC client and report formatting.
  * Nothing here is part of the gateway; it only drives and observes it.
  */
-import { execSync, fork, type ChildProcess } from 'node:child_process'
+import { execSync, fork, spawn, type ChildProcess } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { request } from 'node:http'
 import { createServer } from 'node:net'
@@ -255,6 +255,58 @@ export class Tail {
   }
 }
 
+/** A bench server started as a child (`node <script> <port> ...args`, printing `listening`): its pid, port, CPU, RSS. */
+export interface ListeningChild {
+  pid: number
+  port: number
+  cpuUs: () => number
+  rss: () => number
+  alive: () => boolean
+  stop: () => Promise<void>
+}
+
+/** Start `script` on a free port with `args`, wait (≤ 10 s) for it to print `listening`. */
+export async function startListeningChild(
+  script: string,
+  args: string[],
+  label: string,
+  nodeArgs: string[] = []
+): Promise<ListeningChild> {
+  const port = await freePort()
+  const tail = new Tail()
+  const child = track(
+    spawn(process.execPath, [...nodeArgs, script, String(port), ...args], {
+      env: { ...process.env, BENCH_PARENT_PID: String(process.pid) },
+      stdio: ['ignore', 'pipe', 'pipe']
+    })
+  )
+  child.stdout!.on('data', (d: Buffer) => tail.add(d))
+  child.stderr!.on('data', (d: Buffer) => tail.add(d))
+  const deadline = performance.now() + 10_000
+  while (!tail.toString().includes('listening')) {
+    if (exited(child) || performance.now() > deadline) throw new Error(`${label} did not start:\n${tail.toString()}`)
+    await sleep(50)
+  }
+  const pid = child.pid!
+  return {
+    pid,
+    port,
+    cpuUs: () => procCpu(pid).total,
+    rss: () => rssBytes(pid),
+    alive: () => !exited(child),
+    stop: async () => await stopChild(child, 2000)
+  }
+}
+
+/** In a bench child: exit when the bench that started it is gone. */
+export function exitWithParent(): void {
+  const parent = Number(process.env.BENCH_PARENT_PID)
+  if (parent > 1)
+    setInterval(() => {
+      if (process.ppid !== parent) process.exit(0)
+    }, 500).unref()
+}
+
 export function sleep(ms: number): Promise<void> {
   return new Promise(resolve => setTimeout(resolve, ms))
 }
@@ -288,8 +340,19 @@ export function httpStatus(url: string, timeoutMs = 1000): Promise<number | null
 
 /** V8 heap used and external (ArrayBuffer) memory of a gateway, bytes, from its /metrics (prom-client's defaults). */
 export async function gatewayHeap(metricsPort: number): Promise<{ heapUsed: number; external: number } | null> {
-  const text = await new Promise<string | null>(resolve => {
-    const req = request(`http://127.0.0.1:${metricsPort}/metrics`, { timeout: 3000, agent: false }, res => {
+  const text = await httpText(`http://127.0.0.1:${metricsPort}/metrics`)
+  if (text === null) return null
+  const read = (name: string): number => {
+    const m = new RegExp(`^\\w*${name}(?:\\{[^}]*\\})? ([0-9.e+]+)$`, 'm').exec(text)
+    return m === null ? Number.NaN : Number(m[1])
+  }
+  return { heapUsed: read('nodejs_heap_size_used_bytes'), external: read('nodejs_external_memory_bytes') }
+}
+
+/** The body of a GET (null on any error or after 3 s). */
+export function httpText(url: string): Promise<string | null> {
+  return new Promise<string | null>(resolve => {
+    const req = request(url, { timeout: 3000, agent: false }, res => {
       let body = ''
       res.setEncoding('utf8')
       res.on('data', (d: string) => {
@@ -301,12 +364,6 @@ export async function gatewayHeap(metricsPort: number): Promise<{ heapUsed: numb
     req.on('error', () => resolve(null))
     req.end()
   })
-  if (text === null) return null
-  const read = (name: string): number => {
-    const m = new RegExp(`^\\w*${name}(?:\\{[^}]*\\})? ([0-9.e+]+)$`, 'm').exec(text)
-    return m === null ? Number.NaN : Number(m[1])
-  }
-  return { heapUsed: read('nodejs_heap_size_used_bytes'), external: read('nodejs_external_memory_bytes') }
 }
 
 // ---- /proc readings ------------------------------------------------------------------------------

@@ -7,16 +7,20 @@
  *
  * - `request`:   `Pool.request` (undici's promise API; a Readable body per answer, read with `.text()`);
  * - `dispatch`:  `Pool.dispatch` with a raw handler gathering the chunks (what the gateway uses);
- * - `pipelined`: the same, with `pipelining: 8` on 16 connections (several requests in flight on each).
+ * - `pipelined`: the same, with `pipelining: 8` on 16 connections (several requests in flight on each);
+ * - `raw`:       the cheapest client Node can run (raw-http.ts: keep-alive `net` sockets, the answer
+ *   read up to its Content-Length, nothing else): what a hand-written client could at best save;
+ * - `listener`:  no upstream at all: uWS reads the POST and answers a fixed body at once. What the listener
+ *   alone costs per request, under any client: the bound on what a uWS-fronted gateway can reach here.
  *
- * Run as a child: `node text-floor.js <port> <upstream origin> <mode> <connections>`; prints `listening`.
+ * Run as a child: `node text-floor.js <port> <upstream origin> <mode> <connections> <answer>`; prints `listening`.
  */
 import { Pool, type Dispatcher } from 'undici'
 import * as uWS from 'uWebSockets.js'
-import { spawn } from 'node:child_process'
-import { exited, freePort, procCpu, rssBytes, sleep, stopChild, Tail, track } from './lib'
+import { RawPool } from './raw-http'
+import { exitWithParent, type ListeningChild, startListeningChild } from './lib'
 
-export const FLOOR_MODES = ['request', 'dispatch', 'pipelined'] as const
+export const FLOOR_MODES = ['request', 'dispatch', 'pipelined', 'raw', 'listener'] as const
 export type FloorMode = (typeof FLOOR_MODES)[number]
 
 /** A raw dispatch handler: the answer's chunks and status, then one callback. */
@@ -40,12 +44,14 @@ class Gather implements Dispatcher.DispatchHandler {
   }
 }
 
-function serve(port: number, origin: string, mode: FloorMode, connections: number): void {
+function serve(port: number, origin: string, mode: FloorMode, connections: number, fixed: Buffer): void {
   const pool = new Pool(origin, {
     connections: mode === 'pipelined' ? 16 : connections,
     pipelining: mode === 'pipelined' ? 8 : 1
   })
   const path = '/text/bench'
+  const up = new URL(origin)
+  const raw = new RawPool(up.hostname, Number(up.port || 80), connections, path)
   const headers = { 'content-type': 'application/json' }
   const answer = (res: uWS.HttpResponse, state: { aborted: boolean }, status: number, body: Buffer | string): void => {
     if (state.aborted) return
@@ -67,7 +73,9 @@ function serve(port: number, origin: string, mode: FloorMode, connections: numbe
         parts.push(Buffer.from(new Uint8Array(chunk)))
         if (!isLast) return
         const body = parts.length === 1 ? parts[0] : Buffer.concat(parts)
-        if (mode === 'request') {
+        if (mode === 'listener') answer(res, state, 200, fixed)
+        else if (mode === 'raw') raw.post(body, (status, b) => answer(res, state, status || 502, b ?? '{}'))
+        else if (mode === 'request') {
           pool.request({ method: 'POST', path, headers, body }).then(
             async r => answer(res, state, r.statusCode, await r.body.text()),
             () => answer(res, state, 502, '{}')
@@ -89,57 +97,30 @@ function serve(port: number, origin: string, mode: FloorMode, connections: numbe
     })
 }
 
-/** A floor proxy started as a child of the bench: its pid, port, CPU and RSS. */
-export interface Floor {
+/** A floor proxy started as a child of the bench. */
+export interface Floor extends ListeningChild {
   mode: FloorMode
-  pid: number
-  port: number
-  cpuUs: () => number
-  rss: () => number
-  alive: () => boolean
-  stop: () => Promise<void>
 }
 
-export async function startFloor(mode: FloorMode, upstream: string, connections: number): Promise<Floor> {
-  const port = await freePort()
-  const tail = new Tail()
-  const child = track(
-    spawn(process.execPath, [__filename, String(port), upstream, mode, String(connections)], {
-      env: { ...process.env, BENCH_PARENT_PID: String(process.pid) },
-      stdio: ['ignore', 'pipe', 'pipe']
-    })
-  )
-  child.stdout!.on('data', (d: Buffer) => tail.add(d))
-  child.stderr!.on('data', (d: Buffer) => tail.add(d))
-  const deadline = performance.now() + 10_000
-  while (!tail.toString().includes('listening')) {
-    if (exited(child) || performance.now() > deadline)
-      throw new Error(`text-floor (${mode}) did not start:\n${tail.toString()}`)
-    await sleep(50)
-  }
-  const pid = child.pid!
+/** `answer`: what the `listener` mode answers (the upstream's answer, so the bytes written are the same). */
+export async function startFloor(
+  mode: FloorMode,
+  upstream: string,
+  connections: number,
+  answer: string
+): Promise<Floor> {
   return {
     mode,
-    pid,
-    port,
-    cpuUs: () => procCpu(pid).total,
-    rss: () => rssBytes(pid),
-    alive: () => !exited(child),
-    stop: async () => await stopChild(child, 2000)
+    ...(await startListeningChild(__filename, [upstream, mode, String(connections), answer], `text-floor (${mode})`))
   }
 }
 
 if (require.main === module) {
-  const [port, origin, mode, connections] = process.argv.slice(2)
+  const [port, origin, mode, connections, answer] = process.argv.slice(2)
   if (!(FLOOR_MODES as readonly string[]).includes(mode)) {
     console.error(`text-floor: mode must be one of ${FLOOR_MODES.join(', ')}`)
     process.exit(2)
   }
-  // The bench's parent going away ends this child too.
-  const parent = Number(process.env.BENCH_PARENT_PID)
-  if (parent > 1)
-    setInterval(() => {
-      if (process.ppid !== parent) process.exit(0)
-    }, 500).unref()
-  serve(Number(port), origin, mode as FloorMode, Number(connections))
+  exitWithParent()
+  serve(Number(port), origin, mode as FloorMode, Number(connections), Buffer.from(answer ?? '{}'))
 }

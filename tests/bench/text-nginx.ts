@@ -14,9 +14,10 @@
  * cores the gateway and the nginx proxy sit on the last core, the load generator and the upstream on
  * the others (`--no-pin`: off). Without nginx it says so and prints the gateway's absolute figures.
  * `--base <checkout>`: one more target, the same config served by another checkout's build (its
- * bin/assist-gateway.js), for a before/after in one run. `--floor`: three more targets on the gateway's core, uWS + undici with nothing between (text-floor.ts:
+ * bin/assist-gateway.js), for a before/after in one run. `--floor`: five more targets on the gateway's core, uWS + undici with nothing between (text-floor.ts:
  * undici's `request`, `dispatch` with a raw handler, `dispatch` pipelined), so the gateway's own work per
- * request shows as its CPU per request over theirs.
+ * request shows as its CPU per request over theirs; uWS with the cheapest client Node can run (`raw`:
+ * what a hand-written client could at best save); and uWS alone answering at once (`listener`).
  */
 import { randomBytes } from 'node:crypto'
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
@@ -232,7 +233,8 @@ export async function runTextVsNginx(flags: Map<string, string>): Promise<Record
 
   // ---- the floor: uWS + undici with nothing between (--floor) ----
   const floors: Floor[] = []
-  if (flags.has('floor')) for (const m of FLOOR_MODES) floors.push(await startFloor(m, upstreamUrl, connections))
+  if (flags.has('floor'))
+    for (const m of FLOOR_MODES) floors.push(await startFloor(m, upstreamUrl, connections, ANSWER))
 
   let pinning = 'off (--no-pin)'
   if (!flags.has('no-pin')) {
