@@ -139,16 +139,19 @@ export interface PlatformLegClient {
   send: (data: Buffer | string) => void
 }
 
-/** Open an audio hook leg as the platform: connect (from `localAddress` when given), send the init message (text) at once. */
+/**
+ * Open an audio hook leg as the platform: connect (from `localAddress` when given), send the init message
+ * (text) at once. Over wss://, the server's certificate is checked against `ca` when given (else not checked).
+ */
 export function platformLeg(
   t: T,
   url: string,
   init: unknown,
-  opts: { raw?: boolean; localAddress?: string; headers?: Record<string, string> } = {}
+  opts: { raw?: boolean; localAddress?: string; headers?: Record<string, string>; ca?: string } = {}
 ): PlatformLegClient {
   const ws = new WebSocket(url, {
     perMessageDeflate: false,
-    rejectUnauthorized: false,
+    ...(opts.ca !== undefined ? { ca: opts.ca, rejectUnauthorized: true } : { rejectUnauthorized: false }),
     ...(opts.localAddress !== undefined ? { localAddress: opts.localAddress } : {}),
     ...(opts.headers !== undefined ? { headers: opts.headers } : {})
   })

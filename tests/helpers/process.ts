@@ -30,7 +30,8 @@ export async function freePort(): Promise<number> {
 
 /**
  * A gateway in its own process (`serve` through the built CLI, bin/assist-gateway.js), on fixed free
- * ports, ready when /livez answers; killed at teardown.
+ * ports, ready when /livez answers; killed at teardown. `config.listen` adds keys to the public listener
+ * (its host and port stay these); with `listen.tls`, `url` gives wss:// and https:// addresses.
  */
 export async function spawnGateway(
   t: T,
@@ -43,6 +44,7 @@ export async function spawnGateway(
     await freePort(),
     await freePort()
   ]
+  const secure = (config.listen as { tls?: unknown } | undefined)?.tls != null
   // One test may start several, and t.testdir() is one folder per test (made anew on each call).
   const dir = mkdtempSync(join(tmpdir(), 'assist-gateway-test-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
@@ -50,7 +52,6 @@ export async function spawnGateway(
   writeFileSync(
     file,
     stringify({
-      listen: { host: '127.0.0.1', port },
       metrics: { host: '127.0.0.1', port: metricsPort },
       admin: { host: '127.0.0.1', port: adminPort },
       fleet: { host: '127.0.0.1', port: fleetPort },
@@ -58,6 +59,7 @@ export async function spawnGateway(
       // As startGateway's base: refusals at once, no per-address failure budget.
       auth: { failureDelayMs: 0, failureBudget: { failures: 0 } },
       ...config,
+      listen: { ...(config.listen as Record<string, unknown> | undefined), host: '127.0.0.1', port },
       // Tests that stop it at teardown do not wait out the production drain delays or the final scrape.
       shutdown: {
         drainDelaySeconds: 0,
@@ -113,7 +115,7 @@ export async function spawnGateway(
   return {
     pid: child.pid!,
     file,
-    url: path => `${path.startsWith('/audio/') ? 'ws' : 'http'}://127.0.0.1:${port}${path}`,
+    url: path => `${path.startsWith('/audio/') ? 'ws' : 'http'}${secure ? 's' : ''}://127.0.0.1:${port}${path}`,
     adminUrl: opsUrl(metricsPort, adminPort),
     output: () => out,
     exited
