@@ -14,7 +14,7 @@
  */
 import { randomBytes } from 'node:crypto'
 import { cpus } from 'node:os'
-import { type BenchMapping, BENCH_MAPPINGS, startGateway } from './audio'
+import { type BenchMapping, BENCH_MAPPINGS, type Gateway, startGateway } from './audio'
 import {
   exited,
   fmt,
@@ -42,7 +42,7 @@ import { noisy } from './text-nginx'
 export const AUDIO_NGINX_FLAGS = ['rounds']
 export const AUDIO_NGINX_BOOLEANS = ['vs-nginx', 'no-nginx', 'floor']
 
-interface Target {
+export interface Target {
   /** gateway (or `gateway coalesceMs N`, one per --coalesce-ms value), or nginx. */
   name: string
   url: string
@@ -53,10 +53,14 @@ interface Target {
   pids: () => number[]
 }
 
-interface Round {
+export interface Round {
   legs: number
   streaming: number
   frames: number
+  /** Frames delivered per second of the measured window (the sink's clock). */
+  framesPerSec: number
+  /** How late the load generator's pacing ran at worst in the window (ms): past a frame (20 ms) it fell behind. */
+  generatorLateMs: number
   cpuUsPerFrame: number
   cpuPct: number
   p50: number
@@ -68,8 +72,20 @@ interface Round {
   waitMsPerS: number
 }
 
+/** A bench gateway (audio.ts startGateway) as a target: its CPU, RSS and run-queue wait from /proc. */
+export function gatewayTarget(name: string, gw: Gateway): Target {
+  return {
+    name,
+    url: `ws://127.0.0.1:${gw.port}/audio/bench`,
+    cpuUs: () => procCpu(gw.pid).total,
+    rss: () => rssBytes(gw.pid),
+    alive: () => !exited(gw.child),
+    pids: () => [gw.pid]
+  }
+}
+
 /** Connect `legs` legs to `t`, warm up, measure a window, stop, close, count what arrived. */
-async function measure(
+export async function measure(
   t: Target,
   sink: Sink,
   token: string,
@@ -84,6 +100,7 @@ async function measure(
   if (conn.failed > 0) progress(`audio: ${t.name}: ${conn.failed} legs failed: ${gen.failures().join('; ')}`)
   const rssWithLegs = t.rss()
   await sleep(warmup * 1000)
+  gen.markWindow()
   const waitUs = (): number => t.pids().reduce((a, p) => a + (runqueueWaitMicros(p) || 0), 0)
   const c0 = t.cpuUs()
   const q0 = waitUs()
@@ -92,6 +109,7 @@ async function measure(
   const cpu = t.cpuUs() - c0
   const q = waitUs() - q0
   const s1 = await sink.ask('stats')
+  const generatorLateMs = gen.maxLateMs
   gen.stop()
   await sleep(1000)
   const final = await sink.ask('stats')
@@ -103,6 +121,8 @@ async function measure(
     legs,
     streaming: conn.streaming,
     frames,
+    framesPerSec: frames / ((s1.at - s0.at) / 1000),
+    generatorLateMs,
     cpuUsPerFrame: cpu / Math.max(1, frames),
     cpuPct: (100 * cpu) / windowUs,
     p50: s1.latency.p50,
@@ -127,7 +147,8 @@ async function drained(sink: Sink): Promise<void> {
   progress('audio: the sink still receives 30 s after the legs closed; the next round may count some of it')
 }
 
-async function baseline(
+/** Added latency is measured against this: `legs` legs straight to the sink, their p50 and p99 (ms). */
+export async function baseline(
   sink: Sink,
   token: string,
   legs: number,
@@ -182,7 +203,7 @@ export async function runAudioVsNginx(flags: Map<string, string>): Promise<Recor
         return v
       })
     : [null]
-  const gws: { gw: Awaited<ReturnType<typeof startGateway>>; coalesceMs: number | null }[] = []
+  const gws: { gw: Gateway; coalesceMs: number | null }[] = []
   for (const c of coalesce)
     gws.push({
       coalesceMs: c,
@@ -225,14 +246,9 @@ export async function runAudioVsNginx(flags: Map<string, string>): Promise<Recor
       : 'not possible (one core, or taskset unavailable)'
   }
   progress(`audio: pinning: ${pinning}`)
-  const targets: Target[] = gws.map(({ gw, coalesceMs }) => ({
-    name: coalesceMs === null ? 'gateway' : `gateway coalesceMs ${coalesceMs}`,
-    url: `ws://127.0.0.1:${gw.port}/audio/bench`,
-    cpuUs: () => procCpu(gw.pid).total,
-    rss: () => rssBytes(gw.pid),
-    alive: () => !exited(gw.child),
-    pids: () => [gw.pid]
-  }))
+  const targets: Target[] = gws.map(({ gw, coalesceMs }) =>
+    gatewayTarget(coalesceMs === null ? 'gateway' : `gateway coalesceMs ${coalesceMs}`, gw)
+  )
   if (proxy !== null)
     targets.push({
       name: 'nginx',

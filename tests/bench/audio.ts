@@ -18,6 +18,7 @@ import { basename, join } from 'node:path'
 import { stringify } from 'yaml'
 import {
   BENCH_DIST,
+  benchConfigHead,
   clockTicksPerSecond,
   cpuDelta,
   exited,
@@ -120,10 +121,7 @@ export async function startGateway(
   onExit(() => rmSync(dir, { recursive: true, force: true }))
   const [port, metricsPort] = [await freePort(), await freePort()]
   const config = {
-    listen: { host: '127.0.0.1', port },
-    metrics: { host: '127.0.0.1', port: metricsPort },
-    admin: { host: '127.0.0.1', port: 0 },
-    log: { level: 'warn' },
+    ...benchConfigHead(port, metricsPort),
     uws: { idleTimeoutSeconds: 0 },
     health: { active: { kind: 'none' } },
     // Exit within stopChild's grace (a SIGKILL would lose --cpu-prof's profile).

@@ -325,6 +325,16 @@ export function freePort(): Promise<number> {
   })
 }
 
+/** The top of a bench gateway's config: its listener and metrics on loopback, admin on a free port, warn logs. */
+export function benchConfigHead(port: number, metricsPort: number): Record<string, unknown> {
+  return {
+    listen: { host: '127.0.0.1', port },
+    metrics: { host: '127.0.0.1', port: metricsPort },
+    admin: { host: '127.0.0.1', port: 0 },
+    log: { level: 'warn' }
+  }
+}
+
 /** Status of GET url, or null on a connection error / timeout. */
 export function httpStatus(url: string, timeoutMs = 1000): Promise<number | null> {
   return new Promise(resolve => {
@@ -449,6 +459,18 @@ export function pin(pid: number, cores: string): boolean {
   } catch {
     return false
   }
+}
+
+/**
+ * `pin` for a run: `measured` (the gateway) on the last core, `tools` (load generator, sink, upstream) on
+ * the others. The cores of each, or null when it is not possible (one core, or taskset refuses).
+ */
+export function pinApart(measured: number[], tools: number[]): { measured: string; tools: string } | null {
+  const cores = cpus().length
+  if (cores < 2) return null
+  const last = String(cores - 1)
+  const rest = cores > 2 ? `0-${cores - 2}` : '0'
+  return measured.every(p => pin(p, last)) && tools.every(p => pin(p, rest)) ? { measured: last, tools: rest } : null
 }
 
 /** Resident set size in bytes (/proc/<pid>/status VmRSS). */

@@ -1,10 +1,14 @@
 /**
- * `npm run bench [-- audio|wsclient|failover|codec|text|fleet|join|relay|tee|soak|all] [flags]`: prints figures; only soak fails (uncounted frames).
+ * `npm run bench [-- audio|wsclient|failover|codec|text|capacity|fleet|join|relay|tee|soak|all] [flags]`: prints figures; only soak fails (uncounted frames).
  *   audio    [--legs N (1000)] [--seconds S (20)] [--warmup S (3)] [--baseline-legs N (= legs)]
  *            [--baseline-seconds S (3)] [--profile] [--no-pin]
  *   audio --vs-nginx [--legs 500,1000] [--rounds 2] ...: side by side with nginx (audio-nginx.ts)
  *   audio --memory [--legs 500,1000,2000] [--settle 6] [--floor]: memory per leg, legs added in steps (audio-memory.ts)
  *   text     side by side with nginx when installed (text-nginx.ts)
+ *   capacity [--seconds S (8)] [--warmup S (3)] [--baseline-seconds S (3)] [--step N (250)] [--resolution N (100)]
+ *            [--max-legs N (5000)] [--coalesce-ms N] [--connections 1,2,...,256] [--only audio|text] [--no-pin]:
+ *            the most legs one process carries at real time (p99 added ≤ coalesceMs + 10 ms, 0 lost) and the
+ *            most text req/s at p99 ≤ 20 ms, with the machine and date (capacity.ts)
  *   wsclient [--frames N (200000)] [--batch B (100)] [--conns C (100)]
  *   join / tee: gateway CPU per platform frame of a joined pair / a teed leg against plain legs (ab.ts)
  *   relay    a leg relayed to its session on another instance against one on the session's instance (relay.ts)
@@ -28,8 +32,9 @@ import { JOIN_BOOLEANS, JOIN_FLAGS, runJoin } from './join'
 import { RELAY_FLAGS, runRelay } from './relay'
 import { runTee, TEE_FLAGS } from './tee'
 import { runSoak, SOAK_BOOLEANS, SOAK_FLAGS } from './soak/soak'
+import { CAPACITY_BOOLEANS, CAPACITY_FLAGS, runCapacity } from './capacity'
 
-const USAGE = `usage: npm run bench [-- [audio|wsclient|failover|codec|text|fleet|join|relay|tee|soak|all] [flags]]
+const USAGE = `usage: npm run bench [-- [audio|wsclient|failover|codec|text|capacity|fleet|join|relay|tee|soak|all] [flags]]
   audio    [--legs N (1000)] [--seconds S (20)] [--warmup S (3)] [--mapping passthrough|deepgram] [--baseline-legs N (= --legs)] [--baseline-seconds S (3)] [--profile] [--no-pin]
   audio --vs-nginx [--legs 500,1000] [--coalesce-ms 0,20,40,100] [--floor] [--rounds 2] [--seconds S (10)] [--warmup S (3)] [--baseline-seconds S (3)] [--no-nginx] [--no-pin]
   audio --memory [--legs 500,1000,2000] [--settle S (6)] [--replay-seconds S] [--mapping passthrough|deepgram] [--floor]: RSS, V8 heap and external memory per leg
@@ -39,6 +44,10 @@ const USAGE = `usage: npm run bench [-- [audio|wsclient|failover|codec|text|flee
   text     [--connections N (64)] [--seconds S (10)] [--warmup S (3)] [--rounds 2] [--threads 1] [--mapping passthrough|json-events] [--floor] [--base DIR]
            [--no-nginx] [--no-pin] [--profile]: plain HTTP, side by side with nginx when installed
   text --mode tls|both [--connections N] [--seconds S] [--mapping ...]: the gateway alone, over HTTPS too
+  capacity [--seconds S (8)] [--warmup S (3)] [--baseline-seconds S (3)] [--step N (250)] [--resolution N (100)] [--max-legs N (5000)]
+           [--coalesce-ms N (audio.coalesceMs)] [--connections 1,2,4,8,16,32,64,128,256] [--only audio|text] [--no-pin]:
+           one gateway process: the most legs at real time with p99 added ≤ coalesceMs + 10 ms and 0 lost (steps up, then
+           bisects), and the most text req/s (wrk, a closed loop per connection count) at p99 ≤ 20 ms; machine and date
   fleet    [--instances 4] [--legs 1000] [--seconds 10] [--warmup 3]: N instances sharing Redis (REDIS_URL)
   join     [--pairs N (200)] [--seconds S (10)] [--warmup S (3)] [--rounds 2]: gateway CPU per platform frame,
            two plain legs vs a joined pair (stereo), A B A B on one gateway
@@ -110,6 +119,9 @@ async function main(argv: string[]): Promise<number> {
     }
     case 'codec':
       out.codec = runCodec(parseFlags(rest, CODEC_FLAGS))
+      break
+    case 'capacity':
+      out.capacity = await runCapacity(parseFlags(rest, CAPACITY_FLAGS, CAPACITY_BOOLEANS))
       break
     case 'text':
       // The text bench prints its own report and figures.

@@ -25,6 +25,7 @@ import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { stringify } from 'yaml'
 import {
+  benchConfigHead,
   exited,
   fmt,
   fmtInt,
@@ -61,7 +62,7 @@ const ANSWER = JSON.stringify({
   parameters: {}
 })
 
-const BODY = JSON.stringify({
+export const BODY = JSON.stringify({
   contactId: 584930211,
   busNo: 4594,
   tenantId: 'tenant-eu-1',
@@ -71,7 +72,7 @@ const BODY = JSON.stringify({
   agentAssistAppConfig: { language: 'en-US' }
 })
 
-interface Target {
+export interface Target {
   /** gateway, nginx, or floor-<mode> (text-floor.ts: uWS + undici with nothing between). */
   name: string
   url: string
@@ -80,7 +81,117 @@ interface Target {
   alive: () => boolean
   /** Processes whose run-queue wait is read (the gateway; nginx's master and worker). */
   pids: () => number[]
-  rounds: { rps: number; cpuUsPerReq: number; cpuPct: number; waitMsPerS: number; w: WrkResult }[]
+  rounds: TextRound[]
+}
+
+/** One measured load run on a target. */
+export interface TextRound {
+  rps: number
+  cpuUsPerReq: number
+  cpuPct: number
+  waitMsPerS: number
+  w: WrkResult
+}
+
+/** A target served by one child process (the gateway, the --base gateway). */
+export function childTarget(name: string, c: Child, url: string): Target {
+  return {
+    name,
+    url,
+    cpuUs: () => procCpu(c.pid).total,
+    rss: () => rssBytes(c.pid),
+    alive: () => !exited(c.child),
+    pids: () => [c.pid],
+    rounds: []
+  }
+}
+
+function waitUs(t: Target): number {
+  return t.pids().reduce((a, p) => a + (runqueueWaitMicros(p) || 0), 0)
+}
+
+/** Run `load` on `t` for `seconds`: its requests/s, CPU per request and share of a core, run-queue wait (kept in t.rounds). */
+export async function measureRound(
+  t: Target,
+  load: (t: Target, seconds: number) => Promise<WrkResult>,
+  seconds: number
+): Promise<TextRound> {
+  const c0 = t.cpuUs()
+  const q0 = waitUs(t)
+  const w = await load(t, seconds)
+  const cpu = t.cpuUs() - c0
+  const round: TextRound = {
+    waitMsPerS: (waitUs(t) - q0) / 1000 / w.seconds,
+    rps: w.requestsPerSecond,
+    cpuUsPerReq: cpu / Math.max(1, w.requests),
+    cpuPct: (100 * cpu) / (w.seconds * 1e6),
+    w
+  }
+  t.rounds.push(round)
+  return round
+}
+
+/** The text bench's upstream: nginx `return 200` with ANSWER (passthrough, nginx installed), else the vendor emulator. */
+export interface TextUpstream {
+  url: string
+  pids: number[]
+  what: string
+  stop: () => Promise<void>
+}
+
+export async function startTextUpstream(nginxBin: string | null, mapping: string): Promise<TextUpstream> {
+  if (nginxBin !== null && mapping === 'passthrough') {
+    const n = await startNginx(
+      nginxBin,
+      'upstream',
+      () => `    location / { default_type application/json; return 200 '${ANSWER}'; }`
+    )
+    return {
+      url: `http://127.0.0.1:${n.port}`,
+      pids: nginxPids(n),
+      what: 'nginx `return 200` (1 worker), fixed JSON answer',
+      stop: n.stop
+    }
+  }
+  const vendorPort = await freePort()
+  const emulator = spawnCli(['vendor', '--kind', mapping, '--port', String(vendorPort)])
+  await waitOk(emulator, `http://127.0.0.1:${vendorPort}/healthz`, 'the vendor emulator')
+  return {
+    url: `http://127.0.0.1:${vendorPort}`,
+    pids: [emulator.pid],
+    what: `vendor emulator (${mapping})`,
+    stop: async () => await stopChild(emulator.child, 2000)
+  }
+}
+
+/**
+ * A text bench gateway on free ports: text auth on (the static credential BENCH_TEXT_TOKEN = `token`,
+ * checked on every request), schema validation, the route's `mapping`, one upstream. `bin`: another
+ * checkout's CLI (--base). Its config is written to `dir`/`name`.yaml.
+ */
+export async function startTextGateway(
+  dir: string,
+  name: string,
+  o: { mapping: string; upstreamUrl: string; token: string; nodeArgs?: string[]; bin?: string }
+): Promise<{ child: Child; port: number }> {
+  const [port, metricsPort] = [await freePort(), await freePort()]
+  const config = {
+    ...benchConfigHead(port, metricsPort),
+    shutdown: { drainDelaySeconds: 0, metricsLingerSeconds: 0 },
+    health: { active: { kind: 'http', path: '/healthz' } },
+    routes: {
+      bench: {
+        mapping: join(PACKAGE_ROOT, 'mappings', `${o.mapping}.yaml`),
+        auth: { text: ['${BENCH_TEXT_TOKEN}'] },
+        upstreams: [{ name: 'upstream', text: o.upstreamUrl }]
+      }
+    }
+  }
+  const file = join(dir, `${name}.yaml`)
+  writeFileSync(file, stringify(config))
+  const child = spawnCli(['serve', '--config', file], { BENCH_TEXT_TOKEN: o.token }, o.nodeArgs ?? [], o.bin)
+  await waitOk(child, `http://127.0.0.1:${metricsPort}/livez`, `the ${name}`)
+  return { child, port }
 }
 
 /** The bench's own closed-loop client when wrk is missing, with wrk's figures. */
@@ -145,54 +256,20 @@ export async function runTextVsNginx(flags: Map<string, string>): Promise<Record
   if (wrkBin === null) progress("text: wrk is not installed: the bench's own closed-loop client drives the load")
 
   // ---- the upstream ----
-  let upstreamUrl: string
-  let upstreamPids: number[]
-  let upstream: Nginx | null = null
-  let emulator: Child | null = null
-  if (nginxBin !== null && mapping === 'passthrough') {
-    upstream = await startNginx(
-      nginxBin,
-      'upstream',
-      () => `    location / { default_type application/json; return 200 '${ANSWER}'; }`
-    )
-    upstreamUrl = `http://127.0.0.1:${upstream.port}`
-    upstreamPids = nginxPids(upstream)
-  } else {
-    const vendorPort = await freePort()
-    emulator = spawnCli(['vendor', '--kind', mapping, '--port', String(vendorPort)])
-    await waitOk(emulator, `http://127.0.0.1:${vendorPort}/healthz`, 'the vendor emulator')
-    upstreamUrl = `http://127.0.0.1:${vendorPort}`
-    upstreamPids = [emulator.pid]
-  }
+  const upstream = await startTextUpstream(nginxBin, mapping)
+  const upstreamUrl = upstream.url
+  const upstreamPids = upstream.pids
 
   // ---- the gateway ----
-  const [port, metricsPort] = [await freePort(), await freePort()]
   const token = `bench-${randomBytes(12).toString('hex')}`
-  const config = {
-    listen: { host: '127.0.0.1', port },
-    metrics: { host: '127.0.0.1', port: metricsPort },
-    admin: { host: '127.0.0.1', port: 0 },
-    log: { level: 'warn' },
-    shutdown: { drainDelaySeconds: 0, metricsLingerSeconds: 0 },
-    health: { active: { kind: 'http', path: '/healthz' } },
-    routes: {
-      bench: {
-        mapping: join(PACKAGE_ROOT, 'mappings', `${mapping}.yaml`),
-        auth: { text: ['${BENCH_TEXT_TOKEN}'] },
-        upstreams: [{ name: 'upstream', text: upstreamUrl }]
-      }
-    }
-  }
-  const file = join(dir, 'gateway.yaml')
-  writeFileSync(file, stringify(config))
   // Kept after the run (printed): the profile is for reading afterwards.
   const profileDir = join(tmpdir(), `assist-gateway-text-profile-${process.pid}`)
-  const gw = spawnCli(
-    ['serve', '--config', file],
-    { BENCH_TEXT_TOKEN: token },
-    profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : []
-  )
-  await waitOk(gw, `http://127.0.0.1:${metricsPort}/livez`, 'the gateway')
+  const { child: gw, port } = await startTextGateway(dir, 'gateway', {
+    mapping,
+    upstreamUrl,
+    token,
+    nodeArgs: profile ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : []
+  })
 
   // ---- --base <checkout>: the same gateway config served by another build (before/after in one run) ----
   let base: { child: Child; port: number } | null = null
@@ -200,19 +277,7 @@ export async function runTextVsNginx(flags: Map<string, string>): Promise<Record
   if (baseRoot !== undefined) {
     const bin = join(baseRoot, 'bin', 'assist-gateway.js')
     if (!existsSync(bin)) throw new UsageError(`--base: ${bin} does not exist`)
-    const [bPort, bMetrics] = [await freePort(), await freePort()]
-    const bFile = join(dir, 'gateway-base.yaml')
-    writeFileSync(
-      bFile,
-      stringify({
-        ...config,
-        listen: { host: '127.0.0.1', port: bPort },
-        metrics: { host: '127.0.0.1', port: bMetrics }
-      })
-    )
-    const child = spawnCli(['serve', '--config', bFile], { BENCH_TEXT_TOKEN: token }, [], bin)
-    await waitOk(child, `http://127.0.0.1:${bMetrics}/livez`, 'the --base gateway')
-    base = { child, port: bPort }
+    base = await startTextGateway(dir, 'gateway-base', { mapping, upstreamUrl, token, bin })
   }
 
   // ---- nginx as the proxy ----
@@ -256,17 +321,7 @@ export async function runTextVsNginx(flags: Map<string, string>): Promise<Record
 
   const headers = { 'Content-Type': 'application/json', Authorization: `Bearer ${token}` }
   const script = wrkBin === null ? '' : wrkScript(dir, 'text', headers, BODY)
-  const targets: Target[] = [
-    {
-      name: 'gateway',
-      url: `http://127.0.0.1:${port}/text/bench`,
-      cpuUs: () => procCpu(gw.pid).total,
-      rss: () => rssBytes(gw.pid),
-      alive: () => !exited(gw.child),
-      pids: () => [gw.pid],
-      rounds: []
-    }
-  ]
+  const targets: Target[] = [childTarget('gateway', gw, `http://127.0.0.1:${port}/text/bench`)]
   if (proxy !== null) {
     const p = proxy
     targets.push({
@@ -279,18 +334,7 @@ export async function runTextVsNginx(flags: Map<string, string>): Promise<Record
       rounds: []
     })
   }
-  if (base !== null) {
-    const b = base
-    targets.push({
-      name: 'gateway-base',
-      url: `http://127.0.0.1:${b.port}/text/bench`,
-      cpuUs: () => procCpu(b.child.pid).total,
-      rss: () => rssBytes(b.child.pid),
-      alive: () => !exited(b.child.child),
-      pids: () => [b.child.pid],
-      rounds: []
-    })
-  }
+  if (base !== null) targets.push(childTarget('gateway-base', base.child, `http://127.0.0.1:${base.port}/text/bench`))
   for (const f of floors)
     targets.push({
       name: `floor-${f.mode}`,
@@ -301,7 +345,6 @@ export async function runTextVsNginx(flags: Map<string, string>): Promise<Record
       pids: () => [f.pid],
       rounds: []
     })
-  const waitUs = (t: Target): number => t.pids().reduce((a, p) => a + (runqueueWaitMicros(p) || 0), 0)
   const load = async (t: Target, s: number): Promise<WrkResult> => {
     if (wrkBin !== null)
       return await runWrk(wrkBin, t.url, script, { connections, threads, seconds: s, prefix: wrkPrefix })
@@ -318,18 +361,7 @@ export async function runTextVsNginx(flags: Map<string, string>): Promise<Record
   for (let r = 0; r < rounds; r++) {
     for (const t of targets) {
       progress(`text: round ${r + 1}/${rounds}: ${t.name}, ${connections} connections, ${seconds} s`)
-      const c0 = t.cpuUs()
-      const q0 = waitUs(t)
-      const w = await load(t, seconds)
-      const cpu = t.cpuUs() - c0
-      const waitMsPerS = (waitUs(t) - q0) / 1000 / w.seconds
-      t.rounds.push({
-        waitMsPerS,
-        rps: w.requestsPerSecond,
-        cpuUsPerReq: cpu / Math.max(1, w.requests),
-        cpuPct: (100 * cpu) / (w.seconds * 1e6),
-        w
-      })
+      await measureRound(t, load, seconds)
     }
   }
   const rss = targets.map(t => t.rss())
@@ -338,8 +370,7 @@ export async function runTextVsNginx(flags: Map<string, string>): Promise<Record
   if (proxy !== null) await proxy.stop()
   for (const f of floors) await f.stop()
   if (base !== null) await stopChild(base.child.child, 10_000)
-  if (upstream !== null) await upstream.stop()
-  if (emulator !== null) await stopChild(emulator.child, 2000)
+  await upstream.stop()
 
   // ---- figures ----
   const mean = (xs: number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length
@@ -366,10 +397,7 @@ export async function runTextVsNginx(flags: Map<string, string>): Promise<Record
   const rep = new Report(
     `text: POST /text/bench (${mapping} mapping, credential checked, schema validated) vs nginx proxy_pass, same upstream; ${gen}`
   )
-  rep.row(
-    'upstream',
-    upstream !== null ? 'nginx `return 200` (1 worker), fixed JSON answer' : `vendor emulator (${mapping})`
-  )
+  rep.row('upstream', upstream.what)
   rep.row(
     'nginx',
     nginxBin !== null

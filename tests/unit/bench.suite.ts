@@ -1,0 +1,3 @@
+import { runFolder } from '../helpers/unit-folder'
+
+runFolder(`${__dirname}/bench`)
