@@ -1,6 +1,7 @@
 /**
- * `npm run bench -- audio --vs-nginx [--legs 500,1000] [--coalesce-ms 0,20,40,100] [--seconds 10] [--warmup 3] [--rounds 2]
- *                                    [--baseline-seconds 3] [--mapping passthrough|deepgram] [--no-pin]`
+ * `npm run bench -- audio --vs-nginx [--legs 500,1000] [--coalesce-ms 0,20,40,100] [--vendor-ping-seconds 1,0] [--floor]
+ *                                    [--seconds 10] [--warmup 3] [--rounds 2] [--baseline-seconds 3]
+ *                                    [--mapping passthrough|deepgram] [--no-pin]`
  *
  * The gateway next to nginx on the same sink, under the same load generator, in one run: for each leg
  * count, a baseline straight to the sink (for "added" latency), then A B A B rounds: the legs through the
@@ -10,7 +11,9 @@
  * RSS per leg (RSS with the legs connected minus before, over the legs). Pinning as the audio bench: the
  * gateway and nginx on the last core, the load generator and the sink on the others. Without nginx it
  * says so and prints the gateway's absolute figures. `--coalesce-ms 0,20,40,100`: one gateway per `audio.coalesceMs`
- * value, each a target of its own in the same rounds (cost against added latency, to choose from).
+ * value, each a target of its own in the same rounds (cost against added latency, to choose from);
+ * `--vendor-ping-seconds 1,0` the same per `audio.vendorPingSeconds` (what finding a frozen vendor costs).
+ * `--floor`: uWS + `ws` with the default coalescing and nothing else (audio-floor.ts), in the same rounds.
  */
 import { randomBytes } from 'node:crypto'
 import { cpus } from 'node:os'
@@ -39,11 +42,11 @@ import { startAudioFloor } from './audio-floor'
 import { findNginx, nginxPids, nginxVersion, startNginx } from './nginx'
 import { noisy } from './text-nginx'
 
-export const AUDIO_NGINX_FLAGS = ['rounds']
+export const AUDIO_NGINX_FLAGS = ['rounds', 'vendor-ping-seconds']
 export const AUDIO_NGINX_BOOLEANS = ['vs-nginx', 'no-nginx', 'floor']
 
 export interface Target {
-  /** gateway (or `gateway coalesceMs N`, one per --coalesce-ms value), or nginx. */
+  /** gateway (or `gateway coalesceMs N vendorPingSeconds P`, one per value of those flags), nginx, or the floor. */
   name: string
   url: string
   cpuUs: () => number
@@ -194,24 +197,28 @@ export async function runAudioVsNginx(flags: Map<string, string>): Promise<Recor
   const sink = await Sink.start(0)
   // No re-attach grace: a round's closed legs end at once instead of waiting 30 s for their callers, so
   // the next round measures only its own legs (nginx has no re-attach either). Otherwise as `audio`.
-  // --coalesce-ms 0,20,40,100: one gateway per value, side by side (its cost against its added latency).
-  const coalesce = flags.has('coalesce-ms')
-    ? (flags.get('coalesce-ms') ?? '').split(',').map(x => {
-        const v = Number(x.trim())
-        if (x.trim() === '' || !Number.isInteger(v) || v < 0 || v > 200)
-          throw new UsageError('--coalesce-ms must be a comma-separated list of integers 0-200 (e.g. 0,20,40,100)')
-        return v
-      })
-    : [null]
-  const gws: { gw: Gateway; coalesceMs: number | null }[] = []
-  for (const c of coalesce)
-    gws.push({
-      coalesceMs: c,
-      gw: await startGateway(sink.url, token, false, {
-        mapping,
-        extra: { audio: { reattachGraceSeconds: 0, ...(c === null ? {} : { coalesceMs: c }) } }
-      })
-    })
+  // --coalesce-ms 0,20,40,100 / --vendor-ping-seconds 1,0: one gateway per value (each combination),
+  // side by side (its cost against its added latency, or against the time to find a frozen vendor).
+  const list = (flag: string, max: number, example: string): (number | null)[] =>
+    flags.has(flag)
+      ? (flags.get(flag) ?? '').split(',').map(x => {
+          const v = Number(x.trim())
+          if (x.trim() === '' || !Number.isInteger(v) || v < 0 || v > max)
+            throw new UsageError(`--${flag} must be a comma-separated list of integers 0-${max} (e.g. ${example})`)
+          return v
+        })
+      : [null]
+  const gws: { gw: Gateway; name: string }[] = []
+  for (const c of list('coalesce-ms', 200, '0,20,40,100'))
+    for (const p of list('vendor-ping-seconds', 60, '1,0')) {
+      const audio = {
+        reattachGraceSeconds: 0,
+        ...(c === null ? {} : { coalesceMs: c }),
+        ...(p === null ? {} : { vendorPingSeconds: p })
+      }
+      const name = `gateway${c === null ? '' : ` coalesceMs ${c}`}${p === null ? '' : ` vendorPingSeconds ${p}`}`
+      gws.push({ name, gw: await startGateway(sink.url, token, false, { mapping, extra: { audio } }) })
+    }
   const proxy =
     nginxBin === null
       ? null
@@ -246,9 +253,7 @@ export async function runAudioVsNginx(flags: Map<string, string>): Promise<Recor
       : 'not possible (one core, or taskset unavailable)'
   }
   progress(`audio: pinning: ${pinning}`)
-  const targets: Target[] = gws.map(({ gw, coalesceMs }) =>
-    gatewayTarget(coalesceMs === null ? 'gateway' : `gateway coalesceMs ${coalesceMs}`, gw)
-  )
+  const targets: Target[] = gws.map(({ gw, name }) => gatewayTarget(name, gw))
   if (proxy !== null)
     targets.push({
       name: 'nginx',
@@ -347,7 +352,7 @@ export async function runAudioVsNginx(flags: Map<string, string>): Promise<Recor
         `${res.legs} legs nginx`,
         `${fmt(n.cpuUsPerFrame, 2)} µs CPU/frame, added p50 ${fmt(n.addedP50, 2)} ms p99 ${fmt(n.addedP99, 2)} ms, ${fmtKiB(n.rssPerLeg)}/leg, ${fmtInt(n.lost)} lost${noisy(n.waitMsPerS)}`
       )
-      // With --coalesce-ms each gateway row carries its own ratio.
+      // With --coalesce-ms or --vendor-ping-seconds each gateway row carries its own ratio.
       if (gFigs.length === 1)
         summary.row(
           `${res.legs} legs ratio`,
@@ -374,9 +379,7 @@ export async function runAudioVsNginx(flags: Map<string, string>): Promise<Recor
       legs: res.legs,
       baselineLatencyMs: { p50: round(res.base.p50), p99: round(res.base.p99) },
       gateway: js(g),
-      ...(gFigs.length > 1
-        ? { byCoalesceMs: Object.fromEntries(gws.map((x, i) => [String(x.coalesceMs), js(gFigs[i])])) }
-        : {}),
+      ...(gFigs.length > 1 ? { byVariant: Object.fromEntries(gws.map((x, i) => [x.name, js(gFigs[i])])) } : {}),
       nginx: n === null ? null : js(n),
       floor: fl === null ? null : js(fl),
       ratioCpuPerFrame: n === null ? null : round(g.cpuUsPerFrame / n.cpuUsPerFrame)

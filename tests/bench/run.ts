@@ -36,7 +36,7 @@ import { CAPACITY_BOOLEANS, CAPACITY_FLAGS, runCapacity } from './capacity'
 
 const USAGE = `usage: npm run bench [-- [audio|wsclient|failover|codec|text|capacity|fleet|join|relay|tee|soak|all] [flags]]
   audio    [--legs N (1000)] [--seconds S (20)] [--warmup S (3)] [--mapping passthrough|deepgram] [--baseline-legs N (= --legs)] [--baseline-seconds S (3)] [--profile] [--no-pin]
-  audio --vs-nginx [--legs 500,1000] [--coalesce-ms 0,20,40,100] [--floor] [--rounds 2] [--seconds S (10)] [--warmup S (3)] [--baseline-seconds S (3)] [--no-nginx] [--no-pin]
+  audio --vs-nginx [--legs 500,1000] [--coalesce-ms 0,20,40,100] [--vendor-ping-seconds 1,0] [--floor] [--rounds 2] [--seconds S (10)] [--warmup S (3)] [--baseline-seconds S (3)] [--no-nginx] [--no-pin]
   audio --memory [--legs 500,1000,2000] [--settle S (6)] [--replay-seconds S] [--mapping passthrough|deepgram] [--floor]: RSS, V8 heap and external memory per leg
   wsclient [--frames N (200000)] [--batch B (100)] [--conns C (100)]
   failover [--legs N (500)] [--warmup S (3)] [--after S (5)]
