@@ -40,6 +40,7 @@ export interface VendorEvents {
 }
 
 const BINARY = { binary: true } as const
+const TEXT = { binary: false } as const
 
 /**
  * One vendor WebSocket (the `ws` client: measured cheaper per frame than undici's WebSocket here, see
@@ -54,6 +55,8 @@ export class VendorSocket {
   private heartbeat: TimerHandle | null = null
   private pongSeen = true
   private pingAt = 0
+  /** A heartbeat ping is due: it goes out with the next write, or alone at the next tick (`startHeartbeat`). */
+  private pingDue = false
   /** Bytes handed to the socket so far, and the bytes it still held when it was lost (never read by the vendor). */
   bytesSent = 0
   unreadAtLoss = -1
@@ -119,17 +122,33 @@ export class VendorSocket {
     return this.ws.bufferedAmount
   }
 
-  /** Per-frame path: one masked copy into a frame buffer; no other work. */
+  /** Per-frame path: one masked copy into a frame buffer; no other work (a due ping rides along). */
   sendBinary(data: ArrayBuffer | Uint8Array): void {
+    if (this.pingDue) return this.sendWithPing(data, BINARY, data.byteLength)
     this.ws.send(data, BINARY)
     this.bytesSent += data.byteLength
   }
 
   sendText(text: string): void {
+    if (this.pingDue) return this.sendWithPing(text, TEXT, text.length)
     this.ws.send(text)
     this.bytesSent += text.length
   }
 
+  /**
+   * The write, then the due ping behind it, in one system call: the socket is corked around both, so the
+   * ping costs no write of its own (a ping per second per leg alone was about a sixth of the audio
+   * path's CPU, bench `audio --vs-nginx --vendor-ping-seconds 1,0`). Its pong answers this write too.
+   */
+  private sendWithPing(data: ArrayBuffer | Uint8Array | string, opts: typeof BINARY | typeof TEXT, n: number): void {
+    // `ws` keeps its net.Socket as `_socket` (ws is pinned exactly); without it the two writes go apart.
+    const socket = (this.ws as unknown as { _socket?: { cork(): void; uncork(): void } })._socket
+    socket?.cork()
+    this.ws.send(data, opts)
+    this.bytesSent += n
+    this.pingNow()
+    socket?.uncork()
+  }
   /** Keep what the socket still holds before it is torn down (the first time only). */
   private noteUnread(): void {
     if (this.unreadAtLoss < 0) this.unreadAtLoss = this.ws.bufferedAmount
@@ -139,6 +158,9 @@ export class VendorSocket {
    * Ping every `ms` (while the last ping was answered); a pong still missing `timeoutMs` after its ping
    * means the vendor (or the path to it) is gone without a close: the socket is terminated and reported
    * closed with 1006. A frozen vendor is thus found within `ms + timeoutMs` of the last ping it answered.
+   * A due ping waits for the next write to go out with it (`sendWithPing`), at most one tick: while audio
+   * flows that is the next coalesced chunk (`audio.coalesceMs`, inside the replay window's margin); with
+   * nothing written for a tick it goes alone, and then there is no audio it could be late for.
    */
   startHeartbeat(ms: number, timeoutMs = ms): void {
     if (ms <= 0 || this.heartbeat !== null) return
@@ -161,7 +183,8 @@ export class VendorSocket {
         return
       }
       if (now - this.pingAt < ms) return
-      this.pingNow()
+      if (this.pingDue) this.pingNow()
+      else this.pingDue = true
     }, tick)
   }
 
@@ -171,6 +194,7 @@ export class VendorSocket {
    */
   pingNow(): boolean {
     if (this.heartbeat === null || !this.pongSeen || !this.isOpen) return false
+    this.pingDue = false
     this.pongSeen = false
     this.pingAt = this.clock.now()
     this.events.onPing?.()

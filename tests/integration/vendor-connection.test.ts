@@ -314,7 +314,8 @@ t.test(
     t.equal((await c.next()).what, 'ready')
     const ws = await v.connected
     for (let i = 0; i < 3; i++) c.conn.writeAudio(new Uint8Array(160))
-    c.clock.advance(1000)
+    // The ping is due at 1 s; with nothing more written it goes alone one heartbeat tick (250 ms) later.
+    c.clock.advance(1250)
     while (c.conn.lossReport().bytesSinceLife !== 0) await flush(1)
     t.pass('a pong: the vendor read the first 3 frames')
     // Frozen: the vendor reads nothing more (no audio, no ping, no close frame).
@@ -337,6 +338,52 @@ t.test(
     )
   }
 )
+
+t.test('a due heartbeat ping rides with the next audio write (one TCP write), or goes alone a tick later', async t => {
+  const v = await vendor(t, {
+    onText: (ws, m) => {
+      if (m.event === 'start') ws.send(JSON.stringify({ event: 'started', id: 'v-1' }))
+    }
+  })
+  const live = { ...SETTINGS, vendorPingSeconds: 1, vendorPongTimeoutSeconds: 1 }
+  const c = connect(t, v.url, READY_ON_STARTED, live)
+  t.equal((await c.next()).what, 'ready')
+  const ws = await v.connected
+  const seen: string[] = []
+  const chunks: Buffer[] = []
+  ws.on('message', (_d, isBinary) => {
+    if (isBinary) seen.push('audio')
+  })
+  ws.on('ping', () => seen.push('ping'))
+  ;(ws as unknown as { _socket: { on: (e: 'data', f: (b: Buffer) => void) => void } })._socket.on('data', b =>
+    chunks.push(b)
+  )
+  const until = async (n: number): Promise<void> => {
+    for (let i = 0; i < 500 && seen.length < n; i++) await flush(1)
+  }
+  c.conn.writeAudio(new Uint8Array(160))
+  await until(1)
+  c.clock.advance(1000) // the ping is due at 1 s (ticks of 250 ms)
+  await flush()
+  t.same(seen, ['audio'], 'a due ping waits for the next write')
+  chunks.length = 0
+  c.conn.writeAudio(new Uint8Array(160))
+  await until(3)
+  t.same(seen, ['audio', 'audio', 'ping'], 'then goes right behind it')
+  // A masked client frame of 160 bytes is 2 + 2 + 4 + 160 bytes; the ping (0x89) follows in the same write.
+  t.ok(
+    chunks.some(b => b[0] === 0x82 && b.length >= 174 && b[168] === 0x89),
+    'the audio frame and the ping reached the vendor as one write'
+  )
+  for (let i = 0; i < 200 && c.conn.lossReport().bytesSinceLife !== 0; i++) await flush(1)
+  t.equal(c.conn.lossReport().bytesSinceLife, 0, 'its pong confirmed that write too')
+  c.clock.advance(1000) // due again, with nothing written since
+  await flush()
+  t.same(seen, ['audio', 'audio', 'ping'], 'not yet')
+  c.clock.advance(250)
+  await until(4)
+  t.same(seen, ['audio', 'audio', 'ping', 'ping'], 'alone, one tick later')
+})
 
 t.test(
   'a connection ended by the vendor (a control rule) is not told unconfirmed: its session was told it was lost',
