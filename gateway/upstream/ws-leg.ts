@@ -57,6 +57,8 @@ export class VendorSocket {
   private pingAt = 0
   /** A heartbeat ping is due: it goes out with the next write, or alone at the next tick (`startHeartbeat`). */
   private pingDue = false
+  /** The tick it fell due at: a ping that rides with a write counts from here (its schedule and its timeout). */
+  private dueAt = 0
   /** Bytes handed to the socket so far, and the bytes it still held when it was lost (never read by the vendor). */
   bytesSent = 0
   unreadAtLoss = -1
@@ -146,7 +148,7 @@ export class VendorSocket {
     socket?.cork()
     this.ws.send(data, opts)
     this.bytesSent += n
-    this.pingNow()
+    this.pingNow(this.dueAt)
     socket?.uncork()
   }
   /** Keep what the socket still holds before it is torn down (the first time only). */
@@ -158,9 +160,12 @@ export class VendorSocket {
    * Ping every `ms` (while the last ping was answered); a pong still missing `timeoutMs` after its ping
    * means the vendor (or the path to it) is gone without a close: the socket is terminated and reported
    * closed with 1006. A frozen vendor is thus found within `ms + timeoutMs` of the last ping it answered.
-   * A due ping waits for the next write to go out with it (`sendWithPing`), at most one tick: while audio
-   * flows that is the next coalesced chunk (`audio.coalesceMs`, inside the replay window's margin); with
-   * nothing written for a tick it goes alone, and then there is no audio it could be late for.
+   * A due ping waits for the next write to go out with it (`sendWithPing`), at most one tick. While audio
+   * flows that is the next coalesced chunk, and the ping counts as sent at the tick it fell due (the next
+   * one is due `ms` after that tick, and its pong is missed `timeoutMs` after it), so a frozen vendor is
+   * found on the same ticks as if the ping had gone then: the wait only shortens the pong's time, by at
+   * most `audio.coalesceMs`. With nothing written for a tick it goes alone, counted from then: there is
+   * no audio it could be late for.
    */
   startHeartbeat(ms: number, timeoutMs = ms): void {
     if (ms <= 0 || this.heartbeat !== null) return
@@ -184,19 +189,23 @@ export class VendorSocket {
       }
       if (now - this.pingAt < ms) return
       if (this.pingDue) this.pingNow()
-      else this.pingDue = true
+      else {
+        this.pingDue = true
+        this.dueAt = now
+      }
     }, tick)
   }
 
   /**
    * A ping now, unless one is already out (its pong comes first) or the heartbeat is off: false then.
-   * Its pong (`onPong`) says the vendor read everything sent before it.
+   * Its pong (`onPong`) says the vendor read everything sent before it. `at`: the clock time it counts
+   * from (its timeout and the next ping's schedule), now unless it fell due earlier.
    */
-  pingNow(): boolean {
+  pingNow(at: number = this.clock.now()): boolean {
     if (this.heartbeat === null || !this.pongSeen || !this.isOpen) return false
     this.pingDue = false
     this.pongSeen = false
-    this.pingAt = this.clock.now()
+    this.pingAt = at
     this.events.onPing?.()
     this.ws.ping()
     return true
