@@ -39,3 +39,10 @@ export function uniqueFrame(leg: number, seq: number): Buffer {
   b.writeUInt32BE(seq, 4)
   return b
 }
+
+/** sha256 of `uniqueFrame(leg, i)` for i in [from, to): what a vendor that got them all, in order, hashes to. */
+export function uniqueFramesHash(leg: number, from: number, to: number): string {
+  const h = createHash('sha256')
+  for (let i = from; i < to; i++) h.update(uniqueFrame(leg, i))
+  return h.digest('hex')
+}

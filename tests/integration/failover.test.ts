@@ -1,5 +1,4 @@
 import t from 'tap'
-import { createHash } from 'node:crypto'
 import { initMessage } from '../../gateway/tools/simulate'
 import {
   AUDIO_TOKEN,
@@ -13,7 +12,7 @@ import {
   until,
   type PlatformLegClient
 } from '../helpers/gateway'
-import { uniqueFrame } from '../helpers/audio'
+import { uniqueFrame, uniqueFramesHash } from '../helpers/audio'
 
 const frame = uniqueFrame
 /** 160-byte platform frames a vendor session received (the gateway coalesces them into fewer writes). */
@@ -21,13 +20,6 @@ const framesIn = (s: { bytes: number }): number => s.bytes / 160
 
 const init = (contactId: number): Record<string, unknown> =>
   initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
-
-/** sha256 of frames [from, to) of a leg. */
-function hashOf(leg: number, from: number, to: number): string {
-  const h = createHash('sha256')
-  for (let i = from; i < to; i++) h.update(frame(leg, i))
-  return h.digest('hex')
-}
 
 /** Pace `count` frames per leg at 50 frames/s from `first`, one scheduler for all legs (pacing only: nothing is timed). */
 async function stream(legs: PlatformLegClient[], first: number, count: number): Promise<void> {
@@ -100,14 +92,14 @@ t.test(
     for (let i = 0; i < LEGS; i++) {
       const sessions = onA(i)
       if (!onB.has(i)) {
-        if (sessions.length === 1 && sessions[0].sha256 === hashOf(i, 0, total)) exact++
+        if (sessions.length === 1 && sessions[0].sha256 === uniqueFramesHash(i, 0, total)) exact++
         continue
       }
       t.equal(sessions.length, 1, `leg ${i}: one replacement session on the survivor`)
       const s = sessions[0]
       // The survivor holds a contiguous run [j, total): the replayed tail of what b had, then everything after.
       const j = total - framesIn(s)
-      if (j <= BEFORE && j >= BEFORE - 50 - 5 && s.sha256 === hashOf(i, j, total)) replayed++
+      if (j <= BEFORE && j >= BEFORE - 50 - 5 && s.sha256 === uniqueFramesHash(i, j, total)) replayed++
       else t.fail(`leg ${i}: survivor got ${framesIn(s)} frames, not a replayed tail plus every later frame`)
     }
     t.equal(exact, LEGS - onB.size, 'legs on the surviving replica lost nothing')
@@ -176,7 +168,7 @@ t.test('a leg that reconnects within grace continues the same vendor session; af
   for (let i = 10; i < 20; i++) second.send(frame(0, i))
   await until(() => v.sessions()[0]?.bytes === 20 * 160)
   t.equal(v.sessions().length, 1, 'the vendor saw one session')
-  t.equal(v.sessions()[0].sha256, hashOf(0, 0, 20), 'and continuous audio')
+  t.equal(v.sessions()[0].sha256, uniqueFramesHash(0, 0, 20), 'and continuous audio')
   t.same(v.sessions()[0].texts, [], 'no stop in between')
   second.ws.close(1000)
   await second.closed

@@ -132,6 +132,22 @@ const READY_ON_STARTED: AudioMapping = {
   closeWhen: async (i: any) => i.msg.event === 'stopped'
 }
 
+/** The vendor's side of READY_ON_STARTED: `start` answered with `started`. */
+const STARTED = (ws: WebSocket, m: Msg): void => {
+  if (m.event === 'start') ws.send(JSON.stringify({ event: 'started', id: 'v-1' }))
+}
+
+/** Pings every 1 s, a pong missed after 1 s: the heartbeat ticks every 250 ms. */
+const LIVE = { ...SETTINGS, vendorPingSeconds: 1, vendorPongTimeoutSeconds: 1 }
+
+/** A vendor that answers `started`, one ready connection to it (with `settings`), and the vendor's socket. */
+async function readyConnection(t: Test, settings = LIVE) {
+  const v = await vendor(t, { onText: STARTED })
+  const c = connect(t, v.url, READY_ON_STARTED, settings)
+  t.equal((await c.next()).what, 'ready')
+  return { c, ws: await v.connected }
+}
+
 t.test('opens with the mapping URL and headers, sends the open frame, is ready on the vendor answer', async t => {
   const v = await vendor(t, {
     onText: (ws, m) => {
@@ -304,15 +320,7 @@ t.test('a disconnect read after the gateway decided to close still makes the clo
 t.test(
   'issue 19: a goodbye a frozen vendor never completes (its last ping unanswered) says what it had not read: the audio since its last pong',
   async t => {
-    const v = await vendor(t, {
-      onText: (ws, m) => {
-        if (m.event === 'start') ws.send(JSON.stringify({ event: 'started', id: 'v-1' }))
-      }
-    })
-    const live = { ...SETTINGS, vendorPingSeconds: 1, vendorPongTimeoutSeconds: 1 }
-    const c = connect(t, v.url, READY_ON_STARTED, live)
-    t.equal((await c.next()).what, 'ready')
-    const ws = await v.connected
+    const { c, ws } = await readyConnection(t)
     for (let i = 0; i < 3; i++) c.conn.writeAudio(new Uint8Array(160))
     // The ping is due at 1 s; with nothing more written it goes alone one heartbeat tick (250 ms) later.
     c.clock.advance(1250)
@@ -340,15 +348,7 @@ t.test(
 )
 
 t.test('a due heartbeat ping rides with the next audio write (one TCP write), or goes alone a tick later', async t => {
-  const v = await vendor(t, {
-    onText: (ws, m) => {
-      if (m.event === 'start') ws.send(JSON.stringify({ event: 'started', id: 'v-1' }))
-    }
-  })
-  const live = { ...SETTINGS, vendorPingSeconds: 1, vendorPongTimeoutSeconds: 1 }
-  const c = connect(t, v.url, READY_ON_STARTED, live)
-  t.equal((await c.next()).what, 'ready')
-  const ws = await v.connected
+  const { c, ws } = await readyConnection(t)
   const seen: string[] = []
   const chunks: Buffer[] = []
   ws.on('message', (_d, isBinary) => {
@@ -386,16 +386,8 @@ t.test('a due heartbeat ping rides with the next audio write (one TCP write), or
 })
 
 t.test('a frozen vendor is found on the same tick whether its ping rode with a later write or not', async t => {
-  const v = await vendor(t, {
-    onText: (ws, m) => {
-      if (m.event === 'start') ws.send(JSON.stringify({ event: 'started', id: 'v-1' }))
-    }
-  })
   // Pings every 1 s, a pong missed after 1 s: heartbeat ticks every 250 ms from the ready.
-  const live = { ...SETTINGS, vendorPingSeconds: 1, vendorPongTimeoutSeconds: 1 }
-  const c = connect(t, v.url, READY_ON_STARTED, live)
-  t.equal((await c.next()).what, 'ready')
-  const ws = await v.connected
+  const { c, ws } = await readyConnection(t)
   // Frozen from the start: it reads nothing more, so no pong ever comes.
   ;(ws as unknown as { _socket: { pause: () => void } })._socket.pause()
   let lost = false
@@ -418,14 +410,7 @@ t.test('a frozen vendor is found on the same tick whether its ping rode with a l
 t.test(
   'a connection ended by the vendor (a control rule) is not told unconfirmed: its session was told it was lost',
   async t => {
-    const v = await vendor(t, {
-      onText: (ws, m) => {
-        if (m.event === 'start') ws.send(JSON.stringify({ event: 'started', id: 'v-1' }))
-      }
-    })
-    const c = connect(t, v.url, READY_ON_STARTED)
-    t.equal((await c.next()).what, 'ready')
-    const ws = await v.connected
+    const { c, ws } = await readyConnection(t, SETTINGS)
     c.conn.writeAudio(new Uint8Array(160))
     ws.terminate()
     t.equal((await c.next()).what, 'lost')
@@ -437,13 +422,7 @@ t.test(
 t.test(
   'issue 19: confirm answers after a pong to a ping sent then (pings on), at once without pings, and never from a frozen vendor',
   async t => {
-    const started = (ws: WebSocket, m: Msg): void => {
-      if (m.event === 'start') ws.send(JSON.stringify({ event: 'started', id: 'v-1' }))
-    }
-    const live = { ...SETTINGS, vendorPingSeconds: 1, vendorPongTimeoutSeconds: 1 }
-    const v = await vendor(t, { onText: started })
-    const c = connect(t, v.url, READY_ON_STARTED, live)
-    t.equal((await c.next()).what, 'ready')
+    const { c } = await readyConnection(t)
     c.conn.writeAudio(new Uint8Array(160))
     let confirmed = 0
     c.conn.confirm(() => confirmed++)
@@ -452,15 +431,15 @@ t.test(
     t.equal(confirmed, 1, 'the pong to the ping sent then')
     t.equal(c.conn.lossReport().bytesSinceLife, 0, 'which covered the frame written before it')
 
-    const quiet = await vendor(t, { onText: started })
+    const quiet = await vendor(t, { onText: STARTED })
     const q = connect(t, quiet.url, READY_ON_STARTED)
     t.equal((await q.next()).what, 'ready')
     let atOnce = 0
     q.conn.confirm(() => atOnce++)
     t.equal(atOnce, 1, 'no pings on this connection: confirmed at once')
 
-    const frozen = await vendor(t, { onText: started })
-    const f = connect(t, frozen.url, READY_ON_STARTED, live)
+    const frozen = await vendor(t, { onText: STARTED })
+    const f = connect(t, frozen.url, READY_ON_STARTED, LIVE)
     t.equal((await f.next()).what, 'ready')
     const ws = await frozen.connected
     ;(ws as unknown as { _socket: { pause: () => void } })._socket.pause()

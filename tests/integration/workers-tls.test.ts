@@ -1,7 +1,6 @@
 import t from 'tap'
-import { createHash } from 'node:crypto'
 import { initMessage } from '../../gateway/tools/simulate'
-import { uniqueFrame } from '../helpers/audio'
+import { uniqueFrame, uniqueFramesHash } from '../helpers/audio'
 import { AUDIO_TOKEN, platformLeg, routeTo, startVendor, until } from '../helpers/gateway'
 import { spawnGateway, type GatewayProcess } from '../helpers/process'
 import { throwawayCert } from '../helpers/tls'
@@ -12,12 +11,6 @@ import { throwawayCert } from '../helpers/tls'
 
 const init = (contactId: number): Record<string, unknown> =>
   initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
-
-function hashOf(leg: number, from: number, to: number): string {
-  const h = createHash('sha256')
-  for (let i = from; i < to; i++) h.update(uniqueFrame(leg, i))
-  return h.digest('hex')
-}
 
 const count = (out: string, event: string): number => out.split(`"event":"${event}"`).length - 1
 const lines = (g: GatewayProcess, event: string): Record<string, unknown>[] =>
@@ -110,7 +103,7 @@ t.test('serve --workers 2 with listen.tls: a leg back on the other worker is rel
     'results come back to the wss:// leg through the relay'
   )
   t.equal(v.sessions().length, 1, 'the vendor saw one session')
-  t.equal(v.sessions()[0].sha256, hashOf(id, 0, sent), 'with every byte in order')
+  t.equal(v.sessions()[0].sha256, uniqueFramesHash(id, 0, sent), 'with every byte in order')
   t.same(v.sessions()[0].texts, [], 'and no stop in between')
   t.equal(await sample(gw, 'assist_gateway_audio_reattach_total{route="demo",result="relayed"}'), 1, 'counted relayed')
 

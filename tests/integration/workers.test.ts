@@ -4,7 +4,7 @@ import { resolve } from 'node:path'
 import { WebSocket } from 'ws'
 import { startRealVendor } from '../../gateway/tools/real-vendors'
 import { initMessage } from '../../gateway/tools/simulate'
-import { uniqueFrame } from '../helpers/audio'
+import { uniqueFrame, uniqueFramesHash } from '../helpers/audio'
 import { AUDIO_TOKEN, platformLeg, routeTo, startVendor, until, type PlatformLegClient } from '../helpers/gateway'
 import { runCli } from '../helpers/cli'
 import { spawnGateway, type GatewayProcess } from '../helpers/process'
@@ -12,12 +12,6 @@ import { spawnGateway, type GatewayProcess } from '../helpers/process'
 // One gateway process with `serve --workers 2` (the built CLI), one json-events emulator in this process.
 const init = (contactId: number): Record<string, unknown> =>
   initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
-
-function hashOf(leg: number, from: number, to: number): string {
-  const h = createHash('sha256')
-  for (let i = from; i < to; i++) h.update(uniqueFrame(leg, i))
-  return h.digest('hex')
-}
 
 const scrape = async (g: GatewayProcess): Promise<string> => await (await fetch(g.adminUrl('/metrics'))).text()
 const sample = (text: string, series: string): number => {
@@ -145,7 +139,7 @@ t.test('serve --workers 2: one port, one admin port, sessions across workers, a 
     t.ok(await send(20), 'frames cross from the worker that has the leg to the one that has the session')
     t.ok(await until(() => leg.messages.length > messages), 'results come back through the other worker')
     t.equal(v.sessions().length, opened + 1, 'the vendor saw one session')
-    t.equal(v.sessions()[opened].sha256, hashOf(id, 0, sent), 'with every byte in order')
+    t.equal(v.sessions()[opened].sha256, uniqueFramesHash(id, 0, sent), 'with every byte in order')
     t.same(v.sessions()[opened].texts, [], 'and no stop in between')
     t.match(await scrape(gw), /assist_gateway_audio_reattach_total\{route="demo",result="same_session"\} [1-9]/)
     leg.ws.close(1000)
