@@ -151,6 +151,7 @@ export class VendorSocket {
     this.pingNow(this.dueAt)
     socket?.uncork()
   }
+
   /** Keep what the socket still holds before it is torn down (the first time only). */
   private noteUnread(): void {
     if (this.unreadAtLoss < 0) this.unreadAtLoss = this.ws.bufferedAmount
