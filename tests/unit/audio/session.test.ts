@@ -1,5 +1,5 @@
 import t from 'tap'
-import { FakeOwner, frame, harness } from './harness'
+import { type FakeConnection, FakeOwner, frame, type Harness, harness } from './harness'
 
 // The vendor session state machine on fake connections and a fake clock (tests/unit/audio/harness.ts).
 
@@ -297,17 +297,37 @@ t.test(
   }
 )
 
+/**
+ * A session that rotates after 1 s: the first connection ready (`confirmWaits`: it holds its
+ * confirmation until told), `before` run on it, then the clock past the rotation and the replacement ready.
+ */
+function rotated(
+  opts: {
+    audio?: NonNullable<Parameters<typeof harness>[0]>['audio']
+    confirmWaits?: boolean
+    before?: (h: Harness) => void
+  } = {}
+): { h: Harness; first: FakeConnection; second: FakeConnection } {
+  const h = harness({ audio: { rotateAfterMs: 1000, ...opts.audio } })
+  h.session.start(null)
+  h.conn().ready()
+  const first = h.conn()
+  first.confirmWaits = opts.confirmWaits ?? false
+  opts.before?.(h)
+  h.clock.advance(1000)
+  const second = h.conn()
+  second.ready()
+  return { h, first, second }
+}
+
 t.test(
   'issue 19: a retired connection whose goodbye the vendor never completes: what it had not read is counted lost, also after the leg ended',
   async t => {
-    const h = harness({ audio: { rotateAfterMs: 1000 } })
-    h.session.start(null)
-    h.conn().ready()
-    const first = h.conn()
-    for (let i = 0; i < 3; i++) h.session.feed.write(frame(i))
-    h.clock.advance(1000)
-    const second = h.conn()
-    second.ready()
+    const { h, first, second } = rotated({
+      before: h => {
+        for (let i = 0; i < 3; i++) h.session.feed.write(frame(i))
+      }
+    })
     t.equal(first.state, 'CLOSING', 'rotated: the old one says goodbye')
     first.goodbyeUnconfirmed(3 * 160)
     t.equal(h.session.counters.dropFailoverUnreplayed, 3, 'the 3 frames it never read are counted')
@@ -326,14 +346,7 @@ t.test(
 t.test(
   'issue 19: make-before-break switches only once the current connection confirmed what it was sent (its pong)',
   async t => {
-    const h = harness({ audio: { rotateAfterMs: 1000 } })
-    h.session.start(null)
-    h.conn().ready()
-    const first = h.conn()
-    first.confirmWaits = true
-    h.clock.advance(1000)
-    const second = h.conn()
-    second.ready()
+    const { h, first, second } = rotated({ confirmWaits: true })
     h.session.feed.write(frame(1))
     t.equal(first.state, 'READY', 'not yet: the current one has not confirmed')
     t.same(first.frames, [1], 'and still carries the audio')
@@ -347,14 +360,7 @@ t.test(
 t.test(
   'a confirmation that comes while the session resumes after a re-attach still completes the handover',
   async t => {
-    const h = harness({ audio: { rotateAfterMs: 1000, resume: async () => ({ type: 'resume' }) } })
-    h.session.start(null)
-    h.conn().ready()
-    const first = h.conn()
-    first.confirmWaits = true
-    h.clock.advance(1000)
-    const second = h.conn()
-    second.ready()
+    const { h, first, second } = rotated({ audio: { resume: async () => ({ type: 'resume' }) }, confirmWaits: true })
     h.session.park()
     h.registry.claim('r:1:2:TX', new FakeOwner(), { again: true }, h.logs.log)
     t.equal(h.session.state, 'RESUMING')
@@ -367,15 +373,12 @@ t.test(
 t.test(
   'issue 19: the current connection lost while a ready replacement waits for its confirmation: the replacement takes over with the replay, nothing else opened',
   async t => {
-    const h = harness({ audio: { rotateAfterMs: 1000 } })
-    h.session.start(null)
-    h.conn().ready()
-    const first = h.conn()
-    first.confirmWaits = true
-    for (let i = 0; i < 3; i++) h.session.feed.write(frame(i))
-    h.clock.advance(1000)
-    const second = h.conn()
-    second.ready()
+    const { h, first, second } = rotated({
+      confirmWaits: true,
+      before: h => {
+        for (let i = 0; i < 3; i++) h.session.feed.write(frame(i))
+      }
+    })
     h.session.feed.write(frame(3))
     // A frozen vendor: its pong never comes, the heartbeat finds it lost.
     first.lossReport = () => ({ bytesSinceLife: 2 * 160, unreadBytes: 0, lastLifeAt: 0 })
