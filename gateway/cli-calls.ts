@@ -6,7 +6,7 @@ import type { CallRecord } from './store/port'
 export const ADMIN_TOKEN_ENV = 'GATEWAY_ADMIN_TOKEN'
 
 /** What `GET /admin/calls` answers. */
-interface CallsAnswer {
+export interface CallsAnswer {
   contactId: string
   answeredBy: string
   store: string

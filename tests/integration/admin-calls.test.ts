@@ -1,5 +1,6 @@
 import t from 'tap'
 import { randomUUID } from 'node:crypto'
+import type { CallsAnswer } from '../../gateway/cli-calls'
 import { initMessage } from '../../gateway/tools/simulate'
 import { uniqueFrame } from '../helpers/audio'
 import { runCli } from '../helpers/cli'
@@ -12,36 +13,14 @@ import { needRedis } from '../helpers/redis'
 const init = (contactId: number, perspective: 'TX' | 'RX' = 'TX'): Record<string, unknown> =>
   initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective })
 
-interface Call {
-  contactId: string
-  legId: string
-  instance: string
-  process: string
-  worker: number | null
-  route: string
-  perspective: string
-  state: string
-  replica: string
-  framesFromPlatform: number
-  bytesFromPlatform: number
-  lastFrameAgeMs: number | null
-  failovers: number
-  gapMs: number
-  resultsSent?: number
-  startedAt: string
-}
-interface Answer {
-  contactId: string
-  store: string
-  calls: Call[]
-}
+type Call = CallsAnswer['calls'][number]
 
-async function calls(adminUrl: (p: string) => string, contact: number | string, token?: string): Promise<Answer> {
+async function calls(adminUrl: (p: string) => string, contact: number | string, token?: string): Promise<CallsAnswer> {
   const r = await fetch(adminUrl(`/admin/calls?contactId=${contact}`), {
     headers: token === undefined ? {} : { authorization: `Bearer ${token}` }
   })
   if (r.status !== 200) throw new Error(`GET /admin/calls answered ${r.status}: ${await r.text()}`)
-  return (await r.json()) as Answer
+  return (await r.json()) as CallsAnswer
 }
 
 const ADMIN_TOKEN = 'admin-token-0123456789abcdef'
