@@ -101,8 +101,12 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
   const final = new FinalScrape()
   let nextAsk = 1
 
+  // A worker can close its channel while it exits before this process sees it disconnect: the send then
+  // fails (EPIPE) after `connected` said yes. With a callback the failure comes back here instead of as an
+  // unhandled 'error' event that would end the main process (its drain and final scrape with it); the
+  // worker's 'exit' handling covers what the message was for.
   const post = (slot: Slot, m: ToWorker): void => {
-    if (slot.child?.connected) slot.child.send(m)
+    if (slot.child?.connected) slot.child.send(m, ignoreSendError)
   }
   const everyUp = (): Slot[] => slots.filter(s => s.up)
   const syncAll = (): void => {
@@ -340,3 +344,6 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
     }
   }
 }
+
+/** `ChildProcess.send`'s callback for a worker that may be exiting: the failed message is not needed. */
+function ignoreSendError(_err: Error | null): void {}
