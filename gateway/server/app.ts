@@ -19,6 +19,7 @@ import type { UpstreamPool } from '../upstream/pool'
 import { type AdminGate, adminRefused, mountAdmin, mountHealth, mountMetrics } from './admin'
 import { mountCalls } from './calls-route'
 import { fleetApp } from './fleet-listener'
+import { listen, type PortUse } from './listen'
 import { mountAudio } from './audio-route'
 import { mountExamples } from './examples'
 import { mountText } from './text-route'
@@ -263,8 +264,8 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const fleet = fleetCfg.advertiseUrl !== undefined ? fleetApp(state, 'instance', fleetCfg.tls ?? null) : null
 
   const sockets: uWS.us_listen_socket[] = []
-  const open = async (a: uWS.TemplatedApp, host: string, p: number): Promise<number> => {
-    const socket = await listen(a, host, p)
+  const open = async (a: uWS.TemplatedApp, host: string, p: number, use?: PortUse): Promise<number> => {
+    const socket = await listen(a, host, p, use)
     sockets.push(socket)
     return uWS.us_socket_local_port(socket as unknown as uWS.us_socket)
   }
@@ -273,7 +274,9 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   let metricsPort = 0
   let scrapeSocket: uWS.us_listen_socket | null = null
   try {
-    port = await open(app, config.listen.host, config.listen.port)
+    // A worker shares the public and fleet ports with its siblings (their main process claimed them).
+    const sharing: PortUse = worker !== undefined ? 'shared' : 'exclusive'
+    port = await open(app, config.listen.host, config.listen.port, sharing)
     adminPort =
       worker !== undefined ? await open(admin, '127.0.0.1', 0) : await open(admin, config.admin.host, config.admin.port)
     if (scrape !== null) {
@@ -282,7 +285,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     }
     if (loopback !== null) holder.local = `ws://127.0.0.1:${await open(loopback, '127.0.0.1', 0)}`
     if (fleet !== null) {
-      const fleetPort = await open(fleet, fleetCfg.host, worker?.fleetPort ?? fleetCfg.port)
+      const fleetPort = await open(fleet, fleetCfg.host, worker?.fleetPort ?? fleetCfg.port, sharing)
       holder.url = advertisedUrl(fleetCfg.advertiseUrl, fleetPort)
     }
   } catch (err) {
@@ -379,15 +382,6 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       closeScrape()
     }
   }
-}
-
-function listen(app: uWS.TemplatedApp, host: string, port: number): Promise<uWS.us_listen_socket> {
-  return new Promise((resolve, reject) => {
-    app.listen(host, port, socket => {
-      if (socket === false) reject(new Error(`cannot listen on ${host}:${port} (in use, or not permitted)`))
-      else resolve(socket)
-    })
-  })
 }
 
 /** `fleet.advertiseUrl` with the fleet listener's port when it names none; '' when not set. */

@@ -3,6 +3,7 @@ import type { Config } from '../config/types'
 import { type AdminGate, guarded } from '../server/admin'
 import { answerCalls } from '../server/calls-route'
 import { send, sendJson } from '../server/http'
+import { listen } from '../server/listen'
 import { notFound } from '../server/refusals'
 import type { Store } from '../store/port'
 import type { Logger } from '../telemetry/log'
@@ -229,12 +230,7 @@ export async function startMainListeners(
 
   const sockets: uWS.us_listen_socket[] = []
   const open = async (app: uWS.TemplatedApp, listenHost: string, port: number): Promise<number> => {
-    const socket = await new Promise<uWS.us_listen_socket>((resolve, reject) => {
-      app.listen(listenHost, port, s => {
-        if (s === false) reject(new Error(`cannot listen on ${listenHost}:${port} (in use, or not permitted)`))
-        else resolve(s)
-      })
-    })
+    const socket = await listen(app, listenHost, port)
     sockets.push(socket)
     return uWS.us_socket_local_port(socket as unknown as uWS.us_socket)
   }

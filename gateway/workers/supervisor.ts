@@ -1,9 +1,9 @@
 import { fork, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { createServer } from 'node:net'
 import { FleetKey } from '../auth/fleet-key'
 import { systemClock } from '../clock'
 import { adminRefused } from '../server/admin'
+import { claimPort } from '../server/listen'
 import type { Config } from '../config/types'
 import { MemoryStore } from '../store/memory'
 import type { Store } from '../store/port'
@@ -51,17 +51,6 @@ interface Slot {
   quickExits: number
 }
 
-async function freePort(host: string): Promise<number> {
-  const s = createServer()
-  await new Promise<void>((resolve, reject) => {
-    s.once('error', reject)
-    s.listen(0, host, () => resolve())
-  })
-  const port = (s.address() as { port: number }).port
-  await new Promise<void>(resolve => s.close(() => resolve()))
-  return port
-}
-
 /**
  * `serve --workers N` (N > 1): the main process. It forks N worker processes (each a whole gateway whose
  * uWS apps listen on the same public and fleet ports: SO_REUSEPORT, the kernel spreads new connections),
@@ -82,8 +71,12 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
   await store.start()
   const fleetKey = FleetKey.fromConfig(config) ?? FleetKey.random()
   const adminToken = randomBytes(32).toString('base64url')
-  const port = config.listen.port !== 0 ? config.listen.port : await freePort(config.listen.host)
-  const fleetPort = config.fleet.port !== 0 ? config.fleet.port : await freePort(config.fleet.host)
+  // Claimed before the workers share them (server/listen.ts): a port another process holds stops the start.
+  const port = await claimPort(config.listen.host, config.listen.port)
+  const fleetPort =
+    config.fleet.advertiseUrl !== undefined || config.fleet.port === 0
+      ? await claimPort(config.fleet.host, config.fleet.port)
+      : config.fleet.port
   const slots: Slot[] = Array.from({ length: opts.workers }, (_, index) => ({
     index,
     child: null,
