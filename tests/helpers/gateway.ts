@@ -157,13 +157,24 @@ export function platformLeg(
   })
   const messages: Record<string, unknown>[] = []
   let resolveAnswer!: (v: Record<string, unknown>) => void
-  const answer = new Promise<Record<string, unknown>>(resolve => {
+  let rejectAnswer!: (err: Error) => void
+  const answer = new Promise<Record<string, unknown>>((resolve, reject) => {
     resolveAnswer = resolve
+    rejectAnswer = reject
   })
+  // A test that never reads the answer is not failed by its absence; one that awaits it gets the error.
+  answer.catch(() => {})
+  let failure = ''
   const closed = new Promise<{ code: number; reason: string }>(resolve => {
-    ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() }))
+    ws.on('close', (code, reason) => {
+      // A leg that ends without a text message never gets an answer: say so rather than wait forever.
+      rejectAnswer(new Error(`the leg to ${url} closed (${code} ${reason.toString()}) before any answer${failure}`))
+      resolve({ code, reason: reason.toString() })
+    })
   })
-  ws.on('error', () => {})
+  ws.on('error', err => {
+    failure = `: ${err.message}`
+  })
   let first = true
   ws.on('message', (data, isBinary) => {
     if (isBinary) return

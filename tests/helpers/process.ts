@@ -38,6 +38,22 @@ export async function spawnGateway(
   config: Record<string, unknown>,
   env: Record<string, string> = {}
 ): Promise<GatewayProcess> {
+  // A free port is read, let go and bound again by the child: in between, another test of the suite may
+  // take it. The gateway holds its ports exclusively (server/listen.ts), so that shows as a start that
+  // cannot listen, and a start with fresh ports is all it takes; anything else that ends a start is thrown.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await spawnOnce(t, config, env)
+    } catch (err) {
+      if (attempt === 3 || !(err instanceof PortTaken)) throw err
+    }
+  }
+}
+
+/** A start that ended because a port it was given had been taken since it was found free. */
+class PortTaken extends Error {}
+
+async function spawnOnce(t: T, config: Record<string, unknown>, env: Record<string, string>): Promise<GatewayProcess> {
   const [port, metricsPort, adminPort, fleetPort] = [
     await freePort(),
     await freePort(),
@@ -103,7 +119,11 @@ export async function spawnGateway(
   // Polled: it returns as soon as /livez answers; the limit only names a start that never comes.
   const deadline = Date.now() + 60_000
   for (;;) {
-    if (child.exitCode !== null) throw new Error(`gateway process exited: ${out}`)
+    if (child.exitCode !== null) {
+      await exited
+      const taken = /cannot listen on 127\.0\.0\.1:\d+ \(in use/.test(out)
+      throw new (taken ? PortTaken : Error)(`gateway process exited: ${out}`)
+    }
     try {
       if ((await fetch(`http://127.0.0.1:${metricsPort}/livez`)).status === 200) break
     } catch {
