@@ -1,6 +1,6 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { createServer } from 'node:net'
+import { connect, createServer } from 'node:net'
 import { join } from 'node:path'
 import { stringify } from 'yaml'
 import { spawnCli } from './cli'
@@ -26,6 +26,30 @@ export async function freePort(): Promise<number> {
   const port = (s.address() as { port: number }).port
   await new Promise<void>(resolve => s.close(() => resolve()))
   return port
+}
+
+/**
+ * `n` distinct ports on 127.0.0.1 that refuse connections for the whole run: low ports (from 2 up) that
+ * refuse now (port 1, like 7, 9 and others, is on fetch's list of bad ports: fetch refuses it itself). A port read free and let go (`freePort`) is not that: another test of the suite may bind it
+ * a moment later, and a connection meant to be refused then reaches that test's listener. Tests only ever
+ * bind ephemeral ports, which the kernel takes from far above these.
+ */
+export async function refusedPorts(n: number): Promise<number[]> {
+  const ports: number[] = []
+  for (let p = 2; ports.length < n && p < 1024; p++) if (await refuses(p)) ports.push(p)
+  if (ports.length < n) throw new Error(`fewer than ${n} ports below 1024 refuse connections on 127.0.0.1`)
+  return ports
+}
+
+function refuses(port: number): Promise<boolean> {
+  return new Promise(resolve => {
+    const socket = connect(port, '127.0.0.1')
+    socket.once('connect', () => {
+      socket.destroy()
+      resolve(false)
+    })
+    socket.once('error', err => resolve((err as NodeJS.ErrnoException).code === 'ECONNREFUSED'))
+  })
 }
 
 /**

@@ -5,7 +5,7 @@ import { initMessage } from '../../gateway/tools/simulate'
 import { uniqueFrame } from '../helpers/audio'
 import { runCli } from '../helpers/cli'
 import { AUDIO_TOKEN, platformLeg, roundTrip, routeTo, startGateway, startVendor, until } from '../helpers/gateway'
-import { freePort, spawnGateway } from '../helpers/process'
+import { refusedPorts, spawnGateway } from '../helpers/process'
 import { needRedis } from '../helpers/redis'
 
 // GET /admin/calls and `assist-gateway calls`: where a contact's legs are, through the store.
@@ -205,7 +205,7 @@ t.test('the calls command: its usage errors, an unreachable admin API, a 401', a
   const fromEnv = await runCli(['calls', '--admin', base, '--contact', '1'], { GATEWAY_ADMIN_TOKEN: ADMIN_TOKEN })
   t.equal(fromEnv.code, 0, 'the token from $GATEWAY_ADMIN_TOKEN')
   t.notMatch(fromEnv.stdout + fromEnv.stderr, new RegExp(ADMIN_TOKEN))
-  const nobody = await freePort()
+  const [nobody] = await refusedPorts(1)
   const down = await runCli(['calls', '--admin', `http://127.0.0.1:${nobody}`, '--contact', '1'])
   t.equal(down.code, 1)
   t.match(down.stderr, new RegExp(`cannot reach the admin API at http://127\\.0\\.0\\.1:${nobody}: ECONNREFUSED`))

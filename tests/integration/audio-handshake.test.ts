@@ -1,7 +1,7 @@
 import t from 'tap'
 import { initMessage } from '../../gateway/tools/simulate'
 import { AUDIO_TOKEN, platformLeg, routeTo, startGateway, startVendor, until } from '../helpers/gateway'
-import { freePort } from '../helpers/process'
+import { refusedPorts } from '../helpers/process'
 
 const init = (over: Record<string, unknown> = {}): Record<string, unknown> => ({
   ...initMessage({ token: AUDIO_TOKEN, contactId: 1001, busNo: 4594, perspective: 'TX' }),
@@ -128,8 +128,7 @@ t.test('a binary first frame is refused with close 1007', async t => {
 })
 
 t.test('a route whose upstream is unreachable is answered ERROR and close 1013', async t => {
-  // A port that refuses connections.
-  const port = await freePort()
+  const [port] = await refusedPorts(1)
   const gw = await startGateway(t, {
     routes: {
       dead: {

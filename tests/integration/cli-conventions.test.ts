@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs'
 import { type AddressInfo, createServer } from 'node:net'
 import { join } from 'node:path'
 import { WebSocketServer } from 'ws'
-import { freePort } from '../helpers/process'
+import { refusedPorts } from '../helpers/process'
 
 // The BUILT command line (bin/assist-gateway.js → dist/), as an operator runs it: plain node, no TypeScript
 // loader. dist/ is brought up to date first with the same script `npm start` uses (quick when it is current).
@@ -282,7 +282,7 @@ t.test('simulate audio exits 0 only when every leg connected and ran to its end'
     sim('/ok', '--legs', '2'),
     sim('/cut', '--legs', '2'),
     sim('/ends-early'),
-    cli(['simulate', 'audio', '--url', `ws://127.0.0.1:${await freePort()}/audio/demo`])
+    cli(['simulate', 'audio', '--url', `ws://127.0.0.1:${(await refusedPorts(1))[0]}/audio/demo`])
   ])
   t.equal(ok.code, 0, ok.err)
   t.match(ok.out, /^leg 1 closed 1000 done$/m)
@@ -297,7 +297,14 @@ t.test('simulate audio exits 0 only when every leg connected and ran to its end'
 })
 
 t.test('simulate text against a closed port exits 1', async t => {
-  const r = await cli(['simulate', 'text', '--url', `http://127.0.0.1:${await freePort()}/text/demo`, '--text', 'hi'])
+  const r = await cli([
+    'simulate',
+    'text',
+    '--url',
+    `http://127.0.0.1:${(await refusedPorts(1))[0]}/text/demo`,
+    '--text',
+    'hi'
+  ])
   t.equal(r.code, 1)
   t.match(r.out, /^error connect ECONNREFUSED/m)
 })

@@ -1,22 +1,13 @@
 import t from 'tap'
-import { createServer, type AddressInfo } from 'node:net'
 import { connect as tlsConnect } from 'node:tls'
 import { request } from 'undici'
 import { initMessage } from '../../gateway/tools/simulate'
 import { AUDIO_TOKEN, TEXT_TOKEN, platformLeg, routeTo, startGateway, startVendor, until } from '../helpers/gateway'
 import { holdingGate } from '../helpers/gate'
 import { post, startTlsGateway, utterance, type Answer } from '../helpers/tls'
+import { refusedPorts } from '../helpers/process'
 
 const VENDOR_KEY = 'vendor-key-0a1b2c3d4e5f'
-
-/** A port nothing listens on (bound, read, closed). */
-async function deadPort(): Promise<number> {
-  const srv = createServer()
-  await new Promise<void>(resolve => srv.listen(0, '127.0.0.1', resolve))
-  const port = (srv.address() as AddressInfo).port
-  await new Promise<void>(resolve => srv.close(() => resolve()))
-  return port
-}
 
 function pointersOf(a: Answer): string[] {
   return ((a.json?.invalidParams ?? []) as { pointer: string }[]).map(p => p.pointer).sort()
@@ -334,8 +325,7 @@ t.test(
   async t => {
     const failing = await startVendor(t, { kind: 'json-events', text: { status: 500 } })
     const good = await startVendor(t, { kind: 'json-events' })
-    const dead = await deadPort()
-    const dead2 = await deadPort()
+    const [dead, dead2] = await refusedPorts(2)
     const gw = await startTlsGateway(t, {
       routes: {
         failing: routeTo([failing], 'mappings/json-events.yaml'),

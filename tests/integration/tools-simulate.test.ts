@@ -1,8 +1,8 @@
 import t from 'tap'
-import { createServer } from 'node:net'
 import { WebSocketServer, type WebSocket, type RawData } from 'ws'
 import { initMessage, simulateAudio, type SimulatedLeg } from '../../gateway/tools/simulate'
 import { FakeClock, flush } from '../helpers/fake-clock'
+import { refusedPorts } from '../helpers/process'
 
 type Json = Record<string, unknown>
 
@@ -228,13 +228,7 @@ t.test('a dropped connection is recorded as 1006', async t => {
 })
 
 t.test('connection refused', async t => {
-  const port = await new Promise<number>(resolve => {
-    const s = createServer()
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number }
-      s.close(() => resolve(port))
-    })
-  })
+  const [port] = await refusedPorts(1)
   const [leg] = await simulateAudio({ url: `ws://127.0.0.1:${port}/`, clip: Buffer.alloc(160) })
   t.equal(leg.closeCode, 1006)
   t.match(leg.error, /ECONNREFUSED/)
