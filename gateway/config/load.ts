@@ -222,6 +222,7 @@ function listenerProblems(cfg: Record<string, any>, dir: string): { pointer: str
         'listener (metrics.port, 9464 by default), and the admin API (/admin/*) listens on its own port (9465 by ' +
         'default); set admin.port to another port, or leave it out'
     })
+  out.push(...sharedPorts(cfg))
   if (cfg.fleet.secret !== undefined && cfg.fleet.secret.length < 16)
     out.push({ pointer: '/fleet/secret', message: 'must be 16 characters or more' })
   for (const key of ['cert', 'key', 'ca']) {
@@ -231,6 +232,31 @@ function listenerProblems(cfg: Record<string, any>, dir: string): { pointer: str
     if (found === null) out.push({ pointer: `/fleet/tls/${key}`, message: `file ${f} not found` })
     else cfg.fleet.tls[key] = found
   }
+  return out
+}
+
+const WILDCARD = /^(0\.0\.0\.0|::|\[::\])$/
+
+/**
+ * Two listeners of this gateway on one port: the second could not bind (each holds its port alone,
+ * server/listen.ts), and the start would blame another process. Ports clash when the hosts are the same
+ * or either is a wildcard; port 0 (ephemeral) never does. The fleet listener counts when it is opened
+ * (`fleet.advertiseUrl`). The admin/metrics pair has its own message above.
+ */
+function sharedPorts(cfg: Record<string, any>): { pointer: string; message: string }[] {
+  const out: { pointer: string; message: string }[] = []
+  const listeners = ['listen', 'metrics', 'admin', ...(cfg.fleet.advertiseUrl !== undefined ? ['fleet'] : [])]
+  const overlap = (a: string, b: string): boolean => a === b || WILDCARD.test(a) || WILDCARD.test(b)
+  listeners.forEach((b, j) => {
+    const clash = listeners
+      .slice(0, j)
+      .find(a => cfg[a].port !== 0 && cfg[a].port === cfg[b].port && overlap(cfg[a].host, cfg[b].host))
+    if (clash !== undefined && !(clash === 'metrics' && b === 'admin'))
+      out.push({
+        pointer: `/${b}/port`,
+        message: `${b}.port ${cfg[b].port} is also ${clash}.port: each listener needs a port of its own`
+      })
+  })
   return out
 }
 

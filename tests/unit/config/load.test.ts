@@ -247,3 +247,42 @@ t.test(
     )
   }
 )
+
+t.test(
+  'two listeners on one port are a problem at the second, unless their hosts differ (wildcards overlap all)',
+  async t => {
+    const dir = t.testdir({
+      'metrics.yaml': `listen: { port: 9000 }\nmetrics: { port: 9000 }\n${ROUTE}`,
+      'fleet.yaml': `listen: { port: 9000 }\nfleet: { port: 9000, advertiseUrl: ws://10.0.0.5 }\n${ROUTE}`,
+      'apart.yaml': `listen: { host: 10.0.0.5, port: 9000 }\nadmin: { host: 127.0.0.1, port: 9000 }\n${ROUTE}`,
+      'unopened.yaml': `listen: { port: 9000 }\nfleet: { port: 9000 }\n${ROUTE}`,
+      'ephemeral.yaml': `listen: { port: 0 }\nmetrics: { port: 0 }\nadmin: { port: 0 }\n${ROUTE}`
+    })
+    const env = { TOK: 'abcd-token' }
+    const metrics = t.throws(() => loadConfig(join(dir, 'metrics.yaml'), env)) as unknown as ConfigError
+    t.match(metrics.problems, [
+      {
+        pointer: '/metrics/port',
+        message: 'metrics.port 9000 is also listen.port: each listener needs a port of its own',
+        line: 2
+      }
+    ])
+    const fleet = t.throws(() => loadConfig(join(dir, 'fleet.yaml'), env)) as unknown as ConfigError
+    t.match(
+      fleet.problems,
+      [{ pointer: '/fleet/port', message: /is also listen\.port/ }],
+      'an advertised fleet listener counts'
+    )
+    const viaEnv = t.throws(() =>
+      loadConfig(join(dir, 'apart.yaml'), { ...env, PORT: '9464' })
+    ) as unknown as ConfigError
+    t.match(
+      viaEnv.problems,
+      [{ pointer: '/metrics/port', message: /is also listen\.port/ }],
+      'after PORT overrides the file'
+    )
+    t.equal(loadConfig(join(dir, 'apart.yaml'), env).admin.port, 9000, 'different addresses may share a port number')
+    t.equal(loadConfig(join(dir, 'unopened.yaml'), env).fleet.port, 9000, 'a fleet listener never opened takes no port')
+    t.equal(loadConfig(join(dir, 'ephemeral.yaml'), env).listen.port, 0, 'port 0 is a new port each time')
+  }
+)
