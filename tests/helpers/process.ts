@@ -30,9 +30,10 @@ export async function freePort(): Promise<number> {
 
 /**
  * `n` distinct ports on 127.0.0.1 that refuse connections for the whole run: low ports (from 2 up) that
- * refuse now (port 1, like 7, 9 and others, is on fetch's list of bad ports: fetch refuses it itself). A port read free and let go (`freePort`) is not that: another test of the suite may bind it
- * a moment later, and a connection meant to be refused then reaches that test's listener. Tests only ever
- * bind ephemeral ports, which the kernel takes from far above these.
+ * refuse now. Port 1, like 7, 9 and others, is on fetch's list of bad ports: fetch refuses it itself.
+ * A port read free and let go (`freePort`) is not that: another test of the suite may bind it a moment
+ * later, and a connection meant to be refused then reaches that test's listener. No test binds a port
+ * below 1024: they take ephemeral ones, and redis-server ones from 20000 up.
  */
 export async function refusedPorts(n: number): Promise<number[]> {
   const ports: number[] = []
