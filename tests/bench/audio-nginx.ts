@@ -16,7 +16,6 @@
  * `--floor`: uWS + `ws` with the default coalescing and nothing else (audio-floor.ts), in the same rounds.
  */
 import { randomBytes } from 'node:crypto'
-import { cpus } from 'node:os'
 import { type BenchMapping, BENCH_MAPPINGS, type Gateway, startGateway } from './audio'
 import {
   exited,
@@ -25,7 +24,7 @@ import {
   fmtKiB,
   machineLine,
   numberFlag,
-  pin,
+  pinApart,
   procCpu,
   progress,
   Report,
@@ -191,7 +190,6 @@ export async function runAudioVsNginx(flags: Map<string, string>): Promise<Recor
         ? 'audio: --no-nginx: the gateway alone'
         : 'audio: nginx is not installed: absolute figures only'
     )
-  const cores = cpus().length
   const token = `bench-${randomBytes(12).toString('hex')}`
 
   const sink = await Sink.start(0)
@@ -239,18 +237,16 @@ export async function runAudioVsNginx(flags: Map<string, string>): Promise<Recor
   const floor = flags.has('floor') ? await startAudioFloor(sink.url, 100) : null
   let pinning = 'off (--no-pin)'
   if (!flags.has('no-pin')) {
-    const last = String(cores - 1)
-    const rest = cores > 2 ? `0-${cores - 2}` : '0'
-    const ok =
-      cores >= 2 &&
-      gws.every(g => pin(g.gw.pid, last)) &&
-      (proxy === null || nginxPids(proxy).every(p => pin(p, last))) &&
-      (floor === null || pin(floor.pid, last)) &&
-      pin(sink.pid, rest) &&
-      pin(process.pid, rest)
-    pinning = ok
-      ? `gateway${proxy !== null ? ' and nginx' : ''} on core ${last}; load generator and sink on ${rest}`
-      : 'not possible (one core, or taskset unavailable)'
+    const measured = [
+      ...gws.map(g => g.gw.pid),
+      ...(proxy === null ? [] : nginxPids(proxy)),
+      ...(floor === null ? [] : [floor.pid])
+    ]
+    const p = pinApart(measured, [sink.pid, process.pid])
+    pinning =
+      p !== null
+        ? `gateway${proxy !== null ? ' and nginx' : ''} on core ${p.measured}; load generator and sink on ${p.tools}`
+        : 'not possible (one core, or taskset unavailable)'
   }
   progress(`audio: pinning: ${pinning}`)
   const targets: Target[] = gws.map(({ gw, name }) => gatewayTarget(name, gw))

@@ -34,7 +34,7 @@ import {
   machineCpu,
   machineShare,
   PACKAGE_ROOT,
-  pin,
+  pinApart,
   procCpu,
   progress,
   Report,
@@ -310,11 +310,12 @@ export async function runAudio(flags: Map<string, string>): Promise<Record<strin
   let pinning = 'off (--no-pin)'
   let pinned = false
   if (!flags.has('no-pin')) {
-    const toolCores = cores > 2 ? `0-${cores - 2}` : '0'
-    pinned = cores >= 2 && pin(gw.pid, String(cores - 1)) && pin(sink.pid, toolCores) && pin(process.pid, toolCores)
-    pinning = pinned
-      ? `gateway on core ${cores - 1}; load generator and sink on core ${toolCores}`
-      : 'not possible (one core, or taskset unavailable)'
+    const p = pinApart([gw.pid], [sink.pid, process.pid])
+    pinned = p !== null
+    pinning =
+      p !== null
+        ? `gateway on core ${p.measured}; load generator and sink on core ${p.tools}`
+        : 'not possible (one core, or taskset unavailable)'
   }
   progress(`audio: CPU pinning: ${pinning}`)
 
