@@ -23,6 +23,8 @@ import {
   fmtInt,
   fmtKiB,
   machineLine,
+  noisy,
+  noisyMark,
   numberFlag,
   pinApart,
   procCpu,
@@ -39,7 +41,6 @@ import {
 import { LoadGen } from './loadgen'
 import { startAudioFloor } from './audio-floor'
 import { findNginx, nginxPids, nginxVersion, startNginx } from './nginx'
-import { noisy } from './text-nginx'
 
 export const AUDIO_NGINX_FLAGS = ['rounds', 'vendor-ping-seconds']
 export const AUDIO_NGINX_BOOLEANS = ['vs-nginx', 'no-nginx', 'floor']
@@ -320,10 +321,7 @@ export async function runAudioVsNginx(flags: Map<string, string>): Promise<Recor
         `${f.name} CPU per frame`,
         `${fmt(f.cpuUsPerFrame, 2)} µs (rounds ${f.cpuEach.map(x => fmt(x, 2)).join(', ')}); ${fmt(f.cpuPct, 1)} % of one core`
       )
-      rep.row(
-        `${f.name} waiting for a CPU`,
-        `${fmt(f.waitMsPerS, 1)} ms/s in the run queue${f.waitMsPerS > 50 ? '  ← NOISY: other programs took its core; figures are not its own' : ''}`
-      )
+      rep.row(`${f.name} waiting for a CPU`, `${fmt(f.waitMsPerS, 1)} ms/s in the run queue${noisyMark(f.waitMsPerS)}`)
       rep.row(`${f.name} added latency`, `p50 ${fmt(f.addedP50, 3)} ms, p99 ${fmt(f.addedP99, 3)} ms`)
       rep.row(
         `${f.name} loss`,

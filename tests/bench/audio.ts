@@ -34,6 +34,7 @@ import {
   machineCpu,
   machineShare,
   PACKAGE_ROOT,
+  NOISY_WAIT_MS_PER_S,
   pinApart,
   procCpu,
   progress,
@@ -464,7 +465,7 @@ export async function runAudio(flags: Map<string, string>): Promise<Record<strin
     'other programs (approx.)',
     `${fmt(othersPct, 1)} % of one core${othersPct > 25 ? '  ← NOISY: other programs were busy; rerun on a quiet machine' : ''}`
   )
-  const gwStarved = pinned && waitMsPerS(gwWait) > 50
+  const gwStarved = pinned && waitMsPerS(gwWait) > NOISY_WAIT_MS_PER_S
   r.row(
     'waiting for a CPU (run queue)',
     `gateway ${fmt(waitMsPerS(gwWait), 1)} ms/s, load generator ${fmt(waitMsPerS(genWait), 1)} ms/s, sink ${fmt(waitMsPerS(sinkWait), 1)} ms/s (main threads, /proc/<pid>/schedstat)${gwStarved ? (profile ? "  (the profiler's sampling thread shares the gateway's core)" : "  ← NOISY: something else ran on the gateway's core") : ''}`

@@ -42,6 +42,7 @@ import {
   fmt,
   fmtInt,
   machineLine,
+  noisy,
   numberFlag,
   onExit,
   PACKAGE_ROOT,
@@ -50,10 +51,11 @@ import {
   round,
   Sink,
   stopChild,
+  waitCell,
   UsageError
 } from './lib'
 import { findNginx } from './nginx'
-import { BODY, childTarget, measureRound, noisy, startTextGateway, startTextUpstream } from './text-nginx'
+import { BODY, childTarget, measureRound, startTextGateway, startTextUpstream } from './text-nginx'
 import { findWrk, runWrk, wrkScript } from './wrk'
 
 export const CAPACITY_FLAGS = [
@@ -171,7 +173,7 @@ async function audioCapacity(o: {
           fmtInt(r.lost),
           `${fmtInt(r.framesPerSec)} (${fmt((100 * r.framesPerSec) / expected, 1)} %)`,
           `${fmt(r.cpuPct, 0)} %`,
-          `${fmt(r.waitMsPerS, 0)} ms/s${r.waitMsPerS > 50 ? ' NOISY' : ''}`,
+          waitCell(r.waitMsPerS),
           `${fmt(r.generatorLateMs, 0)} ms`,
           step.pass ? 'pass' : `FAIL: ${why.join(', ')}`
         ])
@@ -262,7 +264,7 @@ async function textCapacity(o: {
           fmtInt(run.errors),
           `${fmt(run.cpuPct, 0)} %`,
           `${fmt(run.cpuUsPerReq, 1)} µs`,
-          `${fmt(run.waitMsPerS, 0)} ms/s${run.waitMsPerS > 50 ? ' NOISY' : ''}`,
+          waitCell(run.waitMsPerS),
           textPasses(run, TEXT_BOUND_MS) ? 'pass' : 'FAIL'
         ])
       )

@@ -599,6 +599,24 @@ export class Sink {
 
 // ---- report formatting -------------------------------------------------------------------------
 
+/** Run-queue wait (ms per s, /proc/<pid>/schedstat) above which other programs took a measured process's core. */
+export const NOISY_WAIT_MS_PER_S = 50
+
+/** A warning for the summary when the measured process waited for its core (others' work in its figures). */
+export function noisy(waitMsPerS: number): string {
+  return waitMsPerS > NOISY_WAIT_MS_PER_S ? `; NOISY: waited ${fmt(waitMsPerS, 0)} ms/s for its core` : ''
+}
+
+/** The mark after a report row of the wait itself, above the bound. */
+export function noisyMark(waitMsPerS: number): string {
+  return waitMsPerS > NOISY_WAIT_MS_PER_S ? '  ← NOISY: other programs took its core; figures are not its own' : ''
+}
+
+/** The same wait as a table cell, marked NOISY above the bound. */
+export function waitCell(waitMsPerS: number): string {
+  return `${fmt(waitMsPerS, 0)} ms/s${waitMsPerS > NOISY_WAIT_MS_PER_S ? ' NOISY' : ''}`
+}
+
 export function fmt(n: number, digits = 2): string {
   if (!Number.isFinite(n)) return 'n/a'
   return n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits })

@@ -32,6 +32,8 @@ import {
   fmtMiB,
   freePort,
   machineLine,
+  noisy,
+  noisyMark,
   numberFlag,
   onExit,
   PACKAGE_ROOT,
@@ -413,7 +415,7 @@ export async function runTextVsNginx(flags: Map<string, string>): Promise<Record
     rep.row('CPU', `${fmt(f.cpuUsPerReq, 1)} µs per request; ${fmt(f.cpuPct, 1)} % of one core (utime+stime)`)
     rep.row(
       'waiting for a CPU',
-      `${fmt(f.waitMsPerS, 1)} ms/s in the run queue (/proc/<pid>/schedstat)${f.waitMsPerS > 50 ? '  ← NOISY: other programs took its core; figures are not its own' : ''}`
+      `${fmt(f.waitMsPerS, 1)} ms/s in the run queue (/proc/<pid>/schedstat)${noisyMark(f.waitMsPerS)}`
     )
     rep.row('errors', `${fmtInt(f.non2xx)} non-2xx of ${fmtInt(f.requests)}; ${fmtInt(f.errors)} socket errors`)
     rep.row('RSS', fmtMiB(f.rss))
@@ -490,9 +492,4 @@ export async function runTextVsNginx(flags: Map<string, string>): Promise<Record
         }
       : { nginx: null })
   }
-}
-
-/** A warning for the summary when the measured process waited for its core (others' work in its figures). */
-export function noisy(waitMsPerS: number): string {
-  return waitMsPerS > 50 ? `; NOISY: waited ${fmt(waitMsPerS, 0)} ms/s for its core` : ''
 }
