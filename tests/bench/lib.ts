@@ -6,9 +6,9 @@
 import { execSync, fork, spawn, type ChildProcess } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { request } from 'node:http'
-import { createServer } from 'node:net'
 import os, { cpus } from 'node:os'
 import { join } from 'node:path'
+import { claimPort } from '../../gateway/server/listen'
 
 // ---- frame layout (load generator → sink) -----------------------------------------------------
 
@@ -313,16 +313,7 @@ export function sleep(ms: number): Promise<void> {
 
 /** A port that was free a moment ago (bind 127.0.0.1:0, read, close). */
 export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer()
-    srv.unref()
-    srv.once('error', reject)
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address()
-      const port = typeof addr === 'object' && addr !== null ? addr.port : 0
-      srv.close(() => resolve(port))
-    })
-  })
+  return claimPort('127.0.0.1', 0)
 }
 
 /** The top of a bench gateway's config: its listener and metrics on loopback, admin on a free port, warn logs. */

@@ -1,8 +1,9 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { connect, createServer } from 'node:net'
+import { connect } from 'node:net'
 import { join } from 'node:path'
 import { stringify } from 'yaml'
+import { claimPort } from '../../gateway/server/listen'
 import { spawnCli } from './cli'
 import { AUDIO_TOKEN, opsUrl, TEXT_TOKEN, sleep } from './gateway'
 
@@ -19,13 +20,9 @@ export interface GatewayProcess {
   exited: Promise<number | string>
 }
 
-/** A port nothing listens on right now (bound to 0, read, closed). */
+/** A port nothing listens on right now (bound to 0 alone, read, let go: the gateway's own claimPort). */
 export async function freePort(): Promise<number> {
-  const s = createServer()
-  await new Promise<void>(resolve => s.listen(0, '127.0.0.1', () => resolve()))
-  const port = (s.address() as { port: number }).port
-  await new Promise<void>(resolve => s.close(() => resolve()))
-  return port
+  return await claimPort('127.0.0.1', 0)
 }
 
 /**
