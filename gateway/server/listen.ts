@@ -56,7 +56,7 @@ export async function claimPort(host: string, port: number): Promise<number> {
             : (err.code ?? err.message)
       reject(new Error(`cannot listen on ${host}:${port} (${why})`))
     })
-    s.listen({ port, host, exclusive: true }, () => resolve())
+    s.listen(port, host, () => resolve())
   })
   const bound = (s.address() as { port: number }).port
   await new Promise<void>(resolve => s.close(() => resolve()))
