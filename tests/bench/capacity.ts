@@ -22,7 +22,7 @@
  * stops after two failing runs in a row. Without wrk it says so and skips text.
  */
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { startGateway } from './audio'
@@ -45,7 +45,7 @@ import {
   noisy,
   numberFlag,
   onExit,
-  PACKAGE_ROOT,
+  configSchema,
   pinApart,
   progress,
   round,
@@ -77,10 +77,7 @@ const TEXT_BOUND_MS = 20
 
 /** audio.coalesceMs when the config leaves it out: the schema's default (the loader fills it in). */
 function defaultCoalesceMs(): number {
-  const schema = JSON.parse(readFileSync(join(PACKAGE_ROOT, 'schemas', 'gateway-config.schema.json'), 'utf8')) as {
-    properties: { audio: { properties: { coalesceMs: { default: number } } } }
-  }
-  return schema.properties.audio.properties.coalesceMs.default
+  return configSchema().properties.audio.properties?.coalesceMs.default as number
 }
 
 /** A markdown table row (the report's tables paste into docs as they are). */

@@ -168,6 +168,13 @@ export function numberFlag(
 export const PACKAGE_ROOT = join(__dirname, '..', '..', '..')
 export const BENCH_DIST = __dirname
 
+/** The gateway's config schema (schemas/gateway-config.schema.json) as far as benches read it: its top-level keys. */
+export function configSchema(): {
+  properties: Record<string, { properties?: Record<string, { default?: unknown }> }>
+} {
+  return JSON.parse(readFileSync(join(PACKAGE_ROOT, 'schemas', 'gateway-config.schema.json'), 'utf8'))
+}
+
 const children = new Set<ChildProcess>()
 const exitHooks: (() => void)[] = []
 

@@ -6,7 +6,7 @@
  * out of the bench kills it.
  */
 import { type ChildProcess, fork, spawn } from 'node:child_process'
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { stringify } from 'yaml'
@@ -17,6 +17,7 @@ import {
   exited,
   httpStatus,
   onExit,
+  configSchema,
   PACKAGE_ROOT,
   procCpu,
   rssBytes,
@@ -95,13 +96,7 @@ const FAMILIES = [
 ]
 
 /** Whether this gateway's config has a `metrics:` listener (else /metrics, /livez, /readyz are on the admin port). */
-const HAS_METRICS_LISTENER =
-  'metrics' in
-  (
-    JSON.parse(readFileSync(join(PACKAGE_ROOT, 'schemas', 'gateway-config.schema.json'), 'utf8')) as {
-      properties: object
-    }
-  ).properties
+const HAS_METRICS_LISTENER = 'metrics' in configSchema().properties
 
 /** One scrape: series (`name{labels}`, route label dropped) → value. */
 export type Scrape = Map<string, number>
