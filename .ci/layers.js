@@ -30,6 +30,7 @@ const RANK = new Map(LAYERS.flatMap((units, rank) => units.map(u => [u, rank])))
 const LIBRARIES = {
   'uWebSockets.js': ['server', 'workers/main-admin.ts', 'check'],
   ioredis: ['store/redis.ts'],
+  'rate-limiter-flexible': ['store/redis.ts'],
   jsonata: ['mapping'],
   undici: ['upstream'],
   ws: ['upstream', 'tools'],

@@ -12,7 +12,7 @@ export const ERROR_WHEN: Record<ErrorCode, string> = {
   AUTH_MISSING: 'the route requires a credential and none came',
   AUTH_INVALID: "the credential is not in the route's list for this hook",
   TOO_MANY_FAILURES:
-    'the client address spent its `auth.failureBudget`: refused before any credential check until the window ends (text and token endpoint: `retry-after`; audio: `parameters.retryAfterSeconds`)',
+    'the client address spent its `auth.failureBudget` (failed authentications only: valid traffic never spends it): every check refused, right credential or not, until the window ends (text and token endpoint: `retry-after`; audio: `parameters.retryAfterSeconds`)',
   CALLER_MISMATCH:
     'a leg of a session another caller opened (another token client or static credential): the same identity (route, busNo, contactId, perspective) as a live or parked session, or, on a `join` route, the same call (route, busNo, contactId) as a joined call, on any worker or instance of the fleet; the session and its legs are untouched',
   TOKEN_REVOKED:

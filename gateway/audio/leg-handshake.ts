@@ -11,20 +11,18 @@ export type Accepted = Extract<HandshakeCheck, { ok: true }>
 
 /**
  * What the checks of a leg's init message come to (audio/leg.ts acts on it by its state):
- * - `spent`: the address has spent its failure budget (nothing was checked);
+ * - `spent`: the address has spent its failure budget (whatever the check found);
  * - `invalid`: not JSON, not the interface's schema, or a relayed leg naming another session than its
  *   relay token (counted as a validation failure or a relay refusal);
  * - `refused`: a credential refused (counted as an auth failure and against the budget);
- * - `accepted`: checked; `key` is its session. The budget's attempt stays open until `placeLeg` settles it.
+ * - `accepted`: checked; `key` is its session. `charge` counts one more failed authentication (a leg of
+ *   another caller's session, found when it is placed).
  */
 export type InitVerdict =
   | { readonly kind: 'spent'; readonly retryAfterSeconds: number }
   | { readonly kind: 'invalid'; readonly error: GatewayError; readonly problems: readonly Problem[] }
   | { readonly kind: 'refused'; readonly error: GatewayError }
-  | { readonly kind: 'accepted'; readonly checked: Accepted; readonly key: string; readonly settle: Settle }
-
-/** Settles the leg's budget attempt, once (`failed`: it counts against the address). */
-export type Settle = (failed: boolean) => void
+  | { readonly kind: 'accepted'; readonly checked: Accepted; readonly key: string; readonly charge: () => void }
 
 /** Sync or async, decided at one site: `then` now when the value is here, else when the Promise settles. */
 export function whenReady<T>(v: T | Promise<T>, then: (v: T) => void, failed: (err: unknown) => void): void {
@@ -33,8 +31,9 @@ export function whenReady<T>(v: T | Promise<T>, then: (v: T) => void, failed: (e
 }
 
 /**
- * VERIFYING, as a stage chain: the failure budget (a check is begun before it runs), then the credential
- * and the schema (audio/handshake.ts), then, for a relayed leg, the session its relay token named.
+ * VERIFYING, as a stage chain: the credential and the schema (audio/handshake.ts), then the failure
+ * budget's verdict on that check (a refused credential is counted; an address that has spent its budget
+ * is refused whatever the check found), then, for a relayed leg, the session its relay token named.
  */
 export function verifyInit(
   deps: LegDeps,
@@ -44,35 +43,24 @@ export function verifyInit(
 ): void {
   const { admission, clientAddress, metrics } = deps
   whenReady(
-    admission.begin(clientAddress),
-    begun => {
-      if (begun !== true) {
-        metrics.limitRefusals.inc({ limit: 'failure_budget', hook: 'audio' })
-        return done({ kind: 'spent', retryAfterSeconds: begun })
-      }
-      let settled = false
-      const settle: Settle = failed => {
-        if (settled) return
-        settled = true
-        admission.settle(clientAddress, failed)
-      }
+    checkHandshake(deps.route, text, deps.callerKey),
+    checked =>
       whenReady(
-        checkHandshake(deps.route, text, deps.callerKey),
-        checked => done(judged(deps, checked, settle)),
-        err => {
-          settle(false)
-          bug('handshake')(err)
-        }
-      )
-    },
-    bug('admission')
+        admission.admit(clientAddress, !checked.ok && checked.stage === 'auth'),
+        verdict => {
+          if (verdict === true) return done(judged(deps, checked))
+          metrics.limitRefusals.inc({ limit: 'failure_budget', hook: 'audio' })
+          done({ kind: 'spent', retryAfterSeconds: verdict })
+        },
+        bug('admission')
+      ),
+    bug('handshake')
   )
 }
 
-function judged(deps: LegDeps, checked: HandshakeCheck, settle: Settle): InitVerdict {
+function judged(deps: LegDeps, checked: HandshakeCheck): InitVerdict {
   const { metrics, relayed, route } = deps
   if (!checked.ok) {
-    settle(checked.stage === 'auth')
     if (checked.stage === 'auth') {
       metrics.authFailures.inc({ hook: 'audio', reason: checked.reason ?? 'invalid' })
       return { kind: 'refused', error: checked.error }
@@ -83,30 +71,19 @@ function judged(deps: LegDeps, checked: HandshakeCheck, settle: Settle): InitVer
   const key = sessionKeyOf(route, checked.identity)
   // A relayed leg is taken only for the session its relay token named.
   if (relayed !== undefined && relayed.key !== key) {
-    settle(false)
     metrics.authFailures.inc({ hook: 'relay', reason: 'session_mismatch' })
     const error = new GatewayError('RELAY_INVALID', { detail: 'the init message names another session' })
     return { kind: 'invalid', error, problems: [] }
   }
-  // The credential is good: its budget check is over now, so a burst of valid legs from one address (a
-  // balancer, a platform reconnecting after a drain) never waits out its placement inside the budget. A leg
-  // of another caller's session, found when placed, is then charged as one more failed authentication.
-  settle(false)
   const { admission, clientAddress } = deps
-  const charge: Settle = failed => {
-    if (failed)
-      whenReady(
-        admission.begin(clientAddress),
-        b => b === true && admission.settle(clientAddress, true),
-        () => {}
-      )
-  }
-  return { kind: 'accepted', checked, key, settle: charge }
+  // The leg is refused anyway: the budget's answer on this failure changes nothing.
+  const charge = (): void => void admission.admit(clientAddress, true)
+  return { kind: 'accepted', checked, key, charge }
 }
 
 /**
- * PLACING: where an accepted leg is served (audio/placement.ts). Settles its budget attempt: a leg of
- * another caller's session counts as a failed authentication.
+ * PLACING: where an accepted leg is served (audio/placement.ts). A leg of another caller's session counts
+ * as a failed authentication.
  */
 export function placeLeg(
   deps: LegDeps,
@@ -117,13 +94,10 @@ export function placeLeg(
   whenReady(
     deps.placement.place(accepted.key, accepted.checked.caller, deps.relayed?.hop ?? null),
     place => {
-      accepted.settle(place.kind === 'refused')
+      if (place.kind === 'refused') accepted.charge()
       done(place)
     },
-    err => {
-      accepted.settle(false)
-      bug('placement')(err)
-    }
+    bug('placement')
   )
 }
 

@@ -192,7 +192,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
   }
 
   private verified(v: InitVerdict): void {
-    if (this.state !== 'VERIFYING') return v.kind === 'accepted' ? v.settle(false) : undefined
+    if (this.state !== 'VERIFYING') return
     switch (v.kind) {
       case 'spent':
         return this.fail(new GatewayError('TOO_MANY_FAILURES'), [], { retryAfterSeconds: v.retryAfterSeconds })
@@ -360,7 +360,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
     this.refuseAuth(new GatewayError('CALLER_MISMATCH'))
   }
 
-  /** A refused credential, answered no sooner than auth.failureDelayMs (its failure was counted when settled). */
+  /** A refused credential, answered no sooner than auth.failureDelayMs (its failure was counted when judged). */
   private refuseAuth(error: GatewayError): void {
     if (this.state === 'CLOSED') return
     this.state = 'REFUSING'

@@ -1,20 +1,22 @@
-import type { FailureBudget } from './failure-budget'
+import type { BudgetVerdict, FailureBudget } from './failure-budget'
 import type { LegLimit, LegLimits } from './leg-limits'
 
 /** A leg's place under the leg limits: its release (call it once, when the leg ends), or the limit that refuses it. */
 export type PlaceTaken = (() => void) | LegLimit
 
 /**
- * What the hooks ask of one gateway before they check a credential and before a leg takes its place:
- * the failure budget (auth/failure-budget.ts) and the leg limits (auth/leg-limits.ts), counted once per
- * gateway. In one process the answers are synchronous; a worker of `serve --workers N` asks its main
- * process (workers/admission-client.ts) and gets Promises. Callers decide "is this a promise" at one site.
+ * What the hooks ask of one gateway about a caller: the failure budget's verdict on a credential check
+ * that ran (auth/failure-budget.ts) and a leg's place under the leg limits (auth/leg-limits.ts), counted
+ * once per gateway. In one process the answers are synchronous (but for a failure counted in the fleet's
+ * store); a worker of `serve --workers N` asks its main process (workers/admission-client.ts) and gets
+ * Promises. Callers decide "is this a promise" at one site (`thenOrNow`).
  */
 export interface Admission {
-  /** Before a credential check from `address`: true (then `settle` it once it ran), or seconds until it may. */
-  begin: (address: string) => true | number | Promise<true | number>
-  /** The check begun for `address` ran; `failed`: a refused credential (counted against the budget). */
-  settle: (address: string, failed: boolean) => void
+  /**
+   * A credential check from `address` ran (`failed`: the credential was refused): true, answer as checked;
+   * a number, the address has spent its failure budget (TOO_MANY_FAILURES, retry after that many seconds).
+   */
+  admit: (address: string, failed: boolean) => BudgetVerdict | Promise<BudgetVerdict>
   /** A live leg's place. `force`: a leg taking over its own session is never refused. */
   takePlace: (route: string, caller: string, force: boolean) => PlaceTaken | Promise<PlaceTaken>
 }
@@ -26,12 +28,8 @@ export class LocalAdmission implements Admission {
     readonly limits: LegLimits
   ) {}
 
-  begin(address: string): true | number {
-    return this.budget.begin(address)
-  }
-
-  settle(address: string, failed: boolean): void {
-    this.budget.settle(address, failed)
+  admit(address: string, failed: boolean): BudgetVerdict | Promise<BudgetVerdict> {
+    return this.budget.admit(address, failed)
   }
 
   takePlace(route: string, caller: string, force: boolean): PlaceTaken {
@@ -39,11 +37,16 @@ export class LocalAdmission implements Admission {
   }
 }
 
+/** `then(v)` now when `v` is here, else once the Promise settles: sync and async answers at one site. */
+export function thenOrNow<T, U>(v: T | Promise<T>, then: (v: T) => U | Promise<U>): U | Promise<U> {
+  return v instanceof Promise ? v.then(then) : then(v)
+}
+
 /**
- * A credential check of `address` under the failure budget: `{ retryAfterSeconds }` when the address has
- * spent it (the check does not run), else the check's result, settled as failed when `failed(result)`.
- * For the hooks whose whole answer waits anyway (the token endpoint, the handshake dry-run, a text
- * request's credential step); an audio leg settles from its states (audio/leg.ts).
+ * A credential check of `address` judged by the failure budget: `{ retryAfterSeconds }` when the address
+ * has spent it, else the check's result (a refused credential, `failed(result)`, is counted). For the
+ * hooks whose whole answer waits anyway (the token endpoint, the handshake dry-run); the audio leg and the
+ * text hook judge their checks themselves, synchronously when they can.
  */
 export async function checkUnderBudget<T>(
   admission: Admission,
@@ -51,15 +54,7 @@ export async function checkUnderBudget<T>(
   check: () => T | Promise<T>,
   failed: (result: T) => boolean
 ): Promise<{ ok: true; result: T } | { ok: false; retryAfterSeconds: number }> {
-  const begun = await admission.begin(address)
-  if (begun !== true) return { ok: false, retryAfterSeconds: begun }
-  let result: T
-  try {
-    result = await check()
-  } catch (err) {
-    admission.settle(address, false)
-    throw err
-  }
-  admission.settle(address, failed(result))
-  return { ok: true, result }
+  const result = await check()
+  const verdict = await admission.admit(address, failed(result))
+  return verdict === true ? { ok: true, result } : { ok: false, retryAfterSeconds: verdict }
 }

@@ -13,14 +13,6 @@ local left = redis.call('PTTL', KEYS[1])
 if left < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], '1', 'PX', ARGV[1]) end
 return 1`
 
-/** Count a failure in its fixed window (the first opens it for ARGV[1] ms): {count, ms left}. */
-export const FAIL = `
-local n = redis.call('INCR', KEYS[1])
-if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
-local left = redis.call('PTTL', KEYS[1])
-if left < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) left = tonumber(ARGV[1]) end
-return {n, left}`
-
 /**
  * Claim a session's owner record (ARGV: the owner's JSON, its instance, TTL ms, an instance it may
  * replace or ''): set it when free, held by the same instance (a refresh) or by the one being replaced;

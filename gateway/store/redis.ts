@@ -1,4 +1,5 @@
 import Redis, { Cluster, type ClusterOptions, type RedisOptions } from 'ioredis'
+import { RateLimiterRedis } from 'rate-limiter-flexible'
 import { LocalAuthState } from './local-auth'
 import type { Affinity, CallRecord, FailureWindow, HealthRecord, OwnerRecord, Store } from './port'
 import { RedisCalls } from './redis-calls'
@@ -38,6 +39,8 @@ export class RedisStore implements Store {
   private readonly listeners: (() => void)[] = []
   private syncing: Promise<void> | null = null
   private closing = false
+  /** The failure budget's fleet counts, one limiter per window length (auth.failureBudget.windowSeconds). */
+  private readonly failureLimiters = new Map<number, RateLimiterRedis>()
 
   constructor(
     readonly instanceId: string,
@@ -137,6 +140,17 @@ export class RedisStore implements Store {
     this.opts.onUp(up)
   }
 
+  private failureWindows(windowMs: number): RateLimiterRedis {
+    let limiter = this.failureLimiters.get(windowMs)
+    if (limiter === undefined) {
+      // `points` is not read: a failure is counted with penalty(), which never refuses; the budget judges.
+      const duration = Math.max(1, Math.round(windowMs / 1000))
+      limiter = new RateLimiterRedis({ storeClient: this.redis, keyPrefix: this.k('authfail'), points: 1, duration })
+      this.failureLimiters.set(windowMs, limiter)
+    }
+    return limiter
+  }
+
   private k(s: string): string {
     return this.prefix + s
   }
@@ -219,15 +233,17 @@ export class RedisStore implements Store {
     }
   }
 
+  /**
+   * The fleet's count: rate-limiter-flexible's fixed window in Redis (one atomic script per failure, the
+   * first opening the window), one limiter per window length. This instance's own count stands in while
+   * Redis is away, and the larger of the two is the answer.
+   */
   async countFailure(key: string, windowMs: number, nowMs: number): Promise<FailureWindow> {
     const local = this.auth.countFailure(key, windowMs, nowMs)
     if (!this.connected) return local
     try {
-      const [count, left] = (await this.redis.eval(script.FAIL, 1, this.k(`authfail:${key}`), String(windowMs))) as [
-        number,
-        number
-      ]
-      return { count: Math.max(count, local.count), resetInMs: Math.max(0, left) }
+      const res = await this.failureWindows(windowMs).penalty(key, 1)
+      return { count: Math.max(res.consumedPoints, local.count), resetInMs: Math.max(0, res.msBeforeNext) }
     } catch (err) {
       this.failed('count_failure', err)
       return local

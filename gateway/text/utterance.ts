@@ -1,6 +1,6 @@
 import type { TextSettings } from '../config/types'
 import { GatewayError, logLevelOf } from '../errors'
-import type { Admission } from '../auth/admission'
+import { type Admission, thenOrNow } from '../auth/admission'
 import { authenticateStatic, failureLabel } from '../auth/hook-auth'
 import { authenticate, type HookAuth } from '../auth/route-auth'
 import { evaluateNow } from '../mapping/fast-path'
@@ -28,7 +28,7 @@ export interface IncomingUtterance {
   traceparent: string | null
   /** The platform's address: the failure budget's key. */
   address: string
-  /** The gateway's failure budget (auth/admission.ts): the credential step runs under it. */
+  /** The gateway's failure budget (auth/admission.ts): it judges the credential step. */
   admission: Admission
 }
 
@@ -183,7 +183,7 @@ export class TextHook {
       ])
     }
     const msg = value as Record<string, unknown>
-    // A static credential list under a local failure budget settles synchronously: no promise for it.
+    // A static credential list under a one-process failure budget is judged synchronously: no promise for it.
     const refused = this.authenticate(req, rt, msg)
     if (refused instanceof Promise) return refused.then(r => r ?? this.accepted(req, rt, msg, text))
     return refused ?? this.accepted(req, rt, msg, text)
@@ -225,48 +225,27 @@ export class TextHook {
   }
 
   /**
-   * The credential step, under the failure budget (begun before the check, settled right after it: a
-   * request's vendor call does not hold the budget). null: accepted. Synchronous for a static list under
-   * a local budget (the usual case); a promise when the budget is shared or bearer tokens are accepted.
+   * The credential step: the credential, then the failure budget's verdict on that check (a refused one
+   * is counted; an address that has spent its budget is refused whatever the check found). null: accepted.
+   * Synchronous for a static credential list in one process (the usual case there); a promise when bearer
+   * tokens are accepted, the verdict is asked of the main process, or a failure goes to the fleet's count.
    */
   private authenticate(
     req: IncomingUtterance,
     rt: RouteText,
     msg: Record<string, unknown>
   ): TextResult | null | Promise<TextResult | null> {
-    const begin = req.admission.begin(req.address)
-    if (begin instanceof Promise || rt.auth.tokens) return this.authenticateLater(req, rt, msg, begin)
-    if (begin !== true) return this.overBudget(req, begin)
-    let bad: AuthFailure | null = null
-    try {
-      const auth = authenticateStatic([msg.authorizationHeader, req.authorization], rt.auth.list)
-      if (!auth.ok) bad = { code: auth.code, reason: failureLabel(auth.reason) }
-    } finally {
-      req.admission.settle(req.address, bad !== null)
-    }
-    return bad === null ? null : this.authFailed(req, bad)
-  }
-
-  private async authenticateLater(
-    req: IncomingUtterance,
-    rt: RouteText,
-    msg: Record<string, unknown>,
-    begin: true | number | Promise<true | number>
-  ): Promise<TextResult | null> {
-    const begun = begin instanceof Promise ? await begin : begin
-    if (begun !== true) return this.overBudget(req, begun)
-    let bad: AuthFailure | null = null
-    try {
-      // Static list only: one synchronous constant-time check; else the list, then bearer tokens (<route>:text).
-      const presented = [msg.authorizationHeader, req.authorization]
-      const auth = rt.auth.tokens
-        ? await authenticate(presented, rt.auth, req.route.verifier)
-        : authenticateStatic(presented, rt.auth.list)
-      if (!auth.ok) bad = { code: auth.code, reason: failureLabel(auth.reason) }
-    } finally {
-      req.admission.settle(req.address, bad !== null)
-    }
-    return bad === null ? null : this.authFailed(req, bad)
+    const presented = [msg.authorizationHeader, req.authorization]
+    const checked = rt.auth.tokens
+      ? authenticate(presented, rt.auth, req.route.verifier)
+      : authenticateStatic(presented, rt.auth.list)
+    return thenOrNow(checked, auth => {
+      const bad: AuthFailure | null = auth.ok ? null : { code: auth.code, reason: failureLabel(auth.reason) }
+      return thenOrNow(req.admission.admit(req.address, bad !== null), verdict => {
+        if (verdict !== true) return this.overBudget(req, verdict)
+        return bad === null ? null : this.authFailed(req, bad)
+      })
+    })
   }
 
   private overBudget(req: IncomingUtterance, retryAfterSeconds: number): TextResult {

@@ -1,27 +1,42 @@
 import type { Admission, PlaceTaken } from '../auth/admission'
+import type { BudgetVerdict } from '../auth/failure-budget'
+import type { LegLimit } from '../auth/leg-limits'
 import type { AdmissionMessage } from './protocol'
+
+/** Most addresses a worker remembers as out of their budget: past it, the ended ones go, then the oldest. */
+const MAX_OUT = 10_000
 
 /**
  * A worker's admission (auth/admission.ts): the main process counts the failure budget and the leg limits
- * for every worker of the gateway, so `limits.legsPerClient: 4` admits 4 legs whatever the worker count.
- * Each ask is one IPC round trip; settling and releasing are sent without an answer. The main process
- * gives back a worker's attempts and places when that worker exits.
+ * for every worker of the gateway, so `limits.legsPerClient: 4` admits 4 legs whatever the worker count,
+ * and an address hears "wrong credential" at most the budget's times whichever worker its checks reach.
+ * Each verdict and each place is one IPC round trip; releasing is sent without an answer. An address the
+ * main process found out of its budget is refused here until its window ends, without asking again (a
+ * flood from it costs no IPC). The main process gives back a worker's places when that worker exits.
  */
 export class AdmissionClient implements Admission {
   /** Asks waiting for the main process, with what each becomes if it never answers. */
   private readonly waiting = new Map<number, { resolve: (v: unknown) => void; gone: unknown }>()
+  /** Addresses out of their budget: until when (`Date.now()` ms). */
+  private readonly out = new Map<string, number>()
   private nextId = 1
 
-  constructor(private readonly send: (m: AdmissionMessage) => void) {}
+  constructor(
+    private readonly send: (m: AdmissionMessage) => void,
+    private readonly nowMs: () => number = Date.now
+  ) {}
 
-  begin(address: string): Promise<true | number> {
+  admit(address: string, failed: boolean): BudgetVerdict | Promise<BudgetVerdict> {
+    const until = this.out.get(address)
+    if (until !== undefined) {
+      const left = until - this.nowMs()
+      if (left > 0) return Math.max(1, Math.ceil(left / 1000))
+      this.out.delete(address)
+    }
     const id = this.nextId++
-    this.send({ t: 'admit-begin', id, address })
+    this.send({ t: 'admit', id, address, failed })
+    // Gone without an answer (the main process died): refused for a second; the worker stops anyway.
     return new Promise(resolve => this.waiting.set(id, { resolve: resolve as (v: unknown) => void, gone: 1 }))
-  }
-
-  settle(address: string, failed: boolean): void {
-    this.send({ t: 'admit-settle', address, failed })
   }
 
   takePlace(route: string, caller: string, force: boolean): Promise<PlaceTaken> {
@@ -32,13 +47,14 @@ export class AdmissionClient implements Admission {
     )
   }
 
-  /** The main process answered `begin`. */
-  begun(id: number, result: true | number): void {
-    this.answer(id, result)
+  /** The main process judged a check of `address`. */
+  admitted(id: number, address: string, verdict: BudgetVerdict): void {
+    if (verdict !== true) this.remember(address, verdict)
+    this.answer(id, verdict)
   }
 
   /** The main process answered `takePlace`: a place number (released through it), or the limit. */
-  taken(id: number, place: number | null, limit?: 'legs_per_route' | 'legs_per_client'): void {
+  taken(id: number, place: number | null, limit?: LegLimit): void {
     const taken: PlaceTaken =
       place === null ? (limit ?? 'legs_per_route') : onceOnly(() => this.send({ t: 'place-release', place }))
     this.answer(id, taken)
@@ -48,6 +64,18 @@ export class AdmissionClient implements Admission {
   close(): void {
     for (const w of this.waiting.values()) w.resolve(w.gone)
     this.waiting.clear()
+  }
+
+  private remember(address: string, seconds: number): void {
+    const now = this.nowMs()
+    if (this.out.size >= MAX_OUT) {
+      for (const [a, until] of this.out) if (until <= now) this.out.delete(a)
+      for (const a of this.out.keys()) {
+        if (this.out.size < MAX_OUT) break
+        this.out.delete(a)
+      }
+    }
+    this.out.set(address, now + seconds * 1000)
   }
 
   private answer(id: number, v: unknown): void {

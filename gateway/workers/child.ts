@@ -64,8 +64,8 @@ export function runAsWorker(
         return store?.synced(m.health, m.others, m.leader)
       case 'store-answer':
         return store?.answered(m.id, m.value, m.error)
-      case 'admit-begun':
-        return admission.begun(m.id, m.result)
+      case 'admitted':
+        return admission.admitted(m.id, m.address, m.verdict)
       case 'place-taken':
         return admission.taken(m.id, m.place, m.limit)
       case 'metrics':

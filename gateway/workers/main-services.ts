@@ -1,4 +1,4 @@
-import { LocalAdmission } from '../auth/admission'
+import { LocalAdmission, thenOrNow } from '../auth/admission'
 import { FailureBudget } from '../auth/failure-budget'
 import { LegLimits } from '../auth/leg-limits'
 import { systemClock } from '../clock'
@@ -9,8 +9,6 @@ import type { AdmissionMessage, StoreAsk, StoreWrite, ToWorker } from './protoco
 
 /** What one worker holds of the main process's services: to give back when it exits. */
 interface Holdings {
-  /** Credential checks begun and not settled, by address. */
-  attempts: Map<string, number>
   /** Leg places taken and not released, by number. */
   places: Map<number, () => void>
   /** Its live streams per `route/replica` (the others' sum is each worker's `otherStreams`). */
@@ -89,16 +87,10 @@ export class MainServices {
   admissionAsk(worker: number, m: AdmissionMessage): void {
     const h = this.of(worker)
     switch (m.t) {
-      case 'admit-begin': {
-        const result = this.admission.begin(m.address)
-        if (result === true) h.attempts.set(m.address, (h.attempts.get(m.address) ?? 0) + 1)
-        return this.post(worker, { t: 'admit-begun', id: m.id, result })
-      }
-      case 'admit-settle': {
-        const n = h.attempts.get(m.address) ?? 0
-        if (n <= 1) h.attempts.delete(m.address)
-        else h.attempts.set(m.address, n - 1)
-        return this.admission.settle(m.address, m.failed)
+      case 'admit': {
+        const answer = (verdict: true | number): void =>
+          this.post(worker, { t: 'admitted', id: m.id, address: m.address, verdict })
+        return void thenOrNow(this.admission.admit(m.address, m.failed), answer)
       }
       case 'place-take': {
         const taken = this.admission.takePlace(m.route, m.caller, m.force)
@@ -116,15 +108,11 @@ export class MainServices {
     }
   }
 
-  /**
-   * A worker exited: its checks in flight end unsettled (not failures), its legs' places are free again,
-   * and the owner records of its sessions go.
-   */
+  /** A worker exited: its legs' places are free again, and the owner records of its sessions go. */
   workerGone(worker: number): void {
     const h = this.held.get(worker)
     if (h === undefined) return
     this.held.delete(worker)
-    for (const [address, n] of h.attempts) for (let i = 0; i < n; i++) this.admission.settle(address, false)
     for (const release of h.places.values()) release()
     // Its sessions died with it: a leg of one of them is served anew at once, not relayed to a dead port.
     if (h.instance !== null) this.store.releaseOwnersOf(h.instance)
@@ -133,7 +121,7 @@ export class MainServices {
   private of(worker: number): Holdings {
     let h = this.held.get(worker)
     if (h === undefined) {
-      h = { attempts: new Map(), places: new Map(), streams: new Map(), instance: null }
+      h = { places: new Map(), streams: new Map(), instance: null }
       this.held.set(worker, h)
     }
     return h

@@ -32,8 +32,7 @@ export type StoreWrite =
 
 /** A worker's asks of the gateway's admission (auth/admission.ts), counted in the main process. */
 export type AdmissionMessage =
-  | { t: 'admit-begin'; id: number; address: string }
-  | { t: 'admit-settle'; address: string; failed: boolean }
+  | { t: 'admit'; id: number; address: string; failed: boolean }
   | { t: 'place-take'; id: number; route: string; caller: string; force: boolean }
   | { t: 'place-release'; place: number }
 
@@ -67,7 +66,7 @@ export type ToWorker =
   | Hello
   | { t: 'sync'; health: [string, HealthRecord][]; others: [string, number][]; leader: boolean }
   | { t: 'store-answer'; id: number; value: unknown; error?: string }
-  | { t: 'admit-begun'; id: number; result: true | number }
+  | { t: 'admitted'; id: number; address: string; verdict: true | number }
   | { t: 'place-taken'; id: number; place: number | null; limit?: 'legs_per_route' | 'legs_per_client' }
   | { t: 'metrics'; id: number }
   | { t: 'reload'; id: number; trigger: string }

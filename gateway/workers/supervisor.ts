@@ -129,8 +129,7 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
         asks.get(m.id)?.(m)
         asks.delete(m.id)
         return
-      case 'admit-begin':
-      case 'admit-settle':
+      case 'admit':
       case 'place-take':
       case 'place-release':
         return services.admissionAsk(slot.index, m)

@@ -29,8 +29,8 @@ import { FakeConnection, frame, Lines, route, SETTINGS } from './harness'
 // `relayed`; only CONNECTING streams on a ready session); each state × event drives a real leg there
 // and checks what the row says against what the platform, the vendor or the relay link, the counters
 // and `audio_sessions_total` saw. After each, the leg is closed and left to settle: exactly one outcome
-// counted, every failure-budget attempt settled, every place under the leg limits given back, no timer
-// left, no owner record left naming this process.
+// counted, every place under the leg limits given back, no timer left, no owner record left naming this
+// process.
 
 type Json = Record<string, any>
 
@@ -125,22 +125,18 @@ interface Link {
 
 /** The gateway's admission, counted, whose answers the test may hold back (VERIFYING, PLACING). */
 class HeldAdmission implements Admission {
-  holdBegin = false
+  holdAdmit = false
   holdPlace = false
-  begun = 0
-  settled = 0
+  /** Credential checks the failure budget judged. */
+  judged = 0
   taken = 0
   released = 0
   private held: (() => void)[] = []
   constructor(private readonly inner: Admission) {}
 
-  begin = (address: string): true | number | Promise<true | number> => {
-    this.begun++
-    return this.later(this.holdBegin, this.inner.begin(address) as true | number)
-  }
-  settle = (address: string, failed: boolean): void => {
-    this.settled++
-    this.inner.settle(address, failed)
+  admit = (address: string, failed: boolean): true | number | Promise<true | number> => {
+    this.judged++
+    return this.later(this.holdAdmit, this.inner.admit(address, failed) as true | number)
   }
   takePlace = (route: string, caller: string, force: boolean): PlaceTaken | Promise<PlaceTaken> => {
     const taken = this.inner.takePlace(route, caller, force) as PlaceTaken
@@ -156,7 +152,7 @@ class HeldAdmission implements Admission {
   }
   /** Everything held back is answered, and nothing is from now on. */
   answer(): void {
-    this.holdBegin = this.holdPlace = false
+    this.holdAdmit = this.holdPlace = false
     const held = this.held
     this.held = []
     for (const answer of held) answer()
@@ -297,7 +293,7 @@ const REACH: Record<LegState, { opts?: Options; go: (w: World) => Promise<void> 
   AWAIT_INIT: { go: () => {} },
   VERIFYING: {
     go: w => {
-      w.admission.holdBegin = true
+      w.admission.holdAdmit = true
       w.leg.onPlatformText(init())
     }
   },
@@ -512,18 +508,18 @@ const EVENTS: Record<Method | 'handshakeTimer', Check> = {
 
   async onPlatformText(t, w, row) {
     const before = await look(w)
-    const begun = w.admission.begun
+    const judged = w.admission.judged
     w.leg.onPlatformText(init())
     await settle()
     const ignored = w.logs.lines.slice(before.logs).filter(l => l.event === 'platform_text_ignored')
     if (row.text === 'init') {
-      t.equal(w.admission.begun, begun + 1, 'the init message is checked')
+      t.equal(w.admission.judged, judged + 1, 'the init message is checked')
       t.equal(w.leg.state, 'CONNECTING', 'accepted: its session opens here')
       t.equal(w.conns.length, 1, 'a vendor connection opens')
       return
     }
     await nothing(t, w, before)
-    t.equal(w.admission.begun, begun, 'not checked again')
+    t.equal(w.admission.judged, judged, 'not checked again')
     if (row.text === 'ignore') t.match(ignored, [{ level: 'debug', state: before.state }], 'ignored, logged at debug')
     else t.same(w.logs.lines.slice(before.logs), [], 'silently')
   },
@@ -685,8 +681,7 @@ function relayed(t: Test, w: World, row: Row): boolean {
 
 /**
  * After any event: the leg is closed and left to settle. Exactly one outcome was counted for it, every
- * failure-budget attempt settled, every place under the leg limits given back, no timer left armed, no
- * owner record left naming this process.
+ * place under the leg limits given back, no timer left armed, no owner record left naming this process.
  */
 async function settles(t: Test, w: World): Promise<void> {
   w.leg.onPlatformClose(1000)
@@ -697,7 +692,6 @@ async function settles(t: Test, w: World): Promise<void> {
   await settle()
   t.equal((await allOutcomes(w)) - w.counted, 1, 'one outcome counted for the leg')
   t.equal(w.leg.counters.active, false, 'its counters ended')
-  t.equal(w.admission.settled, w.admission.begun, 'every failure-budget attempt settled')
   t.equal(w.admission.released, w.admission.taken, 'every place under the leg limits given back')
   t.equal(w.clock.pending, 0, 'no timer left')
   t.not(linkView(w), 'open', 'no relay link left open')

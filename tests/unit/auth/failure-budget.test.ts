@@ -39,66 +39,82 @@ t.test(
 t.test('the per-address budget engages after N failures in a window and releases when the window ends', async t => {
   const clock = new FakeClock(0)
   const budget = new FailureBudget(settings(0, 3, 60), clock)
-  const fail = (address: string): void => {
-    t.equal(budget.begin(address), true, 'a check may run')
-    budget.settle(address, true)
-  }
-  fail('a')
-  fail('a')
+  t.equal(budget.admit('a', true), true, 'a first failure is answered as one')
+  t.equal(budget.admit('a', true), true)
   clock.advance(10_000)
-  fail('a')
-  t.equal(budget.begin('a'), 50, 'the third spends the budget: refused until the window (opened at 0) ends')
-  t.equal(budget.begin('b'), true, 'another address is not affected')
-  budget.settle('b', false)
+  t.equal(budget.admit('a', true), true, 'the third spends the budget, and is still answered as a failure')
+  t.equal(budget.admit('a', true), 50, 'a fourth is refused until the window (opened at 0) ends')
+  t.equal(budget.admit('a', false), 50, 'so is a right credential from that address: the answer tells nothing')
+  t.equal(budget.admit('b', false), true, 'another address is not affected')
   clock.advance(49_500)
-  t.equal(budget.begin('a'), 1, 'a part of a second left reads as 1')
+  t.equal(budget.outSeconds('a'), 1, 'a part of a second left reads as 1')
   clock.advance(500)
-  t.equal(budget.begin('a'), true, 'released at the end of the window')
-  budget.settle('a', true)
-  t.equal(budget.begin('a'), true, 'a new window counts from 0')
+  t.equal(budget.admit('a', false), true, 'released at the end of the window')
+  t.equal(budget.admit('a', true), true, 'a new window counts from 0')
 })
 
-t.test('exact under concurrency: checks running count against the budget until they settle', async t => {
+t.test('it counts failures only: checks in flight never take room, successes never spend it', async t => {
   const clock = new FakeClock(0)
   const budget = new FailureBudget(settings(0, 20, 60), clock)
-  // 300 attempts arrive before any of them has been checked (a burst of concurrent legs, or workers).
+  // 300 valid checks of one address at once (a balancer, a platform reconnecting every leg after a drain).
   let admitted = 0
-  for (let i = 0; i < 300; i++) if (budget.begin('10.9.9.9') === true) admitted++
-  t.equal(admitted, 20, 'only as many checks run as the budget has room for')
-  for (let i = 0; i < 20; i++) budget.settle('10.9.9.9', true)
-  t.type(budget.begin('10.9.9.9'), 'number', 'all of them failed: the address is out until the window ends')
-  const ok = new FailureBudget(settings(0, 2, 60), clock)
-  t.equal(ok.begin('p'), true)
-  t.equal(ok.begin('p'), true)
-  t.type(ok.begin('p'), 'number', 'two checks in flight fill a budget of two')
-  ok.settle('p', false)
-  ok.settle('p', false)
-  t.equal(ok.begin('p'), true, 'successes give their room back: a busy honest caller is never blocked')
+  for (let i = 0; i < 300; i++) if (budget.admit('10.9.9.9', false) === true) admitted++
+  t.equal(admitted, 300, 'every valid check is admitted')
+  // 300 wrong ones at once: exactly the budget hears "wrong credential", the rest are refused.
+  const told = Array.from({ length: 300 }, () => budget.admit('10.8.8.8', true)).filter(v => v === true).length
+  t.equal(told, 20, 'failures answered as failures: exactly the budget')
+  t.type(budget.admit('10.8.8.8', false), 'number', 'and the address is out, right credential or not')
+  t.equal(budget.admit('10.9.9.9', false), true, 'the honest address next to it is not')
 })
 
-t.test("the fleet's count keeps an address out once it passes the budget there", async t => {
+t.test("the fleet's count decides a failure's answer and keeps the address out once past the budget", async t => {
   const clock = new FakeClock(0)
   const budget = new FailureBudget(settings(0, 3, 60), clock, async () => ({ count: 7, resetInMs: 30_000 }))
-  t.equal(budget.begin('a'), true)
-  budget.settle('a', true)
+  t.equal(await budget.admit('a', true), 30, "one failure here, seven in the fleet: refused for the fleet's 30 s")
+  t.equal(budget.admit('a', false), 30, 'a right credential too, without asking the fleet again')
+  const within = new FailureBudget(settings(0, 3, 60), clock, async () => ({ count: 3, resetInMs: 30_000 }))
+  t.equal(await within.admit('a', true), true, 'within the budget in the fleet: answered as a failure')
+  const down = new FailureBudget(settings(0, 1, 60), clock, async () => {
+    throw new Error('Redis away')
+  })
+  t.equal(await down.admit('a', true), true, "the fleet's count failing: this gateway's count decides")
+  t.equal(down.admit('a', true), 60, 'and holds')
+})
+
+t.test("a success waits for its address's failures still on their way to the fleet's count", async t => {
+  const clock = new FakeClock(0)
+  const answers: ((w: { count: number; resetInMs: number }) => void)[] = []
+  const budget = new FailureBudget(settings(0, 2, 60), clock, () => new Promise(resolve => answers.push(resolve)))
+  const failure = budget.admit('g', true)
+  const guess = budget.admit('g', false)
+  t.type(guess, Promise, 'a right guess behind an uncounted failure is not judged yet')
+  t.equal(budget.admit('h', false), true, 'another address is judged at once')
+  let judged: unknown = null
+  void (guess as Promise<unknown>).then(v => (judged = v))
   await clock.tick()
-  t.equal(budget.begin('a'), 30, "one failure here, seven in the fleet: out for the fleet window's 30 s")
+  t.equal(judged, null, 'still waiting')
+  answers[0]({ count: 5, resetInMs: 40_000 })
+  t.equal(await failure, 40, 'the fleet says the address is out: the failure is refused')
+  t.equal(await guess, 40, 'and so is the right guess that waited for it')
+  const honest = new FailureBudget(settings(0, 2, 60), clock, () => new Promise(resolve => answers.push(resolve)))
+  const typo = honest.admit('p', true)
+  const retry = honest.admit('p', false)
+  answers[1]({ count: 1, resetInMs: 60_000 })
+  t.equal(await typo, true)
+  t.equal(await retry, true, 'a typo, then the right credential: admitted once the count is back')
 })
 
 t.test('failures spread over more than one window never spend the budget', async t => {
   const clock = new FakeClock(0)
   const budget = new FailureBudget(settings(0, 3, 10), clock)
   for (let i = 0; i < 10; i++) {
-    t.equal(budget.begin('a'), true)
-    budget.settle('a', true)
+    t.equal(budget.admit('a', true), true)
     clock.advance(i % 2 === 1 ? 10_000 : 0)
   }
   const off = new FailureBudget(settings(0, 0), clock)
-  for (let i = 0; i < 50; i++) {
-    off.begin('a')
-    off.settle('a', true)
-  }
-  t.equal(off.begin('a'), true, 'failures: 0 turns the budget off')
+  for (let i = 0; i < 50; i++) off.admit('a', true)
+  t.equal(off.admit('a', false), true, 'failures: 0 turns the budget off')
+  t.equal(off.tracked, 0, 'and keeps nothing')
 })
 
 t.test('the local auth state: revocations only extend and end with their time', async t => {
@@ -112,25 +128,6 @@ t.test('the local auth state: revocations only extend and end with their time', 
   t.same(s.countFailure('x', 100, 0), { count: 1, resetInMs: 100 })
   t.same(s.countFailure('x', 100, 40), { count: 2, resetInMs: 60 })
   t.same(s.countFailure('x', 100, 100), { count: 1, resetInMs: 100 }, 'a new window')
-})
-
-t.test('legs per route and per client, released once, forced for a takeover', async t => {
-  let limits = { headerBytes: 16384, initMessageBytes: 1024, legsPerRoute: 3, legsPerClient: 2 }
-  const l = new LegLimits(() => limits)
-  const r1 = l.acquire('demo', 'static:a')
-  const r2 = l.acquire('demo', 'static:a')
-  t.equal(l.acquire('demo', 'static:a'), 'legs_per_client')
-  t.type(l.acquire('demo', 'static:a', true), 'function', 'a takeover of its own session is not refused')
-  t.equal(l.acquire('demo', 'static:b'), 'legs_per_route')
-  t.equal(l.acquire('other', 'static:a'), 'legs_per_client', 'a client counts across routes')
-  t.type(l.acquire('other', 'anonymous'), 'function', 'anonymous legs count per route only')
-  if (typeof r1 !== 'function' || typeof r2 !== 'function') throw new Error('not granted')
-  r1()
-  r1()
-  t.type(l.acquire('demo', 'static:b'), 'function', 'a released place is free again')
-  t.equal(l.acquire('demo', 'static:c'), 'legs_per_route', 'and a release counts once')
-  limits = { ...limits, legsPerRoute: 0, legsPerClient: 0 }
-  t.type(l.acquire('demo', 'static:a'), 'function', '0: no limit (read at each leg: a reload applies)')
 })
 
 t.test('legs per route and per client, released once, forced for a takeover', async t => {
