@@ -272,6 +272,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   let port: number
   let adminPort: number
   let metricsPort = 0
+  let fleetPort = 0
   let scrapeSocket: uWS.us_listen_socket | null = null
   try {
     // A worker shares the public and fleet ports with its siblings (their main process claimed them).
@@ -285,7 +286,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     }
     if (loopback !== null) holder.local = `ws://127.0.0.1:${await open(loopback, '127.0.0.1', 0)}`
     if (fleet !== null) {
-      const fleetPort = await open(fleet, fleetCfg.host, worker?.fleetPort ?? fleetCfg.port, sharing)
+      fleetPort = await open(fleet, fleetCfg.host, worker?.fleetPort ?? fleetCfg.port, sharing)
       holder.url = advertisedUrl(fleetCfg.advertiseUrl, fleetPort)
     }
   } catch (err) {
@@ -296,11 +297,13 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   log.info(
     {
       event: 'listening',
+      instance: store.instanceId,
       host: config.listen.host,
       port,
       metricsPort,
       adminPort,
       fleet: holder.url || undefined,
+      fleetPort: fleetPort || undefined,
       tls: tls !== null,
       routes: [...gen.routes.keys()]
     },

@@ -1,8 +1,9 @@
 /**
  * GET /admin/upstreams of `serve --workers N` (workers/main-admin.ts): every worker's view merged into
  * one. Counts add up (streams, requests in flight, parked sessions, ejections); `fleetStreams` is the
- * largest (each worker already counts the others'); a replica is `healthy` when it is on every worker,
- * and `workers` lists each worker's state of it, so a passive ejection seen by one worker shows.
+ * largest (each worker already counts the others', as of its last sync); a replica is `healthy` when it
+ * is on every worker, and `workers` lists each worker's state of it (and its count of the fleet's streams),
+ * so a passive ejection or a sync that lags seen by one worker shows.
  */
 
 type Json = Record<string, unknown>
@@ -30,14 +31,19 @@ export function mergeUpstreams(views: readonly WorkerView[], instance: string): 
         healthy: e.replica?.healthy === true,
         state: e.replica?.state,
         reason: e.replica?.reason,
-        activeStreams: num(e.replica?.activeStreams)
+        activeStreams: num(e.replica?.activeStreams),
+        fleetStreams: num(e.replica?.fleetStreams)
       }))
       return merged
     })
   }))
   return {
     instance,
-    store: first.store,
+    // The store is up when it is up for every worker (each holds its own connection to Redis).
+    store: {
+      ...(first.store as Json | undefined),
+      up: views.every(v => (v.view.store as Json | undefined)?.up === true)
+    },
     workers: views.length,
     parkedSessions: views.reduce((n, v) => n + num(v.view.parkedSessions), 0),
     routes

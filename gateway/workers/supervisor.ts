@@ -289,10 +289,12 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
   log.info(
     {
       event: 'listening',
+      instance: opts.instanceId,
       host: config.listen.host,
       port,
       metricsPort: listeners.metricsPort,
       adminPort: listeners.adminPort,
+      fleetPort,
       workers: opts.workers
     },
     `gateway listening with ${opts.workers} worker processes`

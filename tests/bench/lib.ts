@@ -477,6 +477,23 @@ export function rssBytes(pid: number): number {
   return m === null ? NaN : Number(m[1]) * 1024
 }
 
+/** A process and its descendants (a `serve` and its workers), from /proc's children lists; gone ones are left out. */
+export function processTree(pid: number): number[] {
+  const out: number[] = []
+  const visit = (p: number): void => {
+    let kids = ''
+    try {
+      kids = readFileSync(`/proc/${p}/task/${p}/children`, 'utf8')
+    } catch {
+      return
+    }
+    out.push(p)
+    for (const k of kids.trim().split(/\s+/)) if (k !== '') visit(Number(k))
+  }
+  visit(pid)
+  return out
+}
+
 // ---- the sink (tests/bench/sink.ts) as a child process ---------------------------------------------
 
 export interface SinkStats {

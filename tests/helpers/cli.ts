@@ -44,9 +44,8 @@ export function builtCli(): string {
 
 /** Start the built CLI with these arguments (stdout and stderr piped unless `opts` says otherwise). */
 export function spawnCli(args: string[], opts: SpawnOptions = {}): ChildProcess {
-  // One process unless a test asks for workers (GATEWAY_WORKERS in its env): the suite's tests were written for one.
-  const env = { GATEWAY_WORKERS: '1', ...(opts.env ?? process.env) }
-  return spawn(process.execPath, [builtCli(), ...args], { stdio: ['ignore', 'pipe', 'pipe'], ...opts, env })
+  // As an operator runs it: `serve` picks its worker count for the machine unless the env says GATEWAY_WORKERS.
+  return spawn(process.execPath, [builtCli(), ...args], { stdio: ['ignore', 'pipe', 'pipe'], ...opts })
 }
 
 /** Run the built CLI to its end: exit code, stdout, stderr. */

@@ -1,4 +1,3 @@
-import { Writable } from 'node:stream'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { stringify } from 'yaml'
@@ -8,31 +7,49 @@ import { validateAll } from '../../gateway/check'
 import { loadConfig } from '../../gateway/config/load'
 import { createLogger } from '../../gateway/telemetry/log'
 import { startVendorEmulator, type EmulatorOptions, type VendorEmulator } from '../../gateway/tools/vendor-emulator'
+import { AUDIO_TOKEN, type GatewayProcess, LogCapture, opsUrl, sleep, spawnServe, TEXT_TOKEN } from './serve'
 
 type T = { teardown: (fn: () => unknown) => void; testdir: (fixture?: Record<string, string>) => string }
 
-export const AUDIO_TOKEN = 'audio-token-s3cr3t-value'
-export const TEXT_TOKEN = 'text-token-s3cr3t-value'
+export { AUDIO_TOKEN, LogCapture, opsUrl, sleep, TEXT_TOKEN } from './serve'
 
-/** Log lines captured from the gateway's pino logger, parsed; `raw` keeps the exact text written. */
-export class LogCapture {
-  raw = ''
-  get lines(): Record<string, unknown>[] {
-    return this.raw
-      .split('\n')
-      .filter(l => l !== '')
-      .map(l => JSON.parse(l) as Record<string, unknown>)
-  }
+/** A gateway as it ships: `serve` in its own process, with the worker count it picks for the machine. */
+export type TestGateway = GatewayProcess
 
-  readonly stream = new Writable({
-    write: (chunk: Buffer, _enc, cb) => {
-      this.raw += chunk.toString('utf8')
-      cb()
-    }
-  })
+/** What the suite's gateways share unless a test says otherwise. */
+const BASE = {
+  listen: { host: '127.0.0.1', port: 0 },
+  metrics: { host: '127.0.0.1', port: 0 },
+  admin: { host: '127.0.0.1', port: 0 },
+  fleet: { host: '127.0.0.1', port: 0 },
+  log: { level: 'debug' },
+  // Tests that count vendor sessions or expect an immediate goodbye turn probes and re-attach on themselves.
+  health: { active: { kind: 'none' } },
+  audio: { reattachGraceSeconds: 0 },
+  // Refusals at once and no per-address budget, so suites that refuse credentials stay fast and
+  // independent; the abuse tests (auth-abuse.test.ts) set their own.
+  auth: { failureDelayMs: 0, failureBudget: { failures: 0 } },
+  // Tests that stop it at teardown do not wait out the production drain delays or the final scrape.
+  shutdown: { drainDelaySeconds: 0, legDrainSeconds: 0, metricsLingerSeconds: 0 }
 }
 
-export interface TestGateway extends Running {
+/**
+ * Start a real gateway as it ships: `serve` (the built CLI) in its own process with the worker count it
+ * picks for the machine, from `config` over the suite's base, written as YAML. Secrets are passed through
+ * ${VAR} references, as the contract asks (AUDIO_TOKEN and TEXT_TOKEN are set, `env` adds more).
+ */
+export async function startGateway(
+  t: T,
+  config: Record<string, unknown>,
+  env: Record<string, string> = {},
+  /** Files written beside the config (a mapping of the test's own: name it `./<file>` in the config). */
+  files: Record<string, string> = {}
+): Promise<TestGateway> {
+  return await spawnServe(t, merge(BASE, config), env, files)
+}
+
+/** A gateway in the test's own process (one process, no workers), with what only that exposes. */
+export interface InProcessGateway extends Running {
   logs: LogCapture
   url: (path: string) => string
   adminUrl: (path: string) => string
@@ -40,30 +57,19 @@ export interface TestGateway extends Running {
 }
 
 /**
- * Start a real gateway (uWS on ephemeral ports) from a config object written as YAML into a test dir.
- * Secrets are passed through ${VAR} references, as the contract asks.
+ * A gateway inside the test's process: one process, which no deployment runs with more than one core.
+ * Only for a test that must reach inside it (its clock, `nowMs`; its state); such a test says why at the
+ * call. Everything else starts `startGateway`.
  */
-export async function startGateway(
+export async function startGatewayInProcess(
   t: T,
   config: Record<string, unknown>,
   env: Record<string, string> = {},
   opts: { nowMs?: () => number; reloadable?: boolean } = {}
-): Promise<TestGateway> {
+): Promise<InProcessGateway> {
   const dir = t.testdir()
   const configFile = join(dir, 'gateway.yaml')
-  // Tests that count vendor sessions or expect an immediate goodbye turn probes and re-attach on themselves.
-  const base = {
-    listen: { host: '127.0.0.1', port: 0 },
-    metrics: { host: '127.0.0.1', port: 0 },
-    admin: { host: '127.0.0.1', port: 0 },
-    fleet: { host: '127.0.0.1', port: 0 },
-    health: { active: { kind: 'none' } },
-    audio: { reattachGraceSeconds: 0 },
-    // Refusals at once and no per-address budget, so suites that refuse credentials stay fast and
-    // independent; the abuse tests (auth-abuse.test.ts) set their own.
-    auth: { failureDelayMs: 0, failureBudget: { failures: 0 } }
-  }
-  writeFileSync(configFile, stringify(merge(base, config)))
+  writeFileSync(configFile, stringify(merge(BASE, config)))
   const cfg = loadConfig(configFile, { AUDIO_TOKEN, TEXT_TOKEN, ...env })
   const logs = new LogCapture()
   const log = createLogger({ level: 'debug', secrets: cfg.secrets, destination: logs.stream })
@@ -83,14 +89,6 @@ export async function startGateway(
       `${path.startsWith('/audio/') ? wsScheme : scheme}://127.0.0.1:${running.server.port}${path}`,
     adminUrl: opsUrl(running.server.metricsPort, running.server.adminPort)
   }
-}
-
-/**
- * The URL of an operator's path: `/admin/*` on the admin listener, the rest (/metrics, /livez, /readyz) on
- * the metrics listener. An empty path is the admin base (`upstreams()` appends its own).
- */
-export function opsUrl(metricsPort: number, adminPort: number): (path: string) => string {
-  return path => `http://127.0.0.1:${path === '' || path.startsWith('/admin') ? adminPort : metricsPort}${path}`
 }
 
 function merge(a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {
@@ -211,17 +209,22 @@ export function untilOpen(ws: WebSocket): Promise<void> {
 }
 
 export interface Upstreams {
-  routes: { replicas: { name: string; state: string; activeStreams: number; fleetStreams: number }[] }[]
+  routes: {
+    replicas: {
+      name: string
+      state: string
+      activeStreams: number
+      fleetStreams: number
+      /** With workers: each worker's view of the replica. */
+      workers: { worker: number; state: string; activeStreams: number; fleetStreams: number }[]
+    }[]
+  }[]
   store: { up: boolean }
 }
 
 /** GET /admin/upstreams of a gateway, given its admin base URL. */
 export async function upstreams(adminBase: string): Promise<Upstreams> {
   return (await (await fetch(`${adminBase}/admin/upstreams`)).json()) as Upstreams
-}
-
-export function sleep(ms: number): Promise<void> {
-  return new Promise(resolve => setTimeout(resolve, ms))
 }
 
 /**

@@ -1,24 +1,10 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
 import { connect } from 'node:net'
-import { join } from 'node:path'
-import { stringify } from 'yaml'
 import { claimPort } from '../../gateway/server/listen'
-import { spawnCli } from './cli'
-import { AUDIO_TOKEN, opsUrl, TEXT_TOKEN, sleep } from './gateway'
+import { type GatewayProcess, spawnServe } from './serve'
+
+export type { GatewayProcess } from './serve'
 
 type T = { teardown: (fn: () => unknown) => void }
-
-export interface GatewayProcess {
-  pid: number
-  /** The config file it was started with (a test may rewrite it and send SIGHUP). */
-  file: string
-  url: (path: string) => string
-  adminUrl: (path: string) => string
-  output: () => string
-  /** Resolves with the exit code (or signal) when the process ends. */
-  exited: Promise<number | string>
-}
 
 /** A port nothing listens on right now (bound to 0 alone, read, let go: the gateway's own claimPort). */
 export async function freePort(): Promise<number> {
@@ -51,53 +37,26 @@ function refuses(port: number): Promise<boolean> {
 }
 
 /**
- * A gateway in its own process (`serve` through the built CLI, bin/assist-gateway.js), on fixed free
- * ports, ready when /livez answers; killed at teardown. `config.listen` adds keys to the public listener
- * (its host and port stay these); with `listen.tls`, `url` gives wss:// and https:// addresses.
+ * A gateway in its own process as `startGateway` (helpers/gateway.ts) starts it, over a plainer base: the
+ * config's own health probes and re-attach grace, info logs. For the tests of processes, signals and
+ * fleets, which set those themselves.
  */
 export async function spawnGateway(
   t: T,
   config: Record<string, unknown>,
   env: Record<string, string> = {}
 ): Promise<GatewayProcess> {
-  // A free port is read, let go and bound again by the child: in between, another test of the suite may
-  // take it. The gateway holds its ports exclusively (server/listen.ts), so that shows as a start that
-  // cannot listen, and a start with fresh ports is all it takes; anything else that ends a start is thrown.
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await spawnOnce(t, config, env)
-    } catch (err) {
-      if (attempt === 3 || !(err instanceof PortTaken)) throw err
-    }
-  }
-}
-
-/** A start that ended because a port it was given had been taken since it was found free. */
-class PortTaken extends Error {}
-
-async function spawnOnce(t: T, config: Record<string, unknown>, env: Record<string, string>): Promise<GatewayProcess> {
-  const [port, metricsPort, adminPort, fleetPort] = [
-    await freePort(),
-    await freePort(),
-    await freePort(),
-    await freePort()
-  ]
-  const secure = (config.listen as { tls?: unknown } | undefined)?.tls != null
-  // One test may start several, and t.testdir() is one folder per test (made anew on each call).
-  const dir = mkdtempSync(join(tmpdir(), 'assist-gateway-test-'))
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-  const file = join(dir, 'gateway.yaml')
-  writeFileSync(
-    file,
-    stringify({
-      metrics: { host: '127.0.0.1', port: metricsPort },
-      admin: { host: '127.0.0.1', port: adminPort },
-      fleet: { host: '127.0.0.1', port: fleetPort },
+  return await spawnServe(
+    t,
+    {
+      metrics: { host: '127.0.0.1', port: 0 },
+      admin: { host: '127.0.0.1', port: 0 },
+      fleet: { host: '127.0.0.1', port: 0 },
       log: { level: 'info' },
       // As startGateway's base: refusals at once, no per-address failure budget.
       auth: { failureDelayMs: 0, failureBudget: { failures: 0 } },
       ...config,
-      listen: { ...(config.listen as Record<string, unknown> | undefined), host: '127.0.0.1', port },
+      listen: { port: 0, ...(config.listen as Record<string, unknown> | undefined), host: '127.0.0.1' },
       // Tests that stop it at teardown do not wait out the production drain delays or the final scrape.
       shutdown: {
         drainDelaySeconds: 0,
@@ -105,61 +64,7 @@ async function spawnOnce(t: T, config: Record<string, unknown>, env: Record<stri
         metricsLingerSeconds: 0,
         ...(config.shutdown as Record<string, unknown> | undefined)
       }
-    })
+    },
+    env
   )
-  const child = spawnCli(['serve', '--config', file], {
-    env: {
-      ...process.env,
-      AUDIO_TOKEN,
-      TEXT_TOKEN,
-      ...env,
-      PORT: '',
-      ADMIN_PORT: '',
-      METRICS_PORT: '',
-      REDIS_URL: '',
-      GATEWAY_CONFIG: ''
-    }
-  })
-  let out = ''
-  const exited = new Promise<number | string>(resolve => {
-    child.once('exit', (code, signal) => resolve(code ?? signal ?? -1))
-  })
-  child.stdout!.on('data', d => {
-    out += String(d)
-  })
-  child.stderr!.on('data', d => {
-    out += String(d)
-  })
-  t.teardown(async () => {
-    if (child.exitCode !== null || child.signalCode !== null) return
-    const gone = new Promise(resolve => child.once('exit', resolve))
-    child.kill('SIGTERM')
-    const timer = setTimeout(() => child.kill('SIGKILL'), 3000)
-    await gone
-    clearTimeout(timer)
-  })
-  // Polled: it returns as soon as /livez answers; the limit only names a start that never comes.
-  const deadline = Date.now() + 60_000
-  for (;;) {
-    if (child.exitCode !== null) {
-      await exited
-      const taken = /cannot listen on 127\.0\.0\.1:\d+ \(in use/.test(out)
-      throw new (taken ? PortTaken : Error)(`gateway process exited: ${out}`)
-    }
-    try {
-      if ((await fetch(`http://127.0.0.1:${metricsPort}/livez`)).status === 200) break
-    } catch {
-      /* not up yet */
-    }
-    if (Date.now() > deadline) throw new Error(`gateway process did not answer /livez within 60 s: ${out}`)
-    await sleep(50)
-  }
-  return {
-    pid: child.pid!,
-    file,
-    url: path => `${path.startsWith('/audio/') ? 'ws' : 'http'}${secure ? 's' : ''}://127.0.0.1:${port}${path}`,
-    adminUrl: opsUrl(metricsPort, adminPort),
-    output: () => out,
-    exited
-  }
 }

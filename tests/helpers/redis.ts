@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import Redis from 'ioredis'
-import { RedisStore } from '../../gateway/store/redis'
+import type { Affinity, HealthRecord } from '../../gateway/store/port'
+import { hashTaggedPrefix, RedisStore } from '../../gateway/store/redis'
 import { createLogger } from '../../gateway/telemetry/log'
 
 /** The Redis the fleet tests share (each test uses its own key prefix): REDIS_URL, or the local default. */
@@ -64,4 +65,31 @@ export async function redisStorePair(t: { teardown: (fn: () => unknown) => void 
     t.teardown(() => s.close())
   }
   return stores
+}
+
+/**
+ * What a fleet on `url` under `keyPrefix` shares, read straight from Redis in the layout store/redis.ts
+ * writes, by a client that takes no part in it (it never registers, leads or probes): the prober lease's
+ * holder (a process's instance id: `<instance>/w<n>.<pid>` for a worker), a replica's shared health
+ * verdict, a leg's affinity record.
+ */
+export async function fleetObserver(
+  t: { teardown: (fn: () => unknown) => void },
+  url: string,
+  keyPrefix: string
+): Promise<{
+  prober: () => Promise<string | null>
+  health: (replicaKey: string) => Promise<HealthRecord | null>
+  affinity: (legKey: string) => Promise<Affinity | null>
+}> {
+  const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1 })
+  await redis.connect()
+  t.teardown(() => redis.disconnect())
+  const k = (s: string): string => `${hashTaggedPrefix(keyPrefix)}${s}`
+  const json = <V>(v: string | null | undefined): V | null => (v == null ? null : (JSON.parse(v) as V))
+  return {
+    prober: async () => await redis.get(k('leader')),
+    health: async replicaKey => json<HealthRecord>(await redis.hget(k('health'), replicaKey)),
+    affinity: async legKey => json<Affinity>(await redis.get(k(`aff:${legKey}`)))
+  }
 }

@@ -1,6 +1,6 @@
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { dirname, join } from 'node:path'
+import { join } from 'node:path'
 import { Agent, request } from 'undici'
 import { startGateway, type TestGateway } from './gateway'
 import { selfSignedPair } from './openssl'
@@ -27,11 +27,10 @@ function makeOnce(): { cert: string; key: string } {
 
 /**
  * A self-signed certificate for localhost and 127.0.0.1, valid one day, made with the openssl CLI (once
- * per test process) and written into a test dir (created with `files`, since t.testdir() starts afresh
- * on every call).
+ * per test process) and written into the test's dir.
  */
-export function throwawayCert(t: T, files: Record<string, string> = {}): ThrowawayCert {
-  const dir = t.testdir(files)
+export function throwawayCert(t: T): ThrowawayCert {
+  const dir = t.testdir()
   const cert = join(dir, 'cert.pem')
   const key = join(dir, 'key.pem')
   const pair = makeOnce()
@@ -49,30 +48,21 @@ export interface TlsGateway extends TestGateway {
 }
 
 /**
- * A gateway serving HTTPS (uWS SSLApp) with a throwaway certificate, and a client that trusts it.
- * `files` are written beside the gateway's folder: name them in the config as `../<file>`; `tls` adds listen.tls keys.
+ * A gateway serving HTTPS and WSS (uWS SSLApp) with a throwaway certificate, and a client that trusts it;
+ * `tls` adds listen.tls keys.
  */
 export async function startTlsGateway(
   t: T,
   config: Record<string, unknown>,
   env: Record<string, string> = {},
-  opts: {
-    connections?: number
-    files?: Record<string, string>
-    tls?: Record<string, unknown>
-    reloadable?: boolean
-  } = {}
+  opts: { connections?: number; tls?: Record<string, unknown>; files?: Record<string, string> } = {}
 ): Promise<TlsGateway> {
-  const c = throwawayCert(t, opts.files)
-  // t.testdir() starts afresh each call: the gateway's files go in a folder beside the certificate instead.
-  const dir = join(dirname(c.cert), 'gateway')
-  mkdirSync(dir)
-  const sub = { teardown: (fn: () => unknown) => t.teardown(fn), testdir: () => dir }
+  const c = throwawayCert(t)
   const gw = await startGateway(
-    sub,
+    t,
     { ...config, listen: { host: '127.0.0.1', port: 0, tls: { cert: c.cert, key: c.key, ...opts.tls } } },
     env,
-    { reloadable: opts.reloadable }
+    opts.files
   )
   const agent = new Agent({ connect: { ca: c.pem }, connections: opts.connections ?? 64 })
   t.teardown(async () => await agent.close())

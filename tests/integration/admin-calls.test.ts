@@ -54,13 +54,16 @@ t.test(
     await until(() => vendor.sessions()[0]?.bytes === 30 * 160)
     await until(() => leg.messages.length > 0)
     await roundTrip(leg.ws)
+    // A worker publishes its legs' records every few seconds (store.syncIntervalSeconds): polled for.
+    await until(async () => (await calls(gw.adminUrl, 9001, ADMIN_TOKEN)).calls[0]?.framesFromPlatform === 30)
     const live = await calls(gw.adminUrl, 9001, ADMIN_TOKEN)
     t.equal(live.calls.length, 1)
     t.match(live.calls[0], {
       contactId: '9001',
-      instance: gw.store.instanceId,
-      process: gw.store.instanceId,
-      worker: null,
+      instance: gw.instance,
+      // The process serving it: one of the instance's workers (`<instance>/w<n>.<pid>`), or the instance itself.
+      process: gw.workers > 1 ? new RegExp(`^${gw.instance}/w\\d+\\.\\d+$`) : gw.instance,
+      worker: gw.workers > 1 ? Number : null,
       route: 'demo',
       perspective: 'TX',
       state: 'STREAMING',
@@ -83,6 +86,7 @@ t.test(
     )
     const back = platformLeg(t, gw.url('/audio/demo'), init(9001))
     t.equal((await back.answer).command, 'CONNECTED')
+    await until(async () => (await calls(gw.adminUrl, 9001, ADMIN_TOKEN)).calls[0]?.state === 'STREAMING')
     const after = await calls(gw.adminUrl, 9001, ADMIN_TOKEN)
     t.equal(after.calls.length, 1, 'the re-attached leg replaces the parked record')
     t.match(after.calls[0], { state: 'STREAMING', framesFromPlatform: 0 })
@@ -112,8 +116,8 @@ t.test('two instances on Redis: either answers for the legs of both', async t =>
     t.same(
       a.calls.map(c => [c.instance, c.perspective]).sort(),
       [
-        [g1.store.instanceId, 'TX'],
-        [g2.store.instanceId, 'RX']
+        [g1.instance, 'TX'],
+        [g2.instance, 'RX']
       ].sort(),
       'both legs, each on its own instance'
     )

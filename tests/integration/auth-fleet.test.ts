@@ -12,7 +12,7 @@ import {
   until,
   type TestGateway
 } from '../helpers/gateway'
-import { needRedis } from '../helpers/redis'
+import { fleetObserver, needRedis } from '../helpers/redis'
 import { utterance } from '../helpers/tls'
 
 // Two gateway instances sharing one Redis (own key prefix): what one instance learns about a credential
@@ -28,6 +28,9 @@ type T = Parameters<typeof startGateway>[0]
 /** Everything the gateways answered, to search for secrets. */
 const answers: string[] = []
 const gateways: TestGateway[] = []
+
+/** The fleet's Redis as a process outside it reads it, per fleet started. */
+const observers = new Map<TestGateway, Awaited<ReturnType<typeof fleetObserver>>>()
 
 async function fleet(tt: T): Promise<[TestGateway, TestGateway]> {
   const redis = await needRedis()
@@ -54,6 +57,9 @@ async function fleet(tt: T): Promise<[TestGateway, TestGateway]> {
   const a = await startGateway(tt, config, ENV)
   const b = await startGateway(tt, config, ENV)
   gateways.push(a, b)
+  const seer = await fleetObserver(tt, redis, config.store.keyPrefix)
+  observers.set(a, seer)
+  observers.set(b, seer)
   return [a, b]
 }
 
@@ -143,8 +149,8 @@ t.test('a leg live on instance A cannot be taken over from instance B by another
   t.equal((await live.answer).command, 'CONNECTED')
   // The affinity record (written when the vendor session is ready) now names the caller, for the fleet.
   const key = 'demo:4594:820001:TX'
-  t.ok(await until(async () => (await b.store.getAffinity(key))?.caller !== undefined))
-  t.equal((await b.store.getAffinity(key))?.caller, 'token:assist-gateway\nplatform-a', 'the token subject')
+  t.ok(await until(async () => (await observers.get(b)!.affinity(key))?.caller !== undefined))
+  t.equal((await observers.get(b)!.affinity(key))?.caller, 'token:assist-gateway\nplatform-a', 'the token subject')
 
   const thief = audio(t, b, 'demo', `Bearer ${tokenB}`, 820001)
   t.match(await thief.answer, { command: 'ERROR', messageType: 'CALLER_MISMATCH' }, 'another client is refused on B')
@@ -158,8 +164,8 @@ t.test('a leg live on instance A cannot be taken over from instance B by another
   // Static credentials: bound by a keyed hash of the credential, the same on every instance of the fleet.
   const s1 = audio(t, a, 'mixed', AUDIO_TOKEN, 820002)
   t.equal((await s1.answer).command, 'CONNECTED')
-  t.ok(await until(async () => (await b.store.getAffinity('mixed:4594:820002:TX'))?.caller !== undefined))
-  const record = JSON.stringify(await b.store.getAffinity('mixed:4594:820002:TX'))
+  t.ok(await until(async () => (await observers.get(b)!.affinity('mixed:4594:820002:TX'))?.caller !== undefined))
+  const record = JSON.stringify(await observers.get(b)!.affinity('mixed:4594:820002:TX'))
   t.match(record, /"caller":"static:[A-Za-z0-9_-]{43}"/, 'a keyed hash')
   t.notOk(record.includes(AUDIO_TOKEN), 'never the credential')
   const s2 = audio(t, b, 'mixed', AUDIO_TOKEN_2, 820002)

@@ -29,9 +29,7 @@ interface Raw {
 function raw(gw: TlsGateway, bytes: string): Raw {
   let text = ''
   let closed = false
-  const s = tlsConnect({ host: '127.0.0.1', port: gw.server.port, ca: gw.ca, servername: 'localhost' }, () =>
-    s.write(bytes)
-  )
+  const s = tlsConnect({ host: '127.0.0.1', port: gw.port, ca: gw.ca, servername: 'localhost' }, () => s.write(bytes))
   s.on('data', d => {
     text += String(d)
   })
@@ -80,7 +78,7 @@ t.test('the front door, case by case, over raw sockets', async t => {
     t,
     { text: { maxBodyBytes: 1024 }, routes: { demo: routeTo([vendor], 'mappings/json-events.yaml') } },
     {},
-    { tls: { ciphers: CIPHERS }, reloadable: true }
+    { tls: { ciphers: CIPHERS } }
   )
   const vendorSaw = (): number => vendor.textRequests().length
 
@@ -222,7 +220,7 @@ t.test('the front door, case by case, over raw sockets', async t => {
   await t.test('TLS: 1.0 and 1.1 refused, the configured ciphers only, a new certificate needs a restart', async t => {
     const sClient = (args: string[]): Promise<string> =>
       new Promise(resolve => {
-        const p = spawn('openssl', ['s_client', '-connect', `127.0.0.1:${gw.server.port}`, ...args])
+        const p = spawn('openssl', ['s_client', '-connect', `127.0.0.1:${gw.port}`, ...args])
         let out = ''
         p.stdout.on('data', d => (out += String(d)))
         p.stderr.on('data', d => (out += String(d)))
@@ -253,14 +251,14 @@ t.test('the front door, case by case, over raw sockets', async t => {
     const fresh = selfSignedPair(t.testdir(), 'new')
     writeFileSync(gw.caFile, readFileSync(fresh.cert))
     writeFileSync(join(dirname(gw.caFile), 'key.pem'), readFileSync(fresh.key))
-    const certReload = await gw.server.reload('test')
+    const certReload = await gw.reload()
     t.match(certReload, { ok: true, restartRequired: ['listen.tls (certificate or key file)'] })
     const cfg = parse(readFileSync(gw.configFile, 'utf8')) as { listen: { tls: { ciphers: string } } }
     cfg.listen.tls.ciphers = 'ECDHE-RSA-AES128-GCM-SHA256'
     writeFileSync(gw.configFile, stringify(cfg))
-    t.match(await gw.server.reload('test'), { ok: true, restartRequired: ['listen'] }, 'a cipher change too')
+    t.match(await gw.reload(), { ok: true, restartRequired: ['listen'] }, 'a cipher change too')
     const served = await new Promise<string>(resolve => {
-      const s = tlsConnect({ host: '127.0.0.1', port: gw.server.port, rejectUnauthorized: false }, () => {
+      const s = tlsConnect({ host: '127.0.0.1', port: gw.port, rejectUnauthorized: false }, () => {
         resolve(s.getPeerCertificate().fingerprint256)
         s.destroy()
       })

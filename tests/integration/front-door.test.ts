@@ -48,7 +48,7 @@ t.test('the three audio example endpoints', async t => {
   })
   const base = '/agent_assist_audio_websocket_hooks'
   const url = (await (await fetch(gw.url(`${base}/example-websocket-server?route=demo`))).json()) as { url: string }
-  t.equal(url.url, `ws://127.0.0.1:${gw.server.port}/audio/demo`)
+  t.equal(url.url, `ws://127.0.0.1:${gw.port}/audio/demo`)
   t.equal((await fetch(gw.url(`${base}/example-websocket-server?route=nope`))).status, 404)
 
   const example = (await (await fetch(gw.url(`${base}/initializemessage-example`))).json()) as Record<string, unknown>

@@ -1,7 +1,7 @@
 import t from 'tap'
 import { startRealVendor } from '../../gateway/tools/real-vendors'
 import { initMessage } from '../../gateway/tools/simulate'
-import { AUDIO_TOKEN, logged, platformLeg, startGateway, until } from '../helpers/gateway'
+import { AUDIO_TOKEN, logged, platformLeg, startGatewayInProcess, until } from '../helpers/gateway'
 import { stream } from '../helpers/audio'
 
 // A parked vendor session (the platform connection lost, the re-attach grace running) on a replica that
@@ -15,7 +15,8 @@ const ORG = 'd7934305-0972-4844-938e-9060eef73d05'
 t.test('audiohook: a replica marked down ends its parked session with close → closed, not 1006', async t => {
   const emu = await startRealVendor({ kind: 'audiohook', apiKey: KEY, resultEveryMs: 0 })
   t.teardown(async () => await emu.close())
-  const gw = await startGateway(
+  // One process: it marks the replica down through the pool itself, where every down verdict (probe, fleet, passive) goes.
+  const gw = await startGatewayInProcess(
     t,
     {
       audio: { reattachGraceSeconds: 60 },

@@ -183,7 +183,7 @@ t.test('join across instances on Redis', async t => {
     t.equal((await tx.answer).command, 'CONNECTED')
     const rx = leg(t, a, 3990, 'RX')
     t.equal((await rx.answer).command, 'CONNECTED')
-    d.server.close()
+    void d.close()
     const [txEnd, rxEnd] = await Promise.all([tx.closed, rx.closed])
     t.equal(txEnd.code, 1012, 'the owner’s own leg: 1012')
     t.equal(rxEnd.code, 1012, 'the relayed leg: the same 1012')

@@ -13,7 +13,7 @@ import {
   upstreams
 } from '../helpers/gateway'
 import { freePort } from '../helpers/process'
-import { needRedis } from '../helpers/redis'
+import { fleetObserver, needRedis } from '../helpers/redis'
 
 const init = (contactId: number): Record<string, unknown> =>
   initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'RX' })
@@ -47,14 +47,21 @@ t.test(
     })
     const g1 = await startGateway(t, cfg)
     const g2 = await startGateway(t, cfg)
-    await until(() => g1.store.isLeader() !== g2.store.isLeader())
-    t.not(g1.store.isLeader(), g2.store.isLeader(), 'exactly one instance holds the prober lease')
-    const follower = g1.store.isLeader() ? g2 : g1
+    // The prober lease names one process of the fleet (a worker of one of the two instances).
+    const seer = await fleetObserver(t, String(cfg.redis), (cfg.store as { keyPrefix: string }).keyPrefix)
+    const holder = async (): Promise<string> => (await seer.prober()) ?? ''
+    t.ok(await until(async () => [g1, g2].some(async g => (await holder()).startsWith(g.instance))), 'a lease holder')
+    const leader = (await holder()).startsWith(g1.instance) ? g1 : g2
+    t.ok((await holder()).startsWith(leader.instance), 'exactly one instance holds the prober lease')
+    const follower = leader === g1 ? g2 : g1
     await b.close()
     // How soon is the machine's business (a probe interval, a probe timeout and a sync here, more on a busy
     // machine): what is asserted is where the verdict comes from, not how many milliseconds it took.
-    const seen = await until(() => follower.store.sharedHealth().get('demo/r1')?.state === 'down', 30_000, 10)
-    t.ok(seen, 'the follower sees the verdict it did not probe itself')
+    const down = async (): Promise<boolean> =>
+      (await upstreams(follower.adminUrl(''))).routes[0].replicas[1].state === 'down'
+    t.ok(await until(down, 30_000, 10), 'the follower sees the verdict it did not probe itself')
+    t.match(await seer.health('demo/r1'), { state: 'down' }, "the verdict is the fleet's, in Redis")
+    t.notOk((await holder()).startsWith(follower.instance), 'and the follower did not probe')
     const ups = await upstreams(follower.adminUrl(''))
     t.match(ups.routes[0].replicas[1], { name: 'r1', state: 'down' })
     for (let i = 0; i < 4; i++) {
@@ -71,9 +78,19 @@ t.test("stream counts are fleet-wide: the second instance balances against the f
   const cfg = fleet(await needRedis(), { routes: { demo: routeTo([a, b], 'mappings/json-events.yaml') } })
   const g1 = await startGateway(t, cfg)
   const g2 = await startGateway(t, cfg)
-  // g1 places 3 legs: a, b, a (ties keep config order), so the fleet has a=2, b=1.
-  for (let i = 0; i < 3; i++)
+  // g1 places 3 legs: a, b, a (ties keep config order), so the fleet has a=2, b=1. Its workers learn each
+  // other's streams at the next sync: each leg waits until every process counts the one before it.
+  const everyWorkerCounts = async (n: number): Promise<boolean> => {
+    const replicas = (await upstreams(g1.adminUrl(''))).routes[0].replicas
+    const known = new Map<number, number>()
+    for (const r of replicas)
+      for (const w of r.workers) known.set(w.worker, (known.get(w.worker) ?? 0) + w.fleetStreams)
+    return [...known.values()].every(k => k === n)
+  }
+  for (let i = 0; i < 3; i++) {
     t.equal((await platformLeg(t, g1.url('/audio/demo'), init(710000 + i)).answer).command, 'CONNECTED')
+    await until(async () => await everyWorkerCounts(i + 1))
+  }
   t.same([a.sessions().length, b.sessions().length], [2, 1])
   // g2 learns g1's counts through Redis (published and read every 0.2 s): polled, not slept for.
   const fleetStreams = async (): Promise<number[]> =>
@@ -128,11 +145,12 @@ t.test(
       t,
       fleet(`redis://127.0.0.1:${port}`, { routes: { demo: routeTo([v], 'mappings/json-events.yaml') } })
     )
-    t.equal(gw.store.up(), true)
+    const storeUp = async (): Promise<boolean> => (await upstreams(gw.adminUrl(''))).store.up
+    t.ok(await until(storeUp), 'the store is up')
     const leg = platformLeg(t, gw.url('/audio/demo'), init(730001))
     t.equal((await leg.answer).command, 'CONNECTED')
     await stopRedis()
-    t.ok(await until(() => !gw.store.up()), 'the store notices')
+    t.ok(await until(async () => !(await storeUp())), 'the store notices')
     for (let i = 0; i < 10; i++) {
       leg.send(Buffer.alloc(160, i))
       await sleep(20)
@@ -149,9 +167,10 @@ t.test(
       { ready: true, store: { up: false }, degraded: [/Redis/] },
       'the verbose view says the shared store is away'
     )
-    t.equal(gw.logs.lines.filter(l => l.event === 'store_down').length, 1, 'one log line for the outage')
+    const each = gw.workers // every process of the instance has its own connection to Redis, and says so once
+    t.equal(gw.logs.lines.filter(l => l.event === 'store_down').length, each, 'one log line per process for the outage')
     await startRedis()
-    t.ok(await until(() => gw.store.up()), 'the store reconnects')
+    t.ok(await until(storeUp), 'the store reconnects')
     const streamKeys = (): string =>
       spawnSync('redis-cli', ['-p', String(port), '--scan', '--pattern', '*streams*'])
         .stdout.toString()
@@ -170,8 +189,8 @@ t.test(
     t.not(keys, '', 'stream counts are published again')
     t.equal(
       gw.logs.lines.filter(l => l.event === 'store_up').length,
-      2,
-      'one log line when it came back (after the first)'
+      2 * each,
+      'one log line per process when it came back (after the first)'
     )
   }
 )

@@ -1,6 +1,8 @@
 import t from 'tap'
 import WebSocket from 'ws'
 import { randomUUID } from 'node:crypto'
+import { FleetKey } from '../../gateway/auth/fleet-key'
+import { RelayTokens } from '../../gateway/auth/relay-token'
 import { initMessage } from '../../gateway/tools/simulate'
 import {
   AUDIO_TOKEN,
@@ -18,6 +20,7 @@ import { needRedis } from '../helpers/redis'
 
 const DRY_RUN = '/agent_assist_audio_websocket_hooks/custom-assist-endpoint/initialize-audio-message-example'
 const OTHER = 'another-customer-token-0123'
+const FLEET_SECRET = 'fleet-secret-of-the-test-0123456789'
 
 /** The HTTP status an upgrade request gets (a refused one never becomes a socket). */
 function upgradeStatus(url: string, headers: Record<string, string>): Promise<number> {
@@ -80,22 +83,23 @@ t.test(
       {
         redis: await needRedis(),
         store: { keyPrefix: `test:${randomUUID()}:`, syncIntervalSeconds: 0.2, leaseSeconds: 10 },
-        fleet: { advertiseUrl: 'ws://127.0.0.1' },
+        fleet: { advertiseUrl: 'ws://127.0.0.1', secret: '${FLEET_SECRET}' },
         auth: { failureDelayMs: 0, failureBudget: { failures: 1, windowSeconds: 60 } },
         audio: { reattachGraceSeconds: 2 },
         routes: {
           demo: { ...routeTo([vendor], 'mappings/json-events.yaml'), auth: { audio: ['${AUDIO_TOKEN}', '${OTHER}'] } }
         }
       },
-      { OTHER }
+      { OTHER, FLEET_SECRET }
     )
-    const state = gw.server.state
-    const fleetUrl = state.placement.me!.url
+    // Tokens as another instance of the fleet signs them: with the fleet's key (from fleet.secret).
+    const signer = new RelayTokens(FleetKey.fromConfig({ fleet: { secret: FLEET_SECRET }, secrets: [] })!)
+    const fleetUrl = `ws://127.0.0.1:${gw.fleetPort}`
     const victim = '127.0.0.9'
     const token = (contactId: number): string =>
-      state.relayTokens.sign({
+      signer.sign({
         hop: 'instance',
-        to: state.placement.me!.group,
+        to: gw.instance,
         key: `demo:4594:${contactId}:TX`,
         address: victim,
         from: 'another-instance'
@@ -167,10 +171,10 @@ t.test('serve --workers 2: leg limits and the failure budget hold for the gatewa
   const bAnswers = await Promise.all(b.map(l => l.answer))
   t.equal(count(bAnswers, 'CONNECTED'), 2, 'legsPerRoute 6: two more, whatever worker each lands on')
   t.equal(count(bAnswers, 'LEG_LIMIT'), 2)
-  // 60 wrong credentials at once from one address: exactly the budget is checked, the rest refused unchecked.
+  // 60 wrong credentials at once from one address: exactly the budget hears AUTH_INVALID, the rest are refused.
   const wrong = Array.from({ length: 60 }, (_v, i) => open(`wrong-credential-${i}-0123`, 9700 + i, '127.0.0.5'))
   const wAnswers = await Promise.all(wrong.map(l => l.answer))
-  t.equal(count(wAnswers, 'AUTH_INVALID'), 20, 'failures: 20 checks run, however the kernel spread the legs')
+  t.equal(count(wAnswers, 'AUTH_INVALID'), 20, 'failures: 20 answered as such, however the kernel spread the legs')
   t.equal(count(wAnswers, 'TOO_MANY_FAILURES'), 40)
   for (const l of [...a, ...b]) l.ws.close(1000)
 })

@@ -231,7 +231,7 @@ t.test('404, 405, 413 and 415 come from the front door, before the body is read'
     t,
     {
       text: { maxBodyBytes: 1024 },
-      routes: { demo: routeTo([vendor], 'mappings/json-events.yaml'), noText: routeTo([vendor], '../audio-only.yaml') }
+      routes: { demo: routeTo([vendor], 'mappings/json-events.yaml'), noText: routeTo([vendor], './audio-only.yaml') }
     },
     {},
     { files: { 'audio-only.yaml': 'vendor: audio-only\naudio: {}\n' } }
@@ -273,7 +273,7 @@ t.test('404, 405, 413 and 415 come from the front door, before the body is read'
 
   // No content-length (chunked): the limit holds while reading.
   const chunked = await new Promise<string>((resolve, reject) => {
-    const s = tlsConnect({ host: '127.0.0.1', port: gw.server.port, ca: gw.ca, servername: 'localhost' }, () => {
+    const s = tlsConnect({ host: '127.0.0.1', port: gw.port, ca: gw.ca, servername: 'localhost' }, () => {
       s.write(
         `POST /text/demo HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\nauthorization: ${TEXT_TOKEN}\r\ntransfer-encoding: chunked\r\n\r\n`
       )
@@ -401,7 +401,7 @@ t.test('a vendor answer the mapping cannot use is 502, a mapping that fails on a
   }
   const gw = await startTlsGateway(
     t,
-    { routes: { unwrap: routeTo([vendor], '../unwrap.yaml'), broken: routeTo([vendor], '../broken.yaml') } },
+    { routes: { unwrap: routeTo([vendor], './unwrap.yaml'), broken: routeTo([vendor], './broken.yaml') } },
     {},
     { files }
   )

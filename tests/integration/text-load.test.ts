@@ -75,7 +75,7 @@ async function streamBody(gw: TlsGateway, total: number, chunked: boolean): Prom
     let answer = ''
     let sent = 0
     const chunk = Buffer.alloc(65536, 0x61)
-    const s = tlsConnect({ host: '127.0.0.1', port: gw.server.port, ca: gw.ca, servername: 'localhost' }, () => {
+    const s = tlsConnect({ host: '127.0.0.1', port: gw.port, ca: gw.ca, servername: 'localhost' }, () => {
       s.write(
         `POST /text/demo HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\nauthorization: ${TEXT_TOKEN}\r\n` +
           (chunked ? 'transfer-encoding: chunked\r\n\r\n' : `content-length: ${total}\r\n\r\n`)

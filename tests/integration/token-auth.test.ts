@@ -6,9 +6,9 @@ import {
   platformLeg,
   roundTrip,
   routeTo,
-  startGateway,
+  startGatewayInProcess,
   startVendor,
-  type TestGateway
+  type InProcessGateway
 } from '../helpers/gateway'
 import type { VendorEmulator } from '../../gateway/tools/vendor-emulator'
 import { utterance } from '../helpers/tls'
@@ -20,7 +20,7 @@ const CLIENT_C = 'client-c-secret-5555555555'
 const AUDIO_TOKEN_2 = 'audio-token-2-s3cr3t-value'
 const ENV = { TOKEN_KEY, CLIENT_A, CLIENT_B, CLIENT_C, AUDIO_TOKEN_2 }
 const TTL = 30
-type T = Parameters<typeof startGateway>[0]
+type T = Parameters<typeof startGatewayInProcess>[0]
 
 /** Everything a test sent back from the gateway, to search for secrets. */
 const answers: string[] = []
@@ -35,7 +35,7 @@ async function gateway(
   tt: T,
   clock = testClock(),
   extra: Record<string, unknown> = {}
-): Promise<{ gw: TestGateway; clock: ReturnType<typeof testClock>; echo: VendorEmulator }> {
+): Promise<{ gw: InProcessGateway; clock: ReturnType<typeof testClock>; echo: VendorEmulator }> {
   const vendor = await startVendor(tt, { kind: 'json-events', resultEveryFrames: 0 })
   const echo = await startVendor(tt, { kind: 'passthrough', echo: true })
   const route = (name: string, statics: boolean): Record<string, unknown> => {
@@ -45,7 +45,8 @@ async function gateway(
       : { tokens: true }
     return { [name]: r }
   }
-  const gw = await startGateway(
+  // One process: the test moves the gateway's token clock (nowMs) instead of waiting out token lifetimes.
+  const gw = await startGatewayInProcess(
     tt,
     {
       audio: { reattachGraceSeconds: 5 },
@@ -74,7 +75,7 @@ async function gateway(
 }
 
 async function issue(
-  gw: TestGateway,
+  gw: InProcessGateway,
   id: string,
   secret: string,
   scope?: string
@@ -93,13 +94,13 @@ async function issue(
   return { status: r.status, json }
 }
 
-async function tokenOf(gw: TestGateway, id: string, secret: string, scope?: string): Promise<string> {
+async function tokenOf(gw: InProcessGateway, id: string, secret: string, scope?: string): Promise<string> {
   const r = await issue(gw, id, secret, scope)
   if (r.status !== 200) throw new Error(`token endpoint answered ${r.status}`)
   return r.json.access_token as string
 }
 
-async function text(gw: TestGateway, route: string, authorization: string): Promise<number> {
+async function text(gw: InProcessGateway, route: string, authorization: string): Promise<number> {
   const r = await fetch(gw.url(`/text/${route}`), {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization },
@@ -112,7 +113,7 @@ async function text(gw: TestGateway, route: string, authorization: string): Prom
 let contact = 700000
 async function audio(
   tt: T,
-  gw: TestGateway,
+  gw: InProcessGateway,
   route: string,
   token: string,
   contactId = ++contact
@@ -127,7 +128,7 @@ async function audio(
   return { leg, answer }
 }
 
-async function failures(gw: TestGateway): Promise<string> {
+async function failures(gw: InProcessGateway): Promise<string> {
   return await (await fetch(gw.adminUrl('/metrics'))).text()
 }
 

@@ -1,6 +1,6 @@
 /**
  * The soak's processes: its own redis-server (killed and started again empty), gateway instances (the
- * built CLI, `serve --workers 1`, started anew on a second port in a rolling restart), vendor replicas
+ * built CLI, `serve` with the worker count it picks, started anew on a second port in a rolling restart), vendor replicas
  * (vendor-replica.ts, SIGKILLed, SIGSTOPped, paused and started again on their port) and the front (nginx
  * from Debian's packages when installed, else balancer.ts). Every child is tracked by lib.ts, so every way
  * out of the bench kills it.
@@ -20,6 +20,7 @@ import {
   configSchema,
   PACKAGE_ROOT,
   procCpu,
+  processTree,
   rssBytes,
   sleep,
   stopChild,
@@ -207,7 +208,8 @@ export class GatewayInstance {
     ])
       delete childEnv[k]
     const args = ['-r', join(BENCH_DIST, 'guard.js'), join(PACKAGE_ROOT, 'bin', 'assist-gateway.js')]
-    args.push('serve', '--workers', '1', '--config', file)
+    // As it ships: the worker count `serve` picks for the machine.
+    args.push('serve', '--config', file)
     const tail = new Tail(20_000)
     const child = track(
       spawn(process.execPath, args, { cwd: PACKAGE_ROOT, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] })
@@ -263,12 +265,13 @@ export class GatewayInstance {
   sample(): void {
     if (!this.alive) return
     try {
-      const pid = this.pid
+      // The instance: its main process and its workers.
+      const pids = processTree(this.pid)
       this.samples.push({
         at: Date.now(),
-        rss: rssBytes(pid),
-        fds: readdirSync(`/proc/${pid}/fd`).length,
-        cpu: procCpu(pid).total
+        rss: pids.reduce((n, p) => n + rssBytes(p), 0),
+        fds: pids.reduce((n, p) => n + readdirSync(`/proc/${p}/fd`).length, 0),
+        cpu: pids.reduce((n, p) => n + procCpu(p).total, 0)
       })
     } catch {
       /* gone between the check and the read */

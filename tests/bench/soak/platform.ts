@@ -40,6 +40,8 @@ export interface FailedAttempt {
   leg: number
   at: number
   why: string
+  /** The gateway answered the init message with ERROR (a refusal of a valid leg), not a connection failure. */
+  refused: boolean
 }
 
 type State = 'connecting' | 'awaiting' | 'streaming' | 'waiting' | 'stopped'
@@ -172,7 +174,8 @@ export class Platform {
         leg.attempts = 0
       } else {
         const why = leg.lastError ?? error ?? `closed ${code} before CONNECTED`
-        this.failed.push({ leg: leg.index, at: now, why: why.replace(/\d+\.\d+\.\d+\.\d+:\d+/, 'backend') })
+        const refused = leg.lastError !== null
+        this.failed.push({ leg: leg.index, at: now, why: why.replace(/\d+\.\d+\.\d+\.\d+:\d+/, 'backend'), refused })
       }
       leg.lastError = null
       leg.state = 'waiting'

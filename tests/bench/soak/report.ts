@@ -78,6 +78,8 @@ export function printSoak(r: SoakResult): { json: Record<string, unknown>; code:
   }
   const out: Record<string, unknown>[] = []
   let anyUncounted = false
+  /** A valid leg answered ERROR in some window (issue 29: the failure budget refused reconnects after a drain). */
+  let anyRefused = false
   const summary = new Report(`SUMMARY soak (${machineLine()})`)
   r.windows.forEach((w, i) => {
     const to = w.end
@@ -126,6 +128,9 @@ export function printSoak(r: SoakResult): { json: Record<string, unknown>; code:
       `${cuts.length} (close code / ERROR before it: ${tally(cuts.map(c => `${c.code}${c.error ? ` ${c.error}` : ''}`))}); legs cut more than once: ${twice}`
     )
     rep.row('failed reconnect attempts', `${failed.length} (${tally(failed.map(c => c.why))})`)
+    const refused = failed.filter(c => c.refused)
+    if (refused.length > 0) anyRefused = true
+    rep.row('legs refused (ERROR to a valid init; must be 0)', String(refused.length))
     rep.row(
       'reconnect (cut → CONNECTED)',
       rec.length === 0
@@ -205,6 +210,7 @@ export function printSoak(r: SoakResult): { json: Record<string, unknown>; code:
         [...new Set(cuts.map(c => c.code))].map(c => [c, cuts.filter(x => x.code === c).length])
       ),
       failedAttempts: failed.length,
+      refused: refused.length,
       reconnectMs: { p50: round(quantile(rec, 0.5)), p95: round(quantile(rec, 0.95)), max: round(quantile(rec, 1)) },
       sent: f.sent,
       notSent: f.notSent,
@@ -312,8 +318,12 @@ export function printSoak(r: SoakResult): { json: Record<string, unknown>; code:
         : 'every frame read was delivered or counted; uncounted frames are ones never read (in flight past a close)'
       : '0 uncounted frames in every window'
   )
+  summary.row(
+    'legs refused',
+    anyRefused ? 'some valid legs were answered ERROR (see the windows)' : '0 in every window'
+  )
   summary.print()
-  const code = anyReadUncounted && !r.allowUncounted ? 1 : 0
+  const code = (anyReadUncounted && !r.allowUncounted) || anyRefused ? 1 : 0
   return {
     code,
     json: {

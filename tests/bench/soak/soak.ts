@@ -1,8 +1,8 @@
 /**
  * `npm run bench -- soak [--instances 2] [--vendors 2] [--legs 300] [--minutes 10] [--no-nginx] [--allow-uncounted]`
  *
- * A fleet soak as an SRE runs one before production: N gateway instances (`serve --workers 1`, the built
- * CLI) on their own redis-server, behind nginx (or the bench's TCP balancer), M vendor replicas (the strict
+ * A fleet soak as an SRE runs one before production: N gateway instances (`serve` as it ships, with the
+ * worker count it picks for the machine) on their own redis-server, behind nginx (or the bench's TCP balancer), M vendor replicas (the strict
  * Deepgram emulator, each its own process), and platform legs at real rate that reconnect with the same
  * init message on any close they did not make; then a fault per window (faults.ts). Prints per window:
  * legs cut and codes, reconnect times, frames sent / delivered / counted lost by the gateways /
@@ -62,7 +62,7 @@ export async function runSoak(flags: Map<string, string>): Promise<{ json: Recor
     all.push(g)
     return g
   }
-  progress(`soak: ${instances} gateway instances (serve --workers 1)`)
+  progress(`soak: ${instances} gateway instances (serve, its own worker count)`)
   const slots: GatewayInstance[] = []
   for (let i = 0; i < instances; i++) slots.push(await startInstance(i))
   const front = await startFront(slotPorts.flat(), flags.has('no-nginx'))
