@@ -105,8 +105,11 @@ export class AudioLeg implements SessionOwner, RelayOwner {
       case 'pass':
         return this.audio.sink.write(data)
       case 'hold':
-        if (!this.audio.held.add(data)) this.fail(new GatewayError('HOLD_BUFFER_OVERFLOW'))
-        return
+        if (this.audio.held.add(data)) return
+        // Past the hold buffer while checked or placed: every frame held, and this one, as a connecting
+        // session's hold counts them (audio/feed.ts), not as audio still held when the leg ended.
+        c.dropHold += this.audio.held.drop() + 1
+        return this.fail(new GatewayError('HOLD_BUFFER_OVERFLOW'))
       case 'refuse':
         return this.fail(new GatewayError('FIRST_FRAME_NOT_TEXT'))
       case 'late':

@@ -502,6 +502,9 @@ const EVENTS: Record<Method | 'handshakeTimer', Check> = {
     const b = await look(o)
     for (let i = 0; i < HOLD_FRAMES; i++) o.leg.onPlatformBinary(frame(9))
     await endsWith(t, o, b, row, 'HOLD_BUFFER_OVERFLOW', 'close')
+    // Every frame it held and the one past the buffer are hold_overflow, as a connecting session's hold counts them.
+    t.equal(o.leg.counters.dropHold - b.counters.dropHold, HOLD_FRAMES, 'dropHold: all of them')
+    t.equal(o.leg.counters.dropAfterClose - b.counters.dropAfterClose, 0, 'none as still held when it ended')
     await settles(t, o)
     w.counted++ // the second leg's outcome
   },
