@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import { parse } from 'yaml'
 import { CODES } from '../../../gateway/errors'
 import { CATALOGUE, Metrics, PREFIX } from '../../../gateway/telemetry/metrics'
+import { objectsOf, schemaProblem } from '../../helpers/k8s'
 
 // ops/grafana-dashboard.json and ops/alerts.yml against what the gateway exports: every metric family is on
 // a panel, no panel or rule names a series the gateway does not export, every failure of the failure table (docs/reference/errors.md)
@@ -231,4 +232,21 @@ t.test('panels filter by the $instance and $route variables', async t => {
         if (labels.includes('route')) t.match(m[2] ?? '', /route=~"\$route"/, `panel "${p.title}": ${m[1]} by $route`)
       }
     }
+})
+
+t.test('the PrometheusRule of ops/k8s/monitoring carries the groups of ops/alerts.yml, and validates', async t => {
+  const rule = objectsOf(readFileSync(join(root, 'ops', 'k8s', 'monitoring', 'prometheusrule.yaml'), 'utf8'))[0]
+  t.equal(rule.kind, 'PrometheusRule')
+  t.equal(schemaProblem(rule), null, 'valid against prometheus-operator’s PrometheusRule schema')
+  const alerts = parse(readFileSync(join(root, 'ops', 'alerts.yml'), 'utf8')) as { groups: unknown }
+  t.same(rule.spec.groups, alerts.groups, 'the same groups and rules as ops/alerts.yml')
+  const kustomization = readFileSync(join(root, 'ops', 'k8s', 'monitoring', 'kustomization.yaml'), 'utf8')
+  t.match(kustomization, /- prometheusrule\.yaml/, 'applied with the ServiceMonitor')
+})
+
+t.test('the compose Prometheus sets the runbook base URL the alerts link under', async t => {
+  const prometheus = parse(readFileSync(join(root, 'ops', 'prometheus.yml'), 'utf8')) as {
+    global: { external_labels?: Record<string, string> }
+  }
+  t.match(prometheus.global.external_labels?.runbook_base_url, /^https?:\/\//)
 })
