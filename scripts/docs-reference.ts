@@ -13,6 +13,8 @@ import { parse } from 'yaml'
 import { USAGE, USAGES } from '../gateway/cli-usage'
 import { CODES, type ErrorCode } from '../gateway/errors'
 import { CATALOGUE, PREFIX, type MetricName } from '../gateway/telemetry/catalogue'
+import { CLOSED_LABELS } from '../gateway/server/metric-labels'
+import { PUBLISHED_LABELS } from '../gateway/telemetry/metrics'
 import { CONFIG_NOTES, ERROR_WHEN, MAPPING_NOTES, METRIC_NOTES } from './docs-notes'
 
 export const ROOT = join(__dirname, '..')
@@ -239,6 +241,49 @@ export function metricsReference(): string {
   return lines.join('\n')
 }
 
+/** What each counter and histogram shows before its first event (gateway/telemetry/seeds.ts). */
+export function seedsReference(): string {
+  const closed = { ...CLOSED_LABELS, ...PUBLISHED_LABELS }
+  const lowerCodes = Object.keys(CODES).map(c => c.toLowerCase())
+  const statuses = [...new Set(Object.values(CODES).map(c => String(c.status)))]
+  const values = (list: readonly string[]): string => {
+    const has = (all: string[]): boolean => all.every(v => list.includes(v))
+    const named = has(lowerCodes) ? ['every error code in lower case'] : []
+    const rest = list.filter(v => !(has(lowerCodes) && lowerCodes.includes(v)))
+    const shown = has(statuses) && !has(lowerCodes) ? ['200', '202', 'every status of the error catalogue'] : rest
+    return [...shown.map(v => (v.startsWith('every') ? v : `\`${v === '' ? '""' : v}\``)), ...named].join(', ')
+  }
+  const OPEN: Record<string, string> = {
+    route: 'each route',
+    upstream: 'each replica',
+    tee: 'each tee',
+    from: 'each pair of replicas of a route',
+    worker: 'each worker (main process)'
+  }
+  const lines = ['| metric | series at 0 from the start |', '|---|---|']
+  for (const name of Object.keys(CATALOGUE) as MetricName[]) {
+    const m = CATALOGUE[name]
+    if (m.type === 'gauge') continue
+    if (name === 'ws_closes_total') {
+      lines.push(`| \`${PREFIX}${name}\` | none: the close codes are the peers' |`)
+      continue
+    }
+    const groups = closed[name] ?? [{ values: {} }]
+    const parts = groups.map(g => {
+      const open = m.labels.filter(l => g.values[l] === undefined && OPEN[l] !== undefined && l !== 'to')
+      const where =
+        open.includes('upstream') || open.includes('tee') || open.includes('from')
+          ? open.filter(l => l !== 'route')
+          : open
+      const fixed = Object.entries(g.values).map(([l, v]) => `${l} ${values(v)}`)
+      const scope = [...where.map(l => (l === 'route' && g.routes === 'join' ? 'each join route' : OPEN[l])), ...fixed]
+      return scope.join('; ')
+    })
+    lines.push(`| \`${PREFIX}${name}\` | ${cell(parts.join(' — and '))} |`)
+  }
+  return lines.join('\n')
+}
+
 /** Every alert of ops/alerts.yml: its severity, what it watches and its runbook. */
 export function alertsReference(): string {
   const rules = (
@@ -273,7 +318,7 @@ export const PAGES: Record<string, Record<string, () => string>> = {
   'docs/reference/configuration.md': { config: configReference },
   'docs/reference/mapping.md': { mapping: mappingReference },
   'docs/reference/errors.md': { errors: errorsReference },
-  'docs/reference/metrics.md': { metrics: metricsReference }
+  'docs/reference/metrics.md': { metrics: metricsReference, seeds: seedsReference }
 }
 
 const BEGIN = /<!-- generated: ([a-z-]+) \(npm run docs\) -->\n[\s\S]*?<!-- end generated -->/g

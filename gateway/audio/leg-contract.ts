@@ -110,6 +110,9 @@ export const ON_END: Record<LegState, 'nothing' | 'close-session' | 'park-sessio
 }
 
 /** How a leg ends: its session parked (the platform left), closed (a failure), neither (relayed), or handed off (a drain). */
+/** uWS cut the platform socket for a frame it will not deliver (over its read limit, or text not UTF-8): a leg outcome. */
+export type PlatformCut = 'too_large_cut' | 'invalid_utf8'
+
 export type LegEnd = 'park' | 'close' | 'nothing' | { handOffSeconds: number }
 
 /**

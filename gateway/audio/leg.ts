@@ -20,6 +20,7 @@ import {
   type LegDeps,
   type LegEnd,
   type LegState,
+  type PlatformCut,
   type PlatformLeg
 } from './leg-contract'
 import { sessionOf, startLegSession } from './leg-session'
@@ -150,7 +151,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
    * socket for a frame it will not deliver (over its read limit, or text that is not UTF-8); the leg
    * ends with that outcome.
    */
-  onPlatformClose(code: number, cut?: 'too_large_cut' | 'invalid_utf8'): void {
+  onPlatformClose(code: number, cut?: PlatformCut): void {
     this.deps.metrics.wsCloses.inc({ side: 'platform', code: String(code) })
     const outcome = CLOSE_OUTCOME[this.state]
     if (outcome === null) return

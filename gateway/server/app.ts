@@ -38,6 +38,7 @@ import {
 import { startDrain, type Drain } from './drain'
 import { Rebalancer } from '../upstream/rebalance'
 import { sweepRevokedLegs } from './revoked-legs'
+import { CLOSED_LABELS, labelSpaceOf } from './metric-labels'
 import { checkUwsBuild } from './uws-build'
 import { TextHooks } from './text-hooks'
 import type { ServerState } from './state'
@@ -170,7 +171,8 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       routePools(rt).flatMap(p => p.replicas.map(r => ({ route: r.route, upstream: r.name, healthy: r.healthy })))
     )
   metrics.storeIsUp = () => store.up()
-  metrics.routeNames = () => [...gen.routes.keys()]
+  // Every series the gateway can count exists at 0 from now on, and a reload's new routes' from its swap.
+  metrics.seed(CLOSED_LABELS, () => labelSpaceOf(gen.routes.values()))
   // A replica probed down (here or by the fleet's prober) goes down in its pool: its streams move off it.
   store.onSync(() => {
     for (const p of pools()) p.refreshProbes()
@@ -202,6 +204,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const apply = (next: Config): Omit<ReloadReport, 'ok' | 'problems'> => {
     const prev = gen
     gen = buildGeneration(next, genDeps, prev)
+    metrics.reseed()
     for (const [name, r] of prev.routes) if (gen.routes.get(name) !== r) for (const p of routePools(r)) retired.add(p)
     prev.prober.stop()
     gen.prober.start()

@@ -10,13 +10,15 @@ import type { Metrics } from '../telemetry/metrics'
  */
 
 /** Why the front door refused or dropped something: the `reason` label of front_door_refusals_total. */
-export type FrontDoorReason =
-  | 'content_length'
-  | 'host'
-  | 'upgrade'
-  | 'upgrade_version'
-  | 'upgrade_key'
-  | 'aborted_before_dispatch'
+export const FRONT_DOOR_REASONS = [
+  'content_length',
+  'host',
+  'upgrade',
+  'upgrade_version',
+  'upgrade_key',
+  'aborted_before_dispatch'
+] as const
+export type FrontDoorReason = (typeof FRONT_DOOR_REASONS)[number]
 
 export function countRefusal(metrics: Metrics, reason: FrontDoorReason): void {
   metrics.frontDoorRefusals.inc({ reason })

@@ -4,23 +4,26 @@ import type { Logger } from '../telemetry/log'
 // The Redis store's options, its failure labels and the helpers its parts share (store/redis.ts, store/redis-calls.ts).
 
 /** What a failed store command was doing: the `op` label of `store_errors_total` (a closed set). */
-export type StoreOp =
-  | 'connect'
-  | 'sync'
-  | 'write_health'
-  | 'set_affinity'
-  | 'get_affinity'
-  | 'delete_affinity'
-  | 'revoke_token'
-  | 'read_revocation'
-  | 'count_failure'
-  | 'claim_owner'
-  | 'refresh_owners'
-  | 'release_owner'
-  | 'publish_calls'
-  | 'remove_call'
-  | 'find_calls'
-  | 'close'
+/** Every shared-store operation that can fail: the `op` label of store_errors_total. */
+export const STORE_OPS = [
+  'connect',
+  'sync',
+  'write_health',
+  'set_affinity',
+  'get_affinity',
+  'delete_affinity',
+  'revoke_token',
+  'read_revocation',
+  'count_failure',
+  'claim_owner',
+  'refresh_owners',
+  'release_owner',
+  'publish_calls',
+  'remove_call',
+  'find_calls',
+  'close'
+] as const
+export type StoreOp = (typeof STORE_OPS)[number]
 
 export interface RedisStoreOptions {
   url: string | null

@@ -1,6 +1,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
 import { CountCells } from './count-cells'
 import { CATALOGUE, type MetricName, PREFIX } from './catalogue'
+import { type ClosedLabels, EMPTY_SPACE, type LabelSpace, type Seedable, Seeder } from './seeds'
 
 export { CATALOGUE, type MetricName, PREFIX } from './catalogue'
 
@@ -45,6 +46,59 @@ const FIELDS = [
   'dropVendorPaused',
   'dropFailoverUnreplayed'
 ] as const
+
+type Field = keyof Totals
+
+/** Counters published at scrape time from the per-leg totals: each label value and the field it sums. */
+const PUBLISHED: Partial<Record<MetricName, { label: string; fields: Record<string, Field> }>> = {
+  audio_frames_total: {
+    label: 'direction',
+    fields: {
+      from_platform: 'framesFromPlatform',
+      to_vendor: 'framesToVendor',
+      from_vendor: 'framesFromVendor',
+      to_platform: 'framesToPlatform'
+    }
+  },
+  audio_bytes_total: {
+    label: 'direction',
+    fields: {
+      from_platform: 'bytesFromPlatform',
+      to_vendor: 'bytesToVendor',
+      from_vendor: 'bytesFromVendor',
+      to_platform: 'bytesToPlatform'
+    }
+  },
+  audio_dropped_frames_total: {
+    label: 'reason',
+    fields: {
+      hold_overflow: 'dropHold',
+      backpressure: 'dropBackpressure',
+      vendor_binary: 'dropVendorBinary',
+      after_close: 'dropAfterClose',
+      failover: 'dropFailover',
+      vendor_paused: 'dropVendorPaused',
+      failover_unreplayed: 'dropFailoverUnreplayed'
+    }
+  }
+}
+
+/** audio_tee_dropped_frames_total's reasons: a tee's vendor session counts as a leg under `<route>/<tee>`. */
+const TEE_DROPS: Record<string, Field> = {
+  backpressure: 'dropBackpressure',
+  hold_overflow: 'dropHold',
+  failover: 'dropFailover',
+  failover_unreplayed: 'dropFailoverUnreplayed',
+  ended: 'dropAfterClose'
+}
+
+/** The closed labels of the published counters, from the tables above (telemetry/seeds.ts). */
+export const PUBLISHED_LABELS: ClosedLabels = {
+  ...Object.fromEntries(
+    Object.entries(PUBLISHED).map(([metric, p]) => [metric, [{ values: { [p.label]: Object.keys(p.fields) } }]])
+  ),
+  audio_tee_dropped_frames_total: [{ values: { reason: Object.keys(TEE_DROPS) } }]
+}
 
 export class Metrics {
   readonly registry = new Registry()
@@ -92,8 +146,10 @@ export class Metrics {
   /** Set by the server: every replica's health, read at scrape time. */
   replicaHealth: () => { route: string; upstream: string; healthy: boolean }[] = () => []
   storeIsUp: () => boolean = () => true
-  /** Set by the server: every configured route, so per-route gauges have a sample at 0 when idle. */
-  routeNames: () => readonly string[] = () => []
+  /** Set by `seed`: the config's routes, replicas and tees (per-route gauges have a sample at 0 when idle). */
+  labelSpace: () => LabelSpace = () => EMPTY_SPACE
+  private seeder: Seeder | null = null
+  private readonly seedable = new Map<MetricName, Seedable>()
 
   constructor() {
     const r = [this.registry]
@@ -110,9 +166,17 @@ export class Metrics {
         ...(cells === undefined ? {} : { collect: () => cells.flush() })
       })
       cells?.bind(c)
+      if (n !== 'ws_closes_total') this.seedable.set(n, c)
       return c
     }
-    collectDefaultMetrics({ register: this.registry, prefix: PREFIX })
+    const histogram = (n: MetricName, buckets: number[]): Histogram => {
+      const h = new Histogram({ name: name(n), help: help(n), labelNames: labels(n), buckets, registers: r })
+      this.seedable.set(n, h)
+      return h
+    }
+    // Node's standard series under their standard names; `worker` tells the processes of an instance apart
+    // (workers/aggregate-metrics.ts sets each worker's index; a single process is the main one).
+    collectDefaultMetrics({ register: this.registry, labels: { worker: 'main' } })
     this.buildInfo = new Gauge({
       name: name('build_info'),
       help: help('build_info'),
@@ -122,13 +186,10 @@ export class Metrics {
     this.draining = new Gauge({ name: name('draining'), help: help('draining'), registers: r })
     this.configReloads = counter('config_reloads_total')
     this.sessionsTotal = counter('audio_sessions_total')
-    this.handshakeDuration = new Histogram({
-      name: name('audio_handshake_duration_seconds'),
-      help: help('audio_handshake_duration_seconds'),
-      labelNames: labels('audio_handshake_duration_seconds'),
-      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-      registers: r
-    })
+    this.handshakeDuration = histogram(
+      'audio_handshake_duration_seconds',
+      [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+    )
     this.vendorMessages = counter('audio_vendor_messages_total')
     this.wsCloses = counter('ws_closes_total')
     this.authFailures = counter('auth_failures_total')
@@ -137,30 +198,12 @@ export class Metrics {
     this.mappingErrors = counter('mapping_errors_total')
     const httpBuckets = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]
     this.textRequests = counter('text_requests_total', this.textRequestCounts)
-    this.textDuration = new Histogram({
-      name: name('text_request_duration_seconds'),
-      help: help('text_request_duration_seconds'),
-      labelNames: labels('text_request_duration_seconds'),
-      buckets: httpBuckets,
-      registers: r
-    })
+    this.textDuration = histogram('text_request_duration_seconds', httpBuckets)
     this.upstreamRequests = counter('upstream_requests_total', this.upstreamRequestCounts)
-    this.upstreamDuration = new Histogram({
-      name: name('upstream_request_duration_seconds'),
-      help: help('upstream_request_duration_seconds'),
-      labelNames: labels('upstream_request_duration_seconds'),
-      buckets: httpBuckets,
-      registers: r
-    })
+    this.upstreamDuration = histogram('upstream_request_duration_seconds', httpBuckets)
     this.failovers = counter('audio_failovers_total')
     this.upstreamRetries = counter('upstream_retries_total')
-    this.gapSeconds = new Histogram({
-      name: name('audio_gap_seconds'),
-      help: help('audio_gap_seconds'),
-      labelNames: labels('audio_gap_seconds'),
-      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60],
-      registers: r
-    })
+    this.gapSeconds = histogram('audio_gap_seconds', [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60])
     this.reattach = counter('audio_reattach_total')
     this.joins = counter('audio_joins_total')
     this.moves = counter('audio_moves_total')
@@ -203,15 +246,12 @@ export class Metrics {
           if (at < 0) continue
           const route = label.slice(0, at)
           const tee = label.slice(at + 1)
-          for (const [reason, n] of [
-            ['backpressure', t.dropBackpressure],
-            ['hold_overflow', t.dropHold],
-            ['failover', t.dropFailover],
-            ['failover_unreplayed', t.dropFailoverUnreplayed],
-            ['ended', t.dropAfterClose]
-          ] as const)
+          for (const [reason, field] of Object.entries(TEE_DROPS)) {
+            const n = t[field]
             if (n > 0) this.inc({ route, tee, reason }, n)
+          }
         }
+        self.seedPublished('audio_tee_dropped_frames_total', this)
       }
     })
     this.limitRefusals = counter('limit_refusals_total')
@@ -232,7 +272,7 @@ export class Metrics {
       registers: r,
       collect() {
         this.reset()
-        for (const route of self.routeNames()) this.set({ route }, 0)
+        for (const route of self.labelSpace().routes) this.set({ route: route.name }, 0)
         for (const l of self.live) if (l.active) this.inc({ route: l.route })
       }
     })
@@ -243,60 +283,46 @@ export class Metrics {
       registers: r,
       collect() {
         this.reset()
-        for (const route of self.routeNames()) this.set({ route }, 0)
+        for (const route of self.labelSpace().routes) this.set({ route: route.name }, 0)
         for (const l of self.live) if (l.bufferedBytes > 0) this.inc({ route: l.route }, l.bufferedBytes)
       }
     })
-    const publish = (metric: MetricName, pairs: [string, (t: Totals) => number][], labelName: string): void => {
+    for (const [metric, { label, fields }] of Object.entries(PUBLISHED))
       new Counter({
-        name: name(metric),
-        help: help(metric),
-        labelNames: labels(metric),
+        name: name(metric as MetricName),
+        help: help(metric as MetricName),
+        labelNames: labels(metric as MetricName),
         registers: r,
         collect() {
           this.reset()
-          for (const [route, t] of self.totals()) {
-            for (const [value, get] of pairs) {
-              const n = get(t)
-              if (n > 0) this.inc({ route, [labelName]: value }, n)
+          for (const [route, t] of self.totals())
+            for (const [value, field] of Object.entries(fields)) {
+              const n = t[field]
+              if (n > 0) this.inc({ route, [label]: value }, n)
             }
-          }
+          self.seedPublished(metric as MetricName, this)
         }
       })
-    }
-    publish(
-      'audio_frames_total',
-      [
-        ['from_platform', t => t.framesFromPlatform],
-        ['to_vendor', t => t.framesToVendor],
-        ['from_vendor', t => t.framesFromVendor],
-        ['to_platform', t => t.framesToPlatform]
-      ],
-      'direction'
-    )
-    publish(
-      'audio_bytes_total',
-      [
-        ['from_platform', t => t.bytesFromPlatform],
-        ['to_vendor', t => t.bytesToVendor],
-        ['from_vendor', t => t.bytesFromVendor],
-        ['to_platform', t => t.bytesToPlatform]
-      ],
-      'direction'
-    )
-    publish(
-      'audio_dropped_frames_total',
-      [
-        ['hold_overflow', t => t.dropHold],
-        ['backpressure', t => t.dropBackpressure],
-        ['vendor_binary', t => t.dropVendorBinary],
-        ['after_close', t => t.dropAfterClose],
-        ['failover', t => t.dropFailover],
-        ['vendor_paused', t => t.dropVendorPaused],
-        ['failover_unreplayed', t => t.dropFailoverUnreplayed]
-      ],
-      'reason'
-    )
+  }
+
+  /**
+   * Every series the gateway can count, at 0 from now on (telemetry/seeds.ts): `closed` from the modules
+   * that count (server/metric-labels.ts), `space` read now and at each `reseed` (after a reload).
+   */
+  seed(closed: ClosedLabels, space: () => LabelSpace): void {
+    this.labelSpace = space
+    this.seeder = new Seeder({ ...closed, ...PUBLISHED_LABELS }, space)
+    this.reseed()
+  }
+
+  /** Seed the series of what the label space names now (a reload's new routes), before they take traffic. */
+  reseed(): void {
+    this.seeder?.apply(this.seedable)
+  }
+
+  /** A counter rebuilt at each collection from the per-leg totals: its seed series, at 0 where nothing counted. */
+  private seedPublished(metric: MetricName, c: Counter): void {
+    for (const labels of this.seeder?.series(metric) ?? []) c.inc(labels, 0)
   }
 
   /** A new leg's counters; call `endLeg` exactly once when the leg is over. */

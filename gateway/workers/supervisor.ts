@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto'
 import { FleetKey } from '../auth/fleet-key'
 import { systemClock } from '../clock'
 import { adminRefused } from '../server/admin'
+import { CLOSED_LABELS } from '../server/metric-labels'
 import { claimPort } from '../server/listen'
 import type { Config } from '../config/types'
 import { MemoryStore } from '../store/memory'
@@ -11,7 +12,9 @@ import type { Logger } from '../telemetry/log'
 import { FinalScrape, lingerMs } from '../telemetry/final-scrape'
 import { LogLimiter } from '../telemetry/log-limit'
 import { Metrics } from '../telemetry/metrics'
+import { EMPTY_SPACE } from '../telemetry/seeds'
 import { aggregateMetrics } from './aggregate-metrics'
+import { InstanceCounters, type MetricJson } from './instance-counters'
 import { MainServices } from './main-services'
 import { startMainListeners } from './main-admin'
 import { WORKER_ENV, type ToMain, type ToWorker } from './protocol'
@@ -46,6 +49,8 @@ interface Slot {
   pid: number
   adminPort: number
   startedAt: number
+  /** Processes started in this slot so far: tells a gathered answer from an exited process's. */
+  incarnation: number
   restarts: number
   /** Exits in a row that came soon after a start (the backoff grows with them). */
   quickExits: number
@@ -84,13 +89,17 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
     pid: 0,
     adminPort: 0,
     startedAt: 0,
+    incarnation: 0,
     restarts: 0,
     quickExits: 0
   }))
   let stopping = false
   let leaving = false
   const asks = new Map<number, (m: ToMain) => void>()
-  const finals = new Map<number, unknown[]>()
+  // Each worker's last-known counters, and those of exited worker processes: the instance's never go down.
+  const counters = new InstanceCounters()
+  // The restart counter of every worker at 0 from the start (and the main process's closed label sets).
+  metrics.seed(CLOSED_LABELS, () => ({ ...EMPTY_SPACE, workers: slots.map(s => String(s.index)) }))
   const final = new FinalScrape()
   let nextAsk = 1
 
@@ -121,8 +130,8 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
   const onMessage = (slot: Slot, m: ToMain): void => {
     switch (m.t) {
       case 'final-metrics':
-        // A drained worker's last counters: part of every scrape until the main process exits.
-        finals.set(slot.index, m.json)
+        // A drained worker's last counters: folded when it exits, part of every scrape until the main process exits.
+        counters.gathered(slot.index, m.json as MetricJson[])
         return
       case 'metrics':
       case 'reloaded':
@@ -149,6 +158,7 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
       stdio: ['ignore', 'inherit', 'inherit', 'ipc']
     })
     slot.child = child
+    slot.incarnation++
     slot.startedAt = Date.now()
     child.send({
       t: 'hello',
@@ -181,6 +191,7 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
 
   const exited = (slot: Slot, child: ChildProcess, code: number | null, signal: string | null): void => {
     if (slot.child !== child) return
+    counters.exited(slot.index)
     const wasUp = slot.up
     slot.up = false
     slot.child = null
@@ -243,6 +254,24 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
       )
     )
 
+  /**
+   * Every running worker's metrics: its answer (kept as its last-known), or its last-known when it did not
+   * answer in time; none from a process that exited meanwhile (its counters are folded, workers/instance-counters.ts).
+   */
+  const gather = async (): Promise<{ worker: number; json: MetricJson[] }[]> => {
+    const asked = new Map(everyUp().map(s => [s.index, s.incarnation]))
+    const answers = await askAll(id => ({ t: 'metrics', id }))
+    const lists: { worker: number; json: MetricJson[] }[] = []
+    for (const a of answers) {
+      const slot = slots[a.worker]
+      if (!slot.up || slot.incarnation !== asked.get(a.worker)) continue
+      if (a.m?.t === 'metrics') counters.gathered(a.worker, a.m.json as MetricJson[])
+      const json = counters.lastKnown(a.worker)
+      if (json !== undefined) lists.push({ worker: a.worker, json })
+    }
+    return lists
+  }
+
   const reload = async (trigger: string): Promise<{ ok: boolean; reports: { worker: number; report: unknown }[] }> => {
     const answers = await askAll(id => ({ t: 'reload', id, trigger }))
     const reports = answers.map(a => ({ worker: a.worker, report: a.m?.t === 'reloaded' ? a.m.report : null }))
@@ -266,12 +295,7 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
         refused: adminRefused({ log, logLimit, metrics }),
         logLimit,
         calls: opts.fleetStore ?? store,
-        metrics: async () => {
-          const answers = await askAll(id => ({ t: 'metrics', id }))
-          const lists = answers.flatMap(a => (a.m?.t === 'metrics' ? [{ worker: a.worker, json: a.m.json }] : []))
-          for (const [worker, json] of finals) if (!lists.some(l => l.worker === worker)) lists.push({ worker, json })
-          return await aggregateMetrics(lists, metrics)
-        },
+        metrics: async () => await aggregateMetrics(await gather(), metrics, counters.folded(), slots.length),
         final,
         reload,
         describe: () => ({

@@ -30,7 +30,7 @@ t.test('health, readiness, metrics and upstreams on the admin listener; examples
   const text = await metrics.text()
   t.match(text, /assist_gateway_build_info\{version="[^"]+",uws_native="true"\} 1/)
   t.match(text, /# TYPE assist_gateway_audio_sessions_active gauge/)
-  t.match(text, /assist_gateway_process_cpu_seconds_total/)
+  t.match(text, /^process_cpu_seconds_total\{worker="main"\} /m)
   const ups = (await (await fetch(gw.adminUrl('/admin/upstreams'))).json()) as {
     routes: { route: string; replicas: { name: string; state: string }[] }[]
   }

@@ -44,7 +44,7 @@ const RENDERS: Record<string, { needs: number; objects: string[] }> = {
       'Service/assist-gateway-metrics'
     ]
   },
-  'ops/k8s/monitoring': { needs: 2, objects: ['ServiceMonitor/assist-gateway'] },
+  'ops/k8s/monitoring': { needs: 2, objects: ['ServiceMonitor/assist-gateway', 'PrometheusRule/assist-gateway'] },
   // Folders as resources and `patches:` need kustomize 4 or later (kubectl 1.21+).
   'ops/k8s': { needs: 4, objects: [] },
   'ops/k8s/overlays/fleet-redis': {

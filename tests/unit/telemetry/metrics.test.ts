@@ -2,12 +2,13 @@ import t from 'tap'
 import { readdirSync, readFileSync } from 'node:fs'
 import { join, relative } from 'node:path'
 import { CATALOGUE, Metrics, PREFIX } from '../../../gateway/telemetry/metrics'
+import { EMPTY_SPACE } from '../../../gateway/telemetry/seeds'
 
 t.test('every catalogue metric is registered under the prefix, and nothing else is', async t => {
   const m = new Metrics()
   const names = (await m.registry.getMetricsAsJSON())
     .map(x => x.name)
-    .filter(n => !n.startsWith(`${PREFIX}process_`) && !n.startsWith(`${PREFIX}nodejs_`))
+    .filter(n => !n.startsWith('process_') && !n.startsWith('nodejs_'))
   t.same(
     names.slice().sort(),
     Object.keys(CATALOGUE)
@@ -61,7 +62,13 @@ function markdownUnder(dir: string): string[] {
 
 t.test('per-route gauges have a sample at 0 for every configured route when idle', async t => {
   const m = new Metrics()
-  m.routeNames = () => ['demo', 'other']
+  m.labelSpace = () => ({
+    ...EMPTY_SPACE,
+    routes: [
+      { name: 'demo', join: false },
+      { name: 'other', join: false }
+    ]
+  })
   let text = await m.registry.metrics()
   for (const route of ['demo', 'other']) {
     t.match(text, `assist_gateway_audio_sessions_active{route="${route}"} 0`)

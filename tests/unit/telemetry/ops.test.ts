@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import { parse } from 'yaml'
 import { CODES } from '../../../gateway/errors'
 import { CATALOGUE, Metrics, PREFIX } from '../../../gateway/telemetry/metrics'
+import { objectsOf, schemaProblem } from '../../helpers/k8s'
 
 // ops/grafana-dashboard.json and ops/alerts.yml against what the gateway exports: every metric family is on
 // a panel, no panel or rule names a series the gateway does not export, every failure of the failure table (docs/reference/errors.md)
@@ -32,12 +33,17 @@ const rules: Rule[] = (
 ).groups.flatMap(g => g.rules)
 
 /** Prometheus's own per-target series of the gateway's scrape job: the one non-gateway series a rule or panel may use. */
-const PROMETHEUS_UP = /^up\{job="assist-gateway"\}$/
+const PROMETHEUS_UP = /^up\{job="assist-gateway"(, instance=~"\$instance")?\}$/
 
-/** The series a query names: gateway metrics (prefix stripped) and Prometheus's `up{…}` selectors. */
+/**
+ * The series a query names: gateway metrics (the catalogue's with the prefix stripped, Node's standard
+ * `process_*` and `nodejs_*` as they are) and Prometheus's `up{…}` selectors.
+ */
 function seriesOf(expr: string): { gateway: string[]; up: string[] } {
   return {
-    gateway: [...expr.matchAll(/assist_gateway_([a-z0-9_]+)/g)].map(m => m[1]),
+    gateway: [...expr.matchAll(/(?<![\w:])(?:assist_gateway_([a-z0-9_]+)|((?:process|nodejs)_[a-z0-9_]+))/g)].map(
+      m => m[1] ?? m[2]
+    ),
     up: [...expr.matchAll(/(?<![\w:])up(?![\w:])(\{[^}]*\})?/g)].map(m => m[0])
   }
 }
@@ -45,7 +51,8 @@ function seriesOf(expr: string): { gateway: string[]; up: string[] } {
 /** What a scrape of the gateway shows: family name → type, the catalogue and prom-client's process defaults. */
 async function exported(): Promise<Map<string, string>> {
   const out = new Map<string, string>()
-  for (const m of await new Metrics().registry.getMetricsAsJSON()) out.set(m.name.slice(PREFIX.length), String(m.type))
+  for (const m of await new Metrics().registry.getMetricsAsJSON())
+    out.set(m.name.startsWith(PREFIX) ? m.name.slice(PREFIX.length) : m.name, String(m.type))
   return out
 }
 
@@ -73,7 +80,7 @@ t.test('rules and panels name only series the gateway exports (or Prometheus’s
 })
 
 t.test(
-  'every exported metric family is on a panel, and the process row shows memory, heap, lag, GC per worker',
+  'every exported metric family is on a panel, and the process row shows CPU, memory, fds, lag, restarts per worker',
   async t => {
     const onPanels = new Set<string>()
     const families = await exported()
@@ -83,8 +90,12 @@ t.test(
           const f = familyOf(s, families)
           if (f !== null) onPanels.add(f)
         }
-    for (const name of Object.keys(CATALOGUE)) t.ok(onPanels.has(name), `${PREFIX}${name} is on a panel`)
+    t.ok(families.size > Object.keys(CATALOGUE).length + 20, 'the catalogue and Node’s standard families')
+    for (const name of families.keys())
+      t.ok(onPanels.has(name), `${name in CATALOGUE ? PREFIX : ''}${name} is on a panel`)
     const perProcess = [
+      'process_cpu_user_seconds_total',
+      'process_open_fds',
       'process_resident_memory_bytes',
       'nodejs_heap_size_used_bytes',
       'nodejs_eventloop_lag_p99_seconds',
@@ -104,7 +115,9 @@ t.test(
     ])
     const processRow = rowPanels('Processes (per worker)')
     for (const name of perProcess) {
-      const q = processRow.flatMap(p => p.targets ?? []).find(x => x.expr.includes(`${PREFIX}${name}`))
+      const q = processRow
+        .flatMap(p => p.targets ?? [])
+        .find(x => seriesOf(x.expr).gateway.some(s => familyOf(s, families) === name))
       t.ok(q, `the process row shows ${name}`)
       t.match(q?.expr, /by \([^)]*\bworker\b[^)]*\)/, `${name}: one series per worker`)
     }
@@ -144,7 +157,11 @@ t.test('every failure of the failure table is watched by an alert, and every ale
     else t.notOk(watched.has(code), `${code} is watched by no alert (${UNCOUNTED[code]})`)
   const runbooks = join(root, 'docs', 'runbooks')
   for (const r of rules) {
-    t.equal(r.annotations?.runbook_url, `docs/runbooks/${r.alert}.md`, `${r.alert} links its runbook`)
+    t.equal(
+      r.annotations?.runbook_url,
+      `{{ $externalLabels.runbook_base_url }}/${r.alert}.md`,
+      `${r.alert} links its runbook under the base URL of the external label runbook_base_url`
+    )
     const file = join(runbooks, `${r.alert}.md`)
     t.ok(existsSync(file), `docs/runbooks/${r.alert}.md exists`)
     if (!existsSync(file)) continue
@@ -158,4 +175,78 @@ t.test('every failure of the failure table is watched by an alert, and every ale
   const alerts = new Set(rules.map(r => r.alert))
   for (const f of readdirSync(runbooks))
     t.ok(alerts.has(f.replace(/\.md$/, '')), `docs/runbooks/${f} belongs to an alert (no orphan runbook)`)
+})
+
+interface PromtoolTest {
+  input_series: { series: string; values: string }[]
+  alert_rule_test?: { alertname: string; exp_alerts: unknown[] }[]
+  external_labels?: Record<string, string>
+}
+
+t.test('every alert has a promtool test in which it fires on a first event', async t => {
+  const tests = (parse(readFileSync(join(root, 'ops', 'alerts.test.yml'), 'utf8')) as { tests: PromtoolTest[] }).tests
+  for (const r of rules) {
+    const firing = tests.filter(x =>
+      (x.alert_rule_test ?? []).some(a => a.alertname === r.alert && a.exp_alerts.length > 0)
+    )
+    t.ok(firing.length > 0, `${r.alert}: a test where it fires`)
+    t.ok(
+      firing.every(x => x.external_labels?.runbook_base_url !== undefined),
+      `${r.alert}: its tests render runbook_url from the external label`
+    )
+    // Counters it takes increase() or rate() of: in a firing test, each starts absent or at 0 (a first event).
+    const counters = [...r.expr.matchAll(/(?:increase|rate)\(\s*(\w+)/g)].map(m => m[1])
+    for (const name of counters)
+      t.ok(
+        firing.some(x =>
+          x.input_series.some(s => s.series.startsWith(`${name}{`) && /^(_ 0|0)\b/.test(s.values.trim()))
+        ),
+        `${r.alert}: ${name} starts absent or at 0 in a test where the alert fires`
+      )
+  }
+})
+
+t.test('panels filter by the $instance and $route variables', async t => {
+  const vars = (dashboard as unknown as { templating: { list: { name: string; query?: { query: string } }[] } })
+    .templating.list
+  t.match(
+    vars.find(v => v.name === 'instance')?.query?.query,
+    /up\{job="assist-gateway"\}/,
+    '$instance: the scraped instances'
+  )
+  t.ok(
+    vars.some(v => v.name === 'route'),
+    '$route: the configured routes'
+  )
+  const families = await exported()
+  for (const p of panels)
+    for (const x of p.targets ?? []) {
+      for (const m of x.expr.matchAll(
+        /(?<![\w:])(assist_gateway_[a-z0-9_]+|process_[a-z0-9_]+|nodejs_[a-z0-9_]+|up)(\{[^}]*\})?/g
+      )) {
+        if (m[1] === 'up' && m[2] === undefined) continue
+        t.match(m[2] ?? '', /instance=~"\$instance"/, `panel "${p.title}": ${m[1]} by $instance`)
+        const f = familyOf(m[1].replace(/^assist_gateway_/, ''), families)
+        const labels: readonly string[] =
+          f !== null && f in CATALOGUE ? CATALOGUE[f as keyof typeof CATALOGUE].labels : []
+        if (labels.includes('route')) t.match(m[2] ?? '', /route=~"\$route"/, `panel "${p.title}": ${m[1]} by $route`)
+      }
+    }
+})
+
+t.test('the PrometheusRule of ops/k8s/monitoring carries the groups of ops/alerts.yml, and validates', async t => {
+  const rule = objectsOf(readFileSync(join(root, 'ops', 'k8s', 'monitoring', 'prometheusrule.yaml'), 'utf8'))[0]
+  t.equal(rule.kind, 'PrometheusRule')
+  t.equal(schemaProblem(rule), null, 'valid against prometheus-operator’s PrometheusRule schema')
+  const alerts = parse(readFileSync(join(root, 'ops', 'alerts.yml'), 'utf8')) as { groups: unknown }
+  t.same(rule.spec.groups, alerts.groups, 'the same groups and rules as ops/alerts.yml')
+  const kustomization = readFileSync(join(root, 'ops', 'k8s', 'monitoring', 'kustomization.yaml'), 'utf8')
+  t.match(kustomization, /- prometheusrule\.yaml/, 'applied with the ServiceMonitor')
+})
+
+t.test('the compose Prometheus sets the runbook base URL the alerts link under', async t => {
+  const prometheus = parse(readFileSync(join(root, 'ops', 'prometheus.yml'), 'utf8')) as {
+    global: { external_labels?: Record<string, string> }
+  }
+  t.match(prometheus.global.external_labels?.runbook_base_url, /^https?:\/\//)
 })

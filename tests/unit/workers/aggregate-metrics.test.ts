@@ -29,18 +29,18 @@ t.test('process and Node.js series stay per process with a worker label; gateway
     main
   )
   t.same(
-    [...samples(text, `${PREFIX}process_resident_memory_bytes`).keys()].sort(),
+    [...samples(text, 'process_resident_memory_bytes').keys()].sort(),
     ['{worker="0"}', '{worker="1"}', '{worker="main"}'],
     'RSS: one series per process, not their sum'
   )
-  const lag = samples(text, `${PREFIX}nodejs_eventloop_lag_p99_seconds`)
+  const lag = samples(text, 'nodejs_eventloop_lag_p99_seconds')
   t.same([...lag.keys()].sort(), ['{worker="0"}', '{worker="1"}', '{worker="main"}'], 'event-loop lag p99 per process')
   t.ok(
-    [...samples(text, `${PREFIX}nodejs_heap_size_used_bytes`).keys()].every(k => k.includes('worker=')),
+    [...samples(text, 'nodejs_heap_size_used_bytes').keys()].every(k => k.includes('worker=')),
     'heap per process'
   )
   t.ok(
-    [...samples(text, `${PREFIX}process_start_time_seconds`).keys()].length === 3,
+    [...samples(text, 'process_start_time_seconds').keys()].length === 3,
     'each process’s start time (a restarted worker shows)'
   )
   t.same(samples(text, `${PREFIX}audio_sessions_total`), new Map([['{route="demo",outcome="ok"}', 7]]), 'legs add up')

@@ -1,0 +1,128 @@
+import t from 'tap'
+import { CODES } from '../../../gateway/errors'
+import { CLOSED_LABELS } from '../../../gateway/server/metric-labels'
+import { CATALOGUE, Metrics, type MetricName, PUBLISHED_LABELS } from '../../../gateway/telemetry/metrics'
+import { EMPTY_SPACE, isOpenLabel, type LabelSpace, seedSeries } from '../../../gateway/telemetry/seeds'
+
+// Every series the gateway can count exists at 0 before its first event (telemetry/seeds.ts): closed label
+// values from the modules that count them (server/metric-labels.ts), open ones from the config.
+
+const space: LabelSpace = {
+  routes: [
+    { name: 'demo', join: false },
+    { name: 'stereo', join: true }
+  ],
+  replicas: [
+    { route: 'demo', upstream: 'a' },
+    { route: 'demo', upstream: 'b' },
+    { route: 'stereo', upstream: 'v' },
+    { route: 'demo/copy', upstream: 't' }
+  ],
+  tees: [{ route: 'demo', tee: 'copy' }],
+  workers: []
+}
+
+/** Every sample line of `name` in the exposition text, by its label text. */
+function samples(text: string, name: string): Map<string, number> {
+  const out = new Map<string, number>()
+  for (const line of text.split('\n')) {
+    const m = /^(\S+?)(\{[^}]*\})? (\S+)$/.exec(line)
+    if (m !== null && m[1] === name) out.set(m[2] ?? '', Number(m[3]))
+  }
+  return out
+}
+
+t.test('every closed label of every seeded metric has its values; open ones come from the config', async t => {
+  const closed = { ...CLOSED_LABELS, ...PUBLISHED_LABELS }
+  for (const [name, entry] of Object.entries(CATALOGUE)) {
+    if (entry.type === 'gauge' || name === 'ws_closes_total') continue
+    const labels: readonly string[] = entry.labels
+    for (const g of closed[name as MetricName] ?? [{ values: {} }])
+      for (const l of labels)
+        t.ok(isOpenLabel(l) || g.values[l] !== undefined, `${name}: ${l} is open or has its values`)
+    for (const l of Object.keys(closed[name as MetricName]?.[0]?.values ?? {}))
+      t.ok(labels.includes(l), `${name}: ${l} is one of its labels`)
+  }
+})
+
+t.test('outcomes and codes come from the error catalogue, each once', async t => {
+  const outcomes = seedSeries('audio_sessions_total', CLOSED_LABELS, space).filter(l => l.route === 'demo')
+  for (const code of Object.keys(CODES))
+    t.ok(
+      outcomes.some(l => l.outcome === code.toLowerCase()),
+      `audio_sessions_total{outcome="${code.toLowerCase()}"}`
+    )
+  t.equal(new Set(outcomes.map(l => l.outcome)).size, outcomes.length, 'no outcome twice')
+  const codes = seedSeries('text_requests_total', CLOSED_LABELS, space)
+  for (const status of new Set(Object.values(CODES).map(c => String(c.status))))
+    t.ok(
+      codes.some(l => l.route === 'demo' && l.code === status),
+      `text_requests_total{route="demo",code="${status}"}`
+    )
+  t.ok(
+    codes.some(l => l.route === '' && l.code === '404'),
+    'the empty route (a path naming no route) has its codes too'
+  )
+})
+
+t.test('open labels: replicas, tees, join routes, moves between a route’s own replicas', async t => {
+  t.same(
+    seedSeries('upstream_ejections_total', CLOSED_LABELS, space),
+    space.replicas.map(r => ({ route: r.route, upstream: r.upstream })),
+    'every replica of every pool, a tee’s under <route>/<tee>'
+  )
+  t.same(
+    seedSeries('audio_joins_total', CLOSED_LABELS, space).map(l => l.route),
+    ['stereo', 'stereo', 'stereo', 'stereo', 'stereo'],
+    'joins: on the join route only'
+  )
+  t.same(seedSeries('audio_moves_total', CLOSED_LABELS, space), [
+    { route: 'demo', from: 'a', to: 'b' },
+    { route: 'demo', from: 'b', to: 'a' }
+  ])
+  t.ok(
+    seedSeries('audio_tee_sessions_total', CLOSED_LABELS, space).every(l => l.route === 'demo' && l.tee === 'copy'),
+    'tee series: its route and tee'
+  )
+  t.same(
+    seedSeries('upstream_requests_total', CLOSED_LABELS, space).filter(l => l.result === 'no_replica'),
+    space.routes.map(r => ({ route: r.name, upstream: '', result: 'no_replica' })),
+    'no_replica: under each route with an empty upstream'
+  )
+  t.same(seedSeries('worker_restarts_total', CLOSED_LABELS, { ...EMPTY_SPACE, workers: ['0', '1'] }), [
+    { worker: '0' },
+    { worker: '1' }
+  ])
+})
+
+t.test('a seeded registry shows every series at 0, keeps counts, and seeds a reload’s new route', async t => {
+  let current = space
+  const m = new Metrics()
+  m.sessionsTotal.inc({ route: 'demo', outcome: 'ok' }, 2)
+  m.seed(CLOSED_LABELS, () => current)
+  m.handshakeDuration.observe({ route: 'demo' }, 0.02)
+  let text = await m.registry.metrics()
+  t.equal(samples(text, 'assist_gateway_audio_sessions_total').get('{route="demo",outcome="ok"}'), 2, 'kept')
+  t.equal(samples(text, 'assist_gateway_audio_sessions_total').get('{route="demo",outcome="internal"}'), 0)
+  t.equal(samples(text, 'assist_gateway_audio_handshake_duration_seconds_count').get('{route="demo"}'), 1, 'kept')
+  t.equal(samples(text, 'assist_gateway_audio_handshake_duration_seconds_count').get('{route="stereo"}'), 0)
+  t.equal(samples(text, 'assist_gateway_limit_refusals_total').get('{limit="failure_budget",hook="text"}'), 0)
+  t.equal(samples(text, 'assist_gateway_auth_failures_total').get('{hook="relay",reason="replayed"}'), 0)
+  t.equal(
+    samples(text, 'assist_gateway_audio_dropped_frames_total').get('{route="stereo",reason="backpressure"}'),
+    0,
+    'counters published from the per-leg totals have their series at 0 too'
+  )
+  t.equal(
+    samples(text, 'assist_gateway_audio_tee_dropped_frames_total').get('{route="demo",tee="copy",reason="ended"}'),
+    0
+  )
+  t.equal(samples(text, 'assist_gateway_ws_closes_total').size, 0, 'close codes (chosen by the peer) are not seeded')
+  // A reload adds a route: its series appear; seeding again keeps what was counted.
+  current = { ...space, routes: [...space.routes, { name: 'added', join: false }] }
+  m.reseed()
+  text = await m.registry.metrics()
+  t.equal(samples(text, 'assist_gateway_audio_failovers_total').get('{route="added",result="failed"}'), 0)
+  t.equal(samples(text, 'assist_gateway_audio_handshake_duration_seconds_count').get('{route="demo"}'), 1)
+  t.equal(samples(text, 'assist_gateway_audio_sessions_total').get('{route="demo",outcome="ok"}'), 2)
+})
