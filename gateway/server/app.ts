@@ -217,7 +217,8 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     for (const w of next.warnings) log.warn({ event: 'config_warning' }, w)
     return { ...routeChanges(prev, gen), restartRequired: restartRequired(prev, gen) }
   }
-  const reload = reloader(opts.revalidate ?? noRevalidate, apply, genDeps)
+  // A worker's reload is counted and logged once for the gateway, by its main process.
+  const reload = reloader(opts.revalidate ?? noRevalidate, apply, genDeps, worker === undefined)
 
   const tls = config.listen.tls
   const app =

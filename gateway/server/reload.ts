@@ -166,17 +166,48 @@ export function routeChanges(prev: Generation, next: Generation): Pick<ReloadRep
 }
 
 /**
+ * What a reload of the gateway comes to, counted and logged once for it: by the process that reloaded, or
+ * with workers by their main process (each worker reloads without a word: a reload is one event for the
+ * operator, whatever the worker count). On a refusal one line names the problems.
+ */
+export function announceReload(
+  { log, metrics }: Pick<GenerationDeps, 'log' | 'metrics'>,
+  trigger: string,
+  report: ReloadReport
+): void {
+  if (!report.ok) {
+    metrics.configReloads.inc({ result: 'failed' })
+    log.error(
+      { event: 'config_reload_failed', trigger, problems: report.problems },
+      `config reload refused, nothing changed: ${report.problems.join('; ')}`
+    )
+    return
+  }
+  metrics.configReloads.inc({ result: 'ok' })
+  log.info({ event: 'config_reloaded', trigger, ...report }, 'config reloaded: new legs and requests use it')
+  if (report.restartRequired.length > 0)
+    log.warn(
+      { event: 'config_restart_required', keys: report.restartRequired },
+      `changed keys take effect only after a restart: ${report.restartRequired.join(', ')}`
+    )
+}
+
+/**
  * One reload at a time: re-read and validate (as `check` does), then apply. On any problem nothing
- * changes and one line names the problems.
+ * changes. `announce`: count and log it here (a worker leaves that to its main process).
  */
 export function reloader(
   revalidate: Revalidate,
   apply: (config: Config) => Omit<ReloadReport, 'ok' | 'problems'>,
-  deps: GenerationDeps
+  deps: GenerationDeps,
+  announce = true
 ): (trigger: string) => Promise<ReloadReport> {
   let queue: Promise<unknown> = Promise.resolve()
   const once = async (trigger: string): Promise<ReloadReport> => {
-    const { log, metrics } = deps
+    const told = (report: ReloadReport): ReloadReport => {
+      if (announce) announceReload(deps, trigger, report)
+      return report
+    }
     forgetMappings() // mapping files are read anew, as `check` reads them
     let checked: Awaited<ReturnType<Revalidate>>
     try {
@@ -186,22 +217,9 @@ export function reloader(
     }
     if (!checked.ok) {
       const problems = checked.problems.map(formatProblem)
-      metrics.configReloads.inc({ result: 'failed' })
-      log.error(
-        { event: 'config_reload_failed', trigger, problems },
-        `config reload refused, nothing changed: ${problems.join('; ')}`
-      )
-      return { ok: false, problems, added: [], changed: [], removed: [], restartRequired: [] }
+      return told({ ok: false, problems, added: [], changed: [], removed: [], restartRequired: [] })
     }
-    const report = { ok: true, problems: [], ...apply(checked.config) }
-    metrics.configReloads.inc({ result: 'ok' })
-    log.info({ event: 'config_reloaded', trigger, ...report }, 'config reloaded: new legs and requests use it')
-    if (report.restartRequired.length > 0)
-      log.warn(
-        { event: 'config_restart_required', keys: report.restartRequired },
-        `changed keys take effect only after a restart: ${report.restartRequired.join(', ')}`
-      )
-    return report
+    return told({ ok: true, problems: [], ...apply(checked.config) })
   }
   return async trigger => {
     const run = queue.then(async () => await once(trigger))

@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto'
 import { FleetKey } from '../auth/fleet-key'
 import { systemClock } from '../clock'
 import { adminRefused } from '../server/admin'
+import { announceReload, type ReloadReport } from '../server/reload'
 import { CLOSED_LABELS } from '../server/metric-labels'
 import { claimPort } from '../server/listen'
 import type { Config } from '../config/types'
@@ -280,6 +281,7 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
       const again = await opts.revalidate()
       if (again.ok) config = again.config
     }
+    announceReload({ log, metrics }, trigger, instanceReport(ok, reports))
     return { ok, reports }
   }
 
@@ -340,10 +342,19 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
           .filter(s => s.child !== null)
           .map(s => new Promise<void>(resolve => s.child!.once('exit', () => resolve())))
         for (const s of slots) post(s, { t: 'drain', signal })
-        const cut = setTimeout(killAll, (config.shutdown.deadlineSeconds + 5) * 1000)
+        let why = 'drained'
+        const cut = setTimeout(
+          () => {
+            why = 'deadline'
+            killAll()
+          },
+          (config.shutdown.deadlineSeconds + 5) * 1000
+        )
         await Promise.all(gone)
         clearTimeout(cut)
         clearInterval(syncTimer)
+        // The gateway's drain is over when every worker's is (each logs its own, with its `worker`).
+        log.info({ event: 'drain_finished', why, workers: slots.length }, 'drain complete: every worker has exited')
         // The workers' final counters (`final-metrics`) stay scrapeable for one more scrape.
         final.finished()
         const maxMs = lingerMs(config.shutdown, performance.now() - signalledAt)
@@ -361,6 +372,15 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
       for (const s of slots) post(s, { t: 'stop', why })
     }
   }
+}
+
+/** The gateway's reload as its workers report it: the first refusal, or the first worker's report (one config file). */
+function instanceReport(ok: boolean, reports: { worker: number; report: unknown }[]): ReloadReport {
+  const all = reports.map(r => r.report as ReloadReport | null)
+  const first = ok ? all[0] : all.find(r => r !== null && !r.ok)
+  if (first != null) return first
+  const problems = ['a worker did not answer the reload']
+  return { ok: false, problems, added: [], changed: [], removed: [], restartRequired: [] }
 }
 
 /** `ChildProcess.send`'s callback for a worker that may be exiting: the failed message is not needed. */

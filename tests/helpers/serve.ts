@@ -111,8 +111,9 @@ export async function spawnServe(
   })
   const logs = new LogCapture()
   let out = ''
+  // 'close', not 'exit': everything it wrote has been read by then (its last lines come after its exit).
   const exited = new Promise<number | string>(resolve => {
-    child.once('exit', (code, signal) => resolve(code ?? signal ?? -1))
+    child.once('close', (code, signal) => resolve(code ?? signal ?? -1))
   })
   let listening: ((line: Record<string, unknown>) => void) | null = null
   let partial = ''
