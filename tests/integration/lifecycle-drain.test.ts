@@ -290,11 +290,7 @@ t.test('a second SIGTERM stops at once; the deadline cuts a drain that would tak
   for (const l of legs) t.equal((await l.answer).command, 'CONNECTED')
   process.kill(h.pid, 'SIGTERM')
   t.equal(await h.exited, 0)
-  t.same(
-    await Promise.all(legs.map(async l => (await l.closed).code)),
-    [1012, 1012, 1012, 1012],
-    'every leg got 1012'
-  )
+  t.same(await Promise.all(legs.map(async l => (await l.closed).code)), [1012, 1012, 1012, 1012], 'every leg got 1012')
   const held = h.logs.lines.filter(l => l.event === 'drain_started' && Number(l.legs) > 0).map(l => Number(l.legs))
   const cut = h.logs.lines.filter(l => l.event === 'drain_finished' && l.why === 'deadline' && 'legsCut' in l)
   t.equal(
