@@ -51,7 +51,14 @@ export function hasRedis(config: Config): boolean {
 }
 
 /** In-memory without `redis`, else the Redis store (URL, Sentinel or Cluster from config). */
-export function createStore(config: Config, log: Logger, metrics: Metrics, id?: string): Store {
+export function createStore(
+  config: Config,
+  log: Logger,
+  metrics: Metrics,
+  id?: string,
+  /** It may take the prober lease (false: a process that never probes). */
+  prober = true
+): Store {
   const instanceId = id ?? newInstanceId()
   const s = config.store
   if (!hasRedis(config)) return new MemoryStore(instanceId)
@@ -92,6 +99,7 @@ export function createStore(config: Config, log: Logger, metrics: Metrics, id?: 
     sentinelPassword: s.sentinelPassword,
     sentinelTls: tls(s.sentinelTls, 'sentinelTls'),
     log,
+    prober,
     onUp: up => metrics.storeUp.set(up ? 1 : 0),
     onError: op => metrics.storeErrors.inc({ op })
   })
@@ -227,8 +235,10 @@ async function serveWorkers(config: Config, file: string, workers: number, sourc
   for (const w of config.warnings) log.warn({ event: 'config_warning' }, w)
   const emulators = await startEmulators(config, log)
   const instanceId = newInstanceId()
-  // Its own connection to Redis, when the config has one: the fleet-wide failure count of the admission it runs.
-  const fleetStore = hasRedis(config) ? createStore(config, log, new Metrics(), instanceId) : null
+  // Its own connection to Redis, when the config has one: the fleet-wide failure count of the admission it
+  // runs, and /admin/calls. It never takes the prober lease: its workers probe (holding the lease, it would
+  // have left the fleet's replicas unprobed).
+  const fleetStore = hasRedis(config) ? createStore(config, log, new Metrics(), instanceId, false) : null
   let supervisor: Awaited<ReturnType<typeof startSupervisor>>
   try {
     await fleetStore?.start()

@@ -43,6 +43,11 @@ export interface RedisStoreOptions {
   sentinelPassword?: string
   sentinelTls?: ConnectionOptions
   log: Logger
+  /**
+   * Takes part in the prober lease (default true). False for a process that never probes (the main process
+   * of `serve --workers N`, whose workers probe): holding the lease, it would leave the fleet unprobed.
+   */
+  prober?: boolean
   onUp: (up: boolean) => void
   /** One call per failed command or connection attempt. */
   onError?: (op: StoreOp) => void

@@ -302,8 +302,12 @@ export class RedisStore implements Store {
     return await this.calls.find(contactId)
   }
 
-  /** Leader while holding the lease; with Redis away or failing, every instance probes for itself. */
+  /**
+   * Leader while holding the lease; with Redis away or failing, every instance probes for itself. A store
+   * that never probes (`prober: false`) never leads.
+   */
   isLeader(): boolean {
+    if (this.opts.prober === false) return false
     return this.up() ? this.leader : true
   }
 
@@ -375,14 +379,15 @@ export class RedisStore implements Store {
       tx.zremrangebyscore(this.k('instances'), 0, now)
       tx.zrange(this.k('instances'), 0, -1)
       tx.hgetall(this.k('health'))
-      tx.eval(script.LEAD, 1, this.k('leader'), this.instanceId, String(leaseMs))
+      const prober = this.opts.prober !== false
+      if (prober) tx.eval(script.LEAD, 1, this.k('leader'), this.instanceId, String(leaseMs))
       const res = await tx.exec()
       const txErr = firstError(res)
       if (txErr !== null || res === null) throw txErr
-      const n = res.length
-      const instances = (res[n - 3][1] as string[]).filter(i => i !== this.instanceId)
-      const healthRaw = res[n - 2][1] as Record<string, string>
-      const leader = res[n - 1][1] === 1
+      const n = res.length - (prober ? 1 : 0)
+      const instances = (res[n - 2][1] as string[]).filter(i => i !== this.instanceId)
+      const healthRaw = res[n - 1][1] as Record<string, string>
+      const leader = prober && res[n][1] === 1
       const health = new Map<string, HealthRecord>()
       for (const [k, v] of Object.entries(healthRaw)) {
         try {

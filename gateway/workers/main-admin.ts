@@ -9,7 +9,7 @@ import type { Store } from '../store/port'
 import type { Logger } from '../telemetry/log'
 import type { LogLimiter } from '../telemetry/log-limit'
 import type { FinalScrape } from '../telemetry/final-scrape'
-import { mergeUpstreams } from './merge-upstreams'
+import { mergeReadiness, mergeUpstreams } from './merge-upstreams'
 
 /** What the admin listener of `serve --workers N` asks of the supervisor. */
 export interface AdminHost {
@@ -89,13 +89,10 @@ export async function startMainListeners(
     const targets = all ? admins : admins.slice(0, 1)
     return Promise.all(targets.map(w => ask(host.internalToken, w.adminPort, w.worker, method, path, body)))
   }
-  const readinessOf = (): Promise<{ ready: boolean; reasons: string[]; workers: unknown[] }> =>
+  const readinessOf = (): Promise<ReturnType<typeof mergeReadiness>> =>
     toWorkers('GET', '/admin/readiness', null, true).then(answers => {
-      const reasons: string[] = []
-      if (host.leaving()) reasons.push('draining')
-      if (!answers.some(a => a.status === 200)) reasons.push('no worker is ready')
-      const workers = answers.map(a => ({ worker: a.worker, ...(JSON.parse(a.body) as Record<string, unknown>) }))
-      return { ready: reasons.length === 0, reasons, workers }
+      const views = answers.map(a => ({ worker: a.worker, status: a.status, view: JSON.parse(a.body) }))
+      return mergeReadiness(views, host.instanceId, host.leaving())
     })
 
   const scrape = uWS.App()

@@ -60,3 +60,36 @@ function replicaAt(view: Json, route: number, index: number, name: unknown): Jso
 function num(v: unknown): number {
   return typeof v === 'number' && Number.isFinite(v) ? v : 0
 }
+
+/**
+ * GET /admin/readiness of `serve --workers N`: the same shape as one process's (server/readiness.ts
+ * `readinessDetail`), for the gateway: ready while some worker is and it is not draining; a route servable
+ * when some worker can serve it; the store up when it is for every worker; every worker's degradations.
+ * Each worker's own view is under `workers`.
+ */
+export function mergeReadiness(
+  answers: readonly { worker: number; status: number; view: Json }[],
+  instance: string,
+  leaving: boolean
+): Json & { ready: boolean; reasons: string[] } {
+  const reasons: string[] = []
+  if (leaving) reasons.push('draining')
+  if (!answers.some(a => a.status === 200)) reasons.push('no worker is ready')
+  const views = answers.map(a => a.view)
+  const first = views[0] ?? {}
+  const routes = ((first.routes as Json[] | undefined) ?? []).map(route => {
+    const each = views.map(v => ((v.routes as Json[] | undefined) ?? []).find(r => r.route === route.route))
+    return { ...route, servable: each.some(r => r?.servable === true) }
+  })
+  const degraded = [...new Set(views.flatMap(v => (v.degraded as string[] | undefined) ?? []))]
+  return {
+    ready: reasons.length === 0,
+    reasons,
+    draining: leaving || views.some(v => v.draining === true),
+    instance,
+    store: { ...(first.store as Json | undefined), up: views.every(v => (v.store as Json | undefined)?.up === true) },
+    routes,
+    degraded,
+    workers: answers.map(a => ({ worker: a.worker, ...a.view }))
+  }
+}

@@ -47,7 +47,12 @@ t.test(
     const legs: PlatformLegClient[] = []
     for (let i = 0; i < LEGS; i++) legs.push(platformLeg(t, gw.url('/audio/demo'), init(300000 + i)))
     t.ok((await Promise.all(legs.map(async l => await l.answer))).every(x => x.command === 'CONNECTED'))
-    t.equal(a.sessions().length, LEGS / 2, 'least-streams balancing splits the legs evenly')
+    // Each worker balances by least streams, counting the other's as of its last sync: a burst splits
+    // about evenly, not exactly (docs/concepts/replicas-and-failover.md).
+    t.ok(
+      a.sessions().length >= LEGS / 4 && a.sessions().length <= (3 * LEGS) / 4,
+      `least-streams balancing spreads the legs over both replicas (${a.sessions().length} of ${LEGS} on a)`
+    )
     let closedEarly = 0
     for (const l of legs)
       void l.closed.then(() => {
@@ -55,7 +60,7 @@ t.test(
       })
 
     await stream(legs, 0, BEFORE)
-    await until(() => b.sessions().reduce((n, s) => n + framesIn(s), 0) === (LEGS / 2) * BEFORE)
+    await until(() => b.sessions().reduce((n, s) => n + framesIn(s), 0) === b.sessions().length * BEFORE)
     const onB = new Set(b.sessions().map(s => (s.open as { start: { contactId: number } }).start.contactId - 300000))
     await b.close()
     await stream(legs, BEFORE, AFTER)
@@ -107,9 +112,9 @@ t.test(
     const metrics = await (await fetch(gw.adminUrl('/metrics'))).text()
     t.match(metrics, `assist_gateway_audio_failovers_total{route="demo",result="ok"} ${onB.size}`)
     t.match(metrics, `assist_gateway_audio_gap_seconds_count{route="demo"} ${onB.size}`)
-    t.notMatch(
+    t.match(
       metrics,
-      /assist_gateway_audio_dropped_frames_total\{route="demo",reason="failover"\}/,
+      /^assist_gateway_audio_dropped_frames_total\{route="demo",reason="failover"\} 0$/m,
       'nothing was dropped'
     )
     for (const l of legs) l.ws.close(1000)

@@ -1,6 +1,9 @@
 import t from 'tap'
+import { randomUUID } from 'node:crypto'
 import type { OwnerRecord } from '../../gateway/store/port'
-import { redisStorePair } from '../helpers/redis'
+import { RedisStore } from '../../gateway/store/redis'
+import { createLogger } from '../../gateway/telemetry/log'
+import { needRedis, redisStorePair } from '../helpers/redis'
 
 // Session owner records on real Redis (store/redis.ts, the CLAIM_OWNER, REFRESH_OWNERS and RELEASE_OWNER
 // scripts): one holder per session for the fleet; take-over, refresh and release as locally.
@@ -38,4 +41,26 @@ t.test('Redis: one holder per session for the fleet; refresh, take-over, release
   while ((await other.claimOwner('s', otherRec, 10_000)).instance !== otherRec.instance && Date.now() < end)
     await new Promise(r => setTimeout(r, 50))
   t.same(await other.claimOwner('s', otherRec, 10_000), otherRec, 'a holder that stops refreshing expires')
+})
+
+t.test('Redis: a store that never probes never takes the prober lease, even alone', async t => {
+  const url = await needRedis()
+  const keyPrefix = `test:${randomUUID()}:`
+  const log = createLogger({ level: 'silent', secrets: [] })
+  const make = (id: string, prober: boolean): RedisStore =>
+    new RedisStore(id, { url, keyPrefix, syncIntervalMs: 60_000, leaseMs: 120_000, log, prober, onUp: () => {} })
+  // The main process of `serve --workers N` has a connection of its own, and its workers probe.
+  const main = make('main', false)
+  await main.start()
+  t.teardown(() => main.close())
+  await main.sync()
+  t.equal(main.up(), true)
+  t.equal(main.isLeader(), false, 'alone in the fleet, it still does not lead')
+  const worker = make('worker', true)
+  await worker.start()
+  t.teardown(() => worker.close())
+  await worker.sync()
+  await main.sync()
+  t.equal(worker.isLeader(), true, 'a process that probes takes the lease')
+  t.equal(main.isLeader(), false)
 })

@@ -99,7 +99,7 @@ t.test(
     const m = await (await fetch(gw.adminUrl('/metrics'))).text()
     t.notMatch(
       m,
-      /vendor_messages_total\{route="x",result="(unmatched|error)"\}/,
+      /^assist_gateway_audio_vendor_messages_total\{route="x",result="(unmatched|error)"\} [1-9]/m,
       'AudioAdded, Info and the rest matched a rule'
     )
     t.notOk(gw.logs.raw.includes(KEY), 'the key is never logged')

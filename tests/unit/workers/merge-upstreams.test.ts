@@ -1,5 +1,5 @@
 import t from 'tap'
-import { mergeUpstreams } from '../../../gateway/workers/merge-upstreams'
+import { mergeReadiness, mergeUpstreams } from '../../../gateway/workers/merge-upstreams'
 
 // GET /admin/upstreams of serve --workers N: the workers' views merged into one gateway's.
 
@@ -58,3 +58,42 @@ t.test('one worker: its view, with the counts as they are', async t => {
   t.equal(merged.routes[0].replicas[0].activeStreams, 5)
   t.equal(merged.routes[0].replicas[1].healthy, true)
 })
+
+t.test(
+  'readiness of the gateway in the one-process shape: some worker ready, store up on all, every degradation',
+  async t => {
+    const worker = (ready: boolean, storeUp: boolean, servable: boolean, degraded: string[]) => ({
+      ready,
+      reasons: ready ? [] : ['no route can take new work'],
+      draining: false,
+      instance: 'x/w?',
+      store: { kind: 'redis', up: storeUp },
+      routes: [{ route: 'demo', servable, audio: null, text: null, replicas: [] }],
+      degraded
+    })
+    const merged = mergeReadiness(
+      [
+        { worker: 0, status: 200, view: worker(true, true, true, []) },
+        {
+          worker: 1,
+          status: 503,
+          view: worker(false, false, false, ['shared store (Redis) unreachable: serving on local state'])
+        }
+      ],
+      'x',
+      false
+    )
+    t.match(merged, {
+      ready: true,
+      reasons: [],
+      draining: false,
+      instance: 'x',
+      store: { kind: 'redis', up: false },
+      routes: [{ route: 'demo', servable: true }],
+      degraded: ['shared store (Redis) unreachable: serving on local state']
+    })
+    t.equal((merged.workers as unknown[]).length, 2, 'each worker’s own view is kept')
+    const none = mergeReadiness([{ worker: 0, status: 503, view: worker(false, true, false, []) }], 'x', true)
+    t.match(none, { ready: false, reasons: ['draining', 'no worker is ready'], draining: true })
+  }
+)
