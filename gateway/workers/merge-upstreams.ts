@@ -72,10 +72,14 @@ export function mergeReadiness(
   instance: string,
   leaving: boolean
 ): Json & { ready: boolean; reasons: string[] } {
+  const views = answers.map(a => a.view)
   const reasons: string[] = []
   if (leaving) reasons.push('draining')
-  if (!answers.some(a => a.status === 200)) reasons.push('no worker is ready')
-  const views = answers.map(a => a.view)
+  // No worker ready: their own reasons (every worker runs one config), or that none answered.
+  if (!answers.some(a => a.status === 200)) {
+    const theirs = views.flatMap(v => (v.reasons as string[] | undefined) ?? [])
+    reasons.push(...(theirs.length > 0 ? theirs : ['no worker is ready']))
+  }
   const first = views[0] ?? {}
   const routes = ((first.routes as Json[] | undefined) ?? []).map(route => {
     const each = views.map(v => ((v.routes as Json[] | undefined) ?? []).find(r => r.route === route.route))
@@ -84,7 +88,7 @@ export function mergeReadiness(
   const degraded = [...new Set(views.flatMap(v => (v.degraded as string[] | undefined) ?? []))]
   return {
     ready: reasons.length === 0,
-    reasons,
+    reasons: [...new Set(reasons)],
     draining: leaving || views.some(v => v.draining === true),
     instance,
     store: { ...(first.store as Json | undefined), up: views.every(v => (v.store as Json | undefined)?.up === true) },

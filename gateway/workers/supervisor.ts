@@ -236,7 +236,8 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
     throw err
   }
 
-  const askAll = async (make: (id: number) => ToWorker): Promise<{ worker: number; m: ToMain | null }[]> =>
+  /** Every worker that is up, asked at once; one that has not answered within `ms` counts as no answer. */
+  const askAll = async (make: (id: number) => ToWorker, ms = 10_000): Promise<{ worker: number; m: ToMain | null }[]> =>
     await Promise.all(
       everyUp().map(
         async s =>
@@ -245,7 +246,7 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
             const timer = setTimeout(() => {
               asks.delete(id)
               resolve({ worker: s.index, m: null })
-            }, 10_000)
+            }, ms)
             asks.set(id, m => {
               clearTimeout(timer)
               resolve({ worker: s.index, m })
@@ -261,7 +262,9 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
    */
   const gather = async (): Promise<{ worker: number; json: MetricJson[] }[]> => {
     const asked = new Map(everyUp().map(s => [s.index, s.incarnation]))
-    const answers = await askAll(id => ({ t: 'metrics', id }))
+    // A scrape is answered within about 2 s whatever a worker does (Prometheus gives up at its scrape timeout,
+    // 10 s by default): a worker that is busy, or frozen, is counted with its last-known counters.
+    const answers = await askAll(id => ({ t: 'metrics', id }), METRICS_ANSWER_MS)
     const lists: { worker: number; json: MetricJson[] }[] = []
     for (const a of answers) {
       const slot = slots[a.worker]
@@ -382,6 +385,9 @@ function instanceReport(ok: boolean, reports: { worker: number; report: unknown 
   const problems = ['a worker did not answer the reload']
   return { ok: false, problems, added: [], changed: [], removed: [], restartRequired: [] }
 }
+
+/** How long a scrape waits for a worker's own metrics before it takes that worker's last-known ones. */
+const METRICS_ANSWER_MS = 2000
 
 /** `ChildProcess.send`'s callback for a worker that may be exiting: the failed message is not needed. */
 function ignoreSendError(_err: Error | null): void {}

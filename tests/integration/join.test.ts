@@ -113,10 +113,12 @@ t.test('stereo join over real sockets', async t => {
     }
     t.equal(matched, N, 'every contact found by its TX channel')
     // Per-channel results: the emulator sends one Results per channel; each reaches the leg of its channel.
-    t.ok(
-      await until(() => pairs.every(([tx, rx]) => transcripts(tx).length > 0 && transcripts(rx).length > 0)),
-      'results reached both legs'
-    )
+    const without = (): string[] =>
+      pairs.flatMap(([tx, rx], i) => [
+        ...(transcripts(tx).length > 0 ? [] : [`${i} TX`]),
+        ...(transcripts(rx).length > 0 ? [] : [`${i} RX`])
+      ])
+    t.ok(await until(() => without().length === 0), `results reached both legs (none yet: ${without().join(', ')})`)
     for (const [tx, rx] of pairs) {
       t.ok(
         transcripts(tx).every(m => m.parameters.perspective === 'TX' && / channel 0$/.test(m.message)),

@@ -94,6 +94,7 @@ t.test(
     })
     t.equal((merged.workers as unknown[]).length, 2, 'each worker’s own view is kept')
     const none = mergeReadiness([{ worker: 0, status: 503, view: worker(false, true, false, []) }], 'x', true)
-    t.match(none, { ready: false, reasons: ['draining', 'no worker is ready'], draining: true })
+    t.match(none, { ready: false, reasons: ['draining', 'no route can take new work'], draining: true }, 'theirs')
+    t.same(mergeReadiness([], 'x', false).reasons, ['no worker is ready'], 'none answered')
   }
 )
