@@ -26,6 +26,8 @@ import { startSupervisor } from './workers/supervisor'
 import { WorkerStore } from './workers/worker-store'
 import { planWorkers } from './workers/capacity'
 import { HELP, UsageError, help, integer } from './cli-usage'
+import { systemClock } from './clock'
+import { type ConfigWatch, configFiles, watchConfig } from './config/watch'
 
 function configPath(given: string | undefined): string {
   return given ?? process.env.GATEWAY_CONFIG ?? join(packageRoot(), 'ops', 'gateway.yaml')
@@ -180,7 +182,7 @@ function workerCount(given: string | undefined): { n: number; source: string } {
 export async function cmdServe(argv: string[]): Promise<number> {
   const { values } = parseArgs({
     args: argv,
-    options: { config: { type: 'string' }, workers: { type: 'string' }, ...HELP }
+    options: { config: { type: 'string' }, workers: { type: 'string' }, 'watch-config': { type: 'boolean' }, ...HELP }
   })
   if (values.help) return help('serve')
   // A worker of `serve --workers N` is one process: its main process sized the group.
@@ -192,9 +194,11 @@ export async function cmdServe(argv: string[]): Promise<number> {
   const file = configPath(values.config)
   if (process.env[WORKER_ENV] !== undefined && process.send !== undefined)
     return await serveAsWorker(checked.config, file)
-  if (workers > 1) return await serveWorkers(checked.config, file, workers, asked.source)
+  const watch = values['watch-config'] === true
+  if (workers > 1) return await serveWorkers(checked.config, file, workers, asked.source, watch)
   const running = await serve(checked.config, { revalidate: async () => await validateAll(file, process.env) })
   running.log.info({ event: 'workers_sized', workers, source: asked.source }, `one process (${asked.source})`)
+  const watching = watchFiles(watch, () => running.server.state.config, running.server.reload, running.log)
   // The store, emulators and logger close once the server is done (drained, cut at the deadline, or stopped).
   const exit = (): void => {
     running
@@ -209,6 +213,7 @@ export async function cmdServe(argv: string[]): Promise<number> {
     log: running.log,
     reload: async trigger => await running.server.reload(trigger),
     drain: signal => {
+      watching?.close()
       // Drained: the metrics listener stays for one more scrape (shutdown.metricsLingerSeconds), then exit.
       running.server
         .drain(signal)
@@ -221,7 +226,13 @@ export async function cmdServe(argv: string[]): Promise<number> {
 }
 
 /** The main process of `serve --workers N`: forks the workers, serves the metrics and admin listeners, fans signals out. */
-async function serveWorkers(config: Config, file: string, workers: number, source: string): Promise<number> {
+async function serveWorkers(
+  config: Config,
+  file: string,
+  workers: number,
+  source: string,
+  watch: boolean
+): Promise<number> {
   const log = createLogger({ level: config.log.level, secrets: config.secrets })
   log.info({ event: 'workers_sized', workers, source }, `${workers} worker processes (${source})`)
   for (const w of config.warnings) log.warn({ event: 'config_warning' }, w)
@@ -257,15 +268,52 @@ async function serveWorkers(config: Config, file: string, workers: number, sourc
       )
       .finally(() => setTimeout(() => process.exit(0), 100).unref())
   }
+  const watching = watchFiles(watch, supervisor.config, supervisor.reload, log)
   installSignals({
     log,
     reload: async trigger => await supervisor.reload(trigger),
     drain: signal => {
+      watching?.close()
       supervisor.drain(signal).then(exit, exit)
     },
     stopNow: signal => supervisor.stopNow(`second signal (${signal})`)
   })
   return -1
+}
+
+/**
+ * `--watch-config` or `reload.watch`: a change of the config's files reloads it (config/watch.ts), in the
+ * process that reloads (the one process, or the main process, which reloads every worker); null when
+ * neither asks. Reloads are queued by `reload` itself, as SIGHUP's are.
+ */
+function watchFiles(
+  asked: boolean,
+  current: () => Config,
+  reload: (trigger: string) => Promise<unknown>,
+  log: Logger
+): ConfigWatch | null {
+  const config = current()
+  if (!asked && !config.reload.watch) return null
+  const seconds = config.reload.watchIntervalSeconds
+  const watching = watchConfig({
+    files: () => configFiles(current()),
+    reload: () => {
+      log.info({ event: 'config_changed' }, 'the config files changed: reloading')
+      reload('watch').catch(err => log.error({ event: 'config_reload_bug', err }, 'config reload failed'))
+    },
+    clock: systemClock,
+    intervalMs: seconds * 1000,
+    onWatchError: (dir, err) =>
+      log.warn(
+        { event: 'config_watch_failed', dir, error: err.message },
+        `cannot watch ${dir} for changes; comparing the files every ${seconds} s instead`
+      )
+  })
+  log.info(
+    { event: 'config_watch', files: configFiles(config), intervalSeconds: seconds },
+    'watching the config files: a change reloads'
+  )
+  return watching
 }
 
 /**
@@ -278,7 +326,8 @@ async function serveAsWorker(config: Config, file: string): Promise<number> {
   const index = Number(process.env[WORKER_ENV])
   const channel = processChannel()
   const hello = await awaitHello(channel)
-  const internal = (c: Config): Config => ({ ...c, listen: { ...c.listen, port: hello.port }, emulators: [] })
+  // The config as the file says (a reload compares it, listen.port included); the port it listens on is the main process's.
+  const internal = (c: Config): Config => ({ ...c, emulators: [] })
   const log = createLogger({ level: config.log.level, secrets: config.secrets })
   log.setBindings({ worker: index })
   // A restarted worker is a new holder: the sessions of the one it replaces died with it.
@@ -300,6 +349,7 @@ async function serveAsWorker(config: Config, file: string): Promise<number> {
           fleetKey: FleetKey.fromHex(hello.fleetKey, hello.fleetKeySource),
           admission,
           adminToken: hello.adminToken,
+          port: hello.port,
           fleetPort: hello.fleetPort
         },
         store: metrics => {

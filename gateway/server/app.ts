@@ -92,6 +92,8 @@ export interface WorkerParts {
   admission: Admission
   /** The internal admin listener (127.0.0.1, ephemeral) answers only requests with this bearer token. */
   adminToken: string
+  /** The public port its main process claimed (the config's `listen.port` may be 0); they all share it. */
+  port: number
   fleetPort: number
 }
 
@@ -276,7 +278,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   try {
     // A worker shares the public and fleet ports with its siblings (their main process claimed them).
     const sharing: PortUse = worker !== undefined ? 'shared' : 'exclusive'
-    port = await open(app, config.listen.host, config.listen.port, sharing)
+    port = await open(app, config.listen.host, worker?.port ?? config.listen.port, sharing)
     adminPort =
       worker !== undefined ? await open(admin, '127.0.0.1', 0) : await open(admin, config.admin.host, config.admin.port)
     if (scrape !== null) {

@@ -148,7 +148,19 @@ function watchEjections(pool: UpstreamPool, { metrics, log }: GenerationDeps): v
  * effect at the next restart. Everything else (routes, mappings, audio, text, health, log.level,
  * shutdown) applies to new legs and requests at once.
  */
-const RESTART_KEYS = ['listen', 'admin', 'redis', 'uws', 'store', 'emulators', 'tokens'] as const
+const RESTART_KEYS = [
+  'listen',
+  'metrics',
+  'admin',
+  'fleet',
+  'redis',
+  'uws',
+  'store',
+  'emulators',
+  'tokens',
+  'tracing',
+  'reload'
+] as const
 
 export function restartRequired(prev: Generation, next: Generation): string[] {
   const keys: string[] = RESTART_KEYS.filter(k => JSON.stringify(prev.config[k]) !== JSON.stringify(next.config[k]))
