@@ -11,6 +11,7 @@ import type { Revalidate } from './server/reload'
 import { installSignals } from './server/signals'
 import { createLogger, type Logger } from './telemetry/log'
 import { Metrics } from './telemetry/metrics'
+import { startTracing } from './telemetry/tracing'
 import { MemoryStore } from './store/memory'
 import type { Store } from './store/port'
 import { RedisStore } from './store/redis'
@@ -115,6 +116,19 @@ export async function serve(
   const metrics = new Metrics()
   if (opts.worker === undefined) metrics.workers.set(1)
   const store = opts.worker?.store(metrics) ?? createStore(config, log, metrics)
+  // Spans name the instance (a worker's is its main process's) and the worker; exported until close.
+  const tracing = startTracing(config.tracing, {
+    instance: opts.worker?.parts.group ?? store.instanceId,
+    worker: opts.worker?.parts.index ?? null,
+    version: version()
+  })
+  if (tracing.enabled) {
+    const t = config.tracing
+    log.info(
+      { event: 'tracing', url: t.url, protocol: t.protocol, sampler: t.sampler, samplerArg: t.samplerArg },
+      `exporting spans to ${t.url} (${t.protocol})`
+    )
+  }
   let server: RunningServer
   try {
     await store.start()
@@ -126,9 +140,11 @@ export async function serve(
       version: version(),
       revalidate: opts.revalidate,
       nowMs: opts.nowMs,
-      worker: opts.worker?.parts
+      worker: opts.worker?.parts,
+      tracing
     })
   } catch (err) {
+    await tracing.shutdown()
     await store.close()
     await Promise.all(emulators.map(async e => await e.close()))
     throw err
@@ -141,6 +157,8 @@ export async function serve(
     store,
     close: async () => {
       server.close()
+      // The spans of the legs close() just ended, exported before the process goes.
+      await tracing.shutdown()
       await store.close()
       await Promise.all(emulators.map(async e => await e.close()))
     }

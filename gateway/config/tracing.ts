@@ -1,37 +1,9 @@
 // The `tracing` section (config/load.ts): the file's keys with the standard OTEL_* environment variables
 // over them, as the OpenTelemetry SDKs read them, resolved once here so telemetry/ never reads the environment.
 
-export type SamplerName =
-  | 'always_on'
-  | 'always_off'
-  | 'traceidratio'
-  | 'parentbased_always_on'
-  | 'parentbased_always_off'
-  | 'parentbased_traceidratio'
+import { SAMPLERS, type SamplerName, type TracingSettings } from '../telemetry/tracing'
 
-const SAMPLERS: readonly string[] = [
-  'always_on',
-  'always_off',
-  'traceidratio',
-  'parentbased_always_on',
-  'parentbased_always_off',
-  'parentbased_traceidratio'
-]
-
-/** Tracing as it runs: off, or where and how spans are exported (telemetry/tracing.ts). */
-export interface TracingSettings {
-  /** Spans are recorded and exported (exporter otlp); off: the trace context is only passed on. */
-  readonly enabled: boolean
-  /** The full URL spans are POSTed to (…/v1/traces). */
-  readonly url: string
-  readonly protocol: 'http/protobuf' | 'http/json'
-  readonly headers: Readonly<Record<string, string>>
-  readonly timeoutMs: number
-  readonly serviceName: string
-  readonly sampler: SamplerName
-  readonly samplerArg: number
-  readonly resourceAttributes: Readonly<Record<string, string>>
-}
+export type { TracingSettings }
 
 interface Problem {
   pointer: string
@@ -129,7 +101,7 @@ export function resolveTracing(
   let sampler = file.sampler as SamplerName
   if (set(env.OTEL_TRACES_SAMPLER)) {
     const s = env.OTEL_TRACES_SAMPLER.trim().toLowerCase()
-    if (SAMPLERS.includes(s)) sampler = s as SamplerName
+    if ((SAMPLERS as readonly string[]).includes(s)) sampler = s as SamplerName
     else bad('/tracing/sampler', 'OTEL_TRACES_SAMPLER', env.OTEL_TRACES_SAMPLER, `one of ${SAMPLERS.join(', ')}`)
   }
   let samplerArg = file.samplerArg as number

@@ -1,4 +1,4 @@
-import type { TracingSettings } from './tracing'
+import type { TracingSettings } from '../telemetry/tracing'
 import type { RouteTokenSettings, TokenSettings } from './tokens'
 
 /** The validated, frozen configuration (schemas/gateway-config.schema.json is the source of truth). */

@@ -14,6 +14,7 @@ import { redactAlso, type Logger } from '../telemetry/log'
 import type { Metrics } from '../telemetry/metrics'
 import { FinalScrape, lingerMs } from '../telemetry/final-scrape'
 import { LogLimiter } from '../telemetry/log-limit'
+import { type Tracing, untraced } from '../telemetry/tracing'
 import type { Store } from '../store/port'
 import type { UpstreamPool } from '../upstream/pool'
 import { type AdminGate, adminRefused, mountAdmin, mountHealth, mountMetrics } from './admin'
@@ -77,6 +78,8 @@ export interface ServerOptions {
   nowMs?: () => number
   /** A worker of `serve --workers N`: what its main process handed it (workers/child.ts). */
   worker?: WorkerParts
+  /** Where utterance and leg spans start (telemetry/tracing.ts); default: no spans, the trace context passed on. */
+  tracing?: Tracing
 }
 
 /**
@@ -156,7 +159,8 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       { instance: holder.group, process: store.instanceId, worker: worker?.index ?? null },
       () => state.legs
     ),
-    logLimit
+    logLimit,
+    tracing: opts.tracing ?? untraced
   }
   sessions.onGone = s => state.calls.sessionGone(s)
   state.calls.start()
