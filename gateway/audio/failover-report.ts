@@ -40,6 +40,8 @@ export class FailoverReport {
     this.metrics.gapSeconds.observe({ route: this.route }, gapSeconds)
     this.stats.gap(gapSeconds)
     this.tell('failover.done', { upstream: to.name, from: from?.name, gapSeconds, queuedFrames })
+    const gap = `gap ${Math.round(gapSeconds * 1000)} ms`
+    this.metrics.recent.add({ kind: 'failover', route: this.route, upstream: to.name, from: from?.name, detail: gap })
     this.ctx.log.warn(
       {
         event: 'failover_done',
@@ -91,6 +93,12 @@ export class FailoverReport {
     this.metrics.gapSeconds.observe({ route: this.route }, gapSeconds)
     this.stats.gap(gapSeconds)
     this.tell('failover.failed', { gapSeconds, detail })
+    this.metrics.recent.add({
+      kind: 'failover',
+      route: this.route,
+      code: 'UPSTREAM_CLOSED',
+      detail: 'no replica took over'
+    })
     this.ctx.log.error(
       { event: 'failover_failed', droppedFrames: this.counters.dropFailover, detail },
       'no vendor session could replace the lost one; ending the leg'

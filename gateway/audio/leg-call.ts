@@ -2,7 +2,7 @@ import type { Clock } from '../clock'
 import { CODES, type GatewayError, logLevelOf } from '../errors'
 import type { CallRecord } from '../store/port'
 import type { Logger } from '../telemetry/log'
-import type { LegCounters } from '../telemetry/metrics'
+import type { LegCounters, Metrics } from '../telemetry/metrics'
 import type { SpanAttributes, TraceSpan } from '../telemetry/tracing'
 import type { LegIdentity } from '../validate/messages'
 import type { Session } from './session-contract'
@@ -60,6 +60,8 @@ export class LegCall {
   readonly relayedFrom: string | undefined
   /** The leg's one span: events for its moments, never per frame; ended with the leg. */
   private readonly span: TraceSpan | null
+  /** Where its refusal is listed for the status page (telemetry/recent.ts). */
+  private readonly recent: Metrics['recent'] | undefined
 
   constructor(
     leg: {
@@ -70,6 +72,7 @@ export class LegCall {
       relayed?: { from: string }
       calls?: CallBookPort
       span?: TraceSpan
+      metrics?: Pick<Metrics, 'recent'>
     },
     private readonly counters: LegCounters
   ) {
@@ -81,6 +84,7 @@ export class LegCall {
     this.book = leg.calls
     this.began = leg.clock.now()
     this.span = leg.span?.recording === true ? leg.span : null
+    this.recent = leg.metrics?.recent
     this.span?.set({
       'assist_gateway.route': this.route,
       'assist_gateway.leg_id': this.legId,
@@ -123,6 +127,7 @@ export class LegCall {
   failed(log: Logger, error: GatewayError, extra: Record<string, unknown>): void {
     const code = error.code
     this.span?.event('leg.failed', { code })
+    this.recent?.add({ kind: 'refusal', hook: 'audio', route: this.route, code })
     log[logLevelOf(code)](
       {
         event: 'leg_failed',

@@ -19,6 +19,7 @@ import type { Store } from '../store/port'
 import type { UpstreamPool } from '../upstream/pool'
 import { type AdminGate, adminRefused, mountAdmin, mountHealth, mountMetrics } from './admin'
 import { mountCalls } from './calls-route'
+import { mountStatusPage } from './status-page'
 import { fleetApp } from './fleet-listener'
 import { listen, type PortUse } from './listen'
 import { mountAudio } from './audio-route'
@@ -255,6 +256,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   mountReload(admin, reload, gate)
   mountTokenAdmin(admin, state, tokens, gate)
   mountCalls(admin, state, gate)
+  mountStatusPage(admin, gate)
   admin.any('/*', notFound(state, 'admin'))
   // The scrape listener: /metrics, /livez, /readyz (a worker's metrics are scraped by its main process).
   const scrape = worker === undefined ? uWS.App() : null

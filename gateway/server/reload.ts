@@ -119,6 +119,7 @@ export function buildGeneration(config: Config, deps: GenerationDeps, previous: 
         metrics.healthChecks.inc({ route: r.route, upstream: r.name, result })
       },
       changed: (r, st, reason) => {
+        metrics.recent.add({ kind: st === 'down' ? 'down' : 'up', route: r.route, upstream: r.name, detail: reason })
         log[st === 'down' ? 'error' : 'info'](
           { event: 'upstream_health', route: r.route, upstream: r.name, state: st, reason },
           `replica ${r.name} is ${st}`
@@ -136,6 +137,7 @@ function watchEjections(pool: UpstreamPool, { metrics, log }: GenerationDeps): v
   pool.onDown((r, source, reason) => {
     if (source === 'probe') return // the prober logs its own verdicts (upstream_health)
     metrics.ejections.inc({ route: r.route, upstream: r.name })
+    metrics.recent.add({ kind: 'ejected', route: r.route, upstream: r.name, detail: reason })
     log.warn(
       { event: 'upstream_ejected', route: r.route, upstream: r.name, source, reason },
       'replica ejected after gateway-side failures'

@@ -244,6 +244,14 @@ export class TextExchange {
       'assist_gateway.error.code': code ?? undefined
     })
     this.span.end(status >= 500 && code !== null ? code : undefined)
+    if (code !== null)
+      this.state.metrics.recent.add({
+        kind: 'refusal',
+        hook: 'text',
+        route: this.routeName,
+        code,
+        detail: String(status)
+      })
     const level = this.state.config.log.accessLog
     if (level === 'off' || !this.state.log.isLevelEnabled(level)) return
     this.state.log[level](

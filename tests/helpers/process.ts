@@ -91,12 +91,13 @@ async function spawnOnce(t: T, config: Record<string, unknown>, env: Record<stri
     file,
     stringify({
       metrics: { host: '127.0.0.1', port: metricsPort },
-      admin: { host: '127.0.0.1', port: adminPort },
       fleet: { host: '127.0.0.1', port: fleetPort },
       log: { level: 'info' },
       // As startGateway's base: refusals at once, no per-address failure budget.
       auth: { failureDelayMs: 0, failureBudget: { failures: 0 } },
       ...config,
+      // A test's admin keys (a token) go with this listener's port.
+      admin: { host: '127.0.0.1', port: adminPort, ...(config.admin as Record<string, unknown> | undefined) },
       listen: { ...(config.listen as Record<string, unknown> | undefined), host: '127.0.0.1', port },
       // Tests that stop it at teardown do not wait out the production drain delays or the final scrape.
       shutdown: {
