@@ -38,7 +38,12 @@ const LIBRARIES = {
   pino: ['telemetry'],
   'prom-client': ['telemetry', 'workers/aggregate-metrics.ts'],
   yaml: ['config'],
-  jose: ['auth']
+  jose: ['auth'],
+  '@opentelemetry/api': ['telemetry'],
+  '@opentelemetry/sdk-trace-base': ['telemetry/tracing.ts'],
+  '@opentelemetry/resources': ['telemetry/tracing.ts'],
+  '@opentelemetry/exporter-trace-otlp-proto': ['telemetry/tracing.ts'],
+  '@opentelemetry/exporter-trace-otlp-http': ['telemetry/tracing.ts']
 }
 
 const root = join(__dirname, '..')

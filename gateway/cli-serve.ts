@@ -11,6 +11,7 @@ import type { Revalidate } from './server/reload'
 import { installSignals } from './server/signals'
 import { createLogger, type Logger } from './telemetry/log'
 import { Metrics } from './telemetry/metrics'
+import { startTracing } from './telemetry/tracing'
 import { MemoryStore } from './store/memory'
 import type { Store } from './store/port'
 import { RedisStore } from './store/redis'
@@ -26,6 +27,8 @@ import { startSupervisor } from './workers/supervisor'
 import { WorkerStore } from './workers/worker-store'
 import { planWorkers } from './workers/capacity'
 import { HELP, UsageError, help, integer } from './cli-usage'
+import { systemClock } from './clock'
+import { type ConfigWatch, configFiles, watchConfig } from './config/watch'
 
 function configPath(given: string | undefined): string {
   return given ?? process.env.GATEWAY_CONFIG ?? join(packageRoot(), 'ops', 'gateway.yaml')
@@ -121,6 +124,19 @@ export async function serve(
   const metrics = new Metrics()
   if (opts.worker === undefined) metrics.workers.set(1)
   const store = opts.worker?.store(metrics) ?? createStore(config, log, metrics)
+  // Spans name the instance (a worker's is its main process's) and the worker; exported until close.
+  const tracing = startTracing(config.tracing, {
+    instance: opts.worker?.parts.group ?? store.instanceId,
+    worker: opts.worker?.parts.index ?? null,
+    version: version()
+  })
+  if (tracing.enabled) {
+    const t = config.tracing
+    log.info(
+      { event: 'tracing', url: t.url, protocol: t.protocol, sampler: t.sampler, samplerArg: t.samplerArg },
+      `exporting spans to ${t.url} (${t.protocol})`
+    )
+  }
   let server: RunningServer
   try {
     await store.start()
@@ -132,9 +148,11 @@ export async function serve(
       version: version(),
       revalidate: opts.revalidate,
       nowMs: opts.nowMs,
-      worker: opts.worker?.parts
+      worker: opts.worker?.parts,
+      tracing
     })
   } catch (err) {
+    await tracing.shutdown()
     await store.close()
     await Promise.all(emulators.map(async e => await e.close()))
     throw err
@@ -147,6 +165,8 @@ export async function serve(
     store,
     close: async () => {
       server.close()
+      // The spans of the legs close() just ended, exported before the process goes.
+      await tracing.shutdown()
       await store.close()
       await Promise.all(emulators.map(async e => await e.close()))
     }
@@ -188,7 +208,7 @@ function workerCount(given: string | undefined): { n: number; source: string } {
 export async function cmdServe(argv: string[]): Promise<number> {
   const { values } = parseArgs({
     args: argv,
-    options: { config: { type: 'string' }, workers: { type: 'string' }, ...HELP }
+    options: { config: { type: 'string' }, workers: { type: 'string' }, 'watch-config': { type: 'boolean' }, ...HELP }
   })
   if (values.help) return help('serve')
   // A worker of `serve --workers N` is one process: its main process sized the group.
@@ -200,9 +220,11 @@ export async function cmdServe(argv: string[]): Promise<number> {
   const file = configPath(values.config)
   if (process.env[WORKER_ENV] !== undefined && process.send !== undefined)
     return await serveAsWorker(checked.config, file)
-  if (workers > 1) return await serveWorkers(checked.config, file, workers, asked.source)
+  const watch = values['watch-config'] === true
+  if (workers > 1) return await serveWorkers(checked.config, file, workers, asked.source, watch)
   const running = await serve(checked.config, { revalidate: async () => await validateAll(file, process.env) })
   running.log.info({ event: 'workers_sized', workers, source: asked.source }, `one process (${asked.source})`)
+  const watching = watchFiles(watch, () => running.server.state.config, running.server.reload, running.log)
   // The store, emulators and logger close once the server is done (drained, cut at the deadline, or stopped).
   const exit = (): void => {
     running
@@ -217,6 +239,7 @@ export async function cmdServe(argv: string[]): Promise<number> {
     log: running.log,
     reload: async trigger => await running.server.reload(trigger),
     drain: signal => {
+      watching?.close()
       // Drained: the metrics listener stays for one more scrape (shutdown.metricsLingerSeconds), then exit.
       running.server
         .drain(signal)
@@ -229,7 +252,13 @@ export async function cmdServe(argv: string[]): Promise<number> {
 }
 
 /** The main process of `serve --workers N`: forks the workers, serves the metrics and admin listeners, fans signals out. */
-async function serveWorkers(config: Config, file: string, workers: number, source: string): Promise<number> {
+async function serveWorkers(
+  config: Config,
+  file: string,
+  workers: number,
+  source: string,
+  watch: boolean
+): Promise<number> {
   const log = createLogger({ level: config.log.level, secrets: config.secrets })
   log.info({ event: 'workers_sized', workers, source }, `${workers} worker processes (${source})`)
   for (const w of config.warnings) log.warn({ event: 'config_warning' }, w)
@@ -267,15 +296,52 @@ async function serveWorkers(config: Config, file: string, workers: number, sourc
       )
       .finally(() => setTimeout(() => process.exit(0), 100).unref())
   }
+  const watching = watchFiles(watch, supervisor.config, supervisor.reload, log)
   installSignals({
     log,
     reload: async trigger => await supervisor.reload(trigger),
     drain: signal => {
+      watching?.close()
       supervisor.drain(signal).then(exit, exit)
     },
     stopNow: signal => supervisor.stopNow(`second signal (${signal})`)
   })
   return -1
+}
+
+/**
+ * `--watch-config` or `reload.watch`: a change of the config's files reloads it (config/watch.ts), in the
+ * process that reloads (the one process, or the main process, which reloads every worker); null when
+ * neither asks. Reloads are queued by `reload` itself, as SIGHUP's are.
+ */
+function watchFiles(
+  asked: boolean,
+  current: () => Config,
+  reload: (trigger: string) => Promise<unknown>,
+  log: Logger
+): ConfigWatch | null {
+  const config = current()
+  if (!asked && !config.reload.watch) return null
+  const seconds = config.reload.watchIntervalSeconds
+  const watching = watchConfig({
+    files: () => configFiles(current()),
+    reload: () => {
+      log.info({ event: 'config_changed' }, 'the config files changed: reloading')
+      reload('watch').catch(err => log.error({ event: 'config_reload_bug', err }, 'config reload failed'))
+    },
+    clock: systemClock,
+    intervalMs: seconds * 1000,
+    onWatchError: (dir, err) =>
+      log.warn(
+        { event: 'config_watch_failed', dir, error: err.message },
+        `cannot watch ${dir} for changes; comparing the files every ${seconds} s instead`
+      )
+  })
+  log.info(
+    { event: 'config_watch', files: configFiles(config), intervalSeconds: seconds },
+    'watching the config files: a change reloads'
+  )
+  return watching
 }
 
 /**
@@ -288,7 +354,8 @@ async function serveAsWorker(config: Config, file: string): Promise<number> {
   const index = Number(process.env[WORKER_ENV])
   const channel = processChannel()
   const hello = await awaitHello(channel)
-  const internal = (c: Config): Config => ({ ...c, listen: { ...c.listen, port: hello.port }, emulators: [] })
+  // The config as the file says (a reload compares it, listen.port included); the port it listens on is the main process's.
+  const internal = (c: Config): Config => ({ ...c, emulators: [] })
   const log = createLogger({ level: config.log.level, secrets: config.secrets })
   log.setBindings({ worker: index })
   // A restarted worker is a new holder: the sessions of the one it replaces died with it.
@@ -310,6 +377,7 @@ async function serveAsWorker(config: Config, file: string): Promise<number> {
           fleetKey: FleetKey.fromHex(hello.fleetKey, hello.fleetKeySource),
           admission,
           adminToken: hello.adminToken,
+          port: hello.port,
           fleetPort: hello.fleetPort
         },
         store: metrics => {

@@ -2,17 +2,20 @@
 
 const ENVIRONMENT =
   'Environment: GATEWAY_CONFIG, GATEWAY_WORKERS, PORT, ADMIN_PORT, REDIS_URL, LOG_LEVEL (and the ${VAR}s the config names);\n' +
+  '  OTEL_* (tracing: OTEL_TRACES_EXPORTER, OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER …);\n' +
   '  GATEWAY_ADMIN_TOKEN (calls: the admin token when --token is not given).'
 const EXIT_CODES = 'Exit status: 0 ok, 1 runtime failure, 2 usage or config error.'
 
 /** Each command's usage, printed by `<command> --help` (stdout, exit 0) and after a usage error (stderr, exit 2). */
 export const USAGES = {
-  serve: `usage: assist-gateway serve [--config FILE] [--workers N]
+  serve: `usage: assist-gateway serve [--config FILE] [--workers N] [--watch-config]
   Run the gateway. The config (default $GATEWAY_CONFIG, else ops/gateway.yaml) is first validated as
   \`check\` does: exit 2 on any problem, 1 when serving fails, 0 after SIGTERM or SIGINT.
   --workers N: worker processes sharing the public port (default $GATEWAY_WORKERS, else the CPUs the
   container may use: its cgroup CPU quota, then the cores); 1 serves in this one process. Exit 2 when
-  the memory limit (cgroup) cannot hold that many.`,
+  the memory limit (cgroup) cannot hold that many.
+  --watch-config: reload, as SIGHUP does, when the config file or a mapping file it names changes
+  (Kubernetes' ConfigMap update, a symlink swap, included); the same as reload.watch: true.`,
   check: `usage: assist-gateway check [--config FILE]
   Validate the config, every mapping it names (compiled and dry-run on the interface's example messages)
   and the TLS certificate, key and passphrase; print each problem as file:line:col: /pointer: message.

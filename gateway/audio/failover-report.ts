@@ -1,6 +1,8 @@
 import type { Logger } from '../telemetry/log'
+import type { SpanAttributes } from '../telemetry/tracing'
 import type { LegCounters, Metrics } from '../telemetry/metrics'
 import type { Replica } from '../upstream/pool'
+import type { SessionEventName } from './session-contract'
 import type { SessionStats } from './session-stats'
 
 /**
@@ -15,12 +17,15 @@ export class FailoverReport {
     /** The session's context: its `log` changes when a leg re-attaches. */
     private readonly ctx: { log: Logger },
     /** The session's own figures, for its leg's summary line. */
-    private readonly stats: SessionStats
+    private readonly stats: SessionStats,
+    /** Tells the session's leg, for its trace (session-contract.ts `sessionEvent`). */
+    private readonly tell: (name: SessionEventName, attributes: SpanAttributes) => void
   ) {}
 
   /** A connection was lost mid-call; a replacement opens after `backoffMs` (0: at once). */
   started(lost: Replica, why: string, replayed: number, unreplayed: number, backoffMs: number): void {
     this.stats.lost()
+    this.tell('failover.start', { upstream: lost.name, why, replayFrames: replayed, unreplayed, backoffMs })
     this.ctx.log.warn(
       { event: 'failover_start', upstream: lost.name, why, replayFrames: replayed, unreplayed, backoffMs },
       'vendor session lost mid-call; opening a replacement, the platform leg stays open'
@@ -34,6 +39,9 @@ export class FailoverReport {
     this.metrics.failovers.inc({ route: this.route, result: 'ok' })
     this.metrics.gapSeconds.observe({ route: this.route }, gapSeconds)
     this.stats.gap(gapSeconds)
+    this.tell('failover.done', { upstream: to.name, from: from?.name, gapSeconds, queuedFrames })
+    const gap = `gap ${Math.round(gapSeconds * 1000)} ms`
+    this.metrics.recent.add({ kind: 'failover', route: this.route, upstream: to.name, from: from?.name, detail: gap })
     this.ctx.log.warn(
       {
         event: 'failover_done',
@@ -49,6 +57,7 @@ export class FailoverReport {
 
   /** One replica of the walk could not be opened: unreachable on the first open, or a failed replacement. */
   attemptFailed(replica: Replica, why: string, firstOpen: boolean): void {
+    this.tell('vendor.connect_failed', { upstream: replica.name, error: why, firstOpen })
     if (firstOpen)
       this.ctx.log.warn(
         { event: 'upstream_connect_failed', upstream: replica.name, error: why },
@@ -83,6 +92,13 @@ export class FailoverReport {
   failed(gapSeconds: number, detail: string | undefined): void {
     this.metrics.gapSeconds.observe({ route: this.route }, gapSeconds)
     this.stats.gap(gapSeconds)
+    this.tell('failover.failed', { gapSeconds, detail })
+    this.metrics.recent.add({
+      kind: 'failover',
+      route: this.route,
+      code: 'UPSTREAM_CLOSED',
+      detail: 'no replica took over'
+    })
     this.ctx.log.error(
       { event: 'failover_failed', droppedFrames: this.counters.dropFailover, detail },
       'no vendor session could replace the lost one; ending the leg'

@@ -4,11 +4,20 @@ import type { MappingInput } from '../mapping/run'
 import type { ContinuedSession } from '../store/port'
 import type { Logger } from '../telemetry/log'
 import type { LegCounters } from '../telemetry/metrics'
+import type { SpanAttributes } from '../telemetry/tracing'
 import type { Replica } from '../upstream/pool'
 import { JOIN_TICK_MS, StereoMixer } from './join-mixer'
 import { startOnAffinity } from './affinity'
 import { VendorSession } from './session'
-import type { AudioInput, Session, SessionDeps, SessionHost, SessionOwner, SessionState } from './session-contract'
+import type {
+  AudioInput,
+  Session,
+  SessionDeps,
+  SessionEventName,
+  SessionHost,
+  SessionOwner,
+  SessionState
+} from './session-contract'
 import { FLOWING } from './session-states'
 import type { SessionStats } from './session-stats'
 
@@ -275,6 +284,10 @@ class Join implements SessionOwner, SessionHost {
   }
 
   superseded(): void {}
+
+  sessionEvent(name: SessionEventName, attributes: SpanAttributes): void {
+    for (const l of this.legs) if (l !== null && !l.ended) l.owner?.sessionEvent(name, attributes)
+  }
 
   get clock(): Clock {
     return this.deps.clock

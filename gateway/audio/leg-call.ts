@@ -2,7 +2,8 @@ import type { Clock } from '../clock'
 import { CODES, type GatewayError, logLevelOf } from '../errors'
 import type { CallRecord } from '../store/port'
 import type { Logger } from '../telemetry/log'
-import type { LegCounters } from '../telemetry/metrics'
+import type { LegCounters, Metrics } from '../telemetry/metrics'
+import type { SpanAttributes, TraceSpan } from '../telemetry/tracing'
 import type { LegIdentity } from '../validate/messages'
 import type { Session } from './session-contract'
 
@@ -57,6 +58,10 @@ export class LegCall {
   readonly route: string
   private readonly traceparent: string | undefined
   readonly relayedFrom: string | undefined
+  /** The leg's one span: events for its moments, never per frame; ended with the leg. */
+  private readonly span: TraceSpan | null
+  /** Where its refusal is listed for the status page (telemetry/recent.ts). */
+  private readonly recent: Metrics['recent'] | undefined
 
   constructor(
     leg: {
@@ -66,6 +71,8 @@ export class LegCall {
       traceparent?: string
       relayed?: { from: string }
       calls?: CallBookPort
+      span?: TraceSpan
+      metrics?: Pick<Metrics, 'recent'>
     },
     private readonly counters: LegCounters
   ) {
@@ -76,11 +83,29 @@ export class LegCall {
     this.relayedFrom = leg.relayed?.from
     this.book = leg.calls
     this.began = leg.clock.now()
+    this.span = leg.span?.recording === true ? leg.span : null
+    this.recent = leg.metrics?.recent
+    this.span?.set({
+      'assist_gateway.route': this.route,
+      'assist_gateway.leg_id': this.legId,
+      'assist_gateway.relayed_from': this.relayedFrom
+    })
+  }
+
+  /** A moment of the leg on its span (its vendor session's too: audio/session-contract.ts `sessionEvent`). */
+  event(name: string, attributes?: SpanAttributes): void {
+    this.span?.event(name, attributes)
   }
 
   /** Its init was accepted: `identity` is known and binds every later line of the leg. */
   identified(log: Logger, id: LegIdentity): Logger {
     this.identity = id
+    this.span?.set({
+      'assist_gateway.contact_id': String(id.contactId),
+      'assist_gateway.bus_no': String(id.busNo),
+      'assist_gateway.perspective': id.perspective
+    })
+    this.span?.event('handshake.accepted')
     return log.child({ busNo: id.busNo, contactId: id.contactId, perspective: id.perspective, requestId: id.requestId })
   }
 
@@ -101,6 +126,8 @@ export class LegCall {
   /** Its one `leg_failed` line (the caller rate-limits it before the init is accepted). */
   failed(log: Logger, error: GatewayError, extra: Record<string, unknown>): void {
     const code = error.code
+    this.span?.event('leg.failed', { code })
+    this.recent?.add({ kind: 'refusal', hook: 'audio', route: this.route, code })
     log[logLevelOf(code)](
       {
         event: 'leg_failed',
@@ -114,7 +141,8 @@ export class LegCall {
   }
 
   /** The leg writes to `session` from now on: its record is published at once (not at the next refresh). */
-  attached(session: Session): void {
+  attached(session: Session, reattached: boolean): void {
+    this.span?.event('placement', { where: reattached ? 'reattached' : 'here', session: session.id })
     this.session = session
     this.baseFailovers = session.stats.failovers
     this.baseGapMs = session.stats.gapMs
@@ -123,6 +151,7 @@ export class LegCall {
 
   /** CONNECTED went to the platform: the `connected` line, and its record (STREAMING, on its replica) goes out now. */
   connected(log: Logger, handshakeSeconds: number): void {
+    this.span?.event('handshake.connected', { handshakeSeconds })
     log.info({ event: 'connected', handshakeSeconds }, 'vendor session ready; audio flowing')
     this.book?.placed(this, 'STREAMING')
   }
@@ -130,6 +159,7 @@ export class LegCall {
   /** The leg's session is held by process `holder`: its audio goes there (its record says so at once). */
   relayed(holder: string): void {
     this.relayedTo = holder
+    this.span?.event('placement', { where: 'relayed', holder })
     this.book?.placed(this, 'RELAYING')
   }
 
@@ -170,6 +200,28 @@ export class LegCall {
   ended(log: Logger, end: { outcome: string; closeCode: number; fate: SessionFate; session: Session | null }): void {
     this.summary(log, end.outcome, end.closeCode, end.fate)
     this.book?.ended(this, end.session, end.fate)
+    this.endSpan(end.outcome, end.closeCode, end.fate)
+  }
+
+  /** The span ends with the leg: what the summary says, an error status when a 5xx-class code ended it. */
+  private endSpan(outcome: string, closeCode: number, fate: SessionFate): void {
+    const span = this.span
+    if (span === null) return
+    const c = this.counters
+    const stats = this.session?.stats
+    const code = outcome.toUpperCase()
+    span.event('close', { outcome, closeCode, session: fate })
+    span.set({
+      'assist_gateway.outcome': outcome === 'ok' ? 'normal' : outcome,
+      'assist_gateway.close_code': closeCode,
+      'assist_gateway.frames_from_platform': c.framesFromPlatform,
+      'assist_gateway.bytes_from_platform': c.bytesFromPlatform,
+      'assist_gateway.replicas': stats?.replicas.join(',') ?? '',
+      'assist_gateway.failovers': (stats?.failovers ?? 0) - this.baseFailovers,
+      'assist_gateway.gap_ms': (stats?.gapMs ?? 0) - this.baseGapMs,
+      'assist_gateway.results_sent': this.results
+    })
+    span.end(code in CODES && CODES[code as keyof typeof CODES].status >= 500 ? code : undefined)
   }
 
   /**

@@ -2,6 +2,7 @@ import type { Admission } from '../auth/admission'
 import type { RelayClaims, RelayTokens } from '../auth/relay-token'
 import type { AuthSettings } from '../config/types'
 import type { Logger } from '../telemetry/log'
+import type { TraceSpan } from '../telemetry/tracing'
 import type { LogLimiter } from '../telemetry/log-limit'
 import type { CallBook } from './call-book'
 import type { SessionFate } from './leg-call'
@@ -24,6 +25,8 @@ export interface PlatformLeg {
 
 export interface LegDeps extends LegSessionDeps {
   log: Logger
+  /** The leg's span (telemetry/tracing.ts): its handshake, placement, vendor sessions and end as events; `traceparent` is its. */
+  span?: TraceSpan
   /** Above this many bytes queued towards the platform, reading from the vendor pauses. */
   platformHighWaterBytes: number
   /** The gateway's failure budget and leg limits (auth/admission.ts). */

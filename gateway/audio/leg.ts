@@ -253,7 +253,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
     if (found === 'refused') return this.callerMismatch()
     if (found instanceof GatewayError) return this.fail(found)
     this.session = found.session
-    this.call.attached(found.session)
+    this.call.attached(found.session, found.reattached)
     this.audio.toSession(found.session)
     if (found.reattached) return
     startLegSession(this.deps, found.session, this.log, checked, () => {
@@ -318,6 +318,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
     this.call.connected(this.log, seconds)
   }
 
+  readonly sessionEvent: SessionOwner['sessionEvent'] = (name, attributes) => this.call.event(name, attributes)
   sessionFailed(error: GatewayError, extra: Record<string, unknown>): void {
     this.session = null
     this.fail(error, [], extra)

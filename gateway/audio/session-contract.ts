@@ -4,6 +4,7 @@ import type { GatewayError } from '../errors'
 import type { RouteRuntime } from '../route'
 import type { ContinuedSession, Store } from '../store/port'
 import type { Logger } from '../telemetry/log'
+import type { SpanAttributes } from '../telemetry/tracing'
 import type { LegCounters, Metrics } from '../telemetry/metrics'
 import type { Replica } from '../upstream/pool'
 import type { Connection, ConnectionFactory, VendorFailure } from './connection-contract'
@@ -27,7 +28,20 @@ export interface SessionOwner {
   deliver: (text: string, channel?: number | null) => void
   /** A newer leg with the same identity took the session over. */
   superseded: () => void
+  /**
+   * Something the vendor session did that its leg's trace shows as an event (telemetry/tracing.ts): a
+   * vendor connection ready, one that could not be opened, a failover begun, done or failed. Never per frame.
+   */
+  sessionEvent: (name: SessionEventName, attributes: SpanAttributes) => void
 }
+
+/** The vendor session's moments a leg's span records. */
+export type SessionEventName =
+  | 'vendor.connected'
+  | 'vendor.connect_failed'
+  | 'failover.start'
+  | 'failover.done'
+  | 'failover.failed'
 
 /** Who keeps sessions findable for a re-attach (audio/registry.ts). */
 export interface SessionHost {

@@ -82,7 +82,9 @@ export class VendorSession implements Session {
       this.fail({ kind: 'fatal', error: new GatewayError('INTERNAL') })
     })
     this.ctx = { ...deps, chain, counters: this.counters }
-    this.report = new FailoverReport(deps.metrics, deps.route.name, this.counters, this.ctx, this.stats)
+    this.report = new FailoverReport(deps.metrics, deps.route.name, this.counters, this.ctx, this.stats, (name, a) =>
+      this.owner?.sessionEvent(name, a)
+    )
     this.events = {
       ready: (conn, params) => this.connectionReady(conn, params),
       refused: (conn, failure) => this.fail({ kind: 'connection', conn, failure, when: 'refused' }),
@@ -172,6 +174,7 @@ export class VendorSession implements Session {
   private connectionReady(conn: Connection, params: Record<string, unknown>): void {
     if (this.conn !== null && this.handover.ready(conn, this.conn)) return
     if (conn !== this.conn) return
+    this.owner?.sessionEvent('vendor.connected', { upstream: conn.replica.name })
     if (this.state === 'RECOVERING')
       this.report.done(conn.replica, this.walk.lostReplica, this.walk.recovered(), this.feed.queued)
     else {

@@ -178,6 +178,9 @@ class TeeSession implements SessionOwner {
 
   // ---- SessionOwner -------------------------------------------------------------------------------
 
+  /** A tee's vendor session is not on the leg's trace (its own lines say what it does). */
+  sessionEvent(): void {}
+
   sessionReady(): void {
     if (this.readyOnce) return
     this.readyOnce = true

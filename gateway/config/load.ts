@@ -8,6 +8,7 @@ import { coerceReferences, interpolateAll } from './references'
 import { collectSecrets, routeSecrets } from './secrets'
 import { readSource } from './source'
 import type { Config } from './types'
+import { resolveTracing } from './tracing'
 
 type Problem = ConfigProblem
 
@@ -113,6 +114,9 @@ export function loadConfig(file: string, env: NodeJS.ProcessEnv): Config {
         'fleet.secret to a ${VAR} of its own'
     )
   problems.push(...tokenProblems(cfg, dir).map(p => ({ file: path, ...p })))
+  const tracing = resolveTracing(cfg.tracing, env)
+  cfg.tracing = tracing.settings
+  problems.push(...tracing.problems.map(p => ({ file: path, ...p })))
   if (problems.length > 0) throw new ConfigError(problems.map(located))
   cfg.file = path
   for (const [name, route] of Object.entries(cfg.routes as Record<string, any>))

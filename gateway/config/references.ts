@@ -15,7 +15,8 @@ const SECRET_POINTERS = [
   /^\/admin\/token$/,
   /^\/fleet\/secret$/,
   /^\/store\/(password|sentinelPassword)$/,
-  /^\/tokens\/(keys|clients)\/\d+\/secret$/
+  /^\/tokens\/(keys|clients)\/\d+\/secret$/,
+  /^\/tracing\/headers\/.+$/
 ]
 
 /** What filling the references noted, beside the filled config. */

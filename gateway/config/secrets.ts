@@ -37,6 +37,7 @@ export function collectSecrets(cfg: Record<string, any>): string[] {
   if (cfg.store?.sentinelPassword) out.add(cfg.store.sentinelPassword)
   for (const k of cfg.tokens?.keys ?? []) if (k.secret) out.add(k.secret)
   for (const c of cfg.tokens?.clients ?? []) if (c.secret) out.add(c.secret)
+  for (const v of Object.values(cfg.tracing?.headers ?? {})) out.add(v as string)
   if (cfg.redis) {
     try {
       const pw = new URL(cfg.redis).password

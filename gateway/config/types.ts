@@ -1,3 +1,4 @@
+import type { TracingSettings } from '../telemetry/tracing'
 import type { RouteTokenSettings, TokenSettings } from './tokens'
 
 /** The validated, frozen configuration (schemas/gateway-config.schema.json is the source of truth). */
@@ -248,6 +249,10 @@ export interface Config {
   readonly store: StoreSettings
   readonly log: { readonly level: string; readonly accessLog: 'info' | 'debug' | 'off' }
   readonly shutdown: ShutdownSettings
+  /** Reloading without a restart: `watch` reloads when the files change (config/watch.ts). */
+  readonly reload: { readonly watch: boolean; readonly watchIntervalSeconds: number }
+  /** OpenTelemetry tracing, the file's keys with OTEL_* over them (config/tracing.ts). */
+  readonly tracing: TracingSettings
   readonly auth: AuthSettings
   readonly limits: LimitSettings
   readonly emulators: readonly EmulatorConfig[]

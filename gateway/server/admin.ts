@@ -45,17 +45,33 @@ export function mountMetrics(app: uWS.TemplatedApp, state: ServerState, final?: 
 }
 
 /**
- * The admin API's bearer check: true when `token` is empty (a loopback admin listener without one), or the
- * request carries `Authorization: Bearer <token>` (compared in constant time, over hashes of equal length).
+ * The admin API's token check: true when `token` is empty (a loopback admin listener without one), or the
+ * request carries it as `Authorization: Bearer <token>`, or as the password of `Authorization: Basic`
+ * (any user name: how a browser presents it, server/status-page.ts), compared in constant time over
+ * hashes of equal length. The token never travels in a URL.
  */
 export function adminAuthorized(token: string, authorization: string): boolean {
   if (token === '') return true
-  const m = /^bearer +(.+)$/i.exec(authorization.trim())
-  if (m === null) return false
+  const presented = presentedToken(authorization.trim())
+  if (presented === null) return false
   const want = createHash('sha256').update(token, 'utf8').digest()
-  const got = createHash('sha256').update(m[1], 'utf8').digest()
+  const got = createHash('sha256').update(presented, 'utf8').digest()
   return timingSafeEqual(want, got)
 }
+
+function presentedToken(authorization: string): string | null {
+  const bearer = /^bearer +(.+)$/i.exec(authorization)
+  if (bearer !== null) return bearer[1]
+  const basic = /^basic +([A-Za-z0-9+/=]+)$/i.exec(authorization)
+  if (basic === null) return null
+  const userPass = Buffer.from(basic[1], 'base64').toString('utf8')
+  const colon = userPass.indexOf(':')
+  return colon < 0 ? null : userPass.slice(colon + 1)
+}
+
+/** The challenges of a refused admin request: Bearer for API clients; a page also offers Basic, which browsers ask for. */
+const BEARER_CHALLENGE = 'Bearer realm="assist-gateway admin"'
+const BROWSER_CHALLENGE = 'Basic realm="assist-gateway admin", charset="UTF-8"'
 
 /**
  * The admin API's gate: its bearer token (`admin.token` of the config in force; '' on loopback without one)
@@ -77,21 +93,30 @@ export function adminRefused(
   }
 }
 
-/** A handler of the admin API behind the bearer check: 401 ADMIN_UNAUTHORIZED without the token. */
+/**
+ * A handler of the admin API behind the token check: 401 ADMIN_UNAUTHORIZED without the token. `browser`:
+ * a page (the status page), whose refusal challenges with Basic so a browser asks for the token.
+ */
 export function guarded(
   gate: AdminGate,
-  handler: (res: uWS.HttpResponse, req: uWS.HttpRequest) => void
+  handler: (res: uWS.HttpResponse, req: uWS.HttpRequest) => void,
+  browser = false
 ): (res: uWS.HttpResponse, req: uWS.HttpRequest) => void {
   return (res, req) => {
     const authorization = req.getHeader('authorization')
     if (adminAuthorized(gate.token(), authorization)) return handler(res, req)
     gate.refused(addressOf(res), authorization === '' ? 'missing' : 'invalid')
-    sendProblem(res, 'ADMIN_UNAUTHORIZED', [], { 'www-authenticate': 'Bearer realm="assist-gateway admin"' })
+    sendProblem(res, 'ADMIN_UNAUTHORIZED', [], { 'www-authenticate': browser ? BROWSER_CHALLENGE : BEARER_CHALLENGE })
   }
 }
 
-/** The admin API's reads of this process: /admin/upstreams, /admin/readiness. */
+/** The admin API's reads of this process: /admin/upstreams, /admin/readiness, /admin/recent. */
 export function mountAdmin(app: uWS.TemplatedApp, state: ServerState, token: AdminGate): void {
+  // The last failovers, replica changes and refusals of this process (telemetry/recent.ts), newest first.
+  app.get(
+    '/admin/recent',
+    guarded(token, res => sendJson(res, 200, state.metrics.recent.view()))
+  )
   app.get(
     '/admin/readiness',
     guarded(token, res => {

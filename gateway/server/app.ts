@@ -14,10 +14,12 @@ import { redactAlso, type Logger } from '../telemetry/log'
 import type { Metrics } from '../telemetry/metrics'
 import { FinalScrape, lingerMs } from '../telemetry/final-scrape'
 import { LogLimiter } from '../telemetry/log-limit'
+import { type Tracing, untraced } from '../telemetry/tracing'
 import type { Store } from '../store/port'
 import type { UpstreamPool } from '../upstream/pool'
 import { type AdminGate, adminRefused, mountAdmin, mountHealth, mountMetrics } from './admin'
 import { mountCalls } from './calls-route'
+import { mountStatusPage } from './status-page'
 import { fleetApp } from './fleet-listener'
 import { listen, type PortUse } from './listen'
 import { mountAudio } from './audio-route'
@@ -78,6 +80,8 @@ export interface ServerOptions {
   nowMs?: () => number
   /** A worker of `serve --workers N`: what its main process handed it (workers/child.ts). */
   worker?: WorkerParts
+  /** Where utterance and leg spans start (telemetry/tracing.ts); default: no spans, the trace context passed on. */
+  tracing?: Tracing
 }
 
 /**
@@ -93,6 +97,8 @@ export interface WorkerParts {
   admission: Admission
   /** The internal admin listener (127.0.0.1, ephemeral) answers only requests with this bearer token. */
   adminToken: string
+  /** The public port its main process claimed (the config's `listen.port` may be 0); they all share it. */
+  port: number
   fleetPort: number
 }
 
@@ -155,7 +161,8 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       { instance: holder.group, process: store.instanceId, worker: worker?.index ?? null },
       () => state.legs
     ),
-    logLimit
+    logLimit,
+    tracing: opts.tracing ?? untraced
   }
   sessions.onGone = s => state.calls.sessionGone(s)
   state.calls.start()
@@ -253,6 +260,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   mountReload(admin, reload, gate)
   mountTokenAdmin(admin, state, tokens, gate)
   mountCalls(admin, state, gate)
+  mountStatusPage(admin, gate)
   admin.any('/*', notFound(state, 'admin'))
   // The scrape listener: /metrics, /livez, /readyz (a worker's metrics are scraped by its main process).
   const scrape = worker === undefined ? uWS.App() : null
@@ -281,7 +289,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   try {
     // A worker shares the public and fleet ports with its siblings (their main process claimed them).
     const sharing: PortUse = worker !== undefined ? 'shared' : 'exclusive'
-    port = await open(app, config.listen.host, config.listen.port, sharing)
+    port = await open(app, config.listen.host, worker?.port ?? config.listen.port, sharing)
     adminPort =
       worker !== undefined ? await open(admin, '127.0.0.1', 0) : await open(admin, config.admin.host, config.admin.port)
     if (scrape !== null) {

@@ -6,7 +6,7 @@ import type { RelayClaims } from '../auth/relay-token'
 import { systemClock } from '../clock'
 import { type ErrorCode, GatewayError } from '../errors'
 import type { RouteRuntime } from '../route'
-import { traceFrom } from '../telemetry/trace'
+import type { TraceSpan } from '../telemetry/tracing'
 import { closeAfterParse, upgradeProblem, type UpgradeRefusal } from './front-door'
 import { headerBytesOver } from './header-limit'
 import { sendProblem } from './http'
@@ -36,8 +36,8 @@ export interface LegData {
   route: RouteRuntime
   leg: AudioLeg | null
   closed: boolean
-  /** W3C trace context for the leg's vendor upgrades: the platform's continued, or a new trace. */
-  traceparent: string
+  /** The leg's span (telemetry/tracing.ts): the platform's trace continued, or a new one; the vendor upgrades carry it. */
+  span: TraceSpan
   /** The platform's address: its socket's, or (a relayed leg) the one its relay token asserts. */
   address: string
   /** A leg relayed here by another process of the fleet (fleet listener only). */
@@ -116,7 +116,7 @@ export function mountAudio(app: uWS.TemplatedApp, state: ServerState): void {
         route,
         leg: null,
         closed: false,
-        traceparent: traceFrom(req.getHeader('traceparent')).traceparent,
+        span: state.tracing.start('leg', req.getHeader('traceparent')),
         address: Buffer.from(res.getRemoteAddressAsText()).toString('utf8'),
         relayed: undefined
       }
@@ -162,7 +162,8 @@ function openLeg(state: ServerState, ws: uWS.WebSocket<LegData>): void {
     log: state.log.child({ route: data.route.name, legId, clientAddress: data.address }),
     clock: systemClock,
     legId,
-    traceparent: data.traceparent,
+    traceparent: data.span.traceparent,
+    span: data.span,
     platformHighWaterBytes: Math.floor(cfg.uws.maxBackpressureBytes / 2),
     admission: state.admission,
     auth: () => state.config.auth,

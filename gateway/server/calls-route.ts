@@ -23,11 +23,15 @@ function byStart(a: CallRecord, b: CallRecord): number {
   return a.startedAt.localeCompare(b.startedAt) || a.process.localeCompare(b.process)
 }
 
+/** How many contacts `GET /admin/calls?all` lists at most (the status page's live calls). */
+export const LISTED_CONTACTS = 200
+
 /**
  * `GET /admin/calls?contactId=N`: every live or parked leg of contact N the store knows of (this process
  * alone on the memory store; the fleet on Redis; every worker through the main process), as published
- * by each process (audio/call-book.ts). 400 QUERY_INVALID without a numeric contactId; 503 when the
- * store cannot answer.
+ * by each process (audio/call-book.ts). `GET /admin/calls?all`: every one of the first LISTED_CONTACTS
+ * contacts (`more: true` when there are others). 400 QUERY_INVALID without a numeric contactId or `all`;
+ * 503 when the store cannot answer.
  */
 export function answerCalls(
   res: uWS.HttpResponse,
@@ -37,17 +41,21 @@ export function answerCalls(
   /** What the answer covers: `this process`, `workers` (one gateway's), `redis` (the fleet). */
   covers: string
 ): void {
-  const id = contactIdOf(req.getQuery())
+  const query = req.getQuery()
+  const all = new URLSearchParams(query ?? '').has('all')
+  const id = all ? null : contactIdOf(query)
   if (id instanceof GatewayError) return sendProblem(res, id)
   let aborted = false
   res.onAborted(() => {
     aborted = true
   })
-  store.findCalls(id).then(
-    calls => {
+  const found =
+    id === null ? store.listCalls(LISTED_CONTACTS) : store.findCalls(id).then(calls => ({ calls, more: false }))
+  found.then(
+    ({ calls, more }) => {
       if (aborted) return
       sendJson(res, 200, {
-        contactId: id,
+        ...(id === null ? { all: true, more } : { contactId: id }),
         answeredBy: instance,
         store: covers,
         calls: calls.sort(byStart).map(({ at: _a, ...c }) => c)

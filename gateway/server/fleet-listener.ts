@@ -2,7 +2,6 @@ import * as uWS from 'uWebSockets.js'
 import { RELAY_PATH } from '../audio/relay-link'
 import { RELAY_TOKEN_HEADER, type RelayClaims } from '../auth/relay-token'
 import { GatewayError } from '../errors'
-import { traceFrom } from '../telemetry/trace'
 import { audioBehavior, type LegData } from './audio-route'
 import { sendProblem } from './http'
 import type { ServerState } from './state'
@@ -51,7 +50,8 @@ export function fleetApp(
           route,
           leg: null,
           closed: false,
-          traceparent: traceFrom(req.getHeader('traceparent')).traceparent,
+          // The relaying process's leg span is the parent: one trace across the hop.
+          span: state.tracing.start('leg', req.getHeader('traceparent'), { 'assist_gateway.relay_hop': kind }),
           address: verdict.claims.address,
           relayed: verdict.claims
         }

@@ -119,6 +119,7 @@ export function buildGeneration(config: Config, deps: GenerationDeps, previous: 
         metrics.healthChecks.inc({ route: r.route, upstream: r.name, result })
       },
       changed: (r, st, reason) => {
+        metrics.recent.add({ kind: st === 'down' ? 'down' : 'up', route: r.route, upstream: r.name, detail: reason })
         log[st === 'down' ? 'error' : 'info'](
           { event: 'upstream_health', route: r.route, upstream: r.name, state: st, reason },
           `replica ${r.name} is ${st}`
@@ -136,6 +137,7 @@ function watchEjections(pool: UpstreamPool, { metrics, log }: GenerationDeps): v
   pool.onDown((r, source, reason) => {
     if (source === 'probe') return // the prober logs its own verdicts (upstream_health)
     metrics.ejections.inc({ route: r.route, upstream: r.name })
+    metrics.recent.add({ kind: 'ejected', route: r.route, upstream: r.name, detail: reason })
     log.warn(
       { event: 'upstream_ejected', route: r.route, upstream: r.name, source, reason },
       'replica ejected after gateway-side failures'
@@ -148,7 +150,19 @@ function watchEjections(pool: UpstreamPool, { metrics, log }: GenerationDeps): v
  * effect at the next restart. Everything else (routes, mappings, audio, text, health, log.level,
  * shutdown) applies to new legs and requests at once.
  */
-const RESTART_KEYS = ['listen', 'admin', 'redis', 'uws', 'store', 'emulators', 'tokens'] as const
+const RESTART_KEYS = [
+  'listen',
+  'metrics',
+  'admin',
+  'fleet',
+  'redis',
+  'uws',
+  'store',
+  'emulators',
+  'tokens',
+  'tracing',
+  'reload'
+] as const
 
 export function restartRequired(prev: Generation, next: Generation): string[] {
   const keys: string[] = RESTART_KEYS.filter(k => JSON.stringify(prev.config[k]) !== JSON.stringify(next.config[k]))

@@ -11,6 +11,7 @@ import type { Store } from '../store/port'
 import type { Logger } from '../telemetry/log'
 import type { LogLimiter } from '../telemetry/log-limit'
 import type { Metrics } from '../telemetry/metrics'
+import type { Tracing } from '../telemetry/tracing'
 
 /** What the server's route handlers share. Built by server/app.ts from one config snapshot. */
 export interface ServerState {
@@ -40,4 +41,6 @@ export interface ServerState {
   calls: CallBook
   /** Lines a client can flood (refusals, 404s) are rate-limited here (telemetry/log-limit.ts). */
   logLimit: LogLimiter
+  /** Where the spans of utterances and legs start (telemetry/tracing.ts; off: the trace context only passed on). */
+  tracing: Tracing
 }

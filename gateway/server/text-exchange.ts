@@ -4,7 +4,8 @@ import { systemClock } from '../clock'
 import { CODES, GatewayError, logLevelOf, type ErrorCode } from '../errors'
 import type { RouteRuntime } from '../route'
 import { scrubberFor, sentIn } from '../telemetry/scrub'
-import { requestIdFrom, traceFrom } from '../telemetry/trace'
+import { requestIdFrom } from '../telemetry/trace'
+import type { TraceSpan } from '../telemetry/tracing'
 import type { TextHook, TextResult } from '../text/utterance'
 import {
   afterParse,
@@ -40,7 +41,8 @@ export class TextExchange {
   private readonly authorization: string
   private readonly declaredLength: string
   private readonly requestId: string
-  private readonly trace: ReturnType<typeof traceFrom>
+  /** The utterance's span (telemetry/tracing.ts): the caller's trace continued, ended with the answer. */
+  private readonly span: TraceSpan
   private readonly badHead: string | null
   /** Header bytes counted by headerProblem's scan (one pass over the headers per request). */
   private readonly headBytes: number
@@ -79,9 +81,15 @@ export class TextExchange {
     this.authorization = h.authorization
     this.declaredLength = h.contentLength
     this.requestId = requestIdFrom(h.requestId)
-    this.trace = traceFrom(h.traceparent)
     this.close = this.badHead !== null || connectionCloses(h.connection)
     this.address = Buffer.from(res.getRemoteAddressAsText()).toString('utf8')
+    this.span = state.tracing.start('utterance', h.traceparent, {
+      'http.request.method': 'POST',
+      'url.path': path,
+      'client.address': this.address,
+      'assist_gateway.route': route?.name,
+      'assist_gateway.request_id': this.requestId
+    })
     this.headers = { 'x-request-id': this.requestId }
     this.head(req)
   }
@@ -138,7 +146,7 @@ export class TextExchange {
         body,
         authorization: this.authorization,
         requestId: this.requestId,
-        traceparent: this.trace.traceparent,
+        span: this.span,
         address: this.address,
         admission: this.state.admission
       })
@@ -192,12 +200,14 @@ export class TextExchange {
         { event: 'text_aborted', route: this.routeName, requestId: this.requestId },
         'the platform went away before the answer'
       )
+      this.span.event('aborted')
+      this.span.end()
       return
     }
     if (result.ok) {
       const body = this.scrub(result.json)
       send(this.res, result.status, 'application/json', body, this.headers, this.close)
-      return this.done(result.status, body.length, result.upstream)
+      return this.done(result.status, body.length, result.upstream, null)
     }
     const status = CODES[result.error.code].status
     if (typeof result.extra.retryAfterSeconds === 'number')
@@ -211,7 +221,7 @@ export class TextExchange {
     if (tooLarge && !this.drained && !this.close)
       send(this.res, status, 'application/problem+json', body, { ...this.headers, connection: 'close' })
     else send(this.res, status, 'application/problem+json', body, this.headers, this.close || this.drained)
-    this.done(status, body.length, result.upstream)
+    this.done(status, body.length, result.upstream, result.error.code)
   }
 
   /** The route's secrets never reach the platform, except what the caller sent itself (telemetry/scrub.ts). */
@@ -224,10 +234,24 @@ export class TextExchange {
     )
   }
 
-  /** Counted, and one access line at `log.accessLog`'s level. */
-  private done(status: number, bytesOut: number, upstream: string | undefined): void {
+  /** Counted, its span ended (an error status for a 5xx, as OpenTelemetry's HTTP conventions say), one access line. */
+  private done(status: number, bytesOut: number, upstream: string | undefined, code: ErrorCode | null): void {
     const ms = performance.now() - this.started
     this.counters.count(this.routeName, status, ms / 1000)
+    this.span.set({
+      'http.response.status_code': status,
+      'assist_gateway.upstream': upstream,
+      'assist_gateway.error.code': code ?? undefined
+    })
+    this.span.end(status >= 500 && code !== null ? code : undefined)
+    if (code !== null)
+      this.state.metrics.recent.add({
+        kind: 'refusal',
+        hook: 'text',
+        route: this.routeName,
+        code,
+        detail: String(status)
+      })
     const level = this.state.config.log.accessLog
     if (level === 'off' || !this.state.log.isLevelEnabled(level)) return
     this.state.log[level](
@@ -243,7 +267,7 @@ export class TextExchange {
         ms: Math.round(ms * 10) / 10,
         upstream,
         requestId: this.requestId,
-        traceId: this.trace.traceId
+        traceId: this.span.traceId
       },
       'text request'
     )

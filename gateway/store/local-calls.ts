@@ -55,6 +55,19 @@ export class LocalCalls {
     return out
   }
 
+  /** The records of the first `contacts` contacts that have any (in the order they were first published). */
+  list(contacts: number, nowMs: number): { calls: CallRecord[]; more: boolean } {
+    const calls: CallRecord[] = []
+    let seen = 0
+    for (const contact of [...this.byContact.keys()]) {
+      const found = this.find(contact, nowMs)
+      if (found.length === 0) continue
+      if (seen++ === contacts) return { calls, more: true }
+      calls.push(...found)
+    }
+    return { calls, more: false }
+  }
+
   private sweep(nowMs: number): void {
     for (const [contact, legs] of this.byContact)
       for (const [leg, e] of legs) if (e.until <= nowMs || this.size >= MAX_ENTRIES) this.remove(contact, leg)

@@ -83,6 +83,9 @@ export class MemoryStore implements Store {
   async findCalls(contactId: string): Promise<CallRecord[]> {
     return this.calls.find(contactId, Date.now())
   }
+  async listCalls(contacts: number): Promise<{ calls: CallRecord[]; more: boolean }> {
+    return this.calls.list(contacts, Date.now())
+  }
 
   isLeader(): boolean {
     return true

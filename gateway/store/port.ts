@@ -162,6 +162,11 @@ export interface Store {
   removeCall: (contactId: string, legId: string) => void
   /** Every unexpired record of `contactId`, fleet-wide; `lastFrameAgeMs` aged to now. */
   findCalls: (contactId: string) => Promise<CallRecord[]>
+  /**
+   * Every unexpired record of the first `contacts` contacts with live records, fleet-wide (`GET /admin/calls?all`,
+   * the status page); `more`: other contacts were left out.
+   */
+  listCalls: (contacts: number) => Promise<{ calls: CallRecord[]; more: boolean }>
   /** True while this instance holds the prober lease (memory, or backend down: always true). */
   isLeader: () => boolean
   /** Called after each refresh of the cache (health may have changed). */

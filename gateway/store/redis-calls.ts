@@ -11,11 +11,21 @@ const PUBLISH = `
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local ttl = tonumber(ARGV[1])
-for i, k in ipairs(KEYS) do
+local index = KEYS[#KEYS]
+for i = 1, #KEYS - 1 do
+  local k = KEYS[i]
   redis.call('HSET', k, ARGV[2 * i], '{"until":' .. (now + ttl) .. ',"at":' .. now .. ',"r":' .. ARGV[2 * i + 1] .. '}')
   if redis.call('PTTL', k) < ttl then redis.call('PEXPIRE', k, ttl) end
+  redis.call('ZADD', index, now + ttl, ARGV[#ARGV - #KEYS + 1 + i])
 end
 return 1`
+
+/** The contacts with records that may be live (KEYS[1]: the index; ARGV[1]: how many at most), expired ones pruned. */
+const LIST = `
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+return redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]))`
 
 /** A contact's unexpired records, with Redis's clock: {now, field, value, field, value…}; expired fields go. */
 const FIND = `
@@ -51,14 +61,28 @@ export class RedisCalls {
     const ttl = String(Math.max(1, Math.round(ttlMs)))
     for (let i = 0; i < records.length; i += REFRESH_BATCH) {
       const batch = records.slice(i, i + REFRESH_BATCH)
-      const keys = batch.map(r => this.k(`calls:${r.contactId}`))
-      const args = batch.flatMap(r => [r.legId, JSON.stringify(r)])
+      // The contacts' hashes, then the index of contacts (`calls`, scored by expiry) the status page lists from.
+      const keys = [...batch.map(r => this.k(`calls:${r.contactId}`)), this.k('calls')]
+      const args = [...batch.flatMap(r => [r.legId, JSON.stringify(r)]), ...batch.map(r => r.contactId)]
       this.redis.eval(PUBLISH, keys.length, ...keys, ttl, ...args).catch(err => this.failed('publish_calls', err))
     }
   }
 
   remove(contactId: string, legId: string): void {
     this.redis.hdel(this.k(`calls:${contactId}`), legId).catch(err => this.failed('remove_call', err))
+  }
+
+  /** The records of the first `contacts` contacts of the index that still have any. */
+  async list(contacts: number): Promise<{ calls: CallRecord[]; more: boolean }> {
+    let ids: string[]
+    try {
+      ids = (await this.redis.eval(LIST, 1, this.k('calls'), contacts)) as string[]
+    } catch (err) {
+      this.failed('find_calls', err)
+      throw new Error('Redis did not answer: the fleet’s calls cannot be listed')
+    }
+    const found = await Promise.all(ids.slice(0, contacts).map(async id => await this.find(id)))
+    return { calls: found.flat(), more: ids.length > contacts }
   }
 
   async find(contactId: string): Promise<CallRecord[]> {

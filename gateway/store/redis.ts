@@ -301,6 +301,10 @@ export class RedisStore implements Store {
     if (!this.connected) throw new Error('Redis is not reachable: the fleet’s calls cannot be listed')
     return await this.calls.find(contactId)
   }
+  async listCalls(contacts: number): Promise<{ calls: CallRecord[]; more: boolean }> {
+    if (!this.connected) throw new Error('Redis is not reachable: the fleet’s calls cannot be listed')
+    return await this.calls.list(contacts)
+  }
 
   /**
    * Leader while holding the lease; with Redis away or failing, every instance probes for itself. A store

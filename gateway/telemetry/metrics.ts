@@ -1,3 +1,4 @@
+import { RecentEvents } from './recent'
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
 import { CountCells } from './count-cells'
 import { CATALOGUE, type MetricName, PREFIX } from './catalogue'
@@ -102,6 +103,8 @@ export const PUBLISHED_LABELS: ClosedLabels = {
 
 export class Metrics {
   readonly registry = new Registry()
+  /** The last failovers, replica changes and refusals, for the status page (`GET /admin/recent`). */
+  readonly recent = new RecentEvents()
   private readonly live = new Set<LegCounters>()
   private readonly ended = new Map<string, Totals>()
 

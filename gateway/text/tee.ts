@@ -1,5 +1,6 @@
 import type { TextInput } from '../mapping/text'
 import type { Metrics } from '../telemetry/metrics'
+import type { TraceSpan } from '../telemetry/tracing'
 import type { DeliveryQueue } from './delivery-queue'
 
 /** What a delivery reports (text/utterance.ts `TextResult` has this shape). */
@@ -26,7 +27,7 @@ export interface TextTee<R> {
 export class TextTees<R> {
   constructor(
     private readonly tees: readonly TextTee<R>[],
-    private readonly deliver: (target: R, input: TextInput, traceparent: string | null) => Promise<Delivered>,
+    private readonly deliver: (target: R, input: TextInput, span: TraceSpan) => Promise<Delivered>,
     private readonly metrics: Metrics
   ) {}
 
@@ -42,13 +43,15 @@ export class TextTees<R> {
   }
 
   /** Offer `input` (already checked and normalized) to every tee. Never throws, never waits. */
-  send(input: TextInput, traceparent: string | null): void {
+  send(input: TextInput, span: TraceSpan): void {
     for (const tee of this.tees) {
       // Its own input: the request builder writes `upstream` (and the answer `response`) into it.
       const own: TextInput = { ...input, route: tee.inputRoute }
       const accepted = tee.queue.offer(async () => {
         await new Promise<void>(resolve => setImmediate(resolve))
-        const out = await this.deliver(tee.target, own, traceparent)
+        const step = span.child('tee', { 'assist_gateway.tee': tee.name })
+        const out = await this.deliver(tee.target, own, step)
+        step.end(out.ok ? undefined : out.error.code)
         this.count(tee, out.ok ? 'ok' : out.error.code.toLowerCase())
       })
       if (!accepted) this.count(tee, 'queue_full')

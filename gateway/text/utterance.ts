@@ -11,6 +11,7 @@ import { demandsCredential, hookAuth, type RouteRuntime } from '../route'
 import type { Logger } from '../telemetry/log'
 import type { LogLimiter } from '../telemetry/log-limit'
 import type { Metrics } from '../telemetry/metrics'
+import type { TraceSpan } from '../telemetry/tracing'
 import { TextUpstream, type CallOptions, type CallOutcome, type RequestBuilder } from '../upstream/http-call'
 import type { Problem } from '../validate/compile'
 import { checkUtterance, normalizeUtterance, parseJson } from '../validate/messages'
@@ -24,8 +25,8 @@ export interface IncomingUtterance {
   /** The Authorization header ('' when absent). */
   authorization: string
   requestId: string
-  /** W3C trace context for the vendor call (this hop's own span), or null. */
-  traceparent: string | null
+  /** The utterance's span: each step is a child of it, and the vendor call carries the trace on (telemetry/tracing.ts). */
+  span: TraceSpan
   /** The platform's address: the failure budget's key. */
   address: string
   /** The gateway's failure budget (auth/admission.ts): it judges the credential step. */
@@ -130,11 +131,7 @@ export class TextHook {
       return [{ name: tee.name, route: route.name, target, inputRoute, queue }]
     })
     if (tees.length === 0) return null
-    return new TextTees(
-      tees,
-      async (target, input, traceparent) => await this.deliver(target, input, traceparent),
-      metrics
-    )
+    return new TextTees(tees, async (target, input, span) => await this.deliver(target, input, span), metrics)
   }
 
   /** Asynchronous deliveries accepted (202) and not yet finished, on every route. */
@@ -184,8 +181,14 @@ export class TextHook {
     }
     const msg = value as Record<string, unknown>
     // A static credential list under a one-process failure budget is judged synchronously: no promise for it.
+    const step = req.span.child('credential')
     const refused = this.authenticate(req, rt, msg)
-    if (refused instanceof Promise) return refused.then(r => r ?? this.accepted(req, rt, msg, text))
+    if (refused instanceof Promise)
+      return refused.then(r => {
+        step.end(r?.ok === false ? r.error.code : undefined)
+        return r ?? this.accepted(req, rt, msg, text)
+      })
+    step.end(refused?.ok === false ? refused.error.code : undefined)
     return refused ?? this.accepted(req, rt, msg, text)
   }
 
@@ -197,12 +200,20 @@ export class TextHook {
     text: string
   ): TextResult | Promise<TextResult> {
     const { metrics } = this.deps
+    const step = req.span.child('validation')
     const problems = checkUtterance(msg)
     if (problems.length > 0) {
       metrics.validationFailures.inc({ hook: 'text' })
+      step.end('MESSAGE_INVALID')
       return this.refuse(req, new GatewayError('MESSAGE_INVALID', { pointers: problems.map(p => p.pointer) }), problems)
     }
     const { request, message } = normalizeUtterance(msg, rt.inputRoute.checksToken)
+    step.end()
+    if (req.span.recording)
+      req.span.set({
+        'assist_gateway.contact_id': String(request.contactId),
+        'assist_gateway.bus_no': String(request.busNo)
+      })
     // messageJson: the message as it came (nothing dropped); a passthrough body sends these bytes as they are.
     const input: TextInput = {
       request,
@@ -214,14 +225,14 @@ export class TextHook {
     }
     if (rt.queue !== null) {
       const accepted = rt.queue.offer(async () => {
-        await this.deliver(rt, input, req.traceparent)
+        await this.deliver(rt, input, req.span)
       })
       if (!accepted) return this.refuse(req, new GatewayError('QUEUE_FULL'))
-      rt.tees?.send(input, req.traceparent)
+      rt.tees?.send(input, req.span)
       return { ok: true, status: 202, json: JSON.stringify({ accepted: true, requestId: req.requestId }) }
     }
-    rt.tees?.send(input, req.traceparent)
-    return this.deliver(rt, input, req.traceparent)
+    rt.tees?.send(input, req.span)
+    return this.deliver(rt, input, req.span)
   }
 
   /**
@@ -265,10 +276,10 @@ export class TextHook {
   }
 
   /** The vendor call and the answer mapping; shared by synchronous answers and background delivery. */
-  private async deliver(rt: RouteText, input: TextInput, traceparent: string | null): Promise<TextResult> {
+  private async deliver(rt: RouteText, input: TextInput, span: TraceSpan): Promise<TextResult> {
     const { metrics } = this.deps
     let out: CallOutcome<MappingFailure>
-    const options = traceparent === null ? rt.callOptions : { ...rt.callOptions, traceparent }
+    const options = { ...rt.callOptions, trace: span }
     try {
       out = await rt.upstream.call(rt.request, input, options)
     } catch (err) {
@@ -303,7 +314,11 @@ export class TextHook {
       }
     }
     input.response = out.answer
+    const answer = span.recording
+      ? span.child('mapping text.response', { 'assist_gateway.upstream': out.replica.name })
+      : span
     const shaped = evaluateNow(rt.mapping.response, input) ?? (await run(rt.mapping.response.slow, input))
+    answer.end(shaped.ok && shaped.value !== undefined ? undefined : 'UPSTREAM_BAD_ANSWER')
     if (!shaped.ok || shaped.value === undefined) {
       metrics.mappingErrors.inc({ route: rt.route.name, stage: 'text_response' })
       const why = shaped.ok ? 'text.response produced nothing from the vendor answer' : shaped.error

@@ -3,6 +3,7 @@ import { systemClock, type Clock } from '../clock'
 import type { TextSettings } from '../config/types'
 import { GatewayError } from '../errors'
 import type { Metrics } from '../telemetry/metrics'
+import type { SpanAttributes, TraceSpan } from '../telemetry/tracing'
 import { Exchange, translate, type Deadline, type UpstreamResult } from './http-exchange'
 import { TextBalancer, type Replica, type UpstreamPool } from './pool'
 
@@ -65,11 +66,23 @@ export type CallOutcome<F = never> = Exchanged | Unbuilt<F>
 export interface CallOptions {
   /** The vendor may receive the request twice: a timed-out call may go to another replica. */
   idempotent: boolean
-  /** W3C `traceparent` sent with the request (the caller's hop), when there is a trace. */
-  traceparent?: string
+  /**
+   * The span the call belongs to (an utterance's): each attempt is a CLIENT span under it, whose
+   * `traceparent` the request carries, after a span of the mapping that builds it.
+   */
+  trace?: TraceSpan
 }
 
 const NOT_IDEMPOTENT: CallOptions = Object.freeze({ idempotent: false })
+
+/** An attempt's span: which replica, which try (0: the first), where (OpenTelemetry's HTTP client attributes). */
+function attemptAttributes(replica: Replica, attempt: number): SpanAttributes {
+  return {
+    'assist_gateway.upstream': replica.name,
+    'assist_gateway.attempt': attempt,
+    'server.address': replica.config.text === undefined ? undefined : new URL(replica.config.text).host
+  }
+}
 
 /** What one replica needs: its keep-alive Pool, where its text URL points, cached metric children. */
 interface Lane {
@@ -142,7 +155,10 @@ export class TextUpstream {
     try {
       for (let attempt = 0; ; attempt++) {
         tried.add(replica)
+        const traced = opts.trace?.recording === true ? opts.trace : null
+        const mapping = traced?.child('mapping text.request', { 'assist_gateway.upstream': replica.name })
         const built = builder.now(replica, input) ?? (await builder.later(replica, input))
+        mapping?.end(built.ok ? undefined : 'MAPPING_FAILED')
         if (!built.ok)
           return { ok: false, replica, error: new GatewayError('MAPPING_FAILED'), result: null, unbuilt: built }
         if (deadline.timedOut)
@@ -153,13 +169,22 @@ export class TextUpstream {
             result: null
           }
         this.balancer.begin(replica)
+        const span = traced?.child(`upstream ${built.value.method}`, attemptAttributes(replica, attempt), 'client')
         let out: Exchanged
         try {
-          out = await this.send(replica, built.value, deadline, opts.traceparent)
+          out = await this.send(replica, built.value, deadline, (span ?? opts.trace)?.traceparent)
         } finally {
           this.balancer.end(replica)
         }
         const reason = this.retryReason(out, deadline, opts.idempotent, endsAt)
+        if (span !== undefined) {
+          span.set(
+            out.ok
+              ? { 'http.response.status_code': out.answer.status }
+              : { 'http.response.status_code': out.vendorStatus, 'assist_gateway.result': out.result ?? undefined }
+          )
+          span.end(out.ok ? undefined : out.error.code)
+        }
         this.passive(replica, out, reason)
         if (reason === null || attempt >= this.settings.retries || deadline.timedOut) return out
         // A rate limit is honoured where it was given: the same replica may be asked again, after the delay.

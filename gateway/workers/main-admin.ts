@@ -5,6 +5,8 @@ import { answerCalls } from '../server/calls-route'
 import { send, sendJson } from '../server/http'
 import { listen } from '../server/listen'
 import { notFound } from '../server/refusals'
+import { mergeRecent, mountStatusPage } from '../server/status-page'
+import { RECENT_KEPT } from '../telemetry/recent'
 import type { Store } from '../store/port'
 import type { Logger } from '../telemetry/log'
 import type { LogLimiter } from '../telemetry/log-limit'
@@ -171,6 +173,26 @@ export async function startMainListeners(
       )
     })
   )
+  // Every worker's last failovers, replica changes and refusals, as one list (telemetry/recent.ts).
+  admin.get(
+    '/admin/recent',
+    guarded(token, res => {
+      let aborted = false
+      res.onAborted(() => {
+        aborted = true
+      })
+      toWorkers('GET', '/admin/recent', null, true).then(
+        answers => {
+          if (aborted) return
+          const views = answers.filter(a => a.status === 200).map(a => ({ worker: a.worker, view: JSON.parse(a.body) }))
+          sendJson(res, 200, mergeRecent(views, RECENT_KEPT))
+        },
+        () => {}
+      )
+    })
+  )
+  // The status page is served here, so its reads are this process's merged ones (server/status-page.ts).
+  mountStatusPage(admin, token)
   // Every worker's legs, through the store they all publish to (audio/call-book.ts).
   admin.get(
     '/admin/calls',

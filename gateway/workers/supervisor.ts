@@ -38,6 +38,8 @@ export interface Supervisor {
   readonly metricsPort: number
   readonly adminPort: number
   reload: (trigger: string) => Promise<unknown>
+  /** The config in force: the start's, then each successful reload's. */
+  config: () => Config
   /** The graceful drain on every worker; resolves when every worker has exited. */
   drain: (signal: string) => Promise<void>
   stopNow: (why: string) => void
@@ -335,6 +337,7 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
     metricsPort: listeners.metricsPort,
     adminPort: listeners.adminPort,
     reload,
+    config: () => config,
     drain: signal => {
       drained ??= (async () => {
         const signalledAt = performance.now()

@@ -78,6 +78,10 @@ export class WorkerStore implements Store {
   async findCalls(contactId: string): Promise<CallRecord[]> {
     return (await this.ask({ op: 'calls', contactId })) as CallRecord[]
   }
+  /** Not asked of a worker: the main process answers `GET /admin/calls` for every worker from its own store. */
+  async listCalls(): Promise<{ calls: CallRecord[]; more: boolean }> {
+    throw new Error('the main process lists the calls of every worker')
+  }
   private ask(ask: StoreAsk): Promise<unknown> {
     const id = this.nextAsk++
     this.send({ t: 'store-ask', id, ask })

@@ -50,12 +50,13 @@ export async function spawnGateway(
     t,
     {
       metrics: { host: '127.0.0.1', port: 0 },
-      admin: { host: '127.0.0.1', port: 0 },
       fleet: { host: '127.0.0.1', port: 0 },
       log: { level: 'info' },
       // As startGateway's base: refusals at once, no per-address failure budget.
       auth: { failureDelayMs: 0, failureBudget: { failures: 0 } },
       ...config,
+      // A test's admin keys (a token) go with this listener.
+      admin: { host: '127.0.0.1', port: 0, ...(config.admin as Record<string, unknown> | undefined) },
       listen: { port: 0, ...(config.listen as Record<string, unknown> | undefined), host: '127.0.0.1' },
       // Tests that stop it at teardown do not wait out the production drain delays or the final scrape.
       shutdown: {

@@ -133,11 +133,24 @@ t.test('two instances on Redis: either answers for the legs of both', async t =>
       'both legs, each on its own instance'
     )
   }
+  // ?all (the status page's list): every contact's legs, fleet-wide, from the index beside the records.
+  const listed = async (g: typeof g1): Promise<{ all: boolean; more: boolean; calls: Call[] }> =>
+    (await (await fetch(g.adminUrl('/admin/calls?all'))).json()) as { all: boolean; more: boolean; calls: Call[] }
+  for (const g of [g1, g2]) {
+    const all = await listed(g)
+    t.match(all, { all: true, more: false, store: 'redis' })
+    t.same(all.calls.map(c => c.perspective).sort(), ['RX', 'TX'], '?all: both legs, from either instance')
+  }
   rx.ws.close(1000)
   await rx.closed
   t.ok(
     await until(async () => (await calls(g1.adminUrl, contact)).calls.length === 1),
     'a leg that ended is gone from the fleet’s answer'
+  )
+  t.same(
+    (await listed(g2)).calls.map(c => c.perspective),
+    ['TX'],
+    'and from the list'
   )
 })
 

@@ -475,6 +475,20 @@ t.test(
   }
 )
 
+t.test(
+  'an edited ConfigMap reloads by itself: serve --watch-config, the volume mounted whole (no subPath)',
+  async t => {
+    const { c, dep, cm } = mounted()
+    t.ok(c.args.includes('--watch-config'), 'the Deployment runs serve --watch-config')
+    const configPath = c.args[c.args.indexOf('--config') + 1] as string
+    const mount = c.volumeMounts.find((m: any) => configPath.startsWith(`${m.mountPath}/`))
+    t.ok(mount, 'the config file is on a mounted volume')
+    t.equal(mount.subPath, undefined, 'mounted whole: a subPath mount is never updated by the kubelet')
+    const volume = dep.spec.template.spec.volumes.find((v: any) => v.name === mount.name)
+    t.equal(volume.configMap?.name, cm.metadata.name, 'from the ConfigMap')
+  }
+)
+
 t.test('CPU and memory requests and limits agree with the workers serve starts from them', async t => {
   const { c } = mounted()
   const { requests, limits } = c.resources

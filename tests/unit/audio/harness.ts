@@ -240,6 +240,10 @@ export class FakeOwner implements SessionOwner {
   superseded(): void {
     this.supersededCount++
   }
+  readonly events: { name: string; attributes: Record<string, unknown> }[] = []
+  sessionEvent(name: string, attributes: Record<string, unknown>): void {
+    this.events.push({ name, attributes })
+  }
 }
 
 /** A 160-byte frame whose every byte is `i` (frames are told apart by their first byte). */

@@ -612,6 +612,13 @@ const EVENTS: Record<Method | 'handshakeTimer', Check> = {
     else t.notOk(later.includes('MESSAGE'), `${row.result}: not sent later`)
   },
 
+  // A vendor session's moment goes on the leg's span (telemetry/tracing.ts): in no state does it change the leg.
+  async sessionEvent(t, w) {
+    const before = await look(w)
+    w.leg.sessionEvent('failover.start', { upstream: 'r0' })
+    await nothing(t, w, before)
+  },
+
   async superseded(t, w, row) {
     const before = await look(w)
     w.leg.superseded()
