@@ -44,8 +44,7 @@ export function builtCli(): string {
 
 /** Start the built CLI with these arguments (stdout and stderr piped unless `opts` says otherwise). */
 export function spawnCli(args: string[], opts: SpawnOptions = {}): ChildProcess {
-  // One process unless a test asks for workers (GATEWAY_WORKERS in its env): the suite's tests were written for one.
-  const env = { GATEWAY_WORKERS: '1', ...(opts.env ?? process.env) }
+  const env = { ...(opts.env ?? process.env) }
   return spawn(process.execPath, [builtCli(), ...args], { stdio: ['ignore', 'pipe', 'pipe'], ...opts, env })
 }
 
