@@ -246,7 +246,12 @@ export interface Config {
   readonly text: TextSettings
   readonly health: HealthSettings
   readonly store: StoreSettings
-  readonly log: { readonly level: string; readonly accessLog: 'info' | 'debug' | 'off' }
+  readonly log: {
+    readonly level: string
+    readonly accessLog: 'info' | 'debug' | 'off'
+    /** The cap on lines anyone can cause (telemetry/log-limit.ts), per instance. */
+    readonly flood: { readonly lines: number; readonly windowSeconds: number }
+  }
   readonly shutdown: ShutdownSettings
   readonly auth: AuthSettings
   readonly limits: LimitSettings

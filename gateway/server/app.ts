@@ -6,7 +6,7 @@ import { type Admission, LocalAdmission } from '../auth/admission'
 import { FailureBudget } from '../auth/failure-budget'
 import { FleetKey } from '../auth/fleet-key'
 import { LegLimits } from '../auth/leg-limits'
-import { RelayTokens } from '../auth/relay-token'
+import { RelayTokens, type UsedNonces } from '../auth/relay-token'
 import { systemClock } from '../clock'
 import type { Config } from '../config/types'
 import { routePools } from '../route'
@@ -88,11 +88,15 @@ export interface WorkerParts {
   group: string
   /** Its index in the group (`worker` in its log lines and call records). */
   index: number
+  /** How many workers the group has (each writes its share of `log.flood.lines`). */
+  workers: number
   fleetKey: FleetKey
   admission: Admission
   /** The internal admin listener (127.0.0.1, ephemeral) answers only requests with this bearer token. */
   adminToken: string
   fleetPort: number
+  /** The instance's record of the relay tokens taken (its main process keeps it for every worker). */
+  usedNonces: UsedNonces
 }
 
 const noRevalidate: Revalidate = async () => ({
@@ -110,7 +114,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const tokens = await startTokenAuth(config, opts.nowMs, store)
   const worker = opts.worker
   const fleetKey = worker?.fleetKey ?? FleetKey.fromConfig(config) ?? FleetKey.random()
-  const logLimit = new LogLimiter(systemClock, () => log)
+  const logLimit = LogLimiter.of(systemClock, () => log, config.log.flood, worker?.workers)
   const genDeps = { store, metrics, log, verifier: tokens?.verifier, logLimit }
   let gen = buildGeneration(config, genDeps, null)
   const admission =
@@ -147,7 +151,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     placement,
     admission,
     fleetKey,
-    relayTokens: new RelayTokens(fleetKey),
+    relayTokens: new RelayTokens(fleetKey, Date.now, worker?.usedNonces),
     calls: new CallBook(
       store,
       systemClock,

@@ -154,6 +154,8 @@ export function restartRequired(prev: Generation, next: Generation): string[] {
   const keys: string[] = RESTART_KEYS.filter(k => JSON.stringify(prev.config[k]) !== JSON.stringify(next.config[k]))
   // uWS cannot replace the default TLS context of a listening SSLApp (addServerName only adds SNI names).
   if (!keys.includes('listen') && prev.tlsDigest !== next.tlsDigest) keys.push('listen.tls (certificate or key file)')
+  // The flood cap is set when the process starts (telemetry/log-limit.ts).
+  if (JSON.stringify(prev.config.log.flood) !== JSON.stringify(next.config.log.flood)) keys.push('log.flood')
   return keys
 }
 

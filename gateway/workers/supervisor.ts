@@ -1,6 +1,7 @@
 import { fork, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { FleetKey } from '../auth/fleet-key'
+import { NonceRecord } from '../auth/relay-token'
 import { systemClock } from '../clock'
 import { adminRefused } from '../server/admin'
 import { claimPort } from '../server/listen'
@@ -65,7 +66,7 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
   // The config the main process counts limits and budgets by: the start's, then each successful reload's.
   let config = opts.config
   const metrics = new Metrics()
-  const logLimit = new LogLimiter(systemClock, () => log)
+  const logLimit = LogLimiter.of(systemClock, () => log, config.log.flood)
   metrics.workers.set(opts.workers)
   const store = new MemoryStore(opts.instanceId)
   await store.start()
@@ -92,6 +93,8 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
   const asks = new Map<number, (m: ToMain) => void>()
   const finals = new Map<number, unknown[]>()
   const final = new FinalScrape()
+  // The relay tokens the instance's workers took: one record, so a token is taken once whichever worker it reaches.
+  const nonces = new NonceRecord()
   let nextAsk = 1
 
   // A worker can close its channel while it exits before this process sees it disconnect: the send then
@@ -134,6 +137,8 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
       case 'place-take':
       case 'place-release':
         return services.admissionAsk(slot.index, m)
+      case 'relay-take':
+        return post(slot, { t: 'relay-taken', id: m.id, taken: nonces.take(m.nonce, m.untilMs) })
       case 'ready':
       case 'failed':
         return
@@ -154,6 +159,7 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
     child.send({
       t: 'hello',
       group: opts.instanceId,
+      workers: opts.workers,
       port,
       fleetPort,
       fleetKey: fleetKey.toHex(),
