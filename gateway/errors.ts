@@ -38,6 +38,12 @@ export const CODES = {
     flag: 'AU',
     text: 'the admin API needs Authorization: Bearer <admin.token>'
   },
+  ADMIN_FORBIDDEN: {
+    status: 403,
+    close: 1008,
+    flag: 'AF',
+    text: 'the admin API without a token takes only what no web page can send'
+  },
   // platform messages
   MESSAGE_NOT_JSON: { status: 400, close: 1007, flag: 'NJ', text: 'message is not valid JSON' },
   MESSAGE_INVALID: { status: 400, close: 1007, flag: 'MI', text: 'message does not match the interface schema' },

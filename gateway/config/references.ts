@@ -7,7 +7,7 @@ import { escapePointer, pointerSegments } from '../validate/compile'
 const REF = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g
 
 /** Pointers (as regexes) of values that are credentials: they must come from ${VAR} and are redacted from logs. */
-const SECRET_POINTERS = [
+export const SECRET_POINTERS = [
   /^\/routes\/[^/]+\/auth\/(audio|text)\/\d+$/,
   /^\/routes\/[^/]+\/upstreams\/\d+\/(credential|headers\/.+|signing\/.+)$/,
   /^\/routes\/[^/]+\/tee\/\d+\/upstreams\/\d+\/(credential|headers\/.+|signing\/.+)$/,

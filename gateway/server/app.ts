@@ -28,6 +28,8 @@ import { sendProblem } from './http'
 import { notFound, notFoundLine } from './refusals'
 import {
   buildGeneration,
+  configView,
+  mountConfigView,
   mountReload,
   reloader,
   restartRequired,
@@ -244,13 +246,13 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   })
 
   // The admin API: its own listener, behind admin.token (a worker's is internal, behind its main process's token).
-  const gate: AdminGate = {
-    token: () => worker?.adminToken ?? state.config.admin.token ?? '',
-    refused: adminRefused(state)
-  }
+  // Its token is the one it started with: a reload never changes who may use the admin API (restartRequired says so).
+  const adminToken = worker?.adminToken ?? config.admin.token ?? ''
+  const gate: AdminGate = { token: () => adminToken, refused: adminRefused(state) }
   const admin = uWS.App()
   mountAdmin(admin, state, gate)
   mountReload(admin, reload, gate)
+  mountConfigView(admin, () => configView(config, state.config), gate)
   mountTokenAdmin(admin, state, tokens, gate)
   mountCalls(admin, state, gate)
   admin.any('/*', notFound(state, 'admin'))

@@ -4,6 +4,7 @@ import { FleetKey } from '../auth/fleet-key'
 import { NonceRecord } from '../auth/relay-token'
 import { systemClock } from '../clock'
 import { adminRefused } from '../server/admin'
+import { configView } from '../server/reload'
 import { claimPort } from '../server/listen'
 import type { Config } from '../config/types'
 import { MemoryStore } from '../store/memory'
@@ -65,6 +66,7 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
   const { log } = opts
   // The config the main process counts limits and budgets by: the start's, then each successful reload's.
   let config = opts.config
+  const startedToken = opts.config.admin.token ?? ''
   const metrics = new Metrics()
   const logLimit = LogLimiter.of(systemClock, () => log, config.log.flood)
   metrics.workers.set(opts.workers)
@@ -269,7 +271,9 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
         leaving: () => leaving,
         workerAdmins: () => everyUp().map(s => ({ worker: s.index, adminPort: s.adminPort })),
         internalToken: adminToken,
-        adminToken: () => config.admin.token ?? '',
+        // The admin API's token as the gateway started: a reload never changes who may use it (restartRequired).
+        adminToken: () => startedToken,
+        config: () => configView(opts.config, config),
         refused: adminRefused({ log, logLimit, metrics }),
         logLimit,
         calls: opts.fleetStore ?? store,

@@ -13,6 +13,8 @@ type T = { teardown: (fn: () => unknown) => void; testdir: (fixture?: Record<str
 
 export const AUDIO_TOKEN = 'audio-token-s3cr3t-value'
 export const TEXT_TOKEN = 'text-token-s3cr3t-value'
+/** What every caller of the admin API sends with a write (server/admin.ts: a tokenless admin refuses it otherwise). */
+export const ADMIN_WRITE = { 'content-type': 'application/json', 'x-requested-with': 'assist-gateway' }
 
 /** Log lines captured from the gateway's pino logger, parsed; `raw` keeps the exact text written. */
 export class LogCapture {
