@@ -126,6 +126,15 @@ export function logLevelOf(code: ErrorCode): 'error' | 'info' {
   return CODES[code].status >= 500 ? 'error' : 'info'
 }
 
+/**
+ * A listener that cannot bind its port, in the one wording the README promises (`cannot listen on HOST:PORT
+ * (in use by another process)`): the gateway's listeners and the vendor emulators alike. `code`: the errno.
+ */
+export function cannotListen(host: string, port: number, code: string | undefined): Error {
+  const why = code === 'EADDRINUSE' ? 'in use by another process' : code === 'EACCES' ? 'not permitted' : code
+  return new Error(`cannot listen on ${host}:${port} (${why ?? 'unknown error'})`)
+}
+
 /** One problem of a config or mapping file: where it is (JSON pointer; line and column when known) and what. */
 export interface ConfigProblem {
   file: string

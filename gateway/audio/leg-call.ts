@@ -93,10 +93,14 @@ export class LegCall {
     return this.voiced
   }
 
-  /** Its init was accepted: `identity` is known and binds every later line of the leg. */
+  /**
+   * Its init was accepted: `identity` is known and binds every later line of the leg. `contactId` and `busNo` are
+   * logged as the numbers they are (exact: checkInit refuses ids above 2^53-1), so `jq '.contactId==1001'` finds them.
+   */
   identified(log: Logger, id: LegIdentity): Logger {
     this.identity = id
-    return log.child({ busNo: id.busNo, contactId: id.contactId, perspective: id.perspective, requestId: id.requestId })
+    const { perspective, requestId } = id
+    return log.child({ busNo: Number(id.busNo), contactId: Number(id.contactId), perspective, requestId })
   }
 
   platformClosed(log: Logger, code: number, cut: string | undefined): void {

@@ -25,6 +25,8 @@ interface Interpolation {
   unset: Map<string, string>
   /** Credentials written inline instead of as ${VAR}. */
   literalSecrets: string[]
+  /** Credentials written as ${VAR:-value}: the value is a secret held in the file all the same. */
+  inlineDefaults: string[]
   /** Pointers of values written as exactly one ${VAR} (they may fill a number or a boolean). */
   wholeRefs: Set<string>
   /** What each ${VAR} in an upstream URL became (a key in a query, say): secrets, as a credential is. */
@@ -43,6 +45,8 @@ function interpolate(node: unknown, it: Interpolation, pointer: string): unknown
     const isSecret = SECRET_POINTERS.some(re => re.test(pointer))
     REF.lastIndex = 0
     if (isSecret && !REF.test(node)) it.literalSecrets.push(pointer)
+    REF.lastIndex = 0 // matchAll starts where the last test left REF
+    if (isSecret && [...node.matchAll(REF)].some(m => (m[2] ?? '') !== '')) it.inlineDefaults.push(pointer)
     if (WHOLE_REF.test(node)) it.wholeRefs.add(pointer)
     if (node.replace(REF, '').includes('${')) it.broken.push(pointer === '' ? '/' : pointer)
     const inUrl = UPSTREAM_URL.test(pointer)
@@ -114,6 +118,7 @@ export function interpolateAll(
     env,
     unset: new Map(),
     literalSecrets: [],
+    inlineDefaults: [],
     wholeRefs: new Set(),
     urlRefs: new Map(),
     broken: []

@@ -246,6 +246,8 @@ export interface Config {
   readonly text: TextSettings
   readonly health: HealthSettings
   readonly store: StoreSettings
+  /** A demo config: secrets with inline defaults (public demo values) are accepted. */
+  readonly demo: boolean
   readonly log: {
     readonly level: string
     readonly accessLog: 'info' | 'debug' | 'off'

@@ -234,6 +234,11 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
         })
   if (tls === null)
     log.warn({ event: 'plain_listener' }, 'listen.tls is not configured: serving plain WS/HTTP; use TLS in production')
+  if (config.demo)
+    log.warn(
+      { event: 'demo_config' },
+      'demo: true: secrets may have inline defaults (public demo values); not for production'
+    )
   mountAudio(app, state)
   mountText(app, state, texts)
   mountExamples(app, state)
