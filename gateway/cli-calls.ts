@@ -74,7 +74,8 @@ export async function cmdCalls(argv: string[]): Promise<number> {
   let res: Response
   try {
     res = await fetch(url, {
-      headers: token === '' ? {} : { authorization: `Bearer ${token}` },
+      // What every caller of the admin API sends (server/admin.ts ADMIN_REQUESTED_WITH; only a web page cannot).
+      headers: { 'x-requested-with': 'assist-gateway', ...(token === '' ? {} : { authorization: `Bearer ${token}` }) },
       signal: AbortSignal.timeout(10_000)
     })
   } catch (err) {
@@ -87,6 +88,7 @@ export async function cmdCalls(argv: string[]): Promise<number> {
       `${base} refused the request (401 ADMIN_UNAUTHORIZED): ` +
         (token === '' ? `give the admin token with --token or $${ADMIN_TOKEN_ENV}` : 'the admin token was not accepted')
     )
+  if (res.status === 403) throw new Error(`${base} refused the request (403 ADMIN_FORBIDDEN): ${problemDetail(body)}`)
   if (res.status !== 200) throw new Error(`${url} answered ${res.status}: ${body.slice(0, 300)}`)
   let answer: CallsAnswer
   try {
@@ -105,4 +107,13 @@ export async function cmdCalls(argv: string[]): Promise<number> {
   }
   console.log(callsTable(answer.calls))
   return 0
+}
+
+/** The `detail` of a problem+json answer, or its start. */
+function problemDetail(body: string): string {
+  try {
+    return String((JSON.parse(body) as { detail?: unknown }).detail)
+  } catch {
+    return body.slice(0, 300)
+  }
 }

@@ -21,6 +21,7 @@ import { startVendorEmulator, type VendorEmulator } from './tools/vendor-emulato
 import { FleetKey } from './auth/fleet-key'
 import type { WorkerParts } from './server/app'
 import { AdmissionClient } from './workers/admission-client'
+import { RelayNonceClient } from './workers/relay-nonces'
 import { awaitHello, runAsWorker } from './workers/child'
 import { WORKER_ENV, processChannel } from './workers/protocol'
 import { startSupervisor } from './workers/supervisor'
@@ -361,6 +362,7 @@ async function serveAsWorker(config: Config, file: string): Promise<number> {
   // A restarted worker is a new holder: the sessions of the one it replaces died with it.
   const id = `${hello.group}/w${index}.${process.pid}`
   const admission = new AdmissionClient(m => channel.send(m))
+  const nonces = new RelayNonceClient(m => channel.send(m))
   let shared: WorkerStore | null = null
   let running: Running
   try {
@@ -374,11 +376,13 @@ async function serveAsWorker(config: Config, file: string): Promise<number> {
         parts: {
           group: hello.group,
           index,
+          workers: hello.workers,
           fleetKey: FleetKey.fromHex(hello.fleetKey, hello.fleetKeySource),
           admission,
           adminToken: hello.adminToken,
           port: hello.port,
-          fleetPort: hello.fleetPort
+          fleetPort: hello.fleetPort,
+          usedNonces: nonces
         },
         store: metrics => {
           if (hasRedis(config)) return createStore(config, log, metrics, id)
@@ -391,7 +395,7 @@ async function serveAsWorker(config: Config, file: string): Promise<number> {
     channel.send({ t: 'failed', message: (err as Error).message })
     throw err
   }
-  runAsWorker(running, { store: shared, admission, channel })
+  runAsWorker(running, { store: shared, admission, nonces, channel })
   return -1
 }
 

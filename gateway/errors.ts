@@ -38,6 +38,12 @@ export const CODES = {
     flag: 'AU',
     text: 'the admin API needs Authorization: Bearer <admin.token>'
   },
+  ADMIN_FORBIDDEN: {
+    status: 403,
+    close: 1008,
+    flag: 'AF',
+    text: 'the admin API without a token takes only what no web page can send'
+  },
   // platform messages
   MESSAGE_NOT_JSON: { status: 400, close: 1007, flag: 'NJ', text: 'message is not valid JSON' },
   MESSAGE_INVALID: { status: 400, close: 1007, flag: 'MI', text: 'message does not match the interface schema' },
@@ -118,6 +124,15 @@ export class GatewayError extends Error {
 /** Log 5xx-class failures at error and 4xx-class at info (the gateway's problem vs the caller's). */
 export function logLevelOf(code: ErrorCode): 'error' | 'info' {
   return CODES[code].status >= 500 ? 'error' : 'info'
+}
+
+/**
+ * A listener that cannot bind its port, in the one wording the README promises (`cannot listen on HOST:PORT
+ * (in use by another process)`): the gateway's listeners and the vendor emulators alike. `code`: the errno.
+ */
+export function cannotListen(host: string, port: number, code: string | undefined): Error {
+  const why = code === 'EADDRINUSE' ? 'in use by another process' : code === 'EACCES' ? 'not permitted' : code
+  return new Error(`cannot listen on ${host}:${port} (${why ?? 'unknown error'})`)
 }
 
 /** One problem of a config or mapping file: where it is (JSON pointer; line and column when known) and what. */

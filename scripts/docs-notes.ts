@@ -20,6 +20,8 @@ export const ERROR_WHEN: Record<ErrorCode, string> = {
   RELAY_INVALID:
     "a relayed leg on the fleet listener whose relay token is missing, not signed with this fleet's key, expired, used before or meant for another process (refused at the upgrade, HTTP 403), or whose init message names another session than its token",
   ADMIN_UNAUTHORIZED: 'an admin API request without `Authorization: Bearer <admin.token>` when `admin.token` is set',
+  ADMIN_FORBIDDEN:
+    "an admin API without `admin.token` (loopback) and a request a web page could send: an `Origin` other than the listener's own, a `Host` that is not a loopback address or `localhost` (DNS rebinding), or a request other than GET without both `content-type: application/json` and `x-requested-with: assist-gateway`",
   MESSAGE_NOT_JSON: 'the message is not JSON',
   MESSAGE_INVALID: 'the message does not match the interface schema; `pointers` name every bad field',
   FIRST_FRAME_NOT_TEXT: 'audio arrived before the init message',

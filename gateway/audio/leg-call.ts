@@ -2,6 +2,7 @@ import type { Clock } from '../clock'
 import { CODES, type GatewayError, logLevelOf } from '../errors'
 import type { CallRecord } from '../store/port'
 import type { Logger } from '../telemetry/log'
+import type { LogLimiter } from '../telemetry/log-limit'
 import type { LegCounters, Metrics } from '../telemetry/metrics'
 import type { SpanAttributes, TraceSpan } from '../telemetry/tracing'
 import type { LegIdentity } from '../validate/messages'
@@ -34,7 +35,9 @@ function traceIdOf(traceparent: string | undefined): string | undefined {
  * leg, whatever ended it) and the call record its process publishes while it lives (audio/call-book.ts,
  * `GET /admin/calls`). Reads what the leg and its session already count (audio/session-stats.ts); the
  * last-frame age is sampled when the record is made (the frame count moved since the last sample), so
- * the per-frame path gains nothing.
+ * the per-frame path gains nothing. Before its init is accepted anyone can open a leg: its lines are then
+ * under the flood cap (telemetry/log-limit.ts), its first line deciding for all of them, so a refused or
+ * abandoned leg writes its `leg_failed`, `platform_closed` and `leg_summary` lines together or not at all.
  */
 export class LegCall {
   /** Wall clock of the connection, for the record. */
@@ -52,6 +55,9 @@ export class LegCall {
   private baseGapMs = 0
   private sampledFrames = 0
   private lastFrameAt: number | null = null
+  /** Whether the lines of a leg not accepted are written (decided by its first one); null: not decided yet. */
+  private voiced: boolean | null = null
+  private readonly logLimit: LogLimiter | undefined
 
   private readonly clock: Clock
   readonly legId: string
@@ -73,6 +79,7 @@ export class LegCall {
       calls?: CallBookPort
       span?: TraceSpan
       metrics?: Pick<Metrics, 'recent'>
+      logLimit?: LogLimiter
     },
     private readonly counters: LegCounters
   ) {
@@ -82,6 +89,7 @@ export class LegCall {
     this.traceparent = leg.traceparent
     this.relayedFrom = leg.relayed?.from
     this.book = leg.calls
+    this.logLimit = leg.logLimit
     this.began = leg.clock.now()
     this.span = leg.span?.recording === true ? leg.span : null
     this.recent = leg.metrics?.recent
@@ -97,7 +105,17 @@ export class LegCall {
     this.span?.event(name, attributes)
   }
 
-  /** Its init was accepted: `identity` is known and binds every later line of the leg. */
+  /** A line of this leg may be written: always once its init is accepted; before, as the flood cap says for `kind`. */
+  private voice(kind: string): boolean {
+    if (this.identity !== null) return true
+    this.voiced ??= this.logLimit?.allow(kind) ?? true
+    return this.voiced
+  }
+
+  /**
+   * Its init was accepted: `identity` is known and binds every later line of the leg. `contactId` and `busNo` are
+   * logged as the numbers they are (exact: checkInit refuses ids above 2^53-1), so `jq '.contactId==1001'` finds them.
+   */
   identified(log: Logger, id: LegIdentity): Logger {
     this.identity = id
     this.span?.set({
@@ -106,10 +124,12 @@ export class LegCall {
       'assist_gateway.perspective': id.perspective
     })
     this.span?.event('handshake.accepted')
-    return log.child({ busNo: id.busNo, contactId: id.contactId, perspective: id.perspective, requestId: id.requestId })
+    const { perspective, requestId } = id
+    return log.child({ busNo: Number(id.busNo), contactId: Number(id.contactId), perspective, requestId })
   }
 
   platformClosed(log: Logger, code: number, cut: string | undefined): void {
+    if (!this.voice('platform_closed')) return
     log.info(
       { event: 'platform_closed', code, cut, framesFromPlatform: this.counters.framesFromPlatform },
       cut === undefined ? 'platform ended the leg' : 'the platform sent a frame the server cut the socket for'
@@ -123,11 +143,12 @@ export class LegCall {
     )
   }
 
-  /** Its one `leg_failed` line (the caller rate-limits it before the init is accepted). */
+  /** Its one `leg_failed` line. */
   failed(log: Logger, error: GatewayError, extra: Record<string, unknown>): void {
     const code = error.code
     this.span?.event('leg.failed', { code })
     this.recent?.add({ kind: 'refusal', hook: 'audio', route: this.route, code })
+    if (!this.voice(code)) return
     log[logLevelOf(code)](
       {
         event: 'leg_failed',
@@ -233,6 +254,7 @@ export class LegCall {
     const c = this.counters
     const stats = this.session?.stats
     const code = outcome.toUpperCase()
+    if (!this.voice(code)) return
     log.info(
       {
         event: 'leg_summary',

@@ -351,8 +351,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
   private fail(error: GatewayError, problems: readonly Problem[] = [], extra: Record<string, unknown> = {}): void {
     if (this.state === 'CLOSED') return
     const code: ErrorCode = error.code
-    // Before its init is accepted anyone can cause this line: rate-limited by code (telemetry/log-limit.ts).
-    if (this.accepted !== null || this.deps.logLimit?.allow(code) !== false) this.call.failed(this.log, error, extra)
+    this.call.failed(this.log, error, extra)
     const { detail: _detail, ...extraForPlatform } = extra
     this.out.frame(errorFrame(error, problems, extraForPlatform))
     this.end(this.state === 'RELAYING' ? 'relayed' : code.toLowerCase(), 'close', CODES[code].close)

@@ -7,7 +7,9 @@ import type { FleetKey } from './fleet-key'
  * of seconds and a nonce. The receiving fleet listener (server/fleet-listener.ts) takes a token once,
  * only when it is meant for that process, and the leg's init message must then name the same session.
  * So a captured token is worth nothing: replayed, it is refused; on another process, it is refused;
- * with another leg's init message, it is refused.
+ * with another leg's init message, it is refused. "Once" holds for the instance, whichever of its workers a
+ * token reaches (they share the fleet port): the nonces taken are kept in one record per instance
+ * (`UsedNonces`), the process's own, or its main process's for a worker of `serve --workers N`.
  */
 export interface RelayClaims {
   /** `worker`: to a worker of the same gateway (loopback); `instance`: to another instance of the fleet. */
@@ -34,6 +36,48 @@ const MAX_NONCES = 200_000
 
 export type RelayRefusal = 'missing' | 'malformed' | 'signature' | 'expired' | 'not_for_me' | 'replayed' | 'busy'
 
+export type RelayVerdict = { ok: true; claims: RelayClaims } | { ok: false; reason: RelayRefusal }
+
+/** What taking a nonce came to: the first time, seen before, or the record is full. */
+export type NonceTaken = 'taken' | 'replayed' | 'busy'
+
+/** Where the nonces of the tokens an instance took are kept until the tokens expire. */
+export interface UsedNonces {
+  /** Take `nonce`, kept until `untilMs` (epoch ms): 'taken' the first time, then 'replayed'. */
+  take: (nonce: string, untilMs: number) => NonceTaken | Promise<NonceTaken>
+}
+
+/**
+ * The nonces taken, in this process (a lone gateway's, or the main process's for its workers): each kept
+ * until its token's expiry plus the skew; past `max` (after expired ones are swept) tokens are refused
+ * ('busy'), not remembered less.
+ */
+export class NonceRecord implements UsedNonces {
+  /** Nonce → epoch ms until which it is kept. */
+  private readonly seen = new Map<string, number>()
+
+  constructor(
+    private readonly nowMs: () => number = Date.now,
+    private readonly max = MAX_NONCES
+  ) {}
+
+  take(nonce: string, untilMs: number): NonceTaken {
+    if (this.seen.has(nonce)) return 'replayed'
+    if (this.seen.size >= this.max) {
+      const now = this.nowMs()
+      for (const [n, until] of this.seen) if (until <= now) this.seen.delete(n)
+      if (this.seen.size >= this.max) return 'busy'
+    }
+    this.seen.set(nonce, untilMs)
+    return 'taken'
+  }
+
+  /** Nonces kept now (tests). */
+  get size(): number {
+    return this.seen.size
+  }
+}
+
 interface Payload extends RelayClaims {
   /** Expiry, epoch ms. */
   readonly e: number
@@ -42,12 +86,11 @@ interface Payload extends RelayClaims {
 }
 
 export class RelayTokens {
-  /** Nonce → epoch ms until which it is kept (its token's expiry plus the skew). */
-  private readonly seen = new Map<string, number>()
-
   constructor(
     private readonly key: FleetKey,
-    private readonly nowMs: () => number = Date.now
+    private readonly nowMs: () => number = Date.now,
+    /** The instance's record of the nonces taken (a worker's asks its main process). */
+    private readonly used: UsedNonces = new NonceRecord(nowMs)
   ) {}
 
   sign(claims: RelayClaims): string {
@@ -62,12 +105,10 @@ export class RelayTokens {
 
   /**
    * A token's claims, once: refused when absent, not signed with this fleet's key, expired (or dated
-   * too far ahead), not meant for this process (`isMe(claims)`), or seen before.
+   * too far ahead), not meant for this process (`isMe(claims)`), or taken before by its instance. A
+   * promise when the instance's record is in another process (a worker's is its main process's).
    */
-  verify(
-    header: string,
-    isMe: (claims: RelayClaims) => boolean
-  ): { ok: true; claims: RelayClaims } | { ok: false; reason: RelayRefusal } {
+  verify(header: string, isMe: (claims: RelayClaims) => boolean): RelayVerdict | Promise<RelayVerdict> {
     if (header === '') return { ok: false, reason: 'missing' }
     const parts = header.split('.')
     if (parts.length !== 3 || parts[0] !== 'v1') return { ok: false, reason: 'malformed' }
@@ -86,23 +127,17 @@ export class RelayTokens {
       return { ok: false, reason: 'expired' }
     const claims: RelayClaims = { hop: p.hop, to: p.to, key: p.key, address: p.address, from: p.from }
     if (!isMe(claims)) return { ok: false, reason: 'not_for_me' }
-    if (this.seen.has(p.n)) return { ok: false, reason: 'replayed' }
-    if (this.seen.size >= MAX_NONCES) {
-      for (const [n, until] of this.seen) if (until <= now) this.seen.delete(n)
-      if (this.seen.size >= MAX_NONCES) return { ok: false, reason: 'busy' }
-    }
-    this.seen.set(p.n, p.e + RELAY_CLOCK_SKEW_MS)
-    return { ok: true, claims }
-  }
-
-  /** Nonces kept now (tests). */
-  get remembered(): number {
-    return this.seen.size
+    const taken = this.used.take(p.n, p.e + RELAY_CLOCK_SKEW_MS)
+    return taken instanceof Promise ? taken.then(t => verdictOf(t, claims)) : verdictOf(taken, claims)
   }
 
   private mac(body: string): Buffer {
     return createHmac('sha256', this.key.relayKey).update(body, 'utf8').digest()
   }
+}
+
+function verdictOf(taken: NonceTaken, claims: RelayClaims): RelayVerdict {
+  return taken === 'taken' ? { ok: true, claims } : { ok: false, reason: taken }
 }
 
 function wellFormed(p: unknown): p is Payload {

@@ -21,7 +21,7 @@ export function loadConfig(file: string, env: NodeJS.ProcessEnv): Config {
   const { value: raw, where } = readSource(path)
   // Each problem also names where in the file it is (the nearest key or value that exists there).
   const located = (p: Problem): Problem => ({ ...p, ...where(p.pointer) })
-  const { expanded, unset, literalSecrets, wholeRefs, urlRefs, broken } = interpolateAll(raw, env)
+  const { expanded, unset, literalSecrets, inlineDefaults, wholeRefs, urlRefs, broken } = interpolateAll(raw, env)
   // An unclosed `${REDIS_URL` would be taken as text: a fleet quietly running alone on local state.
   const brokenRefs = broken.map(pointer => ({
     file: path,
@@ -63,6 +63,15 @@ export function loadConfig(file: string, env: NodeJS.ProcessEnv): Config {
   for (const pointer of literalSecrets)
     problems.push({ file: path, pointer, message: 'secrets must be written as ${VAR} references, not inline' })
   const cfg = expanded as Record<string, any>
+  // ${VAR:-value} keeps the value in the file: the secret of anyone who forgets VAR. Only a demo's public values.
+  if (cfg.demo !== true)
+    for (const pointer of inlineDefaults)
+      problems.push({
+        file: path,
+        pointer,
+        message:
+          'a secret must not have an inline default (${VAR:-value} keeps it in the file): write ${VAR}, or ${VAR:-}'
+      })
   const dir = dirname(path)
   let defaults = 0
   for (const [name, route] of Object.entries(cfg.routes as Record<string, any>)) {

@@ -7,7 +7,7 @@ import { escapePointer, pointerSegments } from '../validate/compile'
 const REF = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g
 
 /** Pointers (as regexes) of values that are credentials: they must come from ${VAR} and are redacted from logs. */
-const SECRET_POINTERS = [
+export const SECRET_POINTERS = [
   /^\/routes\/[^/]+\/auth\/(audio|text)\/\d+$/,
   /^\/routes\/[^/]+\/upstreams\/\d+\/(credential|headers\/.+|signing\/.+)$/,
   /^\/routes\/[^/]+\/tee\/\d+\/upstreams\/\d+\/(credential|headers\/.+|signing\/.+)$/,
@@ -26,6 +26,8 @@ interface Interpolation {
   unset: Map<string, string>
   /** Credentials written inline instead of as ${VAR}. */
   literalSecrets: string[]
+  /** Credentials written as ${VAR:-value}: the value is a secret held in the file all the same. */
+  inlineDefaults: string[]
   /** Pointers of values written as exactly one ${VAR} (they may fill a number or a boolean). */
   wholeRefs: Set<string>
   /** What each ${VAR} in an upstream URL became (a key in a query, say): secrets, as a credential is. */
@@ -44,6 +46,8 @@ function interpolate(node: unknown, it: Interpolation, pointer: string): unknown
     const isSecret = SECRET_POINTERS.some(re => re.test(pointer))
     REF.lastIndex = 0
     if (isSecret && !REF.test(node)) it.literalSecrets.push(pointer)
+    REF.lastIndex = 0 // matchAll starts where the last test left REF
+    if (isSecret && [...node.matchAll(REF)].some(m => (m[2] ?? '') !== '')) it.inlineDefaults.push(pointer)
     if (WHOLE_REF.test(node)) it.wholeRefs.add(pointer)
     if (node.replace(REF, '').includes('${')) it.broken.push(pointer === '' ? '/' : pointer)
     const inUrl = UPSTREAM_URL.test(pointer)
@@ -115,6 +119,7 @@ export function interpolateAll(
     env,
     unset: new Map(),
     literalSecrets: [],
+    inlineDefaults: [],
     wholeRefs: new Set(),
     urlRefs: new Map(),
     broken: []

@@ -247,7 +247,14 @@ export interface Config {
   readonly text: TextSettings
   readonly health: HealthSettings
   readonly store: StoreSettings
-  readonly log: { readonly level: string; readonly accessLog: 'info' | 'debug' | 'off' }
+  /** A demo config: secrets with inline defaults (public demo values) are accepted. */
+  readonly demo: boolean
+  readonly log: {
+    readonly level: string
+    readonly accessLog: 'info' | 'debug' | 'off'
+    /** The cap on lines anyone can cause (telemetry/log-limit.ts), per instance. */
+    readonly flood: { readonly lines: number; readonly windowSeconds: number }
+  }
   readonly shutdown: ShutdownSettings
   /** Reloading without a restart: `watch` reloads when the files change (config/watch.ts). */
   readonly reload: { readonly watch: boolean; readonly watchIntervalSeconds: number }

@@ -1,5 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto'
 import type * as uWS from 'uWebSockets.js'
+import { GatewayError } from '../errors'
 import { probeKind } from '../mapping/health'
 import type { FinalScrape } from '../telemetry/final-scrape'
 import type { Metrics } from '../telemetry/metrics'
@@ -45,10 +46,10 @@ export function mountMetrics(app: uWS.TemplatedApp, state: ServerState, final?: 
 }
 
 /**
- * The admin API's token check: true when `token` is empty (a loopback admin listener without one), or the
- * request carries it as `Authorization: Bearer <token>`, or as the password of `Authorization: Basic`
- * (any user name: how a browser presents it, server/status-page.ts), compared in constant time over
- * hashes of equal length. The token never travels in a URL.
+ * The admin API's token check: true when `token` is empty (a loopback admin listener without one: see
+ * `browserRefusal`), or the request carries it as `Authorization: Bearer <token>`, or as the password of
+ * `Authorization: Basic` (any user name: how a browser presents it, server/status-page.ts), compared in
+ * constant time over hashes of equal length. The token never travels in a URL.
  */
 export function adminAuthorized(token: string, authorization: string): boolean {
   if (token === '') return true
@@ -73,29 +74,62 @@ function presentedToken(authorization: string): string | null {
 const BEARER_CHALLENGE = 'Bearer realm="assist-gateway admin"'
 const BROWSER_CHALLENGE = 'Basic realm="assist-gateway admin", charset="UTF-8"'
 
+/** Why the admin gate refused: no token, a wrong one, or (no token needed) a request a web page could send. */
+export type AdminRefusal = 'missing' | 'invalid' | 'cross_origin'
+
 /**
- * The admin API's gate: its bearer token (`admin.token` of the config in force; '' on loopback without one)
- * and what a refusal does besides the 401 (counted as `auth_failures_total{hook="admin"}`, logged with the
- * address, rate-limited).
+ * The admin API's gate: its bearer token (`admin.token` as the process started: a reload never changes who
+ * may use the admin API; '' on loopback without one) and what a refusal does besides the 401 or 403
+ * (counted as `auth_failures_total{hook="admin"}`, logged with the address, rate-limited).
  */
 export interface AdminGate {
   token: () => string
-  refused: (address: string, reason: 'missing' | 'invalid') => void
+  refused: (address: string, reason: AdminRefusal) => void
 }
 
 /** The refusal of an admin gate: counted and logged (server/refusals.ts). */
 export function adminRefused(
   r: RefusalLog & { metrics: Pick<Metrics, 'authFailures'> }
-): (address: string, reason: 'missing' | 'invalid') => void {
+): (address: string, reason: AdminRefusal) => void {
   return (address, reason) => {
     r.metrics.authFailures.inc({ hook: 'admin', reason })
-    logRefusal(r, 'admin_refused', 'ADMIN_UNAUTHORIZED', { address, reason })
+    const code = reason === 'cross_origin' ? 'ADMIN_FORBIDDEN' : 'ADMIN_UNAUTHORIZED'
+    logRefusal(r, 'admin_refused', code, { address, reason })
   }
 }
 
+/** The header every caller of the admin API sends with a request that changes something (the CLI, the docs). */
+export const ADMIN_REQUESTED_WITH = 'assist-gateway'
+
+/** A Host header naming the loopback interface (`localhost`, 127.0.0.0/8, [::1]), with or without a port. */
+const LOOPBACK_HOST = /^(?:localhost|127(?:\.\d{1,3}){3}|\[::1\])(?::\d{1,5})?$/i
+const JSON_TYPE = /^application\/json\s*(?:;|$)/i
+
 /**
- * A handler of the admin API behind the token check: 401 ADMIN_UNAUTHORIZED without the token. `browser`:
- * a page (the status page), whose refusal challenges with Basic so a browser asks for the token.
+ * What a tokenless (loopback) admin API refuses: anything a web page that a browser on the host opened could
+ * send. Such a page may post a form or a `text/plain` body anywhere, and a name it controls may resolve to
+ * 127.0.0.1 (DNS rebinding), but it cannot set a custom header or a JSON content type on another origin
+ * without a CORS preflight, which the admin API never answers. So: the Host must be a loopback name, an
+ * Origin (browsers send one on every cross-origin request) must be the listener's own, and a request other
+ * than GET/HEAD must say `content-type: application/json` and `x-requested-with: assist-gateway`. The
+ * reason, or null when the request passes. MUST be called while `req` is valid.
+ */
+export function browserRefusal(req: uWS.HttpRequest): string | null {
+  const host = req.getHeader('host')
+  if (!LOOPBACK_HOST.test(host)) return 'its Host is not a loopback address or localhost'
+  const origin = req.getHeader('origin')
+  if (origin !== '' && origin.toLowerCase() !== `http://${host.toLowerCase()}`) return 'it comes from another origin'
+  const method = req.getMethod().toLowerCase()
+  if (method === 'get' || method === 'head') return null
+  if (!JSON_TYPE.test(req.getHeader('content-type')) || req.getHeader('x-requested-with') !== ADMIN_REQUESTED_WITH)
+    return `a ${method.toUpperCase()} needs content-type: application/json and x-requested-with: ${ADMIN_REQUESTED_WITH}`
+  return null
+}
+
+/**
+ * A handler of the admin API behind its gate: 401 ADMIN_UNAUTHORIZED without the token; without a token
+ * to ask for (loopback), 403 ADMIN_FORBIDDEN for what a web page could send (`browserRefusal`).
+ * `browser`: a page (the status page), whose 401 challenges with Basic so a browser asks for the token.
  */
 export function guarded(
   gate: AdminGate,
@@ -103,8 +137,15 @@ export function guarded(
   browser = false
 ): (res: uWS.HttpResponse, req: uWS.HttpRequest) => void {
   return (res, req) => {
+    const token = gate.token()
+    if (token === '') {
+      const why = browserRefusal(req)
+      if (why === null) return handler(res, req)
+      gate.refused(addressOf(res), 'cross_origin')
+      return sendProblem(res, new GatewayError('ADMIN_FORBIDDEN', { detail: why }))
+    }
     const authorization = req.getHeader('authorization')
-    if (adminAuthorized(gate.token(), authorization)) return handler(res, req)
+    if (adminAuthorized(token, authorization)) return handler(res, req)
     gate.refused(addressOf(res), authorization === '' ? 'missing' : 'invalid')
     sendProblem(res, 'ADMIN_UNAUTHORIZED', [], { 'www-authenticate': browser ? BROWSER_CHALLENGE : BEARER_CHALLENGE })
   }

@@ -6,7 +6,7 @@ import { type Admission, LocalAdmission } from '../auth/admission'
 import { FailureBudget } from '../auth/failure-budget'
 import { FleetKey } from '../auth/fleet-key'
 import { LegLimits } from '../auth/leg-limits'
-import { RelayTokens } from '../auth/relay-token'
+import { RelayTokens, type UsedNonces } from '../auth/relay-token'
 import { systemClock } from '../clock'
 import type { Config } from '../config/types'
 import { routePools } from '../route'
@@ -30,6 +30,8 @@ import { sendProblem } from './http'
 import { notFound, notFoundLine } from './refusals'
 import {
   buildGeneration,
+  configView,
+  mountConfigView,
   mountReload,
   reloader,
   restartRequired,
@@ -93,6 +95,8 @@ export interface WorkerParts {
   group: string
   /** Its index in the group (`worker` in its log lines and call records). */
   index: number
+  /** How many workers the group has (each writes its share of `log.flood.lines`). */
+  workers: number
   fleetKey: FleetKey
   admission: Admission
   /** The internal admin listener (127.0.0.1, ephemeral) answers only requests with this bearer token. */
@@ -100,6 +104,8 @@ export interface WorkerParts {
   /** The public port its main process claimed (the config's `listen.port` may be 0); they all share it. */
   port: number
   fleetPort: number
+  /** The instance's record of the relay tokens taken (its main process keeps it for every worker). */
+  usedNonces: UsedNonces
 }
 
 const noRevalidate: Revalidate = async () => ({
@@ -117,7 +123,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const tokens = await startTokenAuth(config, opts.nowMs, store)
   const worker = opts.worker
   const fleetKey = worker?.fleetKey ?? FleetKey.fromConfig(config) ?? FleetKey.random()
-  const logLimit = new LogLimiter(systemClock, () => log)
+  const logLimit = LogLimiter.of(systemClock, () => log, config.log.flood, worker?.workers)
   const genDeps = { store, metrics, log, verifier: tokens?.verifier, logLimit }
   let gen = buildGeneration(config, genDeps, null)
   const admission =
@@ -154,7 +160,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     placement,
     admission,
     fleetKey,
-    relayTokens: new RelayTokens(fleetKey),
+    relayTokens: new RelayTokens(fleetKey, Date.now, worker?.usedNonces),
     calls: new CallBook(
       store,
       systemClock,
@@ -239,6 +245,11 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
         })
   if (tls === null)
     log.warn({ event: 'plain_listener' }, 'listen.tls is not configured: serving plain WS/HTTP; use TLS in production')
+  if (config.demo)
+    log.warn(
+      { event: 'demo_config' },
+      'demo: true: secrets may have inline defaults (public demo values); not for production'
+    )
   mountAudio(app, state)
   mountText(app, state, texts)
   mountExamples(app, state)
@@ -251,13 +262,13 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   })
 
   // The admin API: its own listener, behind admin.token (a worker's is internal, behind its main process's token).
-  const gate: AdminGate = {
-    token: () => worker?.adminToken ?? state.config.admin.token ?? '',
-    refused: adminRefused(state)
-  }
+  // Its token is the one it started with: a reload never changes who may use the admin API (restartRequired says so).
+  const adminToken = worker?.adminToken ?? config.admin.token ?? ''
+  const gate: AdminGate = { token: () => adminToken, refused: adminRefused(state) }
   const admin = uWS.App()
   mountAdmin(admin, state, gate)
   mountReload(admin, reload, gate)
+  mountConfigView(admin, () => configView(config, state.config), gate)
   mountTokenAdmin(admin, state, tokens, gate)
   mountCalls(admin, state, gate)
   mountStatusPage(admin, gate)

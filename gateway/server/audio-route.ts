@@ -44,17 +44,19 @@ export interface LegData {
   relayed: RelayClaims | undefined
 }
 
-/** What an upgrade becomes: a leg's data, or a refusal already answered. */
-export type Upgraded = { readonly ok: true; readonly data: LegData } | { readonly ok: false }
+/** What an upgrade becomes: a leg's data, or a refusal (answered by `refuse`, unless the client went away). */
+export type Upgraded =
+  | { readonly ok: true; readonly data: LegData }
+  | { readonly ok: false; readonly refuse: () => void }
 
 /**
  * The WebSocket behaviour of an audio hook, on the public listener (`/audio/:route`) and on the fleet
  * listener (server/fleet-listener.ts). `accept` reads what it needs from the upgrade request (it MUST
- * copy out of `req` now: uWS frees it after the call) and answers a refusal itself.
+ * copy out of `req` now: uWS frees it after the call); its verdict may come later (a promise).
  */
 export function audioBehavior(
   state: ServerState,
-  accept: (res: uWS.HttpResponse, req: uWS.HttpRequest, route: RouteRuntime) => Upgraded
+  accept: (res: uWS.HttpResponse, req: uWS.HttpRequest, route: RouteRuntime) => Upgraded | Promise<Upgraded>
 ): uWS.WebSocketBehavior<LegData> {
   const cfg = state.config
   const limit = cfg.uws.maxPayloadBytes
@@ -82,7 +84,20 @@ export function audioBehavior(
       if (state.draining) return refused('SHUTTING_DOWN')
       if (headerBytesOver(req, state, 'audio')) return refused('HEADERS_TOO_LARGE', { connection: 'close' })
       const upgraded = accept(res, req, route)
-      if (upgraded.ok) res.upgrade<LegData>(upgraded.data, key, protocol, extensions, context)
+      if (!(upgraded instanceof Promise)) return finishUpgrade(res, upgraded, key, protocol, extensions, context)
+      // Decided later: MUST watch for the client going away now (uWS), and touch res only if it has not.
+      let aborted = false
+      res.onAborted(() => {
+        aborted = true
+      })
+      upgraded.then(
+        u => {
+          if (!aborted) res.cork(() => finishUpgrade(res, u, key, protocol, extensions, context))
+        },
+        () => {
+          if (!aborted) sendProblem(res, 'INTERNAL')
+        }
+      )
     },
     open: ws => openLeg(state, ws),
     message: (ws, message, isBinary) => {
@@ -104,6 +119,18 @@ export function audioBehavior(
       }
     }
   }
+}
+
+function finishUpgrade(
+  res: uWS.HttpResponse,
+  u: Upgraded,
+  key: string,
+  protocol: string,
+  extensions: string,
+  context: uWS.us_socket_context_t
+): void {
+  if (u.ok) res.upgrade<LegData>(u.data, key, protocol, extensions, context)
+  else u.refuse()
 }
 
 /** WS /audio/{route} on the public listener: the platform's legs. No internal header is read here. */

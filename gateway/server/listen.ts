@@ -1,5 +1,6 @@
 import { createServer } from 'node:net'
 import type * as uWS from 'uWebSockets.js'
+import { cannotListen } from '../errors'
 
 /**
  * How a listener holds its port. uWebSockets.js binds with SO_REUSEPORT unless told otherwise, and Linux
@@ -47,15 +48,7 @@ export function listen(
 export async function claimPort(host: string, port: number): Promise<number> {
   const s = createServer()
   await new Promise<void>((resolve, reject) => {
-    s.once('error', (err: NodeJS.ErrnoException) => {
-      const why =
-        err.code === 'EADDRINUSE'
-          ? 'in use by another process'
-          : err.code === 'EACCES'
-            ? 'not permitted'
-            : (err.code ?? err.message)
-      reject(new Error(`cannot listen on ${host}:${port} (${why})`))
-    })
+    s.once('error', (err: NodeJS.ErrnoException) => reject(cannotListen(host, port, err.code ?? err.message)))
     s.listen(port, host, () => resolve())
   })
   const bound = (s.address() as { port: number }).port

@@ -9,6 +9,7 @@ import { STORE_OPS } from '../store/redis-options'
 import type { ClosedLabels, LabelSpace } from '../telemetry/seeds'
 import type { UpstreamResult } from '../upstream/http-exchange'
 import { FRONT_DOOR_REASONS } from './front-door'
+import type { AdminRefusal } from './admin'
 
 /**
  * The closed label values of the catalogue's metrics (telemetry/seeds.ts): what each counting site can
@@ -70,7 +71,7 @@ export const CLOSED_LABELS: ClosedLabels = {
   auth_failures_total: [
     { values: { hook: ['audio', 'text', 'dry_run'], reason: CREDENTIAL_REASONS } },
     { values: { hook: ['audio', 'text'], reason: ['caller_mismatch'] } },
-    { values: { hook: ['admin'], reason: ['missing', 'invalid'] } },
+    { values: { hook: ['admin'], reason: every<AdminRefusal>()(['missing', 'invalid', 'cross_origin']) } },
     { values: { hook: ['token'], reason: TOKEN_ENDPOINT_ERRORS } },
     { values: { hook: ['relay'], reason: RELAY_REASONS } }
   ],

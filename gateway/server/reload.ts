@@ -2,6 +2,7 @@ import { type AdminGate, guarded } from './admin'
 import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import type * as uWS from 'uWebSockets.js'
+import { redactConfig } from '../config/redact'
 import type { Config, RouteConfig } from '../config/types'
 import { formatProblem } from '../errors'
 import { forgetMappings, loadMapping } from '../mapping/compile'
@@ -168,7 +169,33 @@ export function restartRequired(prev: Generation, next: Generation): string[] {
   const keys: string[] = RESTART_KEYS.filter(k => JSON.stringify(prev.config[k]) !== JSON.stringify(next.config[k]))
   // uWS cannot replace the default TLS context of a listening SSLApp (addServerName only adds SNI names).
   if (!keys.includes('listen') && prev.tlsDigest !== next.tlsDigest) keys.push('listen.tls (certificate or key file)')
+  // The flood cap is set when the process starts (telemetry/log-limit.ts).
+  if (JSON.stringify(prev.config.log.flood) !== JSON.stringify(next.config.log.flood)) keys.push('log.flood')
   return keys
+}
+
+/**
+ * `GET /admin/config`: the config in force, every secret redacted (config/redact.ts). A reload applies the
+ * file's other keys at once, but the keys read only at start (RESTART_KEYS, `log.flood`) stay as the process
+ * started (`started`) until a restart: they are shown so, and `restartRequired` names those the file changed.
+ */
+export function configView(started: Config, current: Config): { config: unknown; restartRequired: string[] } {
+  const inForce: Record<string, unknown> = { ...current, log: { ...current.log, flood: started.log.flood } }
+  const restartRequired: string[] = []
+  for (const k of RESTART_KEYS) {
+    inForce[k] = started[k]
+    if (JSON.stringify(started[k]) !== JSON.stringify(current[k])) restartRequired.push(k)
+  }
+  if (JSON.stringify(started.log.flood) !== JSON.stringify(current.log.flood)) restartRequired.push('log.flood')
+  return { config: redactConfig(inForce, [...new Set([...started.secrets, ...current.secrets])]), restartRequired }
+}
+
+/** GET /admin/config on an admin listener (behind its gate). */
+export function mountConfigView(admin: uWS.TemplatedApp, view: () => unknown, gate: AdminGate): void {
+  admin.get(
+    '/admin/config',
+    guarded(gate, res => sendJson(res, 200, view()))
+  )
 }
 
 /** Which route names were added, changed (rebuilt) or removed between two snapshots. */

@@ -6,7 +6,8 @@ import type { RouteRuntime } from '../route'
 import { scrubberFor, sentIn } from '../telemetry/scrub'
 import { requestIdFrom } from '../telemetry/trace'
 import type { TraceSpan } from '../telemetry/tracing'
-import type { TextHook, TextResult } from '../text/utterance'
+import type { TextResult } from '../text/exchange-types'
+import type { TextHook } from '../text/utterance'
 import {
   afterParse,
   connectionCloses,
@@ -168,8 +169,9 @@ export class TextExchange {
   }
 
   private refuse(code: ErrorCode, tooLarge = false, detail?: string): void {
-    // Anyone can cause these: rate-limited per code (telemetry/log-limit.ts).
-    if (this.state.logLimit.allow(code))
+    // Anyone can cause these: rate-limited per code (telemetry/log-limit.ts), with their access lines.
+    const quiet = !this.state.logLimit.allow(code)
+    if (!quiet)
       this.state.log[logLevelOf(code)](
         {
           event: 'text_refused',
@@ -180,7 +182,7 @@ export class TextExchange {
         },
         CODES[code].text
       )
-    this.answer({ ok: false, error: new GatewayError(code, { detail }), problems: [], extra: {} }, tooLarge)
+    this.answer({ ok: false, error: new GatewayError(code, { detail }), problems: [], extra: {}, quiet }, tooLarge)
   }
 
   /** A body over text.maxBodyBytes: 413 with `connection: close`, counted as a limit refusal. */
@@ -207,7 +209,7 @@ export class TextExchange {
     if (result.ok) {
       const body = this.scrub(result.json)
       send(this.res, result.status, 'application/json', body, this.headers, this.close)
-      return this.done(result.status, body.length, result.upstream, null)
+      return this.done(result.status, body.length, result.upstream, null, false)
     }
     const status = CODES[result.error.code].status
     if (typeof result.extra.retryAfterSeconds === 'number')
@@ -221,7 +223,7 @@ export class TextExchange {
     if (tooLarge && !this.drained && !this.close)
       send(this.res, status, 'application/problem+json', body, { ...this.headers, connection: 'close' })
     else send(this.res, status, 'application/problem+json', body, this.headers, this.close || this.drained)
-    this.done(status, body.length, result.upstream, result.error.code)
+    this.done(status, body.length, result.upstream, result.error.code, result.quiet === true)
   }
 
   /** The route's secrets never reach the platform, except what the caller sent itself (telemetry/scrub.ts). */
@@ -234,8 +236,17 @@ export class TextExchange {
     )
   }
 
-  /** Counted, its span ended (an error status for a 5xx, as OpenTelemetry's HTTP conventions say), one access line. */
-  private done(status: number, bytesOut: number, upstream: string | undefined, code: ErrorCode | null): void {
+  /**
+   * Counted, its span ended (an error status for a 5xx, as OpenTelemetry's HTTP conventions say), and one
+   * access line at `log.accessLog`'s level (none for a refusal the flood cap left out: `quiet`).
+   */
+  private done(
+    status: number,
+    bytesOut: number,
+    upstream: string | undefined,
+    code: ErrorCode | null,
+    quiet: boolean
+  ): void {
     const ms = performance.now() - this.started
     this.counters.count(this.routeName, status, ms / 1000)
     this.span.set({
@@ -253,7 +264,7 @@ export class TextExchange {
         detail: String(status)
       })
     const level = this.state.config.log.accessLog
-    if (level === 'off' || !this.state.log.isLevelEnabled(level)) return
+    if (quiet || level === 'off' || !this.state.log.isLevelEnabled(level)) return
     this.state.log[level](
       {
         event: 'text_request',

@@ -1,6 +1,7 @@
 import type { TextSettings } from '../config/types'
 import type { RouteRuntime } from '../route'
-import type { IncomingUtterance, TextHook, TextResult } from '../text/utterance'
+import type { IncomingUtterance, TextResult } from '../text/exchange-types'
+import type { TextHook } from '../text/utterance'
 
 /**
  * The text hook of the current config snapshot, and those a reload replaced while they still answer

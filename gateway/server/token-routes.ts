@@ -106,7 +106,9 @@ export function mountTokenEndpoint(app: TemplatedApp, state: ServerState, auth: 
       if (error !== undefined) state.metrics.authFailures.inc({ hook: 'token', reason: error })
       if (error === 'invalid_client')
         await new Promise<void>(resolve => afterFailureDelay(state.config.auth, systemClock, resolve))
-      state.log.info({ event: 'token_request', status: a.status, error }, error ? 'token refused' : 'token issued')
+      // A refusal anyone can cause: under the flood cap, by its OAuth error (telemetry/log-limit.ts).
+      if (error === undefined || state.logLimit.allow(`oauth_${error}`))
+        state.log.info({ event: 'token_request', status: a.status, error }, error ? 'token refused' : 'token issued')
       return a
     })
   })

@@ -89,7 +89,8 @@ export const CATALOGUE = {
       'unknown_kid, bad_signature, wrong_issuer, wrong_audience, expired, not_yet_valid, revoked, scope, lifetime, ' +
       'caller_mismatch (a leg of a session or call another caller opened); hook token (POST /oauth/token): ' +
       'invalid_request, invalid_client, unsupported_grant_type, invalid_scope; hook relay (the fleet listener): ' +
-      'missing, malformed, signature, expired, not_for_me, replayed, busy, session_mismatch.',
+      'missing, malformed, signature, expired, not_for_me, replayed, busy, session_mismatch; hook admin: missing, ' +
+      'invalid, cross_origin (a tokenless admin API refusing what a web page could send).',
     labels: ['hook', 'reason']
   },
   front_door_refusals_total: {

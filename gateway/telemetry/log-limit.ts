@@ -1,9 +1,9 @@
 import type { Clock, TimerHandle } from '../clock'
 import type { Logger } from './log'
 
-/** Lines of one kind written per window before the rest are counted instead. */
+/** Lines of one kind written per window before the rest are counted instead (`log.flood.lines`' default). */
 export const FLOOD_LINES = 20
-/** The window of FLOOD_LINES, in ms. */
+/** The window of FLOOD_LINES, in ms (`log.flood.windowSeconds`' default). */
 export const FLOOD_WINDOW_MS = 10_000
 
 interface Window {
@@ -16,13 +16,21 @@ interface Window {
 }
 
 /**
- * Lines an attacker can cause at will (refused credentials, 404s, refused upgrades and requests,
- * oversize frames) go through here, by kind (their error code): the first `lines` of a kind per window
- * of `windowMs` are written, the rest only counted, and at the window's end one line
- * `{"event":"log_suppressed","kind":…,"suppressed":K}` says how many were left out. The kinds are
- * a closed set (error codes), so the map stays small. Driven by the injected clock.
+ * Lines an attacker can cause at will (refused credentials, 404s, refused upgrades, requests and relays,
+ * oversize frames, the lines of a leg whose init was not accepted) go through here, by kind (their error
+ * code, or the event of a line without one): the first `lines` of a kind per window of `windowMs` are
+ * written, the rest only counted, and at the window's end one line
+ * `{"event":"log_suppressed","kind":…,"suppressed":K}` says how many were left out. The kinds are a closed
+ * set (error codes, leg outcomes, OAuth errors), so the map stays small. Driven by the injected clock.
+ * One limiter per process: a worker of `serve --workers N` gets its share of the instance's lines
+ * (`LogLimiter.of`), so an instance writes about as many whatever its worker count.
  */
 export class LogLimiter {
+  /** The limiter of one process, from `log.flood`: a worker of `workers` gets its share of the lines, rounded up. */
+  static of(clock: Clock, log: () => Logger, flood: { lines: number; windowSeconds: number }, workers = 1): LogLimiter {
+    return new LogLimiter(clock, log, Math.max(1, Math.ceil(flood.lines / workers)), flood.windowSeconds * 1000)
+  }
+
   private readonly windows = new Map<string, Window>()
 
   constructor(

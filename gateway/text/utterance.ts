@@ -1,6 +1,6 @@
 import type { TextSettings } from '../config/types'
 import { GatewayError, logLevelOf } from '../errors'
-import { type Admission, thenOrNow } from '../auth/admission'
+import { thenOrNow } from '../auth/admission'
 import { authenticateStatic, failureLabel } from '../auth/hook-auth'
 import { authenticate, type HookAuth } from '../auth/route-auth'
 import { evaluateNow } from '../mapping/fast-path'
@@ -18,25 +18,7 @@ import { checkUtterance, normalizeUtterance, parseJson } from '../validate/messa
 import { DeliveryQueue } from './delivery-queue'
 import { TextTees } from './tee'
 
-/** One text hook request, copied out of the server's request object. */
-export interface IncomingUtterance {
-  route: RouteRuntime
-  body: Buffer
-  /** The Authorization header ('' when absent). */
-  authorization: string
-  requestId: string
-  /** The utterance's span: each step is a child of it, and the vendor call carries the trace on (telemetry/tracing.ts). */
-  span: TraceSpan
-  /** The platform's address: the failure budget's key. */
-  address: string
-  /** The gateway's failure budget (auth/admission.ts): it judges the credential step. */
-  admission: Admission
-}
-
-/** What the server renders: a JSON answer (already encoded), or a catalogued error as problem+json. */
-export type TextResult =
-  | { ok: true; status: 200 | 202; json: string; upstream?: string }
-  | { ok: false; error: GatewayError; problems: readonly Problem[]; extra: Record<string, unknown>; upstream?: string }
+import type { IncomingUtterance, TextResult } from './exchange-types'
 
 export interface TextDeps {
   settings: TextSettings
@@ -343,14 +325,15 @@ export class TextHook {
     return { ok: true, status: 200, json, upstream: out.replica.name }
   }
 
-  /** A refusal before any vendor work: logged once (never the body or headers). */
+  /** A refusal before any vendor work: logged once (never the body or headers), under the flood cap. */
   private refuse(
     req: IncomingUtterance,
     error: GatewayError,
     problems: readonly Problem[] = [],
     extra: Record<string, unknown> = {}
   ): TextResult {
-    if (this.deps.logLimit?.allow(error.code) !== false)
+    const quiet = this.deps.logLimit?.allow(error.code) === false
+    if (!quiet)
       this.deps.log[logLevelOf(error.code)](
         {
           event: 'text_refused',
@@ -362,7 +345,7 @@ export class TextHook {
         },
         error.message
       )
-    return { ok: false, error, problems, extra }
+    return { ok: false, error, problems, extra, quiet }
   }
 
   /** A failure of the vendor leg (both modes): logged once with what is known, never a credential. */

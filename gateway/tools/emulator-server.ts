@@ -1,6 +1,7 @@
 import type { Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { WebSocketServer } from 'ws'
+import { cannotListen } from '../errors'
 
 /** What every bundled emulator's listener gives its caller. */
 export interface Listening {
@@ -21,9 +22,11 @@ export async function listenEmulator(
   beforeClose: () => void
 ): Promise<Listening> {
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject)
+    // A port another process holds: the gateway's own message (errors.ts), which the CLI prints before exit 1.
+    const failed = (err: NodeJS.ErrnoException): void => reject(cannotListen(host, port, err.code ?? err.message))
+    server.once('error', failed)
     server.listen({ port, host, backlog: 2048 }, () => {
-      server.off('error', reject)
+      server.off('error', failed)
       resolve()
     })
   })

@@ -3,6 +3,7 @@ import type { Logger } from '../telemetry/log'
 import type { Metrics } from '../telemetry/metrics'
 import type { AdmissionClient } from './admission-client'
 import type { Channel, Hello } from './protocol'
+import type { RelayNonceClient } from './relay-nonces'
 import type { WorkerStore } from './worker-store'
 
 export interface WorkerRunning {
@@ -32,10 +33,10 @@ export function awaitHello(channel: Channel): Promise<Hello> {
  */
 export function runAsWorker(
   running: WorkerRunning,
-  parts: { store: WorkerStore | null; admission: AdmissionClient; channel: Channel }
+  parts: { store: WorkerStore | null; admission: AdmissionClient; nonces: RelayNonceClient; channel: Channel }
 ): void {
   const { server, log } = running
-  const { store, admission, channel } = parts
+  const { store, admission, nonces, channel } = parts
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGQUIT', 'SIGHUP'] as const)
     process.on(signal, () => log.debug({ event: 'signal_left_to_main', signal }, `${signal}: left to the main process`))
   let exiting = false
@@ -53,6 +54,7 @@ export function runAsWorker(
   process.on('disconnect', () => {
     log.warn({ event: 'main_process_gone' }, 'the main process is gone: stopping at once')
     admission.close()
+    nonces.close()
     server.stopNow('main process gone')
     exit()
   })
@@ -68,6 +70,8 @@ export function runAsWorker(
         return admission.admitted(m.id, m.address, m.verdict)
       case 'place-taken':
         return admission.taken(m.id, m.place, m.limit)
+      case 'relay-taken':
+        return nonces.taken(m.id, m.taken)
       case 'metrics':
         running.metrics.registry.getMetricsAsJSON().then(
           json => channel.send({ t: 'metrics', id: m.id, json }),

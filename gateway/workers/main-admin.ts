@@ -1,6 +1,6 @@
 import * as uWS from 'uWebSockets.js'
 import type { Config } from '../config/types'
-import { type AdminGate, guarded } from '../server/admin'
+import { ADMIN_REQUESTED_WITH, type AdminGate, guarded } from '../server/admin'
 import { answerCalls } from '../server/calls-route'
 import { send, sendJson } from '../server/http'
 import { listen } from '../server/listen'
@@ -22,8 +22,10 @@ export interface AdminHost {
   workerAdmins: () => { worker: number; adminPort: number }[]
   /** The bearer token of the workers' internal admin listeners. */
   internalToken: string
-  /** `admin.token` of the config in force ('' on loopback without one), and what a refusal does (counted, logged). */
+  /** `admin.token` as the gateway started ('' on loopback without one), and what a refusal does (counted, logged). */
   adminToken: () => string
+  /** GET /admin/config: the config in force, every secret redacted (server/reload.ts configView). */
+  config: () => unknown
   refused: AdminGate['refused']
   /** Rate-limits the lines a client can flood (401s, 404s). */
   logLimit: LogLimiter
@@ -61,6 +63,7 @@ async function ask(
       method,
       headers: {
         authorization: `Bearer ${token}`,
+        'x-requested-with': ADMIN_REQUESTED_WITH,
         ...(body !== null && body.length > 0 ? { 'content-type': 'application/json' } : {})
       },
       ...(body !== null && body.length > 0 ? { body } : {}),
@@ -77,7 +80,8 @@ async function ask(
  * - Metrics (`metrics:`): /metrics sums every worker's metrics (prom-client's AggregatorRegistry); /livez;
  *   /readyz is ready while no drain runs and at least one worker is ready. Nothing else.
  * - Admin (`admin:`, behind `admin.token`): POST /admin/reload reloads every worker; GET /admin/upstreams
- *   and /admin/readiness merge every worker's view; GET /admin/workers; every other admin request is passed
+ *   and /admin/readiness merge every worker's view; GET /admin/workers; GET /admin/config (the main process's
+ *   view of the config in force, secrets redacted); every other admin request is passed
  *   to the workers' internal admin listeners (127.0.0.1, ephemeral ports, behind a token only the main
  *   process holds): reads to the first worker that is up, writes (token revocation …) to every worker,
  *   answered with the first failure or else the first answer.
@@ -136,6 +140,10 @@ export async function startMainListeners(
   admin.get(
     '/admin/workers',
     guarded(token, res => sendJson(res, 200, host.describe()))
+  )
+  admin.get(
+    '/admin/config',
+    guarded(token, res => sendJson(res, 200, host.config()))
   )
   admin.get(
     '/admin/readiness',

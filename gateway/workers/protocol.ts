@@ -1,3 +1,4 @@
+import type { NonceTaken } from '../auth/relay-token'
 import type { Affinity, CallRecord, HealthRecord, OwnerRecord } from '../store/port'
 
 /**
@@ -36,8 +37,12 @@ export type AdmissionMessage =
   | { t: 'place-take'; id: number; route: string; caller: string; force: boolean }
   | { t: 'place-release'; place: number }
 
+/** A relay token's nonce, taken in the instance's one record (workers/relay-nonces.ts). */
+export type RelayNonceMessage = { t: 'relay-take'; id: number; nonce: string; untilMs: number }
+
 export type ToMain =
   | { t: 'ready'; port: number; adminPort: number; pid: number }
+  | RelayNonceMessage
   | { t: 'failed'; message: string }
   | StoreWrite
   | AdmissionMessage
@@ -51,6 +56,8 @@ export interface Hello {
   t: 'hello'
   /** The main process's instance id: the worker's group, which its own id extends. */
   group: string
+  /** How many workers the group has. */
+  workers: number
   /** The public port (the main process picked it when the config says 0), shared by every worker. */
   port: number
   /** The fleet listener's port, shared likewise. */
@@ -68,6 +75,7 @@ export type ToWorker =
   | { t: 'store-answer'; id: number; value: unknown; error?: string }
   | { t: 'admitted'; id: number; address: string; verdict: true | number }
   | { t: 'place-taken'; id: number; place: number | null; limit?: 'legs_per_route' | 'legs_per_client' }
+  | { t: 'relay-taken'; id: number; taken: NonceTaken }
   | { t: 'metrics'; id: number }
   | { t: 'reload'; id: number; trigger: string }
   | { t: 'drain'; signal: string }

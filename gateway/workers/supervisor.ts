@@ -1,9 +1,10 @@
 import { fork, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { FleetKey } from '../auth/fleet-key'
+import { NonceRecord } from '../auth/relay-token'
 import { systemClock } from '../clock'
 import { adminRefused } from '../server/admin'
-import { announceReload, type ReloadReport } from '../server/reload'
+import { announceReload, configView, type ReloadReport } from '../server/reload'
 import { CLOSED_LABELS } from '../server/metric-labels'
 import { claimPort } from '../server/listen'
 import type { Config } from '../config/types'
@@ -72,8 +73,9 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
   const { log } = opts
   // The config the main process counts limits and budgets by: the start's, then each successful reload's.
   let config = opts.config
+  const startedToken = opts.config.admin.token ?? ''
   const metrics = new Metrics()
-  const logLimit = new LogLimiter(systemClock, () => log)
+  const logLimit = LogLimiter.of(systemClock, () => log, config.log.flood)
   metrics.workers.set(opts.workers)
   const store = new MemoryStore(opts.instanceId)
   await store.start()
@@ -104,6 +106,8 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
   // The restart counter of every worker at 0 from the start (and the main process's closed label sets).
   metrics.seed(CLOSED_LABELS, () => ({ ...EMPTY_SPACE, workers: slots.map(s => String(s.index)) }))
   const final = new FinalScrape()
+  // The relay tokens the instance's workers took: one record, so a token is taken once whichever worker it reaches.
+  const nonces = new NonceRecord()
   let nextAsk = 1
 
   // A worker can close its channel while it exits before this process sees it disconnect: the send then
@@ -145,6 +149,8 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
       case 'place-take':
       case 'place-release':
         return services.admissionAsk(slot.index, m)
+      case 'relay-take':
+        return post(slot, { t: 'relay-taken', id: m.id, taken: nonces.take(m.nonce, m.untilMs) })
       case 'ready':
       case 'failed':
         return
@@ -166,6 +172,7 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
     child.send({
       t: 'hello',
       group: opts.instanceId,
+      workers: opts.workers,
       port,
       fleetPort,
       fleetKey: fleetKey.toHex(),
@@ -298,7 +305,9 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
         leaving: () => leaving,
         workerAdmins: () => everyUp().map(s => ({ worker: s.index, adminPort: s.adminPort })),
         internalToken: adminToken,
-        adminToken: () => config.admin.token ?? '',
+        // The admin API's token as the gateway started: a reload never changes who may use it (restartRequired).
+        adminToken: () => startedToken,
+        config: () => configView(opts.config, config),
         refused: adminRefused({ log, logLimit, metrics }),
         logLimit,
         calls: opts.fleetStore ?? store,

@@ -12,6 +12,8 @@ import { AUDIO_TOKEN, type GatewayProcess, LogCapture, opsUrl, sleep, spawnServe
 type T = { teardown: (fn: () => unknown) => void; testdir: (fixture?: Record<string, string>) => string }
 
 export { AUDIO_TOKEN, LogCapture, opsUrl, sleep, TEXT_TOKEN } from './serve'
+/** What every caller of the admin API sends with a write (server/admin.ts: a tokenless admin refuses it otherwise). */
+export const ADMIN_WRITE = { 'content-type': 'application/json', 'x-requested-with': 'assist-gateway' }
 
 /** A gateway as it ships: `serve` in its own process, with the worker count it picks for the machine. */
 export type TestGateway = GatewayProcess

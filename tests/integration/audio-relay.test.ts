@@ -109,7 +109,7 @@ t.test('frames sent before CONNECTED are held and delivered whole and in order',
   t.notMatch(gw.logs.raw, AUDIO_TOKEN, 'the token never appears in a log line')
   t.ok(
     gw.logs.lines.some(
-      l => l.event === 'connected' && l.contactId === '7001' && l.route === 'demo' && l.perspective === 'TX'
+      l => l.event === 'connected' && l.contactId === 7001 && l.route === 'demo' && l.perspective === 'TX'
     ),
     'the leg logs with its identity'
   )

@@ -10,7 +10,8 @@ import {
   startGateway,
   startVendor,
   until,
-  type TestGateway
+  type TestGateway,
+  ADMIN_WRITE
 } from '../helpers/gateway'
 import { fleetObserver, needRedis } from '../helpers/redis'
 import { utterance } from '../helpers/tls'
@@ -115,7 +116,11 @@ t.test('a token revoked on instance A is refused by instance B at its next reque
   const live = audio(t, b, 'demo', `Bearer ${token}`, 810001)
   t.equal((await live.answer).command, 'CONNECTED', 'B takes it first')
   t.equal(await text(b, 'demo', `Bearer ${token}`), 200)
-  const r = await fetch(a.adminUrl('/admin/tokens/revoke'), { method: 'POST', body: JSON.stringify({ token }) })
+  const r = await fetch(a.adminUrl('/admin/tokens/revoke'), {
+    method: 'POST',
+    headers: ADMIN_WRITE,
+    body: JSON.stringify({ token })
+  })
   const body = await r.text()
   answers.push(body)
   t.equal(r.status, 200)

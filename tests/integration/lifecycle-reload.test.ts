@@ -3,7 +3,7 @@ import { readFileSync, writeFileSync } from 'node:fs'
 import { parse, stringify } from 'yaml'
 import { initMessage } from '../../gateway/tools/simulate'
 import { sha256, stream } from '../helpers/audio'
-import { AUDIO_TOKEN, platformLeg, routeTo, startVendor, until } from '../helpers/gateway'
+import { AUDIO_TOKEN, platformLeg, routeTo, startVendor, until, ADMIN_WRITE } from '../helpers/gateway'
 import { spawnGateway, type GatewayProcess } from '../helpers/process'
 
 // Reload over a real process and real signals: SIGHUP, POST /admin/reload, a broken file, a stray signal.
@@ -96,11 +96,11 @@ t.test('SIGHUP with a broken file: nothing changes, one log line, the process li
   t.match(metrics, 'assist_gateway_config_reloads_total{result="failed"} 2')
 
   // POST /admin/reload: 409 with the problems while the file is broken, 200 once it is good again.
-  const refused = await fetch(g.adminUrl('/admin/reload'), { method: 'POST' })
+  const refused = await fetch(g.adminUrl('/admin/reload'), { method: 'POST', headers: ADMIN_WRITE })
   t.equal(refused.status, 409)
   t.match(((await refused.json()) as { problems: string[] }).problems.join('\n'), /upstreams/)
   writeFileSync(g.file, good)
-  const ok = await fetch(g.adminUrl('/admin/reload'), { method: 'POST' })
+  const ok = await fetch(g.adminUrl('/admin/reload'), { method: 'POST', headers: ADMIN_WRITE })
   t.equal(ok.status, 200)
   t.same(((await ok.json()) as { changed: string[] }).changed, [], 'an unchanged route keeps its runtime')
 
@@ -108,7 +108,7 @@ t.test('SIGHUP with a broken file: nothing changes, one log line, the process li
   rewrite(g, cfg => {
     cfg.uws = { idleTimeoutSeconds: 60 }
   })
-  const later = await fetch(g.adminUrl('/admin/reload'), { method: 'POST' })
+  const later = await fetch(g.adminUrl('/admin/reload'), { method: 'POST', headers: ADMIN_WRITE })
   t.match(await later.json(), { ok: true, restartRequired: ['uws'] })
   t.ok(await until(() => count(g, 'config_restart_required') === 1), 'the restart-only change is logged')
 })

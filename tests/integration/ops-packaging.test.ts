@@ -550,6 +550,7 @@ t.test('the grace period is derived from the drain settings: preStop + shutdown.
 t.test('the pod runs as non-root, spread over nodes and zones, under a PodDisruptionBudget and an HPA', async t => {
   const { dep, c } = mounted()
   const pod = dep.spec.template.spec
+  t.equal(pod.automountServiceAccountToken, false, 'no service-account token mounted: it never calls the API')
   t.equal(pod.securityContext.runAsNonRoot, true)
   t.ok(pod.securityContext.runAsUser > 0, 'a non-zero uid')
   t.equal(c.securityContext.allowPrivilegeEscalation, false)

@@ -8,7 +8,8 @@ import {
   routeTo,
   startGatewayInProcess,
   startVendor,
-  type InProcessGateway
+  type InProcessGateway,
+  ADMIN_WRITE
 } from '../helpers/gateway'
 import type { VendorEmulator } from '../../gateway/tools/vendor-emulator'
 import { utterance } from '../helpers/tls'
@@ -178,7 +179,11 @@ t.test('revocation is effective on the next request', async t => {
   const { gw } = await gateway(t)
   const token = await tokenOf(gw, 'platform-a', CLIENT_A)
   t.equal(await text(gw, 'demo', `Bearer ${token}`), 200)
-  const r = await fetch(gw.adminUrl('/admin/tokens/revoke'), { method: 'POST', body: JSON.stringify({ token }) })
+  const r = await fetch(gw.adminUrl('/admin/tokens/revoke'), {
+    method: 'POST',
+    headers: ADMIN_WRITE,
+    body: JSON.stringify({ token })
+  })
   const body = await r.text()
   answers.push(body)
   t.equal(r.status, 200)
@@ -188,7 +193,11 @@ t.test('revocation is effective on the next request', async t => {
   const m = await failures(gw)
   t.match(m, 'assist_gateway_auth_failures_total{hook="text",reason="revoked"} 1')
   t.match(m, 'assist_gateway_auth_failures_total{hook="audio",reason="revoked"} 1')
-  const bad = await fetch(gw.adminUrl('/admin/tokens/revoke'), { method: 'POST', body: '{"token": "x.y.z"}' })
+  const bad = await fetch(gw.adminUrl('/admin/tokens/revoke'), {
+    method: 'POST',
+    headers: ADMIN_WRITE,
+    body: '{"token": "x.y.z"}'
+  })
   answers.push(await bad.text())
   t.equal(bad.status, 400, 'a token that does not verify is not trusted for its jti')
 })
@@ -201,7 +210,11 @@ t.test('revoking a token ends the live legs it opened, unless the revocation say
   const b = await audio(t, gw, 'demo', `Bearer ${token}`)
   const c = await audio(t, gw, 'demo', `Bearer ${kept}`)
   for (const l of [a, b, c]) t.equal(l.answer.command, 'CONNECTED')
-  const r = await fetch(gw.adminUrl('/admin/tokens/revoke'), { method: 'POST', body: JSON.stringify({ token }) })
+  const r = await fetch(gw.adminUrl('/admin/tokens/revoke'), {
+    method: 'POST',
+    headers: ADMIN_WRITE,
+    body: JSON.stringify({ token })
+  })
   t.match(await r.json(), { revoked: true, legsEnded: 2 })
   for (const l of [a, b]) {
     t.equal((await l.leg.closed).code, 1008, 'a leg of the revoked token is closed with 1008')
@@ -209,6 +222,7 @@ t.test('revoking a token ends the live legs it opened, unless the revocation say
   }
   const r2 = await fetch(gw.adminUrl('/admin/tokens/revoke'), {
     method: 'POST',
+    headers: ADMIN_WRITE,
     body: JSON.stringify({ token: kept, endLegs: false })
   })
   t.match(await r2.json(), { revoked: true, legsEnded: 0 })
@@ -286,7 +300,11 @@ t.test('no configured secret, client secret or issued token in any log line or a
   await text(gw, 'demo', `Bearer ${token}`)
   await text(gw, 'mixed', TEXT_TOKEN)
   await text(gw, 'mixed', `Bearer ${TEXT_TOKEN}x`)
-  const r = await fetch(gw.adminUrl('/admin/tokens/revoke'), { method: 'POST', body: JSON.stringify({ token }) })
+  const r = await fetch(gw.adminUrl('/admin/tokens/revoke'), {
+    method: 'POST',
+    headers: ADMIN_WRITE,
+    body: JSON.stringify({ token })
+  })
   answers.push(await r.text())
   t.equal(await text(gw, 'demo', `Bearer ${token}`), 429, 'the budget is spent: 429')
   t.equal((await issue(gw, 'platform-a', CLIENT_A)).status, 429, 'the token endpoint too')

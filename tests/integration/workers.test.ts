@@ -5,7 +5,15 @@ import { WebSocket } from 'ws'
 import { startRealVendor } from '../../gateway/tools/real-vendors'
 import { initMessage } from '../../gateway/tools/simulate'
 import { uniqueFrame, uniqueFramesHash } from '../helpers/audio'
-import { AUDIO_TOKEN, platformLeg, routeTo, startVendor, until, type PlatformLegClient } from '../helpers/gateway'
+import {
+  AUDIO_TOKEN,
+  platformLeg,
+  routeTo,
+  startVendor,
+  until,
+  type PlatformLegClient,
+  ADMIN_WRITE
+} from '../helpers/gateway'
 import { runCli } from '../helpers/cli'
 import { spawnGateway, type GatewayProcess } from '../helpers/process'
 
@@ -147,7 +155,7 @@ t.test('serve --workers 2: one port, one admin port, sessions across workers, a 
   })
 
   await t.test('reload and drain act on every worker', async t => {
-    const r = await fetch(gw.adminUrl('/admin/reload'), { method: 'POST' })
+    const r = await fetch(gw.adminUrl('/admin/reload'), { method: 'POST', headers: ADMIN_WRITE })
     const report = (await r.json()) as { ok: boolean; workers: { worker: number }[] }
     t.equal(r.status, 200)
     t.same(

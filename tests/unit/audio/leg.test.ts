@@ -99,7 +99,7 @@ t.test('init accepted: audio is held while CONNECTING, CONNECTED once the vendor
   t.match(p.sent[1], { command: 'MESSAGE', message: 'hi' })
   t.match(
     w.logs.lines.find(l => l.event === 'connected'),
-    { handshakeSeconds: 0.25, contactId: '7001' }
+    { handshakeSeconds: 0.25, contactId: 7001 }
   )
 })
 

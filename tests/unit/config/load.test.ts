@@ -4,7 +4,7 @@ import { loadConfig } from '../../../gateway/config/load'
 import { ConfigError } from '../../../gateway/errors'
 
 const ROUTE =
-  'routes:\n  demo:\n    mapping: mappings/json-events.yaml\n    auth: { audio: ["${TOK}"] }\n    upstreams: [{ name: a, audio: "ws://127.0.0.1:9/x", credential: "${VKEY:-fallback-key}" }]\n'
+  'routes:\n  demo:\n    mapping: mappings/json-events.yaml\n    auth: { audio: ["${TOK}"] }\n    upstreams: [{ name: a, audio: "ws://127.0.0.1:${VPORT:-9}/x" }]\n'
 
 t.test('defaults come from the schema; the result is frozen; paths are resolved', async t => {
   const dir = t.testdir({ 'g.yaml': ROUTE })
@@ -20,8 +20,8 @@ t.test('defaults come from the schema; the result is frozen; paths are resolved'
   t.equal(c.listen.tls, null)
   t.equal(c.redis, null)
   t.match(c.routes.demo.mapping, /mappings\/json-events\.yaml$/)
-  t.equal(c.routes.demo.upstreams[0].credential, 'fallback-key', '${VAR:-default} falls back')
-  t.same([...c.secrets].sort(), ['abcd-token', 'fallback-key'])
+  t.equal(c.routes.demo.upstreams[0].audio, 'ws://127.0.0.1:9/x', '${VAR:-default} falls back')
+  t.same([...c.secrets], ['abcd-token'])
   t.ok(Object.isFrozen(c) && Object.isFrozen(c.routes.demo.upstreams[0]), 'deeply frozen')
 })
 
@@ -176,7 +176,7 @@ t.test('audio.coalesceMs: 100 ms by default, 0 to 200, a clear problem otherwise
 t.test('fleet.advertiseUrl: ws(s)://host[:port] only; a fleet with a join route and none gets a warning', async t => {
   const join_ =
     'routes:\n  st:\n    mapping: mappings/deepgram-stereo.yaml\n    join: { channels: [TX, RX] }\n' +
-    '    upstreams: [{ name: a, audio: "ws://127.0.0.1:9/x", credential: "${VKEY:-k}" }]\n'
+    '    upstreams: [{ name: a, audio: "ws://127.0.0.1:9/x" }]\n'
   const dir = t.testdir({
     'fleet.yaml': `redis: redis://127.0.0.1:6379\n${join_}`,
     'advertised.yaml': `redis: redis://127.0.0.1:6379\nfleet: { advertiseUrl: "ws://\${POD_IP}", secret: "\${FS}" }\n${join_}`,
@@ -286,3 +286,31 @@ t.test(
     t.equal(loadConfig(join(dir, 'ephemeral.yaml'), env).listen.port, 0, 'port 0 is a new port each time')
   }
 )
+
+t.test('a secret with an inline default is refused (file:line:col), unless the config is a demo', async t => {
+  const route = (credential: string): string =>
+    'routes:\n  demo:\n    mapping: mappings/json-events.yaml\n' +
+    `    auth: { audio: ["\${TOK:-demo-audio-token}"], text: ["\${TEXT:-}"] }\n` +
+    `    upstreams: [{ name: a, audio: "ws://127.0.0.1:9/x", credential: "${credential}" }]\n`
+  const dir = t.testdir({
+    'g.yaml': route('${VKEY:-inline-secret}'),
+    'demo.yaml': `demo: true\n${route('${VKEY:-inline-secret}')}`,
+    'ok.yaml': route('${VKEY}').replace('${TOK:-demo-audio-token}', '${TOK}')
+  })
+  const err = t.throws(() =>
+    loadConfig(join(dir, 'g.yaml'), { TOK: 'abcd-token', TEXT: 'text-token' })
+  ) as unknown as ConfigError
+  t.match(
+    err.problems.map(p => `${p.line}:${p.col}: ${p.pointer}: ${p.message}`),
+    [
+      /^4:\d+: \/routes\/demo\/auth\/audio\/0: a secret must not have an inline default/,
+      /^5:\d+: \/routes\/demo\/upstreams\/0\/credential: a secret must not have an inline default/
+    ],
+    'each, where it is; set or not, the variable changes nothing; ${VAR:-} is fine'
+  )
+  t.throws(() => loadConfig(join(dir, 'g.yaml'), {}), 'with the variables unset too')
+  const demo = loadConfig(join(dir, 'demo.yaml'), { TEXT: 'text-token' })
+  t.equal(demo.routes.demo.upstreams[0].credential, 'inline-secret', 'demo: true takes public demo values')
+  t.equal(demo.demo, true)
+  t.equal(loadConfig(join(dir, 'ok.yaml'), { TOK: 'abcd-token', TEXT: 'text-token', VKEY: 'vendor-key' }).demo, false)
+})

@@ -1,4 +1,5 @@
 import t from 'tap'
+import fc from 'fast-check'
 import { createLogger } from '../../../gateway/telemetry/log'
 import { LogLimiter } from '../../../gateway/telemetry/log-limit'
 import { FakeClock } from '../../helpers/fake-clock'
@@ -55,4 +56,49 @@ t.test('close writes the summaries of open windows', async t => {
   limiter.close()
   t.match(cap.lines.at(-1), { event: 'log_suppressed', kind: 'MESSAGE_TOO_LARGE', suppressed: 2 })
   t.equal(clock.pending, 0)
+})
+
+t.test('whatever the sequence: at most `lines` of a kind per window, and every line written or counted', async t => {
+  fc.assert(
+    fc.property(
+      fc.integer({ min: 1, max: 5 }),
+      fc.array(fc.record({ kind: fc.constantFrom('A', 'B', 'C'), dt: fc.nat(4_000) }), { maxLength: 200 }),
+      (lines, calls) => {
+        const clock = new FakeClock(0)
+        const cap = new LogCapture()
+        const log = createLogger({ level: 'info', secrets: [], destination: cap.stream })
+        const limiter = new LogLimiter(clock, () => log, lines, 10_000)
+        const allowed: { kind: string; at: number }[] = []
+        for (const { kind, dt } of calls) {
+          clock.advance(dt)
+          if (limiter.allow(kind)) allowed.push({ kind, at: clock.now() })
+        }
+        limiter.close()
+        const summaries = cap.lines.filter(l => l.event === 'log_suppressed')
+        const counted = summaries.reduce((n, l) => n + Number(l.suppressed), 0)
+        if (allowed.length + counted !== calls.length) return false
+        // A window opens at a kind's first line: any 10 s span overlaps at most two, so holds at most 2 × lines.
+        for (const a of allowed) {
+          const inWindow = allowed.filter(b => b.kind === a.kind && b.at >= a.at && b.at < a.at + 10_000)
+          if (inWindow.length > lines * 2) return false
+        }
+        return clock.pending === 0
+      }
+    )
+  )
+  t.pass('held for every sequence tried')
+})
+
+t.test("a worker of `serve --workers N` writes its share of the instance's lines, rounded up", async t => {
+  const clock = new FakeClock(0)
+  const cap = new LogCapture()
+  const log = createLogger({ level: 'info', secrets: [], destination: cap.stream })
+  const share = (workers: number): number => {
+    const limiter = LogLimiter.of(clock, () => log, { lines: 20, windowSeconds: 10 }, workers)
+    let n = 0
+    while (limiter.allow('AUTH_INVALID')) n++
+    limiter.close()
+    return n
+  }
+  t.same([1, 2, 3, 40].map(share), [20, 10, 7, 1])
 })
