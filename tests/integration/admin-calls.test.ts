@@ -88,8 +88,10 @@ t.test(
     t.equal((await back.answer).command, 'CONNECTED')
     // The returning leg may land on the worker that holds the parked session, or on the other one, which
     // relays it there: then the contact has two records, the relaying leg's and its holder's.
-    const settled = async (): Promise<boolean> =>
-      (await calls(gw.adminUrl, 9001, ADMIN_TOKEN)).calls.every(c => c.state === 'STREAMING' || c.state === 'RELAYING')
+    const settled = async (): Promise<boolean> => {
+      const now = (await calls(gw.adminUrl, 9001, ADMIN_TOKEN)).calls
+      return now.some(c => c.state === 'STREAMING') && now.every(c => c.state === 'STREAMING' || c.state === 'RELAYING')
+    }
     await until(settled)
     const after = (await calls(gw.adminUrl, 9001, ADMIN_TOKEN)).calls
     t.notOk(
