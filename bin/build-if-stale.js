@@ -48,3 +48,19 @@ if (reason !== null) {
   const r = spawnSync(process.execPath, [tsc, '-p', join(root, 'tsconfig.json')], { cwd: root, stdio: 'inherit' })
   process.exitCode = r.status ?? 1
 }
+// Each schema's validator as code (scripts/precompile-schemas.js): after a build, or when missing or older
+// than its schema. Without them the gateway compiles each schema at start, which is correct but slower.
+if (process.exitCode === undefined || process.exitCode === 0) {
+  const schemas = readdirSync(join(root, 'schemas')).filter(f => f.endsWith('.schema.json'))
+  const stale = schemas.some(f => {
+    const made = mtime(join(root, 'dist', 'gateway', 'validate', 'precompiled', f.replace(/\.schema\.json$/, '.js')))
+    return reason !== null || made === null || made < mtime(join(root, 'schemas', f))
+  })
+  if (stale) {
+    const r = spawnSync(process.execPath, [join(root, 'scripts', 'precompile-schemas.js')], {
+      cwd: root,
+      stdio: 'inherit'
+    })
+    process.exitCode = r.status ?? 1
+  }
+}

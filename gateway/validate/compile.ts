@@ -1,4 +1,6 @@
-import Ajv, { type ErrorObject, type ValidateFunction } from 'ajv'
+import Ajv, { type ErrorObject, type Options, type ValidateFunction } from 'ajv'
+import standaloneCode from 'ajv/dist/standalone'
+import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { packageRoot } from '../paths'
@@ -9,27 +11,65 @@ import { packageRoot } from '../paths'
  * so platform messages are never altered by validation.
  */
 // `verbose`: errors carry their schema, so a problem can name what was allowed (never the value given).
-const ajv = new Ajv({
+const OPTIONS: Options = {
   allErrors: true,
   useDefaults: true,
   strict: true,
   strictRequired: false,
   allowUnionTypes: true,
   verbose: true
-})
+}
+const ajv = new Ajv(OPTIONS)
 const compiled = new Map<string, ValidateFunction>()
 
 function schemaPath(name: string): string {
   return join(packageRoot(), 'schemas', `${name}.schema.json`)
 }
 
+/** Where the build leaves each schema's validator as code (`npm run build`: scripts/precompile-schemas.js). */
+export function precompiledPath(name: string): string {
+  return join(packageRoot(), 'dist', 'gateway', 'validate', 'precompiled', `${name}.js`)
+}
+
+/** What a precompiled validator was made from: Ajv's version, its options and the schema's text. */
+function fingerprint(schemaText: string): string {
+  const version = (require('ajv/package.json') as { version: string }).version
+  return createHash('sha256')
+    .update(`${version}\n${JSON.stringify(OPTIONS)}\n${schemaText}`)
+    .digest('hex')
+}
+
+/**
+ * A schema's validator. Compiling the config schema costs about 200 ms of CPU in every process, so the
+ * build leaves each validator as code; it is used when it was made from this very schema text, Ajv
+ * version and options (an edited schema is compiled here instead, never validated by stale code).
+ */
 export function validator(name: string): ValidateFunction {
   let v = compiled.get(name)
   if (v === undefined) {
-    v = ajv.compile(JSON.parse(readFileSync(schemaPath(name), 'utf8')))
+    const text = readFileSync(schemaPath(name), 'utf8')
+    v = precompiled(name, text) ?? ajv.compile(JSON.parse(text))
     compiled.set(name, v)
   }
   return v
+}
+
+function precompiled(name: string, schemaText: string): ValidateFunction | null {
+  let made: { validate?: ValidateFunction; fingerprint?: string }
+  try {
+    made = require(precompiledPath(name)) as typeof made
+  } catch {
+    return null
+  }
+  return made.fingerprint === fingerprint(schemaText) && typeof made.validate === 'function' ? made.validate : null
+}
+
+/** A schema's validator as a CommonJS module exporting `validate` and `fingerprint` (for the build). */
+export function precompiledSource(name: string): string {
+  const text = readFileSync(schemaPath(name), 'utf8')
+  const build = new Ajv({ ...OPTIONS, code: { source: true } })
+  const code = standaloneCode(build, build.compile(JSON.parse(text)))
+  return `${code}\nmodule.exports.validate = module.exports;\nmodule.exports.fingerprint = ${JSON.stringify(fingerprint(text))};\n`
 }
 
 export interface Problem {

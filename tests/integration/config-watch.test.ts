@@ -56,7 +56,7 @@ t.test(
       await until(async () => (await textStatus(g.url('/text/extra'))) === 200),
       'the added route serves, no signal sent'
     )
-    t.ok(await until(() => count(g.output(), 'config_reloaded') === 2), 'both workers reloaded')
+    t.ok(await until(() => count(g.output(), 'config_reloaded') === 1), 'the instance reloaded, announced once')
     t.match(g.output(), /"event":"config_reloaded"[^\n]*"trigger":"watch"[^\n]*"added":\["extra"\]/)
     t.equal(count(g.output(), 'config_changed'), 1, 'one change, one reload')
     const added = platformLeg(t, g.url('/audio/extra'), init(760002))
@@ -143,11 +143,14 @@ t.test(
 
     volume.publish({ ...config, routes: { ...config.routes, extra: routeTo([a], 'mappings/json-events.yaml') } })
     t.ok(await until(async () => (await textStatus(url('/text/extra'))) === 200), 'the route the update added serves')
-    t.ok(await until(() => count(out, 'config_reloaded') === 2))
+    t.ok(await until(() => count(out, 'config_reloaded') === 1), 'one reload, announced once for the instance')
 
     // The next update moves the public listener: that needs a restart, and is reported as SIGHUP's would be.
     volume.publish({ ...config, listen: { host: '127.0.0.1', port: otherPort }, routes: config.routes })
-    t.ok(await until(() => count(out, 'config_restart_required') === 2), 'each worker reports the restart it needs')
+    t.ok(
+      await until(() => count(out, 'config_restart_required') === 1),
+      'the instance reports the restart it needs, once'
+    )
     t.match(out, /"event":"config_restart_required","keys":\["listen"\]/)
     t.equal(await textStatus(url('/text/demo')), 200, 'the old port still serves')
     t.equal(await textStatus(url('/text/demo', otherPort)), 0, 'the new one is not opened')

@@ -146,6 +146,7 @@ t.test('404s, refused upgrades and admin 401s are logged with the address, rate-
   t.notMatch(JSON.stringify(notFound), /secret=x/, 'the query string is not written')
   const r = await fetch(gw.adminUrl('/admin/calls?contactId=1'))
   t.equal(r.status, 401)
+  t.ok(await until(() => gw.logs.lines.some(l => l.event === 'admin_refused')), 'the refusal is logged')
   t.match(
     gw.logs.lines.find(l => l.event === 'admin_refused'),
     {

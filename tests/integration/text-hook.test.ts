@@ -429,15 +429,21 @@ t.test('an asynchronous route answers 202 at once, delivers in the background, a
   // The route reaches the vendor through a gate that holds its connections until released: the order of
   // events (202 first, vendor later; one in flight while more arrive) holds by construction, not by a delay.
   const gate = await holdingGate(t, vendor.httpUrl)
-  const gw = await startTlsGateway(t, {
-    text: { asyncQueueSize: 2, asyncConcurrency: 1 },
-    routes: {
-      bg: {
-        ...routeTo([vendor], 'mappings/json-events.yaml', { async: true }),
-        upstreams: [{ name: 'r0', audio: vendor.url, text: gate.url }]
+  // The queue is per worker process: one client connection keeps every request on one worker.
+  const gw = await startTlsGateway(
+    t,
+    {
+      text: { asyncQueueSize: 2, asyncConcurrency: 1 },
+      routes: {
+        bg: {
+          ...routeTo([vendor], 'mappings/json-events.yaml', { async: true }),
+          upstreams: [{ name: 'r0', audio: vendor.url, text: gate.url }]
+        }
       }
-    }
-  })
+    },
+    {},
+    { connections: 1 }
+  )
   const auth = { authorization: TEXT_TOKEN }
   const first = await post(gw.agent, gw.url('/text/bg'), utterance({ messageBody: 'one' }), auth)
   t.equal(first.status, 202)
