@@ -1,5 +1,5 @@
-import Redis, { Cluster, type ClusterOptions, type RedisOptions } from 'ioredis'
-import { RateLimiterRedis } from 'rate-limiter-flexible'
+import type { Cluster, ClusterOptions, default as Redis, RedisOptions } from 'ioredis'
+import type { RateLimiterRedis } from 'rate-limiter-flexible'
 import { LocalAuthState } from './local-auth'
 import type { Affinity, CallRecord, FailureWindow, HealthRecord, OwnerRecord, Store } from './port'
 import { RedisCalls } from './redis-calls'
@@ -7,6 +7,14 @@ import { firstError, hashTaggedPrefix, REFRESH_BATCH, type RedisStoreOptions, ty
 import * as script from './redis-scripts'
 
 export { hashTaggedPrefix, type RedisStoreOptions, type StoreOp } from './redis-options'
+
+/**
+ * ioredis and rate-limiter-flexible are loaded when a store is made, not when the gateway starts: most
+ * gateways run without Redis, and the two cost about 80 ms of CPU to load in each process.
+ */
+function ioredis(): typeof import('ioredis') {
+  return require('ioredis') as typeof import('ioredis')
+}
 
 /**
  * The fleet store (the only ioredis importer). One sync every `syncIntervalMs`: publish this
@@ -72,9 +80,9 @@ export class RedisStore implements Store {
       }
       // With TLS the certificates name the hosts, so connect to the names Cluster reports, unresolved.
       if (opts.tls !== undefined) cluster.dnsLookup = (address, callback) => callback(null, address)
-      this.redis = new Cluster([...opts.clusterNodes], cluster)
+      this.redis = new (ioredis().Cluster)([...opts.clusterNodes], cluster)
     } else if (opts.sentinels !== undefined && opts.sentinels.length > 0) {
-      this.redis = new Redis({
+      this.redis = new (ioredis().default)({
         ...node,
         retryStrategy: () => 1000,
         sentinels: [...opts.sentinels],
@@ -87,7 +95,7 @@ export class RedisStore implements Store {
         ...(opts.sentinelTls !== undefined ? { sentinelTLS: opts.sentinelTls } : {})
       })
     } else {
-      this.redis = new Redis(opts.url ?? 'redis://127.0.0.1:6379', { ...node, retryStrategy: () => 1000 })
+      this.redis = new (ioredis().default)(opts.url ?? 'redis://127.0.0.1:6379', { ...node, retryStrategy: () => 1000 })
     }
     this.calls = new RedisCalls(
       this.redis,
@@ -145,6 +153,7 @@ export class RedisStore implements Store {
     if (limiter === undefined) {
       // `points` is not read: a failure is counted with penalty(), which never refuses; the budget judges.
       const duration = Math.max(1, Math.round(windowMs / 1000))
+      const { RateLimiterRedis } = require('rate-limiter-flexible') as typeof import('rate-limiter-flexible')
       limiter = new RateLimiterRedis({ storeClient: this.redis, keyPrefix: this.k('authfail'), points: 1, duration })
       this.failureLimiters.set(windowMs, limiter)
     }

@@ -1,5 +1,4 @@
-import Ajv, { type ErrorObject, type Options, type ValidateFunction } from 'ajv'
-import standaloneCode from 'ajv/dist/standalone'
+import type { default as Ajv, ErrorObject, Options, ValidateFunction } from 'ajv'
 import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -19,7 +18,11 @@ const OPTIONS: Options = {
   allowUnionTypes: true,
   verbose: true
 }
-const ajv = new Ajv(OPTIONS)
+// Ajv itself is loaded only when a schema has to be compiled here (no current precompiled validator).
+let ajv: Ajv | null = null
+function ajvClass(): typeof Ajv {
+  return (require('ajv') as typeof import('ajv')).default
+}
 const compiled = new Map<string, ValidateFunction>()
 
 function schemaPath(name: string): string {
@@ -48,7 +51,7 @@ export function validator(name: string): ValidateFunction {
   let v = compiled.get(name)
   if (v === undefined) {
     const text = readFileSync(schemaPath(name), 'utf8')
-    v = precompiled(name, text) ?? ajv.compile(JSON.parse(text))
+    v = precompiled(name, text) ?? (ajv ??= new (ajvClass())(OPTIONS)).compile(JSON.parse(text))
     compiled.set(name, v)
   }
   return v
@@ -67,7 +70,8 @@ function precompiled(name: string, schemaText: string): ValidateFunction | null 
 /** A schema's validator as a CommonJS module exporting `validate` and `fingerprint` (for the build). */
 export function precompiledSource(name: string): string {
   const text = readFileSync(schemaPath(name), 'utf8')
-  const build = new Ajv({ ...OPTIONS, code: { source: true } })
+  const build = new (ajvClass())({ ...OPTIONS, code: { source: true } })
+  const standaloneCode = (require('ajv/dist/standalone') as typeof import('ajv/dist/standalone')).default
   const code = standaloneCode(build, build.compile(JSON.parse(text)))
   return `${code}\nmodule.exports.validate = module.exports;\nmodule.exports.fingerprint = ${JSON.stringify(fingerprint(text))};\n`
 }

@@ -57,7 +57,7 @@ for (const [key, how, expr] of [
         await until(() => gw.logs.lines.some(l => l.event === 'mapping_error' && l.stage === key)),
         'the detail is logged'
       )
-      t.ok(gw.logs.lines.some(l => l.event === 'leg_failed' && l.code === 'MAPPING_FAILED'))
+      t.ok(await until(() => gw.logs.lines.some(l => l.event === 'leg_failed' && l.code === 'MAPPING_FAILED')))
     }
   )
 }

@@ -50,5 +50,5 @@ t.test('audiohook: a replica marked down ends its parked session with close → 
   t.equal(types().at(-1), 'close', 'the mapping close frame was the last message')
   t.equal(s.closeCode, 1000, 'closed with the mapping close code, not 1006')
   t.same(s.errors, [], 'the vendor recorded no protocol error (the close transaction ran)')
-  t.ok(logged(gw, 'parked_session_replica_down'), 'logged once')
+  t.ok(await until(() => logged(gw, 'parked_session_replica_down')), 'logged once')
 })

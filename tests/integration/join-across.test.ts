@@ -168,7 +168,7 @@ t.test('join across instances on Redis', async t => {
     t.equal((await tx.answer).command, 'CONNECTED')
     const rx = leg(t, b, 3950, 'RX')
     t.equal((await rx.answer).command, 'CONNECTED', 'the leg is served, not refused')
-    t.ok(logged(b, 'join_owner_unreachable'), 'logged: the owner could not be reached')
+    t.ok(await until(() => logged(b, 'join_owner_unreachable')), 'logged: the owner could not be reached')
     t.equal(await metric(b, 'assist_gateway_audio_joins_total{route="dg",result="relay_failed"}'), 1, 'counted')
     // B now holds the call: a later leg of it on A is relayed to B, not to C.
     const again = leg(t, a, 3950, 'RX')
@@ -244,7 +244,7 @@ t.test('join across instances on Redis', async t => {
       )
       const again = leg(t, b, 3995, 'RX')
       t.equal((await again.answer).command, 'CONNECTED', 'the reconnect is served: the call is taken over here')
-      t.ok(logged(b, 'join_owner_unreachable'), 'logged: the owner could not be reached')
+      t.ok(await until(() => logged(b, 'join_owner_unreachable')), 'logged: the owner could not be reached')
       again.ws.close(1000)
     }
   )

@@ -142,7 +142,10 @@ t.test(
         `replacement ${i + 1}: at most ${peak} bytes in any ${WINDOW} ms (limit ${limit})`
       )
     }
-    t.ok(logged(gw, 'upstream_ejected', { source: 'breaker' }), 'the session-open breaker held the replica off')
+    t.ok(
+      await until(() => logged(gw, 'upstream_ejected', { source: 'breaker' })),
+      'the session-open breaker held the replica off'
+    )
     const metrics = await (await fetch(gw.adminUrl('/metrics'))).text()
     t.match(metrics, /assist_gateway_audio_failovers_total\{route="demo",result="backoff"\} [1-9]/)
     t.match(metrics, /assist_gateway_upstream_ejections_total\{route="demo",upstream="r0"\} 1/)

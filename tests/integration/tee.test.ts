@@ -96,7 +96,10 @@ t.test('tees that stop reading, refuse or die: the primary and the platform lose
     const leg = platformLeg(t, gw.url('/audio/iso'), init(1301))
     t.equal((await leg.answer).command, 'CONNECTED', 'the leg is CONNECTED by the primary alone')
     await until(() => slow.sessions()[0]?.ready === true && doomed.sessions()[0]?.ready === true)
-    t.ok(logged(gw, 'tee_failed', { tee: 'nope', code: 'UPSTREAM_UNREACHABLE' }), 'the refused tee ended, logged')
+    t.ok(
+      await until(() => logged(gw, 'tee_failed', { tee: 'nope', code: 'UPSTREAM_UNREACHABLE' })),
+      'the refused tee ended, logged'
+    )
     slow.pauseAll()
     const hash = createHash('sha256')
     for (let k = 0; k < N; k += 20) {

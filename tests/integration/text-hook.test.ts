@@ -397,7 +397,10 @@ t.test('a vendor answer the mapping cannot use is 502, a mapping that fails on a
   const vendor = await startVendor(t, { kind: 'passthrough' })
   const files = {
     'unwrap.yaml': 'vendor: unwrap\ntext:\n  request: { body: "message" }\n  response: "response.body.data.reply"\n',
-    'broken.yaml': 'vendor: broken\ntext:\n  request: { body: "message", path: "$string(request.contactId)" }\n'
+    // Passes serve's dry run at start (its example utterance has messageData.links; this test's has none).
+    'broken.yaml':
+      'vendor: broken\ntext:\n  request:\n    body: "message"\n' +
+      '    path: \'$exists(request.messageData.links) ? "/ok" : $string(request.contactId)\'\n'
   }
   const gw = await startTlsGateway(
     t,
