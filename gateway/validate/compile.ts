@@ -51,10 +51,15 @@ export function validator(name: string): ValidateFunction {
   let v = compiled.get(name)
   if (v === undefined) {
     const text = readFileSync(schemaPath(name), 'utf8')
-    v = precompiled(name, text) ?? (ajv ??= new (ajvClass())(OPTIONS)).compile(JSON.parse(text))
+    v = precompiled(name, text) ?? compileHere(text)
     compiled.set(name, v)
   }
   return v
+}
+
+function compileHere(schemaText: string): ValidateFunction {
+  if (ajv === null) ajv = new (ajvClass())(OPTIONS)
+  return ajv.compile(JSON.parse(schemaText))
 }
 
 function precompiled(name: string, schemaText: string): ValidateFunction | null {
