@@ -222,7 +222,9 @@ export class GatewayInstance {
       buffered += d.toString()
       for (const line of buffered.split('\n')) {
         if (!line.includes('"event":"listening"')) continue
-        const rec = JSON.parse(line) as { adminPort?: number; metricsPort?: number }
+        const rec = JSON.parse(line) as { adminPort?: number; metricsPort?: number; worker?: number }
+        // The instance's own line (its main process), not a worker's.
+        if (rec.worker !== undefined) continue
         ports = { admin: rec.adminPort ?? 0, metrics: rec.metricsPort ?? rec.adminPort ?? 0 }
       }
       buffered = buffered.slice(buffered.lastIndexOf('\n') + 1)
