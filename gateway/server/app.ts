@@ -40,7 +40,7 @@ import {
   type Revalidate
 } from './reload'
 import { startDrain, type Drain } from './drain'
-import { Rebalancer } from '../upstream/rebalance'
+import { Rebalancer, workerShare } from '../upstream/rebalance'
 import { sweepRevokedLegs } from './revoked-legs'
 import { CLOSED_LABELS, labelSpaceOf } from './metric-labels'
 import { checkUwsBuild } from './uws-build'
@@ -95,7 +95,7 @@ export interface WorkerParts {
   group: string
   /** Its index in the group (`worker` in its log lines and call records). */
   index: number
-  /** How many workers the group has (each writes its share of `log.flood.lines`). */
+  /** How many workers the group has (each writes its share of `log.flood.lines`, moves its share of rebalanced calls). */
   workers: number
   fleetKey: FleetKey
   admission: Admission
@@ -203,9 +203,10 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   gen.prober.start()
   const stopSweep = sweepRevokedLegs(state, opts.nowMs)
   // Load that comes back to a recovered or new replica: calls of movable mappings move, paced.
+  // audio.rebalance.perSecond is the instance's: each of N workers moves its calls at 1/N of it.
   const rebalancer = new Rebalancer(
     pools,
-    () => state.config.audio.rebalance,
+    () => workerShare(state.config.audio.rebalance, worker?.workers ?? 1),
     systemClock,
     (from, to) => {
       metrics.moves.inc({ route: from.route, from: from.name, to: to.name })

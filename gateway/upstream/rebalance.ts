@@ -41,8 +41,8 @@ export class Rebalancer {
   tick(): void {
     const { spread, perSecond, settleSeconds } = this.settings()
     if (perSecond <= 0) return
-    // Unused moves do not pile up: at most one second's worth waits for the next tick.
-    this.credit = Math.min(perSecond, this.credit + perSecond)
+    // Unused moves do not pile up: at most one second's worth (or one move, for a rate under 1/s) waits.
+    this.credit = Math.min(Math.max(1, perSecond), this.credit + perSecond)
     const now = this.clock.now()
     const pools = this.pools()
     for (const pool of this.apart.keys()) if (!pools.includes(pool)) this.apart.delete(pool)
@@ -84,4 +84,9 @@ export class Rebalancer {
     }
     return false
   }
+}
+
+/** One worker's part of the instance's pace (`serve --workers N`: each moves its own calls at perSecond / N). */
+export function workerShare(settings: RebalanceSettings, workers: number): RebalanceSettings {
+  return workers > 1 ? { ...settings, perSecond: settings.perSecond / workers } : settings
 }

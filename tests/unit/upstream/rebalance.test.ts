@@ -2,7 +2,7 @@ import t from 'tap'
 import type { HealthSettings, RebalanceSettings } from '../../../gateway/config/types'
 import { MemoryStore } from '../../../gateway/store/memory'
 import { type Replica, type StreamLease, UpstreamPool } from '../../../gateway/upstream/pool'
-import { Rebalancer } from '../../../gateway/upstream/rebalance'
+import { Rebalancer, workerShare } from '../../../gateway/upstream/rebalance'
 import { FakeClock } from '../../helpers/fake-clock'
 
 // Issue 19 item 3: load that comes back. A replica that recovers gets calls back, make-before-break,
@@ -84,6 +84,22 @@ t.test('a recovered replica gets calls back, paced, until the spread holds', asy
     w.moves.every(m => m === 'a>b'),
     'always from the busiest to the least busy'
   )
+})
+
+t.test("each of N workers moves its share of the instance's perSecond, a share under 1/s too", async t => {
+  const settings = { spread: 0, perSecond: 2, settleSeconds: 0 }
+  t.same(workerShare(settings, 1), settings, 'one process: the whole rate')
+  t.equal(workerShare(settings, 2).perSecond, 1)
+  // 4 workers: each moves one call every 2 seconds (a rate under 1/s still moves, at its pace).
+  const w = world(workerShare(settings, 4))
+  for (let i = 0; i < 12; i++) w.call(w.r('a'))
+  w.reb.start()
+  const onB: number[] = []
+  for (let s = 0; s < 6; s++) {
+    w.clock.advance(1000)
+    onB.push(w.r('b').activeStreams)
+  }
+  t.same(onB, [0, 1, 1, 2, 2, 3], 'one call every 2 s: 4 workers together move 2 a second')
 })
 
 t.test('only calls that may move do; a down replica gets none; perSecond 0 turns it off', async t => {
