@@ -231,7 +231,7 @@ export class TextHook {
     const presented = [msg.authorizationHeader, req.authorization]
     const checked = rt.auth.tokens
       ? authenticate(presented, rt.auth, req.route.verifier)
-      : authenticateStatic(presented, rt.auth.list)
+      : authenticateStatic(presented, rt.auth.list, req.route.anonymous)
     return thenOrNow(checked, auth => {
       const bad: AuthFailure | null = auth.ok ? null : { code: auth.code, reason: failureLabel(auth.reason) }
       return thenOrNow(req.admission.admit(req.address, bad !== null), verdict => {

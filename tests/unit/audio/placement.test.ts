@@ -47,8 +47,8 @@ t.test(
 
 t.test('the session key: a join route keys the call, any other the leg', async t => {
   const leg = { busNo: 4594, contactId: 9001, perspective: 'RX' }
-  t.equal(sessionKeyOf({ name: 'r', config: {} }, leg), 'r:4594:9001:RX')
-  t.equal(sessionKeyOf({ name: 'r', config: { join: {} } }, leg), 'r:4594:9001', 'TX and RX share one call')
+  t.equal(sessionKeyOf({ name: 'r', config: {} }, leg, 'r'), 'r:4594:9001:RX')
+  t.equal(sessionKeyOf({ name: 'r', config: { join: {} } }, leg, 'r'), 'r:4594:9001', 'TX and RX share one call')
 })
 
 t.test('placement: here, relayed to a worker of the group, relayed to an instance, refused, or split', async t => {

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { FakeClock } from '../../helpers/fake-clock'
-import { CredentialList } from '../../../gateway/auth/credentials'
+import { TenantCredentials } from '../../../gateway/auth/tenant-credentials'
 import { authenticate, type HookAuth } from '../../../gateway/auth/route-auth'
 import { createTokenAuth } from '../../../gateway/auth/token-auth'
 import { CLIENT_A, CLIENT_B, KEY1, START_MS, assertNoSecrets, basic, tokenSettings } from './fixtures/setup'
@@ -13,8 +13,9 @@ async function setup() {
   const hook = (route: string, h: 'audio' | 'text', list: string[] | undefined, tokens: boolean): HookAuth => ({
     route,
     hook: h,
-    list: new CredentialList(list),
-    tokens
+    list: TenantCredentials.single(list, route),
+    tokens,
+    clients: new Map()
   })
   const issue = async (secret = CLIENT_A, scope?: string) => {
     const body = `grant_type=client_credentials${scope === undefined ? '' : `&scope=${scope}`}`
@@ -75,7 +76,7 @@ t.test('a hook that takes tokens demands a credential even with no static list',
   })
   t.same(await authenticate([], hook('demo', 'text', undefined, false), auth.verifier), {
     ok: true,
-    principal: { kind: 'anonymous' }
+    principal: { kind: 'anonymous', tenant: 'demo' }
   })
   const jwt = (await issue(CLIENT_A, 'demo:text')).json.access_token as string
   t.same(await authenticate([jwt], hook('demo', 'audio', undefined, true), auth.verifier), {
