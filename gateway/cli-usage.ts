@@ -19,7 +19,10 @@ export const USAGES = {
   check: `usage: assist-gateway check [--config FILE]
   Validate the config, every mapping it names (compiled and dry-run on the interface's example messages)
   and the TLS certificate, key and passphrase; print each problem as file:line:col: /pointer: message.
-  Exit 0 when clean, 2 on any problem.`,
+  Exit 0 when clean, 2 on any problem. Tenants come in two forms: an entry of tenants: (its credentials,
+  token clients and limits; routes.<r>.tenants says who may use a route, absent: every tenant), and a
+  route's own auth (a tenant of its own, named after the route). With tenants configured, a clean check
+  prints who each route admits. A credential two tenants claim is refused (TENANT_CREDENTIAL_SHARED).`,
   'simulate audio': `usage: assist-gateway simulate audio --url URL [--token T] [--file CLIP] [--perspective TX|RX|MIX]
                                 [--legs N] [--seconds S] [--insecure] [--stereo] [--contact N]
   Act as the platform: open N audio hooks (ws:// or wss://), stream the clip (mu-law or WAV) at real-time

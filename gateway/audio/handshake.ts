@@ -40,7 +40,8 @@ export function checkHandshake(
   }
   const presented = (value as Record<string, unknown>).authenticationToken
   const hook = hookAuth(route, 'audio')
-  if (!hook.tokens) return afterAuth(value, presented, authenticateStatic([presented], hook.list, route.anonymous), callerKey)
+  if (!hook.tokens)
+    return afterAuth(value, presented, authenticateStatic([presented], hook.list, route.anonymous), callerKey)
   return authenticate([presented], hook, route.verifier).then(auth => afterAuth(value, presented, auth, callerKey))
 }
 

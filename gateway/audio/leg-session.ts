@@ -117,5 +117,9 @@ export function startLegSession(
   mismatch: () => void
 ): void {
   if (deps.route.config.join !== undefined) return session.start(null)
-  startOnAffinity(deps, session, legKeyOf(deps.route.name, checked.identity, checked.tenant), { log, caller: checked.caller, mismatch })
+  startOnAffinity(deps, session, legKeyOf(deps.route.name, checked.identity, checked.tenant), {
+    log,
+    caller: checked.caller,
+    mismatch
+  })
 }

@@ -1,5 +1,7 @@
 import { CredentialList } from './credentials'
-import type { RouteAuthOutcome } from './route-auth'
+
+/** The accepted outcome of a static credential (auth/route-auth.ts `StaticAccepted`), with its tenant. */
+export type StaticAccepted = { readonly ok: true; readonly principal: { kind: 'static'; tenant: string } }
 
 /** The tenant label of a caller no tenant claims (a refused credential, an unknown route). */
 export const UNKNOWN_TENANT = 'unknown'
@@ -13,7 +15,7 @@ export const UNKNOWN_TENANT = 'unknown'
 export class TenantCredentials {
   private readonly lists: readonly { readonly tenant: string; readonly list: CredentialList }[]
   /** The accepted outcome per tenant, made once (the text hook checks a credential per request). */
-  private readonly outcomes = new Map<string, RouteAuthOutcome>()
+  private readonly outcomes = new Map<string, StaticAccepted>()
 
   constructor(entries: readonly { readonly tenant: string; readonly values: readonly string[] | undefined }[]) {
     this.lists = entries
@@ -45,7 +47,7 @@ export class TenantCredentials {
   }
 
   /** The accepted outcome of `value` (its tenant's principal, one object per tenant), or undefined. */
-  outcomeOf(value: string): RouteAuthOutcome | undefined {
+  outcomeOf(value: string): StaticAccepted | undefined {
     const tenant = this.tenantOf(value)
     return tenant === undefined ? undefined : this.outcomes.get(tenant)
   }

@@ -96,5 +96,5 @@ export function describeTenants(
         ? `every tenant (${all.join(', ')}; no routes.${route.name}.tenants)`
         : null
   const who = [own, listed].filter(s => s !== null).join(' and ')
-  return `route ${route.name}: ${who === '' ? 'no credential asked (anonymous callers, tenant ' + route.name + ')' : who}`
+  return `route ${route.name}: ${who === '' ? `no credential asked (anonymous callers, tenant ${route.name})` : who}`
 }

@@ -176,7 +176,9 @@ const logs = new Lines()
 function world(opts: Options = {}) {
   const clock = new FakeClock()
   const base = route(clock, ['a'])
-  const r: RouteRuntime = opts.credential ? { ...base, audioAuth: TenantCredentials.single(['right-secret'], 'r') } : base
+  const r: RouteRuntime = opts.credential
+    ? { ...base, audioAuth: TenantCredentials.single(['right-secret'], 'r') }
+    : base
   const gw = loneGateway(clock, { auth: AUTH })
   const placement = opts.worker ? new Placement(gw.store, ME, clock) : gw.placement
   const registry = opts.worker ? new SessionRegistry(placement) : gw.registry
@@ -369,7 +371,8 @@ const linkView = (w: World): 'none' | 'open' | 'closed' =>
 const audioOut = (w: World): number[] => [...w.conns.flatMap(c => c.frames), ...w.links.flatMap(l => l.written)]
 
 /** The leg's affinity record is kept (the next instance opens its vendor session on the same replica). */
-const affinity = async (w: World): Promise<boolean> => (await w.store.getAffinity(legKeyOf('r', IDENTITY, 'r'))) !== null
+const affinity = async (w: World): Promise<boolean> =>
+  (await w.store.getAffinity(legKeyOf('r', IDENTITY, 'r'))) !== null
 
 const kind = (f: Json): string => (f.command === 'ERROR' ? `ERROR ${f.messageType}` : f.command)
 

@@ -14,7 +14,11 @@ t.test('callerTag: token callers by issuer and subject, static ones by a keyed h
   )
   t.not(callerTag(token, '', K), callerTag({ ...token, sub: 'platform-b' }, '', K))
   const a = callerTag({ kind: 'static', tenant: 'r' }, 'secret-value-1', K)
-  t.equal(a, callerTag({ kind: 'static', tenant: 'r' }, 'Bearer  secret-value-1', K), 'raw and Bearer forms are one caller')
+  t.equal(
+    a,
+    callerTag({ kind: 'static', tenant: 'r' }, 'Bearer  secret-value-1', K),
+    'raw and Bearer forms are one caller'
+  )
   t.not(a, callerTag({ kind: 'static', tenant: 'r' }, 'secret-value-2', K))
   t.notMatch(a, 'secret-value-1')
   t.equal(callerTag({ kind: 'anonymous', tenant: 'r' }, 'x', K), 'anonymous')
@@ -26,8 +30,16 @@ t.test('authenticateStatic answers as authenticate does for a hook without token
     ok: true,
     principal: { kind: 'anonymous' }
   })
-  t.match(authenticateStatic(['', 42], list, anonymousOutcome('r')), { ok: false, code: 'AUTH_MISSING', reason: 'missing' })
-  t.match(authenticateStatic(['nope'], list, anonymousOutcome('r')), { ok: false, code: 'AUTH_INVALID', reason: 'not_accepted' })
+  t.match(authenticateStatic(['', 42], list, anonymousOutcome('r')), {
+    ok: false,
+    code: 'AUTH_MISSING',
+    reason: 'missing'
+  })
+  t.match(authenticateStatic(['nope'], list, anonymousOutcome('r')), {
+    ok: false,
+    code: 'AUTH_INVALID',
+    reason: 'not_accepted'
+  })
   t.match(authenticateStatic(['nope', 'bearer s3cret-value'], list, anonymousOutcome('r')), {
     ok: true,
     principal: { kind: 'static', tenant: 'r' }
