@@ -3,7 +3,8 @@
 /**
  * A route's own secrets: its credentials and those of the tenants it admits, its vendors' (and tees')
  * credentials and header values, and what ${VAR} references filled into its vendor URLs. They are what its
- * answers to the platform are scrubbed of (telemetry/scrub.ts); values shorter than 4 characters are left out (they would redact ordinary words).
+ * answers to the platform are scrubbed of (telemetry/scrub.ts); values shorter than 4 characters are left
+ * out (they would redact ordinary words).
  */
 export function routeSecrets(
   route: Record<string, any>,
