@@ -121,5 +121,5 @@ export function takePlaceHere(
     )
   }
   const force = deps.registry.live(legKeyOf(deps.route.name, checked.identity, checked.tenant))
-  whenReady(deps.admission.takePlace(deps.route.name, checked.caller, force), done, bug('leg limits'))
+  whenReady(deps.admission.takePlace(deps.route.name, checked.caller, force, checked.tenant), done, bug('leg limits'))
 }

@@ -6,6 +6,7 @@ import { type Admission, LocalAdmission } from '../auth/admission'
 import { FailureBudget } from '../auth/failure-budget'
 import { FleetKey } from '../auth/fleet-key'
 import { LegLimits } from '../auth/leg-limits'
+import { Quotas } from '../auth/quotas'
 import { RelayTokens, type UsedNonces } from '../auth/relay-token'
 import { systemClock } from '../clock'
 import type { Config } from '../config/types'
@@ -134,7 +135,8 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
         systemClock,
         store.shared ? (address, windowMs, nowMs) => store.countFailure(address, windowMs, nowMs) : undefined
       ),
-      new LegLimits(() => state.config.limits)
+      new LegLimits(() => state.config.limits),
+      new Quotas(() => state.config, systemClock)
     )
   // Where this process is reached by the others that share its store: filled in once it listens.
   const holder: { -readonly [k in keyof Holder]: Holder[k] } = {

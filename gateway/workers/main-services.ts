@@ -1,6 +1,7 @@
 import { LocalAdmission, thenOrNow } from '../auth/admission'
 import { FailureBudget } from '../auth/failure-budget'
 import { LegLimits } from '../auth/leg-limits'
+import { Quotas } from '../auth/quotas'
 import { systemClock } from '../clock'
 import type { Config } from '../config/types'
 import type { MemoryStore } from '../store/memory'
@@ -40,7 +41,8 @@ export class MainServices {
     const fleetCount = fleet === null ? undefined : fleet.countFailure.bind(fleet)
     this.admission = new LocalAdmission(
       new FailureBudget(() => config().auth, systemClock, fleetCount),
-      new LegLimits(() => config().limits)
+      new LegLimits(() => config().limits),
+      new Quotas(config, systemClock)
     )
   }
 
@@ -93,13 +95,19 @@ export class MainServices {
         return void thenOrNow(this.admission.admit(m.address, m.failed), answer)
       }
       case 'place-take': {
-        const taken = this.admission.takePlace(m.route, m.caller, m.force)
-        if (typeof taken === 'string')
+        const taken = this.admission.takePlace(m.route, m.caller, m.force, m.tenant)
+        if (typeof taken !== 'function')
           return this.post(worker, { t: 'place-taken', id: m.id, place: null, limit: taken })
         const place = this.nextPlace++
         h.places.set(place, taken)
         return this.post(worker, { t: 'place-taken', id: m.id, place })
       }
+      case 'utterance-take':
+        return this.post(worker, {
+          t: 'utterance-taken',
+          id: m.id,
+          taken: this.admission.takeUtterance(m.route, m.tenant)
+        })
       case 'place-release': {
         const release = h.places.get(m.place)
         h.places.delete(m.place)

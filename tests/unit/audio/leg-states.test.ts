@@ -138,8 +138,9 @@ class HeldAdmission implements Admission {
     this.judged++
     return this.later(this.holdAdmit, this.inner.admit(address, failed) as true | number)
   }
-  takePlace = (route: string, caller: string, force: boolean): PlaceTaken | Promise<PlaceTaken> => {
-    const taken = this.inner.takePlace(route, caller, force) as PlaceTaken
+  takeUtterance = (route: string, tenant: string) => this.inner.takeUtterance(route, tenant)
+  takePlace = (route: string, caller: string, force: boolean, tenant: string): PlaceTaken | Promise<PlaceTaken> => {
+    const taken = this.inner.takePlace(route, caller, force, tenant) as PlaceTaken
     if (typeof taken === 'function') this.taken++
     const counted: PlaceTaken =
       typeof taken === 'function'
