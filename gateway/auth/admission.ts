@@ -53,21 +53,22 @@ export class LocalAdmission implements Admission {
     return this.budget.admit(address, failed)
   }
 
-  takePlace(route: string, caller: string, force: boolean, tenant: string): PlaceTaken {
+  takePlace(route: string, caller: string, force: boolean, tenant: string): PlaceTaken | Promise<PlaceTaken> {
     const place = this.limits.acquire(route, caller, force)
     if (typeof place !== 'function') return place
-    const quota = this.quotas.takeLeg(route, tenant, force)
-    if (typeof quota !== 'function') {
-      place()
-      return quota
-    }
-    return () => {
-      place()
-      quota()
-    }
+    return thenOrNow(this.quotas.takeLeg(route, tenant, force), (quota): PlaceTaken => {
+      if (typeof quota !== 'function') {
+        place()
+        return quota
+      }
+      return () => {
+        place()
+        quota()
+      }
+    })
   }
 
-  takeUtterance(route: string, tenant: string): UtteranceTaken {
+  takeUtterance(route: string, tenant: string): UtteranceTaken | Promise<UtteranceTaken> {
     return this.quotas.takeUtterance(route, tenant)
   }
 }

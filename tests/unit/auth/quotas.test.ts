@@ -2,6 +2,7 @@ import t from 'tap'
 import fc from 'fast-check'
 import type { PlaceTaken, UtteranceTaken } from '../../../gateway/auth/admission'
 import { type QuotaSettings, Quotas } from '../../../gateway/auth/quotas'
+import type { QuotaStore } from '../../../gateway/store/port'
 import type { Config, Quota } from '../../../gateway/config/types'
 import { MemoryStore } from '../../../gateway/store/memory'
 import { AdmissionClient } from '../../../gateway/workers/admission-client'
@@ -131,7 +132,7 @@ t.test(
                 (s.quota.legs === 0 || (live.get(s.key) ?? 0) < s.quota.legs) &&
                 (s.quota.legsPerSecond === 0 || (used.get(`${s.key}/l`) ?? 0) < s.quota.legsPerSecond)
             )
-            const taken: PlaceTaken = quotas.takeLeg('r', o.tenant, o.force)
+            const taken = quotas.takeLeg('r', o.tenant, o.force) as PlaceTaken
             if ((typeof taken === 'function') !== (o.force || room)) return false // admitted exactly when room
             if (typeof taken !== 'function') continue
             if (!o.force) for (const s of scopes) used.set(`${s.key}/l`, (used.get(`${s.key}/l`) ?? 0) + 1)
@@ -142,7 +143,7 @@ t.test(
             const room = scopes.every(
               s => s.quota.utterancesPerSecond === 0 || (used.get(`${s.key}/u`) ?? 0) < s.quota.utterancesPerSecond
             )
-            const taken: UtteranceTaken = quotas.takeUtterance('r', o.tenant)
+            const taken = quotas.takeUtterance('r', o.tenant) as UtteranceTaken
             if ((taken === true) !== room) return false
             if (taken !== true) {
               if (taken.retryAfterSeconds < 1 || taken.retryAfterSeconds > 1) return false // within this second
@@ -252,4 +253,58 @@ t.test('property: across the workers of one gateway, in any interleaving, the le
     { numRuns: 200 }
   )
   t.pass('held for every run')
+})
+
+/** The fleet's count as Redis keeps it (atomic per call), answering at once; `down` makes it not answer. */
+class FakeFleet implements QuotaStore {
+  down = false
+  readonly leases = new Map<string, Set<string>>()
+  readonly rates = new Map<string, number>()
+  up = (): boolean => !this.down
+  takeLease = async (key: string, limit: number, id: string): Promise<boolean | null> => {
+    if (this.down) return null
+    const set = this.leases.get(key) ?? new Set<string>()
+    this.leases.set(key, set)
+    if (limit > 0 && set.size >= limit) return false
+    set.add(id)
+    return true
+  }
+  refreshLeases = (): void => {}
+  releaseLease = (key: string, id: string): void => void this.leases.get(key)?.delete(id)
+  consumeRate = async (key: string, perSecond: number): Promise<number | null> => {
+    if (this.down) return null
+    const n = (this.rates.get(key) ?? 0) + 1
+    this.rates.set(key, n)
+    return n > perSecond ? 400 : 0
+  }
+  refundRate = (key: string): void => void this.rates.set(key, (this.rates.get(key) ?? 1) - 1)
+}
+
+t.test('with a fleet: two gateways share one count; Redis down, each counts its own; refusals give back', async t => {
+  const fleet = new FakeFleet()
+  const settings = (): QuotaSettings => ({
+    tenants: { acme: { limits: q(3, 0, 2) } },
+    routes: { r: { limits: q(0, 0, 0) } }
+  })
+  const a = new Quotas(settings, new FakeClock(0), fleet)
+  const b = new Quotas(settings, new FakeClock(0), fleet)
+  const taken = [await a.takeLeg('r', 'acme'), await b.takeLeg('r', 'acme'), await a.takeLeg('r', 'acme')]
+  t.ok(
+    taken.every(x => typeof x === 'function'),
+    '3 legs across two gateways'
+  )
+  t.same(await b.takeLeg('r', 'acme'), { limit: 'tenant_legs', retryAfterSeconds: 1 }, "the fleet's 4th is refused")
+  ;(taken[0] as () => void)()
+  t.equal(fleet.leases.get('legs:tenant:acme')?.size, 2, 'a release gives the lease back')
+  t.type(await b.takeLeg('r', 'acme'), 'function', 'room in the fleet again')
+  t.equal(await a.takeUtterance('r', 'acme'), true)
+  t.equal(await b.takeUtterance('r', 'acme'), true)
+  t.same(await a.takeUtterance('r', 'acme'), { limit: 'tenant_utterances_per_second', retryAfterSeconds: 1 })
+  fleet.down = true
+  const c = new Quotas(settings, new FakeClock(0), fleet)
+  t.equal(c.takeUtterance('r', 'acme'), true, 'Redis down: this gateway counts alone (synchronously)')
+  t.equal(c.takeUtterance('r', 'acme'), true)
+  t.same(c.takeUtterance('r', 'acme'), { limit: 'tenant_utterances_per_second', retryAfterSeconds: 1 })
+  a.close()
+  b.close()
 })
