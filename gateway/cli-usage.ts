@@ -35,11 +35,12 @@ export const USAGES = {
                                [--insecure]
   POST one utterance to the text hook (http:// or https://); print the status and the answer.
   Exit 1 unless the answer is a 2xx.`,
-  calls: `usage: assist-gateway calls --admin URL --contact N [--token T] [--json]
+  calls: `usage: assist-gateway calls --admin URL --contact N | --tenant NAME [--token T] [--json]
   Where contact N's legs are: every live or parked leg the gateway's store knows of (one instance, its
   workers, or the fleet on Redis), from GET /admin/calls on the admin listener at URL, as a table (--json:
-  the answer as it came). The token: --token, else $GATEWAY_ADMIN_TOKEN (needed when admin.token is set).
-  Exit 1 when the admin API cannot be reached or refuses.`,
+  the answer as it came). --tenant NAME: that tenant's legs only (alone: every contact of that tenant among
+  the first 200 contacts listed; with --contact: that contact's legs of that tenant). The token: --token,
+  else $GATEWAY_ADMIN_TOKEN (needed when admin.token is set). Exit 1 when the admin API cannot be reached or refuses.`,
   vendor: `usage: assist-gateway vendor --kind KIND --port N [--host H] [--result-every-frames N] [--api-key KEY]
   KIND: passthrough, json-events (demo vendors); deepgram, assemblyai, twilio-media, audiohook, amazon-transcribe,
   speechmatics, openai (strict emulators of real APIs; amazon-transcribe: --api-key <access key id>:<secret>)

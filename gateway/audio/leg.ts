@@ -210,7 +210,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
     this.clearHandshakeTimer()
     const { checked } = v
     this.tokenJti = checked.jti
-    this.log = this.call.identified(this.log, checked.identity)
+    this.log = this.call.identified(this.log, checked.identity, checked.tenant)
     this.state = 'PLACING'
     this.initAt = this.deps.clock.now()
     this.accepted = { checked, key: v.key }

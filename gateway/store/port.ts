@@ -84,6 +84,8 @@ export interface CallRecord {
   /** The worker's index in `serve --workers N`; null for a one-process gateway. */
   worker: number | null
   route: string
+  /** Whose call it is (a configured tenant, or the route's own); absent in records of older gateways. */
+  tenant?: string
   perspective: string
   /** The leg's state (audio/leg-contract.ts LegState), or PARKED: its leg is gone, its session waits for a re-attach. */
   state: string

@@ -238,6 +238,7 @@ export class TextHook {
       return thenOrNow(req.admission.admit(req.address, bad !== null), verdict => {
         if (verdict !== true) return this.overBudget(req, verdict)
         if (!auth.ok) return this.authFailed(req, bad!)
+        req.tenant = auth.principal.tenant
         // The same seam as a leg's: credentials → tenant → quotas (auth/admission.ts).
         return thenOrNow(req.admission.takeUtterance(req.route.name, auth.principal.tenant), taken =>
           taken === true ? null : this.overQuota(req, taken)
