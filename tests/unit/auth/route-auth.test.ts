@@ -117,3 +117,32 @@ t.test('createTokenAuth refuses settings that cannot work, naming kids and point
   t.match(err?.message, /no tokens.jwks entry is named corp/)
   t.notMatch(err?.message, short)
 })
+
+t.test(
+  "issue 33: a token client listed by a tenant is that tenant's caller; a tenant the route does not admit opens nothing",
+  async t => {
+    const { auth, hook, issue } = await setup()
+    const jwt = (await issue()).json.access_token as string
+    const audio = (clients: Map<string, string | null>): HookAuth => ({
+      ...hook('demo', 'audio', undefined, true),
+      clients
+    })
+    t.match(await authenticate([jwt], audio(new Map([['platform-a', 'acme']])), auth.verifier), {
+      ok: true,
+      principal: { kind: 'token', sub: 'platform-a', tenant: 'acme' }
+    })
+    t.same(
+      await authenticate([jwt], audio(new Map([['platform-a', null]])), auth.verifier),
+      { ok: false, code: 'AUTH_INVALID', reason: 'not_accepted' },
+      'a client of a tenant the route does not list'
+    )
+    t.match(
+      await authenticate([jwt], audio(new Map()), auth.verifier),
+      {
+        ok: true,
+        principal: { kind: 'token', tenant: 'demo' }
+      },
+      "a client no tenant lists: the route's own tenant"
+    )
+  }
+)
