@@ -102,11 +102,16 @@ export function buildRoute(
   allTenants?: Readonly<Record<string, TenantConfig>>
 ): RouteRuntime {
   const tenants = admittedTenants(config, allTenants)
+  // A route that names its tenants, or admits configured ones, is never open to anonymous callers.
+  const demand = config.tenants !== undefined || tenants.length > 0
   const lists = (hook: 'audio' | 'text'): TenantCredentials =>
-    new TenantCredentials([
-      { tenant: config.name, values: config.auth[hook] },
-      ...tenants.map(t => ({ tenant: t.name, values: t.credentials[hook] }))
-    ])
+    new TenantCredentials(
+      [
+        { tenant: config.name, values: config.auth[hook] },
+        ...tenants.map(t => ({ tenant: t.name, values: t.credentials[hook] }))
+      ],
+      demand
+    )
   const clients = new Map<string, string | null>()
   for (const t of Object.values(allTenants ?? {}))
     for (const id of t.credentials.clients ?? []) clients.set(id, tenants.includes(t) ? t.name : null)

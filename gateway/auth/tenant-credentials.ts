@@ -17,7 +17,15 @@ export class TenantCredentials {
   /** The accepted outcome per tenant, made once (the text hook checks a credential per request). */
   private readonly outcomes = new Map<string, StaticAccepted>()
 
-  constructor(entries: readonly { readonly tenant: string; readonly values: readonly string[] | undefined }[]) {
+  constructor(
+    entries: readonly { readonly tenant: string; readonly values: readonly string[] | undefined }[],
+    /**
+     * Demand a credential even when no list is configured: a route that names its tenants, or admits
+     * configured tenants, is never open to anonymous callers (a tenant without a list for this hook
+     * opens nothing on it).
+     */
+    private readonly demand = false
+  ) {
     this.lists = entries
       .map(e => ({ tenant: e.tenant, list: new CredentialList(e.values) }))
       .filter(e => e.list.required)
@@ -31,7 +39,7 @@ export class TenantCredentials {
 
   /** True when the hook demands a credential (a list is configured for the route or a tenant it admits). */
   get required(): boolean {
-    return this.lists.length > 0
+    return this.lists.length > 0 || this.demand
   }
 
   /** One presented value, raw or as `Bearer <value>`: true when some tenant of the route lists it. */

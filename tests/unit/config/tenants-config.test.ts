@@ -69,6 +69,23 @@ t.test('tenants: credentials and limits by name; routes.<r>.tenants names who ma
   t.match(audio(assist, undefined), { ok: false, code: 'AUTH_MISSING' }, 'a route with tenants asks for a credential')
   t.match(audio(route('acme-only'), 'globex-audio-4567'), { ok: false, code: 'AUTH_INVALID' }, 'not admitted')
   t.match(audio(route('open'), 'globex-audio-4567'), { ok: true, principal: { tenant: 'globex' } }, 'absent: all')
+  t.match(audio(route('open'), undefined), { ok: false, code: 'AUTH_MISSING' }, 'admitting tenants: never anonymous')
+  const text = (r: ReturnType<typeof route>, v: unknown) =>
+    authenticateStatic([v], hookAuth(r, 'text').list, r.anonymous)
+  t.match(text(route('acme-only'), 'acme-text-0123'), { ok: true, principal: { tenant: 'acme' } })
+  const globexText = buildRoute(
+    { ...c.routes['acme-only']!, tenants: ['globex'] },
+    loadMapping(c.routes['acme-only']!.mapping),
+    new MemoryStore('i'),
+    c.health,
+    undefined,
+    c.tenants
+  )
+  t.match(
+    text(globexText, undefined),
+    { ok: false, code: 'AUTH_MISSING' },
+    'a route whose tenants have no text credential is not open on its text hook'
+  )
   t.equal(
     describeTenants(c.routes.assist, ['acme', 'globex']),
     'route assist: tenants acme, globex (routes.assist.tenants)'
