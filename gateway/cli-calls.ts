@@ -7,7 +7,8 @@ export const ADMIN_TOKEN_ENV = 'GATEWAY_ADMIN_TOKEN'
 
 /** What `GET /admin/calls` answers. */
 export interface CallsAnswer {
-  contactId: string
+  contactId?: string
+  tenant?: string
   answeredBy: string
   store: string
   calls: Omit<CallRecord, 'at'>[]
@@ -29,10 +30,14 @@ const COLUMNS: [string, (c: Omit<CallRecord, 'at'>) => string][] = [
   ['RESULTS', c => (c.resultsSent === undefined ? '-' : String(c.resultsSent))]
 ]
 
+/** The TENANT column, shown after WORKER when the answer is one tenant's (`--tenant`). */
+const TENANT_COLUMN: (typeof COLUMNS)[number] = ['TENANT', c => c.tenant ?? '-']
+
 /** The answer as a table, one row per leg, columns padded to their widest cell. */
-export function callsTable(calls: readonly Omit<CallRecord, 'at'>[]): string {
-  const rows = [COLUMNS.map(([h]) => h), ...calls.map(c => COLUMNS.map(([, cell]) => cell(c)))]
-  const widths = COLUMNS.map((_, i) => Math.max(...rows.map(r => r[i].length)))
+export function callsTable(calls: readonly Omit<CallRecord, 'at'>[], tenant = false): string {
+  const columns = tenant ? [...COLUMNS.slice(0, 2), TENANT_COLUMN, ...COLUMNS.slice(2)] : COLUMNS
+  const rows = [columns.map(([h]) => h), ...calls.map(c => columns.map(([, cell]) => cell(c)))]
+  const widths = columns.map((_, i) => Math.max(...rows.map(r => r[i].length)))
   return rows
     .map(r =>
       r
@@ -55,6 +60,7 @@ export async function cmdCalls(argv: string[]): Promise<number> {
       admin: { type: 'string' },
       token: { type: 'string' },
       contact: { type: 'string' },
+      tenant: { type: 'string' },
       json: { type: 'boolean', default: false },
       ...HELP
     }
@@ -66,11 +72,17 @@ export async function cmdCalls(argv: string[]): Promise<number> {
     /\/+$/,
     ''
   )
-  if (values.contact === undefined) throw usage('--contact is required')
-  if (!/^\d{1,40}$/.test(values.contact))
+  if (values.contact === undefined && values.tenant === undefined) throw usage('--contact or --tenant is required')
+  if (values.contact !== undefined && !/^\d{1,40}$/.test(values.contact))
     throw usage(`--contact must be a contact id (digits), not "${values.contact}"`)
+  if (values.tenant !== undefined && !/^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/.test(values.tenant))
+    throw usage(`--tenant must be a tenant name, not "${values.tenant}"`)
   const token = values.token ?? process.env[ADMIN_TOKEN_ENV] ?? ''
-  const url = `${base}/admin/calls?contactId=${values.contact}`
+  const query = [
+    ...(values.contact !== undefined ? [`contactId=${values.contact}`] : []),
+    ...(values.tenant !== undefined ? [`tenant=${values.tenant}`] : [])
+  ].join('&')
+  const url = `${base}/admin/calls?${query}`
   let res: Response
   try {
     res = await fetch(url, {
@@ -102,10 +114,14 @@ export async function cmdCalls(argv: string[]): Promise<number> {
     return 0
   }
   if (answer.calls.length === 0) {
-    console.log(`no live or parked leg of contact ${answer.contactId} (store: ${answer.store})`)
+    const whose = [
+      ...(answer.contactId !== undefined ? [`contact ${answer.contactId}`] : []),
+      ...(answer.tenant !== undefined ? [`tenant ${answer.tenant}`] : [])
+    ].join(' of ')
+    console.log(`no live or parked leg of ${whose} (store: ${answer.store})`)
     return 0
   }
-  console.log(callsTable(answer.calls))
+  console.log(callsTable(answer.calls, answer.tenant !== undefined))
   return 0
 }
 

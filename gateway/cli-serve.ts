@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import { validateAll } from './check'
+import { describeTenants } from './config/tenants'
 import type { Config, StoreTls } from './config/types'
 import { ConfigError, formatProblem } from './errors'
 import { packageRoot, version } from './paths'
@@ -407,6 +408,9 @@ export async function cmdCheck(argv: string[]): Promise<number> {
   for (const w of checked.config?.warnings ?? []) console.log(`warning: ${w}`)
   if (checked.ok) {
     console.log(`ok: ${file} and ${Object.keys(checked.config.routes).length} route mapping(s) are valid`)
+    const tenants = Object.keys(checked.config.tenants ?? {})
+    if (tenants.length > 0)
+      for (const route of Object.values(checked.config.routes)) console.log(describeTenants(route, tenants))
     return 0
   }
   for (const p of checked.problems) console.error(formatProblem(p))

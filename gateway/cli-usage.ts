@@ -19,7 +19,10 @@ export const USAGES = {
   check: `usage: assist-gateway check [--config FILE]
   Validate the config, every mapping it names (compiled and dry-run on the interface's example messages)
   and the TLS certificate, key and passphrase; print each problem as file:line:col: /pointer: message.
-  Exit 0 when clean, 2 on any problem.`,
+  Exit 0 when clean, 2 on any problem. Tenants come in two forms: an entry of tenants: (its credentials,
+  token clients and limits; routes.<r>.tenants says who may use a route, absent: every tenant), and a
+  route's own auth (a tenant of its own, named after the route). With tenants configured, a clean check
+  prints who each route admits. A credential two tenants claim is refused (TENANT_CREDENTIAL_SHARED).`,
   'simulate audio': `usage: assist-gateway simulate audio --url URL [--token T] [--file CLIP] [--perspective TX|RX|MIX]
                                 [--legs N] [--seconds S] [--insecure] [--stereo] [--contact N]
   Act as the platform: open N audio hooks (ws:// or wss://), stream the clip (mu-law or WAV) at real-time
@@ -32,11 +35,12 @@ export const USAGES = {
                                [--insecure]
   POST one utterance to the text hook (http:// or https://); print the status and the answer.
   Exit 1 unless the answer is a 2xx.`,
-  calls: `usage: assist-gateway calls --admin URL --contact N [--token T] [--json]
+  calls: `usage: assist-gateway calls --admin URL --contact N | --tenant NAME [--token T] [--json]
   Where contact N's legs are: every live or parked leg the gateway's store knows of (one instance, its
   workers, or the fleet on Redis), from GET /admin/calls on the admin listener at URL, as a table (--json:
-  the answer as it came). The token: --token, else $GATEWAY_ADMIN_TOKEN (needed when admin.token is set).
-  Exit 1 when the admin API cannot be reached or refuses.`,
+  the answer as it came). --tenant NAME: that tenant's legs only (alone: every contact of that tenant among
+  the first 200 contacts listed; with --contact: that contact's legs of that tenant). The token: --token,
+  else $GATEWAY_ADMIN_TOKEN (needed when admin.token is set). Exit 1 when the admin API cannot be reached or refuses.`,
   vendor: `usage: assist-gateway vendor --kind KIND --port N [--host H] [--result-every-frames N] [--api-key KEY]
   KIND: passthrough, json-events (demo vendors); deepgram, assemblyai, twilio-media, audiohook, amazon-transcribe,
   speechmatics, openai (strict emulators of real APIs; amazon-transcribe: --api-key <access key id>:<secret>)

@@ -101,6 +101,12 @@ export const CODES = {
     text: 'a newer connection of the same leg took over its vendor session'
   },
   LEG_LIMIT: { status: 429, close: 1013, flag: 'LL', text: 'too many live legs for this route or client' },
+  QUOTA_EXCEEDED: {
+    status: 429,
+    close: 1013,
+    flag: 'QX',
+    text: "over the tenant's or the route's quota (live legs, legs per second or utterances per second); retry later"
+  },
   SHUTTING_DOWN: { status: 503, close: 1012, flag: 'SD', text: 'gateway is restarting; reconnect' },
   INTERNAL: { status: 500, close: 1011, flag: 'IE', text: 'internal error' }
 } as const satisfies Record<string, { status: number; close: number; flag: string; text: string }>

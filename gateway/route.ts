@@ -1,6 +1,7 @@
-import type { HealthSettings, RouteConfig, TeeConfig } from './config/types'
-import { CredentialList } from './auth/credentials'
-import type { HookAuth } from './auth/route-auth'
+import type { HealthSettings, RouteConfig, TeeConfig, TenantConfig } from './config/types'
+import { anonymousOutcome } from './auth/hook-auth'
+import type { HookAuth, RouteAuthOutcome } from './auth/route-auth'
+import { TenantCredentials } from './auth/tenant-credentials'
 import { trustedIssuers } from './config/tokens'
 import type { TokenVerifier } from './auth/token-verify'
 import { type CompiledMapping, loadMapping } from './mapping/compile'
@@ -12,8 +13,15 @@ export interface RouteRuntime {
   readonly name: string
   readonly config: RouteConfig
   readonly mapping: CompiledMapping
-  readonly audioAuth: CredentialList
-  readonly textAuth: CredentialList
+  /** Accepted credentials by tenant (the route's own auth, a tenant named after the route, and its tenants'). */
+  readonly audioAuth: TenantCredentials
+  readonly textAuth: TenantCredentials
+  /** The configured tenants this route admits (`routes.<r>.tenants`, else every tenant). */
+  readonly tenants: readonly TenantConfig[]
+  /** Token client id → its tenant (null: a tenant this route does not admit). */
+  readonly clients: ReadonlyMap<string, string | null>
+  /** The outcome of a caller of a route that asks for no credential: the route's own tenant. */
+  readonly anonymous: RouteAuthOutcome
   readonly pool: UpstreamPool
   /** Bearer token verification, when the config has a tokens section. */
   readonly verifier?: TokenVerifier
@@ -70,8 +78,18 @@ export function hookAuth(route: RouteRuntime, hook: 'audio' | 'text'): HookAuth 
     route: route.name,
     hook,
     list: hook === 'audio' ? route.audioAuth : route.textAuth,
-    tokens: trustedIssuers(route.config.auth.tokens).length > 0
+    tokens: trustedIssuers(route.config.auth.tokens).length > 0,
+    clients: route.clients
   }
+}
+
+/** The configured tenants a route admits: those `routes.<r>.tenants` names, else every tenant. */
+export function admittedTenants(
+  config: RouteConfig,
+  tenants: Readonly<Record<string, TenantConfig>> | undefined
+): TenantConfig[] {
+  const all = Object.values(tenants ?? {})
+  return config.tenants === undefined ? all : all.filter(t => config.tenants!.includes(t.name))
 }
 
 export function buildRoute(
@@ -79,8 +97,24 @@ export function buildRoute(
   mapping: CompiledMapping,
   store: Store,
   health: HealthSettings,
-  verifier?: TokenVerifier
+  verifier?: TokenVerifier,
+  /** Every configured tenant (`tenants:`); the route admits those its `tenants` names, else all. */
+  allTenants?: Readonly<Record<string, TenantConfig>>
 ): RouteRuntime {
+  const tenants = admittedTenants(config, allTenants)
+  // A route that names its tenants, or admits configured ones, is never open to anonymous callers.
+  const demand = config.tenants !== undefined || tenants.length > 0
+  const lists = (hook: 'audio' | 'text'): TenantCredentials =>
+    new TenantCredentials(
+      [
+        { tenant: config.name, values: config.auth[hook] },
+        ...tenants.map(t => ({ tenant: t.name, values: t.credentials[hook] }))
+      ],
+      demand
+    )
+  const clients = new Map<string, string | null>()
+  for (const t of Object.values(allTenants ?? {}))
+    for (const id of t.credentials.clients ?? []) clients.set(id, tenants.includes(t) ? t.name : null)
   const tees = (config.tee ?? []).map(
     (tee): TeeRuntime => ({
       name: tee.name,
@@ -94,8 +128,11 @@ export function buildRoute(
     name: config.name,
     config,
     mapping,
-    audioAuth: new CredentialList(config.auth.audio),
-    textAuth: new CredentialList(config.auth.text),
+    audioAuth: lists('audio'),
+    textAuth: lists('text'),
+    tenants,
+    clients,
+    anonymous: anonymousOutcome(config.name),
     pool: new UpstreamPool(config, store, health),
     verifier,
     ...(tees.length > 0 ? { tees } : {})

@@ -55,6 +55,10 @@ export const ERROR_WHEN: Record<ErrorCode, string> = {
   BACKPRESSURE_OVERFLOW: "`audio.backpressurePolicy: close` and the leg's queue is full",
   LEG_LIMIT:
     '`limits.legsPerRoute` or `limits.legsPerClient` reached on this instance (`parameters.limit`: `legs_per_route` or `legs_per_client`)',
+  QUOTA_EXCEEDED:
+    "a tenant's or a route's quota (`tenants.<t>.limits`, `routes.<r>.limits`) is reached, fleet-wide " +
+    '(`parameters.limit`: `tenant_legs`, `tenant_legs_per_second`, `route_legs`, …; `parameters.retryAfterSeconds`; ' +
+    'the text hook answers 429 with `Retry-After`)',
   QUEUE_FULL: "an asynchronous route's delivery queue is full",
   MAPPING_FAILED: 'a mapping expression failed where the leg cannot go on without it (the open frame)',
   LEG_REPLACED:

@@ -10,7 +10,8 @@ export type HandshakeCheck =
    * `caller`: who opened the leg (auth/hook-auth.ts `callerTag`), compared on re-attach. `jti`: the id of
    * the bearer token it was opened with, if any (revoking that token ends the leg).
    */
-  | { ok: true; init: Record<string, unknown>; identity: LegIdentity; caller: string; jti?: string }
+  /** `tenant`: whose call it is (auth/route-auth.ts `Principal`): its namespace and quotas. */
+  | { ok: true; init: Record<string, unknown>; identity: LegIdentity; caller: string; tenant: string; jti?: string }
   /** `reason`: the `auth_failures_total` label when `stage` is `auth`. */
   | { ok: false; error: GatewayError; problems: Problem[]; stage: 'json' | 'auth' | 'schema'; reason?: string }
 
@@ -39,7 +40,8 @@ export function checkHandshake(
   }
   const presented = (value as Record<string, unknown>).authenticationToken
   const hook = hookAuth(route, 'audio')
-  if (!hook.tokens) return afterAuth(value, presented, authenticateStatic([presented], hook.list), callerKey)
+  if (!hook.tokens)
+    return afterAuth(value, presented, authenticateStatic([presented], hook.list, route.anonymous), callerKey)
   return authenticate([presented], hook, route.verifier).then(auth => afterAuth(value, presented, auth, callerKey))
 }
 
@@ -51,7 +53,8 @@ function afterAuth(value: object, presented: unknown, auth: RouteAuthOutcome, ca
   const checked = checkInit(value)
   if (!checked.ok) return { ...checked, stage: 'schema' }
   const jti = auth.principal.kind === 'token' ? auth.principal.jti : undefined
-  return { ...checked, caller: callerTag(auth.principal, presented, callerKey), ...(jti !== undefined ? { jti } : {}) }
+  const caller = callerTag(auth.principal, presented, callerKey)
+  return { ...checked, caller, tenant: auth.principal.tenant, ...(jti !== undefined ? { jti } : {}) }
 }
 
 /** The ERROR frame for a failure: code as messageType, human text, pointers (never values) in parameters. */

@@ -1,3 +1,4 @@
+import { UNKNOWN_TENANT } from '../auth/tenant-credentials'
 import type { Clock } from '../clock'
 import { CODES, type GatewayError, logLevelOf } from '../errors'
 import type { CallRecord } from '../store/port'
@@ -44,6 +45,8 @@ export class LegCall {
   readonly startedAt = new Date().toISOString()
   private readonly began: number
   identity: LegIdentity | null = null
+  /** Whose leg it is (auth/route-auth.ts `Principal`), once its credential was accepted. */
+  tenant: string = UNKNOWN_TENANT
   /** Vendor results sent to the platform (MESSAGE frames). */
   results = 0
   relayedTo: string | undefined
@@ -116,8 +119,9 @@ export class LegCall {
    * Its init was accepted: `identity` is known and binds every later line of the leg. `contactId` and `busNo` are
    * logged as the numbers they are (exact: checkInit refuses ids above 2^53-1), so `jq '.contactId==1001'` finds them.
    */
-  identified(log: Logger, id: LegIdentity): Logger {
+  identified(log: Logger, id: LegIdentity, tenant: string): Logger {
     this.identity = id
+    this.tenant = tenant
     this.span?.set({
       'assist_gateway.contact_id': String(id.contactId),
       'assist_gateway.bus_no': String(id.busNo),
@@ -201,6 +205,7 @@ export class LegCall {
       legId: this.legId,
       ...where,
       route: this.route,
+      tenant: this.tenant,
       perspective: id.perspective,
       state,
       replica: stats?.replica ?? '',
@@ -258,6 +263,7 @@ export class LegCall {
     log.info(
       {
         event: 'leg_summary',
+        tenant: this.tenant,
         durationMs: Math.round(this.clock.now() - this.began),
         framesFromPlatform: c.framesFromPlatform,
         bytesFromPlatform: c.bytesFromPlatform,

@@ -68,7 +68,7 @@ function judged(deps: LegDeps, checked: HandshakeCheck): InitVerdict {
     metrics.validationFailures.inc({ hook: 'audio' })
     return { kind: 'invalid', error: checked.error, problems: checked.problems }
   }
-  const key = sessionKeyOf(route, checked.identity)
+  const key = sessionKeyOf(route, checked.identity, checked.tenant)
   // A relayed leg is taken only for the session its relay token named.
   if (relayed !== undefined && relayed.key !== key) {
     metrics.authFailures.inc({ hook: 'relay', reason: 'session_mismatch' })
@@ -120,6 +120,6 @@ export function takePlaceHere(
       "the leg's session is held by another process this leg cannot reach: served here"
     )
   }
-  const force = deps.registry.live(legKeyOf(deps.route.name, checked.identity))
-  whenReady(deps.admission.takePlace(deps.route.name, checked.caller, force), done, bug('leg limits'))
+  const force = deps.registry.live(legKeyOf(deps.route.name, checked.identity, checked.tenant))
+  whenReady(deps.admission.takePlace(deps.route.name, checked.caller, force, checked.tenant), done, bug('leg limits'))
 }

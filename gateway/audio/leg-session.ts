@@ -45,7 +45,7 @@ export function sessionOf(
   checked: Accepted,
   sessionKey: string
 ): { session: Session; reattached: boolean } | 'refused' | GatewayError {
-  const legKey = legKeyOf(deps.route.name, checked.identity)
+  const legKey = legKeyOf(deps.route.name, checked.identity, checked.tenant)
   const existing = deps.registry.claim(legKey, owner, checked.init, log, checked.caller)
   if (existing === 'refused') return existing
   if (existing !== null) {
@@ -117,5 +117,9 @@ export function startLegSession(
   mismatch: () => void
 ): void {
   if (deps.route.config.join !== undefined) return session.start(null)
-  startOnAffinity(deps, session, legKeyOf(deps.route.name, checked.identity), { log, caller: checked.caller, mismatch })
+  startOnAffinity(deps, session, legKeyOf(deps.route.name, checked.identity, checked.tenant), {
+    log,
+    caller: checked.caller,
+    mismatch
+  })
 }

@@ -210,7 +210,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
     this.clearHandshakeTimer()
     const { checked } = v
     this.tokenJti = checked.jti
-    this.log = this.call.identified(this.log, checked.identity)
+    this.log = this.call.identified(this.log, checked.identity, checked.tenant)
     this.state = 'PLACING'
     this.initAt = this.deps.clock.now()
     this.accepted = { checked, key: v.key }
@@ -240,6 +240,12 @@ export class AudioLeg implements SessionOwner, RelayOwner {
       this.deps.placement.abandon(key)
       this.deps.metrics.limitRefusals.inc({ limit: taken, hook: 'audio' })
       return this.fail(new GatewayError('LEG_LIMIT', { detail: taken }), [], { limit: taken })
+    }
+    if (typeof taken !== 'function') {
+      this.deps.placement.abandon(key)
+      this.deps.metrics.limitRefusals.inc({ limit: taken.limit, hook: 'audio' })
+      const { limit, retryAfterSeconds } = taken
+      return this.fail(new GatewayError('QUOTA_EXCEEDED', { detail: limit }), [], { limit, retryAfterSeconds })
     }
     this.releasePlace = taken
     // The route's tee vendors (audio/tee.ts): their results reach the platform only through `deliver`, tagged.

@@ -31,23 +31,37 @@ const REFUSED: Place = { kind: 'refused' }
 export const OWNER_TTL_MS = 10_000
 export const OWNER_REFRESH_MS = 3_000
 
-/** A leg's own identity: its route, busNo, contactId and perspective (a re-attach finds its session by it). */
+/**
+ * The namespace of a tenant's calls on a route: the route's own tenant (its own auth, or no credential at all)
+ * keeps the route's name, so its keys read as before; a configured tenant's are `<tenant>@<route>` (`@` is in
+ * neither a route's nor a tenant's name). Every key of a call (owner record, placement, re-attach, join,
+ * affinity) starts with it, so no tenant can claim, hold, block or find another's contact.
+ */
+export function namespaceOf(route: string, tenant: string): string {
+  return tenant === route ? route : `${tenant}@${route}`
+}
+
+/** A leg's own identity: its tenant, route, busNo, contactId and perspective (a re-attach finds its session by it). */
 export function legKeyOf(
   route: string,
-  leg: { readonly busNo: unknown; readonly contactId: unknown; readonly perspective: unknown }
+  leg: { readonly busNo: unknown; readonly contactId: unknown; readonly perspective: unknown },
+  tenant: string
 ): string {
-  return `${route}:${leg.busNo}:${leg.contactId}:${leg.perspective}`
+  return `${namespaceOf(route, tenant)}:${leg.busNo}:${leg.contactId}:${leg.perspective}`
 }
 
 /**
- * The session a leg belongs to: on a `join` route its call (route, busNo, contactId: both legs share
+ * The session a leg belongs to: on a `join` route its call (tenant, route, busNo, contactId: both legs share
  * one stereo session), else its own identity (with the perspective).
  */
 export function sessionKeyOf(
   route: { readonly name: string; readonly config: { readonly join?: unknown } },
-  leg: { readonly busNo: unknown; readonly contactId: unknown; readonly perspective: unknown }
+  leg: { readonly busNo: unknown; readonly contactId: unknown; readonly perspective: unknown },
+  tenant: string
 ): string {
-  return route.config.join !== undefined ? `${route.name}:${leg.busNo}:${leg.contactId}` : legKeyOf(route.name, leg)
+  return route.config.join !== undefined
+    ? `${namespaceOf(route.name, tenant)}:${leg.busNo}:${leg.contactId}`
+    : legKeyOf(route.name, leg, tenant)
 }
 
 /**

@@ -9,6 +9,7 @@ import type { Logger } from '../telemetry/log'
 import type { LegCounters, Metrics } from '../telemetry/metrics'
 import type { ConnectionFactory } from './connection-contract'
 import type { VendorFeed } from './feed'
+import { namespaceOf } from './placement'
 import { VendorSession } from './session'
 import type { SessionHost, SessionOwner } from './session-contract'
 
@@ -63,11 +64,15 @@ export function tagResult(text: string, tee: string): string | null {
 export class LegTees {
   private readonly tees: TeeSession[]
 
-  constructor(deps: TeeDeps, checked: { init: Record<string, unknown>; identity: LegIdentity }) {
+  constructor(deps: TeeDeps, checked: { init: Record<string, unknown>; identity: LegIdentity; tenant?: string }) {
     const init = checked.init
     const leg: MappingInput['leg'] = { id: deps.legId, route: deps.route.name, ...checked.identity }
     const tees = deps.route.tees ?? []
-    this.tees = tees.filter(t => t.runtime.mapping.audio !== null).map(t => new TeeSession(t, deps, init, leg))
+    // A tee's sessions live in the leg's tenant's namespace too (audio/placement.ts `namespaceOf`).
+    const ns = namespaceOf(deps.route.name, checked.tenant ?? deps.route.name)
+    this.tees = tees
+      .filter(t => t.runtime.mapping.audio !== null)
+      .map(t => new TeeSession(t, deps, init, leg, `${ns}/${t.name}`))
     for (const t of this.tees) t.start()
   }
 
@@ -109,7 +114,9 @@ class TeeSession implements SessionOwner {
     private readonly tee: TeeRuntime,
     private readonly deps: TeeDeps,
     init: Record<string, unknown>,
-    leg: MappingInput['leg']
+    leg: MappingInput['leg'],
+    /** `<namespace>/<tee>`: the tee's sessions in the leg's tenant's namespace. */
+    namespace: string
   ) {
     this.log = deps.log.child({ tee: tee.name })
     this.input = {
@@ -122,7 +129,7 @@ class TeeSession implements SessionOwner {
       },
       upstream: { name: '', audio: null, credential: null, hasCredential: false }
     }
-    this.key = `${tee.runtime.name}:${leg.busNo}:${leg.contactId}:${leg.perspective}`
+    this.key = `${namespace}:${leg.busNo}:${leg.contactId}:${leg.perspective}`
   }
 
   start(): void {

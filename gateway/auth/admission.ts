@@ -1,8 +1,23 @@
 import type { BudgetVerdict, FailureBudget } from './failure-budget'
 import type { LegLimit, LegLimits } from './leg-limits'
+import type { QuotaLimit, QuotaRefusal, Quotas } from './quotas'
 
-/** A leg's place under the leg limits: its release (call it once, when the leg ends), or the limit that refuses it. */
-export type PlaceTaken = (() => void) | LegLimit
+/**
+ * Every limit the admission can refuse a leg or an utterance with (the `limit` label of
+ * `limit_refusals_total`): the failure budget, the leg limits of one instance, and the quotas of tenants and
+ * routes. A new limit is one name here (or in config/types.ts `QUOTA_NAMES` for a quota), its counting, its
+ * schema and its docs.
+ */
+export type AdmissionLimit = 'failure_budget' | LegLimit | QuotaLimit
+
+/**
+ * A leg's place under the leg limits and quotas: its release (call it once, when the leg ends), or the limit
+ * that refuses it (a leg limit, or a quota with its Retry-After).
+ */
+export type PlaceTaken = (() => void) | LegLimit | QuotaRefusal
+
+/** An utterance under its quotas: true, or the quota that refuses it (429 with Retry-After). */
+export type UtteranceTaken = true | QuotaRefusal
 
 /**
  * What the hooks ask of one gateway about a caller: the failure budget's verdict on a credential check
@@ -17,23 +32,44 @@ export interface Admission {
    * a number, the address has spent its failure budget (TOO_MANY_FAILURES, retry after that many seconds).
    */
   admit: (address: string, failed: boolean) => BudgetVerdict | Promise<BudgetVerdict>
-  /** A live leg's place. `force`: a leg taking over its own session is never refused. */
-  takePlace: (route: string, caller: string, force: boolean) => PlaceTaken | Promise<PlaceTaken>
+  /**
+   * A live leg's place: credentials → tenant (`tenant`) → quotas → placement, the one seam for every leg.
+   * `force`: a leg taking over its own session is never refused.
+   */
+  takePlace: (route: string, caller: string, force: boolean, tenant: string) => PlaceTaken | Promise<PlaceTaken>
+  /** An utterance's room under its tenant's and route's quotas: the text hook's side of the same seam. */
+  takeUtterance: (route: string, tenant: string) => UtteranceTaken | Promise<UtteranceTaken>
 }
 
 /** The admission of one process, or the main process's for its workers. */
 export class LocalAdmission implements Admission {
   constructor(
     readonly budget: FailureBudget,
-    readonly limits: LegLimits
+    readonly limits: LegLimits,
+    readonly quotas: Quotas
   ) {}
 
   admit(address: string, failed: boolean): BudgetVerdict | Promise<BudgetVerdict> {
     return this.budget.admit(address, failed)
   }
 
-  takePlace(route: string, caller: string, force: boolean): PlaceTaken {
-    return this.limits.acquire(route, caller, force)
+  takePlace(route: string, caller: string, force: boolean, tenant: string): PlaceTaken | Promise<PlaceTaken> {
+    const place = this.limits.acquire(route, caller, force)
+    if (typeof place !== 'function') return place
+    return thenOrNow(this.quotas.takeLeg(route, tenant, force), (quota): PlaceTaken => {
+      if (typeof quota !== 'function') {
+        place()
+        return quota
+      }
+      return () => {
+        place()
+        quota()
+      }
+    })
+  }
+
+  takeUtterance(route: string, tenant: string): UtteranceTaken | Promise<UtteranceTaken> {
+    return this.quotas.takeUtterance(route, tenant)
   }
 }
 

@@ -1,5 +1,5 @@
 import { createHmac } from 'node:crypto'
-import type { CredentialList } from './credentials'
+import type { TenantCredentials } from './tenant-credentials'
 import type { AuthReason, Principal, RouteAuthOutcome } from './route-auth'
 
 /**
@@ -29,19 +29,28 @@ export function callerTag(principal: Principal, presented: unknown, key: Buffer)
  * `authenticate` (route-auth.ts) for a hook that takes no bearer tokens, settled at once: its static
  * list alone (constant time, raw or `Bearer <value>`). Keeps such a hook's handshake synchronous.
  */
-export function authenticateStatic(presented: readonly unknown[], list: CredentialList): RouteAuthOutcome {
-  if (!list.required) return ANONYMOUS
+export function authenticateStatic(
+  presented: readonly unknown[],
+  list: TenantCredentials,
+  /** The route's outcome for an anonymous caller (its own tenant), made once per route. */
+  anonymous: RouteAuthOutcome
+): RouteAuthOutcome {
+  if (!list.required) return anonymous
   let any = false
   for (const v of presented) {
     if (typeof v !== 'string' || v === '') continue
     any = true
-    if (list.accepts(v)) return STATIC
+    const accepted = list.outcomeOf(v)
+    if (accepted !== undefined) return accepted
   }
   return any ? NOT_ACCEPTED : MISSING
 }
 
+/** The outcome of an anonymous caller of `route` (a route that asks for no credential): its own tenant. */
+export function anonymousOutcome(route: string): RouteAuthOutcome {
+  return { ok: true, principal: { kind: 'anonymous', tenant: route } }
+}
+
 // The outcomes are values without per-call state: made once (the text hook checks a credential per request).
-const ANONYMOUS: RouteAuthOutcome = { ok: true, principal: { kind: 'anonymous' } }
-const STATIC: RouteAuthOutcome = { ok: true, principal: { kind: 'static' } }
 const MISSING: RouteAuthOutcome = { ok: false, code: 'AUTH_MISSING', reason: 'missing' }
 const NOT_ACCEPTED: RouteAuthOutcome = { ok: false, code: 'AUTH_INVALID', reason: 'not_accepted' }

@@ -9,6 +9,7 @@ import { collectSecrets, routeSecrets } from './secrets'
 import { readSource } from './source'
 import type { Config } from './types'
 import { resolveTracing } from './tracing'
+import { tenantProblems } from './tenants'
 
 type Problem = ConfigProblem
 
@@ -123,6 +124,7 @@ export function loadConfig(file: string, env: NodeJS.ProcessEnv): Config {
         'fleet.secret to a ${VAR} of its own'
     )
   problems.push(...tokenProblems(cfg, dir).map(p => ({ file: path, ...p })))
+  problems.push(...tenantProblems(cfg).map(p => ({ file: path, ...p })))
   const tracing = resolveTracing(cfg.tracing, env)
   cfg.tracing = tracing.settings
   problems.push(...tracing.problems.map(p => ({ file: path, ...p })))
@@ -131,7 +133,8 @@ export function loadConfig(file: string, env: NodeJS.ProcessEnv): Config {
   for (const [name, route] of Object.entries(cfg.routes as Record<string, any>))
     route.secrets = routeSecrets(
       route,
-      [...urlRefs].filter(([p]) => p.startsWith(`/routes/${escapePointer(name)}/`))
+      [...urlRefs].filter(([p]) => p.startsWith(`/routes/${escapePointer(name)}/`)),
+      Object.values(cfg.tenants as Record<string, any>).filter(t => route.tenants?.includes(t.name) ?? true)
     )
   cfg.secrets = collectSecrets(cfg)
   cfg.warnings = warnings

@@ -9,6 +9,7 @@ const REF = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g
 /** Pointers (as regexes) of values that are credentials: they must come from ${VAR} and are redacted from logs. */
 export const SECRET_POINTERS = [
   /^\/routes\/[^/]+\/auth\/(audio|text)\/\d+$/,
+  /^\/tenants\/[^/]+\/credentials\/(audio|text)\/\d+$/,
   /^\/routes\/[^/]+\/upstreams\/\d+\/(credential|headers\/.+|signing\/.+)$/,
   /^\/routes\/[^/]+\/tee\/\d+\/upstreams\/\d+\/(credential|headers\/.+|signing\/.+)$/,
   /^\/listen\/tls\/passphrase$/,

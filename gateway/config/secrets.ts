@@ -1,14 +1,22 @@
 // The config's secrets (config/load.ts): what logs and answers are scrubbed of (telemetry/scrub.ts).
 
 /**
- * A route's own secrets: its credentials, its vendors' (and tees') credentials and header values, and what
- * ${VAR} references filled into its vendor URLs. They are what its answers to the platform are scrubbed of
- * (telemetry/scrub.ts); values shorter than 4 characters are left out (they would redact ordinary words).
+ * A route's own secrets: its credentials and those of the tenants it admits, its vendors' (and tees')
+ * credentials and header values, and what ${VAR} references filled into its vendor URLs. They are what its
+ * answers to the platform are scrubbed of (telemetry/scrub.ts); values shorter than 4 characters are left
+ * out (they would redact ordinary words).
  */
-export function routeSecrets(route: Record<string, any>, urlRefs: [string, string[]][]): string[] {
+export function routeSecrets(
+  route: Record<string, any>,
+  urlRefs: [string, string[]][],
+  /** The tenants the route admits: their credentials are its secrets too. */
+  tenants: readonly Record<string, any>[] = []
+): string[] {
   const out = new Set<string>()
   for (const t of route.auth?.audio ?? []) out.add(t)
   for (const t of route.auth?.text ?? []) out.add(t)
+  for (const tenant of tenants)
+    for (const t of [...(tenant.credentials?.audio ?? []), ...(tenant.credentials?.text ?? [])]) out.add(t)
   for (const u of [...route.upstreams, ...(route.tee ?? []).flatMap((t: any) => t.upstreams)]) {
     if (u.credential) out.add(u.credential)
     for (const v of Object.values(u.headers ?? {})) out.add(v as string)
@@ -30,6 +38,8 @@ export function routeSecrets(route: Record<string, any>, urlRefs: [string, strin
 export function collectSecrets(cfg: Record<string, any>): string[] {
   const out = new Set<string>()
   for (const route of Object.values(cfg.routes as Record<string, any>)) for (const s of route.secrets) out.add(s)
+  for (const tenant of Object.values((cfg.tenants ?? {}) as Record<string, any>))
+    for (const s of [...(tenant.credentials?.audio ?? []), ...(tenant.credentials?.text ?? [])]) out.add(s)
   if (cfg.listen.tls?.passphrase) out.add(cfg.listen.tls.passphrase)
   if (cfg.admin?.token) out.add(cfg.admin.token)
   if (cfg.fleet?.secret) out.add(cfg.fleet.secret)

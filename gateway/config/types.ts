@@ -16,8 +16,33 @@ export interface UpstreamConfig {
   readonly maxInFlight: number
 }
 
+/**
+ * Every quota the gateway counts, by its config name (`tenants.<t>.limits`, `routes.<r>.limits`): the one
+ * list of limits. A new limit is one name here, its counting in auth/quotas.ts, its schema and its docs.
+ * 0: no limit.
+ */
+export const QUOTA_NAMES = ['legs', 'legsPerSecond', 'utterancesPerSecond'] as const
+export type QuotaName = (typeof QUOTA_NAMES)[number]
+export type Quota = { readonly [name in QuotaName]: number }
+
+/** One customer (schemas/gateway-config.schema.json `tenant`): the credentials that identify it, its quotas. */
+export interface TenantConfig {
+  readonly name: string
+  readonly credentials: {
+    readonly audio?: readonly string[]
+    readonly text?: readonly string[]
+    /** Token-auth clients (`tokens.clients[].id`) whose tokens identify this tenant. */
+    readonly clients?: readonly string[]
+  }
+  readonly limits: Quota
+}
+
 export interface RouteConfig {
   readonly name: string
+  /** The tenants that may use this route (names under `tenants:`); absent: every tenant. */
+  readonly tenants?: readonly string[]
+  /** The route's own quotas, all its tenants together (absent in configs built by hand: none). */
+  readonly limits?: Quota
   readonly default: boolean
   /** Text hook: answer 202 at once and deliver in the background. */
   readonly async: boolean
@@ -263,6 +288,8 @@ export interface Config {
   readonly auth: AuthSettings
   readonly limits: LimitSettings
   readonly emulators: readonly EmulatorConfig[]
+  /** Customers by name (absent in configs built by hand: none); a route's own auth is a tenant of its own. */
+  readonly tenants?: Readonly<Record<string, TenantConfig>>
   readonly routes: Readonly<Record<string, RouteConfig>>
   /** Token auth: the token endpoint's keys and clients, external issuers (absent: no bearer tokens). */
   readonly tokens?: Readonly<TokenSettings>

@@ -6,6 +6,7 @@ import { type Admission, LocalAdmission } from '../auth/admission'
 import { FailureBudget } from '../auth/failure-budget'
 import { FleetKey } from '../auth/fleet-key'
 import { LegLimits } from '../auth/leg-limits'
+import { Quotas } from '../auth/quotas'
 import { RelayTokens, type UsedNonces } from '../auth/relay-token'
 import { systemClock } from '../clock'
 import type { Config } from '../config/types'
@@ -15,7 +16,7 @@ import type { Metrics } from '../telemetry/metrics'
 import { FinalScrape, lingerMs } from '../telemetry/final-scrape'
 import { LogLimiter } from '../telemetry/log-limit'
 import { type Tracing, untraced } from '../telemetry/tracing'
-import type { Store } from '../store/port'
+import { isQuotaStore, type Store } from '../store/port'
 import type { UpstreamPool } from '../upstream/pool'
 import { type AdminGate, adminRefused, mountAdmin, mountHealth, mountMetrics } from './admin'
 import { mountCalls } from './calls-route'
@@ -134,7 +135,8 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
         systemClock,
         store.shared ? (address, windowMs, nowMs) => store.countFailure(address, windowMs, nowMs) : undefined
       ),
-      new LegLimits(() => state.config.limits)
+      new LegLimits(() => state.config.limits),
+      new Quotas(() => state.config, systemClock, store.shared && isQuotaStore(store) ? store : undefined)
     )
   // Where this process is reached by the others that share its store: filled in once it listens.
   const holder: { -readonly [k in keyof Holder]: Holder[k] } = {

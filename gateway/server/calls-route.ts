@@ -18,6 +18,18 @@ export function contactIdOf(query: string | undefined): string | GatewayError {
   return id
 }
 
+/** A tenant's name, as the config allows it. */
+const TENANT = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/
+
+/** The `tenant` of a query string (null when absent), or the 400 that answers it (QUERY_INVALID). */
+export function tenantOf(query: string | undefined): string | null | GatewayError {
+  const t = new URLSearchParams(query ?? '').get('tenant')
+  if (t === null) return null
+  if (!TENANT.test(t))
+    return new GatewayError('QUERY_INVALID', { detail: 'tenant must be a tenant name', pointers: ['tenant'] })
+  return t
+}
+
 /** Oldest first, then by instance and worker: the order a person reads a call's history in. */
 function byStart(a: CallRecord, b: CallRecord): number {
   return a.startedAt.localeCompare(b.startedAt) || a.process.localeCompare(b.process)
@@ -30,8 +42,9 @@ export const LISTED_CONTACTS = 200
  * `GET /admin/calls?contactId=N`: every live or parked leg of contact N the store knows of (this process
  * alone on the memory store; the fleet on Redis; every worker through the main process), as published
  * by each process (audio/call-book.ts). `GET /admin/calls?all`: every one of the first LISTED_CONTACTS
- * contacts (`more: true` when there are others). 400 QUERY_INVALID without a numeric contactId or `all`;
- * 503 when the store cannot answer.
+ * contacts (`more: true` when there are others). `tenant=NAME`: only that tenant's legs (alone, it lists as
+ * `all` does). 400 QUERY_INVALID without a numeric contactId, `all` or `tenant`; 503 when the store cannot
+ * answer.
  */
 export function answerCalls(
   res: uWS.HttpResponse,
@@ -42,7 +55,10 @@ export function answerCalls(
   covers: string
 ): void {
   const query = req.getQuery()
-  const all = new URLSearchParams(query ?? '').has('all')
+  const params = new URLSearchParams(query ?? '')
+  const tenant = tenantOf(query)
+  if (tenant instanceof GatewayError) return sendProblem(res, tenant)
+  const all = params.has('all') || (tenant !== null && !params.has('contactId'))
   const id = all ? null : contactIdOf(query)
   if (id instanceof GatewayError) return sendProblem(res, id)
   let aborted = false
@@ -54,11 +70,13 @@ export function answerCalls(
   found.then(
     ({ calls, more }) => {
       if (aborted) return
+      const mine = tenant === null ? calls : calls.filter(c => c.tenant === tenant)
       sendJson(res, 200, {
         ...(id === null ? { all: true, more } : { contactId: id }),
+        ...(tenant === null ? {} : { tenant }),
         answeredBy: instance,
         store: covers,
-        calls: calls.sort(byStart).map(({ at: _a, ...c }) => c)
+        calls: mine.sort(byStart).map(({ at: _a, ...c }) => c)
       })
     },
     (err: unknown) => {

@@ -2,6 +2,7 @@ import type { ControlStage } from '../audio/control-frames'
 import type { VendorFailure } from '../audio/connection-contract'
 import { CLOSE_OUTCOME, type PlatformCut } from '../audio/leg-contract'
 import type { LegLimit } from '../auth/leg-limits'
+import { QUOTA_LIMITS } from '../auth/quotas'
 import type { RelayRefusal } from '../auth/relay-token'
 import { TOKEN_FAILURES } from '../auth/token-verify'
 import { CODES } from '../errors'
@@ -40,6 +41,8 @@ const RELAY_REASONS = [
   'session_mismatch'
 ]
 const LEG_LIMITS = every<LegLimit>()(['legs_per_route', 'legs_per_client'])
+const LEG_QUOTAS = QUOTA_LIMITS.filter(l => !l.endsWith('_utterances_per_second'))
+const UTTERANCE_QUOTAS = QUOTA_LIMITS.filter(l => l.endsWith('_utterances_per_second'))
 type MappingFailure = Extract<VendorFailure, { kind: 'mapping' }>['stage']
 const MAPPING_STAGES: readonly string[] = [
   'text_request',
@@ -107,8 +110,8 @@ export const CLOSED_LABELS: ClosedLabels = {
   limit_refusals_total: [
     { values: { limit: ['failure_budget'], hook: ['audio', 'text', 'token', 'dry_run'] } },
     { values: { limit: ['header_size'], hook: ['audio', 'text', 'token'] } },
-    { values: { limit: ['init_size', 'frame_size', ...LEG_LIMITS], hook: ['audio'] } },
-    { values: { limit: ['body_size'], hook: ['text'] } }
+    { values: { limit: ['init_size', 'frame_size', ...LEG_LIMITS, ...LEG_QUOTAS], hook: ['audio'] } },
+    { values: { limit: ['body_size', ...UTTERANCE_QUOTAS], hook: ['text'] } }
   ]
 }
 

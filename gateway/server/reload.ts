@@ -79,7 +79,8 @@ function fileDigest(file: string): string {
 
 function routeFingerprint(rc: RouteConfig, config: Config): string {
   const tees = (rc.tee ?? []).map(t => fileDigest(t.mapping))
-  return digest(JSON.stringify(rc), fileDigest(rc.mapping), JSON.stringify(config.health), ...tees)
+  const tenants = JSON.stringify(config.tenants ?? {})
+  return digest(JSON.stringify(rc), fileDigest(rc.mapping), JSON.stringify(config.health), tenants, ...tees)
 }
 
 function tlsDigest(config: Config): string {
@@ -97,7 +98,7 @@ export function buildGeneration(config: Config, deps: GenerationDeps, previous: 
     const fp = routeFingerprint(rc, config)
     const old = previous?.routes.get(rc.name)
     const reuse = old !== undefined && previous?.fingerprints.get(rc.name) === fp
-    const r = reuse ? old : buildRoute(rc, loadMapping(rc.mapping), store, config.health, deps.verifier)
+    const r = reuse ? old : buildRoute(rc, loadMapping(rc.mapping), store, config.health, deps.verifier, config.tenants)
     if (!reuse) for (const p of routePools(r)) watchEjections(p, deps)
     routes.set(rc.name, r)
     fingerprints.set(rc.name, fp)

@@ -1,12 +1,13 @@
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js'
 import { afterFailureDelay } from '../auth/failure-budget'
+import { UNKNOWN_TENANT } from '../auth/tenant-credentials'
 import { systemClock } from '../clock'
 import { CODES, GatewayError, logLevelOf, type ErrorCode } from '../errors'
 import type { RouteRuntime } from '../route'
 import { scrubberFor, sentIn } from '../telemetry/scrub'
 import { requestIdFrom } from '../telemetry/trace'
 import type { TraceSpan } from '../telemetry/tracing'
-import type { TextResult } from '../text/exchange-types'
+import type { IncomingUtterance, TextResult } from '../text/exchange-types'
 import type { TextHook } from '../text/utterance'
 import {
   afterParse,
@@ -53,6 +54,8 @@ export class TextExchange {
   private readonly headers: Record<string, string>
   /** The body as it came (the answer never confirms a secret the caller sent itself). */
   private body: Buffer | null = null
+  /** What the text hook was handed (its `tenant` once the credential was accepted). */
+  private utterance: IncomingUtterance | null = null
   /** The vendor call waits for uWS's parse pass (a pipelined request behind this one aborts it). */
   private parsed = false
   /** A declared body at most DRAIN_BYTES over the limit is read to its end before the 413 closes. */
@@ -141,23 +144,23 @@ export class TextExchange {
   }
 
   private dispatch(body: Buffer): void {
-    this.hook
-      .handle({
-        route: this.route!,
-        body,
-        authorization: this.authorization,
-        requestId: this.requestId,
-        span: this.span,
-        address: this.address,
-        admission: this.state.admission
-      })
-      .then(this.answered, (err: unknown) => {
-        this.state.log.error(
-          { event: 'text_bug', route: this.routeName, requestId: this.requestId, err },
-          'unexpected error in the text pipeline'
-        )
-        this.answer({ ok: false, error: new GatewayError('INTERNAL'), problems: [], extra: {} })
-      })
+    const req: IncomingUtterance = {
+      route: this.route!,
+      body,
+      authorization: this.authorization,
+      requestId: this.requestId,
+      span: this.span,
+      address: this.address,
+      admission: this.state.admission
+    }
+    this.utterance = req
+    this.hook.handle(req).then(this.answered, (err: unknown) => {
+      this.state.log.error(
+        { event: 'text_bug', route: this.routeName, requestId: this.requestId, err },
+        'unexpected error in the text pipeline'
+      )
+      this.answer({ ok: false, error: new GatewayError('INTERNAL'), problems: [], extra: {} })
+    })
   }
 
   /** A refused credential (counted when its check settled) is answered no sooner than auth.failureDelayMs. */
@@ -272,6 +275,7 @@ export class TextExchange {
         method: 'POST',
         path: this.path,
         route: this.routeName || undefined,
+        tenant: this.utterance?.tenant ?? UNKNOWN_TENANT,
         status,
         bytesIn: this.body?.length ?? 0,
         bytesOut,

@@ -84,6 +84,8 @@ export interface CallRecord {
   /** The worker's index in `serve --workers N`; null for a one-process gateway. */
   worker: number | null
   route: string
+  /** Whose call it is (a configured tenant, or the route's own); absent in records of older gateways. */
+  tenant?: string
   perspective: string
   /** The leg's state (audio/leg-contract.ts LegState), or PARKED: its leg is gone, its session waits for a re-attach. */
   state: string
@@ -107,6 +109,29 @@ export interface CallRecord {
   relayedFrom?: string
   /** When the record was written (epoch ms, the store's clock); answers add its age to lastFrameAgeMs. */
   at: number
+}
+
+/**
+ * The fleet's count of the quotas (auth/quotas.ts), in Redis: live legs as leases (a sorted set per quota
+ * whose members expire unless their holder refreshes them, so a dead instance's legs go by themselves), and
+ * per-second rates through rate-limiter-flexible. `null` answers: Redis did not answer; the caller's own
+ * count stands in.
+ */
+export interface QuotaStore {
+  up: () => boolean
+  /** Take a lease `id` under `key` if fewer than `limit` live (0: always): true, false (full), or null. */
+  takeLease: (key: string, limit: number, id: string, ttlMs: number) => Promise<boolean | null>
+  refreshLeases: (leases: readonly { key: string; id: string }[], ttlMs: number) => void
+  releaseLease: (key: string, id: string) => void
+  /** Spend one unit of `key`'s window of `perSecond`: 0, else the ms until it has room; null: no answer. */
+  consumeRate: (key: string, perSecond: number) => Promise<number | null>
+  /** Give back a unit spent for work that was refused after all. */
+  refundRate: (key: string, perSecond: number) => void
+}
+
+/** True when `store` counts quotas for the fleet (Redis). */
+export function isQuotaStore(store: object): store is QuotaStore {
+  return 'takeLease' in store && 'consumeRate' in store
 }
 
 export interface Store {

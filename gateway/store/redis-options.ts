@@ -21,6 +21,7 @@ export const STORE_OPS = [
   'publish_calls',
   'remove_call',
   'find_calls',
+  'quota',
   'close'
 ] as const
 export type StoreOp = (typeof STORE_OPS)[number]

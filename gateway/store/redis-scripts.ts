@@ -51,3 +51,25 @@ return 0`
 export const RELEASE_LEAD = `
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0`
+
+/**
+ * A quota's lease (KEYS[1]: a sorted set of lease ids scored by expiry, Redis's own clock): drop expired
+ * leases, then add ARGV[2] for ARGV[3] ms if fewer than ARGV[1] are live (0: no limit). Returns 1 when taken.
+ */
+export const TAKE_LEASE = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local limit = tonumber(ARGV[1])
+if limit > 0 and redis.call('ZCARD', KEYS[1]) >= limit then return 0 end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1`
+
+/** Renew the leases ARGV[2..] of KEYS[1] for ARGV[1] ms, those still there only. */
+export const REFRESH_LEASES = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+for i = 2, #ARGV do redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[1]), ARGV[i]) end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return 1`

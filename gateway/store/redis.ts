@@ -1,7 +1,7 @@
 import type { Cluster, ClusterOptions, default as Redis, RedisOptions } from 'ioredis'
 import type { RateLimiterRedis } from 'rate-limiter-flexible'
 import { LocalAuthState } from './local-auth'
-import type { Affinity, CallRecord, FailureWindow, HealthRecord, OwnerRecord, Store } from './port'
+import type { Affinity, CallRecord, FailureWindow, HealthRecord, OwnerRecord, QuotaStore, Store } from './port'
 import { RedisCalls } from './redis-calls'
 import { firstError, hashTaggedPrefix, REFRESH_BATCH, type RedisStoreOptions, type StoreOp } from './redis-options'
 import * as script from './redis-scripts'
@@ -9,11 +9,15 @@ import * as script from './redis-scripts'
 export { hashTaggedPrefix, type RedisStoreOptions, type StoreOp } from './redis-options'
 
 /**
- * ioredis and rate-limiter-flexible are loaded when a store is made, not when the gateway starts: most
+ * ioredis and rate-limiter-flexible are loaded when a store is made and used, not when the gateway starts: most
  * gateways run without Redis, and the two cost about 80 ms of CPU to load in each process.
  */
 function ioredis(): typeof import('ioredis') {
   return require('ioredis') as typeof import('ioredis')
+}
+
+function limiters(): typeof import('rate-limiter-flexible') {
+  return require('rate-limiter-flexible') as typeof import('rate-limiter-flexible')
 }
 
 /**
@@ -27,7 +31,7 @@ function ioredis(): typeof import('ioredis') {
  * command failed (wrong password, CROSSSLOT, READONLY, OOM...). Each failure is counted through
  * `onError`; a failing store clears on the next successful sync.
  */
-export class RedisStore implements Store {
+export class RedisStore implements Store, QuotaStore {
   readonly kind = 'redis' as const
   readonly shared = true
   private readonly redis: Redis | Cluster
@@ -49,6 +53,8 @@ export class RedisStore implements Store {
   private closing = false
   /** The failure budget's fleet counts, one limiter per window length (auth.failureBudget.windowSeconds). */
   private readonly failureLimiters = new Map<number, RateLimiterRedis>()
+  /** The quotas' per-second windows, one limiter per rate (auth/quotas.ts). */
+  private readonly rateLimiters = new Map<number, RateLimiterRedis>()
 
   constructor(
     readonly instanceId: string,
@@ -153,8 +159,12 @@ export class RedisStore implements Store {
     if (limiter === undefined) {
       // `points` is not read: a failure is counted with penalty(), which never refuses; the budget judges.
       const duration = Math.max(1, Math.round(windowMs / 1000))
-      const { RateLimiterRedis } = require('rate-limiter-flexible') as typeof import('rate-limiter-flexible')
-      limiter = new RateLimiterRedis({ storeClient: this.redis, keyPrefix: this.k('authfail'), points: 1, duration })
+      limiter = new (limiters().RateLimiterRedis)({
+        storeClient: this.redis,
+        keyPrefix: this.k('authfail'),
+        points: 1,
+        duration
+      })
       this.failureLimiters.set(windowMs, limiter)
     }
     return limiter
@@ -257,6 +267,66 @@ export class RedisStore implements Store {
       this.failed('count_failure', err)
       return local
     }
+  }
+
+  async takeLease(key: string, limit: number, id: string, ttlMs: number): Promise<boolean | null> {
+    if (!this.up()) return null
+    try {
+      const took = await this.redis.eval(script.TAKE_LEASE, 1, this.k(`quota:${key}`), String(limit), id, String(ttlMs))
+      return took === 1
+    } catch (err) {
+      this.failed('quota', err)
+      return null
+    }
+  }
+
+  refreshLeases(leases: readonly { key: string; id: string }[], ttlMs: number): void {
+    if (!this.up()) return
+    const byKey = new Map<string, string[]>()
+    for (const l of leases) byKey.set(l.key, [...(byKey.get(l.key) ?? []), l.id])
+    for (const [key, ids] of byKey)
+      this.redis
+        .eval(script.REFRESH_LEASES, 1, this.k(`quota:${key}`), String(ttlMs), ...ids)
+        .catch(err => this.failed('quota', err))
+  }
+
+  releaseLease(key: string, id: string): void {
+    if (!this.up()) return
+    this.redis.zrem(this.k(`quota:${key}`), id).catch(err => this.failed('quota', err))
+  }
+
+  /** One unit of a per-second window: rate-limiter-flexible's fixed window in Redis (one atomic script). */
+  async consumeRate(key: string, perSecond: number): Promise<number | null> {
+    if (!this.up()) return null
+    try {
+      await this.rateWindows(perSecond).consume(key, 1)
+      return 0
+    } catch (err) {
+      if (err instanceof limiters().RateLimiterRes) return Math.max(1, err.msBeforeNext)
+      this.failed('quota', err)
+      return null
+    }
+  }
+
+  refundRate(key: string, perSecond: number): void {
+    if (!this.up()) return
+    this.rateWindows(perSecond)
+      .reward(key, 1)
+      .catch(err => this.failed('quota', err))
+  }
+
+  private rateWindows(perSecond: number): RateLimiterRedis {
+    let limiter = this.rateLimiters.get(perSecond)
+    if (limiter === undefined) {
+      limiter = new (limiters().RateLimiterRedis)({
+        storeClient: this.redis,
+        keyPrefix: this.k('qrate'),
+        points: perSecond,
+        duration: 1
+      })
+      this.rateLimiters.set(perSecond, limiter)
+    }
+    return limiter
   }
 
   async claimOwner(key: string, owner: OwnerRecord, ttlMs: number, replacing = ''): Promise<OwnerRecord> {

@@ -212,7 +212,8 @@ export const CATALOGUE = {
     type: 'counter',
     help:
       'Requests and legs refused by a limit, by limit (failure_budget, header_size, init_size, frame_size, body_size, ' +
-      'legs_per_route, legs_per_client) and hook (audio, text, token, dry_run).',
+      'legs_per_route, legs_per_client, and the quotas tenant_legs, tenant_legs_per_second, tenant_utterances_per_second, ' +
+      'route_legs, route_legs_per_second, route_utterances_per_second) and hook (audio, text, token, dry_run).',
     labels: ['limit', 'hook']
   },
   workers: {

@@ -19,6 +19,8 @@ export interface IncomingUtterance {
   address: string
   /** The gateway's failure budget (auth/admission.ts): it judges the credential step. */
   admission: Admission
+  /** Whose utterance it is: set by the text hook once its credential is accepted (the access line's `tenant`). */
+  tenant?: string
 }
 
 /**

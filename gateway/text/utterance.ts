@@ -1,6 +1,7 @@
 import type { TextSettings } from '../config/types'
 import { GatewayError, logLevelOf } from '../errors'
 import { thenOrNow } from '../auth/admission'
+import type { QuotaRefusal } from '../auth/quotas'
 import { authenticateStatic, failureLabel } from '../auth/hook-auth'
 import { authenticate, type HookAuth } from '../auth/route-auth'
 import { evaluateNow } from '../mapping/fast-path'
@@ -231,14 +232,25 @@ export class TextHook {
     const presented = [msg.authorizationHeader, req.authorization]
     const checked = rt.auth.tokens
       ? authenticate(presented, rt.auth, req.route.verifier)
-      : authenticateStatic(presented, rt.auth.list)
+      : authenticateStatic(presented, rt.auth.list, req.route.anonymous)
     return thenOrNow(checked, auth => {
       const bad: AuthFailure | null = auth.ok ? null : { code: auth.code, reason: failureLabel(auth.reason) }
       return thenOrNow(req.admission.admit(req.address, bad !== null), verdict => {
         if (verdict !== true) return this.overBudget(req, verdict)
-        return bad === null ? null : this.authFailed(req, bad)
+        if (!auth.ok) return this.authFailed(req, bad!)
+        req.tenant = auth.principal.tenant
+        // The same seam as a leg's: credentials → tenant → quotas (auth/admission.ts).
+        return thenOrNow(req.admission.takeUtterance(req.route.name, auth.principal.tenant), taken =>
+          taken === true ? null : this.overQuota(req, taken)
+        )
       })
     })
+  }
+
+  private overQuota(req: IncomingUtterance, refusal: QuotaRefusal): TextResult {
+    this.deps.metrics.limitRefusals.inc({ limit: refusal.limit, hook: 'text' })
+    const { limit, retryAfterSeconds } = refusal
+    return this.refuse(req, new GatewayError('QUOTA_EXCEEDED', { detail: limit }), [], { retryAfterSeconds, limit })
   }
 
   private overBudget(req: IncomingUtterance, retryAfterSeconds: number): TextResult {

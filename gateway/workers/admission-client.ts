@@ -1,4 +1,5 @@
-import type { Admission, PlaceTaken } from '../auth/admission'
+import type { Admission, PlaceTaken, UtteranceTaken } from '../auth/admission'
+import type { QuotaRefusal } from '../auth/quotas'
 import type { BudgetVerdict } from '../auth/failure-budget'
 import type { LegLimit } from '../auth/leg-limits'
 import type { AdmissionMessage } from './protocol'
@@ -39,12 +40,25 @@ export class AdmissionClient implements Admission {
     return new Promise(resolve => this.waiting.set(id, { resolve: resolve as (v: unknown) => void, gone: 1 }))
   }
 
-  takePlace(route: string, caller: string, force: boolean): Promise<PlaceTaken> {
+  takePlace(route: string, caller: string, force: boolean, tenant: string): Promise<PlaceTaken> {
     const id = this.nextId++
-    this.send({ t: 'place-take', id, route, caller, force })
+    this.send({ t: 'place-take', id, route, caller, force, tenant })
     return new Promise(resolve =>
       this.waiting.set(id, { resolve: resolve as (v: unknown) => void, gone: 'legs_per_route' })
     )
+  }
+
+  takeUtterance(route: string, tenant: string): Promise<UtteranceTaken> {
+    const id = this.nextId++
+    this.send({ t: 'utterance-take', id, route, tenant })
+    // Gone without an answer (the main process died): refused for a second; the worker stops anyway.
+    const gone: QuotaRefusal = { limit: 'route_utterances_per_second', retryAfterSeconds: 1 }
+    return new Promise(resolve => this.waiting.set(id, { resolve: resolve as (v: unknown) => void, gone }))
+  }
+
+  /** The main process answered `takeUtterance`. */
+  utteranceTaken(id: number, taken: UtteranceTaken): void {
+    this.answer(id, taken)
   }
 
   /** The main process judged a check of `address`. */
@@ -54,7 +68,7 @@ export class AdmissionClient implements Admission {
   }
 
   /** The main process answered `takePlace`: a place number (released through it), or the limit. */
-  taken(id: number, place: number | null, limit?: LegLimit): void {
+  taken(id: number, place: number | null, limit?: LegLimit | QuotaRefusal): void {
     const taken: PlaceTaken =
       place === null ? (limit ?? 'legs_per_route') : onceOnly(() => this.send({ t: 'place-release', place }))
     this.answer(id, taken)

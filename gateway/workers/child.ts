@@ -70,6 +70,8 @@ export function runAsWorker(
         return admission.admitted(m.id, m.address, m.verdict)
       case 'place-taken':
         return admission.taken(m.id, m.place, m.limit)
+      case 'utterance-taken':
+        return admission.utteranceTaken(m.id, m.taken)
       case 'relay-taken':
         return nonces.taken(m.id, m.taken)
       case 'metrics':

@@ -1,10 +1,11 @@
 import { LocalAdmission, thenOrNow } from '../auth/admission'
 import { FailureBudget } from '../auth/failure-budget'
 import { LegLimits } from '../auth/leg-limits'
+import { Quotas } from '../auth/quotas'
 import { systemClock } from '../clock'
 import type { Config } from '../config/types'
 import type { MemoryStore } from '../store/memory'
-import type { HealthRecord, Store } from '../store/port'
+import { type HealthRecord, isQuotaStore, type Store } from '../store/port'
 import type { AdmissionMessage, StoreAsk, StoreWrite, ToWorker } from './protocol'
 
 /** What one worker holds of the main process's services: to give back when it exits. */
@@ -40,7 +41,8 @@ export class MainServices {
     const fleetCount = fleet === null ? undefined : fleet.countFailure.bind(fleet)
     this.admission = new LocalAdmission(
       new FailureBudget(() => config().auth, systemClock, fleetCount),
-      new LegLimits(() => config().limits)
+      new LegLimits(() => config().limits),
+      new Quotas(config, systemClock, fleet !== null && isQuotaStore(fleet) ? fleet : undefined)
     )
   }
 
@@ -93,13 +95,20 @@ export class MainServices {
         return void thenOrNow(this.admission.admit(m.address, m.failed), answer)
       }
       case 'place-take': {
-        const taken = this.admission.takePlace(m.route, m.caller, m.force)
-        if (typeof taken === 'string')
-          return this.post(worker, { t: 'place-taken', id: m.id, place: null, limit: taken })
-        const place = this.nextPlace++
-        h.places.set(place, taken)
-        return this.post(worker, { t: 'place-taken', id: m.id, place })
+        return void thenOrNow(this.admission.takePlace(m.route, m.caller, m.force, m.tenant), taken => {
+          if (typeof taken !== 'function')
+            return this.post(worker, { t: 'place-taken', id: m.id, place: null, limit: taken })
+          // The worker exited while the fleet's count answered: nobody will release the place.
+          if (this.held.get(worker) !== h) return taken()
+          const place = this.nextPlace++
+          h.places.set(place, taken)
+          this.post(worker, { t: 'place-taken', id: m.id, place })
+        })
       }
+      case 'utterance-take':
+        return void thenOrNow(this.admission.takeUtterance(m.route, m.tenant), taken =>
+          this.post(worker, { t: 'utterance-taken', id: m.id, taken })
+        )
       case 'place-release': {
         const release = h.places.get(m.place)
         h.places.delete(m.place)

@@ -1,3 +1,6 @@
+import type { UtteranceTaken } from '../auth/admission'
+import type { LegLimit } from '../auth/leg-limits'
+import type { QuotaRefusal } from '../auth/quotas'
 import type { NonceTaken } from '../auth/relay-token'
 import type { Affinity, CallRecord, HealthRecord, OwnerRecord } from '../store/port'
 
@@ -34,7 +37,8 @@ export type StoreWrite =
 /** A worker's asks of the gateway's admission (auth/admission.ts), counted in the main process. */
 export type AdmissionMessage =
   | { t: 'admit'; id: number; address: string; failed: boolean }
-  | { t: 'place-take'; id: number; route: string; caller: string; force: boolean }
+  | { t: 'place-take'; id: number; route: string; caller: string; force: boolean; tenant: string }
+  | { t: 'utterance-take'; id: number; route: string; tenant: string }
   | { t: 'place-release'; place: number }
 
 /** A relay token's nonce, taken in the instance's one record (workers/relay-nonces.ts). */
@@ -74,7 +78,8 @@ export type ToWorker =
   | { t: 'sync'; health: [string, HealthRecord][]; others: [string, number][]; leader: boolean }
   | { t: 'store-answer'; id: number; value: unknown; error?: string }
   | { t: 'admitted'; id: number; address: string; verdict: true | number }
-  | { t: 'place-taken'; id: number; place: number | null; limit?: 'legs_per_route' | 'legs_per_client' }
+  | { t: 'place-taken'; id: number; place: number | null; limit?: LegLimit | QuotaRefusal }
+  | { t: 'utterance-taken'; id: number; taken: UtteranceTaken }
   | { t: 'relay-taken'; id: number; taken: NonceTaken }
   | { t: 'metrics'; id: number }
   | { t: 'reload'; id: number; trigger: string }

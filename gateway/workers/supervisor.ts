@@ -147,6 +147,7 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
         return
       case 'admit':
       case 'place-take':
+      case 'utterance-take':
       case 'place-release':
         return services.admissionAsk(slot.index, m)
       case 'relay-take':

@@ -3,6 +3,7 @@ import { SessionRegistry } from '../../gateway/audio/registry'
 import { LocalAdmission } from '../../gateway/auth/admission'
 import { FailureBudget } from '../../gateway/auth/failure-budget'
 import { FleetKey } from '../../gateway/auth/fleet-key'
+import { Quotas } from '../../gateway/auth/quotas'
 import { LegLimits } from '../../gateway/auth/leg-limits'
 import { RelayTokens } from '../../gateway/auth/relay-token'
 import type { Clock } from '../../gateway/clock'
@@ -30,7 +31,11 @@ export function loneGateway(
     store,
     placement,
     registry: new SessionRegistry(placement),
-    admission: new LocalAdmission(new FailureBudget(() => auth, clock), new LegLimits(() => limits)),
+    admission: new LocalAdmission(
+      new FailureBudget(() => auth, clock),
+      new LegLimits(() => limits),
+      new Quotas(() => ({ routes: {} }), clock)
+    ),
     auth: () => auth,
     clientAddress: opts.address ?? '10.0.0.1',
     relayTokens: new RelayTokens(key),

@@ -31,7 +31,11 @@ const LANES: Record<string, string[]> = {
     'docs/how-to/upgrade-and-reload.md',
     'docs/how-to/run-a-fleet.md'
   ],
-  'gateways of their own': ['docs/how-to/add-a-vendor.md', 'docs/how-to/token-auth.md'],
+  'gateways of their own': [
+    'docs/how-to/add-a-vendor.md',
+    'docs/how-to/token-auth.md',
+    'docs/how-to/serve-several-customers.md'
+  ],
   'a fleet on Redis': ['docs/getting-started/fleet.md']
 }
 

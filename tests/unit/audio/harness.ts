@@ -10,7 +10,8 @@ import { IDENTITY_FRAMES } from '../../../gateway/audio/encoder'
 import { SessionRegistry } from '../../../gateway/audio/registry'
 import { VendorSession } from '../../../gateway/audio/session'
 import type { SessionOwner } from '../../../gateway/audio/session-contract'
-import { CredentialList } from '../../../gateway/auth/credentials'
+import { TenantCredentials } from '../../../gateway/auth/tenant-credentials'
+import { anonymousOutcome } from '../../../gateway/auth/hook-auth'
 import type { AudioSettings, HealthSettings, RouteConfig } from '../../../gateway/config/types'
 import type { GatewayError } from '../../../gateway/errors'
 import type { MappingInput } from '../../../gateway/mapping/run'
@@ -120,8 +121,11 @@ export function route(
       text: null,
       samples: { audio: [], text: [] }
     },
-    audioAuth: new CredentialList(undefined),
-    textAuth: new CredentialList(undefined),
+    audioAuth: TenantCredentials.single(undefined, 'r'),
+    textAuth: TenantCredentials.single(undefined, 'r'),
+    tenants: [],
+    clients: new Map(),
+    anonymous: anonymousOutcome('r'),
     pool: new UpstreamPool(config, new MemoryStore('test'), HEALTH, clock)
   } as RouteRuntime
 }

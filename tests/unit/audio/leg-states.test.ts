@@ -12,7 +12,7 @@ import { legKeyOf, Placement, sessionKeyOf } from '../../../gateway/audio/placem
 import { SessionRegistry } from '../../../gateway/audio/registry'
 import type { RelayLinkFactory, RelayOwner } from '../../../gateway/audio/relay-link'
 import type { Admission, PlaceTaken } from '../../../gateway/auth/admission'
-import { CredentialList } from '../../../gateway/auth/credentials'
+import { TenantCredentials } from '../../../gateway/auth/tenant-credentials'
 import type { AuthSettings } from '../../../gateway/config/types'
 import { CODES, type ErrorCode, GatewayError } from '../../../gateway/errors'
 import type { RouteRuntime } from '../../../gateway/route'
@@ -85,7 +85,7 @@ const IDENTITY = { contactId: 7001, busNo: 4594, perspective: 'TX' }
 const MESSAGE = '{"command":"MESSAGE","messageType":"TRANSCRIPT","message":"hi","parameters":{}}'
 
 /** The leg's session (and owner record) key. */
-const KEY = sessionKeyOf({ name: 'r', config: {} }, IDENTITY)
+const KEY = sessionKeyOf({ name: 'r', config: {} }, IDENTITY, 'r')
 const init = (token?: string): ArrayBuffer => {
   const b = Buffer.from(JSON.stringify(initMessage({ ...IDENTITY, token })))
   return b.buffer.slice(b.byteOffset, b.byteOffset + b.length) as ArrayBuffer
@@ -138,8 +138,9 @@ class HeldAdmission implements Admission {
     this.judged++
     return this.later(this.holdAdmit, this.inner.admit(address, failed) as true | number)
   }
-  takePlace = (route: string, caller: string, force: boolean): PlaceTaken | Promise<PlaceTaken> => {
-    const taken = this.inner.takePlace(route, caller, force) as PlaceTaken
+  takeUtterance = (route: string, tenant: string) => this.inner.takeUtterance(route, tenant)
+  takePlace = (route: string, caller: string, force: boolean, tenant: string): PlaceTaken | Promise<PlaceTaken> => {
+    const taken = this.inner.takePlace(route, caller, force, tenant) as PlaceTaken
     if (typeof taken === 'function') this.taken++
     const counted: PlaceTaken =
       typeof taken === 'function'
@@ -176,7 +177,9 @@ const logs = new Lines()
 function world(opts: Options = {}) {
   const clock = new FakeClock()
   const base = route(clock, ['a'])
-  const r: RouteRuntime = opts.credential ? { ...base, audioAuth: new CredentialList(['right-secret']) } : base
+  const r: RouteRuntime = opts.credential
+    ? { ...base, audioAuth: TenantCredentials.single(['right-secret'], 'r') }
+    : base
   const gw = loneGateway(clock, { auth: AUTH })
   const placement = opts.worker ? new Placement(gw.store, ME, clock) : gw.placement
   const registry = opts.worker ? new SessionRegistry(placement) : gw.registry
@@ -369,7 +372,8 @@ const linkView = (w: World): 'none' | 'open' | 'closed' =>
 const audioOut = (w: World): number[] => [...w.conns.flatMap(c => c.frames), ...w.links.flatMap(l => l.written)]
 
 /** The leg's affinity record is kept (the next instance opens its vendor session on the same replica). */
-const affinity = async (w: World): Promise<boolean> => (await w.store.getAffinity(legKeyOf('r', IDENTITY))) !== null
+const affinity = async (w: World): Promise<boolean> =>
+  (await w.store.getAffinity(legKeyOf('r', IDENTITY, 'r'))) !== null
 
 const kind = (f: Json): string => (f.command === 'ERROR' ? `ERROR ${f.messageType}` : f.command)
 

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { Placement, sessionKeyOf } from '../../../gateway/audio/placement'
+import { legKeyOf, Placement, sessionKeyOf } from '../../../gateway/audio/placement'
 import { advertisedUrl } from '../../../gateway/server/app'
 import { LocalOwners } from '../../../gateway/store/local-owners'
 import { MemoryStore } from '../../../gateway/store/memory'
@@ -47,8 +47,24 @@ t.test(
 
 t.test('the session key: a join route keys the call, any other the leg', async t => {
   const leg = { busNo: 4594, contactId: 9001, perspective: 'RX' }
-  t.equal(sessionKeyOf({ name: 'r', config: {} }, leg), 'r:4594:9001:RX')
-  t.equal(sessionKeyOf({ name: 'r', config: { join: {} } }, leg), 'r:4594:9001', 'TX and RX share one call')
+  t.equal(sessionKeyOf({ name: 'r', config: {} }, leg, 'r'), 'r:4594:9001:RX')
+  t.equal(sessionKeyOf({ name: 'r', config: { join: {} } }, leg, 'r'), 'r:4594:9001', 'TX and RX share one call')
+})
+
+t.test("issue 33: a call lives in its tenant's namespace; the route's own tenant keeps the route's keys", async t => {
+  const leg = { busNo: 4594, contactId: 9001, perspective: 'TX' }
+  const join = { name: 'r', config: { join: {} } }
+  t.equal(sessionKeyOf(join, leg, 'acme'), 'acme@r:4594:9001')
+  t.not(sessionKeyOf(join, leg, 'acme'), sessionKeyOf(join, leg, 'globex'), 'two tenants, two calls')
+  t.not(sessionKeyOf(join, leg, 'acme'), sessionKeyOf(join, leg, 'r'), "nor the route's own tenant's")
+  t.equal(legKeyOf('r', leg, 'globex'), 'globex@r:4594:9001:TX', 're-attach and affinity keys too')
+  // The same contact of two tenants is placed apart: neither refuses the other.
+  const clock = new FakeClock()
+  const p = new Placement(new MemoryStore('x'), null, clock)
+  p.hold(sessionKeyOf(join, leg, 'acme'), 'caller-a', {})
+  t.same(p.place(sessionKeyOf(join, leg, 'globex'), 'caller-b', null), { kind: 'here' })
+  t.same(p.place(sessionKeyOf(join, leg, 'acme'), 'caller-b', null), { kind: 'refused' }, 'within a tenant: caller')
+  p.close()
 })
 
 t.test('placement: here, relayed to a worker of the group, relayed to an instance, refused, or split', async t => {

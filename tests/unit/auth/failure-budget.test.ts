@@ -150,7 +150,7 @@ t.test('legs per route and per client, released once, forced for a takeover', as
 })
 
 t.test('the caller tag key comes from the config: alike on every instance, never the credential', async t => {
-  const principal = { kind: 'static' } as const
+  const principal = { kind: 'static', tenant: 'r' } as const
   const key = (secrets: string[], secret?: string): Buffer =>
     FleetKey.fromConfig({ secrets, ...(secret !== undefined ? { fleet: { secret } } : {}) })!.callerKey
   const k1 = key(['secret-one-0123', 'secret-two-4567'])

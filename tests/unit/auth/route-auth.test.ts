@@ -1,6 +1,6 @@
 import t from 'tap'
 import { FakeClock } from '../../helpers/fake-clock'
-import { CredentialList } from '../../../gateway/auth/credentials'
+import { TenantCredentials } from '../../../gateway/auth/tenant-credentials'
 import { authenticate, type HookAuth } from '../../../gateway/auth/route-auth'
 import { createTokenAuth } from '../../../gateway/auth/token-auth'
 import { CLIENT_A, CLIENT_B, KEY1, START_MS, assertNoSecrets, basic, tokenSettings } from './fixtures/setup'
@@ -13,8 +13,9 @@ async function setup() {
   const hook = (route: string, h: 'audio' | 'text', list: string[] | undefined, tokens: boolean): HookAuth => ({
     route,
     hook: h,
-    list: new CredentialList(list),
-    tokens
+    list: TenantCredentials.single(list, route),
+    tokens,
+    clients: new Map()
   })
   const issue = async (secret = CLIENT_A, scope?: string) => {
     const body = `grant_type=client_credentials${scope === undefined ? '' : `&scope=${scope}`}`
@@ -75,7 +76,7 @@ t.test('a hook that takes tokens demands a credential even with no static list',
   })
   t.same(await authenticate([], hook('demo', 'text', undefined, false), auth.verifier), {
     ok: true,
-    principal: { kind: 'anonymous' }
+    principal: { kind: 'anonymous', tenant: 'demo' }
   })
   const jwt = (await issue(CLIENT_A, 'demo:text')).json.access_token as string
   t.same(await authenticate([jwt], hook('demo', 'audio', undefined, true), auth.verifier), {
@@ -116,3 +117,32 @@ t.test('createTokenAuth refuses settings that cannot work, naming kids and point
   t.match(err?.message, /no tokens.jwks entry is named corp/)
   t.notMatch(err?.message, short)
 })
+
+t.test(
+  "issue 33: a token client listed by a tenant is that tenant's caller; a tenant the route does not admit opens nothing",
+  async t => {
+    const { auth, hook, issue } = await setup()
+    const jwt = (await issue()).json.access_token as string
+    const audio = (clients: Map<string, string | null>): HookAuth => ({
+      ...hook('demo', 'audio', undefined, true),
+      clients
+    })
+    t.match(await authenticate([jwt], audio(new Map([['platform-a', 'acme']])), auth.verifier), {
+      ok: true,
+      principal: { kind: 'token', sub: 'platform-a', tenant: 'acme' }
+    })
+    t.same(
+      await authenticate([jwt], audio(new Map([['platform-a', null]])), auth.verifier),
+      { ok: false, code: 'AUTH_INVALID', reason: 'not_accepted' },
+      'a client of a tenant the route does not list'
+    )
+    t.match(
+      await authenticate([jwt], audio(new Map()), auth.verifier),
+      {
+        ok: true,
+        principal: { kind: 'token', tenant: 'demo' }
+      },
+      "a client no tenant lists: the route's own tenant"
+    )
+  }
+)

@@ -1,11 +1,11 @@
 import t from 'tap'
-import { CredentialList } from '../../../gateway/auth/credentials'
+import { TenantCredentials } from '../../../gateway/auth/tenant-credentials'
 import { DeliveryQueue } from '../../../gateway/text/delivery-queue'
-import { authenticateStatic } from '../../../gateway/auth/hook-auth'
+import { anonymousOutcome, authenticateStatic } from '../../../gateway/auth/hook-auth'
 
 /** The text hook's static check (text/utterance.ts): the body field, then the Authorization header. */
-const checkCredential = (list: CredentialList, fromBody: unknown, header: string): string | null => {
-  const a = authenticateStatic([fromBody, header], list)
+const checkCredential = (list: TenantCredentials, fromBody: unknown, header: string): string | null => {
+  const a = authenticateStatic([fromBody, header], list, anonymousOutcome('r'))
   return a.ok ? null : a.code
 }
 import { checkUtterance, MAX_DEPTH, normalizeUtterance, tooDeep } from '../../../gateway/validate/messages'
@@ -22,8 +22,8 @@ const valid = (over: Record<string, unknown> = {}): Record<string, unknown> => (
 t.test(
   'credentials: the body field or the Authorization header, raw or bearer, checked against the text list only',
   async t => {
-    const list = new CredentialList(['text-secret-1', 'text-secret-2'])
-    t.equal(checkCredential(new CredentialList(undefined), undefined, ''), null, 'no list: nothing required')
+    const list = TenantCredentials.single(['text-secret-1', 'text-secret-2'], 'r')
+    t.equal(checkCredential(TenantCredentials.single(undefined, 'r'), undefined, ''), null, 'no list: nothing required')
     t.equal(checkCredential(list, undefined, ''), 'AUTH_MISSING')
     t.equal(checkCredential(list, '', ''), 'AUTH_MISSING', 'an empty value is a missing one')
     t.equal(checkCredential(list, 42, ''), 'AUTH_MISSING', 'a non-string body field is ignored')
@@ -35,7 +35,7 @@ t.test(
     t.equal(checkCredential(list, 'nope', 'Bearer text-secret-1'), null, 'either source may carry it')
     t.equal(checkCredential(list, 'nope', 'Bearer nope'), 'AUTH_INVALID')
     t.equal(checkCredential(list, 'text-secret-1x', ''), 'AUTH_INVALID')
-    const withBearer = new CredentialList(['Bearer abc-configured'])
+    const withBearer = TenantCredentials.single(['Bearer abc-configured'], 'r')
     t.equal(
       checkCredential(withBearer, undefined, 'Bearer abc-configured'),
       null,

@@ -273,7 +273,7 @@ t.test('the leg limits across workers hold exactly, through releases and worker 
           const alive = fleet.channels.filter(c => !c.dead)
           if (e.kind === 'take' && alive.length > 0) {
             const ch = alive[e.channel % alive.length]
-            void ch.client.takePlace(e.route, e.caller, e.force).then((p: PlaceTaken) => {
+            void ch.client.takePlace(e.route, e.caller, e.force, e.route).then((p: PlaceTaken) => {
               if (typeof p === 'function') held.push({ ch, release: p, released: false })
             })
           } else if (e.kind === 'release') {
@@ -300,7 +300,8 @@ t.test('the leg limits across workers hold exactly, through releases and worker 
         await fleet.drain()
         const ch = fleet.channels.find(c => !c.dead)!
         const fresh: PlaceTaken[] = []
-        for (let i = 0; i <= perRoute; i++) void ch.client.takePlace('a', 'anonymous', false).then(p => fresh.push(p))
+        for (let i = 0; i <= perRoute; i++)
+          void ch.client.takePlace('a', 'anonymous', false, 'a').then(p => fresh.push(p))
         await fleet.drain()
         return fresh.filter(p => typeof p === 'function').length === perRoute && fresh.length === perRoute + 1
       }
