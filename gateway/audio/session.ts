@@ -49,6 +49,8 @@ export class VendorSession implements Session {
   private readonly events: ConnectionEvents
   private readonly connect: ConnectionFactory
   private retryTimer: TimerHandle | null = null
+  /** Suspect proofs asked for (audio/failover.ts `proveSuspects`): only the latest one's answer counts. */
+  private proofs = 0
   private parkTimer: TimerHandle | null = null
   private vendorParams: Record<string, unknown> = {}
   /** When `conn` was opened (clock ms), for the replica's session-open breaker; and the one a full hold buffer moved to. */
@@ -149,7 +151,22 @@ export class VendorSession implements Session {
         kind: 'fatal',
         error: new GatewayError('UPSTREAM_UNREACHABLE', { detail: this.walk.lastError ?? undefined })
       })
+    else if (this.walk.hasSuspects) this.proveSuspects()
     else this.waitForRetry()
+  }
+
+  /**
+   * Recovering with only replicas held back (the one being left, ones failing right now): each is probed
+   * now, and those that answer are tried; none: the next round after the backoff. A newer attempt or the
+   * close makes the answer moot (`proofs` counts them).
+   */
+  private proveSuspects(): void {
+    const mine = ++this.proofs
+    void this.walk.proveSuspects().then(any => {
+      if (this.state !== 'RECOVERING' || this.conn !== null || mine !== this.proofs) return
+      if (any) this.tryNext()
+      else this.waitForRetry()
+    })
   }
 
   private waitForRetry(): void {
@@ -294,6 +311,7 @@ export class VendorSession implements Session {
       return this.end(error, extra)
     }
     this.state = 'RECOVERING'
+    this.proofs++
     const wait = this.walk.beginRecovery(lost.replica, loss?.lastLifeAt ?? null)
     const { replayed, unreplayed } = this.feed.recover(loss)
     this.report.started(lost.replica, why, replayed, unreplayed, ready === null ? wait : 0)
@@ -407,6 +425,7 @@ export class VendorSession implements Session {
     if (this.state === 'CLOSED') return
     const goodbye = graceful && FLOWING[this.state]
     this.state = 'CLOSED'
+    this.proofs++
     for (const t of [this.retryTimer, this.parkTimer]) if (t !== null) this.deps.clock.clearTimeout(t)
     this.retryTimer = this.parkTimer = null
     this.handover.abandon(true)

@@ -145,7 +145,10 @@ export class VendorConnection implements Connection {
         onBinary: data => this.onBinary(data),
         onClose: (code, reason, opened, failure) => this.onClose(code, reason, opened, failure),
         onPing: () => this.life.ping(this.ctx.clock.now(), this.audioBytes),
-        onPong: () => this.life.pong(this.socket)
+        onPong: () => {
+          this.life.pong(this.socket)
+          if (this.replica.failing) this.replica.answered()
+        }
       }
     )
   }
@@ -175,6 +178,7 @@ export class VendorConnection implements Connection {
     this.state = 'READY'
     this.life.reset(this.ctx.clock.now(), this.audioBytes)
     this.ctx.route.pool.recordSuccess(this.replica)
+    this.replica.answered()
     const live = livenessOf(this.ctx.settings, this.audio)
     this.life.pongs = live.pingMs > 0
     this.socket!.startHeartbeat(live.pingMs, live.timeoutMs)
@@ -235,6 +239,8 @@ export class VendorConnection implements Connection {
   private received(bytes: number): void {
     if (this.state === 'READY' && this.socket !== null)
       this.life.messageOn(this.socket, this.audioBytes, this.ctx.clock.now())
+    // A session that answers proves its replica (upstream/pool.ts `failing`).
+    if (this.replica.failing) this.replica.answered()
     const c = this.ctx.counters
     c.framesFromVendor++
     c.bytesFromVendor += bytes
