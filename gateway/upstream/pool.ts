@@ -37,7 +37,8 @@ export class Replica {
   /**
    * Failing right now: a vendor session of this process on it failed gateway-side (a connect error, an
    * upgrade never answered, a missed pong, an abnormal close) and nothing on it has answered since. A
-   * failover does not go to it until it proves itself again (`answered`); new legs try it last.
+   * failover (and rebalancing) does not go to it until it proves itself again (`answered`). New legs
+   * still may: their failures are what passive ejection counts.
    */
   failing = false
   /** Gateway-side audio failures seen here, and proofs of life since the start (counters, never reset). */
@@ -145,11 +146,6 @@ export class StreamLease {
   }
 }
 
-/** Replicas failing right now go after the others, and `exclude` after them. */
-function lastness(r: Replica, exclude: ReadonlySet<Replica>): number {
-  return exclude.has(r) ? 2 : r.failing ? 1 : 0
-}
-
 /** Told of every down verdict, whatever its source (logs and metrics; streams are moved by the pool itself). */
 export type DownListener = (replica: Replica, source: DownSource, reason: string) => void
 
@@ -176,9 +172,8 @@ export class UpstreamPool {
   }
 
   /**
-   * Audio replicas in the order to try them: by load, with the replicas failing right now after the
-   * others and `exclude` last (a failed replica is still better than none for a new leg; a failover filters them out,
-   * audio/failover.ts `ReplicaWalk`).
+   * Audio replicas in the order to try them: by load, `exclude` last (a failed replica is still better
+   * than none). A failover holds back the replicas failing right now (audio/failover.ts `ReplicaWalk`).
    */
   audioCandidates(exclude: ReadonlySet<Replica> = new Set()): Replica[] {
     const ok = this.replicas.filter(
@@ -190,7 +185,7 @@ export class UpstreamPool {
     )
     ok.sort(
       (a, b) =>
-        lastness(a, exclude) - lastness(b, exclude) ||
+        (exclude.has(a) ? 1 : 0) - (exclude.has(b) ? 1 : 0) ||
         a.fleetStreams / a.config.weight - b.fleetStreams / b.config.weight
     )
     return ok

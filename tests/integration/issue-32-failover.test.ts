@@ -6,9 +6,9 @@ import { spawnCli } from '../helpers/cli'
 import { AUDIO_TOKEN, platformLeg, type PlatformLegClient, startGateway, until, upstreams } from '../helpers/gateway'
 import { freePort } from '../helpers/process'
 
-// Issue 32 item 5 from outside: a vendor replica frozen mid-call (SIGSTOP: the kernel still accepts its
-// TCP connections, no upgrade is ever answered). Replacements, and the new legs that come meanwhile, go
-// where an upgrade is answered: the frozen replica gets no session attempt until it has proven itself.
+// Issue 32 item 5 from outside: vendor replicas frozen mid-call (SIGSTOP: the kernel still accepts their
+// TCP connections, no upgrade is ever answered). Replacements go where an upgrade is answered: neither
+// back to the replica they leave nor to one whose sessions failed, until it has proven itself.
 
 /** The bundled json-events emulator as a process of its own (so it can be SIGSTOPped), killed at teardown. */
 async function vendorProcess(t: Test): Promise<{ port: number; child: ChildProcess }> {
@@ -57,10 +57,17 @@ async function spareVendor(t: Test): Promise<{ url: string; sessions: () => numb
 const init = (contactId: number): Record<string, unknown> =>
   initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
 
+/** Each worker's streams on replica `name`. */
+async function streamsOn(gw: { adminUrl: (p: string) => string }, name: string): Promise<number[]> {
+  const r = (await upstreams(gw.adminUrl(''))).routes[0].replicas.find(x => x.name === name)!
+  return r.workers.map(w => w.activeStreams)
+}
+
 t.test(
-  'a replica frozen mid-call: every replacement and every new leg goes to the replica that answers, none to the frozen one',
+  'two replicas frozen one after the other: the second loss goes to the replica that answers, never to the first frozen one',
   async t => {
-    const { port, child } = await vendorProcess(t)
+    const first = await vendorProcess(t)
+    const second = await vendorProcess(t)
     const spare = await spareVendor(t)
     const gw = await startGateway(t, {
       audio: {
@@ -68,20 +75,26 @@ t.test(
         vendorPingSeconds: 0.5,
         vendorPongTimeoutSeconds: 1,
         failoverTimeoutSeconds: 20,
-        // Long enough that an attempt on the frozen replica would show as a connect failure, never pass.
-        connectTimeoutSeconds: 5
+        // Long enough that an attempt on a frozen replica shows as a connect failure, never passes.
+        connectTimeoutSeconds: 5,
+        // Off: these calls are seconds old, and the breaker (sessions lost within 5 s of opening) would hold
+        // the frozen replica off by itself; what is tested is the failover's own choice.
+        sessionBreaker: { quickLossSeconds: 0 }
       },
       // Probes as the mapping says (an upgrade), rarely: the periodic probe must not be what saves the legs.
-      health: { active: { kind: 'upgrade', intervalSeconds: 600 } },
+      // Passive ejection out of reach: what is tested is the failover's own choice, as in a worker that saw
+      // fewer failures on the replica than the ejection threshold (3 by default: a worker with 1 or 2 calls there).
+      health: { active: { kind: 'upgrade', intervalSeconds: 600 }, passive: { consecutiveFailures: 100 } },
       routes: {
         demo: {
           mapping: 'mappings/json-events.yaml',
           auth: { audio: ['${AUDIO_TOKEN}'] },
-          // Once the spare holds one call, the frozen-to-be one takes every new call while it answers (by
-          // weight), and it is the least busy after its calls have moved.
+          // Once the spare holds one call, the two others take every new call while they answer (by weight),
+          // and a frozen one whose calls have moved is the least busy of all.
           upstreams: [
             { name: 'spare', audio: spare.url, weight: 1 },
-            { name: 'frozen', audio: `ws://127.0.0.1:${port}/`, weight: 1000 }
+            { name: 'first', audio: `ws://127.0.0.1:${first.port}/`, weight: 1000 },
+            { name: 'second', audio: `ws://127.0.0.1:${second.port}/`, weight: 1000 }
           ]
         }
       }
@@ -103,29 +116,49 @@ t.test(
       ),
       'every worker counts it'
     )
-    // Enough legs that every worker holds some (SO_REUSEPORT spreads them): each worker sees a loss.
-    const N = 12
+    // Enough legs that every worker holds some on each replica (SO_REUSEPORT spreads them).
+    const N = 16
     for (let i = 0; i < N; i++) legs.push(platformLeg(t, gw.url('/audio/demo'), init(932000 + i)))
     for (const l of legs) t.equal((await l.answer).command, 'CONNECTED')
-    t.equal(spare.sessions(), 1, 'every other call on the frozen-to-be replica')
     legs.push(anchor)
-    child.kill('SIGSTOP')
+    t.equal(spare.sessions(), 1, 'every other call on the two others')
+    const onSecond = await streamsOn(gw, 'second')
     t.ok(
-      await until(() => gw.logs.lines.filter(l => l.event === 'failover_done').length >= N, 30_000),
-      'every leg failed over'
+      onSecond.every(n => n > 0),
+      `every worker holds calls on the second replica (${onSecond}), so every worker sees it fail`
     )
-    const done = gw.logs.lines.filter(l => l.event === 'failover_done')
-    t.same([...new Set(done.map(l => l.upstream))], ['spare'], 'every replacement went to the replica that answers')
-    // New legs while the replica is still frozen: the least busy by weight is the frozen one, but it is
-    // failing in every worker (its sessions were lost) and proved nothing since.
-    const more: PlatformLegClient[] = []
-    for (let i = 0; i < 4; i++) more.push(platformLeg(t, gw.url('/audio/demo'), init(932100 + i)))
-    for (const l of more) t.equal((await l.answer).command, 'CONNECTED')
-    t.equal(spare.sessions(), 1 + N + 4, 'the new legs are on the spare')
+    const lostOnSecond = onSecond.reduce((a, b) => a + b, 0)
+
+    // The second replica freezes: its calls move (to the first, by weight); it is failing in every worker.
+    second.child.kill('SIGSTOP')
+    t.ok(
+      await until(() => gw.logs.lines.filter(l => l.event === 'failover_done').length >= lostOnSecond, 30_000),
+      `the ${lostOnSecond} calls on the second replica failed over`
+    )
+    t.ok(
+      await until(async () => (await streamsOn(gw, 'first')).reduce((a, b) => a + b, 0) === N),
+      'all on the first now'
+    )
+    // The first freezes too. By balancing the second (frozen, no call left) would be the first choice.
+    first.child.kill('SIGSTOP')
+    t.ok(
+      await until(() => gw.logs.lines.filter(l => l.event === 'failover_done').length >= lostOnSecond + N, 30_000),
+      'every call on the first failed over too'
+    )
+    t.equal(spare.sessions(), 1 + N, 'every call is on the spare')
     const onFrozen = gw.logs.lines.filter(
-      l => (l.event === 'upstream_connect_failed' || l.event === 'failover_attempt_failed') && l.upstream === 'frozen'
+      l =>
+        (l.event === 'upstream_connect_failed' || l.event === 'failover_attempt_failed') &&
+        (l.upstream === 'second' || l.upstream === 'first')
     )
-    t.same(onFrozen, [], 'no session attempt on the frozen replica: no upgrade left unanswered')
-    for (const l of [...legs, ...more]) t.equal(l.ws.readyState, l.ws.OPEN, 'the platform socket stayed open')
+    t.same(onFrozen, [], 'no session attempt on a frozen replica: no upgrade left unanswered')
+    const done = gw.logs.lines.filter(l => l.event === 'failover_done')
+    t.equal(done.length, lostOnSecond + N, 'one recovery per loss')
+    t.same(
+      done.slice(lostOnSecond).map(l => l.upstream),
+      Array.from({ length: N }, () => 'spare'),
+      'the second loss of each call went to the spare at the first attempt'
+    )
+    for (const l of legs) t.equal(l.ws.readyState, l.ws.OPEN, 'the platform socket stayed open')
   }
 )
