@@ -74,6 +74,8 @@ export class VendorFeed implements WheelClient {
   private readonly wheel: FlushWheel
   /** The wheel's mark (audio/coalescer.ts). */
   wheelDue = 0
+  /** Platform frames that came in, in all: the call's timeline (audio/result-timeline.ts). */
+  private entered = 0
 
   /**
    * `overflow`: the feed cannot take more audio; the session ends the leg. `holdFull`: the hold buffer
@@ -104,6 +106,7 @@ export class VendorFeed implements WheelClient {
    * it holds `chunkMs`), written through, or queued. No parsing, awaits, logging; one view of `data`.
    */
   write(data: ArrayBuffer): void {
+    this.entered++
     if (this.mode !== 'flow' || this.backlog) return this.enqueue(data)
     const sink = this.sink!
     if (this.chunkBytes === 0) {
@@ -244,17 +247,20 @@ export class VendorFeed implements WheelClient {
    * its last sign of life, or never read from its socket) is counted as `failover_unreplayed`. Returns
    * the platform frames replayed and the frames counted.
    */
-  recover(loss: LossReport | null = null): { replayed: number; unreplayed: number } {
+  recover(loss: LossReport | null = null, fromFrame = 0): { replayed: number; unreplayed: number } {
     this.mode = 'recover'
     this.sink = null
     this.backlog = false
     this.wheel.cancel(this)
     const ring = this.ring
+    const queuedBefore = this.queue.frames
     const unreplayed = this.framesOf(loss === null ? 0 : Math.max(loss.bytesSinceLife, loss.unreadBytes) - ring.bytes)
     this.counters.dropFailoverUnreplayed += unreplayed
-    const replayed = ring.frames
     const q = this.queue
     q.prependFrom(ring)
+    // Audio the platform has finals for (before `fromFrame`) is not replayed: whole writes only.
+    while (q.length > 0 && this.nextFrame + q.nextFrames <= fromFrame) q.dropFront()
+    const replayed = Math.max(0, q.frames - queuedBefore)
     while (q.bytes > this.limit && q.length > 0) this.counters.dropFailover += q.dropFront()
     this.counters.bufferedBytes = q.bytes
     return { replayed, unreplayed }
@@ -275,6 +281,11 @@ export class VendorFeed implements WheelClient {
     if (bytes <= 0) return 0
     const ring = this.ring
     return Math.ceil(ring.frames > 0 ? (bytes * ring.frames) / ring.bytes : bytes / PLATFORM_FRAME_BYTES)
+  }
+
+  /** The call's frame the next write to a vendor starts with (frames in, less those still queued). */
+  get nextFrame(): number {
+    return this.entered - this.queue.frames
   }
 
   /** Platform frames waiting in the queue. */

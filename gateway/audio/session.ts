@@ -15,6 +15,7 @@ import { feedChunkMs } from './coalescer'
 import { effectiveReplayRate } from './pacer'
 import { livenessOf } from './liveness'
 import { VendorFeed } from './feed'
+import { ResultTimeline } from './result-timeline'
 import type { Session, SessionDeps, SessionFailure, SessionOwner, SessionState } from './session-contract'
 import { afterFailure, FLOWING, KEEPS } from './session-states'
 import { VendorConnection } from './vendor-connection'
@@ -83,7 +84,9 @@ export class VendorSession implements Session {
       this.ctx.log.error({ event: 'session_bug', err }, 'unexpected error in vendor session control work')
       this.fail({ kind: 'fatal', error: new GatewayError('INTERNAL') })
     })
-    this.ctx = { ...deps, chain, counters: this.counters }
+    // Each final once (audio/result-timeline.ts), when the mapping says where its results are.
+    const results = deps.route.mapping.audio!.time != null ? new ResultTimeline() : undefined
+    this.ctx = { ...deps, chain, counters: this.counters, ...(results !== undefined ? { results } : {}) }
     this.report = new FailoverReport(deps.metrics, deps.route.name, this.counters, this.ctx, this.stats, (name, a) =>
       this.owner?.sessionEvent(name, a)
     )
@@ -203,6 +206,7 @@ export class VendorSession implements Session {
     this.setAffinity(conn, 86400)
     this.handover.arm()
     this.tellOwner()
+    conn.startFrame = this.feed.nextFrame
     this.feed.flowTo(conn)
   }
 
@@ -227,6 +231,7 @@ export class VendorSession implements Session {
   /** A handover's connection took the audio over (audio/handover.ts): it is the current one now. */
   private tookOver(conn: Connection, old: Connection): void {
     this.conn = conn
+    conn.startFrame = this.feed.nextFrame
     this.feed.retarget(conn)
     this.stats.flowsTo(conn.replica.name)
     if (conn.replica === old.replica)
@@ -313,7 +318,7 @@ export class VendorSession implements Session {
     this.state = 'RECOVERING'
     this.proofs++
     const wait = this.walk.beginRecovery(lost.replica, loss?.lastLifeAt ?? null)
-    const { replayed, unreplayed } = this.feed.recover(loss)
+    const { replayed, unreplayed } = this.feed.recover(loss, this.ctx.results?.firstOpenFrame ?? 0)
     this.report.started(lost.replica, why, replayed, unreplayed, ready === null ? wait : 0)
     if (ready !== null) {
       this.conn = ready

@@ -49,6 +49,8 @@ export class VendorConnection implements Connection {
   /** Platform audio bytes written (before encoding). */
   private audioBytes = 0
   private readonly life = new SignOfLife()
+  /** The call's frame this connection's audio starts at (audio/result-timeline.ts). */
+  startFrame = 0
 
   constructor(
     private readonly ctx: ConnectionContext,
@@ -252,7 +254,9 @@ export class VendorConnection implements Connection {
     // Vendors that number their messages (AudioHook) are answered with the last number seen.
     const seq = (msg as { seq?: unknown } | null)?.seq
     if (typeof seq === 'number') this.frames.serverseq = seq
-    for await (const step of this.rules.read(msg, phase, this.input)) {
+    const results = this.ctx.results
+    const place = results === undefined ? null : { startFrame: this.startFrame, leg: results }
+    for await (const step of this.rules.read(msg, phase, this.input, place)) {
       if (step.kind === 'end') this.end(step.after, step.vendorMessage)
       else if (step.kind === 'reading') this.reading(step.reading)
       else if (step.kind === 'reply') this.out.sendValue(step.value)
@@ -308,6 +312,10 @@ export class VendorConnection implements Connection {
         )
         return
       case 'silent':
+        return
+      case 'before-delivered':
+        // A replay transcribed again what the platform has a final for (audio/result-timeline.ts).
+        metrics.vendorMessages.inc({ route: route.name, result: 'before_delivered' })
         return
     }
   }

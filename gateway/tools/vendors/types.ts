@@ -44,6 +44,12 @@ export interface RealVendorOptions {
   /** Results cadence, in milliseconds of audio received. Default 1000; 0 = never. */
   resultEveryMs?: number
   /**
+   * deepgram: transcribe what it hears (issue 32): a result's transcript names the platform frames it
+   * covers, "frames A-B", read from each 20 ms frame's marker (4 zero bytes, then the frame number as a
+   * 32-bit big-endian integer; "?" for a frame without one), with Deepgram's own `start`/`duration`.
+   */
+  transcribeFrames?: boolean
+  /**
    * deepgram: close 1011 (NET-0001) after this long with neither audio nor KeepAlive. Default
    * 10000, like the real service. amazon-transcribe: no audio for this long → BadRequestException (default
    * 15000, like the real service). assemblyai: inactivity timeout when the client did not ask for

@@ -1,0 +1,105 @@
+import t from 'tap'
+import { join } from 'node:path'
+import { VendorFeed } from '../../../gateway/audio/feed'
+import { ResultTimeline } from '../../../gateway/audio/result-timeline'
+import { readVendorMessage, type Verdict } from '../../../gateway/audio/vendor-message'
+import { loadMapping } from '../../../gateway/mapping/compile'
+import type { MappingInput } from '../../../gateway/mapping/run'
+import { LegCounters } from '../../../gateway/telemetry/metrics'
+import { FakeClock } from '../../helpers/fake-clock'
+import { SETTINGS } from './harness'
+
+// Issue 32 items 1-3 on the fake clock: results placed on the call's timeline by the mapping's `time`
+// (the shipped mappings/deepgram.yaml: Deepgram's Results `start`, `duration` in seconds and `is_final`,
+// as in Deepgram's live-streaming reference and @deepgram/sdk's LiveTranscriptionEvent), each final
+// once, and a replay that starts where the delivered finals end.
+
+const ROOT = join(__dirname, '..', '..', '..')
+const deepgram = loadMapping(join(ROOT, 'mappings', 'deepgram.yaml')).audio!
+const INPUT = {
+  init: {},
+  leg: { id: 'l', route: 'r', perspective: 'TX', contactId: '1', busNo: '2', requestId: null },
+  route: { name: 'r', params: {}, checksToken: false },
+  upstream: { name: 'a', audio: null, credential: null, hasCredential: false }
+} as MappingInput
+
+const results = (start: number, duration: number, final: boolean, text = 'hello'): unknown => ({
+  type: 'Results',
+  start,
+  duration,
+  is_final: final,
+  speech_final: final,
+  channel: { alternatives: [{ transcript: text, confidence: 0.9 }] }
+})
+
+async function read(msg: unknown, startFrame: number, leg: ResultTimeline): Promise<Verdict> {
+  return (await readVendorMessage(deepgram, { ...INPUT, msg }, 'ready', true, { startFrame, leg })).verdict
+}
+
+t.test('deepgram.yaml declares where a result is; the platform gets its times on the call timeline', async t => {
+  t.ok(deepgram.time != null, 'the shipped Deepgram mapping says where its results are')
+  const leg = new ResultTimeline()
+  // A vendor session whose audio starts at the call's frame 100 (2 s): its 1.0 s is the call's 3.0 s.
+  const v = await read(results(1.0, 0.5, true), 100, leg)
+  t.equal(v.kind, 'result')
+  const [m] = messages(v)
+  t.same([m.parameters.start, m.parameters.duration, m.parameters.isFinal], [3, 0.5, true])
+  t.equal(leg.deliveredMs, 3500, 'the delivered finals reach 3.5 s of the call')
+  t.equal(leg.firstOpenFrame, 175, 'a replay would start at frame 175')
+})
+
+t.test('each final once: results wholly before the delivered finals are dropped, final or partial', async t => {
+  const leg = new ResultTimeline()
+  t.equal((await read(results(0, 1, true), 0, leg)).kind, 'result', 'the first final: 0-1 s')
+  // A new session starting at frame 25 (0.5 s) transcribes 0.5-1.0 s again: wholly before 1 s.
+  t.equal((await read(results(0, 0.5, true), 25, leg)).kind, 'before-delivered', 'a final transcribed again')
+  t.equal((await read(results(0, 0.3, false), 25, leg)).kind, 'before-delivered', 'a partial of it too')
+  t.equal((await read(results(0.5, 0.5, false), 25, leg)).kind, 'result', 'a partial past it goes')
+  t.equal((await read(results(0.5, 1, true), 25, leg)).kind, 'result', 'and the next final')
+  t.equal(leg.deliveredMs, 2000)
+  t.equal(leg.dropped, 2)
+  const untimed = await read({ type: 'UtteranceEnd', last_word_end: 0.2 }, 25, leg)
+  t.equal(untimed.kind, 'result', 'a message that carries no time is delivered as it is')
+})
+
+t.test('a mapping that cannot say where results are declares it: no placing, no dropping', async t => {
+  const none = { ...deepgram, time: null }
+  const leg = new ResultTimeline()
+  leg.deliveredMs = 5000
+  const v = await readVendorMessage(none, { ...INPUT, msg: results(0, 1, true) }, 'ready', true, {
+    startFrame: 0,
+    leg
+  })
+  t.equal(v.verdict.kind, 'result')
+  t.equal(messages(v.verdict)[0].parameters.start, 0, 'as the vendor gave it')
+})
+
+/** The platform messages of a result verdict, parsed. */
+function messages(v: Verdict): { parameters: Record<string, unknown> }[] {
+  return v.kind === 'result' ? v.messages.map(m => JSON.parse(m)) : []
+}
+
+/** A 160-byte frame whose every byte is `i`. */
+const frame = (i: number): ArrayBuffer => new Uint8Array(160).fill(i).buffer
+
+t.test('the replay starts at the first frame the platform has no final for, not at the start of the ring', async t => {
+  const clock = new FakeClock()
+  const feed = new VendorFeed(new LegCounters('r'), { ...SETTINGS, replaySeconds: 1 }, clock, () => {})
+  const first: number[] = []
+  feed.flowTo({ bufferedAmount: 0, writeAudio: d => first.push(new Uint8Array(d as ArrayBuffer)[0]) })
+  for (let i = 0; i < 100; i++) feed.write(frame(i))
+  t.equal(feed.nextFrame, 100)
+  // The ring holds the last 1 s (frames 50-99); finals were delivered up to frame 80.
+  const { replayed } = feed.recover(null, 80)
+  t.equal(replayed, 20, 'frames 80-99 only')
+  t.equal(feed.nextFrame, 80, 'the replacement session starts at the call frame 80')
+  const next: number[] = []
+  feed.flowTo({ bufferedAmount: 0, writeAudio: d => next.push((d as Uint8Array)[0]) })
+  t.same(
+    next,
+    Array.from({ length: 20 }, (_, i) => 80 + i)
+  )
+  // Finals reaching before the ring: the whole ring is replayed (what it cannot cover is counted as today).
+  const again = feed.recover(null, 10)
+  t.equal(again.replayed, 20, 'the ring as it is')
+})
