@@ -103,3 +103,47 @@ t.test('the replay starts at the first frame the platform has no final for, not 
   const again = feed.recover(null, 10)
   t.equal(again.replayed, 20, 'the ring as it is')
 })
+
+t.test('speechmatics.yaml: AddTranscript and AddPartialTranscript placed by metadata start_time/end_time', async t => {
+  // Speechmatics' Realtime API reference: RecognitionMetadata {start_time, end_time, transcript} in seconds.
+  const sm = loadMapping(join(ROOT, 'mappings', 'speechmatics.yaml')).audio!
+  const leg = new ResultTimeline()
+  const msg = (message: string, start: number, end: number): unknown => ({
+    message,
+    format: '2.9',
+    metadata: { start_time: start, end_time: end, transcript: 'hello there' },
+    results: []
+  })
+  const at = async (m: unknown, startFrame: number): Promise<Verdict> =>
+    (await readVendorMessage(sm, { ...INPUT, msg: m }, 'ready', true, { startFrame, leg })).verdict
+  const [final] = messages(await at(msg('AddTranscript', 0.5, 1.5), 50))
+  t.same([final.parameters.start, final.parameters.end, final.parameters.isFinal], [1.5, 2.5, true])
+  t.equal((await at(msg('AddPartialTranscript', 0, 1.4), 50)).kind, 'before-delivered', 'a partial before it')
+  t.equal((await at(msg('AddTranscript', 0, 0.4), 100)).kind, 'before-delivered', 'a final transcribed again')
+  t.equal((await at(msg('AddPartialTranscript', 0.5, 1.0), 100)).kind, 'result', 'past it')
+})
+
+t.test('assemblyai.yaml: a Turn placed by its words (ms); the formatted end of turn is the final', async t => {
+  // AssemblyAI Universal Streaming v3: Turn {transcript, end_of_turn, turn_is_formatted, words[{start, end}]} in ms.
+  const aai = loadMapping(join(ROOT, 'mappings', 'assemblyai.yaml')).audio!
+  const leg = new ResultTimeline()
+  const turn = (start: number, end: number, endOfTurn: boolean, formatted: boolean): unknown => ({
+    type: 'Turn',
+    turn_order: 0,
+    transcript: 'hello there',
+    end_of_turn: endOfTurn,
+    turn_is_formatted: formatted,
+    words: [
+      { text: 'hello', start, end: (start + end) / 2 },
+      { text: 'there', start: (start + end) / 2, end }
+    ]
+  })
+  const at = async (m: unknown, startFrame: number): Promise<Verdict> =>
+    (await readVendorMessage(aai, { ...INPUT, msg: m }, 'ready', true, { startFrame, leg })).verdict
+  t.equal((await at(turn(100, 900, true, false), 10)).kind, 'silent', 'the unformatted end of turn: not relayed')
+  t.equal(leg.deliveredMs, 0, 'and not the final')
+  const [final] = messages(await at(turn(100, 900, true, true), 10))
+  t.same([final.parameters.start, final.parameters.end, final.parameters.isFinal], [300, 1100, true], 'call ms')
+  t.equal(leg.deliveredMs, 1100)
+  t.equal((await at(turn(0, 500, true, true), 30)).kind, 'before-delivered', 'the same turn from a replay')
+})
