@@ -5,6 +5,7 @@ import { type FlushWheel, flushWheel, PLATFORM_BYTES_PER_MS, type WheelClient } 
 import { FrameQueue } from './frame-ring'
 import { Pacer } from './pacer'
 import { ReplayRing } from './replay-ring'
+import type { ResultTimeline } from './result-timeline'
 
 /** Where the feed writes audio: the vendor connection that currently carries it (audio/vendor-connection.ts). */
 export interface AudioSink {
@@ -91,7 +92,9 @@ export class VendorFeed implements WheelClient {
     private readonly holdFull: () => boolean = () => false,
     replayRate: number = settings.replayRate,
     private readonly chunkMs = 0,
-    channels = 1
+    channels = 1,
+    /** The leg's delivered finals (audio/result-timeline.ts): the ring then releases audio they cover. */
+    private readonly finals: ResultTimeline | null = null
   ) {
     this.ring = new ReplayRing(Math.round((settings.replaySeconds ?? 0) * 8000))
     this.limit = settings.holdBufferBytes
@@ -125,10 +128,20 @@ export class VendorFeed implements WheelClient {
     else this.backedUp()
   }
 
-  /** One write to the vendor, kept for replay. Counters only. */
+  /**
+   * One write to the vendor, kept for replay. Counters only. With delivered finals, the ring releases the
+   * writes they cover wholly: it holds only audio not yet final (`replaySeconds` is its ceiling).
+   */
   private writeOut(sink: AudioSink, data: Uint8Array, frames: number): void {
     sink.writeAudio(data)
-    this.ring.keep(data, frames)
+    const ring = this.ring
+    ring.keep(data, frames)
+    const finals = this.finals
+    if (finals !== null) {
+      const open = finals.firstOpenFrame
+      let first = this.entered - this.queue.frames - ring.frames
+      while (ring.length > 0 && first + ring.nextFrames <= open) first += ring.dropFront()
+    }
     this.counters.framesToVendor++
     this.counters.bytesToVendor += data.length
   }
@@ -254,7 +267,7 @@ export class VendorFeed implements WheelClient {
     this.wheel.cancel(this)
     const ring = this.ring
     const queuedBefore = this.queue.frames
-    const unreplayed = this.framesOf(loss === null ? 0 : Math.max(loss.bytesSinceLife, loss.unreadBytes) - ring.bytes)
+    const unreplayed = this.unreplayed(loss, fromFrame)
     this.counters.dropFailoverUnreplayed += unreplayed
     const q = this.queue
     q.prependFrom(ring)
@@ -264,6 +277,20 @@ export class VendorFeed implements WheelClient {
     while (q.bytes > this.limit && q.length > 0) this.counters.dropFailover += q.dropFront()
     this.counters.bufferedBytes = q.bytes
     return { replayed, unreplayed }
+  }
+
+  /**
+   * Frames the lost connection may not have processed that the replay cannot cover: written since its
+   * last sign of life (or unread), before the ring's first frame; with delivered finals, not those they
+   * cover (before `fromFrame`: the ring released them, and the platform has their finals).
+   */
+  private unreplayed(loss: LossReport | null, fromFrame: number): number {
+    const ring = this.ring
+    const bytes = loss === null ? 0 : Math.max(loss.bytesSinceLife, loss.unreadBytes)
+    if (this.finals === null) return this.framesOf(bytes - ring.bytes)
+    const written = this.entered - this.queue.frames
+    const since = written - this.framesOf(bytes)
+    return Math.max(0, written - ring.frames - Math.max(since, fromFrame, this.finals.firstOpenFrame))
   }
 
   /** Lost with no failover: all it may not have processed is counted as `failover_unreplayed` (frames). */

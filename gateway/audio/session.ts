@@ -38,6 +38,8 @@ export class VendorSession implements Session {
   private handedOff: string | null = null
   readonly counters: LegCounters
   readonly stats = new SessionStats()
+  /** Each final once (audio/result-timeline.ts), when the mapping says where its results are. */
+  private readonly results: ResultTimeline | null
   readonly feed: VendorFeed
   owner: SessionOwner | null
   /** The connection audio goes to (null while none is ready or being opened). */
@@ -67,6 +69,7 @@ export class VendorSession implements Session {
   ) {
     this.owner = owner
     this.counters = deps.metrics.startLeg(deps.route.name)
+    this.results = deps.route.mapping.audio!.time != null ? new ResultTimeline() : null
     // The replay ring covers the vendor's detection window (audio/liveness.ts), unless the config sets its own.
     this.feed = new VendorFeed(
       this.counters,
@@ -76,7 +79,8 @@ export class VendorSession implements Session {
       () => this.holdFull(),
       effectiveReplayRate(deps.settings.replayRate, deps.route.mapping.audio!.replayRate),
       feedChunkMs(deps.route.mapping.audio!.frames, deps.settings.coalesceMs),
-      deps.route.mapping.audio!.frames.channels ?? 1
+      deps.route.mapping.audio!.frames.channels ?? 1,
+      this.results
     )
     this.connect = deps.connect ?? newConnection
     this.walk = new ReplicaWalk(deps.route.pool, deps.settings, deps.clock, deps.random)
@@ -84,8 +88,7 @@ export class VendorSession implements Session {
       this.ctx.log.error({ event: 'session_bug', err }, 'unexpected error in vendor session control work')
       this.fail({ kind: 'fatal', error: new GatewayError('INTERNAL') })
     })
-    // Each final once (audio/result-timeline.ts), when the mapping says where its results are.
-    const results = deps.route.mapping.audio!.time != null ? new ResultTimeline() : undefined
+    const results = this.results ?? undefined
     this.ctx = { ...deps, chain, counters: this.counters, ...(results !== undefined ? { results } : {}) }
     this.report = new FailoverReport(deps.metrics, deps.route.name, this.counters, this.ctx, this.stats, (name, a) =>
       this.owner?.sessionEvent(name, a)
@@ -318,7 +321,7 @@ export class VendorSession implements Session {
     this.state = 'RECOVERING'
     this.proofs++
     const wait = this.walk.beginRecovery(lost.replica, loss?.lastLifeAt ?? null)
-    const { replayed, unreplayed } = this.feed.recover(loss, this.ctx.results?.firstOpenFrame ?? 0)
+    const { replayed, unreplayed } = this.feed.recover(loss, this.results?.firstOpenFrame ?? 0)
     this.report.started(lost.replica, why, replayed, unreplayed, ready === null ? wait : 0)
     if (ready !== null) {
       this.conn = ready

@@ -147,3 +147,32 @@ t.test('assemblyai.yaml: a Turn placed by its words (ms); the formatted end of t
   t.equal(leg.deliveredMs, 1100)
   t.equal((await at(turn(0, 500, true, true), 30)).kind, 'before-delivered', 'the same turn from a replay')
 })
+
+t.test('item 4: the ring holds only audio not yet final; replaySeconds is its ceiling', async t => {
+  const clock = new FakeClock()
+  const finals = new ResultTimeline()
+  const feed = new VendorFeed(
+    new LegCounters('r'),
+    { ...SETTINGS, replaySeconds: 1 },
+    clock,
+    () => {},
+    undefined,
+    0,
+    0,
+    1,
+    finals
+  )
+  feed.flowTo({ bufferedAmount: 0, writeAudio: () => {} })
+  for (let i = 0; i < 100; i++) feed.write(frame(i))
+  finals.admit(1600, true) // a final delivered up to frame 80
+  feed.write(frame(100))
+  // Lost with 30 frames written since its last sign of life (frames 71-100): the finals cover 71-79.
+  // (The replay is not trimmed at recovery here, fromFrame 0: what it holds is what the ring kept.)
+  const { replayed, unreplayed } = feed.recover({ bytesSinceLife: 30 * 160, unreadBytes: 0 }, 0)
+  t.equal(replayed, 21, 'the ring had released frames 50-79: it held 80-100 only')
+  t.equal(unreplayed, 0, 'what the finals cover is not counted as unreplayed')
+  const none = new VendorFeed(new LegCounters('r'), { ...SETTINGS, replaySeconds: 1 }, clock, () => {})
+  none.flowTo({ bufferedAmount: 0, writeAudio: () => {} })
+  for (let i = 0; i < 101; i++) none.write(frame(i))
+  t.equal(none.recover(null).replayed, 50, 'without result times: the whole 1 s ceiling, as before')
+})
