@@ -163,10 +163,7 @@ export class DeepgramStream implements Protocol {
       )
     this.s.addAudio(data.length, data)
     this.s.stereo?.add(data)
-    const heard = this.heard
-    if (heard !== null)
-      for (let o = 0; o + 160 <= data.length; o += 160)
-        heard.push(data.readUInt32BE(o) === 0 ? data.readUInt32BE(o + 4) : -1)
+    if (this.heard !== null) hear(this.heard, data)
     this.lastActivity = this.ctx.clock.now()
     const cadence = this.cadence
     const crossed = cadence.add((data.length / bps / this.rate) * 1000)
@@ -291,9 +288,15 @@ export class DeepgramStream implements Protocol {
 }
 
 /** The frames heard in [startMs, endMs) of a stream's audio (their markers), as words: "frames", "A-B". */
-function framesHeard(heard: readonly number[], startMs: number, endMs: number): string[] {
+export function framesHeard(heard: readonly number[], startMs: number, endMs: number): string[] {
   const seqs = heard.slice(Math.round(startMs / 20), Math.round(endMs / 20))
   if (seqs.length === 0) return []
   const name = (x: number | undefined): string => (x === undefined || x < 0 ? '?' : String(x))
   return ['frames', `${name(seqs[0])}-${name(seqs[seqs.length - 1])}`]
+}
+
+/** Keep the marker of every 20 ms µ-law frame of `data` (4 zero bytes, then its number; -1: none). */
+export function hear(heard: number[], data: Buffer): void {
+  for (let o = 0; o + 160 <= data.length; o += 160)
+    heard.push(data.readUInt32BE(o) === 0 ? data.readUInt32BE(o + 4) : -1)
 }
