@@ -134,6 +134,7 @@ export async function cmdVendor(argv: string[]): Promise<number> {
       port: { type: 'string' },
       host: { type: 'string', default: '127.0.0.1' },
       'result-every-frames': { type: 'string', default: '50' },
+      'transcribe-frames': { type: 'boolean', default: false },
       'api-key': { type: 'string' },
       ...HELP
     }
@@ -163,6 +164,7 @@ export async function cmdVendor(argv: string[]): Promise<number> {
         host: values.host,
         ...(aws === undefined ? { apiKey } : { aws }),
         resultEveryMs: everyFrames * 20,
+        ...(values['transcribe-frames'] === true ? { transcribeFrames: true } : {}),
         log
       })
     : await startVendorEmulator({

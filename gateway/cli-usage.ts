@@ -42,8 +42,11 @@ export const USAGES = {
   the first 200 contacts listed; with --contact: that contact's legs of that tenant). The token: --token,
   else $GATEWAY_ADMIN_TOKEN (needed when admin.token is set). Exit 1 when the admin API cannot be reached or refuses.`,
   vendor: `usage: assist-gateway vendor --kind KIND --port N [--host H] [--result-every-frames N] [--api-key KEY]
+                               [--transcribe-frames]
   KIND: passthrough, json-events (demo vendors); deepgram, assemblyai, twilio-media, audiohook, amazon-transcribe,
   speechmatics, openai (strict emulators of real APIs; amazon-transcribe: --api-key <access key id>:<secret>)
+  --transcribe-frames (deepgram, speechmatics): each result names the frames it heard ("frames A-B", from each 20 ms frame's
+  marker: 4 zero bytes, then its number, 32-bit big-endian), with the vendor's own time fields
   Run a bundled vendor emulator in the foreground until SIGTERM or SIGINT (--port 0 picks a free port).`
 } as const
 export type Command = keyof typeof USAGES

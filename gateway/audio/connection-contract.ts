@@ -1,3 +1,4 @@
+import type { ResultTimeline } from './result-timeline'
 import type { Clock } from '../clock'
 import type { AudioSettings } from '../config/types'
 import type { PreviousSession } from '../mapping/audio'
@@ -72,6 +73,8 @@ export interface ConnectionContext {
   readonly counters: LegCounters
   /** W3C `traceparent` for the upgrade, unless the mapping's headers set their own. */
   readonly traceparent?: string
+  /** The leg's delivered finals (audio/result-timeline.ts): absent, results are not placed on the call's timeline. */
+  readonly results?: ResultTimeline
   log: Logger
 }
 
@@ -85,6 +88,8 @@ export type ConnectionState = 'BUILDING' | 'CONNECTING' | 'OPENING' | 'READY' | 
 export interface Connection extends AudioSink {
   readonly replica: Replica
   readonly state: ConnectionState
+  /** The call's frame its audio starts at (audio/result-timeline.ts), set by the session when audio flows to it. */
+  startFrame?: number
   /** Rotation: take over the audio `old` holds for an incomplete chunk. */
   takeOver: (old: Connection) => void
   /** Audio held for an incomplete chunk, given up (rotation). */

@@ -157,14 +157,25 @@ function judgeUnclassified(f: VendorFailure, when: 'refused' | 'lost'): Omit<Jud
  * the loss). Backoff is exponential with equal jitter (`random`: injectable for tests), between rounds
  * of one incident and across incidents: a loss within `recoveryBackoff.stableSeconds` of the last
  * ready waits before its first attempt, so a vendor that ends every session quickly sees few.
+ *
+ * A recovery never goes back to the replica it is leaving, nor to one failing right now (a session of
+ * this process failed on it gateway-side: upstream/pool.ts `failing`), until that replica has proven
+ * itself again: a session on it that answers (ready, a pong, a message), or a probe that passes. Such
+ * replicas are held back as suspects; when a round has no other candidate, the session asks for their
+ * proof (`proveSuspects`: one probe of the route's kind each, at once) and tries only those that pass.
+ * So the first replacement attempt goes where an upgrade will be answered.
  */
 export class ReplicaWalk {
   private candidates: Replica[] = []
+  /** This round's replicas held back until proven (failing, or the one being left). */
+  private suspects: Replica[] = []
   private attempt = 0
   private deadline = 0
   private readyAt = Number.NEGATIVE_INFINITY
   /** A loss since the last stable session: the next one within `stableSeconds` of a ready waits. */
   private repeated = false
+  /** The lost replica's proofs of life when it was left: it is proven again once they grow. */
+  private lostProofs = 0
   /** When audio stopped reaching the vendor (its last sign of life, clock ms) and which replica was lost. */
   lostAt = 0
   lostReplica: Replica | null = null
@@ -178,16 +189,20 @@ export class ReplicaWalk {
     private readonly random: () => number = Math.random
   ) {}
 
-  /** The first open: `preferred` first when it is healthy (affinity), then by balancing. False when none is available. */
+  /**
+   * The first open: `preferred` first when it is healthy and not failing (affinity), then by balancing
+   * (replicas failing right now last). False when none is available.
+   */
   begin(preferred: Replica | null): boolean {
     const all = this.pool.audioCandidates()
-    this.candidates = preferred?.healthy ? [preferred, ...all.filter(r => r !== preferred)] : all
+    this.candidates = preferred?.healthy && !preferred.failing ? [preferred, ...all.filter(r => r !== preferred)] : all
+    this.suspects = []
     return this.candidates.length > 0
   }
 
   /**
    * A loss mid-call: the deadline starts now, the gap at `lastLifeAt` (the lost connection's last sign
-   * of life, when known), and the lost replica is tried last. Returns ms to wait before the first
+   * of life, when known), and the lost replica is a suspect. Returns ms to wait before the first
    * attempt: 0 for the first loss since a stable session (one that lasted `stableSeconds`), else the
    * next backoff step (the steps carry across incidents until a session is stable).
    */
@@ -196,7 +211,8 @@ export class ReplicaWalk {
     this.lostAt = lastLifeAt !== null && lastLifeAt < now ? lastLifeAt : now
     this.deadline = now + this.settings.failoverTimeoutSeconds * 1000
     this.lostReplica = lost
-    this.candidates = this.pool.audioCandidates(new Set([lost]))
+    this.lostProofs = lost.proofs
+    this.round(this.pool.audioCandidates(new Set([lost])))
     if (now - this.readyAt >= this.settings.recoveryBackoff.stableSeconds * 1000) {
       this.attempt = 0
       this.repeated = false
@@ -212,8 +228,25 @@ export class ReplicaWalk {
     return this.candidates.shift()
   }
 
-  /** Whether another replica is left to try in this round. */
+  /** Whether another replica is left to try in this round (suspects not counted until proven). */
   get hasNext(): boolean {
+    return this.candidates.length > 0
+  }
+
+  /** Whether this round held replicas back that a proof could admit. */
+  get hasSuspects(): boolean {
+    return this.suspects.length > 0
+  }
+
+  /**
+   * Prove this round's suspects, each with one probe now (shared with every other session proving the
+   * same replica: upstream/pool.ts `prove`); those that pass join the round, in order. True when one did.
+   */
+  async proveSuspects(): Promise<boolean> {
+    const suspects = this.suspects
+    this.suspects = []
+    const ok = await Promise.all(suspects.map(r => this.pool.prove(r, r === this.lostReplica)))
+    this.candidates.push(...suspects.filter((_, i) => ok[i]))
     return this.candidates.length > 0
   }
 
@@ -228,11 +261,35 @@ export class ReplicaWalk {
     return wait
   }
 
-  /** A new round after the backoff. Never eject the last replica in effect: with none healthy, the lost one is tried again. */
+  /**
+   * A new round after the backoff. Never eject the last replica in effect: with none healthy, the lost one
+   * is a candidate again (held off by the breaker: not even that), as a suspect until proven.
+   */
   refill(): void {
-    this.candidates = this.pool.audioCandidates()
-    if (this.candidates.length === 0 && this.lostReplica?.config.audio !== undefined && !this.lostReplica.heldOff)
-      this.candidates = [this.lostReplica]
+    const lost = this.lostReplica
+    let all = this.pool.audioCandidates(lost === null ? undefined : new Set([lost]))
+    if (all.length === 0 && lost?.config.audio !== undefined && !lost.heldOff) all = [lost]
+    this.round(all)
+  }
+
+  /**
+   * A round over `all` (in order): proven replicas are candidates, the others suspects. A route with no
+   * probe cannot prove a replica but by a session: there the suspects are candidates after the others.
+   */
+  private round(all: readonly Replica[]): void {
+    const proven = all.filter(r => !this.suspect(r))
+    const suspects = all.filter(r => this.suspect(r))
+    if (this.pool.probe === null) {
+      this.candidates = [...proven, ...suspects]
+      this.suspects = []
+    } else {
+      this.candidates = proven
+      this.suspects = suspects
+    }
+  }
+
+  private suspect(r: Replica): boolean {
+    return r.failing || (r === this.lostReplica && r.proofs === this.lostProofs)
   }
 
   /** A vendor session is ready (the first, or a replacement): the seconds audio did not flow. */

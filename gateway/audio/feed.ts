@@ -5,6 +5,7 @@ import { type FlushWheel, flushWheel, PLATFORM_BYTES_PER_MS, type WheelClient } 
 import { FrameQueue } from './frame-ring'
 import { Pacer } from './pacer'
 import { ReplayRing } from './replay-ring'
+import type { ResultTimeline } from './result-timeline'
 
 /** Where the feed writes audio: the vendor connection that currently carries it (audio/vendor-connection.ts). */
 export interface AudioSink {
@@ -74,6 +75,8 @@ export class VendorFeed implements WheelClient {
   private readonly wheel: FlushWheel
   /** The wheel's mark (audio/coalescer.ts). */
   wheelDue = 0
+  /** Platform frames that came in, in all: the call's timeline (audio/result-timeline.ts). */
+  private entered = 0
 
   /**
    * `overflow`: the feed cannot take more audio; the session ends the leg. `holdFull`: the hold buffer
@@ -89,7 +92,9 @@ export class VendorFeed implements WheelClient {
     private readonly holdFull: () => boolean = () => false,
     replayRate: number = settings.replayRate,
     private readonly chunkMs = 0,
-    channels = 1
+    channels = 1,
+    /** The leg's delivered finals (audio/result-timeline.ts): the ring then releases audio they cover. */
+    private readonly finals: ResultTimeline | null = null
   ) {
     this.ring = new ReplayRing(Math.round((settings.replaySeconds ?? 0) * 8000))
     this.limit = settings.holdBufferBytes
@@ -104,6 +109,7 @@ export class VendorFeed implements WheelClient {
    * it holds `chunkMs`), written through, or queued. No parsing, awaits, logging; one view of `data`.
    */
   write(data: ArrayBuffer): void {
+    this.entered++
     if (this.mode !== 'flow' || this.backlog) return this.enqueue(data)
     const sink = this.sink!
     if (this.chunkBytes === 0) {
@@ -122,10 +128,20 @@ export class VendorFeed implements WheelClient {
     else this.backedUp()
   }
 
-  /** One write to the vendor, kept for replay. Counters only. */
+  /**
+   * One write to the vendor, kept for replay. Counters only. With delivered finals, the ring releases the
+   * writes they cover wholly: it holds only audio not yet final (`replaySeconds` is its ceiling).
+   */
   private writeOut(sink: AudioSink, data: Uint8Array, frames: number): void {
     sink.writeAudio(data)
-    this.ring.keep(data, frames)
+    const ring = this.ring
+    ring.keep(data, frames)
+    const finals = this.finals
+    if (finals !== null) {
+      const open = finals.firstOpenFrame
+      let first = this.entered - this.queue.frames - ring.frames
+      while (ring.length > 0 && first + ring.nextFrames <= open) first += ring.dropFront()
+    }
     this.counters.framesToVendor++
     this.counters.bytesToVendor += data.length
   }
@@ -244,20 +260,37 @@ export class VendorFeed implements WheelClient {
    * its last sign of life, or never read from its socket) is counted as `failover_unreplayed`. Returns
    * the platform frames replayed and the frames counted.
    */
-  recover(loss: LossReport | null = null): { replayed: number; unreplayed: number } {
+  recover(loss: LossReport | null = null, fromFrame = 0): { replayed: number; unreplayed: number } {
     this.mode = 'recover'
     this.sink = null
     this.backlog = false
     this.wheel.cancel(this)
     const ring = this.ring
-    const unreplayed = this.framesOf(loss === null ? 0 : Math.max(loss.bytesSinceLife, loss.unreadBytes) - ring.bytes)
+    const queuedBefore = this.queue.frames
+    const unreplayed = this.unreplayed(loss, fromFrame)
     this.counters.dropFailoverUnreplayed += unreplayed
-    const replayed = ring.frames
     const q = this.queue
     q.prependFrom(ring)
+    // Audio the platform has finals for (before `fromFrame`) is not replayed: whole writes only.
+    while (q.length > 0 && this.nextFrame + q.nextFrames <= fromFrame) q.dropFront()
+    const replayed = Math.max(0, q.frames - queuedBefore)
     while (q.bytes > this.limit && q.length > 0) this.counters.dropFailover += q.dropFront()
     this.counters.bufferedBytes = q.bytes
     return { replayed, unreplayed }
+  }
+
+  /**
+   * Frames the lost connection may not have processed that the replay cannot cover: written since its
+   * last sign of life (or unread), before the ring's first frame; with delivered finals, not those they
+   * cover (before `fromFrame`: the ring released them, and the platform has their finals).
+   */
+  private unreplayed(loss: LossReport | null, fromFrame: number): number {
+    const ring = this.ring
+    const bytes = loss === null ? 0 : Math.max(loss.bytesSinceLife, loss.unreadBytes)
+    if (this.finals === null) return this.framesOf(bytes - ring.bytes)
+    const written = this.entered - this.queue.frames
+    const since = written - this.framesOf(bytes)
+    return Math.max(0, written - ring.frames - Math.max(since, fromFrame, this.finals.firstOpenFrame))
   }
 
   /** Lost with no failover: all it may not have processed is counted as `failover_unreplayed` (frames). */
@@ -275,6 +308,11 @@ export class VendorFeed implements WheelClient {
     if (bytes <= 0) return 0
     const ring = this.ring
     return Math.ceil(ring.frames > 0 ? (bytes * ring.frames) / ring.bytes : bytes / PLATFORM_FRAME_BYTES)
+  }
+
+  /** The call's frame the next write to a vendor starts with (frames in, less those still queued). */
+  get nextFrame(): number {
+    return this.entered - this.queue.frames
   }
 
   /** Platform frames waiting in the queue. */

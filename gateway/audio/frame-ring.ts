@@ -57,6 +57,11 @@ export class FrameRing {
     return this.length === 0 ? 0 : this.lens[this.head]
   }
 
+  /** Platform frames of the oldest entry (0 when empty). */
+  get nextFrames(): number {
+    return this.length === 0 ? 0 : this.counts[this.head]
+  }
+
   /** Drop the oldest entry; returns its platform frames. */
   dropFront(): number {
     const h = this.head

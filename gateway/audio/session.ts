@@ -15,6 +15,7 @@ import { feedChunkMs } from './coalescer'
 import { effectiveReplayRate } from './pacer'
 import { livenessOf } from './liveness'
 import { VendorFeed } from './feed'
+import { ResultTimeline } from './result-timeline'
 import type { Session, SessionDeps, SessionFailure, SessionOwner, SessionState } from './session-contract'
 import { afterFailure, FLOWING, KEEPS } from './session-states'
 import { VendorConnection } from './vendor-connection'
@@ -37,6 +38,8 @@ export class VendorSession implements Session {
   private handedOff: string | null = null
   readonly counters: LegCounters
   readonly stats = new SessionStats()
+  /** Each final once (audio/result-timeline.ts), when the mapping says where its results are. */
+  private readonly results: ResultTimeline | null
   readonly feed: VendorFeed
   owner: SessionOwner | null
   /** The connection audio goes to (null while none is ready or being opened). */
@@ -49,6 +52,8 @@ export class VendorSession implements Session {
   private readonly events: ConnectionEvents
   private readonly connect: ConnectionFactory
   private retryTimer: TimerHandle | null = null
+  /** Suspect proofs asked for (audio/failover.ts `proveSuspects`): only the latest one's answer counts. */
+  private proofs = 0
   private parkTimer: TimerHandle | null = null
   private vendorParams: Record<string, unknown> = {}
   /** When `conn` was opened (clock ms), for the replica's session-open breaker; and the one a full hold buffer moved to. */
@@ -64,6 +69,7 @@ export class VendorSession implements Session {
   ) {
     this.owner = owner
     this.counters = deps.metrics.startLeg(deps.route.name)
+    this.results = deps.route.mapping.audio!.time != null ? new ResultTimeline() : null
     // The replay ring covers the vendor's detection window (audio/liveness.ts), unless the config sets its own.
     this.feed = new VendorFeed(
       this.counters,
@@ -73,7 +79,8 @@ export class VendorSession implements Session {
       () => this.holdFull(),
       effectiveReplayRate(deps.settings.replayRate, deps.route.mapping.audio!.replayRate),
       feedChunkMs(deps.route.mapping.audio!.frames, deps.settings.coalesceMs),
-      deps.route.mapping.audio!.frames.channels ?? 1
+      deps.route.mapping.audio!.frames.channels ?? 1,
+      this.results
     )
     this.connect = deps.connect ?? newConnection
     this.walk = new ReplicaWalk(deps.route.pool, deps.settings, deps.clock, deps.random)
@@ -81,7 +88,8 @@ export class VendorSession implements Session {
       this.ctx.log.error({ event: 'session_bug', err }, 'unexpected error in vendor session control work')
       this.fail({ kind: 'fatal', error: new GatewayError('INTERNAL') })
     })
-    this.ctx = { ...deps, chain, counters: this.counters }
+    const results = this.results ?? undefined
+    this.ctx = { ...deps, chain, counters: this.counters, ...(results !== undefined ? { results } : {}) }
     this.report = new FailoverReport(deps.metrics, deps.route.name, this.counters, this.ctx, this.stats, (name, a) =>
       this.owner?.sessionEvent(name, a)
     )
@@ -149,7 +157,22 @@ export class VendorSession implements Session {
         kind: 'fatal',
         error: new GatewayError('UPSTREAM_UNREACHABLE', { detail: this.walk.lastError ?? undefined })
       })
+    else if (this.walk.hasSuspects) this.proveSuspects()
     else this.waitForRetry()
+  }
+
+  /**
+   * Recovering with only replicas held back (the one being left, ones failing right now): each is probed
+   * now, and those that answer are tried; none: the next round after the backoff. A newer attempt or the
+   * close makes the answer moot (`proofs` counts them).
+   */
+  private proveSuspects(): void {
+    const mine = ++this.proofs
+    void this.walk.proveSuspects().then(any => {
+      if (this.state !== 'RECOVERING' || this.conn !== null || mine !== this.proofs) return
+      if (any) this.tryNext()
+      else this.waitForRetry()
+    })
   }
 
   private waitForRetry(): void {
@@ -186,6 +209,7 @@ export class VendorSession implements Session {
     this.setAffinity(conn, 86400)
     this.handover.arm()
     this.tellOwner()
+    conn.startFrame = this.feed.nextFrame
     this.feed.flowTo(conn)
   }
 
@@ -210,6 +234,7 @@ export class VendorSession implements Session {
   /** A handover's connection took the audio over (audio/handover.ts): it is the current one now. */
   private tookOver(conn: Connection, old: Connection): void {
     this.conn = conn
+    conn.startFrame = this.feed.nextFrame
     this.feed.retarget(conn)
     this.stats.flowsTo(conn.replica.name)
     if (conn.replica === old.replica)
@@ -294,8 +319,9 @@ export class VendorSession implements Session {
       return this.end(error, extra)
     }
     this.state = 'RECOVERING'
+    this.proofs++
     const wait = this.walk.beginRecovery(lost.replica, loss?.lastLifeAt ?? null)
-    const { replayed, unreplayed } = this.feed.recover(loss)
+    const { replayed, unreplayed } = this.feed.recover(loss, this.results?.firstOpenFrame ?? 0)
     this.report.started(lost.replica, why, replayed, unreplayed, ready === null ? wait : 0)
     if (ready !== null) {
       this.conn = ready
@@ -407,6 +433,7 @@ export class VendorSession implements Session {
     if (this.state === 'CLOSED') return
     const goodbye = graceful && FLOWING[this.state]
     this.state = 'CLOSED'
+    this.proofs++
     for (const t of [this.retryTimer, this.parkTimer]) if (t !== null) this.deps.clock.clearTimeout(t)
     this.retryTimer = this.parkTimer = null
     this.handover.abandon(true)

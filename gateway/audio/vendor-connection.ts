@@ -49,6 +49,8 @@ export class VendorConnection implements Connection {
   /** Platform audio bytes written (before encoding). */
   private audioBytes = 0
   private readonly life = new SignOfLife()
+  /** The call's frame this connection's audio starts at (audio/result-timeline.ts). */
+  startFrame = 0
 
   constructor(
     private readonly ctx: ConnectionContext,
@@ -145,7 +147,10 @@ export class VendorConnection implements Connection {
         onBinary: data => this.onBinary(data),
         onClose: (code, reason, opened, failure) => this.onClose(code, reason, opened, failure),
         onPing: () => this.life.ping(this.ctx.clock.now(), this.audioBytes),
-        onPong: () => this.life.pong(this.socket)
+        onPong: () => {
+          this.life.pong(this.socket)
+          if (this.replica.failing) this.replica.answered()
+        }
       }
     )
   }
@@ -175,6 +180,7 @@ export class VendorConnection implements Connection {
     this.state = 'READY'
     this.life.reset(this.ctx.clock.now(), this.audioBytes)
     this.ctx.route.pool.recordSuccess(this.replica)
+    this.replica.answered()
     const live = livenessOf(this.ctx.settings, this.audio)
     this.life.pongs = live.pingMs > 0
     this.socket!.startHeartbeat(live.pingMs, live.timeoutMs)
@@ -235,6 +241,8 @@ export class VendorConnection implements Connection {
   private received(bytes: number): void {
     if (this.state === 'READY' && this.socket !== null)
       this.life.messageOn(this.socket, this.audioBytes, this.ctx.clock.now())
+    // A session that answers proves its replica (upstream/pool.ts `failing`).
+    if (this.replica.failing) this.replica.answered()
     const c = this.ctx.counters
     c.framesFromVendor++
     c.bytesFromVendor += bytes
@@ -246,7 +254,9 @@ export class VendorConnection implements Connection {
     // Vendors that number their messages (AudioHook) are answered with the last number seen.
     const seq = (msg as { seq?: unknown } | null)?.seq
     if (typeof seq === 'number') this.frames.serverseq = seq
-    for await (const step of this.rules.read(msg, phase, this.input)) {
+    const results = this.ctx.results
+    const place = results === undefined ? null : { startFrame: this.startFrame, leg: results }
+    for await (const step of this.rules.read(msg, phase, this.input, place)) {
       if (step.kind === 'end') this.end(step.after, step.vendorMessage)
       else if (step.kind === 'reading') this.reading(step.reading)
       else if (step.kind === 'reply') this.out.sendValue(step.value)
@@ -302,6 +312,10 @@ export class VendorConnection implements Connection {
         )
         return
       case 'silent':
+        return
+      case 'before-delivered':
+        // A replay transcribed again what the platform has a final for (audio/result-timeline.ts).
+        metrics.vendorMessages.inc({ route: route.name, result: 'before_delivered' })
         return
     }
   }

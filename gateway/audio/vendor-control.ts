@@ -3,7 +3,14 @@ import type { Expr } from '../mapping/expr'
 import { type MappingInput, run } from '../mapping/run'
 import type { ConnectionContext } from './connection-contract'
 import type { FrameCounters } from './encoder'
-import { emitted, type ReadPhase, type Reading, readVendorMessage, type Verdict } from './vendor-message'
+import {
+  type ResultPlace,
+  emitted,
+  type ReadPhase,
+  type Reading,
+  readVendorMessage,
+  type Verdict
+} from './vendor-message'
 
 /**
  * Audio towards the vendor, as the vendor's control messages set it. open: audio flows. held: the feed
@@ -70,17 +77,22 @@ export class VendorControl {
    * a `disconnect` read after the gateway decided to close still makes it close {reason: "disconnect"}).
    * `base`: the connection's input.
    */
-  async *read(msg: unknown, phase: ReadPhase, base: MappingInput): AsyncGenerator<ControlStep> {
+  async *read(
+    msg: unknown,
+    phase: ReadPhase,
+    base: MappingInput,
+    place: ResultPlace | null = null
+  ): AsyncGenerator<ControlStep> {
     const input = this.input(base, msg)
     const matched = await this.match(input, phase)
     if (phase === 'closing') {
       if (matched !== null && matched.rule.set !== null) await this.apply(matched.rule.set, input, matched.index)
-      yield { kind: 'reading', reading: await readVendorMessage(this.audio, input, phase, matched === null) }
+      yield { kind: 'reading', reading: await readVendorMessage(this.audio, input, phase, matched === null, place) }
       return
     }
     const end = matched === null ? null : this.atOnce(matched, msg)
     if (end !== null) yield { kind: 'end', ...end }
-    else yield { kind: 'reading', reading: await readVendorMessage(this.audio, input, phase, matched === null) }
+    else yield { kind: 'reading', reading: await readVendorMessage(this.audio, input, phase, matched === null, place) }
     if (matched !== null) yield* await this.rest(matched, msg, base)
   }
 

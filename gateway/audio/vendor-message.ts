@@ -1,5 +1,6 @@
 import { type MappingInput, run, truthy } from '../mapping/run'
 import type { RouteRuntime } from '../route'
+import { FRAME_MS, type ResultTimeline } from './result-timeline'
 import { validator } from '../validate/compile'
 
 type AudioMapping = NonNullable<RouteRuntime['mapping']['audio']>
@@ -18,6 +19,7 @@ export type Verdict =
   | { readonly kind: 'refused'; readonly vendorMessage: string | undefined }
   | { readonly kind: 'result'; readonly messages: readonly string[]; readonly channel?: number | null }
   | { readonly kind: 'silent' }
+  | { readonly kind: 'before-delivered' }
   | { readonly kind: 'unmatched' }
   | { readonly kind: 'failed'; readonly stage: 'when' | 'emit'; readonly error: string }
 
@@ -31,6 +33,7 @@ export interface Reading {
 
 const SILENT: Verdict = { kind: 'silent' }
 const UNMATCHED: Verdict = { kind: 'unmatched' }
+const BEFORE_DELIVERED: Verdict = { kind: 'before-delivered' }
 
 /** A vendor text frame as the mapping sees it (`msg`): its JSON, or `{ text }` when it is not JSON. */
 export function parseVendorText(text: string): unknown {
@@ -52,7 +55,8 @@ export async function readVendorMessage(
   audio: AudioMapping,
   input: MappingInput,
   phase: ReadPhase,
-  results = true
+  results = true,
+  timeline: ResultPlace | null = null
 ): Promise<Reading> {
   const closeMatched = phase === 'closing' && audio.closeWhen !== null && truthy(await run(audio.closeWhen, input))
   let readyFailed = false
@@ -74,14 +78,52 @@ export async function readVendorMessage(
       return { verdict: { kind: 'ready', params }, closeMatched, readyFailed }
     }
   }
-  return { verdict: results ? await readResult(audio, input) : SILENT, closeMatched, readyFailed }
+  return { verdict: results ? await readResult(audio, input, timeline) : SILENT, closeMatched, readyFailed }
 }
 
-async function readResult(audio: AudioMapping, input: MappingInput): Promise<Verdict> {
+/** Where a connection's results land on the call: its first frame, and the leg's delivered finals. */
+export interface ResultPlace {
+  readonly startFrame: number
+  readonly leg: ResultTimeline
+}
+
+/** The message's audio stretch on the call's timeline (ms) and whether it is final; null when it says none. */
+async function placed(
+  audio: AudioMapping,
+  input: MappingInput,
+  startFrame: number
+): Promise<{ start: number; end: number; final: boolean } | null> {
+  const t = audio.time
+  if (t == null) return null
+  const num = async (e: typeof t.start | null): Promise<number | null> => {
+    if (e === null) return null
+    const r = await run(e, input)
+    return r.ok && typeof r.value === 'number' && Number.isFinite(r.value) ? r.value * t.unitMs : null
+  }
+  const start = await num(t.start)
+  const end = t.end !== null ? await num(t.end) : start === null ? null : start + ((await num(t.duration)) ?? NaN)
+  if (start === null || end === null || Number.isNaN(end)) return null
+  const fin = await run(t.final, input)
+  const offset = startFrame * FRAME_MS
+  // Whole ms: vendors give seconds with 3 decimals, and no float noise reaches the platform.
+  return { start: Math.round(offset + start), end: Math.round(offset + end), final: fin.ok && fin.value === true }
+}
+
+async function readResult(audio: AudioMapping, input: MappingInput, timeline: ResultPlace | null): Promise<Verdict> {
   for (const rule of audio.results) {
     const when = await run(rule.when, input)
     if (!when.ok) return { kind: 'failed', stage: 'when', error: when.error }
     if (when.value !== true) continue
+    // On the call's timeline: a result wholly before the delivered finals is not emitted; the emit sees
+    // `time` (seconds on the call's timeline). A message without times is emitted as it is.
+    if (timeline !== null) {
+      const at = await placed(audio, input, timeline.startFrame)
+      if (at !== null) {
+        if (!timeline.leg.admit(at.end, at.final)) return BEFORE_DELIVERED
+        const time = { start: at.start / 1000, end: at.end / 1000, duration: (at.end - at.start) / 1000 }
+        input = { ...input, time: { ...time, final: at.final } }
+      }
+    }
     const out = await run(rule.emit, input)
     if (!out.ok) return { kind: 'failed', stage: 'emit', error: out.error }
     const verdict = emitted(out.value)

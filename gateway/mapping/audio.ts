@@ -16,6 +16,8 @@ export interface MappingInput {
    */
   continued?: { id: string; seq: number; serverseq: number; chunk: number; audioMs: number }
   msg?: unknown
+  /** A result's audio stretch on the call's timeline, in seconds (`audio.time`): only in a result's `emit`. */
+  time?: { start: number; end: number; duration: number; final: boolean }
 }
 
 /**
@@ -95,6 +97,20 @@ export interface AudioMapping {
   replayRate: number | null
   /** The vendor's close codes by meaning (`closeCodes`). */
   closeCodes: Readonly<Record<number, CloseClass>>
+  /** Where on the audio a result is (`time`); null: the vendor gives no result times (absent in hand-built mappings: null). */
+  time?: ResultTime | null
+}
+
+/**
+ * `audio.time`: a result's audio stretch, from the start of its vendor session's audio, in `unitMs`
+ * (1000: seconds; 1: milliseconds); `end` or `duration` is given; `final`: the result will not be revised.
+ */
+export interface ResultTime {
+  readonly start: Expr
+  readonly end: Expr | null
+  readonly duration: Expr | null
+  readonly unitMs: number
+  readonly final: Expr
 }
 
 /** `audio.sign`: how the vendor URL is signed (schemas/mapping.schema.json). */
@@ -188,8 +204,24 @@ export function compileAudio(
     close: expr('/audio/close', a.close),
     closeCode: a.closeCode ?? 1000,
     replayRate: a.realTimeOnly === true ? 1 : (a.replayRate ?? null),
-    closeCodes: Object.fromEntries(Object.entries(a.closeCodes ?? {}).map(([k, v]) => [Number(k), v as CloseClass]))
+    closeCodes: Object.fromEntries(Object.entries(a.closeCodes ?? {}).map(([k, v]) => [Number(k), v as CloseClass])),
+    time:
+      a.time === undefined || a.time.none !== undefined
+        ? null
+        : {
+            start: expr('/audio/time/start', a.time.start) as Expr,
+            end: expr('/audio/time/end', a.time.end),
+            duration: expr('/audio/time/duration', a.time.duration),
+            unitMs: a.time.unit === 'milliseconds' ? 1 : 1000,
+            final: expr('/audio/time/final', a.time.final) as Expr
+          }
   }
+  if (
+    a.time !== undefined &&
+    a.time.none === undefined &&
+    (a.time.end === undefined) === (a.time.duration === undefined)
+  )
+    problem('/audio/time', 'needs exactly one of end and duration')
   if (audio.ready !== null && audio.ready.when === null && !readyFailed)
     problem('/audio/ready/when', 'is required when ready is given')
   return audio

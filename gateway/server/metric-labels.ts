@@ -69,7 +69,7 @@ export const CLOSED_LABELS: ClosedLabels = {
   audio_tee_messages_total: [{ values: { result: ['forwarded', 'dropped', 'platform_backpressure'] } }],
   text_tee_deliveries_total: [{ values: { result: ['ok', 'queue_full', ...ERROR_OUTCOMES] } }],
   audio_vendor_messages_total: [
-    { values: { result: ['emitted', 'unmatched', 'error', 'parked', 'dropped_before_connected'] } }
+    { values: { result: ['emitted', 'unmatched', 'error', 'parked', 'dropped_before_connected', 'before_delivered'] } }
   ],
   auth_failures_total: [
     { values: { hook: ['audio', 'text', 'dry_run'], reason: CREDENTIAL_REASONS } },

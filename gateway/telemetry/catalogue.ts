@@ -74,7 +74,7 @@ export const CATALOGUE = {
   },
   audio_vendor_messages_total: {
     type: 'counter',
-    help: 'Vendor text messages, by result (emitted, unmatched, error, parked, dropped_before_connected).',
+    help: 'Vendor text messages, by result (emitted, unmatched, error, parked, dropped_before_connected, before_delivered).',
     labels: ['route', 'result']
   },
   ws_closes_total: {

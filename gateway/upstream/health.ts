@@ -35,7 +35,17 @@ export class Prober {
     private readonly clock: Clock = systemClock,
     /** Each pool's plan; a pool without one probes as the config alone says (`configPlan`). */
     private readonly plans: ReadonlyMap<UpstreamPool, ProbePlan> = new Map()
-  ) {}
+  ) {
+    // A failover's proof of a replica that failed (pool.ts `prove`): one probe of the route's kind, here,
+    // whoever holds the probing lease.
+    for (const pool of pools) {
+      const plan = this.planOf(pool)
+      pool.probe =
+        plan.kind === 'none'
+          ? null
+          : async r => (await runProbe(plan, r.config, this.settings.timeoutSeconds * 1000)).ok
+    }
+  }
 
   private planOf(pool: UpstreamPool): ProbePlan {
     let plan = this.plans.get(pool)
@@ -75,7 +85,10 @@ export class Prober {
   }
 
   private async probeOne(r: Replica, plan: ProbePlan): Promise<void> {
+    const since = r.failures
     const outcome: ProbeOutcome = await runProbe(plan, r.config, this.settings.timeoutSeconds * 1000)
+    // A probe that passed proves the replica answers (unless a session failed on it meanwhile).
+    if (outcome.ok) r.answered(since)
     const refused = !outcome.ok && outcome.credentialRefused
     this.events.checked(r, outcome.ok, refused)
     // `since` is wall-clock time on purpose: the fleet reads it (/admin/upstreams), unlike the timers.

@@ -34,6 +34,16 @@ export class Replica {
   readonly quickLosses: number[] = []
   /** Held off by the session-open breaker until (clock ms): not even a last resort. */
   breakerUntil = 0
+  /**
+   * Failing right now: a vendor session of this process on it failed gateway-side (a connect error, an
+   * upgrade never answered, a missed pong, an abnormal close) and nothing on it has answered since. A
+   * failover (and rebalancing) does not go to it until it proves itself again (`answered`). New legs
+   * still may: their failures are what passive ejection counts.
+   */
+  failing = false
+  /** Gateway-side audio failures seen here, and proofs of life since the start (counters, never reset). */
+  failures = 0
+  proofs = 0
   readonly key: string
   /** The streams of this instance on the replica, so a down verdict can move them. */
   readonly leases = new Set<StreamLease>()
@@ -65,6 +75,23 @@ export class Replica {
 
   get healthy(): boolean {
     return this.probedUp && !this.ejected
+  }
+
+  /** A vendor session on it failed gateway-side: failing until it answers again. */
+  failed(): void {
+    this.failures++
+    this.failing = true
+  }
+
+  /**
+   * The replica answered: a vendor session on it became ready, a pong or a vendor message arrived, a
+   * probe passed. `since`: the failure count when the evidence started (a probe that started before the
+   * latest failure proves nothing about it); absent, the evidence is of now.
+   */
+  answered(since: number = this.failures): void {
+    if (since !== this.failures) return
+    this.failing = false
+    this.proofs++
   }
 
   /** Streams on this replica fleet-wide: other instances' (from the store) plus ours. */
@@ -144,7 +171,10 @@ export class UpstreamPool {
     this.replicas = route.upstreams.map(u => new Replica(route.name, u, store, clock))
   }
 
-  /** Audio replicas in the order to try them; `exclude` are tried last (a failed replica is still better than none). */
+  /**
+   * Audio replicas in the order to try them: by load, `exclude` last (a failed replica is still better
+   * than none). A failover holds back the replicas failing right now (audio/failover.ts `ReplicaWalk`).
+   */
   audioCandidates(exclude: ReadonlySet<Replica> = new Set()): Replica[] {
     const ok = this.replicas.filter(
       r =>
@@ -184,6 +214,7 @@ export class UpstreamPool {
    * connect failure, timeout or 502/503/504). True when it ejected the replica (through `markDown`).
    */
   recordFailure(r: Replica, reason: string, source: 'audio' | 'text' = 'text'): boolean {
+    if (source === 'audio') r.failed()
     r.consecutiveFailures++
     if (r.consecutiveFailures < this.health.passive.consecutiveFailures || r.ejected) return false
     if (!this.replicas.some(o => o !== r && o.healthy)) return false
@@ -193,6 +224,36 @@ export class UpstreamPool {
 
   recordSuccess(r: Replica): void {
     r.consecutiveFailures = 0
+  }
+
+  /** Set by the prober (upstream/health.ts): one probe of a replica as its route's plan says; null: the route is not probed. */
+  probe: ((r: Replica) => Promise<boolean>) | null = null
+  private readonly proving = new Map<Replica, Promise<boolean>>()
+
+  /**
+   * Whether `r` answers now, proven by a probe of its route's kind started now (one at a time per
+   * replica, shared by every caller): true when the probe passes (the replica is then no longer
+   * failing) or when the route has no probe (a session attempt is the only proof left); false when it
+   * fails. A replica not failing needs no proof.
+   */
+  async prove(r: Replica, force = false): Promise<boolean> {
+    if (!r.failing && !force) return true
+    const probe = this.probe
+    if (probe === null) return true
+    let running = this.proving.get(r)
+    if (running === undefined) {
+      const since = r.failures
+      running = probe(r).then(
+        ok => {
+          if (ok) r.answered(since)
+          return ok
+        },
+        () => false
+      )
+      this.proving.set(r, running)
+      void running.finally(() => this.proving.delete(r))
+    }
+    return await running
   }
 
   /**

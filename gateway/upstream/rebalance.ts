@@ -65,7 +65,9 @@ export class Rebalancer {
     if (candidates.length < 2) return null
     const load = (r: Replica): number => r.fleetStreams / r.config.weight
     // audioCandidates is sorted least busy first; the busiest may be one without room (it is still a source).
-    const to = candidates[0]
+    // Never onto a replica whose sessions are failing right now (upstream/pool.ts `failing`).
+    const to = candidates.find(r => !r.failing)
+    if (to === undefined) return null
     let from: Replica | null = null
     for (const r of pool.replicas) if (r.healthy && r !== to && (from === null || load(r) > load(from))) from = r
     return from === null || load(from) - load(to) <= spread ? null : { from, to }

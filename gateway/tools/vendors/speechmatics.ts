@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
 import { Cadence, phrase, round3 } from './cadence'
+import { framesHeard, hear } from './deepgram'
 import type { Context, Protocol, VendorSession, Verdict } from './session'
 import { header, isObject, parseJson, safeEqual, type Json } from './wire'
 
@@ -102,12 +103,15 @@ export class SpeechmaticsSession implements Protocol {
   private cadence: Cadence
   private lastActivity: number
   private results = 0
+  /** `transcribeFrames`: the marker of every 20 ms of µ-law heard, in order (-1: none). */
+  private readonly heard: number[] | null
 
   constructor(
     private readonly s: VendorSession,
     private readonly ctx: Context
   ) {
     this.cadence = new Cadence(ctx.resultEveryMs)
+    this.heard = ctx.opts.transcribeFrames === true ? [] : null
     this.lastActivity = ctx.clock.now()
   }
 
@@ -159,8 +163,15 @@ export class SpeechmaticsSession implements Protocol {
     }
     if (data.length % this.bytesPerSample !== 0) this.s.note(`AddAudio of ${data.length} bytes: not whole samples`)
     this.s.addAudio(data.length, data)
+    if (this.heard !== null && this.bytesPerSample === 1) hear(this.heard, data)
     this.lastActivity = this.ctx.clock.now()
     this.s.send({ message: 'AudioAdded', seq_no: ++this.seqNo })
+    const failAfter = this.ctx.opts.failAfterAudioMs
+    if (
+      failAfter !== undefined &&
+      this.cadence.audioMs + (data.length / this.bytesPerSample / this.rate) * 1000 >= failAfter
+    )
+      return this.fail('internal_error', 'emulated server fault', 1011)
     const crossed = this.cadence.add((data.length / this.bytesPerSample / this.rate) * 1000)
     for (let i = 0; i < crossed; i++) {
       const at = this.cadence.boundary(i, crossed)
@@ -215,7 +226,9 @@ export class SpeechmaticsSession implements Protocol {
 
   private transcript(message: 'AddTranscript' | 'AddPartialTranscript', startMs: number, endMs: number): void {
     const final = message === 'AddTranscript'
-    const words = phrase(final ? ++this.results : this.results + 1)
+    const n = final ? ++this.results : this.results + 1
+    const words = this.heard !== null ? framesHeard(this.heard, startMs, endMs) : phrase(n)
+    if (words.length === 0) words.push('')
     const step = (endMs - startMs) / words.length
     this.s.send({
       message,

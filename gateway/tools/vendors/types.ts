@@ -43,6 +43,14 @@ export interface RealVendorOptions {
   transcribeException?: { afterAudioMs: number; type: string; message: string }
   /** Results cadence, in milliseconds of audio received. Default 1000; 0 = never. */
   resultEveryMs?: number
+  /** speechmatics: after this much audio in a session, an Error (internal_error) and close 1011, as on a server fault. */
+  failAfterAudioMs?: number
+  /**
+   * deepgram, speechmatics: transcribe what it hears (issue 32): a result's transcript names the platform frames it
+   * covers, "frames A-B", read from each 20 ms frame's marker (4 zero bytes, then the frame number as a
+   * 32-bit big-endian integer; "?" for a frame without one), with the vendor's own time fields.
+   */
+  transcribeFrames?: boolean
   /**
    * deepgram: close 1011 (NET-0001) after this long with neither audio nor KeepAlive. Default
    * 10000, like the real service. amazon-transcribe: no audio for this long → BadRequestException (default

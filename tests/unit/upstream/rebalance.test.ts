@@ -138,3 +138,17 @@ t.test('only an imbalance that lasts settleSeconds moves calls; a passing one (c
   t.ok(w.moves.length > 0, 'apart for 5 s: calls move')
   t.ok(w.moves.every(m => m === 'a>b'))
 })
+
+t.test('issue 32: no call moves onto a replica whose sessions are failing right now, until it answers', async t => {
+  const w = world({ spread: 1, perSecond: 5, settleSeconds: 0 }, ['a', 'b', 'c'])
+  for (let i = 0; i < 6; i++) w.call(w.r('a'))
+  w.call(w.r('b'))
+  w.p.recordFailure(w.r('c'), 'missed pong', 'audio') // a session on c just failed
+  w.reb.start()
+  w.clock.advance(1000)
+  t.equal(w.r('c').activeStreams, 0, 'the least busy, c, is failing: nothing goes there')
+  t.same(w.moves, ['a>b', 'a>b'], 'the calls go to b instead')
+  w.r('c').answered()
+  w.clock.advance(1000)
+  t.ok(w.r('c').activeStreams > 0, 'once c answers, it gets calls again')
+})
