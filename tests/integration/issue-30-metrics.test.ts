@@ -81,7 +81,8 @@ t.test('before any traffic, every series an alert takes increase() of is at 0 (s
   t.ok(await until(async () => (await workers(gw)).length === 2 && (await workers(gw)).every(w => w.up)), '2 workers')
   const { samples } = parseExposition(await scrape(gw))
   const selectors = increaseSelectors()
-  t.equal(selectors.length, 17, 'the 17 increase() selectors of ops/alerts.yml')
+  // 17 when issue 30 counted them; issue 33's quota alert (AssistGatewayQuotaRefusals) is the 18th.
+  t.equal(selectors.length, 18, 'the 18 increase() selectors of ops/alerts.yml')
   for (const text of selectors) {
     const s = selector(text)
     const found = [...samples].filter(([series]) => s.matches(series))
