@@ -163,7 +163,10 @@ t.test('per-tenant series: counts for acme, 0 for globex from the start, unknown
     globex: 0
   }
   let seen: Record<string, number> = {}
-  await until(async () => JSON.stringify((seen = await want())) === JSON.stringify(expected))
+  await until(async () => {
+    seen = await want()
+    return JSON.stringify(seen) === JSON.stringify(expected)
+  })
   t.same(seen, expected, "acme's counts, unknown's refused credentials, globex's series at 0")
 
   // A reload's new tenant has its series at 0 at once.
