@@ -258,7 +258,8 @@ export function seedsReference(): string {
     upstream: 'each replica',
     tee: 'each tee',
     from: 'each pair of replicas of a route',
-    worker: 'each worker (main process)'
+    worker: 'each worker (main process)',
+    tenant: 'each tenant (configured, a route that is its own, and `unknown`)'
   }
   const lines = ['| metric | series at 0 from the start |', '|---|---|']
   for (const name of Object.keys(CATALOGUE) as MetricName[]) {

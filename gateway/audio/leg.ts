@@ -1,3 +1,4 @@
+import { UNKNOWN_TENANT } from '../auth/tenant-credentials'
 import type { TimerHandle } from '../clock'
 import { afterFailureDelay } from '../auth/failure-budget'
 import type { PlaceTaken } from '../auth/admission'
@@ -68,6 +69,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
   ) {
     this.counters = deps.metrics.startLeg(deps.route.name)
     this.counters.active = true
+    this.counters.tenant = UNKNOWN_TENANT
     this.call = new LegCall(deps, this.counters)
     this.log = deps.log
     this.audio = new LegAudio(deps.settings.holdBufferBytes)
@@ -211,6 +213,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
     const { checked } = v
     this.tokenJti = checked.jti
     this.log = this.call.identified(this.log, checked.identity, checked.tenant)
+    this.counters.tenant = checked.tenant
     this.state = 'PLACING'
     this.initAt = this.deps.clock.now()
     this.accepted = { checked, key: v.key }
@@ -239,11 +242,13 @@ export class AudioLeg implements SessionOwner, RelayOwner {
     if (typeof taken === 'string') {
       this.deps.placement.abandon(key)
       this.deps.metrics.limitRefusals.inc({ limit: taken, hook: 'audio' })
+      this.deps.metrics.tenantRefusals.inc({ tenant: checked.tenant, limit: taken })
       return this.fail(new GatewayError('LEG_LIMIT', { detail: taken }), [], { limit: taken })
     }
     if (typeof taken !== 'function') {
       this.deps.placement.abandon(key)
       this.deps.metrics.limitRefusals.inc({ limit: taken.limit, hook: 'audio' })
+      this.deps.metrics.tenantRefusals.inc({ tenant: checked.tenant, limit: taken.limit })
       const { limit, retryAfterSeconds } = taken
       return this.fail(new GatewayError('QUOTA_EXCEEDED', { detail: limit }), [], { limit, retryAfterSeconds })
     }
@@ -411,6 +416,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
     this.releasePlace = null
     this.counters.active = false
     this.deps.metrics.sessionsTotal.inc({ route: this.deps.route.name, outcome })
+    this.deps.metrics.tenantLegs.inc({ tenant: this.call.tenant, outcome })
     this.deps.metrics.endLeg(this.counters)
     const fate = letGo(session, link, this, was, how)
     this.call.ended(this.log, { outcome, closeCode, fate, session })

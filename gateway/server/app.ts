@@ -187,7 +187,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
     )
   metrics.storeIsUp = () => store.up()
   // Every series the gateway can count exists at 0 from now on, and a reload's new routes' from its swap.
-  metrics.seed(CLOSED_LABELS, () => labelSpaceOf(gen.routes.values()))
+  metrics.seed(CLOSED_LABELS, () => labelSpaceOf(gen.routes.values(), Object.keys(gen.config.tenants ?? {})))
   // A replica probed down (here or by the fleet's prober) goes down in its pool: its streams move off it.
   store.onSync(() => {
     for (const p of pools()) p.refreshProbes()

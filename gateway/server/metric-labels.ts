@@ -3,6 +3,8 @@ import type { VendorFailure } from '../audio/connection-contract'
 import { CLOSE_OUTCOME, type PlatformCut } from '../audio/leg-contract'
 import type { LegLimit } from '../auth/leg-limits'
 import { QUOTA_LIMITS } from '../auth/quotas'
+import { UNKNOWN_TENANT } from '../auth/tenant-credentials'
+import { hasOwnAuth } from '../config/tenants'
 import type { RelayRefusal } from '../auth/relay-token'
 import { TOKEN_FAILURES } from '../auth/token-verify'
 import { CODES } from '../errors'
@@ -61,6 +63,8 @@ const LEG_OUTCOMES: readonly string[] = [
   ...ERROR_OUTCOMES
 ]
 const RELAY_RESULTS = ['relayed', 'relay_failed']
+/** tenant_refusals_total's limits: those that refuse a caller whose credential was accepted (its tenant known). */
+const TENANT_REFUSALS: readonly string[] = [...LEG_LIMITS, ...QUOTA_LIMITS]
 
 export const CLOSED_LABELS: ClosedLabels = {
   config_reloads_total: [{ values: { result: ['ok', 'failed'] } }],
@@ -107,6 +111,9 @@ export const CLOSED_LABELS: ClosedLabels = {
     { values: { reason: ['connect_failed', 'status_5xx', 'timeout', 'rate_limited', 'budget_exhausted'] } }
   ],
   store_errors_total: [{ values: { op: STORE_OPS } }],
+  tenant_legs_total: [{ values: { outcome: LEG_OUTCOMES } }],
+  tenant_utterances_total: [{ values: { code: TEXT_STATUSES } }],
+  tenant_refusals_total: [{ values: { limit: TENANT_REFUSALS } }],
   limit_refusals_total: [
     { values: { limit: ['failure_budget'], hook: ['audio', 'text', 'token', 'dry_run'] } },
     { values: { limit: ['header_size'], hook: ['audio', 'text', 'token'] } },
@@ -115,18 +122,37 @@ export const CLOSED_LABELS: ClosedLabels = {
   ]
 }
 
-/** The open label values of one generation of routes: its routes, every pool's replicas, its tees. */
+/**
+ * The tenant label's values for one generation of routes: every configured tenant, each route that is a
+ * tenant of its own (its own `auth`, config/tenants.ts `hasOwnAuth`, or a route that admits no configured
+ * tenant and so takes anonymous callers as its own: auth/route-auth.ts), and `unknown`. Bounded by the config.
+ */
+export function tenantsOf(
+  routes: Iterable<{ name: string; config: { tenants?: readonly string[] }; tenants?: readonly { name: string }[] }>,
+  configured: Iterable<string>
+): string[] {
+  const out = new Set(configured)
+  for (const r of routes)
+    if (hasOwnAuth(r.config) || (r.config.tenants === undefined && (r.tenants ?? []).length === 0)) out.add(r.name)
+  out.add(UNKNOWN_TENANT)
+  return [...out]
+}
+
+/** The open label values of one generation of routes: its routes, every pool's replicas, its tees, its tenants. */
 export function labelSpaceOf(
   routes: Iterable<{
     name: string
-    config: { join?: unknown }
+    config: { join?: unknown; tenants?: readonly string[] }
+    tenants?: readonly { name: string }[]
     pool: { replicas: readonly { route: string; name: string }[] }
     tees?: readonly {
       name: string
       route: string
       runtime: { pool: { replicas: readonly { route: string; name: string }[] } }
     }[]
-  }>
+  }>,
+  /** The configured tenants (`tenants:`). */
+  configured: Iterable<string> = []
 ): LabelSpace {
   const list = [...routes]
   const pools = list.flatMap(r => [r.pool, ...(r.tees ?? []).map(t => t.runtime.pool)])
@@ -134,6 +160,7 @@ export function labelSpaceOf(
     routes: list.map(r => ({ name: r.name, join: r.config.join !== undefined })),
     replicas: pools.flatMap(p => p.replicas.map(x => ({ route: x.route, upstream: x.name }))),
     tees: list.flatMap(r => (r.tees ?? []).map(t => ({ route: t.route, tee: t.name }))),
-    workers: []
+    workers: [],
+    tenants: tenantsOf(list, configured)
   }
 }

@@ -26,7 +26,8 @@ const JSON_TYPE = /^application\/(?:[\w.-]+\+)?json\s*(?:;|$)/i
 
 /** What the text route keeps per route: its answer counters and duration histogram (server/text-route.ts). */
 export interface TextCounters {
-  count: (route: string, status: number, seconds: number) => void
+  /** `tenant`: whose request it was (tenant_utterances_total), `unknown` when no credential was accepted. */
+  count: (route: string, status: number, seconds: number, tenant: string) => void
 }
 
 /**
@@ -251,7 +252,7 @@ export class TextExchange {
     quiet: boolean
   ): void {
     const ms = performance.now() - this.started
-    this.counters.count(this.routeName, status, ms / 1000)
+    this.counters.count(this.routeName, status, ms / 1000, this.utterance?.tenant ?? UNKNOWN_TENANT)
     this.span.set({
       'http.response.status_code': status,
       'assist_gateway.upstream': upstream,

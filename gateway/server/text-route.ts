@@ -1,4 +1,5 @@
 import type { HttpResponse, TemplatedApp } from 'uWebSockets.js'
+import { UNKNOWN_TENANT } from '../auth/tenant-credentials'
 import { CODES, GatewayError, type ErrorCode } from '../errors'
 import type { RouteRuntime } from '../route'
 import type { TextHook } from '../text/utterance'
@@ -12,13 +13,14 @@ const DEFAULT_TEXT_PATH = '/agent_assist_text_webhooks/utterance'
 /**
  * POST /text/{route} and POST /agent_assist_text_webhooks/utterance (the default route): one
  * TextExchange per request (server/text-exchange.ts), handed to text/utterance. Other methods on these
- * paths: 405. Every answer is counted here, by route and status.
+ * paths: 405. Every answer is counted here, by route and status, and by tenant and status.
  */
 export function mountText(app: TemplatedApp, state: ServerState, hook: Pick<TextHook, 'serves' | 'handle'>): void {
   const metrics = state.metrics
   const counters = new Map<string, { inc: () => void }>()
+  const byTenant = new Map<string, { inc: () => void }>()
   const durations = new Map<string, { observe: (v: number) => void }>()
-  const count = (route: string, status: number, seconds: number): void => {
+  const count = (route: string, status: number, seconds: number, tenant: string): void => {
     const key = `${route}\n${status}`
     let c = counters.get(key)
     if (c === undefined) {
@@ -26,6 +28,13 @@ export function mountText(app: TemplatedApp, state: ServerState, hook: Pick<Text
       counters.set(key, c)
     }
     c.inc()
+    const tk = `${tenant}\n${status}`
+    let u = byTenant.get(tk)
+    if (u === undefined) {
+      u = metrics.tenantUtteranceCounts.cell(tenant, String(status))
+      byTenant.set(tk, u)
+    }
+    u.inc()
     let d = durations.get(route)
     if (d === undefined) {
       d = metrics.textDuration.labels(route)
@@ -49,7 +58,7 @@ export function mountText(app: TemplatedApp, state: ServerState, hook: Pick<Text
       )
     if (close) closeAfterParse(res, write)
     else write()
-    count(route?.name ?? '', status, 0)
+    count(route?.name ?? '', status, 0, UNKNOWN_TENANT)
   }
 
   const counted = { count }

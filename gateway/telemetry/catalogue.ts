@@ -216,6 +216,37 @@ export const CATALOGUE = {
       'route_legs, route_legs_per_second, route_utterances_per_second) and hook (audio, text, token, dry_run).',
     labels: ['limit', 'hook']
   },
+  tenant_legs_active: {
+    type: 'gauge',
+    help:
+      'Audio legs past the upgrade and not yet ended, by tenant: a configured tenant, a route named after itself ' +
+      '(its own auth or anonymous callers), or unknown (no credential accepted yet, or a refused one). Per-tenant ' +
+      'series are their own families rather than a tenant label on audio_sessions_active, audio_sessions_total, ' +
+      'text_requests_total and limit_refusals_total: the label sets the shipped alerts, dashboard and seeding read ' +
+      'stay as they are, and the tenant series stay small (tenant × outcome, never tenant × route).',
+    labels: ['tenant']
+  },
+  tenant_legs_total: {
+    type: 'counter',
+    help: 'Audio legs ended, by tenant (as tenant_legs_active) and outcome (as audio_sessions_total).',
+    labels: ['tenant', 'outcome']
+  },
+  tenant_utterances_total: {
+    type: 'counter',
+    help:
+      'Text hook requests answered, by tenant (as tenant_legs_active; unknown: no credential accepted, or no ' +
+      'known route) and HTTP status code (as text_requests_total).',
+    labels: ['tenant', 'code']
+  },
+  tenant_refusals_total: {
+    type: 'counter',
+    help:
+      'Legs and utterances refused after their credential was accepted, by tenant and limit: the quotas ' +
+      '(tenant_legs, tenant_legs_per_second, tenant_utterances_per_second, route_legs, route_legs_per_second, ' +
+      'route_utterances_per_second) and the leg limits (legs_per_route, legs_per_client). Each is counted in ' +
+      'limit_refusals_total too; refusals before a credential is accepted (failure_budget, sizes) are there only.',
+    labels: ['tenant', 'limit']
+  },
   workers: {
     type: 'gauge',
     help: 'Worker processes serving the public port (serve --workers N; 1: a single process).',

@@ -26,10 +26,12 @@ export class LegCounters {
   dropFailoverUnreplayed = 0
   bufferedBytes = 0
   active = false
+  /** A platform leg's tenant (tenant_legs_active): `unknown` until its credential is accepted; null for a tee's. */
+  tenant: string | null = null
   constructor(readonly route: string) {}
 }
 
-type Totals = Omit<LegCounters, 'route' | 'active' | 'bufferedBytes'>
+type Totals = Omit<LegCounters, 'route' | 'active' | 'bufferedBytes' | 'tenant'>
 const FIELDS = [
   'framesFromPlatform',
   'bytesFromPlatform',
@@ -146,6 +148,11 @@ export class Metrics {
   readonly workers: Gauge
   readonly workerRestarts: Counter
   readonly workerLegsActive: Gauge
+  readonly tenantLegs: Counter
+  readonly tenantRefusals: Counter
+  readonly tenantUtterances: Counter
+  /** tenantUtterances' per-request increments (count-cells.ts). */
+  readonly tenantUtteranceCounts = new CountCells()
   /** Set by the server: every replica's health, read at scrape time. */
   replicaHealth: () => { route: string; upstream: string; healthy: boolean }[] = () => []
   storeIsUp: () => boolean = () => true
@@ -267,7 +274,22 @@ export class Metrics {
       registers: r
     })
 
+    this.tenantLegs = counter('tenant_legs_total')
+    this.tenantRefusals = counter('tenant_refusals_total')
+    this.tenantUtterances = counter('tenant_utterances_total', this.tenantUtteranceCounts)
+
     // Published at scrape time from the plain per-leg integers: nothing per frame touches prom-client.
+    new Gauge({
+      name: name('tenant_legs_active'),
+      help: help('tenant_legs_active'),
+      labelNames: labels('tenant_legs_active'),
+      registers: r,
+      collect() {
+        this.reset()
+        for (const tenant of self.labelSpace().tenants) this.set({ tenant }, 0)
+        for (const l of self.live) if (l.active && l.tenant !== null) this.inc({ tenant: l.tenant })
+      }
+    })
     new Gauge({
       name: name('audio_sessions_active'),
       help: help('audio_sessions_active'),

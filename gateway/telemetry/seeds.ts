@@ -5,7 +5,7 @@ import { CATALOGUE, type MetricName } from './catalogue'
  * sees a first event as 0 → 1 (what `increase()` and `rate()` need), not as a new series at 1.
  *
  * A label is closed (a reason, a result, a code, a limit: the values the code can count, taken from
- * the modules that count them, server/metric-labels.ts) or open (route, upstream, tee, from, to, worker:
+ * the modules that count them, server/metric-labels.ts) or open (route, upstream, tee, from, to, worker, tenant:
  * what the config names, read at every collection, so a route a reload adds shows at once). The series
  * of a metric are its closed groups, each a product of value lists, filled with the open labels the
  * group does not fix. Their number is bounded by the config and the catalogues, never by traffic.
@@ -20,9 +20,14 @@ export interface LabelSpace {
   readonly tees: readonly { readonly route: string; readonly tee: string }[]
   /** Worker indexes (the main process of `serve --workers N`); none in a worker or a single process. */
   readonly workers: readonly string[]
+  /**
+   * The tenant label's values: the configured tenants, the routes that are a tenant of their own (own auth,
+   * or open to anonymous callers) and `unknown` (server/metric-labels.ts `tenantsOf`); none in the main process.
+   */
+  readonly tenants: readonly string[]
 }
 
-export const EMPTY_SPACE: LabelSpace = { routes: [], replicas: [], tees: [], workers: [] }
+export const EMPTY_SPACE: LabelSpace = { routes: [], replicas: [], tees: [], workers: [], tenants: [] }
 
 /** One product of closed label values; `routes: 'join'` keeps it to join routes. */
 export interface SeedGroup {
@@ -33,7 +38,7 @@ export interface SeedGroup {
 /** The closed groups of each metric that is seeded; a metric absent here gets one group with no closed label. */
 export type ClosedLabels = Partial<Record<MetricName, readonly SeedGroup[]>>
 
-const OPEN = new Set(['route', 'upstream', 'tee', 'from', 'to', 'worker'])
+const OPEN = new Set(['route', 'upstream', 'tee', 'from', 'to', 'worker', 'tenant'])
 
 export function isOpenLabel(label: string): boolean {
   return OPEN.has(label)
@@ -46,6 +51,7 @@ function openFills(open: readonly string[], space: LabelSpace, group: SeedGroup)
   if (open.length === 0) return [{}]
   const has = (l: string): boolean => open.includes(l)
   if (has('worker')) return space.workers.map(worker => ({ worker }))
+  if (has('tenant')) return space.tenants.map(tenant => ({ tenant }))
   if (has('tee')) return space.tees.map(t => ({ route: t.route, tee: t.tee }))
   if (has('from') && has('to'))
     return space.replicas.flatMap(a =>

@@ -1,3 +1,4 @@
+import { UNKNOWN_TENANT } from '../auth/tenant-credentials'
 import type { TextSettings } from '../config/types'
 import { GatewayError, logLevelOf } from '../errors'
 import { thenOrNow } from '../auth/admission'
@@ -249,6 +250,7 @@ export class TextHook {
 
   private overQuota(req: IncomingUtterance, refusal: QuotaRefusal): TextResult {
     this.deps.metrics.limitRefusals.inc({ limit: refusal.limit, hook: 'text' })
+    this.deps.metrics.tenantRefusals.inc({ tenant: req.tenant ?? UNKNOWN_TENANT, limit: refusal.limit })
     const { limit, retryAfterSeconds } = refusal
     return this.refuse(req, new GatewayError('QUOTA_EXCEEDED', { detail: limit }), [], { retryAfterSeconds, limit })
   }

@@ -234,6 +234,20 @@ t.test('panels filter by the $instance and $route variables', async t => {
     }
 })
 
+t.test('a row per tenant (issue 33 item 5): $tenant repeats a row whose panels read the tenant series', async t => {
+  const vars = (dashboard as unknown as { templating: { list: { name: string; query?: { query: string } }[] } })
+    .templating.list
+  t.match(vars.find(v => v.name === 'tenant')?.query?.query, /tenant_legs_active\{[^}]*\}, tenant\)/, '$tenant')
+  const row = (dashboard.panels as (Panel & { repeat?: string })[]).find(p => p.type === 'row' && p.repeat === 'tenant')
+  t.ok(row, 'a row repeated by $tenant')
+  const inRow = rowPanels(row?.title ?? '')
+  const read = new Set(inRow.flatMap(p => (p.targets ?? []).flatMap(x => seriesOf(x.expr).gateway)))
+  for (const name of ['tenant_legs_active', 'tenant_legs_total', 'tenant_utterances_total', 'tenant_refusals_total'])
+    t.ok(read.has(name), `the tenant row shows ${name}`)
+  for (const p of inRow)
+    for (const x of p.targets ?? []) t.match(x.expr, /tenant="\$tenant"/, `panel "${p.title}": one tenant per row`)
+})
+
 t.test('the PrometheusRule of ops/k8s/monitoring carries the groups of ops/alerts.yml, and validates', async t => {
   const rule = objectsOf(readFileSync(join(root, 'ops', 'k8s', 'monitoring', 'prometheusrule.yaml'), 'utf8'))[0]
   t.equal(rule.kind, 'PrometheusRule')

@@ -1,6 +1,7 @@
 import t from 'tap'
+import { QUOTA_LIMITS } from '../../../gateway/auth/quotas'
 import { CODES } from '../../../gateway/errors'
-import { CLOSED_LABELS } from '../../../gateway/server/metric-labels'
+import { CLOSED_LABELS, labelSpaceOf, tenantsOf } from '../../../gateway/server/metric-labels'
 import { CATALOGUE, Metrics, type MetricName, PUBLISHED_LABELS } from '../../../gateway/telemetry/metrics'
 import { EMPTY_SPACE, isOpenLabel, type LabelSpace, seedSeries } from '../../../gateway/telemetry/seeds'
 
@@ -19,7 +20,8 @@ const space: LabelSpace = {
     { route: 'demo/copy', upstream: 't' }
   ],
   tees: [{ route: 'demo', tee: 'copy' }],
-  workers: []
+  workers: [],
+  tenants: ['acme', 'demo', 'unknown']
 }
 
 /** Every sample line of `name` in the exposition text, by its label text. */
@@ -126,3 +128,60 @@ t.test('a seeded registry shows every series at 0, keeps counts, and seeds a rel
   t.equal(samples(text, 'assist_gateway_audio_handshake_duration_seconds_count').get('{route="demo"}'), 1)
   t.equal(samples(text, 'assist_gateway_audio_sessions_total').get('{route="demo",outcome="ok"}'), 2)
 })
+
+t.test(
+  'per-tenant series (issue 33 item 5): every tenant of the config and unknown, at 0, and a reload’s new tenant',
+  async t => {
+    // Tenant values: the configured tenants, a route with its own auth, a route open to anonymous callers, and
+    // unknown; not a route that admits only configured tenants (its callers are those tenants).
+    const routes = [
+      { name: 'own', config: { auth: { audio: ['k'] }, tenants: ['acme'] }, tenants: [{ name: 'acme' }] },
+      { name: 'open', config: {}, tenants: [] },
+      { name: 'shared', config: { tenants: ['acme', 'globex'] }, tenants: [{ name: 'acme' }, { name: 'globex' }] },
+      { name: 'all', config: {}, tenants: [{ name: 'acme' }, { name: 'globex' }] }
+    ]
+    t.same(tenantsOf(routes, ['acme', 'globex']).sort(), ['acme', 'globex', 'open', 'own', 'unknown'])
+    t.same(labelSpaceOf([], ['acme']).tenants, ['acme', 'unknown'], 'no route: the configured tenants and unknown')
+    t.same(
+      seedSeries('tenant_refusals_total', CLOSED_LABELS, space)
+        .filter(l => l.tenant === 'acme')
+        .map(l => l.limit)
+        .sort(),
+      ['legs_per_client', 'legs_per_route', ...QUOTA_LIMITS].sort(),
+      'refusals: the quotas and the leg limits, per tenant'
+    )
+    t.ok(
+      seedSeries('tenant_legs_total', CLOSED_LABELS, space).every(
+        l => Object.keys(l).sort().join() === 'outcome,tenant'
+      ),
+      'tenant series carry no route label'
+    )
+    let current = space
+    const m = new Metrics()
+    m.seed(CLOSED_LABELS, () => current)
+    const leg = m.startLeg('demo')
+    leg.active = true
+    leg.tenant = 'acme'
+    const tee = m.startLeg('demo/copy')
+    tee.active = true
+    m.tenantLegs.inc({ tenant: 'acme', outcome: 'ok' })
+    m.tenantUtteranceCounts.cell('unknown', '401').inc()
+    let text = await m.registry.metrics()
+    t.same(
+      Object.fromEntries(samples(text, 'assist_gateway_tenant_legs_active')),
+      { '{tenant="acme"}': 1, '{tenant="demo"}': 0, '{tenant="unknown"}': 0 },
+      'live legs by tenant, every tenant at 0 when idle; a tee’s vendor session is no leg of a tenant'
+    )
+    t.equal(samples(text, 'assist_gateway_tenant_legs_total').get('{tenant="acme",outcome="ok"}'), 1)
+    t.equal(samples(text, 'assist_gateway_tenant_legs_total').get('{tenant="demo",outcome="ok"}'), 0)
+    t.equal(samples(text, 'assist_gateway_tenant_utterances_total').get('{tenant="unknown",code="401"}'), 1)
+    t.equal(samples(text, 'assist_gateway_tenant_utterances_total').get('{tenant="acme",code="429"}'), 0)
+    t.equal(samples(text, 'assist_gateway_tenant_refusals_total').get('{tenant="acme",limit="tenant_legs"}'), 0)
+    current = { ...space, tenants: [...space.tenants, 'globex'] }
+    m.reseed()
+    text = await m.registry.metrics()
+    t.equal(samples(text, 'assist_gateway_tenant_refusals_total').get('{tenant="globex",limit="tenant_legs"}'), 0)
+    t.equal(samples(text, 'assist_gateway_tenant_legs_active').get('{tenant="globex"}'), 0, 'a reload’s tenant')
+    t.equal(samples(text, 'assist_gateway_tenant_legs_total').get('{tenant="acme",outcome="ok"}'), 1, 'kept')
+  }
+)
