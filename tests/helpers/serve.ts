@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Writable } from 'node:stream'
 import { stringify } from 'yaml'
+import { processTree } from '../bench/lib'
 import { spawnCli } from './cli'
 
 type T = { teardown: (fn: () => unknown) => void }
@@ -137,8 +138,16 @@ export async function spawnServe(
   })
   const close = async (graceMs = 3000): Promise<number | string> => {
     if (child.exitCode !== null || child.signalCode !== null) return await exited
+    // Its workers too, when the grace runs out: killed alone, the main process would leave them holding
+    // its stdout, and its 'close' (what `exited` waits for) would never come.
+    const tree = processTree(child.pid!)
     child.kill('SIGTERM')
-    const timer = setTimeout(() => child.kill('SIGKILL'), graceMs)
+    const timer = setTimeout(() => {
+      for (const pid of new Set([...processTree(child.pid!), ...tree]))
+        try {
+          process.kill(pid, 'SIGKILL')
+        } catch {}
+    }, graceMs)
     const how = await exited
     clearTimeout(timer)
     return how
