@@ -1,5 +1,5 @@
 import { createServer } from 'node:net'
-import type * as uWS from 'uWebSockets.js'
+import * as uWS from 'uWebSockets.js'
 import { cannotListen } from '../errors'
 
 /**
@@ -8,7 +8,7 @@ import { cannotListen } from '../errors'
  * them: a second gateway started on a taken port would serve half the calls without a word. So every
  * listener is `exclusive` (a second bind fails, and that gateway does not start) except the public and
  * fleet listeners of the workers of one `serve --workers N`, which are `shared` among those workers;
- * their main process claims the port first (`claimPort`).
+ * their main process claims the port first (`claimPort`) and holds it until they listen (`holdPort`).
  */
 export type PortUse = 'exclusive' | 'shared'
 
@@ -54,4 +54,24 @@ export async function claimPort(host: string, port: number): Promise<number> {
   const bound = (s.address() as { port: number }).port
   await new Promise<void>(resolve => s.close(() => resolve()))
   return bound
+}
+
+/**
+ * The main process of `serve --workers N`, from its claim of host:port until every worker listens there:
+ * hold the port in the group the workers join (SO_REUSEPORT, same user), so nothing else on the machine
+ * takes it in between. Workers take a second or two to start, and a port the claim picked (port 0) is an
+ * ephemeral one, which any outgoing connection of the machine may be given meanwhile; the workers' binds
+ * then failed. A connection that reaches the hold (none should: the instance is not listening yet) is
+ * closed. Returns the release.
+ */
+export async function holdPort(host: string, port: number): Promise<() => void> {
+  const app = uWS.App().any('/*', res => {
+    res.close()
+  })
+  const socket = await listen(app, host, port, 'shared')
+  let held = true
+  return () => {
+    if (held) uWS.us_listen_socket_close(socket)
+    held = false
+  }
 }

@@ -6,7 +6,7 @@ import { systemClock } from '../clock'
 import { adminRefused } from '../server/admin'
 import { announceReload, configView, type ReloadReport } from '../server/reload'
 import { CLOSED_LABELS } from '../server/metric-labels'
-import { claimPort } from '../server/listen'
+import { claimPort, holdPort } from '../server/listen'
 import type { Config } from '../config/types'
 import { MemoryStore } from '../store/memory'
 import type { Store } from '../store/port'
@@ -83,10 +83,16 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
   const adminToken = randomBytes(32).toString('base64url')
   // Claimed before the workers share them (server/listen.ts): a port another process holds stops the start.
   const port = await claimPort(config.listen.host, config.listen.port)
+  const holds = [await holdPort(config.listen.host, port)]
   const fleetPort =
     config.fleet.advertiseUrl !== undefined || config.fleet.port === 0
       ? await claimPort(config.fleet.host, config.fleet.port)
       : config.fleet.port
+  if (fleetPort !== config.fleet.port || config.fleet.advertiseUrl !== undefined)
+    holds.push(await holdPort(config.fleet.host, fleetPort))
+  const letGo = (): void => {
+    for (const release of holds) release()
+  }
   const slots: Slot[] = Array.from({ length: opts.workers }, (_, index) => ({
     index,
     child: null,
@@ -241,10 +247,13 @@ export async function startSupervisor(opts: SupervisorOptions): Promise<Supervis
       for (const s of slots) spawn(s)
     })
   } catch (err) {
+    letGo()
     killAll()
     clearInterval(syncTimer)
     throw err
   }
+  // Every worker listens on the ports now: the main process lets them go.
+  letGo()
 
   /** Every worker that is up, asked at once; one that has not answered within `ms` counts as no answer. */
   const askAll = async (make: (id: number) => ToWorker, ms = 10_000): Promise<{ worker: number; m: ToMain | null }[]> =>
