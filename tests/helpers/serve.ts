@@ -203,3 +203,43 @@ export async function spawnServe(
     close
   }
 }
+
+/** A bundled vendor emulator in a process of its own (`assist-gateway vendor`), read over its HTTP side. */
+export interface VendorProcess {
+  url: string
+  httpUrl: string
+  /** Its session reports (GET /sessions). */
+  sessions: () => Promise<Record<string, unknown>[]>
+}
+
+/**
+ * `assist-gateway vendor --kind <kind> --port 0 …` as a process of its own: for a test whose own process is
+ * busy being the platform (hundreds of legs and requests), so the gateway's health probes of the vendor
+ * measure the vendor, not the test's event loop.
+ */
+export async function spawnVendorProcess(t: T, args: string[]): Promise<VendorProcess> {
+  const child = spawnCli(['vendor', ...args, '--port', '0'])
+  const exited = new Promise(resolve => child.once('close', resolve))
+  t.teardown(async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM')
+    await exited
+  })
+  let out = ''
+  const url = await new Promise<string>((resolve, reject) => {
+    child.stdout!.on('data', d => {
+      out += String(d)
+      const m = / on (ws:\/\/127\.0\.0\.1:\d+\/stream)/.exec(out)
+      if (m !== null) resolve(m[1])
+    })
+    child.stderr!.on('data', d => {
+      out += String(d)
+    })
+    void exited.then(() => reject(new Error(`vendor emulator exited before listening: ${out}`)))
+  })
+  const httpUrl = url.replace(/^ws:/, 'http:').replace(/\/stream$/, '')
+  return {
+    url,
+    httpUrl,
+    sessions: async () => (await (await fetch(`${httpUrl}/sessions`)).json()) as Record<string, unknown>[]
+  }
+}

@@ -136,7 +136,11 @@ t.test('stereo join over real sockets', async t => {
     const before = dg.sessions().length
     const contact = 77
     const [tx, rx] = legs(t, gw, 'dg', 7700)
-    await Promise.all([tx.answer, rx.answer])
+    t.same(
+      (await Promise.all([tx.answer, rx.answer])).map(a => a.command),
+      ['CONNECTED', 'CONNECTED'],
+      'both legs CONNECTED'
+    )
     for (let k = 0; k < 5; k++) {
       tx.send(frame(contact, 0, k))
       rx.send(frame(contact, 1, k))
@@ -152,7 +156,14 @@ t.test('stereo join over real sockets', async t => {
       const c = mine()?.channels?.[ch]
       return c === undefined ? 0 : c.samples - c.silence // voiced samples (the payload never holds silence)
     }
-    t.ok(await until(() => content(1) === 5 * TICK), 'RX audio arrived')
+    if (!(await until(() => content(1) === 5 * TICK)))
+      t.fail('RX audio arrived', {
+        sessions: dg
+          .sessions()
+          .slice(before)
+          .map(s => ({ closed: s.closed, channels: s.channels })),
+        logs: gw.logs.lines.filter(l => l.contactId === 7700)
+      })
     rx.ws.close(1000) // hold: the platform closes the RX connection
     await rx.closed
     for (let k = 5; k < 15; k++) tx.send(frame(contact, 0, k))
