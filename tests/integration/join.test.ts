@@ -130,6 +130,8 @@ t.test('stereo join over real sockets', async t => {
       )
     }
     for (const l of pairs.flat()) l.ws.close(1000)
+    // Closed before the next subtest opens its call: each subtest's call is the only one arriving then.
+    await Promise.all(pairs.flat().map(async l => await l.closed))
   })
 
   await t.test('one side on hold (its socket closed) and back: the other keeps flowing, one session', async t => {
