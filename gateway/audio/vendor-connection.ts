@@ -256,13 +256,31 @@ export class VendorConnection implements Connection {
     if (typeof seq === 'number') this.frames.serverseq = seq
     const results = this.ctx.results
     const place = results === undefined ? null : { startFrame: this.startFrame, leg: results }
+    // Every kind of step by name: a new kind is a compile error (`default` takes only `never`), never a
+    // silent reconnect.
     for await (const step of this.rules.read(msg, phase, this.input, place)) {
-      if (step.kind === 'end') this.end(step.after, step.vendorMessage)
-      else if (step.kind === 'reading') this.reading(step.reading)
-      else if (step.kind === 'reply') this.out.sendValue(step.value)
-      else if (step.kind === 'emit') this.verdict(step.verdict)
-      else if (step.kind === 'resume') this.rules.resume()
-      else if (this.state === 'READY') this.events.reconnect?.(this)
+      switch (step.kind) {
+        case 'end':
+          this.end(step.after, step.vendorMessage)
+          break
+        case 'reading':
+          this.reading(step.reading)
+          break
+        case 'reply':
+          this.out.sendValue(step.value)
+          break
+        case 'emit':
+          this.verdict(step.verdict)
+          break
+        case 'resume':
+          this.rules.resume()
+          break
+        case 'reconnect':
+          if (this.state === 'READY') this.events.reconnect?.(this)
+          break
+        default:
+          unknownStep(step)
+      }
     }
   }
 
@@ -426,4 +444,9 @@ export class VendorConnection implements Connection {
     if (this[name] !== null) this.ctx.clock.clearTimeout(this[name])
     this[name] = null
   }
+}
+
+/** A control step of a kind the connection's switch does not name: its type is not `never`, so it does not compile. */
+function unknownStep(step: never): never {
+  throw new Error(`unknown control step ${JSON.stringify(step)}`)
 }

@@ -325,6 +325,9 @@ function typedValue(name: string, h: unknown): TypedHeader {
     case 'binary':
       if (typeof value !== 'string') break
       return { type, value: Buffer.from(value, 'base64') }
+    default:
+      // Any other type (it is the caller's data, not a union): refused below.
+      break
   }
   throw new EventStreamError(
     `header ${name}: {type: ${JSON.stringify(type)}} with that value is not an event-stream header`
