@@ -30,6 +30,7 @@ import { PlatformOut } from './platform-out'
 import { RelayLink, type RelayLinkFactory, relayEvent, type RelayOwner } from './relay-link'
 import type { Session, SessionOwner } from './session-contract'
 import { LegTees } from './tee'
+import { unhandled } from '../result'
 
 export type { LegDeps, LegState, PlatformLeg } from './leg-contract'
 
@@ -104,7 +105,8 @@ export class AudioLeg implements SessionOwner, RelayOwner {
     const c = this.counters
     c.framesFromPlatform++
     c.bytesFromPlatform += data.byteLength
-    switch (ON_BINARY[this.state]) {
+    const action = ON_BINARY[this.state]
+    switch (action) {
       case 'pass':
         return this.audio.sink.write(data)
       case 'hold':
@@ -120,11 +122,14 @@ export class AudioLeg implements SessionOwner, RelayOwner {
         return
       case 'drop':
         return
+      default:
+        return unhandled(action)
     }
   }
 
   onPlatformText(data: ArrayBuffer): void {
-    switch (ON_TEXT[this.state]) {
+    const action = ON_TEXT[this.state]
+    switch (action) {
       case 'silent':
         return
       case 'ignore':
@@ -140,6 +145,8 @@ export class AudioLeg implements SessionOwner, RelayOwner {
           return this.refuse('MESSAGE_TOO_LARGE')
         }
         return this.verify(Buffer.from(data).toString('utf8'))
+      default:
+        return unhandled(action)
     }
   }
 
@@ -336,7 +343,8 @@ export class AudioLeg implements SessionOwner, RelayOwner {
   }
 
   deliver(text: string): void {
-    switch (ON_RESULT[this.state]) {
+    const action = ON_RESULT[this.state]
+    switch (action) {
       case 'send':
         this.call.results++
         return this.out.send(text)
@@ -344,6 +352,8 @@ export class AudioLeg implements SessionOwner, RelayOwner {
         return this.out.early.hold(text)
       case 'drop':
         return
+      default:
+        return unhandled(action)
     }
   }
 

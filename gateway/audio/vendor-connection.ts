@@ -22,6 +22,7 @@ import { ON_CLOSE, READ } from './connection-states'
 import { parseVendorText, type Reading, type Verdict } from './vendor-message'
 import { upstreamInput, vendorTarget } from '../mapping/vendor-target'
 import { incomingBinary, socketEncoder } from './vendor-wire'
+import { unhandled } from '../result'
 
 /**
  * One vendor connection of a session: builds URL and headers from the mapping, holds a stream lease on
@@ -256,8 +257,8 @@ export class VendorConnection implements Connection {
     if (typeof seq === 'number') this.frames.serverseq = seq
     const results = this.ctx.results
     const place = results === undefined ? null : { startFrame: this.startFrame, leg: results }
-    // Every kind of step by name: a new kind is a compile error (`default` takes only `never`), never a
-    // silent reconnect.
+    // Every kind of step by name: a new kind is a compile error (result.ts `unhandled`), never a silent
+    // reconnect.
     for await (const step of this.rules.read(msg, phase, this.input, place)) {
       switch (step.kind) {
         case 'end':
@@ -279,7 +280,7 @@ export class VendorConnection implements Connection {
           if (this.state === 'READY') this.events.reconnect?.(this)
           break
         default:
-          unknownStep(step)
+          unhandled(step)
       }
     }
   }
@@ -335,6 +336,8 @@ export class VendorConnection implements Connection {
         // A replay transcribed again what the platform has a final for (audio/result-timeline.ts).
         metrics.vendorMessages.inc({ route: route.name, result: 'before_delivered' })
         return
+      default:
+        return unhandled(v)
     }
   }
 
@@ -444,9 +447,4 @@ export class VendorConnection implements Connection {
     if (this[name] !== null) this.ctx.clock.clearTimeout(this[name])
     this[name] = null
   }
-}
-
-/** A control step of a kind the connection's switch does not name: its type is not `never`, so it does not compile. */
-function unknownStep(step: never): never {
-  throw new Error(`unknown control step ${JSON.stringify(step)}`)
 }
