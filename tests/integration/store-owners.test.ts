@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto'
 import type { OwnerRecord } from '../../gateway/store/port'
 import { RedisStore } from '../../gateway/store/redis'
 import { createLogger } from '../../gateway/telemetry/log'
+import { until } from '../helpers/gateway'
 import { needRedis, redisStorePair } from '../helpers/redis'
 
 // Session owner records on real Redis (store/redis.ts, the CLAIM_OWNER, REFRESH_OWNERS and RELEASE_OWNER
@@ -30,12 +31,14 @@ t.test('Redis: one holder per session for the fleet; refresh, take-over, release
   first.releaseOwner('s', held.instance)
   t.same(await first.claimOwner('s', held, 10_000), otherRec, 'a release by a former holder changes nothing')
   other.releaseOwner('s', otherRec.instance)
-  t.same(await first.claimOwner('s', held, 300), held, 'released by its holder: free again')
+  // The release goes out on the other instance's connection, unawaited (as the gateway sends it): polled.
+  await until(async () => (await first.claimOwner('s', held, 1000)).instance === held.instance)
+  t.same(await first.claimOwner('s', held, 1000), held, 'released by its holder: free again')
   // A refresh keeps it past its TTL; another instance's refresh does not. The TTL is Redis's: polled, not slept.
   other.refreshOwners(['s'], otherRec.instance, 60_000)
   first.refreshOwners(['s', 'none'], held.instance, 60_000)
-  await new Promise(r => setTimeout(r, 400))
-  t.same(await other.claimOwner('s', otherRec, 10_000), held, 'refreshed by its holder: still held past 300 ms')
+  await new Promise(r => setTimeout(r, 1500))
+  t.same(await other.claimOwner('s', otherRec, 10_000), held, 'refreshed by its holder: still held past its 1 s')
   first.refreshOwners(['s'], held.instance, 100)
   const end = Date.now() + 10_000
   while ((await other.claimOwner('s', otherRec, 10_000)).instance !== otherRec.instance && Date.now() < end)
