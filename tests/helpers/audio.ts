@@ -46,3 +46,39 @@ export function uniqueFramesHash(leg: number, from: number, to: number): string 
   for (let i = from; i < to; i++) h.update(uniqueFrame(leg, i))
   return h.digest('hex')
 }
+
+/**
+ * A platform frame carrying its number in the marker the bundled emulators' `--transcribe-frames` read
+ * (4 zero bytes, then the number, 32-bit big-endian), the rest 0xff.
+ */
+export function numberedFrame(seq: number): Buffer {
+  const b = Buffer.alloc(160, 0xff)
+  b.writeUInt32BE(0, 0)
+  b.writeUInt32BE(seq, 4)
+  return b
+}
+
+/** A final transcript of a transcribing emulator: the frames it names and its times as the platform got them. */
+export interface FramesFinal {
+  from: number
+  to: number
+  start: number
+  duration: number
+}
+
+/**
+ * The finals a platform leg got from a transcribing emulator ("frames A-B"), with their start and duration
+ * from `parameters`: `duration` as the mapping passes it, or `end` (then duration is end - start).
+ */
+export function framesFinals(messages: readonly Record<string, unknown>[], times: 'duration' | 'end'): FramesFinal[] {
+  const out: FramesFinal[] = []
+  for (const m of messages) {
+    const p = m.parameters as { isFinal?: boolean; start?: number; duration?: number; end?: number } | undefined
+    if (m.messageType !== 'TRANSCRIPT' || p?.isFinal !== true) continue
+    const r = /^frames (\d+)-(\d+)$/.exec(String(m.message))
+    if (r === null) throw new Error(`not a frames transcript: ${String(m.message)}`)
+    const duration = times === 'duration' ? p.duration! : p.end! - p.start!
+    out.push({ from: Number(r[1]), to: Number(r[2]), start: p.start!, duration })
+  }
+  return out
+}

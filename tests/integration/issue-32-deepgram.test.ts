@@ -2,6 +2,7 @@ import t, { type Test } from 'tap'
 import type { ChildProcess } from 'node:child_process'
 import { initMessage } from '../../gateway/tools/simulate'
 import { startRealVendor } from '../../gateway/tools/real-vendors'
+import { type FramesFinal, framesFinals, numberedFrame } from '../helpers/audio'
 import { spawnCli } from '../helpers/cli'
 import { AUDIO_TOKEN, platformLeg, type PlatformLegClient, sleep, startGateway, until } from '../helpers/gateway'
 import { freePort } from '../helpers/process'
@@ -37,33 +38,8 @@ async function deepgramProcess(t: Test): Promise<{ port: number; child: ChildPro
   return { port, child }
 }
 
-/** A platform frame carrying its number (the emulator's marker: 4 zero bytes, then the number). */
-function frame(seq: number): Buffer {
-  const b = Buffer.alloc(160, 0xff)
-  b.writeUInt32BE(0, 0)
-  b.writeUInt32BE(seq, 4)
-  return b
-}
-
-interface Final {
-  from: number
-  to: number
-  start: number
-  duration: number
-}
-
-/** The finals a leg got, with the frames each names. */
-function finals(leg: PlatformLegClient): Final[] {
-  const out: Final[] = []
-  for (const m of leg.messages) {
-    const p = m.parameters as { isFinal?: boolean; start?: number; duration?: number } | undefined
-    if (m.messageType !== 'TRANSCRIPT' || p?.isFinal !== true) continue
-    const r = /^frames (\d+)-(\d+)$/.exec(String(m.message))
-    if (r === null) throw new Error(`not a frames transcript: ${String(m.message)}`)
-    out.push({ from: Number(r[1]), to: Number(r[2]), start: p.start!, duration: p.duration! })
-  }
-  return out
-}
+const frame = numberedFrame
+const finals = (leg: PlatformLegClient): FramesFinal[] => framesFinals(leg.messages, 'duration')
 
 t.test(
   'a Deepgram replica killed mid-call: every frame in one final only, none missing, times on the call timeline and never backwards',

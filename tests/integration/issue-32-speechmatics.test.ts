@@ -1,4 +1,5 @@
 import t from 'tap'
+import { type FramesFinal, framesFinals, numberedFrame } from '../helpers/audio'
 import { initMessage } from '../../gateway/tools/simulate'
 import { startRealVendor } from '../../gateway/tools/real-vendors'
 import { AUDIO_TOKEN, platformLeg, type PlatformLegClient, sleep, startGateway, until } from '../helpers/gateway'
@@ -10,33 +11,8 @@ import { AUDIO_TOKEN, platformLeg, type PlatformLegClient, sleep, startGateway, 
 // issue's case): the platform gets each frame in one final only, none missing up to the last final, with
 // start times on the call's timeline that never go backwards.
 
-/** A platform frame carrying its number (the emulator's marker: 4 zero bytes, then the number). */
-function frame(seq: number): Buffer {
-  const b = Buffer.alloc(160, 0xff)
-  b.writeUInt32BE(0, 0)
-  b.writeUInt32BE(seq, 4)
-  return b
-}
-
-interface Final {
-  from: number
-  to: number
-  start: number
-  duration: number
-}
-
-/** The finals a leg got, with the frames each names. */
-function finals(leg: PlatformLegClient): Final[] {
-  const out: Final[] = []
-  for (const m of leg.messages) {
-    const p = m.parameters as { isFinal?: boolean; start?: number; end?: number } | undefined
-    if (m.messageType !== 'TRANSCRIPT' || p?.isFinal !== true) continue
-    const r = /^frames (\d+)-(\d+)$/.exec(String(m.message))
-    if (r === null) throw new Error(`not a frames transcript: ${String(m.message)}`)
-    out.push({ from: Number(r[1]), to: Number(r[2]), start: p.start!, duration: p.end! - p.start! })
-  }
-  return out
-}
+const frame = numberedFrame
+const finals = (leg: PlatformLegClient): FramesFinal[] => framesFinals(leg.messages, 'end')
 
 t.test(
   'a Speechmatics replica that errors and closes 1011 mid-call: every frame in one final only, none missing, times on the call timeline',
