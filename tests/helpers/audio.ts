@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto'
 import { join } from 'node:path'
+import { parseIsoDuration } from '../../gateway/mapping/iso-duration'
 import { readAudioClip } from '../../gateway/tools/audio-file'
 import { sleep, untilOpen, type PlatformLegClient } from './gateway'
 
@@ -67,18 +68,60 @@ export interface FramesFinal {
 }
 
 /**
- * The finals a platform leg got from a transcribing emulator ("frames A-B"), with their start and duration
- * from `parameters`: `duration` as the mapping passes it, or `end` (then duration is end - start).
+ * How a mapping passes a final's times to the platform: `duration` (start, duration in seconds), `end`
+ * (start, end in seconds), `end-ms` (start, end in milliseconds: AssemblyAI's), `iso` (offset, duration as
+ * ISO 8601 durations: AudioHook's).
  */
-export function framesFinals(messages: readonly Record<string, unknown>[], times: 'duration' | 'end'): FramesFinal[] {
+export type FinalTimes = 'duration' | 'end' | 'end-ms' | 'iso'
+
+/**
+ * The finals a platform leg got from a transcribing emulator ("frames A-B"), with their start and duration
+ * in seconds, read from `parameters` as the mapping passes them (`times`).
+ */
+export function framesFinals(messages: readonly Record<string, unknown>[], times: FinalTimes): FramesFinal[] {
   const out: FramesFinal[] = []
   for (const m of messages) {
-    const p = m.parameters as { isFinal?: boolean; start?: number; duration?: number; end?: number } | undefined
+    const p = m.parameters as Record<string, unknown> | undefined
     if (m.messageType !== 'TRANSCRIPT' || p?.isFinal !== true) continue
     const r = /^frames (\d+)-(\d+)$/.exec(String(m.message))
     if (r === null) throw new Error(`not a frames transcript: ${String(m.message)}`)
-    const duration = times === 'duration' ? p.duration! : p.end! - p.start!
-    out.push({ from: Number(r[1]), to: Number(r[2]), start: p.start!, duration })
+    const [start, duration] = finalTimes(p, times)
+    out.push({ from: Number(r[1]), to: Number(r[2]), start, duration })
   }
   return out
+}
+
+function finalTimes(p: Record<string, unknown>, times: FinalTimes): [number, number] {
+  const n = (k: string): number => p[k] as number
+  switch (times) {
+    case 'duration':
+      return [n('start'), n('duration')]
+    case 'end':
+      return [n('start'), n('end') - n('start')]
+    case 'end-ms':
+      return [n('start') / 1000, (n('end') - n('start')) / 1000]
+    case 'iso':
+      return [(parseIsoDuration(String(p.offset)) ?? NaN) / 1000, (parseIsoDuration(String(p.duration)) ?? NaN) / 1000]
+  }
+}
+
+/**
+ * What issue 32 asks of one leg's finals, as lists that must be empty: frames in two finals, frames missing
+ * up to the last final, finals whose start goes backwards, and finals off the call's timeline (frame n
+ * starts at n × 20 ms; `tolerance` seconds: a joined call's mixer may place a leg's frame later).
+ */
+export function finalsProblems(
+  fs: readonly FramesFinal[],
+  tolerance = 1e-6
+): { twice: number[]; missing: number[]; backwards: FramesFinal[]; off: FramesFinal[]; last: number } {
+  const seen = new Map<number, number>()
+  for (const f of fs) for (let n = f.from; n <= f.to; n++) seen.set(n, (seen.get(n) ?? 0) + 1)
+  const last = fs.length === 0 ? -1 : Math.max(...fs.map(f => f.to))
+  return {
+    twice: [...seen].filter(([, c]) => c > 1).map(([n]) => n),
+    missing: Array.from({ length: last + 1 }, (_, n) => n).filter(n => !seen.has(n)),
+    backwards: fs.filter((f, k) => k > 0 && f.start < fs[k - 1].start),
+    off: fs.filter(f => Math.abs(f.start - f.from * 0.02) > tolerance),
+    last
+  }
 }

@@ -85,11 +85,12 @@ export class Hearing {
     this.carry = Array.from(bytes.subarray(whole))
   }
 
-  /** The frames heard on `channel` in [startMs, endMs) of the session's audio, as words: "frames", "A-B". */
+  /**
+   * The frames heard on `channel` in [startMs, endMs) of the session's audio, as words: "frames", "A-B" (the
+   * first and last numbered frames in it; silence filled in between legs is not named); none: no words.
+   */
   words(startMs: number, endMs: number, channel = 0): string[] {
-    const seqs = this.ears[channel].heard.slice(Math.round(startMs / 20), Math.round(endMs / 20))
-    if (seqs.length === 0) return []
-    const name = (x: number | undefined): string => (x === undefined || x < 0 ? '?' : String(x))
-    return ['frames', `${name(seqs[0])}-${name(seqs[seqs.length - 1])}`]
+    const seqs = this.ears[channel].heard.slice(Math.round(startMs / 20), Math.round(endMs / 20)).filter(n => n >= 0)
+    return seqs.length === 0 ? [] : ['frames', `${seqs[0]}-${seqs[seqs.length - 1]}`]
   }
 }
