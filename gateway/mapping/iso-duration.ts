@@ -20,9 +20,10 @@ export function parseIsoDuration(text: string): number | null {
   for (let i = 1; i <= 4; i++) {
     const part = m[i]
     if (part === undefined) continue
-    const fractional = /[.,]/.test(part)
-    if (fractional && i !== last) return null
-    ms += Number(part.replace(',', '.')) * UNIT_MS[i - 1]
+    if (/[.,]/.test(part) && i !== last) return null
+    // Whole and fraction apart, so "PT4097.676S" is 4097676 ms exactly (not 4097.676 × 1000 in floats).
+    const [whole, frac = ''] = part.split(/[.,]/)
+    ms += Number(whole) * UNIT_MS[i - 1] + (frac === '' ? 0 : (Number(frac) * UNIT_MS[i - 1]) / 10 ** frac.length)
   }
   return ms
 }
