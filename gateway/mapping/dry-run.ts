@@ -141,7 +141,8 @@ export async function dryRunMapping(mapping: CompiledMapping, route: RouteConfig
       if (when !== true) continue
       // `each`: every item is a result of its own (its `time`, its `emit`, with the item as `item`).
       const each = rule.each == null ? [undefined] : await evaluate(`/audio/results/${j}/each`, rule.each, input)
-      const items = rule.each == null ? each : each === undefined || each === null ? [] : Array.isArray(each) ? each : [each]
+      const items =
+        rule.each == null ? each : each === undefined || each === null ? [] : Array.isArray(each) ? each : [each]
       for (const item of items as unknown[]) {
         const one = rule.each == null ? input : { ...input, item }
         await checkTime(one)

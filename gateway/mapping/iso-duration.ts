@@ -6,7 +6,8 @@
  * refused. Pure functions, no state.
  */
 
-const ISO_DURATION = /^P(?:(\d+(?:[.,]\d+)?)D)?(?:T(?:(\d+(?:[.,]\d+)?)H)?(?:(\d+(?:[.,]\d+)?)M)?(?:(\d+(?:[.,]\d+)?)S)?)?$/
+const ISO_DURATION =
+  /^P(?:(\d+(?:[.,]\d+)?)D)?(?:T(?:(\d+(?:[.,]\d+)?)H)?(?:(\d+(?:[.,]\d+)?)M)?(?:(\d+(?:[.,]\d+)?)S)?)?$/
 const UNIT_MS = [86_400_000, 3_600_000, 60_000, 1000]
 
 /** The duration in milliseconds (a fraction of a ms kept); null when `text` is not one (see above). */

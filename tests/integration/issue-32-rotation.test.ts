@@ -7,7 +7,15 @@ import { initMessage } from '../../gateway/tools/simulate'
 import { REAL_VENDOR_PATHS } from '../../gateway/tools/real-vendors'
 import { finalsProblems, framesFinals, numberedFrame } from '../helpers/audio'
 import { spawnCli } from '../helpers/cli'
-import { AUDIO_TOKEN, logged, platformLeg, type PlatformLegClient, sleep, startGateway, until } from '../helpers/gateway'
+import {
+  AUDIO_TOKEN,
+  logged,
+  platformLeg,
+  type PlatformLegClient,
+  sleep,
+  startGateway,
+  until
+} from '../helpers/gateway'
 import { freePort } from '../helpers/process'
 
 // Issue 32 item 3 from outside, through `serve` as it ships and mappings/deepgram.yaml, with the Deepgram
@@ -63,38 +71,41 @@ function checkFinals(t: Test, label: string, messages: Record<string, unknown>[]
 const init = (contactId: number): Record<string, unknown> =>
   initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
 
-t.test('rotation: vendor sessions replaced every 2 s by the gateway, each final once, on the call timeline', async t => {
-  const vendor = await deepgramProcess(t)
-  const mapping = parse(readFileSync(join(ROOT, 'mappings', 'deepgram.yaml'), 'utf8')) as Record<string, any>
-  mapping.audio.rotateAfterSeconds = 2
-  const gw = await startGateway(
-    t,
-    {
-      routes: {
-        demo: {
-          mapping: './deepgram-rotating.yaml',
-          auth: { audio: ['${AUDIO_TOKEN}'] },
-          upstreams: [{ name: 'v', audio: vendor.url }]
+t.test(
+  'rotation: vendor sessions replaced every 2 s by the gateway, each final once, on the call timeline',
+  async t => {
+    const vendor = await deepgramProcess(t)
+    const mapping = parse(readFileSync(join(ROOT, 'mappings', 'deepgram.yaml'), 'utf8')) as Record<string, any>
+    mapping.audio.rotateAfterSeconds = 2
+    const gw = await startGateway(
+      t,
+      {
+        routes: {
+          demo: {
+            mapping: './deepgram-rotating.yaml',
+            auth: { audio: ['${AUDIO_TOKEN}'] },
+            upstreams: [{ name: 'v', audio: vendor.url }]
+          }
         }
-      }
-    },
-    {},
-    { 'deepgram-rotating.yaml': stringify(mapping) }
-  )
-  const legs = [0, 1].map(i => platformLeg(t, gw.url('/audio/demo'), init(937000 + i)))
-  for (const l of legs) t.equal((await l.answer).command, 'CONNECTED')
-  const TOTAL = 400
-  await play(legs, 0, TOTAL)
-  t.ok(
-    await until(() => legs.every(l => framesFinals(l.messages, 'duration').some(f => f.to >= TOTAL - 60)), 20_000),
-    'every leg got finals to near the end'
-  )
-  t.ok(
-    gw.logs.lines.filter(l => l.event === 'rotated').length >= 2 * legs.length,
-    'each leg was moved to a new vendor session at least twice'
-  )
-  for (const [i, leg] of legs.entries()) checkFinals(t, `leg ${i}`, leg.messages)
-})
+      },
+      {},
+      { 'deepgram-rotating.yaml': stringify(mapping) }
+    )
+    const legs = [0, 1].map(i => platformLeg(t, gw.url('/audio/demo'), init(937000 + i)))
+    for (const l of legs) t.equal((await l.answer).command, 'CONNECTED')
+    const TOTAL = 400
+    await play(legs, 0, TOTAL)
+    t.ok(
+      await until(() => legs.every(l => framesFinals(l.messages, 'duration').some(f => f.to >= TOTAL - 60)), 20_000),
+      'every leg got finals to near the end'
+    )
+    t.ok(
+      gw.logs.lines.filter(l => l.event === 'rotated').length >= 2 * legs.length,
+      'each leg was moved to a new vendor session at least twice'
+    )
+    for (const [i, leg] of legs.entries()) checkFinals(t, `leg ${i}`, leg.messages)
+  }
+)
 
 t.test('platform reconnect: the leg drops mid-segment and re-attaches within the grace, each final once', async t => {
   const vendor = await deepgramProcess(t)
@@ -127,6 +138,10 @@ t.test('platform reconnect: the leg drops mid-segment and re-attaches within the
     'finals to near the end'
   )
   const metrics = await (await fetch(gw.adminUrl('/metrics'))).text()
-  t.match(metrics, /assist_gateway_audio_reattach_total\{route="demo",result="same_session"\} 1/, 'the same vendor session')
+  t.match(
+    metrics,
+    /assist_gateway_audio_reattach_total\{route="demo",result="same_session"\} 1/,
+    'the same vendor session'
+  )
   checkFinals(t, 'the leg across both sockets', all())
 })

@@ -133,7 +133,8 @@ async function readResult(audio: AudioMapping, input: MappingInput, timeline: Re
     // `each`: every item is a result of its own (its own time, its own emit), in order.
     const items = await run(rule.each, input)
     if (!items.ok) return { kind: 'failed', stage: 'emit', error: items.error }
-    const list = items.value === undefined || items.value === null ? [] : Array.isArray(items.value) ? items.value : [items.value]
+    const list =
+      items.value === undefined || items.value === null ? [] : Array.isArray(items.value) ? items.value : [items.value]
     const messages: string[] = []
     let before = 0
     for (const item of list) {

@@ -264,7 +264,9 @@ export class AssemblyAiStream implements Protocol {
     if (this.formatTurns) {
       // Frames heard are named as they are (tests read "frames A-B"); words get a capital and a full stop.
       const formatted =
-        this.hearing !== null || transcript === '' ? transcript : `${transcript[0].toUpperCase()}${transcript.slice(1)}.`
+        this.hearing !== null || transcript === ''
+          ? transcript
+          : `${transcript[0].toUpperCase()}${transcript.slice(1)}.`
       this.s.send({ ...base, turn_is_formatted: true, end_of_turn: true, transcript: formatted, utterance: formatted })
     }
     this.turnOrder++

@@ -285,7 +285,13 @@ export class AudioHookSession implements Protocol {
   }
 
   /** `heardMs`: the stretch of the audio received (not the stream timeline) that the words name, when transcribing frames. */
-  private transcriptEvent(startSec: number, endSec: number, n: number, channel: number, heardMs: [number, number]): void {
+  private transcriptEvent(
+    startSec: number,
+    endSec: number,
+    n: number,
+    channel: number,
+    heardMs: [number, number]
+  ): void {
     const words =
       this.hearing !== null
         ? this.hearing.words(heardMs[0], heardMs[1], channel)

@@ -136,8 +136,7 @@ export class DeepgramStream implements Protocol {
     this.idleMs = ctx.opts.idleCloseMs ?? DEEPGRAM_IDLE_CLOSE_MS
     this.cadence = new Cadence(this.interim ? ctx.resultEveryMs / 2 : ctx.resultEveryMs)
     this.lastActivity = ctx.clock.now()
-    this.hearing =
-      ctx.opts.transcribeFrames === true && this.encoding === 'mulaw' ? new Hearing(this.channels) : null
+    this.hearing = ctx.opts.transcribeFrames === true && this.encoding === 'mulaw' ? new Hearing(this.channels) : null
   }
 
   open(): void {

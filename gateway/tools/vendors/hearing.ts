@@ -12,7 +12,10 @@ const FRAME_BYTES = 160
 /** PCM16 sample → the µ-law code it decodes from; 0 is both 0x7f and 0xff (resolved by the frame before). */
 const MULAW_OF = (() => {
   const pcm = new Int16Array(256)
-  mulawDecodeInto(Uint8Array.from({ length: 256 }, (_, i) => i), pcm)
+  mulawDecodeInto(
+    Uint8Array.from({ length: 256 }, (_, i) => i),
+    pcm
+  )
   const m = new Map<number, number>()
   for (let b = 0; b < 256; b++) if (!m.has(pcm[b]) || b === 0xff) m.set(pcm[b], b)
   return m
@@ -78,7 +81,7 @@ export class Hearing {
     const bytes = this.carry.length > 0 ? Uint8Array.from([...this.carry, ...data]) : data
     const whole = bytes.length - (bytes.length % 2)
     for (let i = 0; i < whole; i += 2) {
-      const v = (bytes[i] | (bytes[i + 1] << 8)) << 16 >> 16
+      const v = ((bytes[i] | (bytes[i + 1] << 8)) << 16) >> 16
       const code = MULAW_OF.get(v) ?? 0xff
       this.ears[this.sample++ % this.channels].byte(code, v === 0)
     }

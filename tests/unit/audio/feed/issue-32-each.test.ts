@@ -114,10 +114,12 @@ t.test('deepgram-stereo.yaml: each channel keeps its own delivered finals; a rep
     channel: { alternatives: [{ transcript: `channel ${ch}`, confidence: 0.9 }] }
   })
   const read = async (msg: unknown, startFrame: number): Promise<Verdict> =>
-    (await readVendorMessage(dg, { ...INPUT, leg: { ...INPUT.leg, perspective: 'TX+RX' }, msg }, 'ready', true, {
-      startFrame,
-      leg
-    })).verdict
+    (
+      await readVendorMessage(dg, { ...INPUT, leg: { ...INPUT.leg, perspective: 'TX+RX' }, msg }, 'ready', true, {
+        startFrame,
+        leg
+      })
+    ).verdict
   const a = await read(results(0, 0, 2), 0)
   t.match(a, { kind: 'result', channel: 0 })
   t.equal(leg.firstOpenFrame, 0, 'channel 1 has no final yet: a replay would start at the call start')
