@@ -2,7 +2,12 @@ import { createHash } from 'node:crypto'
 import { join } from 'node:path'
 import { parseIsoDuration } from '../../gateway/mapping/iso-duration'
 import { readAudioClip } from '../../gateway/tools/audio-file'
-import { sleep, untilOpen, type PlatformLegClient } from './gateway'
+import type { ChildProcess } from 'node:child_process'
+import type { Test } from 'tap'
+import { REAL_VENDOR_PATHS, type RealVendorKind } from '../../gateway/tools/real-vendors'
+import { spawnCli } from './cli'
+import { sleep, until, untilOpen, type PlatformLegClient } from './gateway'
+import { freePort } from './process'
 
 /** The bundled speech clip (µ-law 8 kHz), played in 160-byte (20 ms) frames, looping. */
 export const CLIP = readAudioClip(join(__dirname, '..', '..', 'examples', 'hello.ulaw'))
@@ -123,5 +128,70 @@ export function finalsProblems(
     backwards: fs.filter((f, k) => k > 0 && f.start < fs[k - 1].start),
     off: fs.filter(f => Math.abs(f.start - f.from * 0.02) > tolerance),
     last
+  }
+}
+
+/**
+ * A bundled vendor emulator as a process of its own (so a test can kill it), transcribing the frames it
+ * hears (`--transcribe-frames`, a final every 50 frames of audio); killed at teardown. `args`: more options.
+ */
+export async function transcribingVendor(
+  t: Test,
+  kind: RealVendorKind,
+  args: string[] = []
+): Promise<{ url: string; child: ChildProcess }> {
+  const port = await freePort()
+  const child: ChildProcess = spawnCli([
+    'vendor',
+    '--kind',
+    kind,
+    '--port',
+    String(port),
+    '--result-every-frames',
+    '50',
+    '--transcribe-frames',
+    ...args
+  ])
+  t.teardown(() => {
+    child.kill('SIGKILL')
+  })
+  let out = ''
+  child.stdout?.on('data', d => {
+    out += String(d)
+  })
+  t.ok(await until(() => out.includes('vendor emulator on'), 20_000), `the ${kind} process is up`)
+  return { url: `ws://127.0.0.1:${port}${REAL_VENDOR_PATHS[kind]}`, child }
+}
+
+/** Every issue-32 property of a leg's finals (`finalsProblems`), as assertions named by `label`. */
+export function checkFramesFinals(
+  t: Test,
+  label: string,
+  messages: readonly Record<string, unknown>[],
+  times: FinalTimes,
+  tolerance?: number
+): void {
+  const p = finalsProblems(framesFinals(messages, times), tolerance)
+  t.same(p.twice, [], `${label}: no frame in two finals`)
+  t.same(p.missing, [], `${label}: no frame missing up to the last final (${p.last})`)
+  t.same(p.backwards, [], `${label}: start times never go backwards`)
+  t.same(p.off, [], `${label}: every final on the call's timeline (frame n at n × 20 ms)`)
+}
+
+/** Send numbered frames [from, to) on every leg at the platform's pace; `at(seq)` runs after frame seq went. */
+export async function playNumbered(
+  legs: readonly PlatformLegClient[],
+  from: number,
+  to: number,
+  at?: (seq: number) => void
+): Promise<void> {
+  const started = performance.now()
+  for (let seq = from; seq < to; ) {
+    const due = Math.min(to, from + Math.floor((performance.now() - started) / 20) + 1)
+    for (; seq < due; seq++) {
+      for (const l of legs) l.send(numberedFrame(seq))
+      at?.(seq)
+    }
+    await sleep(5)
   }
 }

@@ -1,22 +1,10 @@
-import t, { type Test } from 'tap'
-import type { ChildProcess } from 'node:child_process'
+import t from 'tap'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { parse, stringify } from 'yaml'
 import { initMessage } from '../../gateway/tools/simulate'
-import { REAL_VENDOR_PATHS } from '../../gateway/tools/real-vendors'
-import { finalsProblems, framesFinals, numberedFrame } from '../helpers/audio'
-import { spawnCli } from '../helpers/cli'
-import {
-  AUDIO_TOKEN,
-  logged,
-  platformLeg,
-  type PlatformLegClient,
-  sleep,
-  startGateway,
-  until
-} from '../helpers/gateway'
-import { freePort } from '../helpers/process'
+import { checkFramesFinals, framesFinals, playNumbered, transcribingVendor } from '../helpers/audio'
+import { AUDIO_TOKEN, logged, platformLeg, sleep, startGateway, until } from '../helpers/gateway'
 
 // Issue 32 item 3 from outside, through `serve` as it ships and mappings/deepgram.yaml, with the Deepgram
 // emulator as a process of its own transcribing what it hears (each final names the platform frames it
@@ -28,53 +16,13 @@ import { freePort } from '../helpers/process'
 
 const ROOT = join(__dirname, '..', '..')
 
-async function deepgramProcess(t: Test): Promise<{ url: string; child: ChildProcess }> {
-  const port = await freePort()
-  const child: ChildProcess = spawnCli([
-    'vendor',
-    '--kind',
-    'deepgram',
-    '--port',
-    String(port),
-    '--result-every-frames',
-    '50',
-    '--transcribe-frames'
-  ])
-  t.teardown(() => {
-    child.kill('SIGKILL')
-  })
-  let out = ''
-  child.stdout!.on('data', d => {
-    out += String(d)
-  })
-  t.ok(await until(() => out.includes('vendor emulator on'), 20_000), 'the vendor process is up')
-  return { url: `ws://127.0.0.1:${port}${REAL_VENDOR_PATHS.deepgram}`, child }
-}
-
-async function play(legs: PlatformLegClient[], from: number, to: number): Promise<void> {
-  const started = performance.now()
-  for (let seq = from; seq < to; ) {
-    const due = Math.min(to, from + Math.floor((performance.now() - started) / 20) + 1)
-    for (; seq < due; seq++) for (const l of legs) l.send(numberedFrame(seq))
-    await sleep(5)
-  }
-}
-
-function checkFinals(t: Test, label: string, messages: Record<string, unknown>[]): void {
-  const p = finalsProblems(framesFinals(messages, 'duration'))
-  t.same(p.twice, [], `${label}: no frame in two finals`)
-  t.same(p.missing, [], `${label}: no frame missing up to the last final (${p.last})`)
-  t.same(p.backwards, [], `${label}: start times never go backwards`)
-  t.same(p.off, [], `${label}: every final on the call's timeline (frame n at n × 20 ms)`)
-}
-
 const init = (contactId: number): Record<string, unknown> =>
   initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
 
 t.test(
   'rotation: vendor sessions replaced every 2 s by the gateway, each final once, on the call timeline',
   async t => {
-    const vendor = await deepgramProcess(t)
+    const vendor = await transcribingVendor(t, 'deepgram')
     const mapping = parse(readFileSync(join(ROOT, 'mappings', 'deepgram.yaml'), 'utf8')) as Record<string, any>
     mapping.audio.rotateAfterSeconds = 2
     const gw = await startGateway(
@@ -94,7 +42,7 @@ t.test(
     const legs = [0, 1].map(i => platformLeg(t, gw.url('/audio/demo'), init(937000 + i)))
     for (const l of legs) t.equal((await l.answer).command, 'CONNECTED')
     const TOTAL = 400
-    await play(legs, 0, TOTAL)
+    await playNumbered(legs, 0, TOTAL)
     t.ok(
       await until(() => legs.every(l => framesFinals(l.messages, 'duration').some(f => f.to >= TOTAL - 60)), 20_000),
       'every leg got finals to near the end'
@@ -103,12 +51,12 @@ t.test(
       gw.logs.lines.filter(l => l.event === 'rotated').length >= 2 * legs.length,
       'each leg was moved to a new vendor session at least twice'
     )
-    for (const [i, leg] of legs.entries()) checkFinals(t, `leg ${i}`, leg.messages)
+    for (const [i, leg] of legs.entries()) checkFramesFinals(t, `leg ${i}`, leg.messages, 'duration')
   }
 )
 
 t.test('platform reconnect: the leg drops mid-segment and re-attaches within the grace, each final once', async t => {
-  const vendor = await deepgramProcess(t)
+  const vendor = await transcribingVendor(t, 'deepgram')
   const gw = await startGateway(t, {
     audio: { reattachGraceSeconds: 5 },
     routes: {
@@ -122,7 +70,7 @@ t.test('platform reconnect: the leg drops mid-segment and re-attaches within the
   const first = platformLeg(t, gw.url('/audio/demo'), init(938000))
   t.equal((await first.answer).command, 'CONNECTED')
   // Dropped mid-segment (frames 200-249 are the vendor's next final): no final is due while it is away.
-  await play([first], 0, 225)
+  await playNumbered([first], 0, 225)
   await sleep(200)
   first.ws.terminate()
   await first.closed
@@ -131,7 +79,7 @@ t.test('platform reconnect: the leg drops mid-segment and re-attaches within the
   const second = platformLeg(t, gw.url('/audio/demo'), init(938000))
   t.equal((await second.answer).command, 'CONNECTED', 're-attached')
   const TOTAL = 450
-  await play([second], 225, TOTAL)
+  await playNumbered([second], 225, TOTAL)
   const all = (): Record<string, unknown>[] => [...first.messages, ...second.messages]
   t.ok(
     await until(() => framesFinals(all(), 'duration').some(f => f.to >= TOTAL - 60), 20_000),
@@ -143,5 +91,5 @@ t.test('platform reconnect: the leg drops mid-segment and re-attaches within the
     /assist_gateway_audio_reattach_total\{route="demo",result="same_session"\} 1/,
     'the same vendor session'
   )
-  checkFinals(t, 'the leg across both sockets', all())
+  checkFramesFinals(t, 'the leg across both sockets', all(), 'duration')
 })

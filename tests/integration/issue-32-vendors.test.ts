@@ -1,11 +1,8 @@
-import t, { type Test } from 'tap'
-import type { ChildProcess } from 'node:child_process'
+import t from 'tap'
 import { initMessage } from '../../gateway/tools/simulate'
-import { REAL_VENDOR_PATHS, type RealVendorKind } from '../../gateway/tools/real-vendors'
-import { type FinalTimes, finalsProblems, framesFinals, numberedFrame } from '../helpers/audio'
-import { spawnCli } from '../helpers/cli'
-import { AUDIO_TOKEN, platformLeg, type PlatformLegClient, sleep, startGateway, until } from '../helpers/gateway'
-import { freePort } from '../helpers/process'
+import type { RealVendorKind } from '../../gateway/tools/real-vendors'
+import { checkFramesFinals, type FinalTimes, framesFinals, playNumbered, transcribingVendor } from '../helpers/audio'
+import { AUDIO_TOKEN, platformLeg, startGateway, until } from '../helpers/gateway'
 
 // Issue 32 items 1-3 from outside, through `serve` as it ships and the shipped mappings, with each vendor's
 // emulator as a process of its own that transcribes what it hears (--transcribe-frames: each final names the
@@ -25,23 +22,6 @@ import { freePort } from '../helpers/process'
 
 const AWS = { id: 'AKIAEMULATOR00000032', secret: 'issue-32/s3cret+key' }
 const ORG = '2f1b7a3c-4d5e-4f60-8a7b-9c0d1e2f3a4b'
-
-/** A vendor emulator as a process of its own (so it can be killed), transcribing the frames it hears. */
-async function vendorProcess(t: Test, kind: RealVendorKind): Promise<{ url: string; child: ChildProcess }> {
-  const port = await freePort()
-  const args = ['vendor', '--kind', kind, '--port', String(port), '--result-every-frames', '50', '--transcribe-frames']
-  if (kind === 'amazon-transcribe') args.push('--api-key', `${AWS.id}:${AWS.secret}`)
-  const child: ChildProcess = spawnCli(args)
-  t.teardown(() => {
-    child.kill('SIGKILL')
-  })
-  let out = ''
-  child.stdout!.on('data', d => {
-    out += String(d)
-  })
-  t.ok(await until(() => out.includes('vendor emulator on'), 20_000), `the ${kind} process is up`)
-  return { url: `ws://127.0.0.1:${port}${REAL_VENDOR_PATHS[kind]}`, child }
-}
 
 interface Case {
   kind: RealVendorKind
@@ -73,32 +53,11 @@ function upstreams(c: Case, urls: string[]): Record<string, unknown>[] {
   }))
 }
 
-/** Send numbered frames [from, to) on every leg at the platform's pace; `at(seq)` runs after frame seq went. */
-async function play(legs: PlatformLegClient[], from: number, to: number, at?: (seq: number) => void): Promise<void> {
-  const started = performance.now()
-  for (let seq = from; seq < to; ) {
-    const due = Math.min(to, from + Math.floor((performance.now() - started) / 20) + 1)
-    for (; seq < due; seq++) {
-      for (const l of legs) l.send(numberedFrame(seq))
-      at?.(seq)
-    }
-    await sleep(5)
-  }
-}
-
-/** Every issue-32 property of one leg's finals, as subtests' assertions. */
-function checkFinals(t: Test, label: string, leg: PlatformLegClient, times: FinalTimes, tolerance?: number): void {
-  const p = finalsProblems(framesFinals(leg.messages, times), tolerance)
-  t.same(p.twice, [], `${label}: no frame in two finals`)
-  t.same(p.missing, [], `${label}: no frame missing up to the last final (${p.last})`)
-  t.same(p.backwards, [], `${label}: start times never go backwards`)
-  t.same(p.off, [], `${label}: every final on the call's timeline (frame n at n × 20 ms)`)
-}
-
 for (const c of CASES)
   t.test(`${c.kind}: a replica killed mid-call, each frame in one final, on the call's timeline`, async t => {
-    const doomed = await vendorProcess(t, c.kind)
-    const spare = await vendorProcess(t, c.kind)
+    const aws = c.kind === 'amazon-transcribe' ? ['--api-key', `${AWS.id}:${AWS.secret}`] : []
+    const doomed = await transcribingVendor(t, c.kind, aws)
+    const spare = await transcribingVendor(t, c.kind, aws)
     const gw = await startGateway(
       t,
       {
@@ -125,7 +84,7 @@ for (const c of CASES)
     // 9 s of call at real time; the doomed replica is killed at 5.1 s (mid-result), when the replay window
     // (3.5 s) no longer reaches back to the call's start.
     const TOTAL = 450
-    await play(legs, 0, TOTAL, seq => {
+    await playNumbered(legs, 0, TOTAL, seq => {
       if (seq === 255) doomed.child.kill('SIGKILL')
     })
     t.ok(
@@ -136,12 +95,12 @@ for (const c of CASES)
       gw.logs.lines.some(l => l.event === 'failover_done'),
       'the legs on the killed replica failed over'
     )
-    for (const [i, leg] of legs.entries()) checkFinals(t, `leg ${i}`, leg, c.times)
+    for (const [i, leg] of legs.entries()) checkFramesFinals(t, `leg ${i}`, leg.messages, c.times)
   })
 
 t.test("deepgram-stereo (a joined call): a replica killed mid-call, each leg's frames in one final each", async t => {
-  const doomed = await vendorProcess(t, 'deepgram')
-  const spare = await vendorProcess(t, 'deepgram')
+  const doomed = await transcribingVendor(t, 'deepgram')
+  const spare = await transcribingVendor(t, 'deepgram')
   const gw = await startGateway(t, {
     audio: { replayRate: 4, failoverTimeoutSeconds: 10 },
     routes: {
@@ -168,7 +127,7 @@ t.test("deepgram-stereo (a joined call): a replica killed mid-call, each leg's f
   const legs = contacts.flat()
   for (const l of legs) t.equal((await l.answer).command, 'CONNECTED')
   const TOTAL = 450
-  await play(legs, 0, TOTAL, seq => {
+  await playNumbered(legs, 0, TOTAL, seq => {
     if (seq === 255) doomed.child.kill('SIGKILL')
   })
   t.ok(
@@ -182,7 +141,7 @@ t.test("deepgram-stereo (a joined call): a replica killed mid-call, each leg's f
   // The contact's timeline is the join mixer's: a leg's frame reaches it a tick or a few late (the mixer
   // fills a side that has not arrived yet with silence), never a failover's whole replay off.
   for (const [i, [tx, rx]] of contacts.entries()) {
-    checkFinals(t, `contact ${i} TX`, tx, 'duration', 0.3)
-    checkFinals(t, `contact ${i} RX`, rx, 'duration', 0.3)
+    checkFramesFinals(t, `contact ${i} TX`, tx.messages, 'duration', 0.3)
+    checkFramesFinals(t, `contact ${i} RX`, rx.messages, 'duration', 0.3)
   }
 })

@@ -102,6 +102,38 @@ t.test('audiohook.yaml: transcript entities placed by their ISO 8601 offset and 
   t.equal((await read(event(transcript('hello', 'PT0S', 'PT1S')), 0)).kind, 'before-delivered')
 })
 
+t.test("audiohook-stereo.yaml: each entity to the leg of its channel, with that leg's perspective", async t => {
+  const ah = load('audiohook-stereo')
+  const leg = new ResultTimeline(2)
+  const event = (ch: number) => ({
+    version: '2',
+    id: 's',
+    type: 'event',
+    seq: 3,
+    parameters: {
+      entities: [
+        {
+          type: 'transcript',
+          data: {
+            id: 'x',
+            channelId: ch,
+            isFinal: true,
+            offset: 'PT1S',
+            duration: 'PT1S',
+            alternatives: [{ confidence: 0.9, interpretations: [{ type: 'display', transcript: 'hi' }] }]
+          }
+        }
+      ]
+    }
+  })
+  for (const ch of [0, 1]) {
+    const input = { ...INPUT, leg: { ...INPUT.leg, perspective: 'TX+RX' }, msg: event(ch) }
+    const v = (await readVendorMessage(ah, input, 'ready', true, { startFrame: 0, leg })).verdict
+    t.match(v, { kind: 'result', channel: ch }, `channel ${ch}: to its leg, not dropped by the other's final`)
+    t.match(messages(v)[0].parameters, { channelId: ch, perspective: ['TX', 'RX'][ch], offset: 'PT1S' })
+  }
+})
+
 t.test('deepgram-stereo.yaml: each channel keeps its own delivered finals; a replay starts at the lower', async t => {
   const dg = load('deepgram-stereo')
   const leg = new ResultTimeline(2)
