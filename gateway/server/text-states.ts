@@ -12,6 +12,8 @@
  * - ANSWERED: the answer was sent.
  * - GONE: the platform went away (uWS's onAborted): the response MUST never be touched again; an answer
  *   still coming is dropped.
+ * - GONE_PARSING: the platform went away while its body waited for the parse pass: that pass counts it
+ *   (`aborted_before_dispatch`), and the exchange is GONE.
  */
 export type ExchangeState =
   | 'HEAD'
@@ -22,6 +24,7 @@ export type ExchangeState =
   | 'DEFERRED'
   | 'ANSWERED'
   | 'GONE'
+  | 'GONE_PARSING'
 
 /**
  * - read / drain: the head passed; its body is read, or drained (declared a little over the limit).
@@ -92,7 +95,7 @@ export const NEXT: { readonly [S in ExchangeState]: { readonly [E in ExchangeEve
     parsed: ['dispatch', 'DISPATCHED'],
     defer: ['defer', 'DEFERRED'],
     answer: ['send', 'ANSWERED'],
-    abort: IGNORE('GONE')
+    abort: IGNORE('GONE_PARSING')
   },
   DISPATCHED: {
     read: IGNORE('DISPATCHED'),
@@ -124,17 +127,26 @@ export const NEXT: { readonly [S in ExchangeState]: { readonly [E in ExchangeEve
     answer: IGNORE('ANSWERED'),
     abort: IGNORE('ANSWERED')
   },
-  // Left before dispatch: the parse pass that would have dispatched counts it. An answer still coming (a
-  // refusal, or the hook's) waits for the parse pass as it would have, then is dropped.
+  // An answer still coming (a refusal, or the hook's) waits for the parse pass as it would have, then is dropped.
   GONE: {
     read: IGNORE('GONE'),
     drain: IGNORE('GONE'),
     body: IGNORE('GONE'),
     over: IGNORE('GONE'),
-    parsed: ['count-abort', 'GONE'],
+    parsed: IGNORE('GONE'),
     defer: ['defer', 'GONE'],
     answer: ['drop', 'GONE'],
     abort: IGNORE('GONE')
+  },
+  GONE_PARSING: {
+    read: IGNORE('GONE_PARSING'),
+    drain: IGNORE('GONE_PARSING'),
+    body: IGNORE('GONE_PARSING'),
+    over: IGNORE('GONE_PARSING'),
+    parsed: ['count-abort', 'GONE'],
+    defer: ['defer', 'GONE_PARSING'],
+    answer: ['drop', 'GONE_PARSING'],
+    abort: IGNORE('GONE_PARSING')
   }
 }
 
