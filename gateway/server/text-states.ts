@@ -35,7 +35,10 @@ export type ExchangeState =
  */
 export type ExchangeEvent = 'read' | 'drain' | 'body' | 'over' | 'parsed' | 'defer' | 'answer' | 'abort'
 
-/** What the exchange does: `count-abort` counts and logs a request the platform left before dispatch; `drop` logs an answer nobody waits for. */
+/**
+ * What the exchange does: `count-abort` counts and logs a request the platform left before dispatch; `drop`
+ * logs an answer nobody waits for.
+ */
 export type ExchangeAction =
   | 'read'
   | 'drain'

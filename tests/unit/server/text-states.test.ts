@@ -1,6 +1,12 @@
 import fc from 'fast-check'
 import t from 'tap'
-import { type ExchangeAction, type ExchangeEvent, type ExchangeState, NEXT } from '../../../gateway/server/text-states'
+import {
+  type ExchangeAction,
+  type ExchangeEvent,
+  type ExchangeState,
+  type ExchangeStep,
+  NEXT
+} from '../../../gateway/server/text-states'
 
 // The text exchange's state machine (gateway/server/text-states.ts) as server/text-exchange.ts drives it:
 // uWS's callbacks and the hook's answer arrive as events. It has no time of its own (the failure delay
@@ -14,7 +20,7 @@ function run(events: readonly ExchangeEvent[]): { actions: ExchangeAction[]; sta
   let state: ExchangeState = 'HEAD'
   const actions: ExchangeAction[] = []
   for (const e of events) {
-    const [action, to] = NEXT[state][e]
+    const [action, to]: ExchangeStep = NEXT[state][e]
     actions.push(action)
     state = to
   }
@@ -67,9 +73,9 @@ t.test(
         let dispatched = 0
         let bodyRead = false
         for (const e of events) {
-          const step = NEXT[state][e]
+          const step: ExchangeStep | undefined = NEXT[state][e]
           if (step === undefined || !STATES.includes(step[1])) return false // no undefined transition
-          const [action, to] = step
+          const [action, to]: ExchangeStep = step
           if (gone && TOUCHES_RES.has(action)) return false // uWS: after an abort, res is never touched
           if (gone && !to.startsWith('GONE')) return false // and the exchange stays gone
           if (action === 'send') sent++
