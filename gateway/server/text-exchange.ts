@@ -21,7 +21,7 @@ import {
 import { headerBytesOver } from './header-limit'
 import { problemBody, readBody, send } from './http'
 import type { ServerState } from './state'
-import { type Ending, type ExchangeAction, type ExchangeEvent, type ExchangeState, NEXT } from './text-states'
+import { type Ending, type ExchangeActions, type ExchangeEvent, type ExchangeState, NEXT } from './text-states'
 
 const JSON_TYPE = /^application\/(?:[\w.-]+\+)?json\s*(?:;|$)/i
 
@@ -101,7 +101,7 @@ export class TextExchange {
   }
 
   /** One event, as NEXT says: what to do, and the next state (READING and PARSING are entered with their data by the caller). */
-  private move(event: ExchangeEvent): ExchangeAction {
+  private move<E extends ExchangeEvent>(event: E): ExchangeActions[E] {
     const [action, to] = NEXT[this.phase.state][event]
     if (to !== this.phase.state && to !== 'READING' && to !== 'PARSING') this.phase = { state: to }
     return action
@@ -133,9 +133,11 @@ export class TextExchange {
   /** The body (null: over the limit); the vendor call waits for uWS's parse pass. */
   private readonly onBody = (body: Buffer | null): void => {
     const phase = this.phase
-    const action = this.move(body === null ? 'over' : 'body')
-    if (action === 'too-large') return this.tooLarge()
-    if (action !== 'await-parse' || phase.state !== 'READING' || body === null) return
+    if (body === null) {
+      if (this.move('over') === 'too-large') this.tooLarge()
+      return
+    }
+    if (this.move('body') === 'ignore' || phase.state !== 'READING') return
     this.phase = { state: 'PARSING', route: phase.route, body }
     afterParse(this.onParsed, undefined)
   }
@@ -143,14 +145,20 @@ export class TextExchange {
   /** uWS's parse pass after the body: the vendor call, or the count of a request the platform left before it. */
   private readonly onParsed = (): void => {
     const phase = this.phase
-    const action = this.move('parsed')
-    if (action === 'count-abort') {
-      countRefusal(this.state.metrics, 'aborted_before_dispatch')
-      this.state.log.debug(
-        { event: 'text_dropped', route: this.routeName, requestId: this.requestId },
-        'the platform went away before dispatch'
-      )
-    } else if (action === 'dispatch' && phase.state === 'PARSING') this.dispatch(phase.route, phase.body)
+    switch (this.move('parsed')) {
+      case 'dispatch':
+        if (phase.state === 'PARSING') this.dispatch(phase.route, phase.body)
+        return
+      case 'count-abort':
+        countRefusal(this.state.metrics, 'aborted_before_dispatch')
+        this.state.log.debug(
+          { event: 'text_dropped', route: this.routeName, requestId: this.requestId },
+          'the platform went away before dispatch'
+        )
+        return
+      case 'ignore':
+        return
+    }
   }
 
   private dispatch(route: RouteRuntime, body: Buffer): void {
@@ -212,17 +220,24 @@ export class TextExchange {
   }
 
   private deliver(result: TextResult, tooLarge: boolean): void {
-    const action = this.move('answer')
-    if (action === 'ignore') return
-    if (action === 'drop') {
-      this.state.log.debug(
-        { event: 'text_aborted', route: this.routeName, requestId: this.requestId },
-        'the platform went away before the answer'
-      )
-      this.span.event('aborted')
-      this.span.end()
-      return
+    switch (this.move('answer')) {
+      case 'send':
+        return this.write(result, tooLarge)
+      case 'drop':
+        this.state.log.debug(
+          { event: 'text_aborted', route: this.routeName, requestId: this.requestId },
+          'the platform went away before the answer'
+        )
+        this.span.event('aborted')
+        this.span.end()
+        return
+      case 'ignore':
+        return
     }
+  }
+
+  /** The answer, scrubbed, with the connection left as `ending` says. */
+  private write(result: TextResult, tooLarge: boolean): void {
     if (result.ok) {
       const body = this.scrub(result.json)
       send(this.res, result.status, 'application/json', body, this.headers, this.ending !== 'keep')

@@ -36,30 +36,34 @@ export type ExchangeState =
 export type ExchangeEvent = 'read' | 'drain' | 'body' | 'over' | 'parsed' | 'defer' | 'answer' | 'abort'
 
 /**
- * What the exchange does: `count-abort` counts and logs a request the platform left before dispatch; `drop`
- * logs an answer nobody waits for.
+ * What the exchange does on each event (`ignore`: nothing). `count-abort` counts and logs a request the
+ * platform left before dispatch; `drop` logs an answer nobody waits for. Each event has its own few, so the
+ * code that reads one switches over those alone, with no default.
  */
-export type ExchangeAction =
-  | 'read'
-  | 'drain'
-  | 'await-parse'
-  | 'too-large'
-  | 'dispatch'
-  | 'count-abort'
-  | 'defer'
-  | 'send'
-  | 'drop'
-  | 'ignore'
+export interface ExchangeActions {
+  read: 'read' | 'ignore'
+  drain: 'drain' | 'ignore'
+  body: 'await-parse' | 'ignore'
+  over: 'too-large' | 'ignore'
+  parsed: 'dispatch' | 'count-abort' | 'ignore'
+  defer: 'defer' | 'ignore'
+  answer: 'send' | 'drop' | 'ignore'
+  abort: 'ignore'
+}
+export type ExchangeAction = ExchangeActions[ExchangeEvent]
 
-export type ExchangeStep = readonly [action: ExchangeAction, to: ExchangeState]
+export type ExchangeStep<E extends ExchangeEvent = ExchangeEvent> = readonly [
+  action: ExchangeActions[E],
+  to: ExchangeState
+]
 
-const IGNORE = (s: ExchangeState): ExchangeStep => ['ignore', s]
+const IGNORE = (s: ExchangeState): readonly ['ignore', ExchangeState] => ['ignore', s]
 
 /**
  * Every event in every state. An `ignore` in a live state is an event its code never raises there (a body
  * before the head passed, a parse pass without a body); in GONE it is the abort's whole point.
  */
-export const NEXT: { readonly [S in ExchangeState]: { readonly [E in ExchangeEvent]: ExchangeStep } } = {
+export const NEXT: { readonly [S in ExchangeState]: { readonly [E in ExchangeEvent]: ExchangeStep<E> } } = {
   HEAD: {
     read: ['read', 'READING'],
     drain: ['drain', 'DRAINING'],
