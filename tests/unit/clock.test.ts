@@ -86,52 +86,58 @@ const step: fc.Arbitrary<Step> = fc.oneof(
   fc.record({ kind: fc.constant('advance' as const), ms: fc.integer({ min: 0, max: 120 }) })
 )
 
-t.test('any sequence of set, every, clear and advance: at most one callback pending, a cleared one never fires', async t => {
-  fc.assert(
-    fc.property(fc.array(step, { maxLength: 60 }), steps => {
-      const clock = new FakeClock()
-      const timer = new Timer(clock)
-      // The callback armed last (by set or every) and not cleared or replaced since, and whether it repeats.
-      let live: { id: number; repeats: boolean; due: number; every: number } | null = null
-      const fired: number[] = []
-      const arm = (id: number): (() => void) => () => fired.push(id)
-      for (const s of steps) {
-        switch (s.kind) {
-          case 'set':
-            timer.set(s.ms, arm(s.id))
-            live = { id: s.id, repeats: false, due: clock.now() + s.ms, every: 0 }
-            break
-          case 'every':
-            timer.every(s.ms, arm(s.id))
-            live = { id: s.id, repeats: true, due: clock.now() + s.ms, every: s.ms }
-            break
-          case 'clear':
-            timer.clear()
-            live = null
-            break
-          case 'advance': {
-            fired.length = 0
-            const end = clock.now() + s.ms
-            clock.advance(s.ms)
-            let expected = 0
-            if (live !== null && live.due <= end) {
-              expected = live.repeats ? Math.floor((end - live.due) / live.every) + 1 : 1
-              if (live.repeats) live.due += expected * live.every
+t.test(
+  'any sequence of set, every, clear and advance: at most one callback pending, a cleared one never fires',
+  async t => {
+    fc.assert(
+      fc.property(fc.array(step, { maxLength: 60 }), steps => {
+        const clock = new FakeClock()
+        const timer = new Timer(clock)
+        // The callback armed last (by set or every) and not cleared or replaced since, and whether it repeats.
+        let live: { id: number; repeats: boolean; due: number; every: number } | null = null
+        const fired: number[] = []
+        const arm =
+          (id: number): (() => void) =>
+          () =>
+            fired.push(id)
+        for (const s of steps) {
+          switch (s.kind) {
+            case 'set':
+              timer.set(s.ms, arm(s.id))
+              live = { id: s.id, repeats: false, due: clock.now() + s.ms, every: 0 }
+              break
+            case 'every':
+              timer.every(s.ms, arm(s.id))
+              live = { id: s.id, repeats: true, due: clock.now() + s.ms, every: s.ms }
+              break
+            case 'clear':
+              timer.clear()
+              live = null
+              break
+            case 'advance': {
+              fired.length = 0
+              const end = clock.now() + s.ms
+              clock.advance(s.ms)
+              let expected = 0
+              if (live !== null && live.due <= end) {
+                expected = live.repeats ? Math.floor((end - live.due) / live.every) + 1 : 1
+                if (live.repeats) live.due += expected * live.every
+              }
+              // Only the live callback ever runs, as often as it fell due.
+              if (fired.some(id => id !== live?.id) || fired.length !== expected) return false
+              if (live !== null && !live.repeats && expected === 1) live = null
+              break
             }
-            // Only the live callback ever runs, as often as it fell due.
-            if (fired.some(id => id !== live?.id) || fired.length !== expected) return false
-            if (live !== null && !live.repeats && expected === 1) live = null
-            break
+            default:
+              return s satisfies never
           }
-          default:
-            return s satisfies never
+          if (timer.pending !== (live !== null)) return false
+          if (clock.pending > 1) return false
         }
-        if (timer.pending !== (live !== null)) return false
-        if (clock.pending > 1) return false
-      }
-      return true
-    }),
-    { numRuns: 300 }
-  )
-  t.pass('300 sequences of up to 60 steps')
-})
+        return true
+      }),
+      { numRuns: 300 }
+    )
+    t.pass('300 sequences of up to 60 steps')
+  }
+)
