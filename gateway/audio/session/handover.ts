@@ -1,4 +1,4 @@
-import type { Clock, TimerHandle } from '../../clock'
+import { type Clock, Timer } from '../../clock'
 import type { MappingInput } from '../../mapping/run'
 import type { Replica } from '../../upstream/pool'
 import type { Connection } from '../connection/connection-contract'
@@ -31,9 +31,11 @@ export class Handover {
   private next: Connection | null = null
   /** `next` is ready and waits for the current one to confirm what it was sent (`Connection.confirm`). */
   private confirming = false
-  private timer: TimerHandle | null = null
+  private readonly timer: Timer
 
-  constructor(private readonly host: HandoverHost) {}
+  constructor(private readonly host: HandoverHost) {
+    this.timer = new Timer(host.clock)
+  }
 
   /** Opens the replacement of `from` on `to`; false when `from` is not current or one is under way. */
   begin(from: Connection, to: Replica = from.replica): boolean {
@@ -88,12 +90,10 @@ export class Handover {
   arm(): void {
     const after = this.host.rotateAfterMs
     if (after === null) return
-    if (this.timer !== null) this.host.clock.clearTimeout(this.timer)
-    this.timer = this.host.clock.setTimeout(() => {
-      this.timer = null
+    this.timer.set(after, () => {
       const conn = this.host.current()
       if (conn !== null) this.begin(conn)
-    }, after)
+    })
   }
 
   /** A handover under way is abandoned (the session recovers or closes); with `andTimer`, no rotation later. */
@@ -101,9 +101,6 @@ export class Handover {
     this.next?.abort()
     this.next = null
     this.confirming = false
-    if (andTimer && this.timer !== null) {
-      this.host.clock.clearTimeout(this.timer)
-      this.timer = null
-    }
+    if (andTimer) this.timer.clear()
   }
 }
