@@ -94,7 +94,7 @@ export function openLegSession(
     placement: deps.placement
   }
   if (route.config.join !== undefined) {
-    const channel = openJoined(sessionDeps, owner, input, legKey, sessionKey, deps.legId)
+    const channel = openJoined(sessionDeps, route.config.join, owner, input, legKey, sessionKey, deps.legId)
     if (channel instanceof Error || channel === 'refused') return channel
     registry.add(channel, checked.caller)
     return channel
