@@ -1,6 +1,8 @@
-import type { TimerHandle } from '../../clock'
+import { Timer } from '../../clock'
 import { GatewayError } from '../../errors'
+import type { AudioMapping } from '../../mapping/compile'
 import type { MappingInput } from '../../mapping/run'
+import type { RouteRuntime } from '../../route'
 import type { Logger } from '../../telemetry/log'
 import type { LegCounters } from '../../telemetry/metrics'
 import type { ContinuedSession } from '../../store/port'
@@ -56,10 +58,12 @@ export class VendorSession implements Session {
   private readonly ctx: ConnectionContext
   private readonly events: ConnectionEvents
   private readonly connect: ConnectionFactory
-  private retryTimer: TimerHandle | null = null
+  private readonly retryTimer: Timer
   /** Suspect proofs asked for (audio/session/failover.ts `proveSuspects`): only the latest one's answer counts. */
   private proofs = 0
-  private parkTimer: TimerHandle | null = null
+  private readonly parkTimer: Timer
+  /** The route's audio mapping (a vendor session exists only on a route that has one). */
+  private readonly audio: AudioMapping
   private vendorParams: Record<string, unknown> = {}
   /** When `conn` was opened (clock ms), for the replica's session-open breaker; and the one a full hold buffer moved to. */
   private connOpenedAt = 0
@@ -73,18 +77,22 @@ export class VendorSession implements Session {
     readonly id: string
   ) {
     this.owner = owner
+    const audio = audioMappingOf(deps.route)
+    this.audio = audio
+    this.retryTimer = new Timer(deps.clock)
+    this.parkTimer = new Timer(deps.clock)
     this.counters = deps.metrics.startLeg(deps.route.name)
-    this.results = deps.route.mapping.audio!.time != null ? new ResultTimeline() : null
+    this.results = audio.time != null ? new ResultTimeline() : null
     // The replay ring covers the vendor's detection window (audio/connection/liveness.ts), unless the config sets its own.
     this.feed = new VendorFeed(
       this.counters,
-      { ...deps.settings, replaySeconds: livenessOf(deps.settings, deps.route.mapping.audio!).replaySeconds },
+      { ...deps.settings, replaySeconds: livenessOf(deps.settings, audio).replaySeconds },
       deps.clock,
       code => this.fail({ kind: 'fatal', error: new GatewayError(code) }),
       () => this.holdFull(),
-      effectiveReplayRate(deps.settings.replayRate, deps.route.mapping.audio!.replayRate),
-      feedChunkMs(deps.route.mapping.audio!.frames, deps.settings.coalesceMs),
-      deps.route.mapping.audio!.frames.channels ?? 1,
+      effectiveReplayRate(deps.settings.replayRate, audio.replayRate),
+      feedChunkMs(audio.frames, deps.settings.coalesceMs),
+      audio.frames.channels ?? 1,
       this.results
     )
     this.connect = deps.connect ?? newConnection
@@ -110,7 +118,7 @@ export class VendorSession implements Session {
     }
     this.handover = new Handover({
       clock: deps.clock,
-      rotateAfterMs: deps.route.mapping.audio!.rotateAfterMs,
+      rotateAfterMs: audio.rotateAfterMs,
       current: () => (this.state === 'READY' ? this.conn : null),
       open: (to, input) => this.connect(this.ctx, to, input, this.events),
       input: () => this.input,
@@ -190,12 +198,11 @@ export class VendorSession implements Session {
       this.fail({ kind: 'fatal', error: new GatewayError('UPSTREAM_CLOSED', { detail }) })
       return
     }
-    this.retryTimer = this.deps.clock.setTimeout(() => {
-      this.retryTimer = null
+    this.retryTimer.set(wait, () => {
       if (this.state !== 'RECOVERING') return
       this.walk.refill()
       this.tryNext()
-    }, wait)
+    })
   }
 
   /** A connection is ready: the first one (CONNECTED), a failover's replacement, or a rotation's next one. */
@@ -266,7 +273,7 @@ export class VendorSession implements Session {
     if (this.state === 'CLOSED') return
     if (f.kind === 'fatal') return this.end(f.error, f.extra ?? {}, f.internal)
     const { conn, failure } = f
-    const j = judge(failure, f.when, this.deps.route.mapping.audio!.closeCodes, replicaSecrets(conn.replica))
+    const j = judge(failure, f.when, this.audio.closeCodes, replicaSecrets(conn.replica))
     if (j.gatewaySide)
       this.deps.route.pool.recordFailure(
         conn.replica,
@@ -334,10 +341,9 @@ export class VendorSession implements Session {
       return this.connectionReady(ready, this.vendorParams)
     }
     if (wait <= 0) return this.tryNext()
-    this.retryTimer = this.deps.clock.setTimeout(() => {
-      this.retryTimer = null
+    this.retryTimer.set(wait, () => {
       if (this.state === 'RECOVERING') this.tryNext()
-    }, wait)
+    })
   }
 
   /**
@@ -392,11 +398,10 @@ export class VendorSession implements Session {
       this.setAffinity(this.conn, grace)
       this.conn.control('pause')
     }
-    this.parkTimer = this.deps.clock.setTimeout(() => {
-      this.parkTimer = null
+    this.parkTimer.set(grace * 1000, () => {
       this.ctx.log.info({ event: 'grace_expired' }, 'no re-attach within the grace period; closing the vendor session')
       this.close(true)
-    }, grace * 1000)
+    })
   }
 
   /** A platform leg with the same identity came back (audio/session/registry.ts `claim`): it continues this session. */
@@ -404,18 +409,19 @@ export class VendorSession implements Session {
     const previous = this.owner
     if (previous !== null && previous !== owner) previous.superseded()
     const conn = this.conn
-    if (this.parkTimer !== null) {
-      this.deps.clock.clearTimeout(this.parkTimer)
-      this.parkTimer = null
-      if (this.state === 'READY' && conn !== null && this.deps.route.mapping.audio!.resume !== null) {
+    if (this.parkTimer.pending) {
+      this.parkTimer.clear()
+      if (this.state === 'READY' && conn !== null && this.audio.resume !== null) {
         // Audio of the returning leg waits until the resume frame is out (AudioHook refuses audio while
         // paused); the control chain is async, the audio path is not.
         this.state = 'RESUMING'
         this.feed.gate()
         conn.control('resume', () => {
-          if (this.state !== 'RESUMING') return
+          // RESUMING keeps its connection: a failure of it leaves the state (audio/session/session-states.ts).
+          const current = this.conn
+          if (this.state !== 'RESUMING' || current === null) return
           this.state = 'READY'
-          this.feed.flowTo(this.conn!)
+          this.feed.flowTo(current)
         })
       }
     }
@@ -439,8 +445,8 @@ export class VendorSession implements Session {
     const goodbye = graceful && FLOWING[this.state]
     this.state = 'CLOSED'
     this.proofs++
-    for (const t of [this.retryTimer, this.parkTimer]) if (t !== null) this.deps.clock.clearTimeout(t)
-    this.retryTimer = this.parkTimer = null
+    this.retryTimer.clear()
+    this.parkTimer.clear()
     this.handover.abandon(true)
     const conn = this.conn
     if (conn !== null && goodbye && conn.state === 'READY') {
@@ -452,4 +458,11 @@ export class VendorSession implements Session {
     if (this.handedOff === null) this.deps.store.deleteAffinity(this.key, this.id)
     this.deps.metrics.endLeg(this.counters)
   }
+}
+
+/** The audio mapping of a route a vendor session is opened on: a route without one opens none (a bug if it does). */
+function audioMappingOf(route: RouteRuntime): AudioMapping {
+  const audio = route.mapping.audio
+  if (audio === null) throw new TypeError(`route ${route.name}: a vendor session needs a mapping with an audio section`)
+  return audio
 }
