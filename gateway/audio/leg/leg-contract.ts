@@ -118,14 +118,17 @@ export interface Holdings {
 
 const NOTHING: Holdings = { session: null, link: null }
 
-/** The session or relay link `phase` holds (none before CONNECTING, nor in REFUSING or CLOSED). */
-export function holdings(phase: LegPhase): Holdings {
+/** What ended on its own side before the leg did (failed, taken by another leg): it is not let go again. */
+export type Gone = 'session' | 'link' | null
+
+/** The session or relay link `phase` holds (none before CONNECTING, nor in REFUSING or CLOSED), but what is `gone`. */
+export function holdings(phase: LegPhase, gone: Gone = null): Holdings {
   switch (phase.state) {
     case 'CONNECTING':
     case 'STREAMING':
-      return { session: phase.session, link: null }
+      return gone === 'session' ? NOTHING : { session: phase.session, link: null }
     case 'RELAYING':
-      return { session: null, link: phase.link }
+      return gone === 'link' ? NOTHING : { session: null, link: phase.link }
     case 'AWAIT_INIT':
     case 'VERIFYING':
     case 'REFUSING':
@@ -134,6 +137,18 @@ export function holdings(phase: LegPhase): Holdings {
       return NOTHING
     default:
       return unhandled(phase)
+  }
+}
+
+/** Platform backpressure: reading from the vendor side (the session, or the relay link) pauses, or resumes. */
+export function pauseVendorSide(phase: LegPhase, pause: boolean): void {
+  const { session, link } = holdings(phase)
+  if (pause) {
+    session?.pauseVendor()
+    link?.pause()
+  } else {
+    session?.resumeVendor()
+    link?.resume()
   }
 }
 
@@ -187,12 +202,7 @@ export type LegEnd = 'park' | 'close' | 'nothing' | { handOffSeconds: number }
  * closed, or handed off in a drain), unless another leg took it meanwhile, or closes its relay link.
  * Returns what became of the session.
  */
-export function letGo(
-  { session, link }: Holdings,
-  leg: SessionOwner,
-  was: LegState,
-  how: LegEnd
-): SessionFate {
+export function letGo({ session, link }: Holdings, leg: SessionOwner, was: LegState, how: LegEnd): SessionFate {
   if (ON_END[was] === 'close-link') link?.close()
   if (session === null) return 'none'
   if (session.owner !== leg) return 'taken'

@@ -10,18 +10,29 @@ import type { Problem } from '../../validate/compile'
 import { connectedFrame, errorFrame } from './handshake'
 import { LegAudio } from './leg-audio'
 import { LegCall } from './leg-call'
-import { type InitVerdict, placeLeg, takePlaceHere, verifyInit } from './leg-handshake'
+import {
+  type InitVerdict,
+  initTooLarge,
+  openRelay,
+  placeLeg,
+  refusedPlace,
+  takeOverFrom,
+  takePlaceHere,
+  verifyInit
+} from './leg-handshake'
 import {
   type AcceptedLeg,
   BARE,
   CLOSE_OUTCOME,
   holdings,
   letGo,
+  pauseVendorSide,
   ON_BINARY,
   ON_HANDSHAKE_TIMEOUT,
   ON_RESULT,
   ON_TEXT,
   type LegDeps,
+  type Gone,
   type LegEnd,
   type LegPhase,
   type LegState,
@@ -31,15 +42,14 @@ import {
 import { reattach, sessionOf, startLegSession } from './leg-session'
 import type { Place } from '../placement/placement'
 import { PlatformOut } from './platform-out'
-import { RelayLink, relayEvent, type RelayOwner } from '../placement/relay-link'
+import type { RelayOwner } from '../placement/relay-link'
 import type { SessionOwner } from '../session/session-contract'
 import { LegTees } from '../session/tee'
 import { unhandled } from '../../result'
 
 export type { LegDeps, LegState, PlatformLeg } from './leg-contract'
 
-/** What ended on its own side before the leg did: it is not let go again. */
-type Gone = 'session' | 'link' | null
+type Extra = Record<string, unknown>
 
 /**
  * One platform audio leg: its handshake, where its session is, then audio to that session (here, or in
@@ -84,16 +94,8 @@ export class AudioLeg implements SessionOwner, RelayOwner {
       // Secrets the caller sent in its own init message are never scrubbed from its answers.
       sentIn(() => this.initText),
       {
-        backedUp: () => {
-          const { session, link } = holdings(this.phase)
-          session?.pauseVendor()
-          link?.pause()
-        },
-        drained: () => {
-          const { session, link } = holdings(this.phase)
-          session?.resumeVendor()
-          link?.resume()
-        }
+        backedUp: () => pauseVendorSide(this.phase, true),
+        drained: () => pauseVendorSide(this.phase, false)
       }
     )
     this.handshakeTimer = new Timer(deps.clock)
@@ -148,10 +150,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
         )
         return
       case 'init':
-        if (data.byteLength > (this.deps.initMessageBytes ?? Number.POSITIVE_INFINITY)) {
-          this.deps.metrics.limitRefusals.inc({ limit: 'init_size', hook: 'audio' })
-          return this.refuse('MESSAGE_TOO_LARGE')
-        }
+        if (initTooLarge(this.deps, data)) return this.refuse('MESSAGE_TOO_LARGE')
         return this.verify(Buffer.from(data).toString('utf8'))
       default:
         return unhandled(action)
@@ -238,8 +237,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
 
   private placed(place: Place, accepted: AcceptedLeg): void {
     // Gone meanwhile: the owner record its placement claimed goes (none is kept for a session nobody holds).
-    if (this.state !== 'PLACING')
-      return place.kind === 'here' ? this.deps.placement.abandon(accepted.key) : undefined
+    if (this.state !== 'PLACING') return place.kind === 'here' ? this.deps.placement.abandon(accepted.key) : undefined
     if (place.kind === 'refused') return this.callerMismatch()
     if (place.kind === 'relay') return this.relay(place, accepted)
     const admitted = (taken: PlaceTaken): void => this.admitted(taken, accepted)
@@ -253,18 +251,9 @@ export class AudioLeg implements SessionOwner, RelayOwner {
       if (typeof taken === 'function') taken()
       return this.deps.placement.abandon(key)
     }
-    if (typeof taken === 'string') {
-      this.deps.placement.abandon(key)
-      this.deps.metrics.limitRefusals.inc({ limit: taken, hook: 'audio' })
-      this.deps.metrics.tenantRefusals.inc({ tenant: checked.tenant, limit: taken })
-      return this.fail(new GatewayError('LEG_LIMIT', { detail: taken }), [], { limit: taken })
-    }
     if (typeof taken !== 'function') {
-      this.deps.placement.abandon(key)
-      this.deps.metrics.limitRefusals.inc({ limit: taken.limit, hook: 'audio' })
-      this.deps.metrics.tenantRefusals.inc({ tenant: checked.tenant, limit: taken.limit })
-      const { limit, retryAfterSeconds } = taken
-      return this.fail(new GatewayError('QUOTA_EXCEEDED', { detail: limit }), [], { limit, retryAfterSeconds })
+      const { error, extra } = refusedPlace(this.deps, checked, key, taken)
+      return this.fail(error, [], extra)
     }
     this.releasePlace = taken
     // The route's tee vendors (audio/session/tee.ts): their results reach the platform only through `deliver`, tagged.
@@ -288,11 +277,8 @@ export class AudioLeg implements SessionOwner, RelayOwner {
   // ---- RELAYING: the session is in another process ------------------------------------------------
 
   private relay(place: Extract<Place, { kind: 'relay' }>, accepted: AcceptedLeg): void {
-    const { placement, clientAddress } = this.deps
     this.call.relayed(place.owner.instance)
-    const claims = { key: accepted.key, address: clientAddress, from: placement.me?.instance ?? '' }
-    const make = this.deps.relayLink ?? ((...a) => new RelayLink(...a))
-    const link = make(place, this.initText, this.counters, claims, { ...this.deps, log: this.log }, this)
+    const link = openRelay(this.deps, place, this.initText, this.counters, accepted.key, this.log, this)
     this.phase = { state: 'RELAYING', accepted, relayedTo: place, link }
     this.audio.toLink(link)
   }
@@ -314,20 +300,12 @@ export class AudioLeg implements SessionOwner, RelayOwner {
   /** The holder never answered: the leg takes its session over and is served here, its held audio first. */
   relayUnreachable(held: ArrayBuffer[], why: string): void {
     const p = this.phase
-    // Only a relaying leg has a link to report on.
-    if (p.state !== 'RELAYING') return
+    if (p.state !== 'RELAYING') return // only a relaying leg has a link to report on
     const { accepted } = p
-    const { owner } = p.relayedTo
     this.audio.back(held)
     this.phase = { state: 'PLACING', accepted }
-    this.log.warn(
-      { event: relayEvent(this.deps.route, 'owner_unreachable'), holder: owner.instance, why },
-      "the session's holder could not be reached: taking the session over"
-    )
     const here = (): void => this.placed({ kind: 'here', unreachable: why }, accepted)
-    this.deps.placement
-      .takeOver(accepted.key, accepted.checked.caller, owner, this.deps.relayed?.hop ?? null)
-      .then(here, here)
+    takeOverFrom(this.deps, p.relayedTo.owner, accepted, this.log, why, here)
   }
 
   // ---- session events (SessionOwner) ------------------------------------------------------------
@@ -350,18 +328,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
   }
 
   deliver(text: string): void {
-    const action = ON_RESULT[this.phase.state]
-    switch (action) {
-      case 'send':
-        this.call.results++
-        return this.out.send(text)
-      case 'early':
-        return this.out.early.hold(text)
-      case 'drop':
-        return
-      default:
-        return unhandled(action)
-    }
+    if (this.out.result(text, ON_RESULT[this.phase.state])) this.call.results++
   }
 
   /** A newer connection with the same identity took this leg's vendor session. */
@@ -376,12 +343,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
    * Safe from any state; the first failure wins. A session still attached is closed gracefully; `gone`:
    * the session or the link that ended on its side (failed, taken by another leg) is not let go again.
    */
-  private fail(
-    error: GatewayError,
-    problems: readonly Problem[] = [],
-    extra: Record<string, unknown> = {},
-    gone: Gone = null
-  ): void {
+  private fail(error: GatewayError, problems: readonly Problem[] = [], extra: Extra = {}, gone: Gone = null): void {
     if (this.state === 'CLOSED') return
     const code: ErrorCode = error.code
     this.call.failed(this.log, error, extra)
@@ -406,11 +368,9 @@ export class AudioLeg implements SessionOwner, RelayOwner {
     afterFailureDelay(this.deps.auth(), this.deps.clock, () => this.fail(error))
   }
 
-  private readonly bug = (step: string): ((err: unknown) => void) => {
-    return err => {
-      this.log.error({ event: 'leg_bug', step, err }, `unexpected error in the leg's ${step}`)
-      this.fail(new GatewayError('INTERNAL'))
-    }
+  private readonly bug = (step: string) => (err: unknown) => {
+    this.log.error({ event: 'leg_bug', step, err }, `unexpected error in the leg's ${step}`)
+    this.fail(new GatewayError('INTERNAL'))
   }
 
   /**
@@ -425,8 +385,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
     // Frames read from the platform and still held (its checks or its placement were under way): counted.
     this.counters.dropAfterClose += this.audio.stop()
     this.out.early.drop()
-    const held = holdings(was)
-    const holds = { session: gone === 'session' ? null : held.session, link: gone === 'link' ? null : held.link }
+    const holds = holdings(was, gone)
     this.releasePlace()
     this.releasePlace = () => {}
     this.counters.active = false

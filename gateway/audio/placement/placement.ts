@@ -104,7 +104,7 @@ export class Placement {
     const me = this.me
     if (me === null) return HERE
     return this.store.claimOwner(key, { ...me, caller }, OWNER_TTL_MS).then(
-      owner => this.placeOf(owner, caller, arrived),
+      owner => this.placeOf(me, owner, caller, arrived),
       () => HERE
     )
   }
@@ -114,6 +114,7 @@ export class Placement {
     const me = this.me
     if (me === null) return HERE
     return this.placeOf(
+      me,
       await this.store.claimOwner(key, { ...me, caller }, OWNER_TTL_MS, dead.instance),
       caller,
       arrived
@@ -148,8 +149,8 @@ export class Placement {
       this.store.refreshOwners([...this.held.keys()], this.me.instance, OWNER_TTL_MS)
   }
 
-  private placeOf(owner: OwnerRecord, caller: string, arrived: Hop | null): Place {
-    const me = this.me!
+  /** Where a leg is served when `owner` holds its session (`me`: this process, as its owner records name it). */
+  private placeOf(me: Holder, owner: OwnerRecord, caller: string, arrived: Hop | null): Place {
     if (owner.instance === me.instance) return HERE
     if (owner.caller !== caller) return REFUSED
     // A leg relayed once by a worker is never relayed again: the holder moved meanwhile; it is served here.
