@@ -220,9 +220,11 @@ export class Quotas {
   private scopes(route: string, tenant: string): Scope[] {
     const s = this.settings()
     const out: Scope[] = []
-    const t = Object.hasOwn(s.tenants ?? {}, tenant) ? s.tenants![tenant]!.limits : undefined
+    const tenants = s.tenants ?? {}
+    const t = Object.hasOwn(tenants, tenant) ? tenants[tenant].limits : undefined
     if (t !== undefined) out.push({ scope: 'tenant', name: tenant, key: `tenant\n${tenant}`, quota: t })
-    const r = Object.hasOwn(s.routes ?? {}, route) ? s.routes![route]!.limits : undefined
+    const routes = s.routes ?? {}
+    const r = Object.hasOwn(routes, route) ? routes[route].limits : undefined
     if (r !== undefined) out.push({ scope: 'route', name: route, key: `route\n${route}`, quota: r })
     return out
   }
