@@ -2,7 +2,6 @@ import { Timer } from '../../clock'
 import { GatewayError } from '../../errors'
 import type { AudioMapping } from '../../mapping/compile'
 import type { MappingInput } from '../../mapping/run'
-import type { RouteRuntime } from '../../route'
 import type { Logger } from '../../telemetry/log'
 import type { LegCounters } from '../../telemetry/metrics'
 import type { ContinuedSession } from '../../store/port'
@@ -14,22 +13,16 @@ import type {
   ConnectionFactory
 } from '../connection/connection-contract'
 import { writeAffinity } from './affinity'
-import { ControlChain } from '../connection/control-chain'
 import { FailoverReport } from './failover-report'
 import { Handover } from './handover'
 import { judge, ReplicaWalk, replicaSecrets } from './failover'
-import { feedChunkMs } from '../feed/coalescer'
-import { effectiveReplayRate } from '../feed/pacer'
-import { livenessOf } from '../connection/liveness'
-import { VendorFeed } from '../feed/feed'
+import type { VendorFeed } from '../feed/feed'
 import { ResultTimeline } from '../feed/result-timeline'
 import type { Session, SessionDeps, SessionFailure, SessionOwner, SessionState } from './session-contract'
 import { afterFailure, FLOWING, KEEPS } from './session-states'
-import { VendorConnection } from '../connection/vendor-connection'
+import { audioMappingOf, newConnection, sessionContext, sessionFeed } from './session-parts'
+import { RetryPacer } from './session-retry'
 import { SessionStats } from './session-stats'
-
-const newConnection: ConnectionFactory = (ctx, replica, input, events) =>
-  new VendorConnection(ctx, replica, input, events)
 
 /**
  * The vendor side of one call leg, as a state machine over its vendor connections. It may outlive a
@@ -58,9 +51,7 @@ export class VendorSession implements Session {
   private readonly ctx: ConnectionContext
   private readonly events: ConnectionEvents
   private readonly connect: ConnectionFactory
-  private readonly retryTimer: Timer
-  /** Suspect proofs asked for (audio/session/failover.ts `proveSuspects`): only the latest one's answer counts. */
-  private proofs = 0
+  private readonly retry: RetryPacer
   private readonly parkTimer: Timer
   /** The route's audio mapping (a vendor session exists only on a route that has one). */
   private readonly audio: AudioMapping
@@ -79,30 +70,25 @@ export class VendorSession implements Session {
     this.owner = owner
     const audio = audioMappingOf(deps.route)
     this.audio = audio
-    this.retryTimer = new Timer(deps.clock)
     this.parkTimer = new Timer(deps.clock)
     this.counters = deps.metrics.startLeg(deps.route.name)
     this.results = audio.time != null ? new ResultTimeline() : null
-    // The replay ring covers the vendor's detection window (audio/connection/liveness.ts), unless the config sets its own.
-    this.feed = new VendorFeed(
-      this.counters,
-      { ...deps.settings, replaySeconds: livenessOf(deps.settings, audio).replaySeconds },
-      deps.clock,
-      code => this.fail({ kind: 'fatal', error: new GatewayError(code) }),
-      () => this.holdFull(),
-      effectiveReplayRate(deps.settings.replayRate, audio.replayRate),
-      feedChunkMs(audio.frames, deps.settings.coalesceMs),
-      audio.frames.channels ?? 1,
-      this.results
-    )
+    this.feed = sessionFeed(deps, audio, this.counters, this.results, {
+      overflow: code => this.fail({ kind: 'fatal', error: new GatewayError(code) }),
+      holdFull: () => this.holdFull()
+    })
     this.connect = deps.connect ?? newConnection
     this.walk = new ReplicaWalk(deps.route.pool, deps.settings, deps.clock, deps.random)
-    const chain = new ControlChain(err => {
+    this.retry = new RetryPacer(deps.clock, this.walk, {
+      recovering: () => this.state === 'RECOVERING',
+      idle: () => this.state === 'RECOVERING' && this.conn === null,
+      tryNext: () => this.tryNext(),
+      timedOut: () => this.timedOut()
+    })
+    this.ctx = sessionContext(deps, this.counters, this.results, err => {
       this.ctx.log.error({ event: 'session_bug', err }, 'unexpected error in vendor session control work')
       this.fail({ kind: 'fatal', error: new GatewayError('INTERNAL') })
     })
-    const results = this.results ?? undefined
-    this.ctx = { ...deps, chain, counters: this.counters, ...(results !== undefined ? { results } : {}) }
     this.report = new FailoverReport(deps.metrics, deps.route.name, this.counters, this.ctx, this.stats, (name, a) =>
       this.owner?.sessionEvent(name, a)
     )
@@ -123,11 +109,7 @@ export class VendorSession implements Session {
       open: (to, input) => this.connect(this.ctx, to, input, this.events),
       input: () => this.input,
       tookOver: (conn, old) => this.tookOver(conn, old),
-      failed: why =>
-        this.ctx.log.warn(
-          { event: 'rotation_failed', why },
-          'could not open the replacement vendor session; keeping the current one'
-        )
+      log: () => this.ctx.log
     })
   }
 
@@ -170,39 +152,17 @@ export class VendorSession implements Session {
         kind: 'fatal',
         error: new GatewayError('UPSTREAM_UNREACHABLE', { detail: this.walk.lastError ?? undefined })
       })
-    else if (this.walk.hasSuspects) this.proveSuspects()
-    else this.waitForRetry()
+    else if (this.walk.hasSuspects) this.retry.prove()
+    else this.retry.backoff()
   }
 
-  /**
-   * Recovering with only replicas held back (the one being left, ones failing right now): each is probed
-   * now, and those that answer are tried; none: the next round after the backoff. A newer attempt or the
-   * close makes the answer moot (`proofs` counts them).
-   */
-  private proveSuspects(): void {
-    const mine = ++this.proofs
-    void this.walk.proveSuspects().then(any => {
-      if (this.state !== 'RECOVERING' || this.conn !== null || mine !== this.proofs) return
-      if (any) this.tryNext()
-      else this.waitForRetry()
-    })
-  }
-
-  private waitForRetry(): void {
-    const wait = this.walk.backoff()
-    if (wait === null) {
-      this.report.timedOut()
-      const detail =
-        `no replica could take over within ${this.deps.settings.failoverTimeoutSeconds} s ` +
-        `(last: ${this.walk.lastError ?? 'none available'})`
-      this.fail({ kind: 'fatal', error: new GatewayError('UPSTREAM_CLOSED', { detail }) })
-      return
-    }
-    this.retryTimer.set(wait, () => {
-      if (this.state !== 'RECOVERING') return
-      this.walk.refill()
-      this.tryNext()
-    })
+  /** No replica could take over within the failover deadline: the leg ends. */
+  private timedOut(): void {
+    this.report.timedOut()
+    const detail =
+      `no replica could take over within ${this.deps.settings.failoverTimeoutSeconds} s ` +
+      `(last: ${this.walk.lastError ?? 'none available'})`
+    this.fail({ kind: 'fatal', error: new GatewayError('UPSTREAM_CLOSED', { detail }) })
   }
 
   /** A connection is ready: the first one (CONNECTED), a failover's replacement, or a rotation's next one. */
@@ -230,13 +190,9 @@ export class VendorSession implements Session {
   }
 
   private deliver(text: string, channel?: number | null): void {
-    const route = this.deps.route.name
-    if (this.owner === null) {
-      this.deps.metrics.vendorMessages.inc({ route, result: 'parked' })
-      return
-    }
-    this.owner.deliver(text, channel)
-    this.deps.metrics.vendorMessages.inc({ route, result: 'emitted' })
+    const owner = this.owner
+    owner?.deliver(text, channel)
+    this.deps.metrics.vendorMessages.inc({ route: this.deps.route.name, result: owner === null ? 'parked' : 'emitted' })
   }
 
   private setAffinity(conn: Connection, ttlSeconds: number, continued?: ContinuedSession): void {
@@ -249,15 +205,7 @@ export class VendorSession implements Session {
     conn.startFrame = this.feed.nextFrame
     this.feed.retarget(conn)
     this.stats.flowsTo(conn.replica.name)
-    if (conn.replica === old.replica)
-      this.ctx.log.info({ event: 'rotated', upstream: conn.replica.name }, 'vendor session rotated before its cap')
-    else {
-      this.setAffinity(conn, 86400)
-      this.ctx.log.info(
-        { event: 'moved', upstream: conn.replica.name, from: old.replica.name },
-        'call moved to a less busy replica (rebalancing), make-before-break'
-      )
-    }
+    if (conn.replica !== old.replica) this.setAffinity(conn, 86400)
   }
 
   // ---- failure: the one verb -------------------------------------------------------------------
@@ -273,13 +221,10 @@ export class VendorSession implements Session {
     if (this.state === 'CLOSED') return
     if (f.kind === 'fatal') return this.end(f.error, f.extra ?? {}, f.internal)
     const { conn, failure } = f
+    const { pool } = this.deps.route
     const j = judge(failure, f.when, this.audio.closeCodes, replicaSecrets(conn.replica))
-    if (j.gatewaySide)
-      this.deps.route.pool.recordFailure(
-        conn.replica,
-        failure.kind === 'unreachable' ? `connect: ${j.why}` : j.why,
-        'audio'
-      )
+    const charged = failure.kind === 'unreachable' ? `connect: ${j.why}` : j.why
+    if (j.gatewaySide) pool.recordFailure(conn.replica, charged, 'audio')
     if (failure.kind === 'mapping') return this.end(j.error, j.extra, failure.error)
     if (this.handover.failed(conn, j.why)) return
     if (conn !== this.conn) return
@@ -288,11 +233,7 @@ export class VendorSession implements Session {
     // The breaker counts sessions lost once ready (and rate refusals): a refusal before ready is the vendor's
     // verdict on one leg's request, never a storm.
     if (next !== 'end-leg' && (f.when === 'lost' || j.closeClass === 'rate-exceeded'))
-      this.deps.route.pool.recordSessionLoss(
-        conn.replica,
-        this.deps.clock.now() - this.connOpenedAt,
-        this.deps.settings.sessionBreaker
-      )
+      pool.recordSessionLoss(conn.replica, this.deps.clock.now() - this.connOpenedAt, this.deps.settings.sessionBreaker)
     switch (next) {
       case 'end-leg':
         return this.end(j.error, j.extra)
@@ -331,7 +272,7 @@ export class VendorSession implements Session {
       return this.end(error, extra)
     }
     this.state = 'RECOVERING'
-    this.proofs++
+    this.retry.restart()
     const wait = this.walk.beginRecovery(lost.replica, loss?.lastLifeAt ?? null)
     const { replayed, unreplayed } = this.feed.recover(loss, this.results?.firstOpenFrame ?? 0)
     this.report.started(lost.replica, why, replayed, unreplayed, ready === null ? wait : 0)
@@ -341,9 +282,7 @@ export class VendorSession implements Session {
       return this.connectionReady(ready, this.vendorParams)
     }
     if (wait <= 0) return this.tryNext()
-    this.retryTimer.set(wait, () => {
-      if (this.state === 'RECOVERING') this.tryNext()
-    })
+    this.retry.after(wait)
   }
 
   /**
@@ -444,8 +383,7 @@ export class VendorSession implements Session {
     if (this.state === 'CLOSED') return
     const goodbye = graceful && FLOWING[this.state]
     this.state = 'CLOSED'
-    this.proofs++
-    this.retryTimer.clear()
+    this.retry.cancel()
     this.parkTimer.clear()
     this.handover.abandon(true)
     const conn = this.conn
@@ -458,11 +396,4 @@ export class VendorSession implements Session {
     if (this.handedOff === null) this.deps.store.deleteAffinity(this.key, this.id)
     this.deps.metrics.endLeg(this.counters)
   }
-}
-
-/** The audio mapping of a route a vendor session is opened on: a route without one opens none (a bug if it does). */
-function audioMappingOf(route: RouteRuntime): AudioMapping {
-  const audio = route.mapping.audio
-  if (audio === null) throw new TypeError(`route ${route.name}: a vendor session needs a mapping with an audio section`)
-  return audio
 }
