@@ -10,6 +10,7 @@ import { run, type MappingInput } from './run'
 import type { TextInput } from './text'
 import { describe, mapBody, mapHeaders, mapPath } from './text-request'
 import { messageFromMapping } from './event-stream'
+import { textPathOf } from './vendor-target'
 
 type Problem = { file: string; pointer: string; message: string }
 
@@ -152,7 +153,8 @@ async function dryRunText(mapping: CompiledMapping, route: RouteConfig): Promise
     upstream: {
       name: upstream.name,
       credential: upstream.credential === undefined ? null : '[credential]',
-      hasCredential: upstream.credential !== undefined
+      hasCredential: upstream.credential !== undefined,
+      textPath: textPathOf(upstream.text)
     }
   }
   const parts = [await mapPath(text, input), await mapHeaders(text, input), await mapBody(text, input)]

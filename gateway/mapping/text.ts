@@ -34,7 +34,8 @@ export interface TextInput {
   messageJson?: string | null
   requestId: string
   route: { name: string; params: Readonly<Record<string, unknown>>; checksToken: boolean }
-  upstream: { name: string; credential: string | null; hasCredential: boolean }
+  /** The replica called; `textPath` is the path of its text URL without trailing slashes ("" for none). */
+  upstream: { name: string; credential: string | null; hasCredential: boolean; textPath?: string }
   /** Only for `response`: the vendor's answer (body parsed when it is JSON, else its text). */
   response?: VendorAnswer
 }

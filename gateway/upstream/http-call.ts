@@ -6,6 +6,7 @@ import type { Metrics } from '../telemetry/metrics'
 import type { SpanAttributes, TraceSpan } from '../telemetry/tracing'
 import { Exchange, translate, type Deadline, type UpstreamResult } from './http-exchange'
 import { TextBalancer, type Replica, type UpstreamPool } from './pool'
+import { textBase, textTarget, type TextBase } from './text-url'
 
 export type { UpstreamResult } from './http-exchange'
 
@@ -84,12 +85,10 @@ function attemptAttributes(replica: Replica, attempt: number): SpanAttributes {
   }
 }
 
-/** What one replica needs: its keep-alive Pool, where its text URL points, cached metric children. */
+/** What one replica needs: its keep-alive Pool, where its text URL points (text-url.ts), cached metric children. */
 interface Lane {
   readonly pool: Pool
-  readonly origin: string
-  readonly basePath: string
-  readonly search: string
+  readonly base: TextBase
   /** The request path when the mapping gives none: the text URL's own path and query. */
   readonly path: string
   /** The replica's configured headers, or null when it has none. */
@@ -277,10 +276,10 @@ export class TextUpstream {
   private lane(replica: Replica): Lane {
     let lane = this.lanes.get(replica)
     if (lane === undefined) {
-      const url = new URL(replica.config.text!)
+      const base = textBase(replica.config.text!)
       const s = this.settings
       lane = {
-        pool: new Pool(url.origin, {
+        pool: new Pool(base.origin, {
           connections: s.connectionsPerReplica,
           pipelining: 1,
           connect: { timeout: s.connectTimeoutSeconds * 1000 },
@@ -288,10 +287,8 @@ export class TextUpstream {
           bodyTimeout: s.bodyTimeoutSeconds * 1000,
           maxResponseSize: s.maxResponseBytes
         }),
-        origin: url.origin,
-        basePath: url.pathname.replace(/\/+$/, ''),
-        search: url.search,
-        path: '',
+        base,
+        path: textTarget(base, null),
         headers:
           replica.config.headers !== undefined && Object.keys(replica.config.headers).length > 0
             ? replica.config.headers
@@ -299,7 +296,6 @@ export class TextUpstream {
         duration: this.metrics.upstreamDuration.labels(this.route, replica.name),
         results: new Map()
       }
-      lane = { ...lane, path: target(lane, null) }
       this.lanes.set(replica, lane)
     }
     return lane
@@ -331,9 +327,9 @@ export class TextUpstream {
     deadline.current = exchange
     lane.pool.dispatch(
       {
-        origin: lane.origin,
+        origin: lane.base.origin,
         method: req.method,
-        path: req.path === null || req.path === '' ? lane.path : target(lane, req.path),
+        path: req.path === null || req.path === '' ? lane.path : textTarget(lane.base, req.path),
         headers,
         body: req.body
       },
@@ -391,11 +387,6 @@ export class TextUpstream {
     this.count(lane, replica, result)
     return outcome
   }
-}
-
-function target(lane: Lane, path: string | null): string {
-  if (path === null || path === '') return lane.basePath === '' ? `/${lane.search}` : lane.basePath + lane.search
-  return lane.basePath + path + (path.includes('?') ? '' : lane.search)
 }
 
 /** RFC 9110 `retry-after`: delay-seconds, or an HTTP-date (against the wall clock); anything else: none. */
