@@ -1,63 +1,26 @@
-import t, { type Test } from 'tap'
-import { startRealVendor, type RealVendorEmulator, type RealVendorOptions } from '../../gateway/tools/real-vendors'
+import t from 'tap'
 import { EXAMPLE_UTTERANCE } from '../../gateway/validate/messages'
-import { startGateway, TEXT_TOKEN, until, type TestGateway } from '../helpers/gateway'
+import { startGateway, until } from '../helpers/gateway'
+import {
+  CHAT_KEY as KEY,
+  CHAT_PARAMS as PARAMS,
+  chatGateway,
+  type Json,
+  openaiEmulator as emulator,
+  say
+} from '../helpers/openai-chat'
 import { vendorSchemas } from '../helpers/vendor-schemas'
 
 // The platform's script engine (real HTTP) → a real gateway (`serve`) → the strict OpenAI emulator's Chat Completions.
 // Follows openai/openai-openapi openapi.yaml (f85dbe2): the request the gateway sends is validated against
 // CreateChatCompletionRequest, and the emulator answers a CreateChatCompletionResponse; rate limits are 429
-// with retry-after. Where the requests go follows the official Node SDK, openai/openai-node 7.5.0 (7b7d6ca):
-// src/client.ts (`baseURL` defaults to https://api.openai.com/v1; `buildURL` appends a resource path to the
-// base, one slash between), src/resources/chat/completions/completions.ts (`create` posts to '/chat/completions';
-// ChatCompletionCreateParams: `user` deprecated, "replaced by `safety_identifier` and `prompt_cache_key`";
-// `stream: true` answers with server-sent events) and src/resources/models.ts (`list` gets '/models').
+// with retry-after. The field names follow the official Node SDK, openai/openai-node 7.5.0 (7b7d6ca),
+// src/resources/chat/completions/completions.ts, ChatCompletionCreateParams: `user` is deprecated, "replaced by
+// `safety_identifier` and `prompt_cache_key`". Where requests go, and event-stream answers: issue-34-openai-chat.test.ts.
 
-type T = Test
-type Json = Record<string, any>
-
-const KEY = 'sk-chat-0123456789abcdef'
 const schemas = vendorSchemas('openai-openapi-subset.json')
-const PARAMS = { model: 'gpt-4.1-mini', systemPrompt: 'You help billing agents.', temperature: 0.2, sendContact: true }
-
-/** Where the SDK sends `path` for a `baseURL` (openai-node src/client.ts buildURL: appended, one slash between). */
-function sdkPath(baseURL: string, path: string): string {
-  const joined = baseURL.endsWith('/') && path.startsWith('/') ? baseURL + path.slice(1) : baseURL + path
-  return new URL(joined).pathname
-}
-
-async function emulator(t: T, opts: Omit<RealVendorOptions, 'kind'> = {}): Promise<RealVendorEmulator> {
-  const emu = await startRealVendor({ kind: 'openai', apiKey: KEY, ...opts })
-  t.teardown(async () => await emu.close())
-  return emu
-}
-
-async function gateway(t: T, emus: RealVendorEmulator[], key = KEY, text: Json = {}): Promise<TestGateway> {
-  return await startGateway(
-    t,
-    {
-      text: { timeoutSeconds: 5, ...text },
-      routes: {
-        x: {
-          mapping: 'mappings/openai-chat.yaml',
-          auth: { text: ['${TEXT_TOKEN}'] },
-          params: PARAMS,
-          upstreams: emus.map((e, i) => ({ name: `v${i}`, text: e.httpUrl, credential: '${VENDOR_KEY}' }))
-        }
-      }
-    },
-    { VENDOR_KEY: key }
-  )
-}
-
-async function say(gw: TestGateway, messageBody: string): Promise<{ status: number; body: Json }> {
-  const res = await fetch(gw.url('/text/x'), {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: TEXT_TOKEN },
-    body: JSON.stringify({ ...EXAMPLE_UTTERANCE, messageBody })
-  })
-  return { status: res.status, body: (await res.json()) as Json }
-}
+const gateway = async (t: Parameters<typeof emulator>[0], emus: Parameters<typeof chatGateway>[1], key = KEY) =>
+  await chatGateway(t, emus, { key })
 
 t.test('openai chat: each utterance → POST /v1/chat/completions; the first choice is the suggestion', async t => {
   const emu = await emulator(t)
@@ -183,51 +146,6 @@ t.test(
           emu.httpRequests().every(q => q.path === '/v1/models' && q.status === 200),
           'only the models list was asked'
         )
-    }
-  }
-)
-
-t.test(
-  'openai chat: the probe and the requests go where the SDK would, under the base URL (/v1, a path prefix)',
-  async t => {
-    // [emulator's API path, the replica's text URL path]: the SDK's form (a base ending in /v1, at the root and
-    // behind a prefix), and the form this mapping documented first (no /v1: the mapping adds it).
-    const cases = [
-      ['/v1', '/v1'],
-      ['/proxy/openai/v1', '/proxy/openai/v1/'],
-      ['/proxy/openai/v1', '/proxy/openai']
-    ] as const
-    for (const [api, path] of cases) {
-      const emu = await emulator(t, { basePath: api })
-      const base = emu.httpUrl + path
-      const gw = await startGateway(
-        t,
-        {
-          health: { active: { kind: undefined, intervalSeconds: 0.25 } },
-          routes: {
-            x: {
-              mapping: 'mappings/openai-chat.yaml',
-              auth: { text: ['${TEXT_TOKEN}'] },
-              params: PARAMS,
-              upstreams: [{ name: 'v', text: base, credential: '${VENDOR_KEY}' }]
-            }
-          }
-        },
-        { VENDOR_KEY: KEY }
-      )
-      const probes = (): number => emu.httpRequests().filter(r => r.method === 'GET' && r.status === 200).length
-      t.ok(await until(async () => probes() >= 2, 10_000), `${path}: the probe answered (GET ${api}/models)`)
-      const replica = ((await (await fetch(gw.adminUrl('/admin/upstreams'))).json()) as Json).routes[0].replicas[0]
-      t.equal(replica.state, 'up', `${path}: the replica is up`)
-      const a = await say(gw, 'I was charged twice')
-      t.equal(a.status, 200, `${path}: the utterance is answered`)
-      t.equal(a.body.suggestion, 'Suggested reply to: I was charged twice')
-      const seen = new Set(emu.httpRequests().map(r => `${r.method} ${r.path} ${r.status}`))
-      t.same([...seen].sort(), [`GET ${api}/models 200`, `POST ${api}/chat/completions 200`], `${path}: nowhere else`)
-      if (path.endsWith('/v1') || path.endsWith('/v1/')) {
-        t.equal(sdkPath(base, '/chat/completions'), `${api}/chat/completions`, '(where the SDK posts)')
-        t.equal(sdkPath(base, '/models'), `${api}/models`, '(where the SDK lists models)')
-      }
     }
   }
 )
