@@ -5,7 +5,11 @@ export interface MappingInput {
   init: Record<string, unknown>
   leg: { id: string; route: string; perspective: string; contactId: string; busNo: string; requestId: string | null }
   route: { name: string; params: Readonly<Record<string, unknown>>; checksToken: boolean }
-  upstream: { name: string; audio: string | null; credential: string | null; hasCredential: boolean }
+  /**
+   * The replica. `textPath`, the path of its text URL without trailing slashes ("" for none), is set for
+   * health probes (an `http` probe aimed at the text URL is appended to it, as text requests are).
+   */
+  upstream: { name: string; audio: string | null; credential: string | null; hasCredential: boolean; textPath?: string }
   /** The vendor socket being opened: a fresh id per socket (failover and rotation open new ones). */
   session?: { id: string; state?: Readonly<Record<string, unknown>>; audio?: ControlAudioView }
   /** The vendor socket a new one continues (a control rule's `reconnect`, rotation): absent otherwise. */

@@ -37,6 +37,17 @@ export interface RealVendorOptions {
   aws?: AwsKeys
   /** openai: answer the first `first` chat completion requests 429 with `retry-after: retryAfterSeconds`. */
   chatRateLimit?: { first: number; retryAfterSeconds: number }
+  /**
+   * openai: where the HTTP API lives (default `/v1`, as at api.openai.com): `<basePath>/chat/completions` and
+   * `<basePath>/models`, e.g. `/proxy/openai/v1` for a server behind a path prefix. Any other path is answered
+   * 404 and recorded (`httpRequests`), so a test sees where a client went.
+   */
+  basePath?: string
+  /**
+   * openai: answer chat completions with a server-sent event stream (`text/event-stream`: chat.completion.chunk
+   * events, then `data: [DONE]`) whatever the request asked, as a proxy that forces streaming would.
+   */
+  chatEventStream?: boolean
   /** speechmatics: RecognitionStarted this long after StartRecognition (default 0). */
   startDelayMs?: number
   /** amazon-transcribe: after this much audio, send this exception (then close), as the service does on an error. */
