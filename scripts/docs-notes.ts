@@ -158,7 +158,7 @@ export const METRIC_NOTES: Partial<Record<MetricName, string>> = {
   audio_dropped_frames_total:
     "failover_unreplayed: written since the lost vendor's last sign of life, or left unread, and not covered by the replay; vendor_paused: discarded while the vendor paused the session.",
   audio_vendor_messages_total:
-    'parked: arrived while the platform leg was away; dropped_before_connected: arrived before ready and over the hold bound (64 messages, 64 KiB), or the leg ended first.',
+    'parked: arrived while the platform leg was away (kept, up to 64 messages and 64 KiB, for the leg that re-attaches); dropped_before_connected: arrived before ready and over the hold bound (64 messages, 64 KiB), or the leg ended first.',
   mapping_errors_total:
     'Stages include control_when, control_set, control_reply and control_emit (audio.control rules).',
   audio_failovers_total: 'Summing over result counts incidents more than once.',

@@ -3,8 +3,9 @@
  * in order, up to this many messages and this many characters; later ones are dropped and counted as
  * `audio_vendor_messages_total{result="dropped_before_connected"}`. The platform never sees MESSAGE first.
  */
-export const EARLY_RESULTS_MAX = 64
-export const EARLY_RESULTS_MAX_CHARS = 64 * 1024
+import { EARLY_RESULTS_MAX, EARLY_RESULTS_MAX_CHARS } from '../session/parked-results'
+
+export { EARLY_RESULTS_MAX, EARLY_RESULTS_MAX_CHARS }
 
 /** Vendor results held for a leg until its CONNECTED goes out, bounded; what does not fit is reported. */
 export class EarlyResults {

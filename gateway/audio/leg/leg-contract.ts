@@ -143,13 +143,9 @@ export function holdings(phase: LegPhase, gone: Gone = null): Holdings {
 /** Platform backpressure: reading from the vendor side (the session, or the relay link) pauses, or resumes. */
 export function pauseVendorSide(phase: LegPhase, pause: boolean): void {
   const { session, link } = holdings(phase)
-  if (pause) {
-    session?.pauseVendor()
-    link?.pause()
-  } else {
-    session?.resumeVendor()
-    link?.resume()
-  }
+  session?.readVendor(!pause)
+  if (pause) link?.pause()
+  else link?.resume()
 }
 
 /** A binary frame from the platform: refused (not the init), held, dropped, passed to the sink, or counted late. */

@@ -182,6 +182,11 @@ export class ReplicaWalk {
   /** Why the last attempt failed, for the error that ends the walk. */
   lastError: string | null = null
 
+  /** Why no replica took over within `seconds`: the leg's error detail, naming the last failure. */
+  timeoutDetail(seconds: number): string {
+    return `no replica could take over within ${seconds} s (last: ${this.lastError ?? 'none available'})`
+  }
+
   constructor(
     private readonly pool: UpstreamPool,
     private readonly settings: AudioSettings,

@@ -245,8 +245,8 @@ class Join implements SessionOwner, SessionHost {
   pause(delta: number): void {
     const was = this.pauses
     this.pauses = Math.max(0, this.pauses + delta)
-    if (was === 0 && this.pauses > 0) this.session.pauseVendor()
-    else if (was > 0 && this.pauses === 0) this.session.resumeVendor()
+    if (was === 0 && this.pauses > 0) this.session.readVendor(false)
+    else if (was > 0 && this.pauses === 0) this.session.readVendor(true)
   }
 
   // ---- the vendor session's owner and host ------------------------------------------------------
@@ -369,11 +369,8 @@ export class JoinedLeg implements Session {
     this.join.legEnded(this, true, { reason, ttlSeconds })
   }
 
-  pauseVendor(): void {
-    this.join.pause(1)
-  }
-  resumeVendor(): void {
-    this.join.pause(-1)
+  readVendor(on: boolean): void {
+    this.join.pause(on ? -1 : 1)
   }
 
   /** Over (keeps `owner`, so a session failure still reaches the leg). */

@@ -105,9 +105,8 @@ export interface Session {
    * the affinity for `ttlSeconds`, so the next instance opens its vendor session on the same replica.
    */
   handOff: (reason: string, ttlSeconds: number) => void
-  /** Stop / restart reading from the vendor while the platform side is backed up. */
-  pauseVendor: () => void
-  resumeVendor: () => void
+  /** Stop (false) or restart (true) reading from the vendor: the platform side is backed up, or drained. */
+  readVendor: (on: boolean) => void
 }
 
 /**

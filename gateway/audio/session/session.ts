@@ -1,5 +1,5 @@
 import { Timer } from '../../clock'
-import { GatewayError } from '../../errors'
+import { type ErrorCode, GatewayError } from '../../errors'
 import type { AudioMapping } from '../../mapping/compile'
 import type { MappingInput } from '../../mapping/run'
 import type { Logger } from '../../telemetry/log'
@@ -22,6 +22,7 @@ import type { Session, SessionDeps, SessionFailure, SessionOwner, SessionState }
 import { afterFailure, FLOWING, KEEPS } from './session-states'
 import { audioMappingOf, newConnection, sessionContext, sessionFeed } from './session-parts'
 import { RetryPacer } from './session-retry'
+import { ParkedResults } from './parked-results'
 import { SessionStats } from './session-stats'
 
 /**
@@ -38,6 +39,7 @@ export class VendorSession implements Session {
   private handedOff: string | null = null
   readonly counters: LegCounters
   readonly stats = new SessionStats()
+  private readonly parkedResults = new ParkedResults()
   /** Each final once (audio/feed/result-timeline.ts), when the mapping says where its results are. */
   private readonly results: ResultTimeline | null
   readonly feed: VendorFeed
@@ -124,11 +126,9 @@ export class VendorSession implements Session {
     return true
   }
 
-  pauseVendor(): void {
-    this.conn?.pause()
-  }
-  resumeVendor(): void {
-    this.conn?.resume()
+  readVendor(on: boolean): void {
+    if (on) this.conn?.resume()
+    else this.conn?.pause()
   }
 
   // ---- opening ---------------------------------------------------------------------------------
@@ -137,7 +137,7 @@ export class VendorSession implements Session {
   start(preferred: Replica | null, continued?: ContinuedSession): void {
     if (continued !== undefined) this.input = { ...this.input, continued }
     if (this.walk.begin(preferred)) this.tryNext()
-    else this.fail({ kind: 'fatal', error: new GatewayError('NO_HEALTHY_UPSTREAM') })
+    else this.fatal('NO_HEALTHY_UPSTREAM')
   }
 
   /** The next replica of the walk; when none is left, the first open gives up and a recovery waits. */
@@ -147,22 +147,20 @@ export class VendorSession implements Session {
     if (replica !== undefined) {
       this.connOpenedAt = this.deps.clock.now()
       this.conn = this.connect(this.ctx, replica, this.input, this.events)
-    } else if (this.state === 'OPENING')
-      this.fail({
-        kind: 'fatal',
-        error: new GatewayError('UPSTREAM_UNREACHABLE', { detail: this.walk.lastError ?? undefined })
-      })
+    } else if (this.state === 'OPENING') this.fatal('UPSTREAM_UNREACHABLE', this.walk.lastError ?? undefined)
     else if (this.walk.hasSuspects) this.retry.prove()
     else this.retry.backoff()
+  }
+
+  private fatal(code: ErrorCode, detail?: string): void {
+    this.fail({ kind: 'fatal', error: new GatewayError(code, { detail }) })
   }
 
   /** No replica could take over within the failover deadline: the leg ends. */
   private timedOut(): void {
     this.report.timedOut()
-    const detail =
-      `no replica could take over within ${this.deps.settings.failoverTimeoutSeconds} s ` +
-      `(last: ${this.walk.lastError ?? 'none available'})`
-    this.fail({ kind: 'fatal', error: new GatewayError('UPSTREAM_CLOSED', { detail }) })
+    const detail = this.walk.timeoutDetail(this.deps.settings.failoverTimeoutSeconds)
+    this.fatal('UPSTREAM_CLOSED', detail)
   }
 
   /** A connection is ready: the first one (CONNECTED), a failover's replacement, or a rotation's next one. */
@@ -189,10 +187,11 @@ export class VendorSession implements Session {
     if (this.owner !== null && FLOWING[this.state]) this.owner.sessionReady({ ...this.vendorParams })
   }
 
-  private deliver(text: string, channel?: number | null): void {
+  private deliver(text: string, channel: number | null = null): void {
     const owner = this.owner
-    owner?.deliver(text, channel)
     this.deps.metrics.vendorMessages.inc({ route: this.deps.route.name, result: owner === null ? 'parked' : 'emitted' })
+    if (owner !== null) owner.deliver(text, channel)
+    else this.parkedResults.hold(text, channel)
   }
 
   private setAffinity(conn: Connection, ttlSeconds: number, continued?: ContinuedSession): void {
@@ -369,9 +368,10 @@ export class VendorSession implements Session {
     this.input = { ...this.input, init }
     this.deps.host.unparked(this)
     this.tellOwner()
+    for (const r of this.parkedResults.release()) owner.deliver(r.text, r.channel)
   }
 
-  /** End the session. `graceful`: queued audio, then the mapping's close frame, then the close handshake. */
+  /** Hand the call to another instance (a drain): the affinity stays for it, with what the vendor needs to continue. */
   handOff(reason: string, ttlSeconds: number): void {
     if (this.state === 'CLOSED') return
     if (this.conn !== null) this.setAffinity(this.conn, ttlSeconds, this.conn.continuation?.())
@@ -379,6 +379,7 @@ export class VendorSession implements Session {
     this.close(true)
   }
 
+  /** End the session. `graceful`: queued audio, then the mapping's close frame, then the close handshake. */
   close(graceful: boolean): void {
     if (this.state === 'CLOSED') return
     const goodbye = graceful && FLOWING[this.state]

@@ -1,5 +1,6 @@
 import t from 'tap'
 import { type FakeConnection, FakeOwner, frame, type Harness, harness } from '../harness'
+import { EARLY_RESULTS_MAX } from '../../../../gateway/audio/session/parked-results'
 
 // The vendor session state machine on fake connections and a fake clock (tests/unit/audio/harness.ts).
 
@@ -405,4 +406,22 @@ t.test('close: graceful hands queued audio to the vendor, then goodbye; the regi
   t.equal(h.conn().state, 'CLOSING')
   t.equal(h.registry.claim('r:1:2:TX', new FakeOwner(), {}, h.logs.log), null)
   t.equal(h.clock.pending, 0, 'no timer left behind')
+})
+
+t.test('park: results that come while parked reach the leg that re-attaches, in order, bounded', async t => {
+  const h = harness()
+  h.session.start(null)
+  h.conn().ready()
+  h.conn().result('before')
+  t.same(h.owner.delivered, ['before'])
+  h.session.park()
+  for (let i = 0; i < EARLY_RESULTS_MAX + 5; i++) h.conn().result(`while parked ${i}`)
+  const back = new FakeOwner()
+  t.equal(h.registry.claim('r:1:2:TX', back, {}, h.logs.log), h.session, 'claimed within grace')
+  t.equal(back.delivered.length, EARLY_RESULTS_MAX, 'what a parked session keeps, and no more')
+  t.equal(back.delivered[0], 'while parked 0', 'oldest first')
+  t.equal(back.delivered.at(-1), `while parked ${EARLY_RESULTS_MAX - 1}`)
+  h.conn().result('after')
+  t.equal(back.delivered.at(-1), 'after', 'then results flow as before')
+  t.same(h.owner.delivered, ['before'], 'nothing reached the leg that left')
 })
