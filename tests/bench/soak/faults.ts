@@ -43,7 +43,9 @@ export const FREEZE_SECONDS = 15
 export const REDIS_DOWN_SECONDS = 10
 export const VENDOR_RESTART_SECONDS = 5
 
-export const SCHEDULE: WindowSpec[] = [
+/** The windows, a freeze and a stall lasting `freezeSeconds` (`--freeze-seconds`). */
+export function schedule(freezeSeconds = FREEZE_SECONDS): WindowSpec[] {
+  return [
   { name: 'steady', what: 'no fault (the reference)', minSeconds: 10, weight: 1, run: async () => {} },
   {
     name: 'vendor-kill',
@@ -62,7 +64,7 @@ export const SCHEDULE: WindowSpec[] = [
   },
   {
     name: 'vendor-freeze',
-    what: `the busiest vendor replica SIGSTOPped for ${FREEZE_SECONDS} s, then SIGCONT (a frozen vendor)`,
+    what: `the busiest vendor replica SIGSTOPped for ${freezeSeconds} s, then SIGCONT (a frozen vendor)`,
     minSeconds: 30,
     weight: 1.2,
     run: async (ctx, at) => {
@@ -70,14 +72,14 @@ export const SCHEDULE: WindowSpec[] = [
       const v = await busiest(ctx)
       ctx.note(`SIGSTOP ${v.name} (${openNow(v)} open sessions)`)
       v.signal('SIGSTOP')
-      await at(2 + FREEZE_SECONDS)
+      await at(2 + freezeSeconds)
       v.signal('SIGCONT')
       ctx.note(`SIGCONT ${v.name}`)
     }
   },
   {
     name: 'vendor-stall',
-    what: `the busiest vendor replica stops reading its sockets for ${FREEZE_SECONDS} s (TCP backs up), then reads again`,
+    what: `the busiest vendor replica stops reading its sockets for ${freezeSeconds} s (TCP backs up), then reads again`,
     minSeconds: 30,
     weight: 1.2,
     run: async (ctx, at) => {
@@ -85,7 +87,7 @@ export const SCHEDULE: WindowSpec[] = [
       const v = await busiest(ctx)
       ctx.note(`${v.name} stops reading (${openNow(v)} open sessions)`)
       await v.pause()
-      await at(2 + FREEZE_SECONDS)
+      await at(2 + freezeSeconds)
       await v.resume()
       ctx.note(`${v.name} reads again`)
     }
@@ -140,10 +142,13 @@ export const SCHEDULE: WindowSpec[] = [
     weight: 0.8,
     run: async () => {}
   }
-]
+  ]
+}
+
+export const SCHEDULE: WindowSpec[] = schedule()
 
 /** Each window's planned length in seconds for a run of `minutes`. */
-export function plan(minutes: number): number[] {
-  const total = SCHEDULE.reduce((s, w) => s + w.weight, 0)
-  return SCHEDULE.map(w => Math.max(w.minSeconds, Math.round((minutes * 60 * w.weight) / total)))
+export function plan(minutes: number, windows: WindowSpec[] = SCHEDULE): number[] {
+  const total = windows.reduce((s, w) => s + w.weight, 0)
+  return windows.map(w => Math.max(w.minSeconds, Math.round((minutes * 60 * w.weight) / total)))
 }
