@@ -11,11 +11,11 @@ export interface Beating {
   readonly pingOut: boolean
   /** Silent this long (ms): a ping is due, and once more every `pingMs` while it stays silent and answered. */
   readonly pingMs: number
-  /** Silent longer than this (ms): the peer is lost (`pingMs` + the pong timeout: the detection window). */
+  /** Silent this long (ms): the peer is lost (`pingMs` + the pong timeout: the detection window). */
   readonly windowMs: number
   /** A ping is due now (the peer goes on writing: it may ride with the next write). */
   pingDue(now: number): void
-  /** Silent longer than `windowMs`: lost. The heartbeat has already forgotten it. */
+  /** Silent for `windowMs`: lost. The heartbeat has already forgotten it. */
   lost(now: number): void
 }
 
@@ -33,8 +33,8 @@ export function tickFor(pingMs: number, windowMs: number): number {
  * One heartbeat for every watched peer on a clock (so one per process in production): a single interval
  * timer walks them all, where each leg had its own timer. A peer heard from within its `pingMs` costs the
  * walk two comparisons and nothing else: no ping goes to a vendor that speaks. A silent one is asked for a
- * ping once per `pingMs`; one silent longer than its `windowMs` is lost, found on the first tick after
- * (at most one tick late). The timer runs only while there is something to watch.
+ * ping once per `pingMs`; one silent for its whole `windowMs` is lost, found on the first tick that sees
+ * it (at most one tick late). The timer runs only while there is something to watch.
  *
  * A tick that comes late (a busy or stopped event loop) declares nobody lost: timers run before sockets are
  * read, so what a peer sent meanwhile may be waiting unread. The next tick judges.
@@ -84,7 +84,7 @@ export class Heartbeat {
     for (const peer of this.watched) {
       const silent = now - peer.heardAt
       if (silent < peer.pingMs) continue
-      if (silent > peer.windowMs) {
+      if (silent >= peer.windowMs) {
         if (late) continue
         this.watched.delete(peer)
         peer.lost(now)

@@ -165,7 +165,7 @@ export class VendorSocket implements Beating {
 
   /**
    * Watched by the clock's one heartbeat (upstream/heartbeat.ts): silent for `ms` (no message, no pong),
-   * it is pinged; silent longer than `ms + timeoutMs`, the vendor (or the path to it) is gone without a
+   * it is pinged; silent for `ms + timeoutMs`, the vendor (or the path to it) is gone without a
    * close: the socket is terminated and reported closed with 1006 (`missed-pong`). A frozen vendor is
    * thus found within `ms + timeoutMs` of the last thing it sent, and one tick. A due ping waits for the
    * next write to go out with it (`sendWithPing`: no write of its own), at most one tick; with nothing
@@ -193,7 +193,7 @@ export class VendorSocket implements Beating {
     else this.due = true
   }
 
-  /** The heartbeat: silent longer than `windowMs`. */
+  /** The heartbeat: silent for `windowMs`. */
   lost(): void {
     this.watched = false
     this.due = false

@@ -385,8 +385,9 @@ t.test('a due heartbeat ping rides with the next audio write (one TCP write), or
   t.same(seen, ['audio', 'audio', 'ping', 'ping'], 'alone, one tick later')
 })
 
-t.test('a frozen vendor is found on the same tick whether its ping rode with a later write or not', async t => {
-  // Pings every 1 s, a pong missed after 1 s: heartbeat ticks every 250 ms from the ready.
+t.test('a frozen vendor is found once silent for ping + timeout, whether its ping rode with a later write or not', async t => {
+  // Pings to a vendor silent 1 s, lost when silent 2 s (issue 32: counted from the last thing it sent, here
+  // the ready): the clock's one heartbeat ticks every 250 ms from the ready.
   const { c, ws } = await readyConnection(t)
   // Frozen from the start: it reads nothing more, so no pong ever comes.
   ;(ws as unknown as { _socket: { pause: () => void } })._socket.pause()
@@ -401,7 +402,7 @@ t.test('a frozen vendor is found on the same tick whether its ping rode with a l
     await flush(2)
   }
   t.notOk(lost, 'not before the pong is due')
-  // The tick 1 s after the one it fell due on: counted from the write it rode with, it would be 2,250 ms.
+  // Silent 2 s on the tick at 2,000 ms: the ping that rode with a later write does not push it back.
   c.clock.advance(20)
   for (let i = 0; i < 300 && !lost; i++) await flush(1)
   t.ok(lost, 'the missed pong ended it on the tick at 2,000 ms')
