@@ -36,8 +36,10 @@ export function tickFor(pingMs: number, windowMs: number): number {
  * ping once per `pingMs`; one silent for its whole `windowMs` is lost, found on the first tick that sees
  * it (at most one tick late). The timer runs only while there is something to watch.
  *
- * A tick that comes late (a busy or stopped event loop) declares nobody lost: timers run before sockets are
- * read, so what a peer sent meanwhile may be waiting unread. The next tick judges.
+ * A tick that comes late (a busy or stopped event loop) declares nobody lost at once: timers run before
+ * sockets are read, so what a peer sent meanwhile may be waiting unread. It judges right after the next
+ * read instead (a timer of 0 ms: the next turn of the event loop, after its poll for I/O), so a loop that
+ * is late on every tick still finds a frozen peer.
  */
 export class Heartbeat {
   private readonly watched = new Set<Beating>()
@@ -81,14 +83,20 @@ export class Heartbeat {
   tick(now: number = this.clock.now()): void {
     const late = now - this.lastTick > this.tickMs * 1.5
     this.lastTick = now
+    this.walk(now, true, !late)
+    if (late) this.clock.setTimeout(() => this.walk(this.clock.now(), false, true), 0)
+  }
+
+  /** Pings to the silent (`ping`), and the silent for their whole window lost (`judge`). */
+  private walk(now: number, ping: boolean, judge: boolean): void {
     for (const peer of this.watched) {
       const silent = now - peer.heardAt
       if (silent < peer.pingMs) continue
       if (silent >= peer.windowMs) {
-        if (late) continue
+        if (!judge) continue
         this.watched.delete(peer)
         peer.lost(now)
-      } else if (!peer.pingOut) peer.pingDue(now)
+      } else if (ping && !peer.pingOut) peer.pingDue(now)
     }
     if (this.watched.size === 0 && this.timer !== null) {
       this.clock.clearInterval(this.timer)

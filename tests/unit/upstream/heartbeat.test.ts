@@ -1,6 +1,7 @@
 import t from 'tap'
 import fc from 'fast-check'
 import { type Beating, Heartbeat, heartbeatOf, MAX_TICK_MS, tickFor } from '../../../gateway/upstream/heartbeat'
+import type { TimerHandle } from '../../../gateway/clock'
 import { FakeClock } from '../../helpers/fake-clock'
 
 // Issue 32 item 6: liveness that costs what a read costs. One heartbeat per clock walks every watched vendor
@@ -132,17 +133,39 @@ t.test('a frozen vendor is pinged once and found lost within 3 s of its last wor
   t.equal(clock.pending, 0, 'nothing watched: no timer')
 })
 
-t.test('a late tick declares nobody lost (what the vendor sent may be waiting unread); the next one does', async t => {
-  const clock = new FakeClock()
-  const beat = new Heartbeat(clock)
-  const peer = new Peer(clock)
-  beat.watch(peer)
-  clock.advance(2_000)
-  // The event loop was stuck for 2 s: the tick at 4 s is the first in 2 s.
-  beat.tick(4_000)
-  t.equal(peer.lostAt, null)
-  beat.tick(4_000 + tickFor(PING, WINDOW))
-  t.equal(peer.lostAt, 4_000 + tickFor(PING, WINDOW))
+t.test('a late tick judges nobody at once (what the vendor sent may be waiting unread): right after the next read', async t => {
+  // A clock whose ticks come only when the test says, as a stuck event loop would deliver them.
+  let now = 0
+  const soon: (() => void)[] = []
+  const stalled = {
+    ...new FakeClock(),
+    now: () => now,
+    setInterval: () => 1 as unknown as TimerHandle,
+    setTimeout: (fn: () => void) => {
+      soon.push(fn)
+      return 2 as unknown as TimerHandle
+    }
+  }
+  const beat = new Heartbeat(stalled)
+  const fake = new FakeClock()
+  const heard = new Peer(fake)
+  const stuck = new Peer(fake)
+  beat.watch(heard)
+  beat.watch(stuck)
+  for (now = 250; now <= 2_000; now += 250) beat.tick(now)
+  // The event loop was stuck for 4 s: the next tick is the first in 4 s, and late.
+  now = 6_000
+  beat.tick(now)
+  t.equal(heard.lostAt, null, 'not judged on the late tick')
+  t.equal(stuck.lostAt, null)
+  t.equal(soon.length, 1, 'a judgement right after the next read')
+  // That read finds a pong from one of them; the judgement after it finds the other silent.
+  fake.advance(6_001)
+  heard.hear()
+  now = 6_001
+  for (const fn of soon.splice(0)) fn()
+  t.equal(heard.lostAt, null, 'heard after the late tick: alive')
+  t.equal(stuck.lostAt, 6_001, 'silent all along: lost right after the read')
 })
 
 t.test('thousands of connections, one timer', async t => {
