@@ -376,8 +376,7 @@ export class VendorConnection implements Connection {
         return
       }
       if (audio.closeWhen === null) this.socket?.close(audio.closeCode, reason)
-      else
-        this.timers.closeBy(audio.closeTimeoutMs, () => this.socket?.close(audio.closeCode, reason))
+      else this.timers.closeBy(audio.closeTimeoutMs, () => this.socket?.close(audio.closeCode, reason))
     })
   }
 

@@ -92,7 +92,10 @@ t.test('a silent vendor that answers is pinged once per interval, riding with th
   }
   t.equal(peer.pings.length, 9, 'one ping a second: at 1 s, 2 s, ... 9 s')
   for (let i = 1; i < peer.pings.length; i++)
-    t.ok(peer.pings[i] - peer.pings[i - 1] >= PING, `ping ${i} ${peer.pings[i] - peer.pings[i - 1]} ms after the one before`)
+    t.ok(
+      peer.pings[i] - peer.pings[i - 1] >= PING,
+      `ping ${i} ${peer.pings[i] - peer.pings[i - 1]} ms after the one before`
+    )
   t.equal(peer.pings[0], PING, 'the first when silent for the interval, with the first write after the tick')
   t.equal(peer.lostAt, null)
 })
@@ -133,40 +136,43 @@ t.test('a frozen vendor is pinged once and found lost within 3 s of its last wor
   t.equal(clock.pending, 0, 'nothing watched: no timer')
 })
 
-t.test('a late tick judges nobody at once (what the vendor sent may be waiting unread): right after the next read', async t => {
-  // A clock whose ticks come only when the test says, as a stuck event loop would deliver them.
-  let now = 0
-  const soon: (() => void)[] = []
-  const stalled = {
-    ...new FakeClock(),
-    now: () => now,
-    setInterval: () => 1 as unknown as TimerHandle,
-    setTimeout: (fn: () => void) => {
-      soon.push(fn)
-      return 2 as unknown as TimerHandle
+t.test(
+  'a late tick judges nobody at once (what the vendor sent may be waiting unread): right after the next read',
+  async t => {
+    // A clock whose ticks come only when the test says, as a stuck event loop would deliver them.
+    let now = 0
+    const soon: (() => void)[] = []
+    const stalled = {
+      ...new FakeClock(),
+      now: () => now,
+      setInterval: () => 1 as unknown as TimerHandle,
+      setTimeout: (fn: () => void) => {
+        soon.push(fn)
+        return 2 as unknown as TimerHandle
+      }
     }
+    const beat = new Heartbeat(stalled)
+    const fake = new FakeClock()
+    const heard = new Peer(fake)
+    const stuck = new Peer(fake)
+    beat.watch(heard)
+    beat.watch(stuck)
+    for (now = 250; now <= 2_000; now += 250) beat.tick(now)
+    // The event loop was stuck for 4 s: the next tick is the first in 4 s, and late.
+    now = 6_000
+    beat.tick(now)
+    t.equal(heard.lostAt, null, 'not judged on the late tick')
+    t.equal(stuck.lostAt, null)
+    t.equal(soon.length, 1, 'a judgement right after the next read')
+    // That read finds a pong from one of them; the judgement after it finds the other silent.
+    fake.advance(6_001)
+    heard.hear()
+    now = 6_001
+    for (const fn of soon.splice(0)) fn()
+    t.equal(heard.lostAt, null, 'heard after the late tick: alive')
+    t.equal(stuck.lostAt, 6_001, 'silent all along: lost right after the read')
   }
-  const beat = new Heartbeat(stalled)
-  const fake = new FakeClock()
-  const heard = new Peer(fake)
-  const stuck = new Peer(fake)
-  beat.watch(heard)
-  beat.watch(stuck)
-  for (now = 250; now <= 2_000; now += 250) beat.tick(now)
-  // The event loop was stuck for 4 s: the next tick is the first in 4 s, and late.
-  now = 6_000
-  beat.tick(now)
-  t.equal(heard.lostAt, null, 'not judged on the late tick')
-  t.equal(stuck.lostAt, null)
-  t.equal(soon.length, 1, 'a judgement right after the next read')
-  // That read finds a pong from one of them; the judgement after it finds the other silent.
-  fake.advance(6_001)
-  heard.hear()
-  now = 6_001
-  for (const fn of soon.splice(0)) fn()
-  t.equal(heard.lostAt, null, 'heard after the late tick: alive')
-  t.equal(stuck.lostAt, 6_001, 'silent all along: lost right after the read')
-})
+)
 
 t.test('thousands of connections, one timer', async t => {
   const clock = new FakeClock()
@@ -190,11 +196,7 @@ t.test('thousands of connections, one timer', async t => {
     }
     clock.advance(100)
   }
-  t.equal(
-    peers.filter((p, i) => i % 2 === 0 && p.pings.length > 0).length,
-    0,
-    'no speaking socket was pinged'
-  )
+  t.equal(peers.filter((p, i) => i % 2 === 0 && p.pings.length > 0).length, 0, 'no speaking socket was pinged')
   t.ok(
     peers.every((p, i) => i % 2 === 0 || p.pings.length === 4),
     'each silent one pinged once a second (at 1, 2, 3, 4 s)'
@@ -204,15 +206,18 @@ t.test('thousands of connections, one timer', async t => {
   t.equal(clock.pending, 0, 'none watched: the timer is gone')
 })
 
-t.test('a peer with a shorter pong timeout makes the one timer tick faster; it never ticks slower than 250 ms', async t => {
-  const clock = new FakeClock()
-  const beat = new Heartbeat(clock)
-  beat.watch(new Peer(clock, 5000, 10_000))
-  t.equal(beat.interval, MAX_TICK_MS)
-  beat.watch(new Peer(clock, 500, 400))
-  t.equal(beat.interval, 100)
-  t.equal(clock.pending, 1)
-})
+t.test(
+  'a peer with a shorter pong timeout makes the one timer tick faster; it never ticks slower than 250 ms',
+  async t => {
+    const clock = new FakeClock()
+    const beat = new Heartbeat(clock)
+    beat.watch(new Peer(clock, 5000, 10_000))
+    t.equal(beat.interval, MAX_TICK_MS)
+    beat.watch(new Peer(clock, 500, 400))
+    t.equal(beat.interval, 100)
+    t.equal(clock.pending, 1)
+  }
+)
 
 // The property: over any interleaving of vendor messages, pongs, audio writes and clock advances, a socket is
 // declared lost iff, at a tick, it had been silent for the whole window (the first such tick); a ping
