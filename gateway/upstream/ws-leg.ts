@@ -1,5 +1,6 @@
 import WebSocket from 'ws'
-import { type Clock, Timer } from '../clock'
+import type { Clock } from '../clock'
+import { type Beating, heartbeatOf } from './heartbeat'
 
 /**
  * Why a vendor socket failed, as a value (never a string to parse back). `upgrade`: the vendor answered
@@ -47,18 +48,20 @@ const TEXT = { binary: false } as const
  * docs/concepts/architecture.md, "Choices"). Sends are synchronous copies: `ws` masks a client frame into a fresh buffer, so the
  * caller's memory (uWS neuters it on return) is never referenced after `sendBinary` returns.
  */
-export class VendorSocket {
+export class VendorSocket implements Beating {
   private readonly ws: WebSocket
   private opened = false
   private finished = false
   private failure: SocketFailure | null = null
-  private readonly heartbeat: Timer
-  private pongSeen = true
-  private pingAt = 0
-  /** A heartbeat ping is due: it goes out with the next write, or alone at the next tick (`startHeartbeat`). */
-  private pingDue = false
-  /** The tick it fell due at: a ping that rides with a write counts from here (its schedule and its timeout). */
-  private dueAt = 0
+  /** Watched by the clock's one heartbeat (upstream/heartbeat.ts `startHeartbeat`). */
+  private watched = false
+  /** The heartbeat's view (`Beating`): the last read, a ping unanswered, the settings. */
+  heardAt = 0
+  pingOut = false
+  pingMs = 0
+  windowMs = 0
+  /** A heartbeat ping is due: it goes out with the next write, or alone at the next tick (`pingDue`). */
+  private due = false
   /** Bytes handed to the socket so far, and the bytes it still held when it was lost (never read by the vendor). */
   bytesSent = 0
   unreadAtLoss = -1
@@ -75,7 +78,6 @@ export class VendorSocket {
     private readonly clock: Clock,
     private readonly events: VendorEvents
   ) {
-    this.heartbeat = new Timer(clock)
     this.ws = new WebSocket(url, {
       headers: opts.headers,
       handshakeTimeout: opts.connectTimeoutMs,
@@ -89,6 +91,9 @@ export class VendorSocket {
       this.events.onOpen()
     })
     this.ws.on('message', (data: Buffer, isBinary: boolean) => {
+      // Any message is a sign of life: a vendor that speaks is never pinged (upstream/heartbeat.ts).
+      this.heardAt = this.clock.now()
+      this.due = false
       if (isBinary) this.events.onBinary(data)
       else this.events.onText(data.toString('utf8'))
     })
@@ -102,12 +107,13 @@ export class VendorSocket {
       this.failure ??= { kind: 'network', code: err.code ?? err.name }
     })
     this.ws.on('pong', () => {
-      this.pongSeen = true
+      this.heardAt = this.clock.now()
+      this.pingOut = false
       this.events.onPong?.()
     })
     this.ws.on('close', (code: number, reason: Buffer) => {
       this.noteUnread()
-      this.heartbeat.clear()
+      this.stopHeartbeat()
       if (this.finished) return
       this.finished = true
       const failure = this.failure ?? (this.opened ? null : ({ kind: 'closed-before-open' } as const))
@@ -126,13 +132,13 @@ export class VendorSocket {
 
   /** Per-frame path: one masked copy into a frame buffer; no other work (a due ping rides along). */
   sendBinary(data: ArrayBuffer | Uint8Array): void {
-    if (this.pingDue) return this.sendWithPing(data, BINARY, data.byteLength)
+    if (this.due) return this.sendWithPing(data, BINARY, data.byteLength)
     this.ws.send(data, BINARY)
     this.bytesSent += data.byteLength
   }
 
   sendText(text: string): void {
-    if (this.pingDue) return this.sendWithPing(text, TEXT, text.length)
+    if (this.due) return this.sendWithPing(text, TEXT, text.length)
     this.ws.send(text)
     this.bytesSent += text.length
   }
@@ -148,7 +154,7 @@ export class VendorSocket {
     socket?.cork()
     this.ws.send(data, opts)
     this.bytesSent += n
-    this.pingNow(this.dueAt)
+    this.pingNow()
     socket?.uncork()
   }
 
@@ -158,55 +164,52 @@ export class VendorSocket {
   }
 
   /**
-   * Ping every `ms` (while the last ping was answered); a pong still missing `timeoutMs` after its ping
-   * means the vendor (or the path to it) is gone without a close: the socket is terminated and reported
-   * closed with 1006. A frozen vendor is thus found within `ms + timeoutMs` of the last ping it answered.
-   * A due ping waits for the next write to go out with it (`sendWithPing`), at most one tick. While audio
-   * flows that is the next coalesced chunk, and the ping counts as sent at the tick it fell due (the next
-   * one is due `ms` after that tick, and its pong is missed `timeoutMs` after it), so a frozen vendor is
-   * found on the same ticks as if the ping had gone then: the wait only shortens the pong's time, by at
-   * most `audio.coalesceMs`. With nothing written for a tick it goes alone, counted from then: there is
-   * no audio it could be late for.
+   * Watched by the clock's one heartbeat (upstream/heartbeat.ts): silent for `ms` (no message, no pong),
+   * it is pinged; silent for `ms + timeoutMs`, the vendor (or the path to it) is gone without a
+   * close: the socket is terminated and reported closed with 1006 (`missed-pong`). A frozen vendor is
+   * thus found within `ms + timeoutMs` of the last thing it sent, and one tick. A due ping waits for the
+   * next write to go out with it (`sendWithPing`: no write of its own), at most one tick; with nothing
+   * written for a tick it goes alone.
    */
   startHeartbeat(ms: number, timeoutMs = ms): void {
-    if (ms <= 0 || this.heartbeat.pending) return
-    // Checked as often as needed to see a missing pong about on time, at most every `ms`.
-    const tick = Math.min(ms, Math.max(100, timeoutMs / 4))
-    let lastTick = this.clock.now()
-    this.pingAt = lastTick
-    this.heartbeat.every(tick, () => {
-      // A tick that comes late (a busy event loop) judges nothing: a pong may be waiting unread in the
-      // socket, since timers run before sockets are read. The next tick judges.
-      const now = this.clock.now()
-      const late = now - lastTick > tick * 1.5
-      lastTick = now
-      if (late) return
-      if (!this.pongSeen) {
-        if (now - this.pingAt < timeoutMs) return
-        this.failure ??= { kind: 'missed-pong' }
-        this.noteUnread()
-        this.ws.terminate()
-        return
-      }
-      if (now - this.pingAt < ms) return
-      if (this.pingDue) this.pingNow()
-      else {
-        this.pingDue = true
-        this.dueAt = now
-      }
-    })
+    if (ms <= 0 || this.watched) return
+    this.pingMs = ms
+    this.windowMs = ms + timeoutMs
+    this.heardAt = this.clock.now()
+    this.watched = true
+    heartbeatOf(this.clock).watch(this)
+  }
+
+  private stopHeartbeat(): void {
+    if (!this.watched) return
+    this.watched = false
+    this.due = false
+    heartbeatOf(this.clock).forget(this)
+  }
+
+  /** The heartbeat: silent for `pingMs`. Due since the last tick and nothing written since: alone now. */
+  pingDue(): void {
+    if (this.due) this.pingNow()
+    else this.due = true
+  }
+
+  /** The heartbeat: silent for `windowMs`. */
+  lost(): void {
+    this.watched = false
+    this.due = false
+    this.failure ??= { kind: 'missed-pong' }
+    this.noteUnread()
+    this.ws.terminate()
   }
 
   /**
    * A ping now, unless one is already out (its pong comes first) or the heartbeat is off: false then.
-   * Its pong (`onPong`) says the vendor read everything sent before it. `at`: the clock time it counts
-   * from (its timeout and the next ping's schedule), now unless it fell due earlier.
+   * Its pong (`onPong`) says the vendor read everything sent before it.
    */
-  pingNow(at: number = this.clock.now()): boolean {
-    if (!this.heartbeat.pending || !this.pongSeen || !this.isOpen) return false
-    this.pingDue = false
-    this.pongSeen = false
-    this.pingAt = at
+  pingNow(): boolean {
+    if (!this.watched || this.pingOut || !this.isOpen) return false
+    this.due = false
+    this.pingOut = true
     this.events.onPing?.()
     this.ws.ping()
     return true
@@ -214,7 +217,7 @@ export class VendorSocket {
 
   /** Pings run on this socket (a heartbeat was started and it is open). */
   get pinging(): boolean {
-    return this.heartbeat.pending && this.isOpen
+    return this.watched && this.isOpen
   }
 
   /** Stop reading from the vendor (the platform side is backed up). */

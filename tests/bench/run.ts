@@ -56,8 +56,9 @@ const USAGE = `usage: npm run bench [-- [audio|wsclient|failover|codec|text|capa
            joined calls with both legs on one instance vs one leg relayed from the other: CPU per relayed frame
   tee      [--legs N (500)] [--seconds S (10)] [--warmup S (3)] [--rounds 2]: gateway CPU per platform frame,
            a plain leg vs a leg with one tee (results: drop), A B A B on one gateway
-  soak     [--instances 2] [--vendors 2] [--legs 300] [--minutes 10] [--no-nginx] [--allow-uncounted]: a fleet on its
-           own Redis behind nginx (or a TCP balancer), reconnecting legs, a fault per window; exit 1 on uncounted frames
+  soak     [--instances 2] [--vendors 2] [--legs 300] [--minutes 10] [--no-nginx] [--allow-uncounted] [--windows a,b]
+           [--freeze-seconds 15]: a fleet on its own Redis behind nginx (or a TCP balancer), reconnecting legs, a fault
+           per window (--windows: only those); exit 1 on uncounted frames
   all      (default) audio (vs nginx when installed), text, wsclient, codec; no flags`
 
 async function main(argv: string[]): Promise<number> {

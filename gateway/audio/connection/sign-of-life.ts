@@ -14,16 +14,17 @@ export interface SocketCounts {
  * audio bytes, whatever the writes were): a pong answers everything written before its ping, exactly (a
  * ping travels in order behind the audio). A vendor message says less: the vendor read audio up to some
  * point, but what sat in the kernel's socket buffers then (ours and the vendor's, invisible from here;
- * tens of ms of audio on a busy machine) may never have been read. So while pings run (`pongs`), a
- * message only says the vendor is alive; without pings it stands for everything but our own socket
- * buffer, the best there is.
+ * tens of ms of audio on a busy machine) may never have been read. Pings go only to a vendor that is
+ * silent (upstream/heartbeat.ts), so for one that speaks a message is the only sign there is: it stands
+ * for everything but our own socket buffer. What a frozen vendor's kernel buffers fill with after its
+ * last message is past the watermark (it moves no more); what they held at that message (a write or
+ * two) the replay ring covers anyway (its window reaches back past the last sign of life, and results that
+ * name their audio say exactly what was heard: audio/feed/feed.ts `unreplayed`).
  * At a loss, what was written since is what the vendor may not have processed (audio/feed/feed.ts `recover`).
  * Updated on pings, pongs and vendor messages only: nothing per audio frame. It also answers a
  * handover's `confirm` (audio/session/handover.ts): with the pong to a ping sent when asked.
  */
 export class SignOfLife {
-  /** Pings run on this connection: only their pongs move the watermark. */
-  pongs = false
   private writesAtPing = 0
   private pingAt = 0
   private writes = 0
@@ -82,14 +83,12 @@ export class SignOfLife {
 
   /** A vendor message at `at`, when our socket buffer held all but the first `writes` (see above). */
   message(writes: number, at: number): void {
-    if (!this.pongs) return this.advance(writes, at)
-    if (at > this.at) this.at = at
+    this.advance(writes, at)
   }
 
-  /** The vendor had read the first `writes` frames at `at`. */
+  /** The vendor had read the first `writes` frames at `at` (neither the watermark nor the time goes back). */
   private advance(writes: number, at: number): void {
-    if (writes < this.writes) return
-    this.writes = writes
+    if (writes > this.writes) this.writes = writes
     if (at > this.at) this.at = at
   }
 

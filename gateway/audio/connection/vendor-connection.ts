@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto'
-import type { TimerHandle } from '../../clock'
 import type { PreviousSession } from '../../mapping/audio'
 import type { Expr } from '../../mapping/expr'
 import type { MappingInput } from '../../mapping/run'
@@ -21,8 +20,10 @@ import { VendorControl } from './vendor-control'
 import { ON_CLOSE, READ } from './connection-states'
 import { parseVendorText, type Reading, type Verdict } from './vendor-message'
 import { upstreamInput, vendorTarget } from '../../mapping/vendor-target'
-import { incomingBinary, socketEncoder } from './vendor-wire'
+import { socketEncoder } from './vendor-wire'
 import { unhandled } from '../../result'
+import { actOnResult, binaryMessages } from './connection-reading'
+import { ConnectionTimers } from './connection-timers'
 
 /**
  * One vendor connection of a session: builds URL and headers from the mapping, holds a stream lease on
@@ -42,9 +43,7 @@ export class VendorConnection implements Connection {
   private readonly out: ControlFrames
   private readonly input: MappingInput
   private readonly audio: NonNullable<RouteRuntime['mapping']['audio']>
-  private readyTimer: TimerHandle | null = null
-  private keepaliveTimer: TimerHandle | null = null
-  private closeTimer: TimerHandle | null = null
+  private readonly timers: ConnectionTimers
   /** What it was sent is accounted for while it closes: the vendor said its goodbye, or the session was told of the loss. */
   private accounted = false
   /** Platform audio bytes written (before encoding). */
@@ -63,6 +62,7 @@ export class VendorConnection implements Connection {
     this.input = { ...input, upstream: upstreamInput(replica.config), session: { id: randomUUID() } }
     this.rules = new VendorControl(this.audio, this.frames, ctx)
     this.out = new ControlFrames(this.audio, this.frames, this.rules, ctx, () => this.socket)
+    this.timers = new ConnectionTimers(ctx.clock)
     ctx.chain.run(async () => await this.connect())
   }
 
@@ -70,7 +70,7 @@ export class VendorConnection implements Connection {
 
   /** While the vendor has audio held (a control rule's `pause`) this reads as full: the feed queues. */
   get bufferedAmount(): number {
-    return this.rules.gate === 'held' ? Number.POSITIVE_INFINITY : this.socket!.bufferedAmount
+    return this.rules.gate === 'held' ? Number.POSITIVE_INFINITY : (this.socket?.bufferedAmount ?? 0)
   }
 
   /**
@@ -87,7 +87,7 @@ export class VendorConnection implements Connection {
     this.audioBytes += data.byteLength
     if (this.rules.gate !== 'open') return this.rules.discard(data.byteLength)
     if (this.encoder === null) {
-      this.socket!.sendBinary(data)
+      this.socket?.sendBinary(data)
       // What the placeholders read ({{chunk}}, {{position}}): 8 bytes of 8 kHz µ-law per ms.
       this.frames.chunk++
       this.frames.audioMs += data.byteLength / (8 * (this.audio.frames.channels ?? 1))
@@ -113,7 +113,7 @@ export class VendorConnection implements Connection {
   }
 
   handover(): PreviousSession {
-    return this.rules.handover(this.input.session!.id)
+    return this.rules.handover(this.input.session?.id ?? '')
   }
 
   pause(): void {
@@ -161,7 +161,8 @@ export class VendorConnection implements Connection {
     if (this.state !== 'CONNECTING') return
     this.state = 'OPENING'
     const audio = this.audio
-    const built = await socketEncoder(audio, this.input, this.frames, this.socket!)
+    if (this.socket === null) return
+    const built = await socketEncoder(audio, this.input, this.frames, this.socket)
     if (!built.ok) return this.mappingFailed('template', built.error)
     this.encoder = built.encoder
     if (audio.open !== null && !(await this.sendControl(audio.open, 'open'))) return
@@ -170,26 +171,21 @@ export class VendorConnection implements Connection {
       this.becomeReady({})
       return
     }
-    this.readyTimer = this.ctx.clock.setTimeout(() => {
-      this.readyTimer = null
+    this.timers.readyBy(this.ctx.settings.readyTimeoutSeconds * 1000, () => {
       if (this.state === 'OPENING') this.fail({ kind: 'not-ready' })
-    }, this.ctx.settings.readyTimeoutSeconds * 1000)
+    })
   }
 
   private becomeReady(params: Record<string, unknown>): void {
-    this.clearTimer('readyTimer')
+    this.timers.readyDone()
     this.state = 'READY'
     this.life.reset(this.ctx.clock.now(), this.audioBytes)
     this.ctx.route.pool.recordSuccess(this.replica)
     this.replica.answered()
     const live = livenessOf(this.ctx.settings, this.audio)
-    this.life.pongs = live.pingMs > 0
-    this.socket!.startHeartbeat(live.pingMs, live.timeoutMs)
-    this.keepaliveTimer = this.out.keepalive(
-      this.input,
-      () => this.state === 'READY',
-      () => this.audioBytes
-    )
+    this.socket?.startHeartbeat(live.pingMs, live.timeoutMs)
+    const ready = (): boolean => this.state === 'READY'
+    this.timers.keepWith(this.out.keepalive(this.input, ready, () => this.audioBytes))
     this.events.ready(this, params)
   }
 
@@ -224,18 +220,10 @@ export class VendorConnection implements Connection {
 
   /** Binary vendor frames are read only on an event-stream socket (audio/connection/vendor-wire.ts); else dropped and counted. */
   private onBinary(data: Buffer): void {
-    const messages = incomingBinary(this.audio, data)
-    if (messages === null) {
-      this.ctx.counters.dropVendorBinary++
-      this.ctx.counters.bytesFromVendor += data.length
-      return
-    }
+    const messages = binaryMessages(this.ctx, this.audio, data)
+    if (messages === null) return
     this.received(data.length)
-    if (Array.isArray(messages)) for (const msg of messages) this.ctx.chain.run(async () => await this.read(msg))
-    else {
-      this.ctx.metrics.vendorMessages.inc({ route: this.ctx.route.name, result: 'error' })
-      this.ctx.log.warn({ event: 'vendor_frame_invalid', error: messages.error }, 'a vendor frame was unreadable')
-    }
+    for (const msg of messages) this.ctx.chain.run(async () => await this.read(msg))
   }
 
   /** A vendor message is a sign of life (audio/connection/sign-of-life.ts: how much it says). */
@@ -308,37 +296,11 @@ export class VendorConnection implements Connection {
   }
 
   private verdict(v: Verdict): void {
-    const { route, metrics } = this.ctx
-    switch (v.kind) {
-      case 'ready':
-        if (this.state === 'OPENING') this.becomeReady(v.params)
-        return
-      case 'refused':
-        if (this.state === 'OPENING') this.fail({ kind: 'refused', vendorMessage: v.vendorMessage })
-        return
-      case 'result':
-        for (const m of v.messages) this.events.result(m, v.channel)
-        return
-      case 'unmatched':
-        metrics.vendorMessages.inc({ route: route.name, result: 'unmatched' })
-        return
-      case 'failed':
-        metrics.vendorMessages.inc({ route: route.name, result: 'error' })
-        metrics.mappingErrors.inc({ route: route.name, stage: `result_${v.stage}` })
-        this.ctx.log.warn(
-          { event: 'mapping_error', stage: v.stage, mapping: route.mapping.file, error: v.error },
-          'a vendor result could not be mapped; the leg goes on'
-        )
-        return
-      case 'silent':
-        return
-      case 'before-delivered':
-        // A replay transcribed again what the platform has a final for (audio/feed/result-timeline.ts).
-        metrics.vendorMessages.inc({ route: route.name, result: 'before_delivered' })
-        return
-      default:
-        return unhandled(v)
-    }
+    if (v.kind === 'ready') {
+      if (this.state === 'OPENING') this.becomeReady(v.params)
+    } else if (v.kind === 'refused') {
+      if (this.state === 'OPENING') this.fail({ kind: 'refused', vendorMessage: v.vendorMessage })
+    } else actOnResult(this.ctx, v, (text, channel) => this.events.result(text, channel))
   }
 
   // ---- failure and the end -----------------------------------------------------------------------
@@ -403,7 +365,7 @@ export class VendorConnection implements Connection {
   goodbye(reason = 'platform closed'): void {
     if (this.state === 'CLOSED' || this.state === 'CLOSING') return
     this.state = 'CLOSING'
-    this.stopTimers()
+    this.timers.stopOpen()
     this.encoder?.flush()
     const audio = this.audio
     this.ctx.chain.run(async () => {
@@ -414,11 +376,7 @@ export class VendorConnection implements Connection {
         return
       }
       if (audio.closeWhen === null) this.socket?.close(audio.closeCode, reason)
-      else
-        this.closeTimer = this.ctx.clock.setTimeout(() => {
-          this.closeTimer = null
-          this.socket?.close(audio.closeCode, reason)
-        }, audio.closeTimeoutMs)
+      else this.timers.closeBy(audio.closeTimeoutMs, () => this.socket?.close(audio.closeCode, reason))
     })
   }
 
@@ -433,18 +391,6 @@ export class VendorConnection implements Connection {
   private finish(): void {
     this.state = 'CLOSED'
     this.lease?.release()
-    this.stopTimers()
-    this.clearTimer('closeTimer')
-  }
-
-  private stopTimers(): void {
-    this.clearTimer('readyTimer')
-    if (this.keepaliveTimer !== null) this.ctx.clock.clearInterval(this.keepaliveTimer)
-    this.keepaliveTimer = null
-  }
-
-  private clearTimer(name: 'readyTimer' | 'closeTimer'): void {
-    if (this[name] !== null) this.ctx.clock.clearTimeout(this[name])
-    this[name] = null
+    this.timers.stopAll()
   }
 }

@@ -230,7 +230,7 @@ export class GatewayInstance {
       buffered = buffered.slice(buffered.lastIndexOf('\n') + 1)
     })
     child.stderr!.on('data', (d: Buffer) => tail.add(d))
-    await until(`gateway ${name} logs "listening"`, 30_000, () => {
+    await until(`gateway ${name} logs "listening"`, 300_000, () => {
       if (exited(child)) throw new Error(`gateway ${name} exited at start-up:\n${tail.toString()}`)
       return ports !== null
     })

@@ -169,6 +169,12 @@ export function printSoak(r: SoakResult): { json: Record<string, unknown>; code:
       'longest gap per leg',
       `p50 ${seconds(quantile(gaps, 0.5))}, p95 ${seconds(quantile(gaps, 0.95))}, max ${seconds(quantile(gaps, 1))}; legs with a gap > 1 s: ${gaps.filter(g => g > 1000).length}`
     )
+    const hit = gaps.filter(g => g > 1000)
+    if (hit.length > 0)
+      rep.row(
+        '  of the legs a fault stalled (> 1 s)',
+        `p50 ${seconds(quantile(hit, 0.5))}, max ${seconds(quantile(hit, 1))}`
+      )
     rep.row(
       'vendor streams',
       `open at the end ${r.vendors.map((v, j) => `${v.name} ${openEnd[j] ?? '?'}`).join(', ')}; sessions opened ${r.vendors.map((v, j) => `${v.name} ${opened[j]}`).join(', ')}`

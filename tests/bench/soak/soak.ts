@@ -1,5 +1,6 @@
 /**
- * `npm run bench -- soak [--instances 2] [--vendors 2] [--legs 300] [--minutes 10] [--no-nginx] [--allow-uncounted]`
+ * `npm run bench -- soak [--instances 2] [--vendors 2] [--legs 300] [--minutes 10] [--no-nginx] [--allow-uncounted]
+ *   [--windows steady,vendor-freeze,...] [--freeze-seconds 15]`
  *
  * A fleet soak as an SRE runs one before production: N gateway instances (`serve` as it ships, with the
  * worker count it picks for the machine) on their own redis-server, behind nginx (or the bench's TCP balancer), M vendor replicas (the strict
@@ -9,6 +10,8 @@
  * uncounted, the longest gap per leg; over the run: RSS and fd slopes per gateway process and vendor
  * streams per replica over time. Exits 1 when any window has frames a gateway read but neither delivered nor
  * counted (--allow-uncounted: 0); frames sent and never read (in flight past a close frame) are printed apart.
+ * `--windows` runs only the named windows, in schedule order (issue 32's frozen replica:
+ * `--instances 2 --legs 100 --windows steady,vendor-freeze --freeze-seconds 6`).
  */
 import { randomBytes } from 'node:crypto'
 import { readFileSync } from 'node:fs'
@@ -16,11 +19,11 @@ import { freePort, machineCpu, machineShare, numberFlag, progress, sleep, UsageE
 import { haveRedisServer } from '../../helpers/redis-process'
 import { legRecords, windowFrames, type VendorSessionRecord } from './account'
 import { GatewayInstance, RedisServer, startFront, VendorReplica, type RouteSpec } from './fleet'
-import { plan, SCHEDULE, type SoakCtx } from './faults'
+import { plan, schedule, type SoakCtx } from './faults'
 import { Platform, type LegMark } from './platform'
 import { printSoak, type SoakWindow } from './report'
 
-export const SOAK_FLAGS = ['instances', 'vendors', 'legs', 'minutes']
+export const SOAK_FLAGS = ['instances', 'vendors', 'legs', 'minutes', 'windows', 'freeze-seconds']
 export const SOAK_BOOLEANS = ['no-nginx', 'allow-uncounted']
 
 const PRIME = "'" // A, A′, A″
@@ -34,6 +37,12 @@ export async function runSoak(flags: Map<string, string>): Promise<{ json: Recor
   const vendorCount = numberFlag(flags, 'vendors', 2, { integer: true, min: 2, max: 16 })
   const legCount = numberFlag(flags, 'legs', 300, { integer: true, min: 1, max: 5000 })
   const minutes = numberFlag(flags, 'minutes', 10, { min: 1, max: 24 * 60 })
+  const all0 = schedule(numberFlag(flags, 'freeze-seconds', 15, { min: 1, max: 600 }))
+  const names = flags.get('windows')?.split(',')
+  const unknown = names?.filter(n => !all0.some(w => w.name === n)) ?? []
+  if (unknown.length > 0)
+    throw new UsageError(`--windows: no window ${unknown.join(', ')} (${all0.map(w => w.name).join(', ')})`)
+  const scheduled = names === undefined ? all0 : all0.filter(w => names.includes(w.name))
   if (!haveRedisServer) throw new UsageError('soak needs redis-server and redis-cli (apt-get install redis-server)')
   const token = `soak-${randomBytes(12).toString('hex')}`
   const env = { SOAK_TOKEN: token, SOAK_VENDOR_KEY: `vendor-${token}` }
@@ -104,9 +113,9 @@ export async function runSoak(flags: Map<string, string>): Promise<{ json: Recor
     note: () => {}
   }
 
-  const lengths = plan(minutes)
+  const lengths = plan(minutes, scheduled)
   const total = lengths.reduce((a, b) => a + b, 0)
-  progress(`soak: ${SCHEDULE.length} windows, ${total} s planned (${lengths.join(' + ')})`)
+  progress(`soak: ${scheduled.length} windows, ${total} s planned (${lengths.join(' + ')})`)
   const marks: LegMark[] = []
   const windows: SoakWindow[] = []
   const runStart = Date.now()
@@ -121,15 +130,15 @@ export async function runSoak(flags: Map<string, string>): Promise<{ json: Recor
     if (prev !== undefined) prev.end = at
     return at
   }
-  for (let w = 0; w < SCHEDULE.length; w++) {
-    const fault = SCHEDULE[w]
+  for (let w = 0; w < scheduled.length; w++) {
+    const fault = scheduled[w]
     const start = await boundary()
     const notes: string[] = []
     ctx.note = text => {
       notes.push(`+${((Date.now() - start) / 1000).toFixed(1)} s ${text}`)
       progress(`soak: ${fault.name}: ${text}`)
     }
-    progress(`soak: window ${w + 1}/${SCHEDULE.length} ${fault.name} (${lengths[w]} s): ${fault.what}`)
+    progress(`soak: window ${w + 1}/${scheduled.length} ${fault.name} (${lengths[w]} s): ${fault.what}`)
     await fault.run(ctx, async s => {
       const wait = start + s * 1000 - Date.now()
       if (wait > 0) await sleep(wait)
