@@ -1,3 +1,4 @@
+import type { Clock } from '../clock'
 import type { ShutdownSettings } from '../config/types'
 import { unhandled } from '../result'
 import { type FinalScrape, lingerMs } from '../telemetry/final-scrape'
@@ -33,8 +34,8 @@ export interface SupervisorParts {
   shutdown: () => ShutdownSettings
   /** Every worker has exited: the periodic sync ends. */
   stopSync: () => void
-  /** The clock of the drain's deadline and linger (ms). */
-  now: () => number
+  /** The clock of the drain's deadline and linger. */
+  clock: Clock
 }
 
 /** The stage and what exists only in it: the start's settlement while starting, the drain's promise from its beginning. */
@@ -144,7 +145,7 @@ export class SupervisorLifecycle {
   }
 
   private beginDrain(signal: string, close: () => Promise<void>): void {
-    const signalledAt = this.parts.now()
+    const signalledAt = this.parts.clock.now()
     this.parts.metrics.draining.set(1)
     const gone = this.parts.workers.exits()
     const done = this.afterDrain(gone, signalledAt, close)
@@ -154,23 +155,25 @@ export class SupervisorLifecycle {
   }
 
   private async afterDrain(gone: Promise<void>, signalledAt: number, close: () => Promise<void>): Promise<void> {
-    const { log, final, workers } = this.parts
-    let timer: NodeJS.Timeout | undefined
+    const { log, final, workers, clock } = this.parts
+    const graceMs = (this.parts.shutdown().deadlineSeconds + EXIT_GRACE_SECONDS) * 1000
+    let deadline: () => void = () => {}
     const cut = new Promise<'deadline'>(resolve => {
-      timer = setTimeout(() => resolve('deadline'), (this.parts.shutdown().deadlineSeconds + EXIT_GRACE_SECONDS) * 1000)
+      deadline = () => resolve('deadline')
     })
+    const timer = clock.setTimeout(() => deadline(), graceMs)
     const why = await Promise.race([gone.then(() => 'drained' as const), cut])
     if (why === 'deadline') {
       workers.killAll()
       await gone
     }
-    clearTimeout(timer)
+    clock.clearTimeout(timer)
     this.parts.stopSync()
     // The gateway's drain is over when every worker's is (each logs its own, with its `worker`).
     log.info({ event: 'drain_finished', why, workers: workers.count }, 'drain complete: every worker has exited')
     // The workers' final counters (`final-metrics`) stay scrapeable for one more scrape.
     final.finished()
-    const maxMs = lingerMs(this.parts.shutdown(), this.parts.now() - signalledAt)
+    const maxMs = lingerMs(this.parts.shutdown(), this.parts.clock.now() - signalledAt)
     const how = await final.wait(maxMs)
     if (maxMs > 0) log.info({ event: 'metrics_final', how, lingerMs: Math.round(maxMs) }, `final metrics: ${how}`)
     await close()

@@ -153,7 +153,7 @@ class MainProcess {
       final: this.final,
       shutdown: () => this.config.shutdown,
       stopSync: () => this.stopSync(),
-      now: () => performance.now()
+      clock: systemClock
     })
   }
 

@@ -48,6 +48,10 @@ export interface SlotsParts {
   onGone: (slot: Slot) => void
   /** The start failed: a worker could not start, or exited before serving. */
   startFailed: (err: Error) => void
+  /** How a worker process is started (default: `fork` of `workerArgs`; unit tests pass fakes). */
+  fork?: (index: number) => ChildProcess
+  /** How a restart waits out its backoff (default: an unref'd timeout; unit tests fire them by hand). */
+  later?: (fn: () => void, ms: number) => void
 }
 
 /** The longest backoff before a restart, and how long a worker must live for its exit not to count as quick. */
@@ -147,12 +151,17 @@ export class WorkerSlots {
     this.asks.delete(id)
   }
 
-  private spawn(slot: Slot): void {
-    const child = fork(this.parts.workerArgs[0], this.parts.workerArgs.slice(1), {
+  private fork(index: number): ChildProcess {
+    if (this.parts.fork !== undefined) return this.parts.fork(index)
+    return fork(this.parts.workerArgs[0], this.parts.workerArgs.slice(1), {
       serialization: 'advanced',
-      env: { ...process.env, [WORKER_ENV]: String(slot.index) },
+      env: { ...process.env, [WORKER_ENV]: String(index) },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc']
     })
+  }
+
+  private spawn(slot: Slot): void {
+    const child = this.fork(slot.index)
     slot.state = { stage: 'starting', child, startedAt: Date.now() }
     slot.incarnation++
     child.send(this.parts.hello)
@@ -217,9 +226,10 @@ export class WorkerSlots {
       { event: 'worker_exited', worker: slot.index, pid: slot.pid, code, signal, restartInMs: delay },
       `worker ${slot.index} exited unexpectedly; restarting it (its legs reconnect to the other workers)`
     )
-    setTimeout(() => {
+    const later = this.parts.later ?? ((fn, ms) => setTimeout(fn, ms).unref())
+    later(() => {
       if (ON_RESTART_DUE[this.parts.stage()] === 'spawn') this.spawn(slot)
-    }, delay).unref()
+    }, delay)
   }
 }
 
