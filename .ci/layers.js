@@ -20,7 +20,7 @@ const LAYERS = [
   ['server'],
   ['workers'],
   ['tools'],
-  ['check', 'cli-usage'],
+  ['check', 'cli-usage', 'cli-store'],
   ['cli-serve', 'cli-tools', 'cli-calls'],
   ['cli']
 ]

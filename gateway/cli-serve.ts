@@ -1,10 +1,9 @@
-import { readFileSync } from 'node:fs'
 // `serve` and `check` (loaded by cli.ts when one of them runs): the only place that wires modules.
-import { dirname, join, resolve } from 'node:path'
+import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { validateAll } from './check'
 import { describeTenants } from './config/tenants'
-import type { Config, StoreTls } from './config/types'
+import type { Config } from './config/types'
 import { ConfigError, formatProblem } from './errors'
 import { packageRoot, version } from './paths'
 import { startServer, type RunningServer } from './server/app'
@@ -13,11 +12,8 @@ import { installSignals } from './server/signals'
 import { createLogger, type Logger } from './telemetry/log'
 import { Metrics } from './telemetry/metrics'
 import { startTracing } from './telemetry/tracing'
-import { MemoryStore } from './store/memory'
 import type { Store } from './store/port'
-import { RedisStore } from './store/redis'
-import { randomUUID } from 'node:crypto'
-import { availableParallelism, hostname } from 'node:os'
+import { availableParallelism } from 'node:os'
 import { startVendorEmulator, type VendorEmulator } from './tools/vendor-emulator'
 import { FleetKey } from './auth/fleet-key'
 import type { WorkerParts } from './server/app'
@@ -30,7 +26,10 @@ import { WorkerStore } from './workers/worker-store'
 import { planWorkers } from './workers/capacity'
 import { HELP, UsageError, help, integer } from './cli-usage'
 import { systemClock } from './clock'
+import { createStore, hasRedis, newInstanceId } from './cli-store'
 import { type ConfigWatch, configFiles, watchConfig } from './config/watch'
+
+export { createStore, hasRedis } from './cli-store'
 
 function configPath(given: string | undefined): string {
   return given ?? process.env.GATEWAY_CONFIG ?? join(packageRoot(), 'ops', 'gateway.yaml')
@@ -44,70 +43,6 @@ export interface Running {
   metrics: Metrics
   store: Store
   close: () => Promise<void>
-}
-
-function newInstanceId(): string {
-  return `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`
-}
-
-/** The config names a shared store: Redis by URL, Sentinel or Cluster (else each gateway is alone). */
-export function hasRedis(config: Config): boolean {
-  return config.redis !== null || config.store.sentinels !== undefined || config.store.clusterNodes !== undefined
-}
-
-/** In-memory without `redis`, else the Redis store (URL, Sentinel or Cluster from config). */
-export function createStore(
-  config: Config,
-  log: Logger,
-  metrics: Metrics,
-  id?: string,
-  /** It may take the prober lease (false: a process that never probes). */
-  prober = true
-): Store {
-  const instanceId = id ?? newInstanceId()
-  const s = config.store
-  if (!hasRedis(config)) return new MemoryStore(instanceId)
-  // TLS settings become node:tls options here; the CA file is read once, relative to the config file.
-  const tls = (
-    t: StoreTls | undefined,
-    key: string
-  ): { ca?: Buffer; servername?: string; rejectUnauthorized?: boolean } | undefined => {
-    if (t === undefined || t === false) return undefined
-    if (t === true) return {}
-    let ca: Buffer | undefined
-    if (t.ca !== undefined) {
-      const file = resolve(dirname(config.file), t.ca)
-      try {
-        ca = readFileSync(file)
-      } catch (err) {
-        throw new Error(`store.${key}.ca: cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? 'error'})`)
-      }
-    }
-    return {
-      ...(ca !== undefined ? { ca } : {}),
-      ...(t.servername !== undefined ? { servername: t.servername } : {}),
-      ...(t.rejectUnauthorized !== undefined ? { rejectUnauthorized: t.rejectUnauthorized } : {})
-    }
-  }
-  return new RedisStore(instanceId, {
-    url: config.redis,
-    keyPrefix: s.keyPrefix,
-    syncIntervalMs: s.syncIntervalSeconds * 1000,
-    leaseMs: s.leaseSeconds * 1000,
-    sentinels: s.sentinels,
-    sentinelName: s.sentinelName,
-    clusterNodes: s.clusterNodes,
-    username: s.username,
-    password: s.password,
-    tls: tls(s.tls, 'tls'),
-    sentinelUsername: s.sentinelUsername,
-    sentinelPassword: s.sentinelPassword,
-    sentinelTls: tls(s.sentinelTls, 'sentinelTls'),
-    log,
-    prober,
-    onUp: up => metrics.storeUp.set(up ? 1 : 0),
-    onError: op => metrics.storeErrors.inc({ op })
-  })
 }
 
 export async function serve(

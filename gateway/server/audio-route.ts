@@ -32,10 +32,15 @@ const UWS_CUTS: Record<string, 'too_large_cut' | 'invalid_utf8'> = {
 export const OVERSIZE_READ_FACTOR = 16
 const OVERSIZE_READ_MAX = 64 * 1024 * 1024
 
+/** A platform socket's stage: upgraded (its leg not made yet), open with its leg, or closed (its leg told). */
+export type SocketStage =
+  | { readonly stage: 'upgraded' }
+  | { readonly stage: 'open'; readonly leg: AudioLeg }
+  | { readonly stage: 'closed' }
+
 export interface LegData {
   route: RouteRuntime
-  leg: AudioLeg | null
-  closed: boolean
+  socket: SocketStage
   /** The leg's span (telemetry/tracing.ts): the platform's trace continued, or a new one; the vendor upgrades carry it. */
   span: TraceSpan
   /** The platform's address: its socket's, or (a relayed leg) the one its relay token asserts. */
@@ -101,21 +106,26 @@ export function audioBehavior(
     },
     open: ws => openLeg(state, ws),
     message: (ws, message, isBinary) => {
-      const leg = ws.getUserData().leg!
+      const socket = ws.getUserData().socket
+      // uWS delivers messages only between open and close: the leg is there.
+      if (socket.stage !== 'open') return
+      const leg = socket.leg
       if (message.byteLength > limit) leg.refuse('MESSAGE_TOO_LARGE')
       else if (isBinary) leg.onPlatformBinary(message)
       else leg.onPlatformText(message)
     },
     drain: ws => {
-      ws.getUserData().leg?.onPlatformDrain()
+      const socket = ws.getUserData().socket
+      if (socket.stage === 'open') socket.leg.onPlatformDrain()
     },
     close: (ws, code, message) => {
       const data = ws.getUserData()
-      data.closed = true
-      if (data.leg !== null) {
-        state.legs.delete(data.leg)
+      const was = data.socket
+      data.socket = { stage: 'closed' }
+      if (was.stage === 'open') {
+        state.legs.delete(was.leg)
         const cut = code === 1006 ? UWS_CUTS[Buffer.from(message).toString('utf8')] : undefined
-        data.leg.onPlatformClose(code, cut)
+        was.leg.onPlatformClose(code, cut)
       }
     }
   }
@@ -141,8 +151,7 @@ export function mountAudio(app: uWS.TemplatedApp, state: ServerState): void {
       ok: true,
       data: {
         route,
-        leg: null,
-        closed: false,
+        socket: { stage: 'upgraded' },
         span: state.tracing.start('leg', req.getHeader('traceparent')),
         address: Buffer.from(res.getRemoteAddressAsText()).toString('utf8'),
         relayed: undefined
@@ -166,7 +175,7 @@ function openLeg(state: ServerState, ws: uWS.WebSocket<LegData>): void {
   const cfg = state.config
   const platform: PlatformLeg = {
     sendText: text => {
-      if (data.closed) return 2
+      if (data.socket.stage === 'closed') return 2
       let status = 2
       ws.cork(() => {
         status = ws.send(text, false)
@@ -174,12 +183,12 @@ function openLeg(state: ServerState, ws: uWS.WebSocket<LegData>): void {
       return status
     },
     end: (code, reason) => {
-      if (!data.closed) ws.cork(() => ws.end(code, reason))
+      if (data.socket.stage !== 'closed') ws.cork(() => ws.end(code, reason))
     },
-    bufferedAmount: () => (data.closed ? 0 : ws.getBufferedAmount())
+    bufferedAmount: () => (data.socket.stage === 'closed' ? 0 : ws.getBufferedAmount())
   }
   const legId = randomUUID()
-  data.leg = new AudioLeg(platform, {
+  const leg = new AudioLeg(platform, {
     route: data.route,
     settings: cfg.audio,
     metrics: state.metrics,
@@ -202,7 +211,9 @@ function openLeg(state: ServerState, ws: uWS.WebSocket<LegData>): void {
     calls: state.calls,
     logLimit: state.logLimit
   })
-  state.legs.add(data.leg)
+  // Closed while the leg was made (its close handler has run): it stays closed.
+  if (data.socket.stage === 'upgraded') data.socket = { stage: 'open', leg }
+  state.legs.add(leg)
   if (state.draining) {
     platform.sendText(errorFrame(new GatewayError('SHUTTING_DOWN')))
     platform.end(1012, 'SHUTTING_DOWN')

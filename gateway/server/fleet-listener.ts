@@ -41,8 +41,7 @@ export function fleetApp(
             ok: true,
             data: {
               route,
-              leg: null,
-              closed: false,
+              socket: { stage: 'upgraded' },
               // The relaying process's leg span is the parent: one trace across the hop.
               span: state.tracing.start('leg', traceparent, { 'assist_gateway.relay_hop': kind }),
               address: v.claims.address,

@@ -20,10 +20,10 @@ export interface ServerState {
   defaultRoute: RouteRuntime | null
   metrics: Metrics
   log: Logger
-  /** Stop accepting: new upgrades and text requests get SHUTTING_DOWN. */
-  draining: boolean
+  /** Stop accepting: new upgrades and text requests get SHUTTING_DOWN (the lifecycle's stage says, server/lifecycle.ts). */
+  readonly draining: boolean
   /** A drain has begun: /readyz is 503 at once, while new work is still served for shutdown.drainDelaySeconds. */
-  leaving: boolean
+  readonly leaving: boolean
   /** Live audio legs, so shutdown can end them. */
   legs: Set<AudioLeg>
   uwsNative: boolean

@@ -35,26 +35,24 @@ function seriesKey(v: { labels?: Record<string, string | number>; metricName?: s
 
 /** `base` with the instance counters of `list` added, series by series (a pure function). */
 export function foldCounters(base: readonly MetricJson[], list: readonly MetricJson[]): MetricJson[] {
-  const out = new Map<string, MetricJson>()
-  const sums = new Map<
-    string,
-    Map<string, { value: number; labels?: Record<string, string | number>; metricName?: string }>
-  >()
+  type Sums = Map<string, { value: number; labels?: Record<string, string | number>; metricName?: string }>
+  // Each counter by name, in first-seen order: its header and its series summed by labels.
+  const out = new Map<string, { metric: MetricJson; sums: Sums }>()
   for (const m of [...base, ...list]) {
     if (!isInstanceCounter(m)) continue
-    if (!out.has(m.name)) {
-      out.set(m.name, { name: m.name, type: m.type, help: m.help, aggregator: 'sum', values: [] })
-      sums.set(m.name, new Map())
+    let entry = out.get(m.name)
+    if (entry === undefined) {
+      entry = { metric: { name: m.name, type: m.type, help: m.help, aggregator: 'sum', values: [] }, sums: new Map() }
+      out.set(m.name, entry)
     }
-    const values = sums.get(m.name)!
     for (const v of m.values ?? []) {
       const key = seriesKey(v)
-      const had = values.get(key)
-      if (had === undefined) values.set(key, { ...v })
+      const had = entry.sums.get(key)
+      if (had === undefined) entry.sums.set(key, { ...v })
       else had.value += v.value
     }
   }
-  return [...out.values()].map(m => ({ ...m, values: [...sums.get(m.name)!.values()] }))
+  return [...out.values()].map(e => ({ ...e.metric, values: [...e.sums.values()] }))
 }
 
 export class InstanceCounters {

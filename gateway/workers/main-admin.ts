@@ -90,113 +90,13 @@ export async function startMainListeners(
   host: AdminHost,
   config: Config
 ): Promise<{ metricsPort: number; adminPort: number; close: () => void }> {
-  const toWorkers = (method: string, path: string, body: Buffer | null, all: boolean): Promise<Answer[]> => {
-    const admins = host.workerAdmins()
-    const targets = all ? admins : admins.slice(0, 1)
-    return Promise.all(targets.map(w => ask(host.internalToken, w.adminPort, w.worker, method, path, body)))
-  }
-  const readinessOf = (): Promise<ReturnType<typeof mergeReadiness>> =>
-    toWorkers('GET', '/admin/readiness', null, true).then(answers => {
-      const views = answers.map(a => ({ worker: a.worker, status: a.status, view: JSON.parse(a.body) }))
-      return mergeReadiness(views, host.instanceId, host.leaving())
-    })
-
-  const scrape = uWS.App()
-  scrape.get('/livez', res => sendJson(res, 200, { live: true }))
-  scrape.get('/metrics', res => answerScrape(res, () => host.metrics(), host.log, host.final))
-  scrape.get('/readyz', res =>
-    answerWhenSettled(res, readinessOf(), r =>
-      sendJson(res, r.ready ? 200 : 503, { ready: r.ready, reasons: r.reasons })
-    )
-  )
-  scrape.any('/*', notFound(host, 'metrics'))
-
+  const workers = new WorkerAsks(host)
+  const scrape = scrapeApp(host, workers)
   const admin = uWS.App()
   const token: AdminGate = { token: host.adminToken, refused: host.refused }
-  admin.get(
-    '/admin/workers',
-    guarded(token, res => sendJson(res, 200, host.describe()))
-  )
-  admin.get(
-    '/admin/config',
-    guarded(token, res => sendJson(res, 200, host.config()))
-  )
-  admin.get(
-    '/admin/readiness',
-    guarded(token, res => answerWhenSettled(res, readinessOf(), r => sendJson(res, r.ready ? 200 : 503, r)))
-  )
-  // Every worker's replicas, merged (workers/merge-upstreams.ts): one gateway's view, as with one process.
-  admin.get(
-    '/admin/upstreams',
-    guarded(token, res =>
-      answerWhenSettled(res, toWorkers('GET', '/admin/upstreams', null, true), answers => {
-        const views = answers
-          .filter(a => a.status === 200)
-          .map(a => ({ worker: a.worker, view: JSON.parse(a.body) as Record<string, unknown> }))
-        if (views.length === 0) return sendJson(res, 503, { error: 'no worker is up' })
-        sendJson(res, 200, mergeUpstreams(views, host.instanceId))
-      })
-    )
-  )
-  // Every worker's last failovers, replica changes and refusals, as one list (telemetry/recent.ts).
-  admin.get(
-    '/admin/recent',
-    guarded(token, res =>
-      answerWhenSettled(res, toWorkers('GET', '/admin/recent', null, true), answers => {
-        const views = answers.filter(a => a.status === 200).map(a => ({ worker: a.worker, view: JSON.parse(a.body) }))
-        sendJson(res, 200, mergeRecent(views, RECENT_KEPT))
-      })
-    )
-  )
-  // The status page is served here, so its reads are this process's merged ones (server/status-page.ts).
-  mountStatusPage(admin, token)
-  // Every worker's legs, through the store they all publish to (audio/leg/call-book.ts).
-  admin.get(
-    '/admin/calls',
-    guarded(token, (res, req) =>
-      answerCalls(res, req, host.calls, host.instanceId, host.calls.kind === 'redis' ? 'redis' : 'workers')
-    )
-  )
-  admin.post(
-    '/admin/reload',
-    guarded(token, res =>
-      answerWhenSettled(
-        res,
-        host.reload('admin'),
-        r => {
-          const first = (r.reports[0]?.report ?? {}) as Record<string, unknown>
-          sendJson(res, r.ok ? 200 : 409, { ...first, ok: r.ok, workers: r.reports })
-        },
-        () => sendJson(res, 500, { ok: false, problems: ['reload failed'] })
-      )
-    )
-  )
-  admin.any(
-    '/admin/*',
-    guarded(token, (res, req) => {
-      const method = req.getMethod().toUpperCase()
-      const query = req.getQuery() ?? ''
-      const path = `${req.getUrl()}${query === '' ? '' : `?${query}`}`
-      const chunks: Buffer[] = []
-      let aborted = false
-      res.onAborted(() => {
-        aborted = true
-      })
-      res.onData((chunk, last) => {
-        chunks.push(Buffer.from(chunk.slice(0)))
-        if (!last) return
-        toWorkers(method, path, Buffer.concat(chunks), method !== 'GET' && method !== 'HEAD').then(
-          answers => {
-            if (aborted) return
-            if (answers.length === 0) return sendJson(res, 503, { error: 'no worker is up' })
-            const a = answers.find(x => x.status >= 300) ?? answers[0]
-            send(res, a.status, a.type, a.body)
-          },
-          () => {}
-        )
-      })
-    })
-  )
+  mountOwn(admin, host, token, workers)
+  mountMerged(admin, host, token, workers)
+  mountForwarded(admin, token, workers)
   admin.any('/*', notFound(host, 'admin'))
 
   const sockets: uWS.us_listen_socket[] = []
@@ -220,4 +120,136 @@ export async function startMainListeners(
     for (const s of sockets) uWS.us_listen_socket_close(s)
     throw err
   }
+}
+
+/** The workers' internal admin listeners, asked through the main process (one, or every one that is up). */
+class WorkerAsks {
+  constructor(private readonly host: AdminHost) {}
+
+  ask(method: string, path: string, body: Buffer | null, all: boolean): Promise<Answer[]> {
+    const admins = this.host.workerAdmins()
+    const targets = all ? admins : admins.slice(0, 1)
+    return Promise.all(targets.map(w => ask(this.host.internalToken, w.adminPort, w.worker, method, path, body)))
+  }
+
+  /** Every worker's readiness, merged with the main process's own (a drain makes it unready). */
+  readiness(): Promise<ReturnType<typeof mergeReadiness>> {
+    return this.ask('GET', '/admin/readiness', null, true).then(answers => {
+      const views = answers.map(a => ({ worker: a.worker, status: a.status, view: JSON.parse(a.body) }))
+      return mergeReadiness(views, this.host.instanceId, this.host.leaving())
+    })
+  }
+}
+
+/** The scrape listener: /livez, /metrics (every worker's, summed) and /readyz. */
+function scrapeApp(host: AdminHost, workers: WorkerAsks): uWS.TemplatedApp {
+  const scrape = uWS.App()
+  scrape.get('/livez', res => sendJson(res, 200, { live: true }))
+  scrape.get('/metrics', res => answerScrape(res, () => host.metrics(), host.log, host.final))
+  scrape.get('/readyz', res =>
+    answerWhenSettled(res, workers.readiness(), r =>
+      sendJson(res, r.ready ? 200 : 503, { ready: r.ready, reasons: r.reasons })
+    )
+  )
+  scrape.any('/*', notFound(host, 'metrics'))
+  return scrape
+}
+
+/** What the main process answers itself: its workers, its config, the calls in the store, the status page, a reload. */
+function mountOwn(admin: uWS.TemplatedApp, host: AdminHost, token: AdminGate, workers: WorkerAsks): void {
+  admin.get(
+    '/admin/workers',
+    guarded(token, res => sendJson(res, 200, host.describe()))
+  )
+  admin.get(
+    '/admin/config',
+    guarded(token, res => sendJson(res, 200, host.config()))
+  )
+  admin.get(
+    '/admin/readiness',
+    guarded(token, res => answerWhenSettled(res, workers.readiness(), r => sendJson(res, r.ready ? 200 : 503, r)))
+  )
+  // The status page is served here, so its reads are this process's merged ones (server/status-page.ts).
+  mountStatusPage(admin, token)
+  // Every worker's legs, through the store they all publish to (audio/call-book.ts).
+  admin.get(
+    '/admin/calls',
+    guarded(token, (res, req) =>
+      answerCalls(res, req, host.calls, host.instanceId, host.calls.kind === 'redis' ? 'redis' : 'workers')
+    )
+  )
+  admin.post(
+    '/admin/reload',
+    guarded(token, res =>
+      answerWhenSettled(
+        res,
+        host.reload('admin'),
+        r => {
+          const first = (r.reports[0]?.report ?? {}) as Record<string, unknown>
+          sendJson(res, r.ok ? 200 : 409, { ...first, ok: r.ok, workers: r.reports })
+        },
+        () => sendJson(res, 500, { ok: false, problems: ['reload failed'] })
+      )
+    )
+  )
+}
+
+/** Every worker's replicas and recent events, merged into one gateway's view, as with one process. */
+function mountMerged(admin: uWS.TemplatedApp, host: AdminHost, token: AdminGate, workers: WorkerAsks): void {
+  // workers/merge-upstreams.ts
+  admin.get(
+    '/admin/upstreams',
+    guarded(token, res =>
+      answerWhenSettled(res, workers.ask('GET', '/admin/upstreams', null, true), answers => {
+        const views = answers
+          .filter(a => a.status === 200)
+          .map(a => ({ worker: a.worker, view: JSON.parse(a.body) as Record<string, unknown> }))
+        if (views.length === 0) return sendJson(res, 503, { error: 'no worker is up' })
+        sendJson(res, 200, mergeUpstreams(views, host.instanceId))
+      })
+    )
+  )
+  // Every worker's last failovers, replica changes and refusals, as one list (telemetry/recent.ts).
+  admin.get(
+    '/admin/recent',
+    guarded(token, res =>
+      answerWhenSettled(res, workers.ask('GET', '/admin/recent', null, true), answers => {
+        const views = answers.filter(a => a.status === 200).map(a => ({ worker: a.worker, view: JSON.parse(a.body) }))
+        sendJson(res, 200, mergeRecent(views, RECENT_KEPT))
+      })
+    )
+  )
+}
+
+/**
+ * Every other admin request, passed to the workers: reads to the first worker that is up, writes (token
+ * revocation …) to every worker, answered with the first failure or else the first answer.
+ */
+function mountForwarded(admin: uWS.TemplatedApp, token: AdminGate, workers: WorkerAsks): void {
+  admin.any(
+    '/admin/*',
+    guarded(token, (res, req) => {
+      const method = req.getMethod().toUpperCase()
+      const query = req.getQuery() ?? ''
+      const path = `${req.getUrl()}${query === '' ? '' : `?${query}`}`
+      const chunks: Buffer[] = []
+      let aborted = false
+      res.onAborted(() => {
+        aborted = true
+      })
+      res.onData((chunk, last) => {
+        chunks.push(Buffer.from(chunk.slice(0)))
+        if (!last) return
+        workers.ask(method, path, Buffer.concat(chunks), method !== 'GET' && method !== 'HEAD').then(
+          answers => {
+            if (aborted) return
+            if (answers.length === 0) return sendJson(res, 503, { error: 'no worker is up' })
+            const a = answers.find(x => x.status >= 300) ?? answers[0]
+            send(res, a.status, a.type, a.body)
+          },
+          () => {}
+        )
+      })
+    })
+  )
 }

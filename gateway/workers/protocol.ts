@@ -99,7 +99,7 @@ export function processChannel(): Channel {
   return {
     send: m => {
       // The main process may be gone already (its `disconnect` stops this worker): nothing to tell it then.
-      if (process.connected) process.send!(m, undefined, undefined, () => {})
+      if (process.connected) process.send?.(m, undefined, undefined, () => {})
     },
     on: fn => {
       process.on('message', m => fn(m as ToWorker))
