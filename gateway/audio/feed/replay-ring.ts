@@ -28,8 +28,8 @@ export class ReplayRing implements RingContent {
   private readonly maxBytes: number
   /** Room for writes as small as 80 bytes (a 10 ms µ-law frame) over the whole ceiling. */
   private readonly maxEntries: number
-  /** Slabs held, oldest first from `slabHead` (circular). */
-  private slabs: Buffer[] = []
+  /** Ids of the slabs held (audio/feed/slab-pool.ts), oldest first from `slabHead` (circular). */
+  private slabs: number[] = []
   private slabHead = 0
   private slabCount = 0
   /** Offset of the oldest byte in the oldest slab. */
@@ -120,13 +120,16 @@ export class ReplayRing implements RingContent {
 
   /** Copy the content, oldest first, to `dst` at `at`, and its writes to `lens`/`counts` from `e` (replay). */
   copyOut(dst: Buffer, at: number, lens: Uint32Array, counts: Uint32Array, e: number): void {
-    const s = this.pool.slabBytes
+    const pool = this.pool
+    const s = pool.slabBytes
     const cap = this.slabs.length
     let left = this.bytes
     let pos = this.start
     for (let i = this.slabHead; left > 0; i = i + 1 === cap ? 0 : i + 1) {
       const m = Math.min(s - pos, left)
-      this.slabs[i].copy(dst, at, pos, pos + m)
+      const id = this.slabs[i]
+      const base = pool.offsetOf(id)
+      pool.blockOf(id).copy(dst, at, base + pos, base + pos + m)
       at += m
       left -= m
       pos = 0
@@ -138,16 +141,17 @@ export class ReplayRing implements RingContent {
     }
   }
 
-  /** Each slab held, oldest first (checks of the pool's bookkeeping; not on the audio path). */
-  heldSlabs(): Buffer[] {
-    const out: Buffer[] = []
+  /** The id of each slab held, oldest first (checks of the pool's bookkeeping; not on the audio path). */
+  heldSlabs(): number[] {
+    const out: number[] = []
     for (let k = 0; k < this.slabCount; k++) out.push(this.slabs[(this.slabHead + k) % this.slabs.length])
     return out
   }
 
   /** Copy `src` in after the newest byte, taking slabs as it reaches past the last one held. */
   private copyIn(src: Uint8Array): void {
-    const s = this.pool.slabBytes
+    const pool = this.pool
+    const s = pool.slabBytes
     const n = src.length
     const pos = this.start + this.bytes
     let k = Math.floor(pos / s)
@@ -158,9 +162,11 @@ export class ReplayRing implements RingContent {
       let i = this.slabHead + k
       if (i >= this.slabs.length) i -= this.slabs.length
       const m = Math.min(s - off, n - done)
+      const id = this.slabs[i]
+      const at = pool.offsetOf(id) + off
       // A write that fits in its slab is copied whole; one across slabs is cut once per slab it crosses.
-      if (m === n) this.slabs[i].set(src, off)
-      else this.slabs[i].set(src.subarray(done, done + m), off)
+      if (m === n) pool.blockOf(id).set(src, at)
+      else pool.blockOf(id).set(src.subarray(done, done + m), at)
       done += m
       k++
       off = 0
@@ -178,7 +184,7 @@ export class ReplayRing implements RingContent {
   private giveFront(): void {
     const i = this.slabHead
     this.pool.give(this.slabs[i])
-    this.slabs[i] = EMPTY_SLAB
+    this.slabs[i] = NO_SLAB
     this.slabHead = i + 1 === this.slabs.length ? 0 : i + 1
     this.slabCount--
   }
@@ -192,7 +198,7 @@ export class ReplayRing implements RingContent {
   /** A slab table twice the size, oldest first from 0. */
   private growSlots(): void {
     const old = this.slabs
-    const next = new Array<Buffer>(Math.max(FIRST_SLOTS, old.length * 2)).fill(EMPTY_SLAB)
+    const next = new Array<number>(Math.max(FIRST_SLOTS, old.length * 2)).fill(NO_SLAB)
     for (let k = 0; k < this.slabCount; k++) next[k] = old[(this.slabHead + k) % old.length]
     this.slabs = next
     this.slabHead = 0
@@ -213,4 +219,4 @@ export class ReplayRing implements RingContent {
   }
 }
 
-const EMPTY_SLAB = Buffer.alloc(0)
+const NO_SLAB = -1

@@ -7,8 +7,10 @@
  * is the sum of what the legs held at once, and a slab given back is the next one taken.
  */
 export class SlabPool {
-  /** Slabs not held by any ring, the most recently given back last (taken first: warm in the cache). */
-  private readonly free: Buffer[] = []
+  /** One allocation per batch; slab `id` is bytes [offsetOf(id), offsetOf(id) + slabBytes) of blockOf(id). */
+  private readonly blocks: Buffer[] = []
+  /** Ids of the slabs not held by any ring, the most recently given back last (taken first: warm in the cache). */
+  private readonly free: number[] = []
   /** Slabs made, in all. */
   made = 0
 
@@ -32,25 +34,35 @@ export class SlabPool {
     return this.free.length
   }
 
-  /** One slab, for the caller alone until it gives it back. */
-  take(): Buffer {
-    const slab = this.free.pop()
-    return slab === undefined ? this.grow() : slab
+  /** One slab (its id), for the caller alone until it gives it back. */
+  take(): number {
+    const id = this.free.pop()
+    return id === undefined ? this.grow() : id
   }
 
-  /** A slab the caller no longer holds (it MUST NOT keep a reference: the next ring that takes it writes over it). */
-  give(slab: Buffer): void {
-    this.free.push(slab)
+  /** A slab the caller no longer holds (it MUST NOT use the id again: the next ring that takes it writes over it). */
+  give(id: number): void {
+    this.free.push(id)
   }
 
-  /** One more batch: one allocation, cut into slabs; returns one of them. */
-  private grow(): Buffer {
+  /** The allocation slab `id` is in. */
+  blockOf(id: number): Buffer {
+    return this.blocks[Math.floor(id / this.batch)]
+  }
+
+  /** Where slab `id` starts in its allocation. */
+  offsetOf(id: number): number {
+    return (id % this.batch) * this.slabBytes
+  }
+
+  /** One more batch: one allocation, its slabs on the free list (ids only: no object per slab); returns one. */
+  private grow(): number {
     const n = this.batch
-    const s = this.slabBytes
-    const block = Buffer.allocUnsafeSlow(n * s)
-    for (let i = n - 1; i > 0; i--) this.free.push(block.subarray(i * s, (i + 1) * s))
+    const first = this.made
+    this.blocks.push(Buffer.allocUnsafeSlow(n * this.slabBytes))
+    for (let i = n - 1; i > 0; i--) this.free.push(first + i)
     this.made += n
-    return block.subarray(0, s)
+    return first
   }
 }
 

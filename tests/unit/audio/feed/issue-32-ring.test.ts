@@ -107,7 +107,7 @@ const step = fc.oneof(
 
 /** What must hold after every step: the ceiling, finals-only release, storage that follows content, one owner per slab. */
 function check(legs: Leg[], capFrames: number, ceiling: number, base: number): string | null {
-  const held: Buffer[] = []
+  const held: number[] = []
   for (const [i, leg] of legs.entries()) {
     const ring = ringOf(leg.feed)
     if (ring.bytes > ceiling) return `leg ${i}: the ring holds ${ring.bytes} bytes over its ceiling ${ceiling}`
