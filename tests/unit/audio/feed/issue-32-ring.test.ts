@@ -1,6 +1,8 @@
 import t from 'tap'
 import fc from 'fast-check'
+import { livenessOf } from '../../../../gateway/audio/connection/liveness'
 import { type AudioSink, VendorFeed } from '../../../../gateway/audio/feed/feed'
+import { defaultReplaySeconds, FINALS_TRAIL_SECONDS } from '../../../../gateway/audio/feed/replay-ceiling'
 import type { ReplayRing } from '../../../../gateway/audio/feed/replay-ring'
 import { FRAME_MS, ResultTimeline } from '../../../../gateway/audio/feed/result-timeline'
 import { audioSlabs } from '../../../../gateway/audio/feed/slab-pool'
@@ -21,6 +23,9 @@ function numbered(n: number): ArrayBuffer {
   return b.buffer
 }
 
+/** Platform frames in the largest write any recorder was given (the ceiling pushes out whole writes). */
+let largestWrite = 1
+
 /** A vendor connection that records the call frames it is given (a write may hold several). */
 function recorder(): AudioSink & { frames: number[] } {
   const frames: number[] = []
@@ -31,6 +36,7 @@ function recorder(): AudioSink & { frames: number[] } {
       const u = data instanceof Uint8Array ? data : new Uint8Array(data)
       const dv = new DataView(u.buffer, u.byteOffset, u.byteLength)
       for (let o = 0; o + FRAME <= u.length; o += FRAME) frames.push(dv.getUint32(o, true))
+      largestWrite = Math.max(largestWrite, Math.floor(u.length / FRAME))
     }
   }
 }
@@ -129,6 +135,7 @@ function check(legs: Leg[], capFrames: number, ceiling: number, base: number): s
 function run(steps: Step[], replaySeconds: number, chunkMs: number): string | null {
   const clock = new FakeClock()
   const base = audioSlabs.taken
+  largestWrite = 1
   const ceiling = Math.round(replaySeconds * 8000)
   const capFrames = Math.floor(ceiling / FRAME)
   const legs = [newLeg(clock, replaySeconds, chunkMs), newLeg(clock, replaySeconds, chunkMs)]
@@ -149,7 +156,9 @@ function run(steps: Step[], replaySeconds: number, chunkMs: number): string | nu
         const bad = replay(legs[s.leg], capFrames, chunkMs)
         if (bad !== null) return bad
       }
-      const slack = Math.max(0, chunkMs / FRAME_MS - 1)
+      // Whole writes go: the ceiling may push out the rest of the write the cut falls in (a replay's
+      // writes join whole writes up to the chunk size, so they can be larger than a chunk).
+      const slack = largestWrite - 1
       for (const leg of legs) leg.ceilingCut = Math.max(leg.ceilingCut, leg.feed.nextFrame - capFrames + slack)
       const bad = check(legs, capFrames, ceiling, base)
       if (bad !== null) return bad
@@ -181,8 +190,8 @@ function replay(leg: Leg, capFrames: number, chunkMs: number): string | null {
   const from = got[0]
   if (from > Math.max(open, leg.ceilingCut)) return `replay from ${from}: frames from ${open} lost`
   if (chunkMs === 0 && from < open) return `replay from ${from}: frames before the final's end ${open} again`
-  // Coalesced: whole writes, so at most the start of the write that holds `open` (a chunk: chunkMs of frames).
-  if (from < open - chunkMs / FRAME_MS) return `replay from ${from}: more than one write before ${open}`
+  // Coalesced: whole writes, so at most the start of the write that holds `open`.
+  if (from < open - (largestWrite - 1)) return `replay from ${from}: more than one write before ${open}`
   return null
 }
 
@@ -226,3 +235,20 @@ t.test('a leg whose vendor finalizes every second holds about a second of audio,
   leg.feed.close()
   t.equal(audioSlabs.taken, base, 'closed: its slabs are back in the pool')
 })
+
+t.test(
+  'the default ceiling: detection and a margin, plus the longest bounded trail of finals with result times',
+  async t => {
+    const settings = { ...SETTINGS, replaySeconds: undefined, vendorPingSeconds: 1, vendorPongTimeoutSeconds: 2 }
+    const timed = { liveness: null, time: { start: () => 0 } } as unknown as Parameters<typeof livenessOf>[1]
+    const untimed = { liveness: null, time: null } as unknown as Parameters<typeof livenessOf>[1]
+    t.equal(
+      livenessOf(settings, untimed).replaySeconds,
+      3.5,
+      'no result times: the ring never releases, 3.5 s as before'
+    )
+    t.equal(livenessOf(settings, timed).replaySeconds, 3.5 + FINALS_TRAIL_SECONDS, 'result times: 7.5 s, a ceiling')
+    t.equal(livenessOf({ ...settings, replaySeconds: 2 }, timed).replaySeconds, 2, 'the config has the last word')
+    t.equal(defaultReplaySeconds(0, false), 2, 'no pings: 2 s')
+  }
+)
