@@ -274,8 +274,10 @@ export class VendorFeed implements WheelClient {
     this.counters.dropFailoverUnreplayed += unreplayed
     const q = this.queue
     q.prependFrom(ring)
-    // Audio the platform has finals for (before `fromFrame`) is not replayed: whole writes only.
+    // Audio the platform has finals for (before `fromFrame`) is not replayed: the writes before it, and
+    // the frames before it of the write it falls in (writes need not end where finals do).
     while (q.length > 0 && this.nextFrame + q.nextFrames <= fromFrame) q.dropFront()
+    if (q.length > 0 && fromFrame > this.nextFrame) q.trimFront(fromFrame - this.nextFrame)
     const replayed = Math.max(0, q.frames - queuedBefore)
     while (q.bytes > this.limit && q.length > 0) this.counters.dropFailover += q.dropFront()
     this.counters.bufferedBytes = q.bytes

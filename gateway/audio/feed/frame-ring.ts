@@ -91,6 +91,24 @@ export class FrameRing implements RingContent {
     return f
   }
 
+  /**
+   * Drop the first `frames` platform frames of the oldest entry (fewer than it holds), keeping the rest
+   * as that entry: a replay that starts inside a write (audio/feed/feed.ts `recover`). An entry's frames
+   * are all the same size, so its bytes split at a frame boundary.
+   */
+  trimFront(frames: number): void {
+    const h = this.head
+    const f = this.counts[h]
+    if (this.length === 0 || frames <= 0 || frames >= f) return
+    const n = (this.lens[h] / f) * frames
+    this.lens[h] -= n
+    this.counts[h] = f - frames
+    this.bytes -= n
+    this.frames -= frames
+    this.start += n
+    if (this.start >= this.buf.length) this.start -= this.buf.length
+  }
+
   /** Bytes of the oldest entries, whole, until at least `min` (at least one entry; all of them when they hold less). */
   runBytes(min: number): number {
     let n = 0

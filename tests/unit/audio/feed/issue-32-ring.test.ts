@@ -172,9 +172,8 @@ function run(steps: Step[], replaySeconds: number, chunkMs: number): string | nu
 }
 
 /**
- * The vendor connection is lost: the replay to the new one starts where the delivered finals end (or,
- * coalesced, at the start of the write that holds that frame), unless the ceiling pushed it out, and
- * runs, in order, to the newest frame in.
+ * The vendor connection is lost: the replay to the new one starts where the delivered finals end (inside
+ * a coalesced write too), unless the ceiling pushed it out, and runs, in order, to the newest frame in.
  */
 function replay(leg: Leg, capFrames: number, chunkMs: number): string | null {
   const open = leg.finals.firstOpenFrame
@@ -189,9 +188,7 @@ function replay(leg: Leg, capFrames: number, chunkMs: number): string | null {
   if (got[got.length - 1] !== end - 1 && chunkMs === 0) return `replay ends at ${got[got.length - 1]}, not ${end - 1}`
   const from = got[0]
   if (from > Math.max(open, leg.ceilingCut)) return `replay from ${from}: frames from ${open} lost`
-  if (chunkMs === 0 && from < open) return `replay from ${from}: frames before the final's end ${open} again`
-  // Coalesced: whole writes, so at most the start of the write that holds `open`.
-  if (from < open - (largestWrite - 1)) return `replay from ${from}: more than one write before ${open}`
+  if (from < open) return `replay from ${from}: frames before the final's end ${open} again`
   return null
 }
 
