@@ -135,7 +135,8 @@ export async function runAudioMemory(
       // Disjoint leg indexes (contactIds): the same identity again would take the earlier leg's place.
       const gen = new LoadGen(`ws://127.0.0.1:${gw.port}/audio/bench`, add, token, total)
       gens.push(gen)
-      await gen.connect()
+      // Two minutes to open them: on a loaded box 30 s leaves legs out of the step (it says how many stream).
+      await gen.connect(100, 120_000)
       total = target
       await sleep(settleSeconds * 1000)
       const m = await settledMemory(gw)
