@@ -45,8 +45,9 @@ export const USAGES = {
                                [--transcribe-frames]
   KIND: passthrough, json-events (demo vendors); deepgram, assemblyai, twilio-media, audiohook, amazon-transcribe,
   speechmatics, openai (strict emulators of real APIs; amazon-transcribe: --api-key <access key id>:<secret>)
-  --transcribe-frames (deepgram, speechmatics): each result names the frames it heard ("frames A-B", from each 20 ms frame's
-  marker: 4 zero bytes, then its number, 32-bit big-endian), with the vendor's own time fields
+  --transcribe-frames (deepgram, speechmatics, amazon-transcribe, assemblyai, audiohook): each result names the
+  frames it heard ("frames A-B", from each 20 ms frame's marker: 4 zero bytes, then its number, 32-bit
+  big-endian; per channel on a stereo session), with the vendor's own time fields
   Run a bundled vendor emulator in the foreground until SIGTERM or SIGINT (--port 0 picks a free port).`
 } as const
 export type Command = keyof typeof USAGES

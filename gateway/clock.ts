@@ -26,3 +26,50 @@ export const systemClock: Clock = {
   setInterval: (fn, ms) => asHandle(setInterval(fn, ms).unref()),
   clearInterval: t => clearInterval(asTimeout(t))
 }
+
+/**
+ * A self-cancelling timer (the AudioHook reference's `startTimeout` subscription): at most one callback
+ * pending. `set` and `every` replace whatever was pending; `clear` is harmless when nothing is; a cleared
+ * or replaced callback never runs. Holders keep one `Timer` instead of a `TimerHandle | null` field.
+ */
+export class Timer {
+  private handle: TimerHandle | null = null
+  private repeats = false
+
+  constructor(private readonly clock: Clock) {}
+
+  /** A callback is armed (a timeout not yet run, or an interval not cleared). */
+  get pending(): boolean {
+    return this.handle !== null
+  }
+
+  /** `fn` once, after `ms`; no longer pending when it runs. */
+  set(ms: number, fn: () => void): void {
+    this.clear()
+    const handle = this.clock.setTimeout(() => {
+      if (this.handle !== handle) return
+      this.handle = null
+      fn()
+    }, ms)
+    this.handle = handle
+    this.repeats = false
+  }
+
+  /** `fn` every `ms` until cleared (the clock's `setInterval`: it never keeps the process alive). */
+  every(ms: number, fn: () => void): void {
+    this.clear()
+    const handle = this.clock.setInterval(() => {
+      if (this.handle === handle) fn()
+    }, ms)
+    this.handle = handle
+    this.repeats = true
+  }
+
+  clear(): void {
+    const handle = this.handle
+    if (handle === null) return
+    this.handle = null
+    if (this.repeats) this.clock.clearInterval(handle)
+    else this.clock.clearTimeout(handle)
+  }
+}

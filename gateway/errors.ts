@@ -84,6 +84,12 @@ export const CODES = {
   UPSTREAM_CLOSED: { status: 502, close: 1011, flag: 'UC', text: 'the vendor session ended during the call' },
   UPSTREAM_TIMEOUT: { status: 504, close: 1011, flag: 'UT', text: 'upstream did not answer in time' },
   UPSTREAM_BAD_ANSWER: { status: 502, close: 1011, flag: 'UB', text: 'upstream answer could not be used' },
+  UPSTREAM_ANSWER_NOT_JSON: {
+    status: 502,
+    close: 1011,
+    flag: 'UJ',
+    text: 'the vendor answered in a form the mapping does not read (not JSON: an event stream, a page, nothing)'
+  },
   // gateway resources
   HOLD_BUFFER_OVERFLOW: {
     status: 503,

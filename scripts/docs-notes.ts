@@ -50,6 +50,8 @@ export const ERROR_WHEN: Record<ErrorCode, string> = {
   UPSTREAM_CLOSED: 'the vendor session ended during the call (`vendorCloseCode` in parameters)',
   UPSTREAM_TIMEOUT: 'the vendor did not answer in time',
   UPSTREAM_BAD_ANSWER: "the vendor's answer could not be used",
+  UPSTREAM_ANSWER_NOT_JSON:
+    'the mapping reads JSON (`text.answer: json`) and a 2xx answer was not JSON: another content type (`text/event-stream`, a proxy\'s HTML page), an empty body, or JSON that does not parse (`detail` names which; `vendorStatus` the status); counted `upstream_requests_total{result="bad_answer"}` and as a passive-health failure of the replica; not retried',
   HOLD_BUFFER_OVERFLOW:
     'more audio arrived before CONNECTED than `audio.holdBufferBytes` and no other replica is left to try; every held frame is counted as dropped',
   BACKPRESSURE_OVERFLOW: "`audio.backpressurePolicy: close` and the leg's queue is full",

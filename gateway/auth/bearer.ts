@@ -13,7 +13,7 @@ export function extractJwt(presented: unknown): string | null {
   if (typeof presented !== 'string' || presented.length > MAX_TOKEN_CHARS) return null
   let s = presented.trim()
   const m = /^bearer +(.*)$/i.exec(s)
-  if (m) s = m[1]!.trim()
+  if (m) s = m[1].trim()
   return COMPACT_JWS.test(s) ? s : null
 }
 

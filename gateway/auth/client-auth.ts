@@ -23,7 +23,7 @@ export function clientCredentials(authorization: string | undefined, form: URLSe
     const m = /^basic +([A-Za-z0-9+/]+={0,2}) *$/i.exec(authorization)
     if (m === null)
       return { ok: false, problem: /^basic\b/i.test(authorization) ? 'malformed_basic' : 'unsupported_scheme' }
-    const decoded = Buffer.from(m[1]!, 'base64').toString('utf8')
+    const decoded = Buffer.from(m[1], 'base64').toString('utf8')
     const colon = decoded.indexOf(':')
     if (colon < 1) return { ok: false, problem: 'malformed_basic' }
     // RFC 6749 2.3.1: id and secret are form-urlencoded before they are joined and base64-encoded.

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import type { Clock, TimerHandle } from '../clock'
+import { type Clock, Timer } from '../clock'
 import type { Quota, QuotaName, RouteConfig, TenantConfig } from '../config/types'
 import type { QuotaStore } from '../store/port'
 
@@ -65,14 +65,16 @@ export class Quotas {
   private readonly leases = new Map<string, string>()
   private readonly leasePrefix = randomUUID()
   private nextLease = 1
-  private timer: TimerHandle | null = null
+  private readonly timer: Timer
 
   constructor(
     private readonly settings: () => QuotaSettings,
     private readonly clock: Clock,
     /** The fleet's count (Redis); absent, or while Redis is down: this gateway's count alone. */
     private readonly fleet?: QuotaStore
-  ) {}
+  ) {
+    this.timer = new Timer(clock)
+  }
 
   /**
    * A new leg of `tenant` on `route`: its release (call once, when the leg ends), or the quota that refuses
@@ -123,8 +125,7 @@ export class Quotas {
     if (!force) for (const s of scopes) this.spend(`${s.key}\nlegs/s`, s.quota.legsPerSecond)
     for (const s of scopes) this.add(s.key, 1)
     for (const l of leases) this.leases.set(l.id, l.key)
-    if (leases.length > 0 && this.timer === null)
-      this.timer = this.clock.setInterval(() => this.refresh(), LEASE_REFRESH_MS)
+    if (leases.length > 0 && !this.timer.pending) this.timer.every(LEASE_REFRESH_MS, () => this.refresh())
     let released = false
     return () => {
       if (released) return
@@ -134,10 +135,7 @@ export class Quotas {
         this.leases.delete(l.id)
         this.fleet?.releaseLease(l.key, l.id)
       }
-      if (this.leases.size === 0 && this.timer !== null) {
-        this.clock.clearInterval(this.timer)
-        this.timer = null
-      }
+      if (this.leases.size === 0) this.timer.clear()
     }
   }
 
@@ -211,8 +209,7 @@ export class Quotas {
   }
 
   close(): void {
-    if (this.timer !== null) this.clock.clearInterval(this.timer)
-    this.timer = null
+    this.timer.clear()
   }
 
   /** Live legs counted now under `scope` (tests, the admin view). */
@@ -223,9 +220,11 @@ export class Quotas {
   private scopes(route: string, tenant: string): Scope[] {
     const s = this.settings()
     const out: Scope[] = []
-    const t = Object.hasOwn(s.tenants ?? {}, tenant) ? s.tenants![tenant]!.limits : undefined
+    const tenants = s.tenants ?? {}
+    const t = Object.hasOwn(tenants, tenant) ? tenants[tenant].limits : undefined
     if (t !== undefined) out.push({ scope: 'tenant', name: tenant, key: `tenant\n${tenant}`, quota: t })
-    const r = Object.hasOwn(s.routes ?? {}, route) ? s.routes![route]!.limits : undefined
+    const routes = s.routes ?? {}
+    const r = Object.hasOwn(routes, route) ? routes[route].limits : undefined
     if (r !== undefined) out.push({ scope: 'route', name: route, key: `route\n${route}`, quota: r })
     return out
   }

@@ -35,7 +35,7 @@ export async function tokenEndpoint(
 ): Promise<OAuthAnswer> {
   const headers = lowerCase(request.headers)
   const basicUsed = headers.authorization !== undefined
-  const type = (headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase()
+  const type = (headers['content-type'] ?? '').split(';')[0].trim().toLowerCase()
   if (type !== 'application/x-www-form-urlencoded') {
     return fail('invalid_request', 'the body must be application/x-www-form-urlencoded', basicUsed)
   }

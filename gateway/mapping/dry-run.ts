@@ -1,17 +1,20 @@
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { readSource } from '../config/source'
 import type { RouteConfig } from '../config/types'
 import { packageRoot } from '../paths'
 import { checkInit, EXAMPLE_UTTERANCE, normalizeUtterance } from '../validate/messages'
 import { validator } from '../validate/compile'
 import type { CompiledMapping, Expr } from './compile'
 import { evaluate as runText } from './fast-path'
+import { parseIsoDuration } from './iso-duration'
 import { run, type MappingInput } from './run'
 import type { TextInput } from './text'
 import { describe, mapBody, mapHeaders, mapPath } from './text-request'
 import { messageFromMapping } from './event-stream'
+import { textPathOf } from './vendor-target'
 
-type Problem = { file: string; pointer: string; message: string }
+type Problem = { file: string; pointer: string; message: string; line?: number; col?: number }
 
 /**
  * Run every expression of a mapping on the interface's example messages (init message, utterance) and
@@ -103,6 +106,25 @@ export async function dryRunMapping(mapping: CompiledMapping, route: RouteConfig
   if (audio.keepalive !== null) await evaluate('/audio/keepalive/frame', audio.keepalive.frame, base, frames)
   await evaluate('/audio/pause', audio.pause, base, frames)
   await evaluate('/audio/resume', audio.resume, base, frames)
+  // `time` on a result: each of its expressions gives a time in its unit (or nothing: the result has none).
+  const time = audio.time
+  const aTime = (v: unknown): string | null =>
+    v === undefined || v === null
+      ? null
+      : time?.iso8601 === true
+        ? typeof v === 'string' && parseIsoDuration(v) !== null
+          ? null
+          : 'must produce an ISO 8601 duration ("PT1.23S")'
+        : typeof v === 'number' && Number.isFinite(v)
+          ? null
+          : 'must produce a number'
+  const checkTime = async (input: MappingInput): Promise<void> => {
+    if (time == null) return
+    await evaluate('/audio/time/start', time.start, input, aTime)
+    await evaluate('/audio/time/end', time.end, input, aTime)
+    await evaluate('/audio/time/duration', time.duration, input, aTime)
+    await evaluate('/audio/time/final', time.final, input, predicate)
+  }
   for (const msg of mapping.samples.audio) {
     const input = { ...base, msg }
     if (audio.ready !== null) {
@@ -118,7 +140,16 @@ export async function dryRunMapping(mapping: CompiledMapping, route: RouteConfig
     }
     for (const [j, rule] of audio.results.entries()) {
       const when = await evaluate(`/audio/results/${j}/when`, rule.when, input, predicate)
-      if (when === true) await evaluate(`/audio/results/${j}/emit`, rule.emit, input, emitted)
+      if (when !== true) continue
+      // `each`: every item is a result of its own (its `time`, its `emit`, with the item as `item`).
+      const each = rule.each == null ? [undefined] : await evaluate(`/audio/results/${j}/each`, rule.each, input)
+      const items =
+        rule.each == null ? each : each === undefined || each === null ? [] : Array.isArray(each) ? each : [each]
+      for (const item of items as unknown[]) {
+        const one = rule.each == null ? input : { ...input, item }
+        await checkTime(one)
+        await evaluate(`/audio/results/${j}/emit`, rule.emit, one, emitted)
+      }
     }
   }
   await evaluate('/audio/close', audio.close, base, frames)
@@ -152,7 +183,8 @@ async function dryRunText(mapping: CompiledMapping, route: RouteConfig): Promise
     upstream: {
       name: upstream.name,
       credential: upstream.credential === undefined ? null : '[credential]',
-      hasCredential: upstream.credential !== undefined
+      hasCredential: upstream.credential !== undefined,
+      textPath: textPathOf(upstream.text)
     }
   }
   const parts = [await mapPath(text, input), await mapHeaders(text, input), await mapBody(text, input)]
@@ -166,6 +198,8 @@ async function dryRunText(mapping: CompiledMapping, route: RouteConfig): Promise
     }
     problems.push({ file, pointer: part.pointer, message: why })
   }
+  const stream = await streamAsked(mapping, input)
+  if (stream !== null) problems.push(stream)
   if (text.response !== null) {
     for (const [i, sample] of mapping.samples.text.entries()) {
       const s = sample as { status?: number; headers?: Record<string, string>; body: unknown }
@@ -183,6 +217,40 @@ async function dryRunText(mapping: CompiledMapping, route: RouteConfig): Promise
     }
   }
   return problems
+}
+
+/**
+ * A body that asks for a streamed answer (`"stream": true`, as OpenAI-compatible APIs and others take it: the
+ * answer comes as server-sent events): the gateway reads one whole answer per utterance and runs text.response
+ * once on it, so it is refused, at the `stream` key inside the expression when it is written there.
+ */
+async function streamAsked(mapping: CompiledMapping, input: TextInput): Promise<Problem | null> {
+  const text = mapping.text
+  if (text === null) return null
+  const out = await runText(text.body, input)
+  if (
+    !out.ok ||
+    out.value === null ||
+    typeof out.value !== 'object' ||
+    (out.value as { stream?: unknown }).stream !== true
+  )
+    return null
+  const pointer = '/text/request/body'
+  const problem: Problem = {
+    file: mapping.file,
+    pointer,
+    message:
+      'asks for a streamed answer ("stream": true); the gateway reads one whole answer per utterance (server-sent ' +
+      'events are not read): leave stream out or false'
+  }
+  try {
+    const source = readSource(mapping.file)
+    const body = (source.value as { text?: { request?: { body?: unknown } } }).text?.request?.body
+    const at = typeof body === 'string' ? body.search(/["']?\bstream\b["']?\s*:/) : -1
+    return { ...problem, ...(source.where(pointer) ?? {}), ...(at >= 0 ? (source.at(pointer, at) ?? {}) : {}) }
+  } catch {
+    return problem
+  }
 }
 
 /** null when `v` is an event-stream message a mapping may send ({headers, body | bodyBase64}), else why not. */

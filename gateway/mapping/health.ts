@@ -4,6 +4,7 @@ import type { BoundStep, PreparedProbe, ProbeKind, ProbePlan } from '../upstream
 import type { AudioMapping, MappingInput } from './audio'
 import type { CompileAt, Expr } from './expr'
 import { frameOf, run, truthy } from './run'
+import { textUrl } from '../upstream/text-url'
 import { mappedHeaders, upstreamInput, vendorTarget } from './vendor-target'
 
 /** One step of a protocol probe (schemas/mapping.schema.json `health.steps`). */
@@ -102,21 +103,14 @@ export function probePlan(route: RouteConfig, mapping: ProbedMapping, active: He
       if (kind === 'http') {
         const headers = await mappedHeaders(health?.http.headers ?? mapping.audio?.headers, u.headers, input)
         if (!headers.ok) return 'headers'
-        const audio = u.audio?.replace(/^ws/, 'http')
-        const base = (legacy ? (u.text ?? audio) : (audio ?? u.text))!
-        let path: unknown = ownPath ?? null
+        let path: string | null = ownPath ?? null
         if (path === null && health?.http.path != null) {
           const out = await run(health.http.path, input)
           if (!out.ok || typeof out.value !== 'string') return 'http path'
           path = out.value
         }
         const method = route.health?.method ?? health?.http.method ?? 'GET'
-        return {
-          url: new URL((path as string | null) ?? '', base).toString(),
-          headers: headers.value,
-          method,
-          steps: []
-        }
+        return { url: httpProbeUrl(u, path, legacy), headers: headers.value, method, steps: [] }
       }
       // The same URL and headers a call's vendor connection would use.
       const target =
@@ -129,6 +123,21 @@ export function probePlan(route: RouteConfig, mapping: ProbedMapping, active: He
       return { url, headers, method: 'GET', steps } satisfies PreparedProbe
     }
   }
+}
+
+/**
+ * Where an `http` probe goes. Aimed at the audio URL (ws→http, wss→https), a path is resolved against it
+ * (RFC 3986: "/v1/models" replaces its path, "models" replaces its last segment). Aimed at the text URL
+ * (a replica without an audio URL), a path is appended to the text URL's path as a text request's is
+ * (upstream/text-url.ts), so the probe lands under the same prefix as the requests; the old gateway-wide
+ * `health.active.path` (`legacy`) keeps resolving. An absolute http(s) URL is taken as it is.
+ */
+function httpProbeUrl(u: UpstreamConfig, path: string | null, legacy: boolean): string {
+  const audio = u.audio?.replace(/^ws/, 'http')
+  const base = (legacy ? (u.text ?? audio) : (audio ?? u.text))!
+  const onText = u.text !== undefined && base === u.text && !legacy
+  if (!onText || path === null || path === '' || /^https?:\/\//i.test(path)) return new URL(path ?? '', base).toString()
+  return textUrl(base, path.startsWith('/') ? path : `/${path}`)
 }
 
 /** The steps on this probe's input; `msg` is the last answer an `expect` matched. A failed evaluation throws. */

@@ -2,6 +2,7 @@ import type { OutgoingRequest, RequestBuilder } from '../upstream/http-call'
 import type { Replica } from '../upstream/pool'
 import { evaluate, evaluateNow } from './fast-path'
 import { run, type Outcome } from './run'
+import { textPathOf } from './vendor-target'
 import type { TextInput, TextMapping } from './text'
 
 // Request assembly: the text expressions' results, checked, become the one upstream request type.
@@ -195,7 +196,12 @@ export class TextRequestBuilder implements RequestBuilder<TextInput, MappingFail
     let u = this.upstreams.get(replica)
     if (u === undefined) {
       const credential = replica.config.credential
-      u = Object.freeze({ name: replica.name, credential: credential ?? null, hasCredential: credential !== undefined })
+      u = Object.freeze({
+        name: replica.name,
+        credential: credential ?? null,
+        hasCredential: credential !== undefined,
+        textPath: textPathOf(replica.config.text)
+      })
       this.upstreams.set(replica, u)
     }
     return u

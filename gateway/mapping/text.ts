@@ -1,3 +1,4 @@
+import type { AnswerKind } from '../upstream/http-call'
 import type { Utterance } from '../validate/messages'
 import type { CompileAt } from './expr'
 import { accelerate, type FastExpr } from './fast-path'
@@ -17,6 +18,8 @@ export interface TextMapping {
   response: TextExpr | null
   /** Whether a timed-out call may be repeated (used by retries; never assumed). */
   idempotent: boolean
+  /** What a 2xx answer must be: `json` (else UPSTREAM_ANSWER_NOT_JSON), or `any`. */
+  answer: AnswerKind
 }
 
 /** A text expression: JSONata's evaluator and, when the source is in the subset, its fast twin. */
@@ -34,7 +37,8 @@ export interface TextInput {
   messageJson?: string | null
   requestId: string
   route: { name: string; params: Readonly<Record<string, unknown>>; checksToken: boolean }
-  upstream: { name: string; credential: string | null; hasCredential: boolean }
+  /** The replica called; `textPath` is the path of its text URL without trailing slashes ("" for none). */
+  upstream: { name: string; credential: string | null; hasCredential: boolean; textPath?: string }
   /** Only for `response`: the vendor's answer (body parsed when it is JSON, else its text). */
   response?: VendorAnswer
 }
@@ -59,6 +63,7 @@ export function compileText(raw: Record<string, any>, expr: CompileAt): TextMapp
     // The schema requires body; a failed compilation was recorded, so the fallback is never run.
     body: compile('/text/request/body', request.body) ?? { slow: async () => null, fast: null },
     response: compile('/text/response', raw.response),
-    idempotent: raw.idempotent === true
+    idempotent: raw.idempotent === true,
+    answer: raw.answer === 'json' ? 'json' : 'any'
   }
 }

@@ -1,4 +1,5 @@
 import type { UpstreamConfig } from '../config/types'
+import { textBase } from '../upstream/text-url'
 import type { AudioMapping, MappingInput } from './audio'
 import type { Expr } from './expr'
 import { run } from './run'
@@ -10,8 +11,14 @@ export function upstreamInput(u: UpstreamConfig): MappingInput['upstream'] {
     name: u.name,
     audio: u.audio ?? null,
     credential: u.credential ?? null,
-    hasCredential: u.credential !== undefined
+    hasCredential: u.credential !== undefined,
+    textPath: textPathOf(u.text)
   }
+}
+
+/** The path of a replica's text URL as mappings see it (`upstream.textPath`): "" for none, or no text URL. */
+export function textPathOf(text: string | undefined): string {
+  return text === undefined ? '' : textBase(text).basePath
 }
 
 export type VendorTarget =

@@ -86,7 +86,7 @@ export class TextHook {
       mapping,
       upstream: new TextUpstream(route.name, route.pool, deps.settings, deps.metrics),
       queue: async ? new DeliveryQueue(deps.settings.asyncQueueSize, deps.settings.asyncConcurrency) : null,
-      callOptions: Object.freeze({ idempotent: mapping.idempotent }),
+      callOptions: Object.freeze({ idempotent: mapping.idempotent, answer: mapping.answer }),
       request: new TextRequestBuilder(mapping),
       auth: hookAuth(route, 'text'),
       tees,

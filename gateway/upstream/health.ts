@@ -1,4 +1,4 @@
-import { type Clock, systemClock, type TimerHandle } from '../clock'
+import { type Clock, systemClock, Timer } from '../clock'
 import type { HealthSettings } from '../config/types'
 import type { Store } from '../store/port'
 import type { Replica, UpstreamPool } from './pool'
@@ -20,7 +20,7 @@ export interface ProbeEvents {
  * for the fleet; every other instance reads them on its store sync.
  */
 export class Prober {
-  private timer: TimerHandle | null = null
+  private readonly timer: Timer
   private readonly streak = new Map<
     string,
     { ok: number; fail: number; state: 'up' | 'down'; since: number; reason: string }
@@ -32,10 +32,11 @@ export class Prober {
     private readonly settings: HealthSettings['active'],
     private readonly store: Store,
     private readonly events: ProbeEvents,
-    private readonly clock: Clock = systemClock,
+    clock: Clock = systemClock,
     /** Each pool's plan; a pool without one probes as the config alone says (`configPlan`). */
     private readonly plans: ReadonlyMap<UpstreamPool, ProbePlan> = new Map()
   ) {
+    this.timer = new Timer(clock)
     // A failover's proof of a replica that failed (pool.ts `prove`): one probe of the route's kind, here,
     // whoever holds the probing lease.
     for (const pool of pools) {
@@ -58,15 +59,14 @@ export class Prober {
 
   start(): void {
     if (this.pools.every(p => this.planOf(p).kind === 'none')) return
-    this.timer = this.clock.setInterval(() => {
+    this.timer.every(this.settings.intervalSeconds * 1000, () => {
       void this.round()
-    }, this.settings.intervalSeconds * 1000)
+    })
     void this.round()
   }
 
   stop(): void {
-    if (this.timer !== null) this.clock.clearInterval(this.timer)
-    this.timer = null
+    this.timer.clear()
   }
 
   /** One probe of every replica, concurrently. Skipped while another instance holds the lease. */

@@ -4,10 +4,13 @@ import type { TextSettings } from '../config/types'
 import { GatewayError } from '../errors'
 import type { Metrics } from '../telemetry/metrics'
 import type { SpanAttributes, TraceSpan } from '../telemetry/tracing'
-import { Exchange, translate, type Deadline, type UpstreamResult } from './http-exchange'
+import { readAnswer, type AnswerKind, type Exchanged } from './http-answer'
+import { Exchange, type Deadline, type UpstreamResult } from './http-exchange'
 import { TextBalancer, type Replica, type UpstreamPool } from './pool'
+import { textBase, textTarget, type TextBase } from './text-url'
 
 export type { UpstreamResult } from './http-exchange'
+export { retryAfter, type Answer, type AnswerKind, type Exchanged } from './http-answer'
 
 /** The one upstream text request: built by the text mapping for one replica; `path` is relative to its text URL. */
 export interface OutgoingRequest {
@@ -15,14 +18,6 @@ export interface OutgoingRequest {
   path: string | null
   headers: Record<string, string>
   body: string | null
-}
-
-/** A vendor's 2xx answer: body parsed when it says JSON, else its text (null when empty); `json` is the JSON text as received. */
-export interface Answer {
-  status: number
-  headers: Record<string, string>
-  body: unknown
-  json: string | null
 }
 
 /** What a request builder gives for one replica: the request, or its own failure value (then nothing is sent). */
@@ -38,20 +33,6 @@ export interface RequestBuilder<A, F extends { ok: false }> {
   later: (replica: Replica, input: A) => Promise<Built<F>>
 }
 
-/** How an exchange ended, or why none was made (`result` null: the deadline passed first, or shutting down). */
-export type Exchanged =
-  | { ok: true; replica: Replica; answer: Answer }
-  | {
-      ok: false
-      replica: Replica | null
-      error: GatewayError
-      result: UpstreamResult | null
-      vendorStatus?: number
-      /** A 429's `retry-after`, in ms from when it came (absent: none, or not a delay or date). */
-      retryAfterMs?: number
-      unbuilt?: undefined
-    }
-
 /** The builder failed for `replica`: nothing was sent. `unbuilt` is the builder's failure value; `error` is MAPPING_FAILED. */
 export interface Unbuilt<F> {
   ok: false
@@ -66,6 +47,8 @@ export type CallOutcome<F = never> = Exchanged | Unbuilt<F>
 export interface CallOptions {
   /** The vendor may receive the request twice: a timed-out call may go to another replica. */
   idempotent: boolean
+  /** What a 2xx answer must be (http-answer.ts): `json`, else UPSTREAM_ANSWER_NOT_JSON. Absent: `any`. */
+  answer?: AnswerKind
   /**
    * The span the call belongs to (an utterance's): each attempt is a CLIENT span under it, whose
    * `traceparent` the request carries, after a span of the mapping that builds it.
@@ -84,12 +67,10 @@ function attemptAttributes(replica: Replica, attempt: number): SpanAttributes {
   }
 }
 
-/** What one replica needs: its keep-alive Pool, where its text URL points, cached metric children. */
+/** What one replica needs: its keep-alive Pool, where its text URL points (text-url.ts), cached metric children. */
 interface Lane {
   readonly pool: Pool
-  readonly origin: string
-  readonly basePath: string
-  readonly search: string
+  readonly base: TextBase
   /** The request path when the mapping gives none: the text URL's own path and query. */
   readonly path: string
   /** The replica's configured headers, or null when it has none. */
@@ -172,7 +153,7 @@ export class TextUpstream {
         const span = traced?.child(`upstream ${built.value.method}`, attemptAttributes(replica, attempt), 'client')
         let out: Exchanged
         try {
-          out = await this.send(replica, built.value, deadline, (span ?? opts.trace)?.traceparent)
+          out = await this.send(replica, built.value, deadline, opts.answer ?? 'any', (span ?? opts.trace)?.traceparent)
         } finally {
           this.balancer.end(replica)
         }
@@ -247,7 +228,12 @@ export class TextUpstream {
       this.pool.recordSuccess(replica)
       return
     }
-    const gatewaySide = out.result === 'connect_failed' || out.result === 'timeout' || reason === 'status_5xx'
+    // A 2xx that is not the JSON asked for (an event stream, a proxy's page) is the replica's failing too.
+    const gatewaySide =
+      out.result === 'connect_failed' ||
+      out.result === 'timeout' ||
+      reason === 'status_5xx' ||
+      out.error.code === 'UPSTREAM_ANSWER_NOT_JSON'
     if (gatewaySide) this.pool.recordFailure(replica, `text: ${out.result ?? 'failed'}`, 'text')
   }
 
@@ -277,10 +263,10 @@ export class TextUpstream {
   private lane(replica: Replica): Lane {
     let lane = this.lanes.get(replica)
     if (lane === undefined) {
-      const url = new URL(replica.config.text!)
+      const base = textBase(replica.config.text!)
       const s = this.settings
       lane = {
-        pool: new Pool(url.origin, {
+        pool: new Pool(base.origin, {
           connections: s.connectionsPerReplica,
           pipelining: 1,
           connect: { timeout: s.connectTimeoutSeconds * 1000 },
@@ -288,10 +274,8 @@ export class TextUpstream {
           bodyTimeout: s.bodyTimeoutSeconds * 1000,
           maxResponseSize: s.maxResponseBytes
         }),
-        origin: url.origin,
-        basePath: url.pathname.replace(/\/+$/, ''),
-        search: url.search,
-        path: '',
+        base,
+        path: textTarget(base, null),
         headers:
           replica.config.headers !== undefined && Object.keys(replica.config.headers).length > 0
             ? replica.config.headers
@@ -299,7 +283,6 @@ export class TextUpstream {
         duration: this.metrics.upstreamDuration.labels(this.route, replica.name),
         results: new Map()
       }
-      lane = { ...lane, path: target(lane, null) }
       this.lanes.set(replica, lane)
     }
     return lane
@@ -319,6 +302,7 @@ export class TextUpstream {
     replica: Replica,
     req: OutgoingRequest,
     deadline: Deadline,
+    kind: AnswerKind,
     traceparent: string | undefined
   ): Promise<Exchanged> {
     const lane = this.lane(replica)
@@ -331,9 +315,9 @@ export class TextUpstream {
     deadline.current = exchange
     lane.pool.dispatch(
       {
-        origin: lane.origin,
+        origin: lane.base.origin,
         method: req.method,
-        path: req.path === null || req.path === '' ? lane.path : target(lane, req.path),
+        path: req.path === null || req.path === '' ? lane.path : textTarget(lane.base, req.path),
         headers,
         body: req.body
       },
@@ -341,68 +325,9 @@ export class TextUpstream {
     )
     const raw = await exchange.answer
     deadline.current = null
-    let outcome: Exchanged
-    let result: UpstreamResult
-    if (raw.error !== null) {
-      const [r, code, detail] = translate(raw.error, raw.timedOut)
-      result = r
-      outcome = { ok: false, replica, error: new GatewayError(code, { detail, cause: raw.error }), result }
-    } else if (raw.status < 200 || raw.status > 299) {
-      // The vendor's error body is not kept: it is not ours to pass on, and may echo what was sent.
-      result = raw.status >= 500 ? 'status_5xx' : 'status_4xx'
-      outcome = {
-        ok: false,
-        replica,
-        error: new GatewayError('UPSTREAM_BAD_ANSWER', { detail: `the vendor answered ${raw.status}` }),
-        result,
-        vendorStatus: raw.status,
-        ...(raw.status === 429 ? retryAfter(raw.headers['retry-after']) : {})
-      }
-    } else {
-      const text = raw.chunks.length === 1 ? raw.chunks[0].toString('utf8') : Buffer.concat(raw.chunks).toString('utf8')
-      let body: unknown = text === '' ? null : text
-      let json = false
-      if (text !== '' && /[/+]json\b/i.test(raw.headers['content-type'] ?? '')) {
-        try {
-          body = JSON.parse(text)
-          json = true
-        } catch {
-          body = undefined
-        }
-      }
-      if (body === undefined) {
-        result = 'bad_answer'
-        outcome = {
-          ok: false,
-          replica,
-          error: new GatewayError('UPSTREAM_BAD_ANSWER', { detail: 'the vendor said JSON but its answer is not JSON' }),
-          result
-        }
-      } else {
-        result = 'ok'
-        outcome = {
-          ok: true,
-          replica,
-          answer: { status: raw.status, headers: raw.headers, body, json: json ? text : null }
-        }
-      }
-    }
+    const outcome = readAnswer(raw, replica, kind)
     lane.duration.observe((this.clock.now() - started) / 1000)
-    this.count(lane, replica, result)
+    this.count(lane, replica, outcome.ok ? 'ok' : (outcome.result ?? 'bad_answer'))
     return outcome
   }
-}
-
-function target(lane: Lane, path: string | null): string {
-  if (path === null || path === '') return lane.basePath === '' ? `/${lane.search}` : lane.basePath + lane.search
-  return lane.basePath + path + (path.includes('?') ? '' : lane.search)
-}
-
-/** RFC 9110 `retry-after`: delay-seconds, or an HTTP-date (against the wall clock); anything else: none. */
-export function retryAfter(value: string | undefined, wallNow = Date.now()): { retryAfterMs?: number } {
-  if (value === undefined) return {}
-  const v = value.trim()
-  if (/^\d{1,9}$/.test(v)) return { retryAfterMs: Number(v) * 1000 }
-  const at = /[a-z]/i.test(v) ? Date.parse(v) : Number.NaN
-  return Number.isNaN(at) ? {} : { retryAfterMs: Math.max(0, at - wallNow) }
 }

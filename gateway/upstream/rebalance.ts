@@ -1,4 +1,4 @@
-import type { Clock, TimerHandle } from '../clock'
+import { type Clock, Timer } from '../clock'
 import type { RebalanceSettings } from '../config/types'
 import type { Replica, UpstreamPool } from './pool'
 
@@ -16,7 +16,7 @@ import type { Replica, UpstreamPool } from './pool'
  * on the instance they re-attached to), which looks like an imbalance toward their replicas for a moment.
  */
 export class Rebalancer {
-  private timer: TimerHandle | null = null
+  private readonly timer: Timer
   private credit = 0
   /** Per pool: when its replicas were first seen too far apart (since then without a break). */
   private readonly apart = new Map<UpstreamPool, number>()
@@ -26,15 +26,16 @@ export class Rebalancer {
     private readonly settings: () => RebalanceSettings,
     private readonly clock: Clock,
     private readonly moved: (from: Replica, to: Replica) => void
-  ) {}
+  ) {
+    this.timer = new Timer(clock)
+  }
 
   start(): void {
-    if (this.timer === null) this.timer = this.clock.setInterval(() => this.tick(), 1000)
+    if (!this.timer.pending) this.timer.every(1000, () => this.tick())
   }
 
   stop(): void {
-    if (this.timer !== null) this.clock.clearInterval(this.timer)
-    this.timer = null
+    this.timer.clear()
   }
 
   /** One second's moves (tests call it on a fake clock). */

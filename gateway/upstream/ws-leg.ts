@@ -1,5 +1,5 @@
 import WebSocket from 'ws'
-import type { Clock, TimerHandle } from '../clock'
+import { type Clock, Timer } from '../clock'
 
 /**
  * Why a vendor socket failed, as a value (never a string to parse back). `upgrade`: the vendor answered
@@ -52,7 +52,7 @@ export class VendorSocket {
   private opened = false
   private finished = false
   private failure: SocketFailure | null = null
-  private heartbeat: TimerHandle | null = null
+  private readonly heartbeat: Timer
   private pongSeen = true
   private pingAt = 0
   /** A heartbeat ping is due: it goes out with the next write, or alone at the next tick (`startHeartbeat`). */
@@ -75,6 +75,7 @@ export class VendorSocket {
     private readonly clock: Clock,
     private readonly events: VendorEvents
   ) {
+    this.heartbeat = new Timer(clock)
     this.ws = new WebSocket(url, {
       headers: opts.headers,
       handshakeTimeout: opts.connectTimeoutMs,
@@ -106,8 +107,7 @@ export class VendorSocket {
     })
     this.ws.on('close', (code: number, reason: Buffer) => {
       this.noteUnread()
-      if (this.heartbeat !== null) this.clock.clearInterval(this.heartbeat)
-      this.heartbeat = null
+      this.heartbeat.clear()
       if (this.finished) return
       this.finished = true
       const failure = this.failure ?? (this.opened ? null : ({ kind: 'closed-before-open' } as const))
@@ -169,12 +169,12 @@ export class VendorSocket {
    * no audio it could be late for.
    */
   startHeartbeat(ms: number, timeoutMs = ms): void {
-    if (ms <= 0 || this.heartbeat !== null) return
+    if (ms <= 0 || this.heartbeat.pending) return
     // Checked as often as needed to see a missing pong about on time, at most every `ms`.
     const tick = Math.min(ms, Math.max(100, timeoutMs / 4))
     let lastTick = this.clock.now()
     this.pingAt = lastTick
-    this.heartbeat = this.clock.setInterval(() => {
+    this.heartbeat.every(tick, () => {
       // A tick that comes late (a busy event loop) judges nothing: a pong may be waiting unread in the
       // socket, since timers run before sockets are read. The next tick judges.
       const now = this.clock.now()
@@ -194,7 +194,7 @@ export class VendorSocket {
         this.pingDue = true
         this.dueAt = now
       }
-    }, tick)
+    })
   }
 
   /**
@@ -203,7 +203,7 @@ export class VendorSocket {
    * from (its timeout and the next ping's schedule), now unless it fell due earlier.
    */
   pingNow(at: number = this.clock.now()): boolean {
-    if (this.heartbeat === null || !this.pongSeen || !this.isOpen) return false
+    if (!this.heartbeat.pending || !this.pongSeen || !this.isOpen) return false
     this.pingDue = false
     this.pongSeen = false
     this.pingAt = at
@@ -214,7 +214,7 @@ export class VendorSocket {
 
   /** Pings run on this socket (a heartbeat was started and it is open). */
   get pinging(): boolean {
-    return this.heartbeat !== null && this.isOpen
+    return this.heartbeat.pending && this.isOpen
   }
 
   /** Stop reading from the vendor (the platform side is backed up). */

@@ -1,53 +1,26 @@
-import t, { type Test } from 'tap'
-import { startRealVendor, type RealVendorEmulator, type RealVendorOptions } from '../../gateway/tools/real-vendors'
+import t from 'tap'
 import { EXAMPLE_UTTERANCE } from '../../gateway/validate/messages'
-import { startGateway, TEXT_TOKEN, until, type TestGateway } from '../helpers/gateway'
+import { startGateway, until } from '../helpers/gateway'
+import {
+  CHAT_KEY as KEY,
+  CHAT_PARAMS as PARAMS,
+  chatGateway,
+  type Json,
+  openaiEmulator as emulator,
+  say
+} from '../helpers/openai-chat'
 import { vendorSchemas } from '../helpers/vendor-schemas'
 
-// The platform's script engine (real HTTP) → a real gateway → the strict OpenAI emulator's Chat Completions.
+// The platform's script engine (real HTTP) → a real gateway (`serve`) → the strict OpenAI emulator's Chat Completions.
 // Follows openai/openai-openapi openapi.yaml (f85dbe2): the request the gateway sends is validated against
 // CreateChatCompletionRequest, and the emulator answers a CreateChatCompletionResponse; rate limits are 429
-// with retry-after.
+// with retry-after. The field names follow the official Node SDK, openai/openai-node 7.5.0 (7b7d6ca),
+// src/resources/chat/completions/completions.ts, ChatCompletionCreateParams: `user` is deprecated, "replaced by
+// `safety_identifier` and `prompt_cache_key`". Where requests go, and event-stream answers: issue-34-openai-chat.test.ts.
 
-type T = Test
-type Json = Record<string, any>
-
-const KEY = 'sk-chat-0123456789abcdef'
 const schemas = vendorSchemas('openai-openapi-subset.json')
-const PARAMS = { model: 'gpt-4.1-mini', systemPrompt: 'You help billing agents.', temperature: 0.2, sendContact: true }
-
-async function emulator(t: T, opts: Omit<RealVendorOptions, 'kind'> = {}): Promise<RealVendorEmulator> {
-  const emu = await startRealVendor({ kind: 'openai', apiKey: KEY, ...opts })
-  t.teardown(async () => await emu.close())
-  return emu
-}
-
-async function gateway(t: T, emus: RealVendorEmulator[], key = KEY, text: Json = {}): Promise<TestGateway> {
-  return await startGateway(
-    t,
-    {
-      text: { timeoutSeconds: 5, ...text },
-      routes: {
-        x: {
-          mapping: 'mappings/openai-chat.yaml',
-          auth: { text: ['${TEXT_TOKEN}'] },
-          params: PARAMS,
-          upstreams: emus.map((e, i) => ({ name: `v${i}`, text: e.httpUrl, credential: '${VENDOR_KEY}' }))
-        }
-      }
-    },
-    { VENDOR_KEY: key }
-  )
-}
-
-async function say(gw: TestGateway, messageBody: string): Promise<{ status: number; body: Json }> {
-  const res = await fetch(gw.url('/text/x'), {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: TEXT_TOKEN },
-    body: JSON.stringify({ ...EXAMPLE_UTTERANCE, messageBody })
-  })
-  return { status: res.status, body: (await res.json()) as Json }
-}
+const gateway = async (t: Parameters<typeof emulator>[0], emus: Parameters<typeof chatGateway>[1], key = KEY) =>
+  await chatGateway(t, emus, { key })
 
 t.test('openai chat: each utterance → POST /v1/chat/completions; the first choice is the suggestion', async t => {
   const emu = await emulator(t)
@@ -71,8 +44,9 @@ t.test('openai chat: each utterance → POST /v1/chat/completions; the first cho
       { role: 'user', content: 'I was charged twice' }
     ],
     temperature: 0.2,
-    user: `contact-${EXAMPLE_UTTERANCE.contactId}`
+    safety_identifier: `contact-${EXAMPLE_UTTERANCE.contactId}`
   })
+  t.notOk('user' in (req.body as Json), 'not the deprecated `user`')
   t.same(schemas.check('CreateChatCompletionRequest', req.body), [], 'the request matches the published schema')
   t.notSame(schemas.check('CreateChatCompletionRequest', { messages: [] }), [], '(which does refuse a bad one)')
   t.notOk(gw.logs.raw.includes(KEY), 'the key is never logged')

@@ -1,4 +1,4 @@
-import type { Clock, TimerHandle } from '../../clock'
+import { type Clock, Timer } from '../../clock'
 import type { CallRecord, Store } from '../../store/port'
 import type { CallBookPort, CallPlace, LegCall, SessionFate } from './leg-call'
 import { OWNER_REFRESH_MS, OWNER_TTL_MS } from '../placement/placement'
@@ -19,17 +19,19 @@ export interface CallSource {
  */
 export class CallBook implements CallBookPort {
   private readonly parked = new Map<Session, CallRecord>()
-  private timer: TimerHandle | null = null
+  private readonly timer: Timer
 
   constructor(
     private readonly store: Store,
-    private readonly clock: Clock,
+    clock: Clock,
     private readonly where: CallPlace,
     private readonly legs: () => Iterable<CallSource>
-  ) {}
+  ) {
+    this.timer = new Timer(clock)
+  }
 
   start(): void {
-    this.timer ??= this.clock.setInterval(() => this.publish(), OWNER_REFRESH_MS)
+    if (!this.timer.pending) this.timer.every(OWNER_REFRESH_MS, () => this.publish())
   }
 
   /** Every record of this process, refreshed in the store now. */
@@ -69,7 +71,6 @@ export class CallBook implements CallBookPort {
   }
 
   close(): void {
-    if (this.timer !== null) this.clock.clearInterval(this.timer)
-    this.timer = null
+    this.timer.clear()
   }
 }

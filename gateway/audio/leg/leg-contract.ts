@@ -5,10 +5,13 @@ import type { Logger } from '../../telemetry/log'
 import type { TraceSpan } from '../../telemetry/tracing'
 import type { LogLimiter } from '../../telemetry/log-limit'
 import type { CallBook } from './call-book'
+import type { HandshakeCheck } from './handshake'
 import type { SessionFate } from './leg-call'
 import type { LegSessionDeps } from './leg-session'
+import type { Place } from '../placement/placement'
 import type { RelayLinkFactory } from '../placement/relay-link'
 import type { Session, SessionOwner } from '../session/session-contract'
+import { unhandled } from '../../result'
 
 // The seam between the uWS adapter (server/audio-route.ts) and a platform leg (audio/leg/leg.ts), and the
 // leg's states with what every event does in each: total tables, so a new state does not compile until
@@ -73,6 +76,82 @@ export type LegState =
   | 'RELAYING'
   | 'CLOSED'
 
+/** A leg's checked init message, its session key and when it was accepted (clock ms): the leg's from PLACING on. */
+export interface AcceptedLeg {
+  readonly checked: Extract<HandshakeCheck, { ok: true }>
+  readonly key: string
+  readonly at: number
+}
+
+/** A relay link as the leg holds it (audio/placement/relay-link.ts). */
+export type LegLink = ReturnType<RelayLinkFactory>
+
+/**
+ * The leg's state with what it holds there, and only there: its accepted init from PLACING on, its
+ * session while CONNECTING or STREAMING, the holder and relay link while RELAYING. No field of the leg
+ * is null in one state and read with `!` in another.
+ */
+export type LegPhase =
+  | { readonly state: 'AWAIT_INIT' | 'VERIFYING' | 'REFUSING' | 'CLOSED' }
+  | { readonly state: 'PLACING'; readonly accepted: AcceptedLeg }
+  | { readonly state: 'CONNECTING' | 'STREAMING'; readonly accepted: AcceptedLeg; readonly session: Session }
+  | {
+      readonly state: 'RELAYING'
+      readonly accepted: AcceptedLeg
+      readonly relayedTo: Extract<Place, { kind: 'relay' }>
+      readonly link: LegLink
+    }
+
+/** The phases that hold nothing, made once. */
+export const BARE = {
+  AWAIT_INIT: { state: 'AWAIT_INIT' },
+  VERIFYING: { state: 'VERIFYING' },
+  REFUSING: { state: 'REFUSING' },
+  CLOSED: { state: 'CLOSED' }
+} as const satisfies Record<string, LegPhase>
+
+/** What a phase holds that the leg lets go when it ends, or pauses under platform backpressure. */
+export interface Holdings {
+  readonly session: Session | null
+  readonly link: LegLink | null
+}
+
+const NOTHING: Holdings = { session: null, link: null }
+
+/** What ended on its own side before the leg did (failed, taken by another leg): it is not let go again. */
+export type Gone = 'session' | 'link' | null
+
+/** The session or relay link `phase` holds (none before CONNECTING, nor in REFUSING or CLOSED), but what is `gone`. */
+export function holdings(phase: LegPhase, gone: Gone = null): Holdings {
+  switch (phase.state) {
+    case 'CONNECTING':
+    case 'STREAMING':
+      return gone === 'session' ? NOTHING : { session: phase.session, link: null }
+    case 'RELAYING':
+      return gone === 'link' ? NOTHING : { session: null, link: phase.link }
+    case 'AWAIT_INIT':
+    case 'VERIFYING':
+    case 'REFUSING':
+    case 'PLACING':
+    case 'CLOSED':
+      return NOTHING
+    default:
+      return unhandled(phase)
+  }
+}
+
+/** Platform backpressure: reading from the vendor side (the session, or the relay link) pauses, or resumes. */
+export function pauseVendorSide(phase: LegPhase, pause: boolean): void {
+  const { session, link } = holdings(phase)
+  if (pause) {
+    session?.pauseVendor()
+    link?.pause()
+  } else {
+    session?.resumeVendor()
+    link?.resume()
+  }
+}
+
 /** A binary frame from the platform: refused (not the init), held, dropped, passed to the sink, or counted late. */
 export const ON_BINARY: Record<LegState, 'refuse' | 'hold' | 'drop' | 'pass' | 'late'> = {
   AWAIT_INIT: 'refuse',
@@ -112,10 +191,10 @@ export const ON_END: Record<LegState, 'nothing' | 'close-session' | 'park-sessio
   CLOSED: 'nothing'
 }
 
-/** How a leg ends: its session parked (the platform left), closed (a failure), neither (relayed), or handed off (a drain). */
 /** uWS cut the platform socket for a frame it will not deliver (over its read limit, or text not UTF-8): a leg outcome. */
 export type PlatformCut = 'too_large_cut' | 'invalid_utf8'
 
+/** How a leg ends: its session parked (the platform left), closed (a failure), neither (relayed), or handed off (a drain). */
 export type LegEnd = 'park' | 'close' | 'nothing' | { handOffSeconds: number }
 
 /**
@@ -123,13 +202,7 @@ export type LegEnd = 'park' | 'close' | 'nothing' | { handOffSeconds: number }
  * closed, or handed off in a drain), unless another leg took it meanwhile, or closes its relay link.
  * Returns what became of the session.
  */
-export function letGo(
-  session: Session | null,
-  link: { close: () => void } | null,
-  leg: SessionOwner,
-  was: LegState,
-  how: LegEnd
-): SessionFate {
+export function letGo({ session, link }: Holdings, leg: SessionOwner, was: LegState, how: LegEnd): SessionFate {
   if (ON_END[was] === 'close-link') link?.close()
   if (session === null) return 'none'
   if (session.owner !== leg) return 'taken'

@@ -1,11 +1,13 @@
 import { GatewayError } from '../../errors'
 import type { Problem } from '../../validate/compile'
 import { checkHandshake, type HandshakeCheck } from './handshake'
-import type { LegDeps } from './leg-contract'
+import type { AcceptedLeg, LegDeps, LegLink } from './leg-contract'
 import type { PlaceTaken } from '../../auth/admission'
 import type { Logger } from '../../telemetry/log'
+import type { LegCounters } from '../../telemetry/metrics'
 import { legKeyOf, type Place, sessionKeyOf } from '../placement/placement'
-import { countRelay, relayEvent } from '../placement/relay-link'
+import type { OwnerRecord } from '../../store/port'
+import { countRelay, RelayLink, relayEvent, type RelayOwner } from '../placement/relay-link'
 
 export type Accepted = Extract<HandshakeCheck, { ok: true }>
 
@@ -99,6 +101,63 @@ export function placeLeg(
     },
     bug('placement')
   )
+}
+
+/** An init message over `limits.initMessageBytes`: counted as an `init_size` refusal. */
+export function initTooLarge(deps: LegDeps, data: ArrayBuffer): boolean {
+  if (data.byteLength <= (deps.initMessageBytes ?? Number.POSITIVE_INFINITY)) return false
+  deps.metrics.limitRefusals.inc({ limit: 'init_size', hook: 'audio' })
+  return true
+}
+
+/** RELAYING: a link to the holder of the leg's session (audio/placement/relay-link.ts), with what this process asserts. */
+export function openRelay(
+  deps: LegDeps,
+  place: Extract<Place, { kind: 'relay' }>,
+  initText: string,
+  counters: LegCounters,
+  key: string,
+  log: Logger,
+  owner: RelayOwner
+): LegLink {
+  const claims = { key, address: deps.clientAddress, from: deps.placement.me?.instance ?? '' }
+  const make = deps.relayLink ?? ((...a) => new RelayLink(...a))
+  return make(place, initText, counters, claims, { ...deps, log }, owner)
+}
+
+/** The holder of a relayed leg's session never answered: this process takes the session over, then `here`. */
+export function takeOverFrom(
+  deps: LegDeps,
+  holder: OwnerRecord,
+  accepted: AcceptedLeg,
+  log: Logger,
+  why: string,
+  here: () => void
+): void {
+  log.warn(
+    { event: relayEvent(deps.route, 'owner_unreachable'), holder: holder.instance, why },
+    "the session's holder could not be reached: taking the session over"
+  )
+  deps.placement.takeOver(accepted.key, accepted.checked.caller, holder, deps.relayed?.hop ?? null).then(here, here)
+}
+
+/**
+ * A place refused under a leg limit or a tenant quota: the owner record the placement claimed goes, the
+ * refusal is counted; the leg fails with the error and the extra fields returned.
+ */
+export function refusedPlace(
+  deps: LegDeps,
+  checked: Accepted,
+  key: string,
+  taken: Exclude<PlaceTaken, () => void>
+): { error: GatewayError; extra: Record<string, unknown> } {
+  deps.placement.abandon(key)
+  const limit = typeof taken === 'string' ? taken : taken.limit
+  deps.metrics.limitRefusals.inc({ limit, hook: 'audio' })
+  deps.metrics.tenantRefusals.inc({ tenant: checked.tenant, limit })
+  if (typeof taken === 'string') return { error: new GatewayError('LEG_LIMIT', { detail: taken }), extra: { limit } }
+  const { retryAfterSeconds } = taken
+  return { error: new GatewayError('QUOTA_EXCEEDED', { detail: limit }), extra: { limit, retryAfterSeconds } }
 }
 
 /**

@@ -35,28 +35,37 @@ export interface LegSessionDeps {
 }
 
 /**
- * A leg's session here: the one kept for its identity (a re-attach: the leg takes it over, counted
- * `same_session`), or a new one (`openLegSession`). `refused`: kept for, or joined by, another caller.
+ * A leg's session here: the one kept for its identity (a re-attach: the leg takes it over with
+ * `reattach`), or a new one (`openLegSession`). `refused`: kept for, or joined by, another caller.
  */
 export function sessionOf(
-  deps: LegSessionDeps & { relayed?: { hop: string; from: string } },
+  deps: LegSessionDeps,
   owner: SessionOwner,
   log: Logger,
   checked: Accepted,
   sessionKey: string
 ): { session: Session; reattached: boolean } | 'refused' | GatewayError {
   const legKey = legKeyOf(deps.route.name, checked.identity, checked.tenant)
-  const existing = deps.registry.claim(legKey, owner, checked.init, log, checked.caller)
+  const existing = deps.registry.find(legKey, checked.caller)
   if (existing === 'refused') return existing
-  if (existing !== null) {
-    deps.metrics.reattach.inc({ route: deps.route.name, result: 'same_session' })
-    log.info({ event: 'reattached', session: existing.id }, 'leg re-attached to its vendor session')
-    if (deps.relayed?.hop === 'worker')
-      log.info({ event: 'reattached_across_workers', from: deps.relayed.from }, 'leg re-attached across workers')
-    return { session: existing, reattached: true }
-  }
+  if (existing !== null) return { session: existing, reattached: true }
   const opened = openLegSession(deps, owner, log, checked, legKey, sessionKey)
   return typeof opened === 'string' || opened instanceof Error ? opened : { session: opened, reattached: false }
+}
+
+/** The leg takes over the session kept for its identity (found by `sessionOf`), counted `same_session`. */
+export function reattach(
+  deps: LegSessionDeps & { relayed?: { hop: string; from: string } },
+  session: Session,
+  owner: SessionOwner,
+  log: Logger,
+  checked: Accepted
+): void {
+  session.attach(owner, checked.init, log)
+  deps.metrics.reattach.inc({ route: deps.route.name, result: 'same_session' })
+  log.info({ event: 'reattached', session: session.id }, 'leg re-attached to its vendor session')
+  if (deps.relayed?.hop === 'worker')
+    log.info({ event: 'reattached_across_workers', from: deps.relayed.from }, 'leg re-attached across workers')
 }
 
 /**
@@ -94,7 +103,7 @@ export function openLegSession(
     placement: deps.placement
   }
   if (route.config.join !== undefined) {
-    const channel = openJoined(sessionDeps, owner, input, legKey, sessionKey, deps.legId)
+    const channel = openJoined(sessionDeps, route.config.join, owner, input, legKey, sessionKey, deps.legId)
     if (channel instanceof Error || channel === 'refused') return channel
     registry.add(channel, checked.caller)
     return channel

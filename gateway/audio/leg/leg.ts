@@ -1,5 +1,5 @@
 import { UNKNOWN_TENANT } from '../../auth/tenant-credentials'
-import type { TimerHandle } from '../../clock'
+import { Timer } from '../../clock'
 import { afterFailureDelay } from '../../auth/failure-budget'
 import type { PlaceTaken } from '../../auth/admission'
 import { CODES, GatewayError, type ErrorCode } from '../../errors'
@@ -10,29 +10,46 @@ import type { Problem } from '../../validate/compile'
 import { connectedFrame, errorFrame } from './handshake'
 import { LegAudio } from './leg-audio'
 import { LegCall } from './leg-call'
-import { type Accepted, type InitVerdict, placeLeg, takePlaceHere, verifyInit } from './leg-handshake'
 import {
+  type InitVerdict,
+  initTooLarge,
+  openRelay,
+  placeLeg,
+  refusedPlace,
+  takeOverFrom,
+  takePlaceHere,
+  verifyInit
+} from './leg-handshake'
+import {
+  type AcceptedLeg,
+  BARE,
   CLOSE_OUTCOME,
+  holdings,
   letGo,
+  pauseVendorSide,
   ON_BINARY,
   ON_HANDSHAKE_TIMEOUT,
   ON_RESULT,
   ON_TEXT,
   type LegDeps,
+  type Gone,
   type LegEnd,
+  type LegPhase,
   type LegState,
   type PlatformCut,
   type PlatformLeg
 } from './leg-contract'
-import { sessionOf, startLegSession } from './leg-session'
+import { reattach, sessionOf, startLegSession } from './leg-session'
 import type { Place } from '../placement/placement'
 import { PlatformOut } from './platform-out'
-import { RelayLink, type RelayLinkFactory, relayEvent, type RelayOwner } from '../placement/relay-link'
-import type { Session, SessionOwner } from '../session/session-contract'
+import type { RelayOwner } from '../placement/relay-link'
+import type { SessionOwner } from '../session/session-contract'
 import { LegTees } from '../session/tee'
 import { unhandled } from '../../result'
 
 export type { LegDeps, LegState, PlatformLeg } from './leg-contract'
+
+type Extra = Record<string, unknown>
 
 /**
  * One platform audio leg: its handshake, where its session is, then audio to that session (here, or in
@@ -42,7 +59,8 @@ export type { LegDeps, LegState, PlatformLeg } from './leg-contract'
  * no parse, no await, no log, no allocation, no prom-client call.
  */
 export class AudioLeg implements SessionOwner, RelayOwner {
-  state: LegState = 'AWAIT_INIT'
+  /** Its state and what it holds there (audio/leg/leg-contract.ts LegPhase). */
+  private phase: LegPhase = BARE.AWAIT_INIT
   readonly counters: LegCounters
   /** Its summary line and call record (audio/leg/leg-call.ts). */
   readonly call: LegCall
@@ -53,16 +71,10 @@ export class AudioLeg implements SessionOwner, RelayOwner {
   private readonly audio: LegAudio
   /** Text frames to the platform: scrubbed, counted; results held until CONNECTED; backpressure. */
   private readonly out: PlatformOut
-  private handshakeTimer: TimerHandle | null
+  private readonly handshakeTimer: Timer
   private initText = ''
-  private initAt = 0
-  private session: Session | null = null
-  private link: ReturnType<RelayLinkFactory> | null = null
-  /** Gives back this leg's place under limits.legsPerRoute/legsPerClient. */
-  private releasePlace: (() => void) | null = null
-  /** Its checked init message and session key (from PLACING on), and the holder it was relayed to. */
-  private accepted: { checked: Accepted; key: string } | null = null
-  private relayedTo: Extract<Place, { kind: 'relay' }> | null = null
+  /** Gives back this leg's place under limits.legsPerRoute/legsPerClient (none taken: nothing to give back). */
+  private releasePlace: () => void = () => {}
 
   constructor(
     private readonly platform: PlatformLeg,
@@ -82,20 +94,18 @@ export class AudioLeg implements SessionOwner, RelayOwner {
       // Secrets the caller sent in its own init message are never scrubbed from its answers.
       sentIn(() => this.initText),
       {
-        backedUp: () => {
-          this.session?.pauseVendor()
-          this.link?.pause()
-        },
-        drained: () => {
-          this.session?.resumeVendor()
-          this.link?.resume()
-        }
+        backedUp: () => pauseVendorSide(this.phase, true),
+        drained: () => pauseVendorSide(this.phase, false)
       }
     )
-    this.handshakeTimer = deps.clock.setTimeout(() => {
-      this.handshakeTimer = null
+    this.handshakeTimer = new Timer(deps.clock)
+    this.handshakeTimer.set(deps.settings.handshakeTimeoutSeconds * 1000, () => {
       if (ON_HANDSHAKE_TIMEOUT[this.state] === 'fail') this.fail(new GatewayError('HANDSHAKE_TIMEOUT'))
-    }, deps.settings.handshakeTimeoutSeconds * 1000)
+    })
+  }
+
+  get state(): LegState {
+    return this.phase.state
   }
 
   // ---- platform events -------------------------------------------------------------------------
@@ -105,7 +115,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
     const c = this.counters
     c.framesFromPlatform++
     c.bytesFromPlatform += data.byteLength
-    const action = ON_BINARY[this.state]
+    const action = ON_BINARY[this.phase.state]
     switch (action) {
       case 'pass':
         return this.audio.sink.write(data)
@@ -140,10 +150,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
         )
         return
       case 'init':
-        if (data.byteLength > (this.deps.initMessageBytes ?? Number.POSITIVE_INFINITY)) {
-          this.deps.metrics.limitRefusals.inc({ limit: 'init_size', hook: 'audio' })
-          return this.refuse('MESSAGE_TOO_LARGE')
-        }
+        if (initTooLarge(this.deps, data)) return this.refuse('MESSAGE_TOO_LARGE')
         return this.verify(Buffer.from(data).toString('utf8'))
       default:
         return unhandled(action)
@@ -199,7 +206,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
   // ---- VERIFYING (audio/leg/leg-handshake.ts): failure budget, credential, schema -------------------
 
   private verify(text: string): void {
-    this.state = 'VERIFYING'
+    this.phase = BARE.VERIFYING
     this.initText = text
     verifyInit(this.deps, text, v => this.verified(v), this.bug)
   }
@@ -216,48 +223,37 @@ export class AudioLeg implements SessionOwner, RelayOwner {
       case 'accepted':
         break
     }
-    this.clearHandshakeTimer()
+    this.handshakeTimer.clear()
     const { checked } = v
     this.tokenJti = checked.jti
     this.log = this.call.identified(this.log, checked.identity, checked.tenant)
     this.counters.tenant = checked.tenant
-    this.state = 'PLACING'
-    this.initAt = this.deps.clock.now()
-    this.accepted = { checked, key: v.key }
-    placeLeg(this.deps, v, place => this.placed(place), this.bug)
+    const accepted: AcceptedLeg = { checked, key: v.key, at: this.deps.clock.now() }
+    this.phase = { state: 'PLACING', accepted }
+    placeLeg(this.deps, v, place => this.placed(place, accepted), this.bug)
   }
 
   // ---- PLACING: here, relayed, or refused ---------------------------------------------------------
 
-  private placed(place: Place): void {
+  private placed(place: Place, accepted: AcceptedLeg): void {
     // Gone meanwhile: the owner record its placement claimed goes (none is kept for a session nobody holds).
-    if (this.state !== 'PLACING')
-      return place.kind === 'here' ? this.deps.placement.abandon(this.accepted!.key) : undefined
+    if (this.state !== 'PLACING') return place.kind === 'here' ? this.deps.placement.abandon(accepted.key) : undefined
     if (place.kind === 'refused') return this.callerMismatch()
-    if (place.kind === 'relay') return this.relay(place)
-    const { checked } = this.accepted!
-    takePlaceHere(this.deps, checked, place.unreachable, this.log, taken => this.admitted(taken), this.bug)
+    if (place.kind === 'relay') return this.relay(place, accepted)
+    const admitted = (taken: PlaceTaken): void => this.admitted(taken, accepted)
+    takePlaceHere(this.deps, accepted.checked, place.unreachable, this.log, admitted, this.bug)
   }
 
   /** Its place under the leg limits, then its session: the one it re-attaches to, or a new one (joined, or its own). */
-  private admitted(taken: PlaceTaken): void {
-    const { checked, key } = this.accepted!
+  private admitted(taken: PlaceTaken, accepted: AcceptedLeg): void {
+    const { checked, key } = accepted
     if (this.state !== 'PLACING') {
       if (typeof taken === 'function') taken()
       return this.deps.placement.abandon(key)
     }
-    if (typeof taken === 'string') {
-      this.deps.placement.abandon(key)
-      this.deps.metrics.limitRefusals.inc({ limit: taken, hook: 'audio' })
-      this.deps.metrics.tenantRefusals.inc({ tenant: checked.tenant, limit: taken })
-      return this.fail(new GatewayError('LEG_LIMIT', { detail: taken }), [], { limit: taken })
-    }
     if (typeof taken !== 'function') {
-      this.deps.placement.abandon(key)
-      this.deps.metrics.limitRefusals.inc({ limit: taken.limit, hook: 'audio' })
-      this.deps.metrics.tenantRefusals.inc({ tenant: checked.tenant, limit: taken.limit })
-      const { limit, retryAfterSeconds } = taken
-      return this.fail(new GatewayError('QUOTA_EXCEEDED', { detail: limit }), [], { limit, retryAfterSeconds })
+      const { error, extra } = refusedPlace(this.deps, checked, key, taken)
+      return this.fail(error, [], extra)
     }
     this.releasePlace = taken
     // The route's tee vendors (audio/session/tee.ts): their results reach the platform only through `deliver`, tagged.
@@ -265,32 +261,26 @@ export class AudioLeg implements SessionOwner, RelayOwner {
       this.audio.withTees(
         new LegTees({ ...this.deps, log: this.log, forward: t => this.deliver(t), platform: this.platform }, checked)
       )
-    // CONNECTING first: a session re-attached to tells its new owner it is ready at once.
-    this.state = 'CONNECTING'
     const found = sessionOf(this.deps, this, this.log, checked, key)
     if (found === 'refused') return this.callerMismatch()
     if (found instanceof GatewayError) return this.fail(found)
-    this.session = found.session
-    this.call.attached(found.session, found.reattached)
-    this.audio.toSession(found.session)
-    if (found.reattached) return
-    startLegSession(this.deps, found.session, this.log, checked, () => {
-      if (this.session === found.session) this.session = null
-      this.callerMismatch()
-    })
+    const { session } = found
+    // CONNECTING with its session first: a session re-attached to tells its new owner it is ready at once.
+    this.phase = { state: 'CONNECTING', accepted, session }
+    if (found.reattached) reattach(this.deps, session, this, this.log, checked)
+    this.call.attached(session, found.reattached)
+    this.audio.toSession(session)
+    // A caller mismatch found at the start closes the session; REFUSING holds none.
+    if (!found.reattached) startLegSession(this.deps, session, this.log, checked, () => this.callerMismatch())
   }
 
   // ---- RELAYING: the session is in another process ------------------------------------------------
 
-  private relay(place: Extract<Place, { kind: 'relay' }>): void {
-    const { placement, clientAddress } = this.deps
-    this.relayedTo = place
+  private relay(place: Extract<Place, { kind: 'relay' }>, accepted: AcceptedLeg): void {
     this.call.relayed(place.owner.instance)
-    const claims = { key: this.accepted!.key, address: clientAddress, from: placement.me?.instance ?? '' }
-    const make = this.deps.relayLink ?? ((...a) => new RelayLink(...a))
-    this.link = make(place, this.initText, this.counters, claims, { ...this.deps, log: this.log }, this)
-    this.state = 'RELAYING'
-    this.audio.toLink(this.link)
+    const link = openRelay(this.deps, place, this.initText, this.counters, accepted.key, this.log, this)
+    this.phase = { state: 'RELAYING', accepted, relayedTo: place, link }
+    this.audio.toLink(link)
   }
 
   relayText(text: string): void {
@@ -302,34 +292,29 @@ export class AudioLeg implements SessionOwner, RelayOwner {
     this.platform.end(code, reason)
   }
 
+  /** The link failed on its own: the leg fails without closing it again. */
   relayFailed(error: GatewayError): void {
-    this.link = null
-    this.fail(error)
+    this.fail(error, [], {}, 'link')
   }
 
   /** The holder never answered: the leg takes its session over and is served here, its held audio first. */
   relayUnreachable(held: ArrayBuffer[], why: string): void {
-    const { owner } = this.relayedTo!
-    const accepted = this.accepted!
-    this.link = null
+    const p = this.phase
+    if (p.state !== 'RELAYING') return // only a relaying leg has a link to report on
+    const { accepted } = p
     this.audio.back(held)
-    this.state = 'PLACING'
-    this.log.warn(
-      { event: relayEvent(this.deps.route, 'owner_unreachable'), holder: owner.instance, why },
-      "the session's holder could not be reached: taking the session over"
-    )
-    const here = (): void => this.placed({ kind: 'here', unreachable: why })
-    this.deps.placement
-      .takeOver(accepted.key, accepted.checked.caller, owner, this.deps.relayed?.hop ?? null)
-      .then(here, here)
+    this.phase = { state: 'PLACING', accepted }
+    const here = (): void => this.placed({ kind: 'here', unreachable: why }, accepted)
+    takeOverFrom(this.deps, p.relayedTo.owner, accepted, this.log, why, here)
   }
 
   // ---- session events (SessionOwner) ------------------------------------------------------------
 
   sessionReady(vendorParameters: Record<string, unknown>): void {
-    if (this.state !== 'CONNECTING') return
-    this.state = 'STREAMING'
-    const seconds = (this.deps.clock.now() - this.initAt) / 1000
+    const p = this.phase
+    if (p.state !== 'CONNECTING') return
+    this.phase = { ...p, state: 'STREAMING' }
+    const seconds = (this.deps.clock.now() - p.accepted.at) / 1000
     this.deps.metrics.handshakeDuration.observe({ route: this.deps.route.name }, seconds)
     this.out.send(connectedFrame({ ...vendorParameters, legId: this.deps.legId, route: this.deps.route.name }))
     for (const text of this.out.early.release()) this.deliver(text)
@@ -337,45 +322,34 @@ export class AudioLeg implements SessionOwner, RelayOwner {
   }
 
   readonly sessionEvent: SessionOwner['sessionEvent'] = (name, attributes) => this.call.event(name, attributes)
+  /** Its session failed (and closed itself): the leg fails without letting it go. */
   sessionFailed(error: GatewayError, extra: Record<string, unknown>): void {
-    this.session = null
-    this.fail(error, [], extra)
+    this.fail(error, [], extra, 'session')
   }
 
   deliver(text: string): void {
-    const action = ON_RESULT[this.state]
-    switch (action) {
-      case 'send':
-        this.call.results++
-        return this.out.send(text)
-      case 'early':
-        return this.out.early.hold(text)
-      case 'drop':
-        return
-      default:
-        return unhandled(action)
-    }
+    if (this.out.result(text, ON_RESULT[this.phase.state])) this.call.results++
   }
 
   /** A newer connection with the same identity took this leg's vendor session. */
   superseded(): void {
-    this.session = null
-    this.fail(new GatewayError('LEG_REPLACED'))
+    this.fail(new GatewayError('LEG_REPLACED'), [], {}, 'session')
   }
 
   // ---- platform output, failure, teardown -------------------------------------------------------
 
   /**
    * End the leg with a catalogued error: one ERROR frame and a close with the code's close code.
-   * Safe from any state; the first failure wins. A session still attached is closed gracefully.
+   * Safe from any state; the first failure wins. A session still attached is closed gracefully; `gone`:
+   * the session or the link that ended on its side (failed, taken by another leg) is not let go again.
    */
-  private fail(error: GatewayError, problems: readonly Problem[] = [], extra: Record<string, unknown> = {}): void {
+  private fail(error: GatewayError, problems: readonly Problem[] = [], extra: Extra = {}, gone: Gone = null): void {
     if (this.state === 'CLOSED') return
     const code: ErrorCode = error.code
     this.call.failed(this.log, error, extra)
     const { detail: _detail, ...extraForPlatform } = extra
     this.out.frame(errorFrame(error, problems, extraForPlatform))
-    this.end(this.state === 'RELAYING' ? 'relayed' : code.toLowerCase(), 'close', CODES[code].close)
+    this.end(this.state === 'RELAYING' ? 'relayed' : code.toLowerCase(), 'close', CODES[code].close, gone)
     this.platform.end(CODES[code].close, code)
   }
 
@@ -388,47 +362,37 @@ export class AudioLeg implements SessionOwner, RelayOwner {
   /** A refused credential, answered no sooner than auth.failureDelayMs (its failure was counted when judged). */
   private refuseAuth(error: GatewayError): void {
     if (this.state === 'CLOSED') return
-    this.state = 'REFUSING'
-    this.clearHandshakeTimer()
+    this.phase = BARE.REFUSING
+    this.handshakeTimer.clear()
     this.counters.dropAfterClose += this.audio.held.drop()
     afterFailureDelay(this.deps.auth(), this.deps.clock, () => this.fail(error))
   }
 
-  private readonly bug = (step: string): ((err: unknown) => void) => {
-    return err => {
-      this.log.error({ event: 'leg_bug', step, err }, `unexpected error in the leg's ${step}`)
-      this.fail(new GatewayError('INTERNAL'))
-    }
-  }
-
-  private clearHandshakeTimer(): void {
-    if (this.handshakeTimer === null) return
-    this.deps.clock.clearTimeout(this.handshakeTimer)
-    this.handshakeTimer = null
+  private readonly bug = (step: string) => (err: unknown) => {
+    this.log.error({ event: 'leg_bug', step, err }, `unexpected error in the leg's ${step}`)
+    this.fail(new GatewayError('INTERNAL'))
   }
 
   /**
    * The leg is over: what it holds is let go as `ON_END` says for the state it was in (audio/leg/leg-contract.ts
    * `letGo`), its outcome counted, its one `leg_summary` line written (`closeCode`: the platform's or ours).
    */
-  private end(outcome: string, how: LegEnd, closeCode: number): void {
-    const was = this.state
-    if (was === 'CLOSED') return
-    this.state = 'CLOSED'
-    this.clearHandshakeTimer()
+  private end(outcome: string, how: LegEnd, closeCode: number, gone: Gone = null): void {
+    const was = this.phase
+    if (was.state === 'CLOSED') return
+    this.phase = BARE.CLOSED
+    this.handshakeTimer.clear()
     // Frames read from the platform and still held (its checks or its placement were under way): counted.
     this.counters.dropAfterClose += this.audio.stop()
     this.out.early.drop()
-    const { session, link } = this
-    this.session = null
-    this.link = null
-    this.releasePlace?.()
-    this.releasePlace = null
+    const holds = holdings(was, gone)
+    this.releasePlace()
+    this.releasePlace = () => {}
     this.counters.active = false
     this.deps.metrics.sessionsTotal.inc({ route: this.deps.route.name, outcome })
     this.deps.metrics.tenantLegs.inc({ tenant: this.call.tenant, outcome })
     this.deps.metrics.endLeg(this.counters)
-    const fate = letGo(session, link, this, was, how)
-    this.call.ended(this.log, { outcome, closeCode, fate, session })
+    const fate = letGo(holds, this, was.state, how)
+    this.call.ended(this.log, { outcome, closeCode, fate, session: holds.session })
   }
 }

@@ -4,6 +4,7 @@ import type { LegCounters, Metrics } from '../../telemetry/metrics'
 import { type Keep, scrubberFor } from '../../telemetry/scrub'
 import { EarlyResults } from './early-results'
 import type { PlatformLeg } from './leg-contract'
+import { unhandled } from '../../result'
 
 /**
  * What one leg sends its platform. Every text frame is scrubbed of the route's secrets, except those the
@@ -49,6 +50,22 @@ export class PlatformOut {
     } else if (status === 0 && !this.paused && this.platform.bufferedAmount() >= this.deps.platformHighWaterBytes) {
       this.paused = true
       this.reading.backedUp()
+    }
+  }
+
+  /** A vendor result, as the leg's state says (leg-contract.ts ON_RESULT): sent (true), held until CONNECTED, or dropped. */
+  result(text: string, action: 'send' | 'early' | 'drop'): boolean {
+    switch (action) {
+      case 'send':
+        this.send(text)
+        return true
+      case 'early':
+        this.early.hold(text)
+        return false
+      case 'drop':
+        return false
+      default:
+        return unhandled(action)
     }
   }
 

@@ -1,4 +1,4 @@
-import type { Clock, TimerHandle } from '../../clock'
+import { type Clock, Timer } from '../../clock'
 import type { OwnerRecord, Store } from '../../store/port'
 
 /**
@@ -71,14 +71,16 @@ export function sessionKeyOf(
 export class Placement {
   /** Session key → who holds it here: the caller, and the object (session or joined call) that holds it. */
   private readonly held = new Map<string, { caller: string; by: object }>()
-  private timer: TimerHandle | null = null
+  private readonly timer: Timer
 
   constructor(
     private readonly store: Store,
     /** Null: no other process can reach this one or be reached (a lone process on the memory store). */
     readonly me: Holder | null,
-    private readonly clock: Clock
-  ) {}
+    clock: Clock
+  ) {
+    this.timer = new Timer(clock)
+  }
 
   /** The caller of the session `key` held here, if it is. */
   callerOf(key: string): string | undefined {
@@ -102,7 +104,7 @@ export class Placement {
     const me = this.me
     if (me === null) return HERE
     return this.store.claimOwner(key, { ...me, caller }, OWNER_TTL_MS).then(
-      owner => this.placeOf(owner, caller, arrived),
+      owner => this.placeOf(me, owner, caller, arrived),
       () => HERE
     )
   }
@@ -112,6 +114,7 @@ export class Placement {
     const me = this.me
     if (me === null) return HERE
     return this.placeOf(
+      me,
       await this.store.claimOwner(key, { ...me, caller }, OWNER_TTL_MS, dead.instance),
       caller,
       arrived
@@ -121,8 +124,7 @@ export class Placement {
   /** `by` (a session or joined call opened here) holds `key` for `caller`; its record is refreshed while it does. */
   hold(key: string, caller: string, by: object): void {
     this.held.set(key, { caller, by })
-    if (this.me !== null && this.timer === null)
-      this.timer = this.clock.setInterval(() => this.refresh(), OWNER_REFRESH_MS)
+    if (this.me !== null && !this.timer.pending) this.timer.every(OWNER_REFRESH_MS, () => this.refresh())
   }
 
   /** `by` no longer holds `key` (ended, or handed off to the next instance): its record goes. */
@@ -130,10 +132,7 @@ export class Placement {
     if (this.held.get(key)?.by !== by) return
     this.held.delete(key)
     if (this.me !== null) this.store.releaseOwner(key, this.me.instance)
-    if (this.held.size === 0 && this.timer !== null) {
-      this.clock.clearInterval(this.timer)
-      this.timer = null
-    }
+    if (this.held.size === 0) this.timer.clear()
   }
 
   /** A leg placed here that opened nothing after all (refused by a limit): the record it claimed goes. */
@@ -142,8 +141,7 @@ export class Placement {
   }
 
   close(): void {
-    if (this.timer !== null) this.clock.clearInterval(this.timer)
-    this.timer = null
+    this.timer.clear()
   }
 
   private refresh(): void {
@@ -151,8 +149,8 @@ export class Placement {
       this.store.refreshOwners([...this.held.keys()], this.me.instance, OWNER_TTL_MS)
   }
 
-  private placeOf(owner: OwnerRecord, caller: string, arrived: Hop | null): Place {
-    const me = this.me!
+  /** Where a leg is served when `owner` holds its session (`me`: this process, as its owner records name it). */
+  private placeOf(me: Holder, owner: OwnerRecord, caller: string, arrived: Hop | null): Place {
     if (owner.instance === me.instance) return HERE
     if (owner.caller !== caller) return REFUSED
     // A leg relayed once by a worker is never relayed again: the holder moved meanwhile; it is served here.

@@ -57,13 +57,13 @@ export function startOnAffinity(
       }
       const same =
         affinity !== null && affinity.route === route.name ? (route.pool.byName(affinity.replica) ?? null) : null
-      if (same?.healthy) {
+      if (affinity !== null && same?.healthy) {
         metrics.reattach.inc({ route: route.name, result: 'same_replica' })
         check?.log.info(
-          { event: 'reattached_replica', upstream: same.name, from: affinity!.instance },
+          { event: 'reattached_replica', upstream: same.name, from: affinity.instance },
           'leg came back from another instance: new vendor session on the same replica'
         )
-        return session.start(same, affinity!.continued)
+        return session.start(same, affinity.continued)
       }
       session.start(fallback.preferred, fallback.continued)
     },

@@ -1,5 +1,6 @@
-import type { Clock, TimerHandle } from '../../clock'
+import { type Clock, Timer } from '../../clock'
 import type { MappingInput } from '../../mapping/run'
+import type { Logger } from '../../telemetry/log'
 import type { Replica } from '../../upstream/pool'
 import type { Connection } from '../connection/connection-contract'
 
@@ -16,8 +17,8 @@ export interface HandoverHost {
   input: () => MappingInput
   /** `next` is ready and took the audio over from `old`: the session makes it current. */
   tookOver: (next: Connection, old: Connection) => void
-  /** The handover's connection failed; the current one keeps the audio. */
-  failed: (why: string) => void
+  /** The session's logger now (a re-attached leg brings its own). */
+  log: () => Logger
 }
 
 /**
@@ -31,9 +32,11 @@ export class Handover {
   private next: Connection | null = null
   /** `next` is ready and waits for the current one to confirm what it was sent (`Connection.confirm`). */
   private confirming = false
-  private timer: TimerHandle | null = null
+  private readonly timer: Timer
 
-  constructor(private readonly host: HandoverHost) {}
+  constructor(private readonly host: HandoverHost) {
+    this.timer = new Timer(host.clock)
+  }
 
   /** Opens the replacement of `from` on `to`; false when `from` is not current or one is under way. */
   begin(from: Connection, to: Replica = from.replica): boolean {
@@ -58,6 +61,15 @@ export class Handover {
       this.confirming = false
       conn.takeOver(old)
       this.host.tookOver(conn, old)
+      if (conn.replica === old.replica)
+        this.host.log().info({ event: 'rotated', upstream: conn.replica.name }, 'vendor session rotated before its cap')
+      else
+        this.host
+          .log()
+          .info(
+            { event: 'moved', upstream: conn.replica.name, from: old.replica.name },
+            'call moved to a less busy replica (rebalancing), make-before-break'
+          )
       old.goodbye()
       this.arm()
     }
@@ -79,7 +91,10 @@ export class Handover {
     if (conn !== this.next) return false
     this.next = null
     this.confirming = false
-    this.host.failed(why)
+    // The current connection keeps the audio.
+    this.host
+      .log()
+      .warn({ event: 'rotation_failed', why }, 'could not open the replacement vendor session; keeping the current one')
     this.arm()
     return true
   }
@@ -88,12 +103,10 @@ export class Handover {
   arm(): void {
     const after = this.host.rotateAfterMs
     if (after === null) return
-    if (this.timer !== null) this.host.clock.clearTimeout(this.timer)
-    this.timer = this.host.clock.setTimeout(() => {
-      this.timer = null
+    this.timer.set(after, () => {
       const conn = this.host.current()
       if (conn !== null) this.begin(conn)
-    }, after)
+    })
   }
 
   /** A handover under way is abandoned (the session recovers or closes); with `andTimer`, no rotation later. */
@@ -101,9 +114,6 @@ export class Handover {
     this.next?.abort()
     this.next = null
     this.confirming = false
-    if (andTimer && this.timer !== null) {
-      this.host.clock.clearTimeout(this.timer)
-      this.timer = null
-    }
+    if (andTimer) this.timer.clear()
   }
 }

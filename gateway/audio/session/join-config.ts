@@ -30,13 +30,13 @@ export function joinProblems(
   // The first leg's audio is mixed from its first frame (arrival-time alignment) and held until the vendor
   // is ready: the wait plus about a second of connecting, at 16000 bytes/s of stereo µ-law.
   const need = route.join === undefined ? 0 : (route.join.waitSeconds + 1) * 16000
-  if (need > holdBufferBytes)
+  if (route.join !== undefined && need > holdBufferBytes)
     return [
       {
         file: configFile,
         pointer: `/routes/${route.name}/join/waitSeconds`,
         message:
-          `${route.join!.waitSeconds} s of waiting needs audio.holdBufferBytes of at least ${need} ` +
+          `${route.join.waitSeconds} s of waiting needs audio.holdBufferBytes of at least ${need} ` +
           `(stereo: 16000 bytes/s, plus 1 s to connect); it is ${holdBufferBytes}`
       }
     ]

@@ -1,4 +1,5 @@
-import type { Clock, TimerHandle } from '../../clock'
+import { type Clock, Timer } from '../../clock'
+import type { JoinSettings } from '../../config/types'
 import { GatewayError } from '../../errors'
 import type { MappingInput } from '../../mapping/run'
 import type { ContinuedSession } from '../../store/port'
@@ -6,7 +7,9 @@ import type { Logger } from '../../telemetry/log'
 import type { LegCounters } from '../../telemetry/metrics'
 import type { SpanAttributes } from '../../telemetry/tracing'
 import type { Replica } from '../../upstream/pool'
+import { JoinHub } from './join-hub'
 import { JOIN_TICK_MS, StereoMixer } from './join-mixer'
+import { DRAINS, type JoinState, MIX_IDLE, type MixClock, ON_LEG_START, ON_NEW_LEG, OPENS } from './join-states'
 import { startOnAffinity } from './affinity'
 import { VendorSession } from './session'
 import type {
@@ -19,6 +22,7 @@ import type {
   SessionState
 } from './session-contract'
 import { FLOWING } from './session-states'
+import { unhandled } from '../../result'
 import type { SessionStats } from './session-stats'
 
 /** At most this many ticks are caught up at once after a late timer (the rest of the lag is skipped). */
@@ -26,41 +30,17 @@ const MAX_CATCH_UP = 5
 /** How far one side may run ahead of the clock (bytes of 8 kHz µ-law): 2 s; beyond, its oldest audio goes. */
 const SIDE_CAPACITY = 16000
 
-/**
- * The one 20 ms clock of every joined contact of an instance (one interval, not a timer per contact):
- * armed while any join is open.
- */
-class JoinHub {
-  readonly joins = new Map<string, Join>()
-  private timer: TimerHandle | null = null
-
-  constructor(private readonly clock: Clock) {}
-
-  add(join: Join): void {
-    this.joins.set(join.key, join)
-    if (this.timer === null) this.timer = this.clock.setInterval(() => this.tick(), JOIN_TICK_MS)
-  }
-
-  remove(join: Join): void {
-    if (this.joins.get(join.key) === join) this.joins.delete(join.key)
-    if (this.joins.size === 0 && this.timer !== null) {
-      this.clock.clearInterval(this.timer)
-      this.timer = null
-    }
-  }
-
-  private tick(): void {
-    const now = this.clock.now()
-    for (const j of this.joins.values()) j.tick(now)
-  }
-}
-
 /** One hub per session registry (an instance; each unit test its own). */
-const hubs = new WeakMap<SessionHost, JoinHub>()
+const hubs = new WeakMap<SessionHost, JoinHub<Join>>()
 
 /** The joined sessions open under `host` (tests and the admin view). */
 export function joinsOf(host: SessionHost): number {
   return hubs.get(host)?.joins.size ?? 0
+}
+
+/** The state of each joined contact open under `host` (tests). */
+export function joinStates(host: SessionHost): JoinState[] {
+  return [...(hubs.get(host)?.joins.values() ?? [])].map(j => j.state)
 }
 
 /**
@@ -70,13 +50,13 @@ export function joinsOf(host: SessionHost): number {
  */
 export function openJoined(
   deps: SessionDeps,
+  join: JoinSettings,
   owner: SessionOwner,
   input: MappingInput,
   legKey: string,
   callKey: string,
   legId: string
 ): JoinedLeg | 'refused' | GatewayError {
-  const join = deps.route.config.join!
   const channel = join.channels.indexOf(input.leg.perspective as 'TX' | 'RX')
   if (channel < 0)
     return new GatewayError('MESSAGE_INVALID', {
@@ -84,13 +64,14 @@ export function openJoined(
     })
   let hub = hubs.get(deps.host)
   if (hub === undefined) {
-    hub = new JoinHub(deps.clock)
+    hub = new JoinHub<Join>(deps.clock)
     hubs.set(deps.host, hub)
   }
   const caller = deps.caller ?? ''
   let j = hub.joins.get(callKey)
-  if (j === undefined || j.over) {
-    j = new Join(hub, deps, input, callKey, legId, caller)
+  const arrival = j === undefined ? 'new-join' : ON_NEW_LEG[j.state]
+  if (j === undefined || arrival === 'new-join') {
+    j = new Join(hub, deps, join, input, callKey, legId, caller)
     hub.add(j)
   } else {
     // The call belongs to the caller that opened it: another caller's leg never touches it.
@@ -101,7 +82,7 @@ export function openJoined(
       previous.owner?.superseded()
       previous.end()
     }
-    if (j.started) deps.metrics.joins.inc({ route: deps.route.name, result: 'late_partner' })
+    if (arrival === 'late-partner') deps.metrics.joins.inc({ route: deps.route.name, result: 'late_partner' })
   }
   const leg = new JoinedLeg(j, channel, owner, legKey, legId, deps.host)
   j.legs[channel] = leg
@@ -116,20 +97,19 @@ export function openJoined(
 class Join implements SessionOwner, SessionHost {
   readonly session: VendorSession
   readonly legs: [JoinedLeg | null, JoinedLeg | null] = [null, null]
-  over = false
+  /** Where the contact is (audio/session/join-states.ts): every decision below reads its tables. */
+  state: JoinState = 'GATHERING'
   private readonly mixer = new StereoMixer(SIDE_CAPACITY)
   private readonly frame: ArrayBuffer
-  private mixing = false
-  private t0 = 0
-  private emitted = 0
-  started = false
-  private waitTimer: TimerHandle | null = null
+  private mixClock: MixClock = MIX_IDLE
+  private readonly wait: Timer
   private params: Record<string, unknown> | null = null
   private pauses = 0
 
   constructor(
-    private readonly hub: JoinHub,
+    private readonly hub: JoinHub<Join>,
     private readonly deps: SessionDeps,
+    private readonly join: JoinSettings,
     input: MappingInput,
     readonly key: string,
     id: string,
@@ -137,7 +117,7 @@ class Join implements SessionOwner, SessionHost {
     readonly caller: string
   ) {
     this.frame = this.mixer.frame.buffer as ArrayBuffer
-    const join = deps.route.config.join!
+    this.wait = new Timer(deps.clock)
     const stereo = { ...input, leg: { ...input.leg, perspective: join.channels.join('+') } }
     this.session = new VendorSession({ ...deps, host: this }, this, stereo, `${key}:join`, id)
     deps.placement?.hold(key, caller, this)
@@ -147,11 +127,7 @@ class Join implements SessionOwner, SessionHost {
 
   /** Per-frame path: a copy into the channel's ring; the first audio starts the clock of this contact. */
   push(channel: number, data: ArrayBuffer): void {
-    if (!this.mixing) {
-      this.mixing = true
-      this.t0 = this.deps.clock.now()
-      this.emitted = 0
-    }
+    if (this.mixClock.state === 'IDLE') this.mixClock = { state: 'RUNNING', t0: this.deps.clock.now(), emitted: 0 }
     this.mixer.push(channel, new Uint8Array(data))
   }
 
@@ -160,20 +136,21 @@ class Join implements SessionOwner, SessionHost {
    * while the session is parked: its pause frame is out or on its way (AudioHook refuses audio after `paused`).
    */
   tick(now: number): void {
-    if (!this.mixing || this.session.owner === null) return
-    let due = Math.floor((now - this.t0) / JOIN_TICK_MS) - this.emitted
+    const clock = this.mixClock
+    if (clock.state === 'IDLE' || this.session.owner === null) return
+    let due = Math.floor((now - clock.t0) / JOIN_TICK_MS) - clock.emitted
     if (due > MAX_CATCH_UP) {
-      this.emitted += due - MAX_CATCH_UP
+      clock.emitted += due - MAX_CATCH_UP
       due = MAX_CATCH_UP
     }
     const feed = this.session.feed
     for (let i = 0; i < due; i++) {
       this.mixer.mix()
-      this.emitted++
+      clock.emitted++
       feed.write(this.frame)
     }
     // Nobody left sending (both legs parked or ended) and nothing pending: the clock stops until audio comes back.
-    if (this.mixer.pending === 0 && !this.anyAttached()) this.mixing = false
+    if (this.mixer.pending === 0 && !this.anyAttached()) this.mixClock = MIX_IDLE
   }
 
   /**
@@ -181,14 +158,13 @@ class Join implements SessionOwner, SessionHost {
    * silence, counted), and the clock stops until audio comes back: before the session parks or closes.
    */
   private drainMixer(): void {
-    if (this.over) return
+    if (!DRAINS[this.state]) return
     const feed = this.session.feed
     while (this.mixer.pending > 0) {
       this.mixer.mix()
-      this.emitted++
       feed.write(this.frame)
     }
-    this.mixing = false
+    this.mixClock = MIX_IDLE
   }
 
   /** A leg is attached to either channel (no closure: the tick calls this). */
@@ -206,23 +182,32 @@ class Join implements SessionOwner, SessionHost {
 
   /** A leg's `start`: the vendor session opens when both legs are here, or when the wait runs out. */
   legStarted(leg: JoinedLeg, preferred: Replica | null, continued?: ContinuedSession): void {
-    if (this.started) {
-      if (FLOWING[this.session.state] && this.params !== null) leg.owner?.sessionReady({ ...this.params })
-      return
+    const action = ON_LEG_START[this.state]
+    switch (action) {
+      case 'tell-ready':
+        if (FLOWING[this.session.state] && this.params !== null) leg.owner?.sessionReady({ ...this.params })
+        return
+      case 'ignore':
+        return
+      case 'open-or-wait':
+      case 'open-if-paired': {
+        const both = this.legs[0] !== null && this.legs[1] !== null
+        if (both || this.join.waitSeconds <= 0) return this.open(preferred, continued, 'paired')
+        // A second start while waiting (the channel's leg replaced) keeps the first wait and its deadline.
+        if (action === 'open-if-paired') return
+        this.state = 'WAITING'
+        this.wait.set(this.join.waitSeconds * 1000, () => this.open(preferred, continued, 'alone'))
+        return
+      }
+      default:
+        return unhandled(action)
     }
-    const both = this.legs[0] !== null && this.legs[1] !== null
-    if (both || this.deps.route.config.join!.waitSeconds <= 0) return this.open(preferred, continued, 'paired')
-    this.waitTimer = this.deps.clock.setTimeout(() => {
-      this.waitTimer = null
-      this.open(preferred, continued, 'alone')
-    }, this.deps.route.config.join!.waitSeconds * 1000)
   }
 
   private open(preferred: Replica | null, continued: ContinuedSession | undefined, result: string): void {
-    if (this.started || this.over) return
-    this.started = true
-    if (this.waitTimer !== null) this.deps.clock.clearTimeout(this.waitTimer)
-    this.waitTimer = null
+    if (!OPENS[this.state]) return
+    this.state = 'OPEN'
+    this.wait.clear()
     this.deps.metrics.joins.inc({ route: this.deps.route.name, result })
     // The joined session's own affinity (its key, not a leg's): after a drain elsewhere, the same replica
     // and the mapping's continuation (AudioHook continuedSessions), as for a plain leg.
@@ -301,12 +286,12 @@ class Join implements SessionOwner, SessionHost {
 
   /** The vendor session is over: so is every channel (a failure reaches the legs through `sessionFailed`). */
   closed(): void {
-    if (this.over) return
-    this.over = true
-    if (this.waitTimer !== null) this.deps.clock.clearTimeout(this.waitTimer)
+    if (this.state === 'OVER') return
+    this.state = 'OVER'
+    this.wait.clear()
     this.hub.remove(this)
     this.deps.placement?.letGo(this.key, this)
-    this.mixing = false
+    this.mixClock = MIX_IDLE
     const route = this.deps.route.name
     for (let ch = 0; ch < 2; ch++) {
       if (this.mixer.filled[ch] > 0)
@@ -320,7 +305,7 @@ class Join implements SessionOwner, SessionHost {
 export class JoinedLeg implements Session {
   ended = false
   readonly feed: AudioInput
-  private parkTimer: TimerHandle | null = null
+  private readonly parkTimer: Timer
 
   constructor(
     private readonly join: Join,
@@ -331,6 +316,7 @@ export class JoinedLeg implements Session {
     private readonly host: SessionHost
   ) {
     this.feed = { write: data => join.push(channel, data) }
+    this.parkTimer = new Timer(join.clock)
   }
 
   get state(): SessionState {
@@ -358,18 +344,14 @@ export class JoinedLeg implements Session {
     const grace = this.graceSeconds()
     if (grace <= 0 || this.join.session.state === 'CLOSED') return this.close(true)
     this.host.parked(this)
-    this.parkTimer = this.clock().setTimeout(() => {
-      this.parkTimer = null
-      this.close(true)
-    }, grace * 1000)
+    this.parkTimer.set(grace * 1000, () => this.close(true))
     this.join.legDetached()
   }
 
   attach(owner: SessionOwner, init: Record<string, unknown>, log: Logger): void {
     const previous = this.owner
     if (previous !== null && previous !== owner) previous.superseded()
-    if (this.parkTimer !== null) this.clock().clearTimeout(this.parkTimer)
-    this.parkTimer = null
+    this.parkTimer.clear()
     this.host.unparked(this)
     this.owner = owner
     this.join.legAttached(this, init, log)
@@ -398,14 +380,10 @@ export class JoinedLeg implements Session {
   end(): void {
     if (this.ended) return
     this.ended = true
-    if (this.parkTimer !== null) this.clock().clearTimeout(this.parkTimer)
-    this.parkTimer = null
+    this.parkTimer.clear()
     this.host.closed(this)
   }
 
-  private clock(): Clock {
-    return this.join.clock
-  }
   private graceSeconds(): number {
     return this.join.graceSeconds
   }

@@ -42,10 +42,19 @@ export class SessionRegistry implements SessionHost {
     log: Logger,
     caller = ''
   ): Session | null | 'refused' {
+    const s = this.find(key, caller)
+    if (s !== null && s !== 'refused') s.attach(owner, init, log)
+    return s
+  }
+
+  /**
+   * The live session kept for this leg identity, not yet attached (the leg holds it first: its ready may
+   * come at once, during `attach`). Null when there is none; `refused` when another caller opened it.
+   */
+  find(key: string, caller = ''): Session | null | 'refused' {
     const s = this.byKey.get(key)
     if (s === undefined || s.state === 'CLOSED') return null
     if ((this.callers.get(s) ?? '') !== caller) return 'refused'
-    s.attach(owner, init, log)
     return s
   }
 

@@ -1,5 +1,6 @@
-import type { TimerHandle } from '../../clock'
+import { Timer } from '../../clock'
 import { GatewayError } from '../../errors'
+import type { AudioMapping } from '../../mapping/compile'
 import type { MappingInput } from '../../mapping/run'
 import type { Logger } from '../../telemetry/log'
 import type { LegCounters } from '../../telemetry/metrics'
@@ -12,22 +13,16 @@ import type {
   ConnectionFactory
 } from '../connection/connection-contract'
 import { writeAffinity } from './affinity'
-import { ControlChain } from '../connection/control-chain'
 import { FailoverReport } from './failover-report'
 import { Handover } from './handover'
 import { judge, ReplicaWalk, replicaSecrets } from './failover'
-import { feedChunkMs } from '../feed/coalescer'
-import { effectiveReplayRate } from '../feed/pacer'
-import { livenessOf } from '../connection/liveness'
-import { VendorFeed } from '../feed/feed'
+import type { VendorFeed } from '../feed/feed'
 import { ResultTimeline } from '../feed/result-timeline'
 import type { Session, SessionDeps, SessionFailure, SessionOwner, SessionState } from './session-contract'
 import { afterFailure, FLOWING, KEEPS } from './session-states'
-import { VendorConnection } from '../connection/vendor-connection'
+import { audioMappingOf, newConnection, sessionContext, sessionFeed } from './session-parts'
+import { RetryPacer } from './session-retry'
 import { SessionStats } from './session-stats'
-
-const newConnection: ConnectionFactory = (ctx, replica, input, events) =>
-  new VendorConnection(ctx, replica, input, events)
 
 /**
  * The vendor side of one call leg, as a state machine over its vendor connections. It may outlive a
@@ -56,10 +51,10 @@ export class VendorSession implements Session {
   private readonly ctx: ConnectionContext
   private readonly events: ConnectionEvents
   private readonly connect: ConnectionFactory
-  private retryTimer: TimerHandle | null = null
-  /** Suspect proofs asked for (audio/session/failover.ts `proveSuspects`): only the latest one's answer counts. */
-  private proofs = 0
-  private parkTimer: TimerHandle | null = null
+  private readonly retry: RetryPacer
+  private readonly parkTimer: Timer
+  /** The route's audio mapping (a vendor session exists only on a route that has one). */
+  private readonly audio: AudioMapping
   private vendorParams: Record<string, unknown> = {}
   /** When `conn` was opened (clock ms), for the replica's session-open breaker; and the one a full hold buffer moved to. */
   private connOpenedAt = 0
@@ -73,28 +68,27 @@ export class VendorSession implements Session {
     readonly id: string
   ) {
     this.owner = owner
+    const audio = audioMappingOf(deps.route)
+    this.audio = audio
+    this.parkTimer = new Timer(deps.clock)
     this.counters = deps.metrics.startLeg(deps.route.name)
-    this.results = deps.route.mapping.audio!.time != null ? new ResultTimeline() : null
-    // The replay ring covers the vendor's detection window (audio/connection/liveness.ts), unless the config sets its own.
-    this.feed = new VendorFeed(
-      this.counters,
-      { ...deps.settings, replaySeconds: livenessOf(deps.settings, deps.route.mapping.audio!).replaySeconds },
-      deps.clock,
-      code => this.fail({ kind: 'fatal', error: new GatewayError(code) }),
-      () => this.holdFull(),
-      effectiveReplayRate(deps.settings.replayRate, deps.route.mapping.audio!.replayRate),
-      feedChunkMs(deps.route.mapping.audio!.frames, deps.settings.coalesceMs),
-      deps.route.mapping.audio!.frames.channels ?? 1,
-      this.results
-    )
+    this.results = audio.time != null ? new ResultTimeline(audio.frames.channels ?? 1) : null
+    this.feed = sessionFeed(deps, audio, this.counters, this.results, {
+      overflow: code => this.fail({ kind: 'fatal', error: new GatewayError(code) }),
+      holdFull: () => this.holdFull()
+    })
     this.connect = deps.connect ?? newConnection
     this.walk = new ReplicaWalk(deps.route.pool, deps.settings, deps.clock, deps.random)
-    const chain = new ControlChain(err => {
+    this.retry = new RetryPacer(deps.clock, this.walk, {
+      recovering: () => this.state === 'RECOVERING',
+      idle: () => this.state === 'RECOVERING' && this.conn === null,
+      tryNext: () => this.tryNext(),
+      timedOut: () => this.timedOut()
+    })
+    this.ctx = sessionContext(deps, this.counters, this.results, err => {
       this.ctx.log.error({ event: 'session_bug', err }, 'unexpected error in vendor session control work')
       this.fail({ kind: 'fatal', error: new GatewayError('INTERNAL') })
     })
-    const results = this.results ?? undefined
-    this.ctx = { ...deps, chain, counters: this.counters, ...(results !== undefined ? { results } : {}) }
     this.report = new FailoverReport(deps.metrics, deps.route.name, this.counters, this.ctx, this.stats, (name, a) =>
       this.owner?.sessionEvent(name, a)
     )
@@ -110,16 +104,12 @@ export class VendorSession implements Session {
     }
     this.handover = new Handover({
       clock: deps.clock,
-      rotateAfterMs: deps.route.mapping.audio!.rotateAfterMs,
+      rotateAfterMs: audio.rotateAfterMs,
       current: () => (this.state === 'READY' ? this.conn : null),
       open: (to, input) => this.connect(this.ctx, to, input, this.events),
       input: () => this.input,
       tookOver: (conn, old) => this.tookOver(conn, old),
-      failed: why =>
-        this.ctx.log.warn(
-          { event: 'rotation_failed', why },
-          'could not open the replacement vendor session; keeping the current one'
-        )
+      log: () => this.ctx.log
     })
   }
 
@@ -162,40 +152,17 @@ export class VendorSession implements Session {
         kind: 'fatal',
         error: new GatewayError('UPSTREAM_UNREACHABLE', { detail: this.walk.lastError ?? undefined })
       })
-    else if (this.walk.hasSuspects) this.proveSuspects()
-    else this.waitForRetry()
+    else if (this.walk.hasSuspects) this.retry.prove()
+    else this.retry.backoff()
   }
 
-  /**
-   * Recovering with only replicas held back (the one being left, ones failing right now): each is probed
-   * now, and those that answer are tried; none: the next round after the backoff. A newer attempt or the
-   * close makes the answer moot (`proofs` counts them).
-   */
-  private proveSuspects(): void {
-    const mine = ++this.proofs
-    void this.walk.proveSuspects().then(any => {
-      if (this.state !== 'RECOVERING' || this.conn !== null || mine !== this.proofs) return
-      if (any) this.tryNext()
-      else this.waitForRetry()
-    })
-  }
-
-  private waitForRetry(): void {
-    const wait = this.walk.backoff()
-    if (wait === null) {
-      this.report.timedOut()
-      const detail =
-        `no replica could take over within ${this.deps.settings.failoverTimeoutSeconds} s ` +
-        `(last: ${this.walk.lastError ?? 'none available'})`
-      this.fail({ kind: 'fatal', error: new GatewayError('UPSTREAM_CLOSED', { detail }) })
-      return
-    }
-    this.retryTimer = this.deps.clock.setTimeout(() => {
-      this.retryTimer = null
-      if (this.state !== 'RECOVERING') return
-      this.walk.refill()
-      this.tryNext()
-    }, wait)
+  /** No replica could take over within the failover deadline: the leg ends. */
+  private timedOut(): void {
+    this.report.timedOut()
+    const detail =
+      `no replica could take over within ${this.deps.settings.failoverTimeoutSeconds} s ` +
+      `(last: ${this.walk.lastError ?? 'none available'})`
+    this.fail({ kind: 'fatal', error: new GatewayError('UPSTREAM_CLOSED', { detail }) })
   }
 
   /** A connection is ready: the first one (CONNECTED), a failover's replacement, or a rotation's next one. */
@@ -223,13 +190,9 @@ export class VendorSession implements Session {
   }
 
   private deliver(text: string, channel?: number | null): void {
-    const route = this.deps.route.name
-    if (this.owner === null) {
-      this.deps.metrics.vendorMessages.inc({ route, result: 'parked' })
-      return
-    }
-    this.owner.deliver(text, channel)
-    this.deps.metrics.vendorMessages.inc({ route, result: 'emitted' })
+    const owner = this.owner
+    owner?.deliver(text, channel)
+    this.deps.metrics.vendorMessages.inc({ route: this.deps.route.name, result: owner === null ? 'parked' : 'emitted' })
   }
 
   private setAffinity(conn: Connection, ttlSeconds: number, continued?: ContinuedSession): void {
@@ -242,15 +205,7 @@ export class VendorSession implements Session {
     conn.startFrame = this.feed.nextFrame
     this.feed.retarget(conn)
     this.stats.flowsTo(conn.replica.name)
-    if (conn.replica === old.replica)
-      this.ctx.log.info({ event: 'rotated', upstream: conn.replica.name }, 'vendor session rotated before its cap')
-    else {
-      this.setAffinity(conn, 86400)
-      this.ctx.log.info(
-        { event: 'moved', upstream: conn.replica.name, from: old.replica.name },
-        'call moved to a less busy replica (rebalancing), make-before-break'
-      )
-    }
+    if (conn.replica !== old.replica) this.setAffinity(conn, 86400)
   }
 
   // ---- failure: the one verb -------------------------------------------------------------------
@@ -266,13 +221,10 @@ export class VendorSession implements Session {
     if (this.state === 'CLOSED') return
     if (f.kind === 'fatal') return this.end(f.error, f.extra ?? {}, f.internal)
     const { conn, failure } = f
-    const j = judge(failure, f.when, this.deps.route.mapping.audio!.closeCodes, replicaSecrets(conn.replica))
-    if (j.gatewaySide)
-      this.deps.route.pool.recordFailure(
-        conn.replica,
-        failure.kind === 'unreachable' ? `connect: ${j.why}` : j.why,
-        'audio'
-      )
+    const { pool } = this.deps.route
+    const j = judge(failure, f.when, this.audio.closeCodes, replicaSecrets(conn.replica))
+    const charged = failure.kind === 'unreachable' ? `connect: ${j.why}` : j.why
+    if (j.gatewaySide) pool.recordFailure(conn.replica, charged, 'audio')
     if (failure.kind === 'mapping') return this.end(j.error, j.extra, failure.error)
     if (this.handover.failed(conn, j.why)) return
     if (conn !== this.conn) return
@@ -281,11 +233,7 @@ export class VendorSession implements Session {
     // The breaker counts sessions lost once ready (and rate refusals): a refusal before ready is the vendor's
     // verdict on one leg's request, never a storm.
     if (next !== 'end-leg' && (f.when === 'lost' || j.closeClass === 'rate-exceeded'))
-      this.deps.route.pool.recordSessionLoss(
-        conn.replica,
-        this.deps.clock.now() - this.connOpenedAt,
-        this.deps.settings.sessionBreaker
-      )
+      pool.recordSessionLoss(conn.replica, this.deps.clock.now() - this.connOpenedAt, this.deps.settings.sessionBreaker)
     switch (next) {
       case 'end-leg':
         return this.end(j.error, j.extra)
@@ -324,7 +272,7 @@ export class VendorSession implements Session {
       return this.end(error, extra)
     }
     this.state = 'RECOVERING'
-    this.proofs++
+    this.retry.restart()
     const wait = this.walk.beginRecovery(lost.replica, loss?.lastLifeAt ?? null)
     const { replayed, unreplayed } = this.feed.recover(loss, this.results?.firstOpenFrame ?? 0)
     this.report.started(lost.replica, why, replayed, unreplayed, ready === null ? wait : 0)
@@ -334,10 +282,7 @@ export class VendorSession implements Session {
       return this.connectionReady(ready, this.vendorParams)
     }
     if (wait <= 0) return this.tryNext()
-    this.retryTimer = this.deps.clock.setTimeout(() => {
-      this.retryTimer = null
-      if (this.state === 'RECOVERING') this.tryNext()
-    }, wait)
+    this.retry.after(wait)
   }
 
   /**
@@ -392,11 +337,10 @@ export class VendorSession implements Session {
       this.setAffinity(this.conn, grace)
       this.conn.control('pause')
     }
-    this.parkTimer = this.deps.clock.setTimeout(() => {
-      this.parkTimer = null
+    this.parkTimer.set(grace * 1000, () => {
       this.ctx.log.info({ event: 'grace_expired' }, 'no re-attach within the grace period; closing the vendor session')
       this.close(true)
-    }, grace * 1000)
+    })
   }
 
   /** A platform leg with the same identity came back (audio/session/registry.ts `claim`): it continues this session. */
@@ -404,18 +348,19 @@ export class VendorSession implements Session {
     const previous = this.owner
     if (previous !== null && previous !== owner) previous.superseded()
     const conn = this.conn
-    if (this.parkTimer !== null) {
-      this.deps.clock.clearTimeout(this.parkTimer)
-      this.parkTimer = null
-      if (this.state === 'READY' && conn !== null && this.deps.route.mapping.audio!.resume !== null) {
+    if (this.parkTimer.pending) {
+      this.parkTimer.clear()
+      if (this.state === 'READY' && conn !== null && this.audio.resume !== null) {
         // Audio of the returning leg waits until the resume frame is out (AudioHook refuses audio while
         // paused); the control chain is async, the audio path is not.
         this.state = 'RESUMING'
         this.feed.gate()
         conn.control('resume', () => {
-          if (this.state !== 'RESUMING') return
+          // RESUMING keeps its connection: a failure of it leaves the state (audio/session/session-states.ts).
+          const current = this.conn
+          if (this.state !== 'RESUMING' || current === null) return
           this.state = 'READY'
-          this.feed.flowTo(this.conn!)
+          this.feed.flowTo(current)
         })
       }
     }
@@ -438,9 +383,8 @@ export class VendorSession implements Session {
     if (this.state === 'CLOSED') return
     const goodbye = graceful && FLOWING[this.state]
     this.state = 'CLOSED'
-    this.proofs++
-    for (const t of [this.retryTimer, this.parkTimer]) if (t !== null) this.deps.clock.clearTimeout(t)
-    this.retryTimer = this.parkTimer = null
+    this.retry.cancel()
+    this.parkTimer.clear()
     this.handover.abandon(true)
     const conn = this.conn
     if (conn !== null && goodbye && conn.state === 'READY') {

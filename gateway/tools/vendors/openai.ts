@@ -33,12 +33,17 @@ import { header, isObject, parseJson, safeEqual, type Json } from './wire'
 // Sessions end after sessionMaxMs (default 30 minutes, choice: the beta's cap) with an error
 // session_expired and close 1000 (choice). Audio faster than real time is taken.
 //
+// The HTTP API lives under `basePath` (default /v1). Any other path: 404 with an invalid_request_error "Invalid
+// URL (<method> <path>)" (choice: the wording api.openai.com answers an unknown path with).
 // GET /v1/models with the Bearer key lists models (401 for a wrong key). Chat Completions: Bearer key
 // (401 invalid_api_key), a JSON object with a string `model` and a non-empty
 // `messages` array of {role: system|developer|user|assistant|tool, content} (else 400
 // invalid_request_error), answered with a chat.completion whose first choice says "Suggested reply to:
 // <the last user message>". `chatRateLimit` answers the first N requests 429 rate_limit_exceeded with
 // `retry-after` (seconds) and x-ratelimit-* headers, as the service does when a limit is reached.
+// `stream: true` (or the `chatEventStream` option, a proxy that forces streaming) is answered as the API reference's
+// "Streaming" section of Chat Completions says: `text/event-stream`, one `data: <chat.completion.chunk>` event per
+// piece of the reply (the role first, then the words, then the finish reason), then `data: [DONE]`.
 
 const FORMATS = ['audio/pcm', 'audio/pcmu', 'audio/pcma']
 const ROLES = ['system', 'developer', 'user', 'assistant', 'tool']
@@ -77,13 +82,28 @@ export function openaiModels(req: IncomingMessage, ctx: Context): { status: numb
   }
 }
 
-/** `POST /v1/chat/completions`. `n` counts the requests so far (for the scripted rate limit). */
-export function openaiChat(
+type HttpAnswer = { status: number; body: Json | string; headers?: Record<string, string> }
+
+/**
+ * The HTTP API under `basePath`: chat completions and the models list; any other path 404 (recorded by the
+ * server like every answer). null: the emulator's own report endpoints (/sessions, /healthz).
+ */
+export function openaiHttp(
   req: IncomingMessage,
+  path: string,
   body: Buffer,
   ctx: Context,
   n: number
-): { status: number; body: Json; headers?: Record<string, string> } {
+): HttpAnswer | null {
+  if (path === '/sessions' || path === '/healthz') return null
+  const base = (ctx.opts.basePath ?? '/v1').replace(/\/+$/, '')
+  if (req.method === 'POST' && path === `${base}/chat/completions`) return openaiChat(req, body, ctx, n)
+  if (req.method === 'GET' && path === `${base}/models`) return openaiModels(req, ctx)
+  return error(404, 'invalid_request_error', 'unknown_url', `Invalid URL (${req.method ?? ''} ${path})`)
+}
+
+/** `POST /v1/chat/completions`. `n` counts the requests so far (for the scripted rate limit). */
+export function openaiChat(req: IncomingMessage, body: Buffer, ctx: Context, n: number): HttpAnswer {
   if (!bearerOk(req, ctx.opts.apiKey))
     return error(401, 'invalid_request_error', 'invalid_api_key', 'Incorrect API key provided.')
   const limit = ctx.opts.chatRateLimit
@@ -117,12 +137,15 @@ export function openaiChat(
       return error(400, 'invalid_request_error', 'invalid_value', `Invalid value for 'messages[${i}]'.`)
   const user = [...msgs].reverse().find(x => (x as Json).role === 'user') as Json | undefined
   const content = `Suggested reply to: ${typeof user?.content === 'string' ? user.content : ''}`
+  const id = `chatcmpl-${randomUUID().replace(/-/g, '')}`
+  const created = Math.floor(Date.now() / 1000)
+  if (m.stream === true || ctx.opts.chatEventStream === true) return eventStream(id, created, m.model, content)
   return {
     status: 200,
     body: {
-      id: `chatcmpl-${randomUUID().replace(/-/g, '')}`,
+      id,
       object: 'chat.completion',
-      created: Math.floor(Date.now() / 1000),
+      created,
       model: m.model,
       choices: [
         { index: 0, message: { role: 'assistant', content, refusal: null }, logprobs: null, finish_reason: 'stop' }
@@ -130,6 +153,26 @@ export function openaiChat(
       usage: { prompt_tokens: 20, completion_tokens: 8, total_tokens: 28 },
       system_fingerprint: 'fp_emulator'
     }
+  }
+}
+
+/** A streamed chat completion: chat.completion.chunk events (role, then each word, then finish_reason), then [DONE]. */
+function eventStream(id: string, created: number, model: string, content: string): HttpAnswer {
+  const chunk = (delta: Json, finish: string | null): string =>
+    `data: ${JSON.stringify({
+      id,
+      object: 'chat.completion.chunk',
+      created,
+      model,
+      system_fingerprint: 'fp_emulator',
+      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }]
+    })}\n\n`
+  const words = content.split(' ').map((w, i) => chunk({ content: i === 0 ? w : ` ${w}` }, null))
+  const body = [chunk({ role: 'assistant', content: '', refusal: null }, null), ...words, chunk({}, 'stop')].join('')
+  return {
+    status: 200,
+    body: `${body}data: [DONE]\n\n`,
+    headers: { 'content-type': 'text/event-stream; charset=utf-8' }
   }
 }
 

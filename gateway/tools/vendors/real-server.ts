@@ -10,7 +10,7 @@ import { DeepgramStream, deepgramUpgrade } from './deepgram'
 import { emulatorClock } from './recorder'
 import { FrameSequence } from './sequence'
 import { VendorSession, type Context, type Protocol, type Verdict } from './session'
-import { OpenAiRealtimeSession, openaiChat, openaiModels, openaiUpgrade } from './openai'
+import { OpenAiRealtimeSession, openaiHttp, openaiUpgrade } from './openai'
 import { SpeechmaticsSession, speechmaticsUpgrade } from './speechmatics'
 import { TranscribeStream, transcribeUpgrade } from './transcribe'
 import { TwilioMediaStream, twilioUpgrade } from './twilio-media'
@@ -54,15 +54,10 @@ const HTTP_API: Partial<Record<RealVendorKind, (c: ApiCall) => Answer | null>> =
     c.req.method === 'GET' && c.path === '/v3/token'
       ? assemblyaiToken(header(c.req, 'authorization'), c.q, c.ctx.opts.apiKey)
       : null,
-  openai: c =>
-    c.req.method === 'POST' && c.path === '/v1/chat/completions'
-      ? openaiChat(c.req, c.body, c.ctx, c.requests)
-      : c.req.method === 'GET' && c.path === '/v1/models'
-        ? openaiModels(c.req, c.ctx)
-        : null
+  openai: c => openaiHttp(c.req, c.path, c.body, c.ctx, c.requests)
 }
 
-type Answer = { status: number; body: Json; headers?: Record<string, string> }
+type Answer = { status: number; body: Json | string; headers?: Record<string, string> }
 const MAX_BODY = 1024 * 1024
 
 /** Each vendor's side of an accepted session. */
@@ -174,6 +169,10 @@ class RealVendorServer {
         ...(parsed === undefined ? {} : { body: parsed.ok ? parsed.value : text.slice(0, 200) }),
         headers: redactHeaders(req)
       })
+      if (typeof api.body === 'string') {
+        res.writeHead(api.status, { 'content-length': Buffer.byteLength(api.body), ...api.headers })
+        return void res.end(api.body)
+      }
       return reply(res, api.status, api.body, api.headers)
     }
     if (req.method === 'GET' && path === '/sessions')

@@ -37,6 +37,17 @@ export interface RealVendorOptions {
   aws?: AwsKeys
   /** openai: answer the first `first` chat completion requests 429 with `retry-after: retryAfterSeconds`. */
   chatRateLimit?: { first: number; retryAfterSeconds: number }
+  /**
+   * openai: where the HTTP API lives (default `/v1`, as at api.openai.com): `<basePath>/chat/completions` and
+   * `<basePath>/models`, e.g. `/proxy/openai/v1` for a server behind a path prefix. Any other path is answered
+   * 404 and recorded (`httpRequests`), so a test sees where a client went.
+   */
+  basePath?: string
+  /**
+   * openai: answer chat completions with a server-sent event stream (`text/event-stream`: chat.completion.chunk
+   * events, then `data: [DONE]`) whatever the request asked, as a proxy that forces streaming would.
+   */
+  chatEventStream?: boolean
   /** speechmatics: RecognitionStarted this long after StartRecognition (default 0). */
   startDelayMs?: number
   /** amazon-transcribe: after this much audio, send this exception (then close), as the service does on an error. */
@@ -46,9 +57,10 @@ export interface RealVendorOptions {
   /** speechmatics: after this much audio in a session, an Error (internal_error) and close 1011, as on a server fault. */
   failAfterAudioMs?: number
   /**
-   * deepgram, speechmatics: transcribe what it hears (issue 32): a result's transcript names the platform frames it
-   * covers, "frames A-B", read from each 20 ms frame's marker (4 zero bytes, then the frame number as a
-   * 32-bit big-endian integer; "?" for a frame without one), with the vendor's own time fields.
+   * deepgram, speechmatics, amazon-transcribe, assemblyai, audiohook: transcribe what it hears (issue 32): a
+   * result's transcript names the platform frames it covers, "frames A-B", read from each 20 ms frame's marker
+   * (4 zero bytes, then the frame number as a 32-bit big-endian integer; frames without one are not named),
+   * per channel on a stereo session, with the vendor's own time fields (tools/vendors/hearing.ts).
    */
   transcribeFrames?: boolean
   /**

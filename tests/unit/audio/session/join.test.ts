@@ -1,6 +1,7 @@
 import t from 'tap'
 import { AudioLeg, type PlatformLeg } from '../../../../gateway/audio/leg/leg'
-import { joinsOf } from '../../../../gateway/audio/session/join'
+import { joinStates, joinsOf } from '../../../../gateway/audio/session/join'
+import { DRAINS, ON_LEG_START, ON_NEW_LEG, OPENS } from '../../../../gateway/audio/session/join-states'
 import { MULAW_SILENCE, StereoMixer } from '../../../../gateway/audio/session/join-mixer'
 import type { RouteRuntime } from '../../../../gateway/route'
 import { Metrics } from '../../../../gateway/telemetry/metrics'
@@ -310,4 +311,48 @@ t.test('drain: each leg hands off; the vendor session is handed off with the las
   rx.leg.drain(60)
   t.equal(w.conns[0].state, 'CLOSING', 'the last leg gone: goodbye to the vendor')
   t.equal(joinsOf(w.registry), 0)
+})
+
+/** `audio_joins_total{result}` of the world's route. */
+async function joined(w: ReturnType<typeof world>, result: string): Promise<number> {
+  const { values } = await w.metrics.joins.get()
+  return values.find(v => v.labels.route === w.route.name && v.labels.result === result)?.value ?? 0
+}
+
+// audio/session/join-states.ts: the joined contact's states, each table total, and the walk through them.
+t.test('the join tables cover every state; a contact goes GATHERING, WAITING, OPEN, OVER', async t => {
+  const states = ['GATHERING', 'OPEN', 'OVER', 'WAITING']
+  for (const table of [ON_NEW_LEG, ON_LEG_START, OPENS, DRAINS]) t.same(Object.keys(table).sort(), states)
+  const w = world()
+  const tx = w.leg('TX')
+  t.same(joinStates(w.registry), ['WAITING'], 'the first leg started: its partner is waited for')
+  w.clock.advance(1000)
+  const again = w.leg('TX')
+  t.equal(tx.leg.state, 'CLOSED', 'the channel taken over by a new leg')
+  t.same(joinStates(w.registry), ['WAITING'], 'a second start of one channel keeps the first wait')
+  w.clock.advance(1000)
+  t.same(joinStates(w.registry), ['OPEN'], 'opened alone when the first wait ran out')
+  t.equal(w.conns.length, 1)
+  t.equal(await joined(w, 'alone'), 1)
+  const rx = w.leg('RX')
+  t.equal(await joined(w, 'late_partner'), 1, 'a leg starting while OPEN is a late partner')
+  t.equal(w.conns.length, 1, 'of the session already opening')
+  w.conns[0].failWith({ kind: 'refused', vendorMessage: 'no' })
+  t.match(rx.sent.at(-1), { command: 'ERROR' })
+  t.same(joinStates(w.registry), [], 'OVER: the contact is gone from its hub')
+  t.match(again.sent.at(-1), { command: 'ERROR' })
+  const next = w.leg('TX')
+  t.same(joinStates(w.registry), ['WAITING'], 'a new leg of the call after OVER makes a new join')
+  t.equal(next.leg.state, 'CONNECTING')
+})
+
+t.test('a join whose partner comes during the wait opens paired at once', async t => {
+  const w = world()
+  w.leg('TX')
+  t.same(joinStates(w.registry), ['WAITING'])
+  w.leg('RX')
+  t.same(joinStates(w.registry), ['OPEN'])
+  t.equal(await joined(w, 'paired'), 1)
+  w.clock.advance(5000)
+  t.equal(await joined(w, 'alone'), 0, 'the wait was cleared')
 })
