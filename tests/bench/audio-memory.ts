@@ -1,5 +1,6 @@
 /**
- * `npm run bench -- audio --memory [--legs 500,1000,2000] [--settle S (6)] [--replay-seconds S] [--mapping passthrough]`
+ * `npm run bench -- audio --memory [--legs 500,1000,2000] [--settle S (6)] [--replay-seconds S] [--mapping passthrough]
+ *  [--finals-ms N]`
  *
  * What a leg costs in memory: one gateway, legs added in steps (each step's legs connect and stream at
  * real time, 50 frames/s × 160 B, to the local uWS sink), and after each step, once every leg has
@@ -12,6 +13,10 @@
  * uWS + `ws` + a 2 KiB coalescing buffer per leg, nothing else), what any uWS + `ws` proxy holds per leg.
  * Past what one core carries at real time (about 1,000 legs on a 2-core VM) the legs
  * fall behind and queue audio: the step says so (frames lost, added latency is not measured here).
+ * `--finals-ms N` (with `--mapping deepgram`): the sink finalizes every N ms of each leg's audio
+ * (Deepgram Results with `start`/`duration`, tests/bench/sink.ts), a vendor that finalizes promptly, so
+ * each ring holds what is not yet final (issue 32) instead of its ceiling. Without it, or through
+ * passthrough (the platform's interface says nothing of where a result is), the rings hold their ceiling.
  */
 import { randomBytes } from 'node:crypto'
 import {
@@ -28,13 +33,14 @@ import {
   Sink,
   sleep,
   stopChild,
-  httpText
+  httpText,
+  UsageError
 } from './lib'
 import { startAudioFloor } from './audio-floor'
 import { LoadGen } from './loadgen'
 import { type BenchMapping, startGateway } from './audio'
 
-export const AUDIO_MEMORY_FLAGS = ['settle', 'replay-seconds']
+export const AUDIO_MEMORY_FLAGS = ['settle', 'replay-seconds', 'finals-ms']
 
 /** The process measured: the bench gateway, or the floor. */
 interface Measured {
@@ -107,10 +113,14 @@ export async function runAudioMemory(
   /** audio.replaySeconds for the gateway (null: its default, sized from vendor liveness: 3.5 s). */
   replaySeconds: number | null = null,
   /** Measure the audio floor (uWS + ws) instead of the gateway. */
-  floor = false
+  floor = false,
+  /** The sink finalizes every this many ms of a leg's audio (0: never; needs the deepgram mapping). */
+  finalsMs = 0
 ): Promise<Record<string, unknown>> {
+  if (finalsMs > 0 && (mapping !== 'deepgram' || floor))
+    throw new UsageError('--finals-ms needs --mapping deepgram (the sink answers with Deepgram finals), and no --floor')
   const token = `bench-${randomBytes(12).toString('hex')}`
-  const sink = await Sink.start(0)
+  const sink = await Sink.start(0, finalsMs)
   const gw = floor ? await floorMeasured(sink.url) : await gatewayMeasured(sink.url, token, mapping, replaySeconds)
   const gens: LoadGen[] = []
   const steps: Step[] = []
@@ -125,7 +135,8 @@ export async function runAudioMemory(
       // Disjoint leg indexes (contactIds): the same identity again would take the earlier leg's place.
       const gen = new LoadGen(`ws://127.0.0.1:${gw.port}/audio/bench`, add, token, total)
       gens.push(gen)
-      await gen.connect()
+      // Two minutes to open them: on a loaded box 30 s leaves legs out of the step (it says how many stream).
+      await gen.connect(100, 120_000)
       total = target
       await sleep(settleSeconds * 1000)
       const m = await settledMemory(gw)
@@ -141,7 +152,7 @@ export async function runAudioMemory(
     const r = new Report(
       floor
         ? 'audio --memory --floor: legs streaming at real time through the audio floor (uWS + ws, 2 KiB buffer per leg), memory after each step'
-        : `audio --memory: legs streaming at real time through one gateway process (${mapping} mapping, replaySeconds ${replaySeconds ?? 'default'}), memory after each step`
+        : `audio --memory: legs streaming at real time through one gateway process (${mapping} mapping, replaySeconds ${replaySeconds ?? 'default'}, ${finalsMs > 0 ? `a final every ${finalsMs} ms of audio` : 'no finals'}), memory after each step`
     )
     r.row('machine', machineLine())
     r.row(
@@ -172,6 +183,7 @@ export async function runAudioMemory(
       mapping,
       settleSeconds,
       replaySeconds,
+      finalsMs,
       before: { rssBytes: before.rss, heapBytes: before.heap, externalBytes: before.external },
       steps: steps.map(s => ({
         legs: s.legs,

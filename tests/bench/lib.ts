@@ -551,10 +551,11 @@ export class Sink {
     return `ws://127.0.0.1:${this.port}/`
   }
 
-  static async start(port = 0): Promise<Sink> {
+  /** `finalsMs`: answer a Deepgram-speaking route's audio with a final every that many ms of audio (sink.ts). */
+  static async start(port = 0, finalsMs = 0): Promise<Sink> {
     const tail = new Tail()
     const child = track(
-      fork(join(BENCH_DIST, 'sink.js'), ['--port', String(port)], {
+      fork(join(BENCH_DIST, 'sink.js'), ['--port', String(port), '--finals-ms', String(finalsMs)], {
         stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
         execArgv: []
       })

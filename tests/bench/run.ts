@@ -3,7 +3,7 @@
  *   audio    [--legs N (1000)] [--seconds S (20)] [--warmup S (3)] [--baseline-legs N (= legs)]
  *            [--baseline-seconds S (3)] [--profile] [--no-pin]
  *   audio --vs-nginx [--legs 500,1000] [--rounds 2] ...: side by side with nginx (audio-nginx.ts)
- *   audio --memory [--legs 500,1000,2000] [--settle 6] [--floor]: memory per leg, legs added in steps (audio-memory.ts)
+ *   audio --memory [--legs 500,1000,2000] [--settle 6] [--finals-ms N] [--floor]: memory per leg, legs added in steps (audio-memory.ts)
  *   text     side by side with nginx when installed (text-nginx.ts)
  *   capacity [--seconds S (8)] [--warmup S (3)] [--baseline-seconds S (3)] [--step N (250)] [--resolution N (100)]
  *            [--max-legs N (5000)] [--coalesce-ms N] [--connections 1,2,...,256] [--only audio|text] [--no-pin]:
@@ -37,7 +37,7 @@ import { CAPACITY_BOOLEANS, CAPACITY_FLAGS, runCapacity } from './capacity'
 const USAGE = `usage: npm run bench [-- [audio|wsclient|failover|codec|text|capacity|fleet|join|relay|tee|soak|all] [flags]]
   audio    [--legs N (1000)] [--seconds S (20)] [--warmup S (3)] [--mapping passthrough|deepgram] [--baseline-legs N (= --legs)] [--baseline-seconds S (3)] [--profile] [--no-pin]
   audio --vs-nginx [--legs 500,1000] [--coalesce-ms 0,20,40,100] [--vendor-ping-seconds 1,0] [--floor] [--rounds 2] [--seconds S (10)] [--warmup S (3)] [--baseline-seconds S (3)] [--no-nginx] [--no-pin]
-  audio --memory [--legs 500,1000,2000] [--settle S (6)] [--replay-seconds S] [--mapping passthrough|deepgram] [--floor]: RSS, V8 heap and external memory per leg
+  audio --memory [--legs 500,1000,2000] [--settle S (6)] [--replay-seconds S] [--mapping passthrough|deepgram] [--finals-ms N] [--floor]: RSS, V8 heap and external memory per leg
   wsclient [--frames N (200000)] [--batch B (100)] [--conns C (100)]
   failover [--legs N (500)] [--warmup S (3)] [--after S (5)]
   codec    [--seconds S (60)]
@@ -89,7 +89,8 @@ async function main(argv: string[]): Promise<number> {
           numberFlag(flags, 'settle', 6, { min: 1, max: 600 }),
           (flags.get('mapping') ?? 'passthrough') as BenchMapping,
           flags.has('replay-seconds') ? numberFlag(flags, 'replay-seconds', 0, { min: 0, max: 30 }) : null,
-          flags.has('floor')
+          flags.has('floor'),
+          numberFlag(flags, 'finals-ms', 0, { min: 0, max: 60_000 })
         )
       else out.audio = flags.has('vs-nginx') ? await runAudioVsNginx(flags) : await runAudio(flags)
       break

@@ -8,6 +8,10 @@
  *   the frame's byte 0, recorded in a preallocated histogram, and the uint32 LE sequence number at byte 8
  *   checked for order.
  * - A Deepgram CloseStream: answered with Metadata (Deepgram's last message), so the session closes at once.
+ * - `--finals-ms N` (0: none): on a connection whose first frame is binary (a Deepgram-speaking route), a
+ *   final Deepgram Results (`is_final`, `start` and `duration` in seconds of the stream's audio, as
+ *   Deepgram's live-streaming reference gives them) for the audio not yet finalized, every N ms of audio
+ *   received: a vendor that finalizes promptly, so the gateway's replay ring releases what it covers.
  * Driven over IPC by the bench: {id, cmd: 'stats' | 'reset-hist' | 'reset-all'} → {id, stats}.
  * Exits when the bench disconnects, on SIGTERM or SIGINT.
  */
@@ -26,6 +30,10 @@ import {
 
 interface Conn {
   leg: number
+  /** Ms of audio received (8 bytes of µ-law per ms) and where the last final ended (`--finals-ms`). */
+  audioMs: number
+  finalMs: number
+  binaryFirst: boolean
   inited: boolean
   nextSeq: number
   frames: number
@@ -88,10 +96,22 @@ function stats(): SinkStats {
   }
 }
 
+/** A final Deepgram Results for [fromMs, toMs) of the stream's audio. */
+function finalResults(fromMs: number, toMs: number): string {
+  const start = fromMs / 1000
+  const duration = (toMs - fromMs) / 1000
+  return `{"type":"Results","is_final":true,"speech_final":true,"start":${start},"duration":${duration},"channel":{"alternatives":[{"transcript":"bench","confidence":1}]}}`
+}
+
+let finalsMs = 0
+
 function main(): void {
   const i = process.argv.indexOf('--port')
   const port = i === -1 ? 0 : Number(process.argv[i + 1])
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error('--port must be 0-65535')
+  const f = process.argv.indexOf('--finals-ms')
+  finalsMs = f === -1 ? 0 : Number(process.argv[f + 1])
+  if (!(finalsMs >= 0)) throw new Error('--finals-ms must be 0 or more')
 
   const app = uWS.App().ws<Conn>('/*', {
     compression: uWS.DISABLED,
@@ -101,6 +121,9 @@ function main(): void {
     open: ws => {
       const c = ws.getUserData()
       c.leg = -1
+      c.audioMs = 0
+      c.finalMs = 0
+      c.binaryFirst = false
       c.inited = false
       c.nextSeq = 0
       c.frames = 0
@@ -125,6 +148,14 @@ function main(): void {
             c.nextSeq = new DataView(message).getUint32(SEQ_OFFSET, true)
           }
           c.inited = true
+          c.binaryFirst = true
+        }
+        if (finalsMs > 0 && c.binaryFirst) {
+          c.audioMs += n / 8
+          if (c.audioMs - c.finalMs >= finalsMs) {
+            ws.send(finalResults(c.finalMs, c.audioMs), false)
+            c.finalMs = c.audioMs
+          }
         }
         const dv = c.leg >= 0 ? new DataView(message) : null
         const now = nowMs()

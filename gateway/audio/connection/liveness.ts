@@ -1,5 +1,6 @@
 import type { AudioSettings } from '../../config/types'
 import type { AudioMapping } from '../../mapping/audio'
+import { defaultReplaySeconds } from '../feed/replay-ceiling'
 
 /** How a vendor session is watched, and the replay window that makes its loss cost no audio. */
 export interface Liveness {
@@ -11,9 +12,6 @@ export interface Liveness {
   readonly replaySeconds: number
 }
 
-/** Margin of the replay window beyond detection: a coalesced write and a late timer tick. */
-const REPLAY_MARGIN_SECONDS = 0.5
-
 /**
  * A route's liveness: the mapping's own `liveness`, else the config's `vendorPingSeconds` and
  * `vendorPongTimeoutSeconds`. A frozen vendor is found once silent for ping + timeout (and one
@@ -21,13 +19,14 @@ const REPLAY_MARGIN_SECONDS = 0.5
  * `audio.replaySeconds` says otherwise: then what is written since the vendor's last sign of life
  * beyond the ring is lost, and counted (`failover_unreplayed`).
  */
-export function livenessOf(settings: AudioSettings, mapping: Pick<AudioMapping, 'liveness'>): Liveness {
+export function livenessOf(settings: AudioSettings, mapping: Pick<AudioMapping, 'liveness' | 'time'>): Liveness {
   const pingSeconds = mapping.liveness?.pingSeconds ?? settings.vendorPingSeconds
   const timeoutSeconds = mapping.liveness?.timeoutSeconds ?? settings.vendorPongTimeoutSeconds
   const detection = pingSeconds > 0 ? pingSeconds + timeoutSeconds : 0
   return {
     pingMs: pingSeconds * 1000,
     timeoutMs: timeoutSeconds * 1000,
-    replaySeconds: settings.replaySeconds ?? (detection > 0 ? detection + REPLAY_MARGIN_SECONDS : 2)
+    // The ring's ceiling: with result times, also the longest trail of finals (audio/feed/replay-ceiling.ts).
+    replaySeconds: settings.replaySeconds ?? defaultReplaySeconds(detection, mapping.time != null)
   }
 }

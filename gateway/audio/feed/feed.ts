@@ -130,18 +130,21 @@ export class VendorFeed implements WheelClient {
 
   /**
    * One write to the vendor, kept for replay. Counters only. With delivered finals, the ring releases the
-   * writes they cover wholly: it holds only audio not yet final (`replaySeconds` is its ceiling).
+   * writes they cover wholly (and the slabs those leave empty): it holds only audio not yet final
+   * (`replaySeconds` is its ceiling).
    */
   private writeOut(sink: AudioSink, data: Uint8Array, frames: number): void {
     sink.writeAudio(data)
     const ring = this.ring
-    ring.keep(data, frames)
     const finals = this.finals
-    if (finals !== null) {
+    if (finals !== null && ring.length > 0) {
+      // Released before the new write is kept: a slab they empty is the one it takes (the pool gives
+      // the slab given back last first).
       const open = finals.firstOpenFrame
-      let first = this.entered - this.queue.frames - ring.frames
+      let first = this.entered - this.queue.frames - frames - ring.frames
       while (ring.length > 0 && first + ring.nextFrames <= open) first += ring.dropFront()
     }
+    ring.keep(data, frames)
     this.counters.framesToVendor++
     this.counters.bytesToVendor += data.length
   }
@@ -271,8 +274,10 @@ export class VendorFeed implements WheelClient {
     this.counters.dropFailoverUnreplayed += unreplayed
     const q = this.queue
     q.prependFrom(ring)
-    // Audio the platform has finals for (before `fromFrame`) is not replayed: whole writes only.
+    // Audio the platform has finals for (before `fromFrame`) is not replayed: the writes before it, and
+    // the frames before it of the write it falls in (writes need not end where finals do).
     while (q.length > 0 && this.nextFrame + q.nextFrames <= fromFrame) q.dropFront()
+    if (q.length > 0 && fromFrame > this.nextFrame) q.trimFront(fromFrame - this.nextFrame)
     const replayed = Math.max(0, q.frames - queuedBefore)
     while (q.bytes > this.limit && q.length > 0) this.counters.dropFailover += q.dropFront()
     this.counters.bufferedBytes = q.bytes
@@ -338,7 +343,7 @@ export class VendorFeed implements WheelClient {
     this.counters.bufferedBytes = 0
   }
 
-  /** Over: later frames are counted as late, queued ones as dropped after close. */
+  /** Over: later frames are counted as late, queued ones as dropped after close; the ring's slabs go back to the pool. */
   close(): void {
     this.mode = 'closed'
     this.sink = null
@@ -346,5 +351,6 @@ export class VendorFeed implements WheelClient {
     this.wheel.cancel(this)
     this.counters.dropAfterClose += this.queue.clear()
     this.counters.bufferedBytes = 0
+    this.ring.clear()
   }
 }

@@ -1,10 +1,24 @@
+/** Audio held as whole entries that can go, oldest first, in front of a leg's queue (`FrameQueue.prependFrom`). */
+export interface RingContent {
+  /** Entries held. */
+  readonly length: number
+  readonly bytes: number
+  /** Platform frames held. */
+  readonly frames: number
+  /** Copy the content, oldest first, to `dst` at `at`, and its entries to `lens`/`counts` from `e`. */
+  copyOut(dst: Buffer, at: number, lens: Uint32Array, counts: Uint32Array, e: number): void
+  /** Empty it; returns the platform frames it held. */
+  clear(): number
+}
+
 /**
- * Audio bytes in one preallocated circular buffer, as entries (a platform frame, or a run of whole frames
- * written as one chunk) with their byte length and how many platform frames each holds. The leg's queue
- * (`FrameQueue`) and the replay ring (audio/feed/replay-ring.ts) are both this: pushing copies the bytes in,
- * nothing is allocated per frame. Entries are never split, so every count stays in platform frames.
+ * Audio bytes in one circular buffer, as entries (a platform frame, or a run of whole frames written as
+ * one chunk) with their byte length and how many platform frames each holds: the leg's queue
+ * (`FrameQueue`). Pushing copies the bytes in, nothing is allocated per frame. Entries are never split,
+ * so every count stays in platform frames. (The replay ring, audio/feed/replay-ring.ts, keeps its
+ * entries the same way in slabs of a shared pool.)
  */
-export class FrameRing {
+export class FrameRing implements RingContent {
   protected buf: Buffer
   /** Byte offset of the oldest entry. */
   protected start = 0
@@ -75,6 +89,24 @@ export class FrameRing {
     if (this.start >= this.buf.length) this.start -= this.buf.length
     if (this.length === 0) this.start = this.head = 0
     return f
+  }
+
+  /**
+   * Drop the first `frames` platform frames of the oldest entry (fewer than it holds), keeping the rest
+   * as that entry: a replay that starts inside a write (audio/feed/feed.ts `recover`). An entry's frames
+   * are all the same size, so its bytes split at a frame boundary.
+   */
+  trimFront(frames: number): void {
+    const h = this.head
+    const f = this.counts[h]
+    if (this.length === 0 || frames <= 0 || frames >= f) return
+    const n = (this.lens[h] / f) * frames
+    this.lens[h] -= n
+    this.counts[h] = f - frames
+    this.bytes -= n
+    this.frames -= frames
+    this.start += n
+    if (this.start >= this.buf.length) this.start -= this.buf.length
   }
 
   /** Bytes of the oldest entries, whole, until at least `min` (at least one entry; all of them when they hold less). */
@@ -170,7 +202,7 @@ export class FrameQueue extends FrameRing {
   }
 
   /** Everything `front` holds goes in front of what is queued (replay before the queue), and `front` is emptied. */
-  prependFrom(front: FrameRing): void {
+  prependFrom(front: RingContent): void {
     if (front.length === 0) return
     this.grow(front.bytes, front.length, front)
     front.clear()
@@ -186,7 +218,7 @@ export class FrameQueue extends FrameRing {
   }
 
   /** Room for `bytes` and `entries` more (`front`: content to put first): one new linear buffer. */
-  private grow(bytes: number, entries: number, front?: FrameRing): void {
+  private grow(bytes: number, entries: number, front?: RingContent): void {
     const needBytes = this.bytes + bytes
     const needEntries = this.length + Math.max(entries, 1)
     let cap = Math.max(FIRST_BYTES, this.buf.length)
