@@ -1,4 +1,5 @@
 import type { CompileAt, Expr } from './expr'
+import type { GrpcMethod } from '../upstream/protos'
 
 /** The one input object every audio expression sees (documented in schemas/mapping.schema.json). */
 export interface MappingInput {
@@ -99,6 +100,8 @@ export interface AudioMapping {
   closeCodes: Readonly<Record<number, CloseClass>>
   /** Where on the audio a result is (`time`); null: the vendor gives no result times (absent in hand-built mappings: null). */
   time?: ResultTime | null
+  /** A gRPC vendor: the streaming method each session is one call of (`audio.grpc`); absent or null: WebSocket. */
+  grpc?: GrpcMethod | null
 }
 
 /**
@@ -131,7 +134,9 @@ export type CloseClass = 'auth' | 'bad-request' | 'rate-exceeded' | 'transient'
 export function compileAudio(
   a: Record<string, any>,
   expr: CompileAt,
-  problem: (pointer: string, message: string) => void
+  problem: (pointer: string, message: string) => void,
+  grpc: GrpcMethod | null = null,
+  defaultCloseCodes: Readonly<Record<number, CloseClass>> = {}
 ): AudioMapping {
   const f = a.frames ?? {}
   const frames: FramesSpec = {
@@ -204,7 +209,11 @@ export function compileAudio(
     close: expr('/audio/close', a.close),
     closeCode: a.closeCode ?? 1000,
     replayRate: a.realTimeOnly === true ? 1 : (a.replayRate ?? null),
-    closeCodes: Object.fromEntries(Object.entries(a.closeCodes ?? {}).map(([k, v]) => [Number(k), v as CloseClass])),
+    closeCodes: {
+      ...defaultCloseCodes,
+      ...Object.fromEntries(Object.entries(a.closeCodes ?? {}).map(([k, v]) => [Number(k), v as CloseClass]))
+    },
+    grpc,
     time:
       a.time === undefined || a.time.none !== undefined
         ? null
