@@ -26,6 +26,15 @@ const LAYERS = [
 ]
 const RANK = new Map(LAYERS.flatMap((units, rank) => units.map(u => [u, rank])))
 
+/**
+ * The rooms of a unit in sub-folders, lowest first (docs/concepts/architecture.md): a file of a room imports
+ * its own room or a lower one, and every file of the unit is in a room. audio/: what goes to a vendor
+ * (feed), one vendor connection (connection), where a call's session lives (placement), the vendor session
+ * and what shares it (session), the platform leg (leg).
+ */
+const ROOMS = { audio: ['feed', 'connection', 'placement', 'session', 'leg'] }
+const roomOf = rel => rel.split('/')[1]
+
 /** Where each library may be imported (a unit, or a unit/file). */
 const LIBRARIES = {
   'uWebSockets.js': ['server', 'workers/main-admin.ts', 'check'],
@@ -46,7 +55,8 @@ const LIBRARIES = {
   '@opentelemetry/exporter-trace-otlp-http': ['telemetry/tracing.ts']
 }
 
-const root = join(__dirname, '..')
+// The tree to check: this repository, or the one given (tests/unit/tools/layers.test.ts checks a made-up one).
+const root = process.argv[2] ?? join(__dirname, '..')
 const unitOf = rel => {
   const first = rel.split('/')[0]
   return first.endsWith('.ts') ? first.slice(0, -3) : first
@@ -66,6 +76,11 @@ for (const file of files) {
     problems.push(`${file}: ${unit} is in no layer of .ci/layers.js`)
     continue
   }
+  const rooms = ROOMS[unit]
+  if (rooms !== undefined && !rooms.includes(roomOf(rel))) {
+    problems.push(`${file}: ${unit}/ has rooms (${rooms.join(', ')}): a file of it belongs in one`)
+    continue
+  }
   let text
   try {
     text = readFileSync(join(root, file), 'utf8')
@@ -78,7 +93,14 @@ for (const file of files) {
       const target = relative('gateway', normalize(join(dirname(file), spec)))
       if (target.startsWith('..')) continue
       const other = unitOf(target.endsWith('.ts') ? target : `${target}.ts`)
-      if (other === unit) continue
+      if (other === unit) {
+        if (rooms === undefined) continue
+        const mine = rooms.indexOf(roomOf(rel))
+        const theirs = rooms.indexOf(roomOf(target))
+        if (theirs > mine)
+          problems.push(`${file}: imports ${spec} (${unit}/${roomOf(target)} is above ${unit}/${roomOf(rel)})`)
+        continue
+      }
       const otherRank = RANK.get(other)
       if (otherRank === undefined) problems.push(`${file}: imports ${spec} (${other} is in no layer)`)
       else if (otherRank >= rank)

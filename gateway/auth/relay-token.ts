@@ -3,7 +3,7 @@ import type { FleetKey } from './fleet-key'
 
 /**
  * What a relaying process asserts about a leg it carries to the process that holds the leg's session
- * (audio/relay-link.ts), signed with the fleet's relay key (auth/fleet-key.ts) together with an expiry
+ * (audio/placement/relay-link.ts), signed with the fleet's relay key (auth/fleet-key.ts) together with an expiry
  * of seconds and a nonce. The receiving fleet listener (server/fleet-listener.ts) takes a token once,
  * only when it is meant for that process, and the leg's init message must then name the same session.
  * So a captured token is worth nothing: replayed, it is refused; on another process, it is refused;
@@ -16,7 +16,7 @@ export interface RelayClaims {
   readonly hop: 'instance' | 'worker'
   /** The process it is meant for: the instance's id (`instance`), or the worker's own id (`worker`). */
   readonly to: string
-  /** The session the leg belongs to (audio/placement.ts `sessionKeyOf`). */
+  /** The session the leg belongs to (audio/placement/placement.ts `sessionKeyOf`). */
   readonly key: string
   /** The platform's address as the first gateway process saw it: the failure budget's key on the owner. */
   readonly address: string

@@ -60,7 +60,7 @@ export interface RouteConfig {
   readonly upstreams: readonly UpstreamConfig[]
   /** Fan-out vendors (absent in configs built by hand: none). */
   readonly tee?: readonly TeeConfig[]
-  /** Stereo join of a contact's TX and RX legs into one vendor session (audio/join.ts); absent: one session per leg. */
+  /** Stereo join of a contact's TX and RX legs into one vendor session (audio/session/join.ts); absent: one session per leg. */
   readonly join?: JoinSettings
   /**
    * The route's own secrets (its credentials, its vendors' credentials, headers and ${VAR}s in their URLs),
@@ -112,7 +112,7 @@ export interface AudioSettings {
   readonly bufferBytes: number
   readonly vendorHighWaterBytes: number
   readonly backpressurePolicy: 'drop-oldest' | 'close'
-  /** Absent: sized to cover detection (audio/liveness.ts). */
+  /** Absent: sized to cover detection (audio/connection/liveness.ts). */
   readonly replaySeconds?: number
   readonly failoverTimeoutSeconds: number
   readonly reattachGraceSeconds: number
@@ -132,7 +132,7 @@ export interface AudioSettings {
     readonly windowSeconds: number
     readonly holdOffSeconds: number
   }
-  /** Backoff between failover rounds and repeated failovers (audio/failover.ts). */
+  /** Backoff between failover rounds and repeated failovers (audio/session/failover.ts). */
   readonly recoveryBackoff: { readonly baseMs: number; readonly maxMs: number; readonly stableSeconds: number }
 }
 

@@ -41,7 +41,7 @@ export const LISTED_CONTACTS = 200
 /**
  * `GET /admin/calls?contactId=N`: every live or parked leg of contact N the store knows of (this process
  * alone on the memory store; the fleet on Redis; every worker through the main process), as published
- * by each process (audio/call-book.ts). `GET /admin/calls?all`: every one of the first LISTED_CONTACTS
+ * by each process (audio/leg/call-book.ts). `GET /admin/calls?all`: every one of the first LISTED_CONTACTS
  * contacts (`more: true` when there are others). `tenant=NAME`: only that tenant's legs (alone, it lists as
  * `all` does). 400 QUERY_INVALID without a numeric contactId, `all` or `tenant`; 503 when the store cannot
  * answer.

@@ -1,7 +1,7 @@
 import type * as uWS from 'uWebSockets.js'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { checkHandshake, connectedFrame, errorFrame } from '../audio/handshake'
+import { checkHandshake, connectedFrame, errorFrame } from '../audio/leg/handshake'
 import { checkUnderBudget } from '../auth/admission'
 import { afterFailureDelay } from '../auth/failure-budget'
 import { systemClock } from '../clock'

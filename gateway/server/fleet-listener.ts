@@ -1,5 +1,5 @@
 import * as uWS from 'uWebSockets.js'
-import { RELAY_PATH } from '../audio/relay-link'
+import { RELAY_PATH } from '../audio/placement/relay-link'
 import { RELAY_TOKEN_HEADER, type RelayClaims, type RelayVerdict } from '../auth/relay-token'
 import { GatewayError } from '../errors'
 import { audioBehavior, type Upgraded, type LegData } from './audio-route'
@@ -8,7 +8,7 @@ import type { ServerState } from './state'
 
 /**
  * A fleet listener: where other processes of the fleet relay the legs of sessions this process holds
- * (audio/relay-link.ts), and nothing else. Two kinds, never the public listener:
+ * (audio/placement/relay-link.ts), and nothing else. Two kinds, never the public listener:
  * - `worker`: each worker of `serve --workers N` on a loopback port of its own, for its sibling workers;
  * - `instance`: `fleet.host`/`fleet.port` (every worker of an instance shares it), for the other
  *   instances, opened only when `fleet.advertiseUrl` says where they reach it.

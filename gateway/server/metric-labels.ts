@@ -1,6 +1,6 @@
-import type { ControlStage } from '../audio/control-frames'
-import type { VendorFailure } from '../audio/connection-contract'
-import { CLOSE_OUTCOME, type PlatformCut } from '../audio/leg-contract'
+import type { ControlStage } from '../audio/connection/control-frames'
+import type { VendorFailure } from '../audio/connection/connection-contract'
+import { CLOSE_OUTCOME, type PlatformCut } from '../audio/leg/leg-contract'
 import type { LegLimit } from '../auth/leg-limits'
 import { QUOTA_LIMITS } from '../auth/quotas'
 import { UNKNOWN_TENANT } from '../auth/tenant-credentials'
@@ -39,7 +39,7 @@ const CREDENTIAL_REASONS: readonly string[] = ['missing', 'invalid', ...TOKEN_FA
 const TOKEN_ENDPOINT_ERRORS = ['invalid_request', 'invalid_client', 'unsupported_grant_type', 'invalid_scope']
 const RELAY_REASONS = [
   ...every<RelayRefusal>()(['missing', 'malformed', 'signature', 'expired', 'not_for_me', 'replayed', 'busy']),
-  // audio/leg-handshake.ts: a relayed leg whose session is not the one its token names.
+  // audio/leg/leg-handshake.ts: a relayed leg whose session is not the one its token names.
   'session_mismatch'
 ]
 const LEG_LIMITS = every<LegLimit>()(['legs_per_route', 'legs_per_client'])

@@ -1,7 +1,7 @@
-import type { CallBook } from '../audio/call-book'
-import type { AudioLeg } from '../audio/leg'
-import type { Placement } from '../audio/placement'
-import type { SessionRegistry } from '../audio/registry'
+import type { CallBook } from '../audio/leg/call-book'
+import type { AudioLeg } from '../audio/leg/leg'
+import type { Placement } from '../audio/placement/placement'
+import type { SessionRegistry } from '../audio/session/registry'
 import type { Admission } from '../auth/admission'
 import type { FleetKey } from '../auth/fleet-key'
 import type { RelayTokens } from '../auth/relay-token'
@@ -29,7 +29,7 @@ export interface ServerState {
   uwsNative: boolean
   store: Store
   sessions: SessionRegistry
-  /** The sessions this process holds and, with a shared store, where the others' are (audio/placement.ts). */
+  /** The sessions this process holds and, with a shared store, where the others' are (audio/placement/placement.ts). */
   placement: Placement
   /** The gateway's failure budget and leg limits (this process's, or the main process's for a worker). */
   admission: Admission
@@ -37,7 +37,7 @@ export interface ServerState {
   fleetKey: FleetKey
   /** Signs and checks relay tokens (auth/relay-token.ts). */
   relayTokens: RelayTokens
-  /** This process's call records (`GET /admin/calls`, audio/call-book.ts). */
+  /** This process's call records (`GET /admin/calls`, audio/leg/call-book.ts). */
   calls: CallBook
   /** Lines a client can flood (refusals, 404s) are rate-limited here (telemetry/log-limit.ts). */
   logLimit: LogLimiter

@@ -9,7 +9,7 @@ export function aged(r: CallRecord, nowMs: number): CallRecord {
 }
 
 /**
- * The call records of one memory store (audio/call-book.ts publishes them): a lone process's own, or
+ * The call records of one memory store (audio/leg/call-book.ts publishes them): a lone process's own, or
  * every worker's in the main process of `serve --workers N`. By contact, then by leg; each with its
  * expiry. Times are the caller's (`nowMs`).
  */

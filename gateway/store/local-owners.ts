@@ -4,7 +4,7 @@ import type { OwnerRecord } from './port'
 const MAX_ENTRIES = 200_000
 
 /**
- * The session owner records one process keeps (audio/placement.ts): the memory store's whole answer,
+ * The session owner records one process keeps (audio/placement/placement.ts): the memory store's whole answer,
  * and the Redis store's while Redis is away (where it answers with the caller itself). Times are the
  * caller's (`nowMs`).
  */

@@ -50,7 +50,7 @@ export interface FailureWindow {
 }
 
 /**
- * Who holds a session that a leg landing on another process must reach (audio/placement.ts): a plain
+ * Who holds a session that a leg landing on another process must reach (audio/placement/placement.ts): a plain
  * leg's vendor session (live or parked, for a re-attach) or a joined call's stereo session. A leg of
  * that session landing elsewhere is relayed to its holder, if the same caller opened it.
  */
@@ -68,7 +68,7 @@ export interface OwnerRecord {
 }
 
 /**
- * One live or parked platform leg as its process publishes it (audio/call-book.ts), keyed by contact, for
+ * One live or parked platform leg as its process publishes it (audio/leg/call-book.ts), keyed by contact, for
  * `GET /admin/calls`. Small, refreshed every few seconds with the owner records, gone with its leg (or its
  * parked session), and expired when its process dies. Never a credential, never a URL.
  */
@@ -87,7 +87,7 @@ export interface CallRecord {
   /** Whose call it is (a configured tenant, or the route's own); absent in records of older gateways. */
   tenant?: string
   perspective: string
-  /** The leg's state (audio/leg-contract.ts LegState), or PARKED: its leg is gone, its session waits for a re-attach. */
+  /** The leg's state (audio/leg/leg-contract.ts LegState), or PARKED: its leg is gone, its session waits for a re-attach. */
   state: string
   /** The replica (its config name) audio goes to now; '' when none (not yet, failing over, relayed). */
   replica: string

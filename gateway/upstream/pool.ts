@@ -173,7 +173,7 @@ export class UpstreamPool {
 
   /**
    * Audio replicas in the order to try them: by load, `exclude` last (a failed replica is still better
-   * than none). A failover holds back the replicas failing right now (audio/failover.ts `ReplicaWalk`).
+   * than none). A failover holds back the replicas failing right now (audio/session/failover.ts `ReplicaWalk`).
    */
   audioCandidates(exclude: ReadonlySet<Replica> = new Set()): Replica[] {
     const ok = this.replicas.filter(

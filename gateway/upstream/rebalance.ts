@@ -7,7 +7,7 @@ import type { Replica, UpstreamPool } from './pool'
  * calls already up stay where they are for hours. Once a second, for each route, while the busiest
  * healthy replica leads the least busy one by more than `spread` streams per unit of weight (counted
  * fleet-wide through the store), this instance moves some of its own calls from the busiest to the
- * least busy: make-before-break, as a rotation (audio/session.ts), oldest first, at most `perSecond`
+ * least busy: make-before-break, as a rotation (audio/session/session.ts), oldest first, at most `perSecond`
  * a second, so a recovered replica is not stormed. Only calls whose mapping is `movable` move; the
  * others decline (`moveTo` false). `moved` hears of each move begun (metrics, logs).
  *

@@ -201,7 +201,7 @@ export async function startMainListeners(
   )
   // The status page is served here, so its reads are this process's merged ones (server/status-page.ts).
   mountStatusPage(admin, token)
-  // Every worker's legs, through the store they all publish to (audio/call-book.ts).
+  // Every worker's legs, through the store they all publish to (audio/leg/call-book.ts).
   admin.get(
     '/admin/calls',
     guarded(token, (res, req) =>

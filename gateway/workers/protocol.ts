@@ -10,7 +10,7 @@ import type { Affinity, CallRecord, HealthRecord, OwnerRecord } from '../store/p
  * main process crosses it: the in-memory store the workers share, the gateway's admission (failure
  * budget and leg limits, counted once for every worker), metrics, reload and signals. No audio: a leg
  * whose session another worker holds is relayed to that worker's loopback fleet listener
- * (audio/relay-link.ts), as between instances.
+ * (audio/placement/relay-link.ts), as between instances.
  */
 
 /** A worker's calls on the main process's memory store that answer. */

@@ -1,10 +1,10 @@
 /**
  * `npm run bench -- codec [--seconds S (60)]`: CPU cost of the per-leg audio conversions a mapping can
  * ask for, in µs of CPU per second of audio per leg, on 20 ms platform frames through the gateway's own
- * encoder (gateway/audio/encoder.ts): µ-law → PCM16 at 8 kHz, → PCM16 at 16 kHz (polyphase
+ * encoder (gateway/audio/feed/encoder.ts): µ-law → PCM16 at 8 kHz, → PCM16 at 16 kHz (polyphase
  * resampler), each re-chunked to 50 ms, and the json-base64 framing of a Twilio-format template.
  */
-import { AudioEncoder, FrameCounters, MediaTemplate } from '../../gateway/audio/encoder'
+import { AudioEncoder, FrameCounters, MediaTemplate } from '../../gateway/audio/feed/encoder'
 import type { FramesSpec } from '../../gateway/mapping/compile'
 import { fmt, numberFlag, Report, round } from './lib'
 

@@ -5,7 +5,7 @@
  * prefix of the bench's own), each with a fleet listener, and N joined calls (mappings/deepgram-stereo.yaml,
  * join [TX, RX]) at real time. `local`: both legs of every call on instance A (one process holds the
  * session). `relayed`: TX on A, RX on B, so one leg of every call reaches its session through the relay
- * (audio/relay-link.ts) over the WebSocket between the instances. A B A B; the figure is the CPU of both
+ * (audio/placement/relay-link.ts) over the WebSocket between the instances. A B A B; the figure is the CPU of both
  * gateway processes per platform frame, and the difference per relayed frame (half the frames are relayed).
  */
 import { randomUUID } from 'node:crypto'

@@ -1,5 +1,5 @@
-import { Placement } from '../../gateway/audio/placement'
-import { SessionRegistry } from '../../gateway/audio/registry'
+import { Placement } from '../../gateway/audio/placement/placement'
+import { SessionRegistry } from '../../gateway/audio/session/registry'
 import { LocalAdmission } from '../../gateway/auth/admission'
 import { FailureBudget } from '../../gateway/auth/failure-budget'
 import { FleetKey } from '../../gateway/auth/fleet-key'
@@ -14,7 +14,7 @@ const NO_BUDGET: AuthSettings = { failureDelayMs: 0, failureBudget: { failures: 
 const NO_LIMITS: LimitSettings = { headerBytes: 16384, initMessageBytes: 65536, legsPerRoute: 0, legsPerClient: 0 }
 
 /**
- * What a platform leg (audio/leg.ts LegDeps) needs of its gateway, for one lone process on the memory
+ * What a platform leg (audio/leg/leg.ts LegDeps) needs of its gateway, for one lone process on the memory
  * store and the given clock: its registry and placement, the admission (failure budget and leg limits),
  * the fleet key's relay tokens and caller key. Spread into a leg's deps.
  */

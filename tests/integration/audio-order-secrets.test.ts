@@ -1,5 +1,5 @@
 import t from 'tap'
-import { EARLY_RESULTS_MAX } from '../../gateway/audio/early-results'
+import { EARLY_RESULTS_MAX } from '../../gateway/audio/leg/early-results'
 import { initMessage } from '../../gateway/tools/simulate'
 import type { VendorEmulator } from '../../gateway/tools/vendor-emulator'
 import { AUDIO_TOKEN, TEXT_TOKEN, platformLeg, startGateway, startVendor, until } from '../helpers/gateway'

@@ -6,7 +6,7 @@ import { AUDIO_TOKEN, platformLeg, startGateway, until } from '../helpers/gatewa
 import { needRedis } from '../helpers/redis'
 
 // A join route on a gateway with the Redis store: the joined session looks up its own affinity before it
-// opens (audio/join.ts), then streams both channels as on one instance with the memory store.
+// opens (audio/session/join.ts), then streams both channels as on one instance with the memory store.
 
 const KEY = 'ah-api-key-0123456789'
 const ORG = '2b1f3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d'

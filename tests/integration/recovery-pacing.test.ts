@@ -123,7 +123,7 @@ t.test(
     })
     const leg = platformLeg(t, gw.url('/audio/demo'), init(900001))
     t.equal((await leg.answer).command, 'CONNECTED')
-    // 10 s on the fake clock (tests/unit/audio/recovery.test.ts); 5 s here, with the same settings scaled
+    // 10 s on the fake clock (tests/unit/audio/session/recovery.test.ts); 5 s here, with the same settings scaled
     // by nothing: the breaker trips on the third quick loss whatever the window.
     await stream(leg.send, 0, 250)
     t.ok(v.sessions.length >= 2, 'the vendor did end sessions and the gateway did fail over')
@@ -136,7 +136,7 @@ t.test(
       // One frame of rounding, and 50 % for this vendor's own event loop bunching arrivals on a busy
       // machine (a stall of about 100 ms). Unpaced, the 1 s replay and the queued audio land in one
       // burst of about 10 KB or more, past this; the exact bound is pinned on the fake clock
-      // (tests/unit/audio/recovery.test.ts).
+      // (tests/unit/audio/session/recovery.test.ts).
       t.ok(
         peak <= limit * 1.5 + 160,
         `replacement ${i + 1}: at most ${peak} bytes in any ${WINDOW} ms (limit ${limit})`
@@ -294,7 +294,7 @@ t.test(
     const { port, child } = await vendorProcess(t)
     const spare = await recordingVendor(t)
     // The defaults of audio.vendorPingSeconds (1) and vendorPongTimeoutSeconds (2), and no replaySeconds: the
-    // replay window is sized from them (audio/liveness.ts).
+    // replay window is sized from them (audio/connection/liveness.ts).
     const gw = await startGateway(t, {
       audio: { replayRate: 4, failoverTimeoutSeconds: 10 },
       routes: {

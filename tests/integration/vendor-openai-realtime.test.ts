@@ -1,5 +1,5 @@
 import t, { type Test } from 'tap'
-import { mulawDecodeInto, Resampler } from '../../gateway/audio/codec'
+import { mulawDecodeInto, Resampler } from '../../gateway/audio/feed/codec'
 import { startRealVendor, type RealVendorEmulator, type RealVendorOptions } from '../../gateway/tools/real-vendors'
 import { initMessage } from '../../gateway/tools/simulate'
 import { AUDIO_TOKEN, platformLeg, startGateway, until, type TestGateway } from '../helpers/gateway'

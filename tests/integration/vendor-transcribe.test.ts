@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap'
 import { EventStreamCodec } from '@smithy/core/event-streams'
 import { fromUtf8, toUtf8 } from '@smithy/core/serde'
-import { mulawDecodeInto } from '../../gateway/audio/codec'
+import { mulawDecodeInto } from '../../gateway/audio/feed/codec'
 import { startRealVendor, type RealVendorEmulator, type RealVendorOptions } from '../../gateway/tools/real-vendors'
 import { initMessage } from '../../gateway/tools/simulate'
 import { AUDIO_TOKEN, platformLeg, sleep, startGateway, until, type TestGateway } from '../helpers/gateway'

@@ -5,11 +5,11 @@ import type {
   ConnectionEvents,
   ConnectionState,
   VendorFailure
-} from '../../../gateway/audio/connection-contract'
-import { IDENTITY_FRAMES } from '../../../gateway/audio/encoder'
-import { SessionRegistry } from '../../../gateway/audio/registry'
-import { VendorSession } from '../../../gateway/audio/session'
-import type { SessionOwner } from '../../../gateway/audio/session-contract'
+} from '../../../gateway/audio/connection/connection-contract'
+import { IDENTITY_FRAMES } from '../../../gateway/audio/feed/encoder'
+import { SessionRegistry } from '../../../gateway/audio/session/registry'
+import { VendorSession } from '../../../gateway/audio/session/session'
+import type { SessionOwner } from '../../../gateway/audio/session/session-contract'
 import { TenantCredentials } from '../../../gateway/auth/tenant-credentials'
 import { anonymousOutcome } from '../../../gateway/auth/hook-auth'
 import type { AudioSettings, HealthSettings, RouteConfig } from '../../../gateway/config/types'

@@ -1,0 +1,450 @@
+import { randomUUID } from 'node:crypto'
+import type { TimerHandle } from '../../clock'
+import type { PreviousSession } from '../../mapping/audio'
+import type { Expr } from '../../mapping/expr'
+import type { MappingInput } from '../../mapping/run'
+import type { RouteRuntime } from '../../route'
+import type { Replica, StreamLease } from '../../upstream/pool'
+import { type SocketFailure, VendorSocket } from '../../upstream/ws-leg'
+import type {
+  Connection,
+  ConnectionContext,
+  ConnectionEvents,
+  ConnectionState,
+  VendorFailure
+} from './connection-contract'
+import { type AudioEncoder, FrameCounters } from '../feed/encoder'
+import { type ControlStage, ControlFrames } from './control-frames'
+import { livenessOf } from './liveness'
+import { SignOfLife } from './sign-of-life'
+import { VendorControl } from './vendor-control'
+import { ON_CLOSE, READ } from './connection-states'
+import { parseVendorText, type Reading, type Verdict } from './vendor-message'
+import { upstreamInput, vendorTarget } from '../../mapping/vendor-target'
+import { incomingBinary, socketEncoder } from './vendor-wire'
+import { unhandled } from '../../result'
+
+/**
+ * One vendor connection of a session: builds URL and headers from the mapping, holds a stream lease on
+ * its replica, opens the socket, sends the open frame, reads vendor messages (audio/connection/vendor-message.ts)
+ * and acts on the verdict, encodes audio (a sink of audio/feed/feed.ts), sends keepalive and pause/resume
+ * frames, and says goodbye. It decides no policy: it tells the session ready, refused or lost.
+ */
+export class VendorConnection implements Connection {
+  state: ConnectionState = 'BUILDING'
+  private socket: VendorSocket | null = null
+  private lease: StreamLease | null = null
+  private encoder: AudioEncoder | null = null
+  private readonly frames = new FrameCounters()
+  /** The mapping's control rules: per-session state and the audio gate (audio/connection/vendor-control.ts). */
+  private readonly rules: VendorControl
+  /** The mapping's own frames: open, keepalive, pause, resume, close, replies. */
+  private readonly out: ControlFrames
+  private readonly input: MappingInput
+  private readonly audio: NonNullable<RouteRuntime['mapping']['audio']>
+  private readyTimer: TimerHandle | null = null
+  private keepaliveTimer: TimerHandle | null = null
+  private closeTimer: TimerHandle | null = null
+  /** What it was sent is accounted for while it closes: the vendor said its goodbye, or the session was told of the loss. */
+  private accounted = false
+  /** Platform audio bytes written (before encoding). */
+  private audioBytes = 0
+  private readonly life = new SignOfLife()
+  /** The call's frame this connection's audio starts at (audio/feed/result-timeline.ts). */
+  startFrame = 0
+
+  constructor(
+    private readonly ctx: ConnectionContext,
+    readonly replica: Replica,
+    input: MappingInput,
+    private readonly events: ConnectionEvents
+  ) {
+    this.audio = ctx.route.mapping.audio!
+    this.input = { ...input, upstream: upstreamInput(replica.config), session: { id: randomUUID() } }
+    this.rules = new VendorControl(this.audio, this.frames, ctx)
+    this.out = new ControlFrames(this.audio, this.frames, this.rules, ctx, () => this.socket)
+    ctx.chain.run(async () => await this.connect())
+  }
+
+  // ---- audio (a feed sink) ------------------------------------------------------------------------
+
+  /** While the vendor has audio held (a control rule's `pause`) this reads as full: the feed queues. */
+  get bufferedAmount(): number {
+    return this.rules.gate === 'held' ? Number.POSITIVE_INFINITY : this.socket!.bufferedAmount
+  }
+
+  /**
+   * Per-write path (a frame or a coalesced chunk): to the socket unchanged, into the encoder, or dropped.
+   * Nothing goes to a connection that is no longer ready (a control rule ended it on the vendor's word, or
+   * it is closing): counted as after close. Nothing goes while the vendor has audio paused, held or
+   * discarded: what still reaches it then (a close's drain, a park's partial chunk) is discarded, counted.
+   */
+  writeAudio(data: ArrayBuffer | Uint8Array): void {
+    if (this.state !== 'READY') {
+      this.ctx.counters.dropAfterClose++
+      return
+    }
+    this.audioBytes += data.byteLength
+    if (this.rules.gate !== 'open') return this.rules.discard(data.byteLength)
+    if (this.encoder === null) {
+      this.socket!.sendBinary(data)
+      // What the placeholders read ({{chunk}}, {{position}}): 8 bytes of 8 kHz µ-law per ms.
+      this.frames.chunk++
+      this.frames.audioMs += data.byteLength / (8 * (this.audio.frames.channels ?? 1))
+    } else {
+      this.encoder.push(data instanceof Uint8Array ? data : new Uint8Array(data))
+    }
+  }
+
+  /** Rotation: audio `old` held for an incomplete chunk moves here, so no silence is added mid-call. */
+  takeOver(old: Connection): void {
+    const rest = old.takeRemainder()
+    if (rest !== null) this.encoder?.pushEncoded(rest)
+  }
+
+  takeRemainder(): Uint8Array | null {
+    return this.encoder?.takeRemainder() ?? null
+  }
+
+  /** Make-before-break (audio/session/handover.ts): `done` once the vendor confirmed it read what it was sent so far. */
+  confirm(done: () => void): void {
+    if (this.state !== 'READY') return done()
+    this.life.confirm(this.socket, done)
+  }
+
+  handover(): PreviousSession {
+    return this.rules.handover(this.input.session!.id)
+  }
+
+  pause(): void {
+    this.socket?.pause()
+  }
+  resume(): void {
+    this.socket?.resume()
+  }
+
+  // ---- opening -----------------------------------------------------------------------------------
+
+  private async connect(): Promise<void> {
+    if (this.state !== 'BUILDING') return
+    const target = await vendorTarget(this.audio, this.replica.config, this.input)
+    if (!target.ok) return this.mappingFailed(target.stage, target.error)
+    const { url, headers } = target
+    if (this.ctx.traceparent !== undefined && headers.traceparent === undefined)
+      headers.traceparent = this.ctx.traceparent
+    if (this.state !== 'BUILDING') return
+    this.state = 'CONNECTING'
+    this.lease = this.ctx.route.pool.leaseStream(this.replica, this)
+    this.socket = new VendorSocket(
+      url,
+      { headers, connectTimeoutMs: this.ctx.settings.connectTimeoutSeconds * 1000 },
+      this.ctx.clock,
+      {
+        onOpen: () => {
+          this.lease?.handshakeDone()
+          if (this.state === 'CONNECTING') this.ctx.chain.run(async () => await this.opened())
+        },
+        onText: text => this.onText(text),
+        onBinary: data => this.onBinary(data),
+        onClose: (code, reason, opened, failure) => this.onClose(code, reason, opened, failure),
+        onPing: () => this.life.ping(this.ctx.clock.now(), this.audioBytes),
+        onPong: () => {
+          this.life.pong(this.socket)
+          if (this.replica.failing) this.replica.answered()
+        }
+      }
+    )
+  }
+
+  /** The socket is open: encoder, open frame, then readiness (at once, or awaited with a deadline). */
+  private async opened(): Promise<void> {
+    if (this.state !== 'CONNECTING') return
+    this.state = 'OPENING'
+    const audio = this.audio
+    const built = await socketEncoder(audio, this.input, this.frames, this.socket!)
+    if (!built.ok) return this.mappingFailed('template', built.error)
+    this.encoder = built.encoder
+    if (audio.open !== null && !(await this.sendControl(audio.open, 'open'))) return
+    if (this.state !== 'OPENING') return
+    if (audio.ready === null) {
+      this.becomeReady({})
+      return
+    }
+    this.readyTimer = this.ctx.clock.setTimeout(() => {
+      this.readyTimer = null
+      if (this.state === 'OPENING') this.fail({ kind: 'not-ready' })
+    }, this.ctx.settings.readyTimeoutSeconds * 1000)
+  }
+
+  private becomeReady(params: Record<string, unknown>): void {
+    this.clearTimer('readyTimer')
+    this.state = 'READY'
+    this.life.reset(this.ctx.clock.now(), this.audioBytes)
+    this.ctx.route.pool.recordSuccess(this.replica)
+    this.replica.answered()
+    const live = livenessOf(this.ctx.settings, this.audio)
+    this.life.pongs = live.pingMs > 0
+    this.socket!.startHeartbeat(live.pingMs, live.timeoutMs)
+    this.keepaliveTimer = this.out.keepalive(
+      this.input,
+      () => this.state === 'READY',
+      () => this.audioBytes
+    )
+    this.events.ready(this, params)
+  }
+
+  // ---- control frames (audio/connection/control-frames.ts) --------------------------------------------------
+
+  /** Sends a control expression's frame(s); false when it was the open frame and it failed (the connection fails). */
+  private async sendControl(expr: Expr, stage: ControlStage): Promise<boolean> {
+    const error = await this.out.send(expr, stage, this.input)
+    if (error === null) return true
+    this.mappingFailed('open', error)
+    return false
+  }
+
+  control(kind: 'pause' | 'resume', done: () => void = () => {}): void {
+    const expr = this.audio[kind]
+    this.ctx.chain.run(async () => {
+      if (expr !== null && this.state === 'READY') await this.sendControl(expr, kind)
+      done()
+    })
+  }
+
+  // ---- vendor messages ---------------------------------------------------------------------------
+
+  lossReport(): { bytesSinceLife: number; unreadBytes: number; lastLifeAt: number } {
+    return this.life.report(this.socket, this.audioBytes)
+  }
+
+  private onText(text: string): void {
+    this.received(text.length)
+    this.ctx.chain.run(async () => await this.read(parseVendorText(text)))
+  }
+
+  /** Binary vendor frames are read only on an event-stream socket (audio/connection/vendor-wire.ts); else dropped and counted. */
+  private onBinary(data: Buffer): void {
+    const messages = incomingBinary(this.audio, data)
+    if (messages === null) {
+      this.ctx.counters.dropVendorBinary++
+      this.ctx.counters.bytesFromVendor += data.length
+      return
+    }
+    this.received(data.length)
+    if (Array.isArray(messages)) for (const msg of messages) this.ctx.chain.run(async () => await this.read(msg))
+    else {
+      this.ctx.metrics.vendorMessages.inc({ route: this.ctx.route.name, result: 'error' })
+      this.ctx.log.warn({ event: 'vendor_frame_invalid', error: messages.error }, 'a vendor frame was unreadable')
+    }
+  }
+
+  /** A vendor message is a sign of life (audio/connection/sign-of-life.ts: how much it says). */
+  private received(bytes: number): void {
+    if (this.state === 'READY' && this.socket !== null)
+      this.life.messageOn(this.socket, this.audioBytes, this.ctx.clock.now())
+    // A session that answers proves its replica (upstream/pool.ts `failing`).
+    if (this.replica.failing) this.replica.answered()
+    const c = this.ctx.counters
+    c.framesFromVendor++
+    c.bytesFromVendor += bytes
+  }
+
+  private async read(msg: unknown): Promise<void> {
+    const phase = READ[this.state]
+    if (phase === null) return
+    // Vendors that number their messages (AudioHook) are answered with the last number seen.
+    const seq = (msg as { seq?: unknown } | null)?.seq
+    if (typeof seq === 'number') this.frames.serverseq = seq
+    const results = this.ctx.results
+    const place = results === undefined ? null : { startFrame: this.startFrame, leg: results }
+    // Every kind of step by name: a new kind is a compile error (result.ts `unhandled`), never a silent
+    // reconnect.
+    for await (const step of this.rules.read(msg, phase, this.input, place)) {
+      switch (step.kind) {
+        case 'end':
+          this.end(step.after, step.vendorMessage)
+          break
+        case 'reading':
+          this.reading(step.reading)
+          break
+        case 'reply':
+          this.out.sendValue(step.value)
+          break
+        case 'emit':
+          this.verdict(step.verdict)
+          break
+        case 'resume':
+          this.rules.resume()
+          break
+        case 'reconnect':
+          if (this.state === 'READY') this.events.reconnect?.(this)
+          break
+        default:
+          unhandled(step)
+      }
+    }
+  }
+
+  private reading(r: Reading): void {
+    if (r.closeMatched) {
+      this.accounted = true
+      this.socket?.close(this.audio.closeCode, 'done')
+    }
+    if (r.readyFailed) this.ctx.metrics.mappingErrors.inc({ route: this.ctx.route.name, stage: 'ready' })
+    this.verdict(r.verdict)
+  }
+
+  /**
+   * A control rule ended the session on the vendor's word: audio leaves it now (not even the encoder's
+   * partial chunk goes: the replay ring has it for the next session); the close transaction follows.
+   */
+  private end(then: 'failover' | 'leg', vendorMessage: string | undefined): void {
+    const tell = ON_CLOSE[this.state]
+    if (tell === 'over') return
+    this.encoder?.takeRemainder()
+    this.goodbye()
+    this.accounted = true
+    this.events[tell](this, { kind: 'ended', then, vendorMessage })
+  }
+
+  private verdict(v: Verdict): void {
+    const { route, metrics } = this.ctx
+    switch (v.kind) {
+      case 'ready':
+        if (this.state === 'OPENING') this.becomeReady(v.params)
+        return
+      case 'refused':
+        if (this.state === 'OPENING') this.fail({ kind: 'refused', vendorMessage: v.vendorMessage })
+        return
+      case 'result':
+        for (const m of v.messages) this.events.result(m, v.channel)
+        return
+      case 'unmatched':
+        metrics.vendorMessages.inc({ route: route.name, result: 'unmatched' })
+        return
+      case 'failed':
+        metrics.vendorMessages.inc({ route: route.name, result: 'error' })
+        metrics.mappingErrors.inc({ route: route.name, stage: `result_${v.stage}` })
+        this.ctx.log.warn(
+          { event: 'mapping_error', stage: v.stage, mapping: route.mapping.file, error: v.error },
+          'a vendor result could not be mapped; the leg goes on'
+        )
+        return
+      case 'silent':
+        return
+      case 'before-delivered':
+        // A replay transcribed again what the platform has a final for (audio/feed/result-timeline.ts).
+        metrics.vendorMessages.inc({ route: route.name, result: 'before_delivered' })
+        return
+      default:
+        return unhandled(v)
+    }
+  }
+
+  // ---- failure and the end -----------------------------------------------------------------------
+
+  private mappingFailed(stage: 'url' | 'headers' | 'template' | 'open', error: string): void {
+    this.ctx.metrics.mappingErrors.inc({ route: this.ctx.route.name, stage })
+    this.ctx.log.warn({ event: 'mapping_error', stage, error }, 'the mapping could not build the vendor connection')
+    this.fail({ kind: 'mapping', stage, error })
+  }
+
+  /** This connection failed on its own: it ends, then the session is told (refused or lost by state). */
+  private fail(failure: VendorFailure): void {
+    const tell = ON_CLOSE[this.state]
+    if (tell === 'over') return
+    this.abort()
+    this.events[tell](this, failure)
+  }
+
+  /** Rebalancing: this call moves to `to` when its mapping allows a new session mid-call (`movable`). */
+  moveTo(to: Replica): boolean {
+    return this.audio.movable && this.state === 'READY' && this.events.move?.(this, to) === true
+  }
+
+  /**
+   * The replica was marked down: a ready connection is lost now (unless its session ends it gracefully);
+   * one still opening finds out by itself.
+   */
+  replicaDown(why: string): void {
+    if (this.state !== 'READY' || this.events.replicaDown?.(this) === true) return
+    this.fail({ kind: 'replica-down', why })
+  }
+
+  /** The stream stops counting at once; what the close means waits for the messages that came before it. */
+  private onClose(code: number, reason: string, opened: boolean, socketFailure: SocketFailure | null): void {
+    this.lease?.release()
+    if (opened) this.ctx.metrics.wsCloses.inc({ side: 'vendor', code: String(code) })
+    this.ctx.chain.run(async () => this.closed(code, reason, opened, socketFailure))
+  }
+
+  private closed(code: number, reason: string, opened: boolean, socketFailure: SocketFailure | null): void {
+    // A vendor's close frame comes in order behind the audio: it read all of it. Without one (1006: the
+    // close handshake timed out, a missed pong, a reset) what came after its last sign of life is lost.
+    if (this.state === 'CLOSING' && !this.accounted && (socketFailure !== null || code === 1006))
+      this.events.unconfirmed?.(this)
+    const failure: VendorFailure = opened
+      ? { kind: 'closed', code, reason, socket: socketFailure }
+      : { kind: 'unreachable', socket: socketFailure ?? { kind: 'closed-before-open' } }
+    this.fail(failure)
+    this.finish()
+  }
+
+  /** What this socket reached (its mapping session id and frame counters), for the instance that continues the leg. */
+  continuation(): NonNullable<MappingInput['continued']> {
+    const f = this.frames
+    return { id: this.input.session?.id ?? '', seq: f.seq, serverseq: f.serverseq, chunk: f.chunk, audioMs: f.audioMs }
+  }
+
+  /**
+   * Say goodbye (the session closes gracefully): the mapping's close frame, then the vendor's own
+   * goodbye (`closeWhen`: Termination, closed, Metadata) or `closeTimeoutMs`, then the close handshake.
+   */
+  goodbye(reason = 'platform closed'): void {
+    if (this.state === 'CLOSED' || this.state === 'CLOSING') return
+    this.state = 'CLOSING'
+    this.stopTimers()
+    this.encoder?.flush()
+    const audio = this.audio
+    this.ctx.chain.run(async () => {
+      try {
+        if (audio.close !== null) await this.sendControl(audio.close, 'close')
+      } catch {
+        this.socket?.terminate()
+        return
+      }
+      if (audio.closeWhen === null) this.socket?.close(audio.closeCode, reason)
+      else
+        this.closeTimer = this.ctx.clock.setTimeout(() => {
+          this.closeTimer = null
+          this.socket?.close(audio.closeCode, reason)
+        }, audio.closeTimeoutMs)
+    })
+  }
+
+  /** End at once, telling nobody (the session no longer wants it, or it failed). */
+  abort(): void {
+    if (this.state === 'CLOSED') return
+    this.state = 'CLOSED'
+    this.socket?.terminate()
+    this.finish()
+  }
+
+  private finish(): void {
+    this.state = 'CLOSED'
+    this.lease?.release()
+    this.stopTimers()
+    this.clearTimer('closeTimer')
+  }
+
+  private stopTimers(): void {
+    this.clearTimer('readyTimer')
+    if (this.keepaliveTimer !== null) this.ctx.clock.clearInterval(this.keepaliveTimer)
+    this.keepaliveTimer = null
+  }
+
+  private clearTimer(name: 'readyTimer' | 'closeTimer'): void {
+    if (this[name] !== null) this.ctx.clock.clearTimeout(this[name])
+    this[name] = null
+  }
+}

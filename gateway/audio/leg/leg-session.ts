@@ -1,0 +1,125 @@
+import type { Clock } from '../../clock'
+import type { GatewayError } from '../../errors'
+import type { AudioSettings } from '../../config/types'
+import type { MappingInput } from '../../mapping/run'
+import { demandsCredential, type RouteRuntime } from '../../route'
+import type { Store } from '../../store/port'
+import type { Logger } from '../../telemetry/log'
+import type { Metrics } from '../../telemetry/metrics'
+import type { ConnectionFactory } from '../connection/connection-contract'
+import type { HandshakeCheck } from './handshake'
+import { startOnAffinity } from '../session/affinity'
+import { openJoined } from '../session/join'
+import { legKeyOf, type Placement } from '../placement/placement'
+import type { SessionRegistry } from '../session/registry'
+import { VendorSession } from '../session/session'
+import type { Session, SessionOwner } from '../session/session-contract'
+
+type Accepted = Extract<HandshakeCheck, { ok: true }>
+
+/** What opening a leg's session needs of the leg's dependencies (audio/leg/leg-contract.ts LegDeps). */
+export interface LegSessionDeps {
+  route: RouteRuntime
+  settings: AudioSettings
+  metrics: Metrics
+  store: Store
+  registry: SessionRegistry
+  /** The sessions this process holds, and their owner records when other processes share the store. */
+  placement: Placement
+  clock: Clock
+  legId: string
+  /** W3C `traceparent` the vendor upgrades carry (absent: none). */
+  traceparent?: string
+  /** How vendor connections are made (default: real ones); unit tests pass fakes. */
+  connect?: ConnectionFactory
+}
+
+/**
+ * A leg's session here: the one kept for its identity (a re-attach: the leg takes it over, counted
+ * `same_session`), or a new one (`openLegSession`). `refused`: kept for, or joined by, another caller.
+ */
+export function sessionOf(
+  deps: LegSessionDeps & { relayed?: { hop: string; from: string } },
+  owner: SessionOwner,
+  log: Logger,
+  checked: Accepted,
+  sessionKey: string
+): { session: Session; reattached: boolean } | 'refused' | GatewayError {
+  const legKey = legKeyOf(deps.route.name, checked.identity, checked.tenant)
+  const existing = deps.registry.claim(legKey, owner, checked.init, log, checked.caller)
+  if (existing === 'refused') return existing
+  if (existing !== null) {
+    deps.metrics.reattach.inc({ route: deps.route.name, result: 'same_session' })
+    log.info({ event: 'reattached', session: existing.id }, 'leg re-attached to its vendor session')
+    if (deps.relayed?.hop === 'worker')
+      log.info({ event: 'reattached_across_workers', from: deps.relayed.from }, 'leg re-attached across workers')
+    return { session: existing, reattached: true }
+  }
+  const opened = openLegSession(deps, owner, log, checked, legKey, sessionKey)
+  return typeof opened === 'string' || opened instanceof Error ? opened : { session: opened, reattached: false }
+}
+
+/**
+ * A new session for a platform leg, registered for re-attach: its own vendor session (held under
+ * `sessionKey`, the leg's own identity), or on a `join` route one channel of its call's stereo session
+ * (audio/session/join.ts; the call is held under `sessionKey`). Not started yet. `refused`: the call is held
+ * here by another caller.
+ */
+export function openLegSession(
+  deps: LegSessionDeps,
+  owner: SessionOwner,
+  log: Logger,
+  checked: Accepted,
+  legKey: string,
+  sessionKey: string
+): Session | 'refused' | GatewayError {
+  const { route, registry } = deps
+  const input: MappingInput = {
+    init: checked.init,
+    leg: { id: deps.legId, route: route.name, ...checked.identity },
+    route: { name: route.name, params: route.config.params, checksToken: demandsCredential(route, 'audio') },
+    upstream: { name: '', audio: null, credential: null, hasCredential: false }
+  }
+  const sessionDeps = {
+    route,
+    settings: deps.settings,
+    metrics: deps.metrics,
+    store: deps.store,
+    clock: deps.clock,
+    host: registry,
+    log,
+    connect: deps.connect,
+    traceparent: deps.traceparent,
+    caller: checked.caller,
+    placement: deps.placement
+  }
+  if (route.config.join !== undefined) {
+    const channel = openJoined(sessionDeps, owner, input, legKey, sessionKey, deps.legId)
+    if (channel instanceof Error || channel === 'refused') return channel
+    registry.add(channel, checked.caller)
+    return channel
+  }
+  const session = new VendorSession(sessionDeps, owner, input, legKey, deps.legId)
+  registry.add(session, checked.caller)
+  deps.placement.hold(sessionKey, checked.caller, session)
+  return session
+}
+
+/**
+ * Start a leg's new session. With a store other processes share, on the replica the leg's affinity
+ * names (audio/session/affinity.ts: a leg that was served elsewhere comes back to the same replica).
+ */
+export function startLegSession(
+  deps: LegSessionDeps,
+  session: Session,
+  log: Logger,
+  checked: Accepted,
+  mismatch: () => void
+): void {
+  if (deps.route.config.join !== undefined) return session.start(null)
+  startOnAffinity(deps, session, legKeyOf(deps.route.name, checked.identity, checked.tenant), {
+    log,
+    caller: checked.caller,
+    mismatch
+  })
+}

@@ -1,0 +1,434 @@
+import { UNKNOWN_TENANT } from '../../auth/tenant-credentials'
+import type { TimerHandle } from '../../clock'
+import { afterFailureDelay } from '../../auth/failure-budget'
+import type { PlaceTaken } from '../../auth/admission'
+import { CODES, GatewayError, type ErrorCode } from '../../errors'
+import type { Logger } from '../../telemetry/log'
+import { sentIn } from '../../telemetry/scrub'
+import type { LegCounters } from '../../telemetry/metrics'
+import type { Problem } from '../../validate/compile'
+import { connectedFrame, errorFrame } from './handshake'
+import { LegAudio } from './leg-audio'
+import { LegCall } from './leg-call'
+import { type Accepted, type InitVerdict, placeLeg, takePlaceHere, verifyInit } from './leg-handshake'
+import {
+  CLOSE_OUTCOME,
+  letGo,
+  ON_BINARY,
+  ON_HANDSHAKE_TIMEOUT,
+  ON_RESULT,
+  ON_TEXT,
+  type LegDeps,
+  type LegEnd,
+  type LegState,
+  type PlatformCut,
+  type PlatformLeg
+} from './leg-contract'
+import { sessionOf, startLegSession } from './leg-session'
+import type { Place } from '../placement/placement'
+import { PlatformOut } from './platform-out'
+import { RelayLink, type RelayLinkFactory, relayEvent, type RelayOwner } from '../placement/relay-link'
+import type { Session, SessionOwner } from '../session/session-contract'
+import { LegTees } from '../session/tee'
+import { unhandled } from '../../result'
+
+export type { LegDeps, LegState, PlatformLeg } from './leg-contract'
+
+/**
+ * One platform audio leg: its handshake, where its session is, then audio to that session (here, or in
+ * another process over a relay link) and results back to the platform. Every event is decided by the
+ * state (audio/leg/leg-contract.ts tables). The per-frame path is `onPlatformBinary` → `sink.write`
+ * (`AudioFeed.write` → `VendorConnection.writeAudio` → `VendorSocket.sendBinary`, or `RelayLink.write`):
+ * no parse, no await, no log, no allocation, no prom-client call.
+ */
+export class AudioLeg implements SessionOwner, RelayOwner {
+  state: LegState = 'AWAIT_INIT'
+  readonly counters: LegCounters
+  /** Its summary line and call record (audio/leg/leg-call.ts). */
+  readonly call: LegCall
+  /** The id of the bearer token the leg was opened with (its revocation ends the leg), once checked. */
+  tokenJti: string | undefined
+  private log: Logger
+  /** Where its audio goes: held, then its session (and tees) or its relay link. */
+  private readonly audio: LegAudio
+  /** Text frames to the platform: scrubbed, counted; results held until CONNECTED; backpressure. */
+  private readonly out: PlatformOut
+  private handshakeTimer: TimerHandle | null
+  private initText = ''
+  private initAt = 0
+  private session: Session | null = null
+  private link: ReturnType<RelayLinkFactory> | null = null
+  /** Gives back this leg's place under limits.legsPerRoute/legsPerClient. */
+  private releasePlace: (() => void) | null = null
+  /** Its checked init message and session key (from PLACING on), and the holder it was relayed to. */
+  private accepted: { checked: Accepted; key: string } | null = null
+  private relayedTo: Extract<Place, { kind: 'relay' }> | null = null
+
+  constructor(
+    private readonly platform: PlatformLeg,
+    private readonly deps: LegDeps
+  ) {
+    this.counters = deps.metrics.startLeg(deps.route.name)
+    this.counters.active = true
+    this.counters.tenant = UNKNOWN_TENANT
+    this.call = new LegCall(deps, this.counters)
+    this.log = deps.log
+    this.audio = new LegAudio(deps.settings.holdBufferBytes)
+    this.out = new PlatformOut(
+      platform,
+      deps,
+      this.counters,
+      () => this.log,
+      // Secrets the caller sent in its own init message are never scrubbed from its answers.
+      sentIn(() => this.initText),
+      {
+        backedUp: () => {
+          this.session?.pauseVendor()
+          this.link?.pause()
+        },
+        drained: () => {
+          this.session?.resumeVendor()
+          this.link?.resume()
+        }
+      }
+    )
+    this.handshakeTimer = deps.clock.setTimeout(() => {
+      this.handshakeTimer = null
+      if (ON_HANDSHAKE_TIMEOUT[this.state] === 'fail') this.fail(new GatewayError('HANDSHAKE_TIMEOUT'))
+    }, deps.settings.handshakeTimeoutSeconds * 1000)
+  }
+
+  // ---- platform events -------------------------------------------------------------------------
+
+  /** Per-frame path. `data` is only valid during this call. */
+  onPlatformBinary(data: ArrayBuffer): void {
+    const c = this.counters
+    c.framesFromPlatform++
+    c.bytesFromPlatform += data.byteLength
+    const action = ON_BINARY[this.state]
+    switch (action) {
+      case 'pass':
+        return this.audio.sink.write(data)
+      case 'hold':
+        if (this.audio.held.add(data)) return
+        // Past the hold buffer while checked or placed: every frame held, and this one, as a connecting
+        // session's hold counts them (audio/feed/feed.ts), not as audio still held when the leg ended.
+        c.dropHold += this.audio.held.drop() + 1
+        return this.fail(new GatewayError('HOLD_BUFFER_OVERFLOW'))
+      case 'refuse':
+        return this.fail(new GatewayError('FIRST_FRAME_NOT_TEXT'))
+      case 'late':
+        c.dropAfterClose++
+        return
+      case 'drop':
+        return
+      default:
+        return unhandled(action)
+    }
+  }
+
+  onPlatformText(data: ArrayBuffer): void {
+    const action = ON_TEXT[this.state]
+    switch (action) {
+      case 'silent':
+        return
+      case 'ignore':
+        // The interface sends only audio after the init message; a stray text frame is ignored, not fatal.
+        this.log.debug(
+          { event: 'platform_text_ignored', state: this.state },
+          'text frame after the init message ignored'
+        )
+        return
+      case 'init':
+        if (data.byteLength > (this.deps.initMessageBytes ?? Number.POSITIVE_INFINITY)) {
+          this.deps.metrics.limitRefusals.inc({ limit: 'init_size', hook: 'audio' })
+          return this.refuse('MESSAGE_TOO_LARGE')
+        }
+        return this.verify(Buffer.from(data).toString('utf8'))
+      default:
+        return unhandled(action)
+    }
+  }
+
+  /** The platform's socket drained below its backpressure: resume reading from the vendor. */
+  onPlatformDrain(): void {
+    this.out.drained()
+  }
+
+  /**
+   * The platform socket closed (by the platform, or after our own `end`). Idempotent. `cut`: uWS cut the
+   * socket for a frame it will not deliver (over its read limit, or text that is not UTF-8); the leg
+   * ends with that outcome.
+   */
+  onPlatformClose(code: number, cut?: PlatformCut): void {
+    this.deps.metrics.wsCloses.inc({ side: 'platform', code: String(code) })
+    const outcome = CLOSE_OUTCOME[this.state]
+    if (outcome === null) return
+    if (cut !== undefined) this.deps.metrics.validationFailures.inc({ hook: 'audio' })
+    this.call.platformClosed(this.log, code, cut)
+    this.end(outcome === 'relayed' ? outcome : (cut ?? outcome), 'park', code)
+  }
+
+  /** A platform frame the leg will not take (over `uws.maxPayloadBytes`): ERROR with this code, then its close code. */
+  refuse(code: ErrorCode): void {
+    if (this.state === 'CLOSED') return
+    this.counters.framesFromPlatform++
+    this.deps.metrics.validationFailures.inc({ hook: 'audio' })
+    if (this.state !== 'AWAIT_INIT') this.deps.metrics.limitRefusals.inc({ limit: 'frame_size', hook: 'audio' })
+    this.fail(new GatewayError(code))
+  }
+
+  /** End the leg from outside (shutdown): one ERROR frame with this code, then its close code. */
+  shutdown(code: ErrorCode): void {
+    this.fail(new GatewayError(code))
+  }
+
+  /**
+   * Shutdown drain: the platform reconnects elsewhere and the leg continues there. One ERROR
+   * SHUTTING_DOWN frame and 1012; a streaming leg's vendor session says goodbye with an honest reason
+   * and keeps its affinity (`ttlSeconds`) so the next instance uses the same replica. Logged at info.
+   */
+  drain(ttlSeconds: number): void {
+    if (this.state === 'CLOSED') return
+    this.call.drained(this.log)
+    this.out.frame(errorFrame(new GatewayError('SHUTTING_DOWN')))
+    this.end(this.state === 'RELAYING' ? 'relayed' : 'shutting_down', { handOffSeconds: ttlSeconds }, 1012)
+    this.platform.end(CODES.SHUTTING_DOWN.close, 'SHUTTING_DOWN')
+  }
+
+  // ---- VERIFYING (audio/leg/leg-handshake.ts): failure budget, credential, schema -------------------
+
+  private verify(text: string): void {
+    this.state = 'VERIFYING'
+    this.initText = text
+    verifyInit(this.deps, text, v => this.verified(v), this.bug)
+  }
+
+  private verified(v: InitVerdict): void {
+    if (this.state !== 'VERIFYING') return
+    switch (v.kind) {
+      case 'spent':
+        return this.fail(new GatewayError('TOO_MANY_FAILURES'), [], { retryAfterSeconds: v.retryAfterSeconds })
+      case 'invalid':
+        return this.fail(v.error, v.problems)
+      case 'refused':
+        return this.refuseAuth(v.error)
+      case 'accepted':
+        break
+    }
+    this.clearHandshakeTimer()
+    const { checked } = v
+    this.tokenJti = checked.jti
+    this.log = this.call.identified(this.log, checked.identity, checked.tenant)
+    this.counters.tenant = checked.tenant
+    this.state = 'PLACING'
+    this.initAt = this.deps.clock.now()
+    this.accepted = { checked, key: v.key }
+    placeLeg(this.deps, v, place => this.placed(place), this.bug)
+  }
+
+  // ---- PLACING: here, relayed, or refused ---------------------------------------------------------
+
+  private placed(place: Place): void {
+    // Gone meanwhile: the owner record its placement claimed goes (none is kept for a session nobody holds).
+    if (this.state !== 'PLACING')
+      return place.kind === 'here' ? this.deps.placement.abandon(this.accepted!.key) : undefined
+    if (place.kind === 'refused') return this.callerMismatch()
+    if (place.kind === 'relay') return this.relay(place)
+    const { checked } = this.accepted!
+    takePlaceHere(this.deps, checked, place.unreachable, this.log, taken => this.admitted(taken), this.bug)
+  }
+
+  /** Its place under the leg limits, then its session: the one it re-attaches to, or a new one (joined, or its own). */
+  private admitted(taken: PlaceTaken): void {
+    const { checked, key } = this.accepted!
+    if (this.state !== 'PLACING') {
+      if (typeof taken === 'function') taken()
+      return this.deps.placement.abandon(key)
+    }
+    if (typeof taken === 'string') {
+      this.deps.placement.abandon(key)
+      this.deps.metrics.limitRefusals.inc({ limit: taken, hook: 'audio' })
+      this.deps.metrics.tenantRefusals.inc({ tenant: checked.tenant, limit: taken })
+      return this.fail(new GatewayError('LEG_LIMIT', { detail: taken }), [], { limit: taken })
+    }
+    if (typeof taken !== 'function') {
+      this.deps.placement.abandon(key)
+      this.deps.metrics.limitRefusals.inc({ limit: taken.limit, hook: 'audio' })
+      this.deps.metrics.tenantRefusals.inc({ tenant: checked.tenant, limit: taken.limit })
+      const { limit, retryAfterSeconds } = taken
+      return this.fail(new GatewayError('QUOTA_EXCEEDED', { detail: limit }), [], { limit, retryAfterSeconds })
+    }
+    this.releasePlace = taken
+    // The route's tee vendors (audio/session/tee.ts): their results reach the platform only through `deliver`, tagged.
+    if (this.deps.route.tees !== undefined)
+      this.audio.withTees(
+        new LegTees({ ...this.deps, log: this.log, forward: t => this.deliver(t), platform: this.platform }, checked)
+      )
+    // CONNECTING first: a session re-attached to tells its new owner it is ready at once.
+    this.state = 'CONNECTING'
+    const found = sessionOf(this.deps, this, this.log, checked, key)
+    if (found === 'refused') return this.callerMismatch()
+    if (found instanceof GatewayError) return this.fail(found)
+    this.session = found.session
+    this.call.attached(found.session, found.reattached)
+    this.audio.toSession(found.session)
+    if (found.reattached) return
+    startLegSession(this.deps, found.session, this.log, checked, () => {
+      if (this.session === found.session) this.session = null
+      this.callerMismatch()
+    })
+  }
+
+  // ---- RELAYING: the session is in another process ------------------------------------------------
+
+  private relay(place: Extract<Place, { kind: 'relay' }>): void {
+    const { placement, clientAddress } = this.deps
+    this.relayedTo = place
+    this.call.relayed(place.owner.instance)
+    const claims = { key: this.accepted!.key, address: clientAddress, from: placement.me?.instance ?? '' }
+    const make = this.deps.relayLink ?? ((...a) => new RelayLink(...a))
+    this.link = make(place, this.initText, this.counters, claims, { ...this.deps, log: this.log }, this)
+    this.state = 'RELAYING'
+    this.audio.toLink(this.link)
+  }
+
+  relayText(text: string): void {
+    this.out.send(text)
+  }
+
+  relayEnded(code: number, reason: string): void {
+    this.end('relayed', 'nothing', code)
+    this.platform.end(code, reason)
+  }
+
+  relayFailed(error: GatewayError): void {
+    this.link = null
+    this.fail(error)
+  }
+
+  /** The holder never answered: the leg takes its session over and is served here, its held audio first. */
+  relayUnreachable(held: ArrayBuffer[], why: string): void {
+    const { owner } = this.relayedTo!
+    const accepted = this.accepted!
+    this.link = null
+    this.audio.back(held)
+    this.state = 'PLACING'
+    this.log.warn(
+      { event: relayEvent(this.deps.route, 'owner_unreachable'), holder: owner.instance, why },
+      "the session's holder could not be reached: taking the session over"
+    )
+    const here = (): void => this.placed({ kind: 'here', unreachable: why })
+    this.deps.placement
+      .takeOver(accepted.key, accepted.checked.caller, owner, this.deps.relayed?.hop ?? null)
+      .then(here, here)
+  }
+
+  // ---- session events (SessionOwner) ------------------------------------------------------------
+
+  sessionReady(vendorParameters: Record<string, unknown>): void {
+    if (this.state !== 'CONNECTING') return
+    this.state = 'STREAMING'
+    const seconds = (this.deps.clock.now() - this.initAt) / 1000
+    this.deps.metrics.handshakeDuration.observe({ route: this.deps.route.name }, seconds)
+    this.out.send(connectedFrame({ ...vendorParameters, legId: this.deps.legId, route: this.deps.route.name }))
+    for (const text of this.out.early.release()) this.deliver(text)
+    this.call.connected(this.log, seconds)
+  }
+
+  readonly sessionEvent: SessionOwner['sessionEvent'] = (name, attributes) => this.call.event(name, attributes)
+  sessionFailed(error: GatewayError, extra: Record<string, unknown>): void {
+    this.session = null
+    this.fail(error, [], extra)
+  }
+
+  deliver(text: string): void {
+    const action = ON_RESULT[this.state]
+    switch (action) {
+      case 'send':
+        this.call.results++
+        return this.out.send(text)
+      case 'early':
+        return this.out.early.hold(text)
+      case 'drop':
+        return
+      default:
+        return unhandled(action)
+    }
+  }
+
+  /** A newer connection with the same identity took this leg's vendor session. */
+  superseded(): void {
+    this.session = null
+    this.fail(new GatewayError('LEG_REPLACED'))
+  }
+
+  // ---- platform output, failure, teardown -------------------------------------------------------
+
+  /**
+   * End the leg with a catalogued error: one ERROR frame and a close with the code's close code.
+   * Safe from any state; the first failure wins. A session still attached is closed gracefully.
+   */
+  private fail(error: GatewayError, problems: readonly Problem[] = [], extra: Record<string, unknown> = {}): void {
+    if (this.state === 'CLOSED') return
+    const code: ErrorCode = error.code
+    this.call.failed(this.log, error, extra)
+    const { detail: _detail, ...extraForPlatform } = extra
+    this.out.frame(errorFrame(error, problems, extraForPlatform))
+    this.end(this.state === 'RELAYING' ? 'relayed' : code.toLowerCase(), 'close', CODES[code].close)
+    this.platform.end(CODES[code].close, code)
+  }
+
+  /** A leg of another caller's session: refused (after the failure delay) and counted as an auth failure. */
+  private callerMismatch(): void {
+    this.deps.metrics.authFailures.inc({ hook: 'audio', reason: 'caller_mismatch' })
+    this.refuseAuth(new GatewayError('CALLER_MISMATCH'))
+  }
+
+  /** A refused credential, answered no sooner than auth.failureDelayMs (its failure was counted when judged). */
+  private refuseAuth(error: GatewayError): void {
+    if (this.state === 'CLOSED') return
+    this.state = 'REFUSING'
+    this.clearHandshakeTimer()
+    this.counters.dropAfterClose += this.audio.held.drop()
+    afterFailureDelay(this.deps.auth(), this.deps.clock, () => this.fail(error))
+  }
+
+  private readonly bug = (step: string): ((err: unknown) => void) => {
+    return err => {
+      this.log.error({ event: 'leg_bug', step, err }, `unexpected error in the leg's ${step}`)
+      this.fail(new GatewayError('INTERNAL'))
+    }
+  }
+
+  private clearHandshakeTimer(): void {
+    if (this.handshakeTimer === null) return
+    this.deps.clock.clearTimeout(this.handshakeTimer)
+    this.handshakeTimer = null
+  }
+
+  /**
+   * The leg is over: what it holds is let go as `ON_END` says for the state it was in (audio/leg/leg-contract.ts
+   * `letGo`), its outcome counted, its one `leg_summary` line written (`closeCode`: the platform's or ours).
+   */
+  private end(outcome: string, how: LegEnd, closeCode: number): void {
+    const was = this.state
+    if (was === 'CLOSED') return
+    this.state = 'CLOSED'
+    this.clearHandshakeTimer()
+    // Frames read from the platform and still held (its checks or its placement were under way): counted.
+    this.counters.dropAfterClose += this.audio.stop()
+    this.out.early.drop()
+    const { session, link } = this
+    this.session = null
+    this.link = null
+    this.releasePlace?.()
+    this.releasePlace = null
+    this.counters.active = false
+    this.deps.metrics.sessionsTotal.inc({ route: this.deps.route.name, outcome })
+    this.deps.metrics.tenantLegs.inc({ tenant: this.call.tenant, outcome })
+    this.deps.metrics.endLeg(this.counters)
+    const fate = letGo(session, link, this, was, how)
+    this.call.ended(this.log, { outcome, closeCode, fate, session })
+  }
+}

@@ -1,0 +1,412 @@
+import type { Clock, TimerHandle } from '../../clock'
+import { GatewayError } from '../../errors'
+import type { MappingInput } from '../../mapping/run'
+import type { ContinuedSession } from '../../store/port'
+import type { Logger } from '../../telemetry/log'
+import type { LegCounters } from '../../telemetry/metrics'
+import type { SpanAttributes } from '../../telemetry/tracing'
+import type { Replica } from '../../upstream/pool'
+import { JOIN_TICK_MS, StereoMixer } from './join-mixer'
+import { startOnAffinity } from './affinity'
+import { VendorSession } from './session'
+import type {
+  AudioInput,
+  Session,
+  SessionDeps,
+  SessionEventName,
+  SessionHost,
+  SessionOwner,
+  SessionState
+} from './session-contract'
+import { FLOWING } from './session-states'
+import type { SessionStats } from './session-stats'
+
+/** At most this many ticks are caught up at once after a late timer (the rest of the lag is skipped). */
+const MAX_CATCH_UP = 5
+/** How far one side may run ahead of the clock (bytes of 8 kHz µ-law): 2 s; beyond, its oldest audio goes. */
+const SIDE_CAPACITY = 16000
+
+/**
+ * The one 20 ms clock of every joined contact of an instance (one interval, not a timer per contact):
+ * armed while any join is open.
+ */
+class JoinHub {
+  readonly joins = new Map<string, Join>()
+  private timer: TimerHandle | null = null
+
+  constructor(private readonly clock: Clock) {}
+
+  add(join: Join): void {
+    this.joins.set(join.key, join)
+    if (this.timer === null) this.timer = this.clock.setInterval(() => this.tick(), JOIN_TICK_MS)
+  }
+
+  remove(join: Join): void {
+    if (this.joins.get(join.key) === join) this.joins.delete(join.key)
+    if (this.joins.size === 0 && this.timer !== null) {
+      this.clock.clearInterval(this.timer)
+      this.timer = null
+    }
+  }
+
+  private tick(): void {
+    const now = this.clock.now()
+    for (const j of this.joins.values()) j.tick(now)
+  }
+}
+
+/** One hub per session registry (an instance; each unit test its own). */
+const hubs = new WeakMap<SessionHost, JoinHub>()
+
+/** The joined sessions open under `host` (tests and the admin view). */
+export function joinsOf(host: SessionHost): number {
+  return hubs.get(host)?.joins.size ?? 0
+}
+
+/**
+ * The session of a leg on a `join` route: a channel of the contact's joined vendor session, made or
+ * found by busNo and contactId. The leg sees an ordinary Session (audio/session/session-contract.ts): its
+ * audio goes to the channel, its park, re-attach, close and hand-off are the channel's.
+ */
+export function openJoined(
+  deps: SessionDeps,
+  owner: SessionOwner,
+  input: MappingInput,
+  legKey: string,
+  callKey: string,
+  legId: string
+): JoinedLeg | 'refused' | GatewayError {
+  const join = deps.route.config.join!
+  const channel = join.channels.indexOf(input.leg.perspective as 'TX' | 'RX')
+  if (channel < 0)
+    return new GatewayError('MESSAGE_INVALID', {
+      detail: `route ${deps.route.name} joins ${join.channels.join(' and ')}; a ${input.leg.perspective} leg cannot join`
+    })
+  let hub = hubs.get(deps.host)
+  if (hub === undefined) {
+    hub = new JoinHub(deps.clock)
+    hubs.set(deps.host, hub)
+  }
+  const caller = deps.caller ?? ''
+  let j = hub.joins.get(callKey)
+  if (j === undefined || j.over) {
+    j = new Join(hub, deps, input, callKey, legId, caller)
+    hub.add(j)
+  } else {
+    // The call belongs to the caller that opened it: another caller's leg never touches it.
+    if (j.caller !== caller) return 'refused'
+    // The channel's previous leg (ended, or live under another identity claim): this one takes it over.
+    const previous = j.legs[channel]
+    if (previous !== null && !previous.ended) {
+      previous.owner?.superseded()
+      previous.end()
+    }
+    if (j.started) deps.metrics.joins.inc({ route: deps.route.name, result: 'late_partner' })
+  }
+  const leg = new JoinedLeg(j, channel, owner, legKey, legId, deps.host)
+  j.legs[channel] = leg
+  return leg
+}
+
+/**
+ * A joined contact: one vendor session (audio/session/session.ts) whose owner and host this is, fed by the
+ * mixer on the shared 20 ms clock; its results go to the leg of their channel. The first leg waits
+ * `join.waitSeconds` for its partner before the vendor session opens.
+ */
+class Join implements SessionOwner, SessionHost {
+  readonly session: VendorSession
+  readonly legs: [JoinedLeg | null, JoinedLeg | null] = [null, null]
+  over = false
+  private readonly mixer = new StereoMixer(SIDE_CAPACITY)
+  private readonly frame: ArrayBuffer
+  private mixing = false
+  private t0 = 0
+  private emitted = 0
+  started = false
+  private waitTimer: TimerHandle | null = null
+  private params: Record<string, unknown> | null = null
+  private pauses = 0
+
+  constructor(
+    private readonly hub: JoinHub,
+    private readonly deps: SessionDeps,
+    input: MappingInput,
+    readonly key: string,
+    id: string,
+    /** Who opened the call (auth/hook-auth.ts `callerTag`): only the same caller's legs join it. */
+    readonly caller: string
+  ) {
+    this.frame = this.mixer.frame.buffer as ArrayBuffer
+    const join = deps.route.config.join!
+    const stereo = { ...input, leg: { ...input.leg, perspective: join.channels.join('+') } }
+    this.session = new VendorSession({ ...deps, host: this }, this, stereo, `${key}:join`, id)
+    deps.placement?.hold(key, caller, this)
+  }
+
+  // ---- audio: the per-frame path and the tick ---------------------------------------------------
+
+  /** Per-frame path: a copy into the channel's ring; the first audio starts the clock of this contact. */
+  push(channel: number, data: ArrayBuffer): void {
+    if (!this.mixing) {
+      this.mixing = true
+      this.t0 = this.deps.clock.now()
+      this.emitted = 0
+    }
+    this.mixer.push(channel, new Uint8Array(data))
+  }
+
+  /**
+   * The shared clock: the stereo frames due since the last tick go to the vendor session's feed. Nothing
+   * while the session is parked: its pause frame is out or on its way (AudioHook refuses audio after `paused`).
+   */
+  tick(now: number): void {
+    if (!this.mixing || this.session.owner === null) return
+    let due = Math.floor((now - this.t0) / JOIN_TICK_MS) - this.emitted
+    if (due > MAX_CATCH_UP) {
+      this.emitted += due - MAX_CATCH_UP
+      due = MAX_CATCH_UP
+    }
+    const feed = this.session.feed
+    for (let i = 0; i < due; i++) {
+      this.mixer.mix()
+      this.emitted++
+      feed.write(this.frame)
+    }
+    // Nobody left sending (both legs parked or ended) and nothing pending: the clock stops until audio comes back.
+    if (this.mixer.pending === 0 && !this.anyAttached()) this.mixing = false
+  }
+
+  /**
+   * What both sides sent and no tick took yet goes to the feed now (the last frame filled out with
+   * silence, counted), and the clock stops until audio comes back: before the session parks or closes.
+   */
+  private drainMixer(): void {
+    if (this.over) return
+    const feed = this.session.feed
+    while (this.mixer.pending > 0) {
+      this.mixer.mix()
+      this.emitted++
+      feed.write(this.frame)
+    }
+    this.mixing = false
+  }
+
+  /** A leg is attached to either channel (no closure: the tick calls this). */
+  private anyAttached(): boolean {
+    const [a, b] = this.legs
+    return (a !== null && a.owner !== null) || (b !== null && b.owner !== null)
+  }
+
+  /** Silence samples filled per channel so far (tests, the end-of-session metric). */
+  get filled(): readonly number[] {
+    return this.mixer.filled
+  }
+
+  // ---- legs -------------------------------------------------------------------------------------
+
+  /** A leg's `start`: the vendor session opens when both legs are here, or when the wait runs out. */
+  legStarted(leg: JoinedLeg, preferred: Replica | null, continued?: ContinuedSession): void {
+    if (this.started) {
+      if (FLOWING[this.session.state] && this.params !== null) leg.owner?.sessionReady({ ...this.params })
+      return
+    }
+    const both = this.legs[0] !== null && this.legs[1] !== null
+    if (both || this.deps.route.config.join!.waitSeconds <= 0) return this.open(preferred, continued, 'paired')
+    this.waitTimer = this.deps.clock.setTimeout(() => {
+      this.waitTimer = null
+      this.open(preferred, continued, 'alone')
+    }, this.deps.route.config.join!.waitSeconds * 1000)
+  }
+
+  private open(preferred: Replica | null, continued: ContinuedSession | undefined, result: string): void {
+    if (this.started || this.over) return
+    this.started = true
+    if (this.waitTimer !== null) this.deps.clock.clearTimeout(this.waitTimer)
+    this.waitTimer = null
+    this.deps.metrics.joins.inc({ route: this.deps.route.name, result })
+    // The joined session's own affinity (its key, not a leg's): after a drain elsewhere, the same replica
+    // and the mapping's continuation (AudioHook continuedSessions), as for a plain leg.
+    startOnAffinity(this.deps, this.session, this.session.key, null, { preferred, continued })
+  }
+
+  /** A parked leg came back, or a new one took a parked channel: the vendor session continues for it. */
+  legAttached(leg: JoinedLeg, init: Record<string, unknown>, log: Logger): void {
+    if (this.session.owner === null && this.session.state !== 'CLOSED') this.session.attach(this, init, log)
+    else if (FLOWING[this.session.state] && this.params !== null) leg.owner?.sessionReady({ ...this.params })
+  }
+
+  /**
+   * A leg parked: with no leg left attached the vendor session parks too (its own grace, the mapping's
+   * pause), after the audio the legs sent before they left.
+   */
+  legDetached(): void {
+    if (this.anyAttached() || this.session.owner === null) return
+    this.drainMixer()
+    this.session.park()
+  }
+
+  /** A channel is over: the session ends with the last one (a hand-off keeps its affinity for the next instance). */
+  legEnded(leg: JoinedLeg, graceful: boolean, handOff?: { reason: string; ttlSeconds: number }): void {
+    const other = this.legs[1 - leg.channel]
+    if (other !== null && !other.ended) {
+      this.legDetached()
+      return
+    }
+    if (graceful || handOff !== undefined) this.drainMixer()
+    if (handOff !== undefined) this.session.handOff(handOff.reason, handOff.ttlSeconds)
+    else this.session.close(graceful)
+  }
+
+  pause(delta: number): void {
+    const was = this.pauses
+    this.pauses = Math.max(0, this.pauses + delta)
+    if (was === 0 && this.pauses > 0) this.session.pauseVendor()
+    else if (was > 0 && this.pauses === 0) this.session.resumeVendor()
+  }
+
+  // ---- the vendor session's owner and host ------------------------------------------------------
+
+  sessionReady(parameters: Record<string, unknown>): void {
+    this.params = parameters
+    for (const l of this.legs) if (l !== null && !l.ended) l.owner?.sessionReady({ ...parameters })
+  }
+
+  sessionFailed(error: GatewayError, extra: Record<string, unknown>): void {
+    for (const l of this.legs) l?.owner?.sessionFailed(error, extra)
+  }
+
+  deliver(text: string, channel?: number | null): void {
+    if (channel === 0 || channel === 1) {
+      this.legs[channel]?.owner?.deliver(text)
+      return
+    }
+    for (const l of this.legs) l?.owner?.deliver(text)
+  }
+
+  superseded(): void {}
+
+  sessionEvent(name: SessionEventName, attributes: SpanAttributes): void {
+    for (const l of this.legs) if (l !== null && !l.ended) l.owner?.sessionEvent(name, attributes)
+  }
+
+  get clock(): Clock {
+    return this.deps.clock
+  }
+  get graceSeconds(): number {
+    return this.deps.settings.reattachGraceSeconds
+  }
+
+  parked(): void {}
+  unparked(): void {}
+
+  /** The vendor session is over: so is every channel (a failure reaches the legs through `sessionFailed`). */
+  closed(): void {
+    if (this.over) return
+    this.over = true
+    if (this.waitTimer !== null) this.deps.clock.clearTimeout(this.waitTimer)
+    this.hub.remove(this)
+    this.deps.placement?.letGo(this.key, this)
+    this.mixing = false
+    const route = this.deps.route.name
+    for (let ch = 0; ch < 2; ch++) {
+      if (this.mixer.filled[ch] > 0)
+        this.deps.metrics.joinSilence.inc({ route, channel: String(ch) }, this.mixer.filled[ch])
+      this.legs[ch]?.end()
+    }
+  }
+}
+
+/** One leg's view of its joined session: its channel (audio), its own park / re-attach / close. */
+export class JoinedLeg implements Session {
+  ended = false
+  readonly feed: AudioInput
+  private parkTimer: TimerHandle | null = null
+
+  constructor(
+    private readonly join: Join,
+    readonly channel: number,
+    public owner: SessionOwner | null,
+    readonly key: string,
+    readonly id: string,
+    private readonly host: SessionHost
+  ) {
+    this.feed = { write: data => join.push(channel, data) }
+  }
+
+  get state(): SessionState {
+    return this.ended ? 'CLOSED' : this.join.session.state
+  }
+  get counters(): LegCounters {
+    return this.join.session.counters
+  }
+  get stats(): SessionStats {
+    return this.join.session.stats
+  }
+  /** Silence filled into this channel so far. */
+  get filled(): number {
+    return this.join.filled[this.channel]
+  }
+
+  start(preferred: Replica | null, continued?: ContinuedSession): void {
+    if (!this.ended) this.join.legStarted(this, preferred, continued)
+  }
+
+  /** The leg dropped (or went on hold): its channel is silence; it may come back within the re-attach grace. */
+  park(): void {
+    if (this.ended) return
+    this.owner = null
+    const grace = this.graceSeconds()
+    if (grace <= 0 || this.join.session.state === 'CLOSED') return this.close(true)
+    this.host.parked(this)
+    this.parkTimer = this.clock().setTimeout(() => {
+      this.parkTimer = null
+      this.close(true)
+    }, grace * 1000)
+    this.join.legDetached()
+  }
+
+  attach(owner: SessionOwner, init: Record<string, unknown>, log: Logger): void {
+    const previous = this.owner
+    if (previous !== null && previous !== owner) previous.superseded()
+    if (this.parkTimer !== null) this.clock().clearTimeout(this.parkTimer)
+    this.parkTimer = null
+    this.host.unparked(this)
+    this.owner = owner
+    this.join.legAttached(this, init, log)
+  }
+
+  close(graceful: boolean): void {
+    if (this.ended) return
+    this.end()
+    this.join.legEnded(this, graceful)
+  }
+
+  handOff(reason: string, ttlSeconds: number): void {
+    if (this.ended) return
+    this.end()
+    this.join.legEnded(this, true, { reason, ttlSeconds })
+  }
+
+  pauseVendor(): void {
+    this.join.pause(1)
+  }
+  resumeVendor(): void {
+    this.join.pause(-1)
+  }
+
+  /** Over (keeps `owner`, so a session failure still reaches the leg). */
+  end(): void {
+    if (this.ended) return
+    this.ended = true
+    if (this.parkTimer !== null) this.clock().clearTimeout(this.parkTimer)
+    this.parkTimer = null
+    this.host.closed(this)
+  }
+
+  private clock(): Clock {
+    return this.join.clock
+  }
+  private graceSeconds(): number {
+    return this.join.graceSeconds
+  }
+}
