@@ -90,6 +90,8 @@ export interface AudioMapping {
   closeTimeoutMs: number
   closeCode: number
   rotateAfterMs: number | null
+  /** The mapping's `rotateAfterAudioSeconds` in ms of audio (null or absent: no rotation by audio). */
+  rotateAfterAudioMs?: number | null
   /** Its own ping interval and pong timeout (`liveness`), instead of the config's; null: the config's. */
   liveness: { pingSeconds?: number; timeoutSeconds?: number } | null
   /** A call may move to a new vendor session on another replica mid-call (`movable`): load rebalancing. */
@@ -196,6 +198,7 @@ export function compileAudio(
     closeWhen: expr('/audio/closeWhen', a.closeWhen),
     closeTimeoutMs: (a.closeTimeoutSeconds ?? 5) * 1000,
     rotateAfterMs: a.rotateAfterSeconds === undefined ? null : a.rotateAfterSeconds * 1000,
+    rotateAfterAudioMs: a.rotateAfterAudioSeconds === undefined ? null : a.rotateAfterAudioSeconds * 1000,
     liveness: a.liveness ?? null,
     movable: a.movable === true,
     results: (a.results ?? []).map((r: { when: string; emit: string; channel?: string }, i: number) => ({

@@ -12,12 +12,7 @@ import { pointerSegments } from '../validate/compile'
  * What is wrong with a request `value` the expression at `pointer` produced (null: nothing). A field name
  * not in the message points at the name in the expression's text (its first quoted occurrence).
  */
-export function requestProblem(
-  file: string,
-  grpc: GrpcMethod,
-  pointer: string,
-  value: unknown
-): ConfigProblem | null {
+export function requestProblem(file: string, grpc: GrpcMethod, pointer: string, value: unknown): ConfigProblem | null {
   if (value === null || value === undefined) return null
   if (typeof value !== 'object' || Array.isArray(value))
     return { file, pointer, message: `must produce a ${grpc.request} (an object in the protobuf JSON form)` }

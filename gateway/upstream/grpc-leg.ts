@@ -133,7 +133,10 @@ export class GrpcStream {
     if (!out.ok) {
       this.failure ??= { kind: 'grpc', status: Status.INVALID_ARGUMENT }
       call.cancel()
-      this.ended(grpcCloseCode(Status.INVALID_ARGUMENT), `INVALID_ARGUMENT (the gateway's): ${out.path}: ${out.message}`)
+      this.ended(
+        grpcCloseCode(Status.INVALID_ARGUMENT),
+        `INVALID_ARGUMENT (the gateway's): ${out.path}: ${out.message}`
+      )
       return
     }
     this.write(call, out.value, text.length)

@@ -67,7 +67,8 @@ export async function runProbe(plan: ProbePlan, upstream: UpstreamConfig, timeou
   // A replica with no audio URL has nothing to upgrade to: its text URL gets a TCP connect.
   const socketless = (plan.kind === 'upgrade' || plan.kind === 'protocol') && upstream.audio === undefined
   // A gRPC replica (grpcs://, grpc://) has no upgrade either: a TCP connect to its address.
-  if (plan.kind === 'tcp' || socketless || isGrpcUrl(upstream.audio)) return await tcpProbe((upstream.audio ?? upstream.text)!, timeoutMs)
+  if (plan.kind === 'tcp' || socketless || isGrpcUrl(upstream.audio))
+    return await tcpProbe((upstream.audio ?? upstream.text)!, timeoutMs)
   let prepared: PreparedProbe | string
   try {
     prepared = await plan.prepare(upstream)

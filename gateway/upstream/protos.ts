@@ -18,9 +18,14 @@ const LOADER_OPTIONS = {
   oneofs: false
 } as const
 
+/** The folder of the google-proto-files package (google/…/*.proto under it). */
+export function googleProtosDir(): string {
+  return dirname(require.resolve('google-proto-files/package.json'))
+}
+
 /** Where `grpc.protos` names are looked up: the mapping's folder, then the google-proto-files package. */
 export function protoIncludeDirs(mappingFile: string): string[] {
-  return [dirname(mappingFile), dirname(require.resolve('google-proto-files/package.json'))]
+  return [dirname(mappingFile), googleProtosDir()]
 }
 
 interface FieldDescriptor {
@@ -53,13 +58,10 @@ export class ProtoSet {
   private readonly messages = new Map<string, MessageDescriptor>()
   private readonly enums = new Map<string, string[]>()
   private readonly resolved = new Map<string, Map<string, ProtoField>>()
-  /** Each top-level message entry's full name (a method names its types by entry). */
-  private readonly names = new Map<object, string>()
 
   constructor(private readonly def: PackageDefinition) {
     for (const [name, entry] of Object.entries(def)) {
       const e = entry as { format?: string; type?: MessageDescriptor }
-      this.names.set(entry, name)
       if (e.format?.includes('DescriptorProto') === true && e.format.includes('Enum') === false && e.type)
         this.index(name, e.type)
     }
@@ -68,7 +70,11 @@ export class ProtoSet {
   private index(full: string, d: MessageDescriptor): void {
     this.messages.set(full, d)
     for (const n of d.nestedType ?? []) this.index(`${full}.${n.name}`, n)
-    for (const en of d.enumType ?? []) this.enums.set(`${full}.${en.name}`, en.value.map(v => v.name))
+    for (const en of d.enumType ?? [])
+      this.enums.set(
+        `${full}.${en.name}`,
+        en.value.map(v => v.name)
+      )
   }
 
   /** A method by `pkg.Service/Method`, or null. */
@@ -80,9 +86,21 @@ export class ProtoSet {
     return s[name] ?? null
   }
 
-  /** A method's request and response message names. */
+  /**
+   * A method's request and response message names. proto-loader gives a method its types as descriptors of
+   * their own (short names): the full name is the message of that name in the service's package or, when
+   * it is elsewhere (google.protobuf.Empty), the one message of that name in the protos.
+   */
   typesOf(m: MethodDefinition<object, object>): { request: string; response: string } {
-    return { request: this.names.get(m.requestType) ?? '', response: this.names.get(m.responseType) ?? '' }
+    const pkg = m.path.slice(1, m.path.lastIndexOf('/')).split('.').slice(0, -1).join('.')
+    const full = (t: { type?: { name?: string } }): string => {
+      const short = t.type?.name ?? ''
+      const local = `${pkg}.${short}`
+      if (this.messages.has(local)) return local
+      const all = [...this.messages.keys()].filter(k => k.endsWith(`.${short}`))
+      return all.length === 1 ? (all[0] as string) : ''
+    }
+    return { request: full(m.requestType), response: full(m.responseType) }
   }
 
   /** The fields of a message by their JSON names, or null when there is no such message. */
@@ -157,12 +175,20 @@ export interface GrpcMethod {
   readonly maxAudioBytes: number
   /** A call's deadline; null: none (a stream lasts as long as the leg, within the vendor's own limit). */
   readonly deadlineMs: number | null
+  /** google: the replica's credential is a Google credential (upstream/google-auth.ts); none: the mapping's headers. */
+  readonly auth: 'google' | 'none'
 }
 
 /** Resolve `pkg.Service/Method` (and its audio field) in `set`; a string says what is wrong. */
 export function grpcMethod(
   set: ProtoSet,
-  spec: { method: string; audioField?: string; maxAudioBytes?: number; deadlineSeconds?: number }
+  spec: {
+    method: string
+    audioField?: string
+    maxAudioBytes?: number
+    deadlineSeconds?: number
+    auth?: 'google' | 'none'
+  }
 ): GrpcMethod | string {
   const definition = set.method(spec.method)
   if (definition === null) return `no method ${spec.method} in the protos (write pkg.Service/Method)`
@@ -183,6 +209,7 @@ export function grpcMethod(
     response: types.response,
     audioField,
     maxAudioBytes: spec.maxAudioBytes ?? 16384,
-    deadlineMs: spec.deadlineSeconds === undefined ? null : spec.deadlineSeconds * 1000
+    deadlineMs: spec.deadlineSeconds === undefined ? null : spec.deadlineSeconds * 1000,
+    auth: spec.auth ?? 'none'
   }
 }

@@ -5,7 +5,8 @@ import type { Expr } from '../../mapping/expr'
 import type { MappingInput } from '../../mapping/run'
 import type { RouteRuntime } from '../../route'
 import type { Replica, StreamLease } from '../../upstream/pool'
-import { type SocketFailure, VendorSocket } from '../../upstream/ws-leg'
+import type { SocketFailure } from '../../upstream/ws-leg'
+import { openVendorLeg, type VendorLeg } from '../../upstream/vendor-leg'
 import type {
   Connection,
   ConnectionContext,
@@ -32,7 +33,7 @@ import { unhandled } from '../../result'
  */
 export class VendorConnection implements Connection {
   state: ConnectionState = 'BUILDING'
-  private socket: VendorSocket | null = null
+  private socket: VendorLeg | null = null
   private lease: StreamLease | null = null
   private encoder: AudioEncoder | null = null
   private readonly frames = new FrameCounters()
@@ -52,6 +53,8 @@ export class VendorConnection implements Connection {
   private readonly life = new SignOfLife()
   /** The call's frame this connection's audio starts at (audio/feed/result-timeline.ts). */
   startFrame = 0
+  /** Audio bytes after which it asks for its own replacement (`rotateAfterAudioSeconds`; Infinity: never). */
+  private rotateAtBytes: number
 
   constructor(
     private readonly ctx: ConnectionContext,
@@ -60,6 +63,8 @@ export class VendorConnection implements Connection {
     private readonly events: ConnectionEvents
   ) {
     this.audio = ctx.route.mapping.audio!
+    const rotateMs = this.audio.rotateAfterAudioMs ?? null
+    this.rotateAtBytes = rotateMs === null ? Number.POSITIVE_INFINITY : rotateMs * 8 * (this.audio.frames.channels ?? 1)
     this.input = { ...input, upstream: upstreamInput(replica.config), session: { id: randomUUID() } }
     this.rules = new VendorControl(this.audio, this.frames, ctx)
     this.out = new ControlFrames(this.audio, this.frames, this.rules, ctx, () => this.socket)
@@ -85,6 +90,7 @@ export class VendorConnection implements Connection {
       return
     }
     this.audioBytes += data.byteLength
+    if (this.audioBytes >= this.rotateAtBytes) this.rotateByAudio()
     if (this.rules.gate !== 'open') return this.rules.discard(data.byteLength)
     if (this.encoder === null) {
       this.socket!.sendBinary(data)
@@ -94,6 +100,15 @@ export class VendorConnection implements Connection {
     } else {
       this.encoder.push(data instanceof Uint8Array ? data : new Uint8Array(data))
     }
+  }
+
+  /**
+   * The vendor's cap counts audio (`rotateAfterAudioSeconds`): a replacement, make-before-break, as a
+   * vendor's own reconnect. Asked again after each further second of audio until one takes over.
+   */
+  private rotateByAudio(): void {
+    this.rotateAtBytes = this.audioBytes + 8000 * (this.audio.frames.channels ?? 1)
+    this.events.reconnect?.(this)
   }
 
   /** Rotation: audio `old` held for an incomplete chunk moves here, so no silence is added mid-call. */
@@ -135,9 +150,14 @@ export class VendorConnection implements Connection {
     if (this.state !== 'BUILDING') return
     this.state = 'CONNECTING'
     this.lease = this.ctx.route.pool.leaseStream(this.replica, this)
-    this.socket = new VendorSocket(
+    this.socket = openVendorLeg(
       url,
-      { headers, connectTimeoutMs: this.ctx.settings.connectTimeoutSeconds * 1000 },
+      {
+        headers,
+        connectTimeoutMs: this.ctx.settings.connectTimeoutSeconds * 1000,
+        grpc: this.audio.grpc ?? null,
+        credential: this.replica.config.credential
+      },
       this.ctx.clock,
       {
         onOpen: () => {
