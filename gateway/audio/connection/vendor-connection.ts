@@ -53,6 +53,9 @@ export class VendorConnection implements Connection {
   private readonly life = new SignOfLife()
   /** The call's frame this connection's audio starts at (audio/feed/result-timeline.ts). */
   startFrame = 0
+  /** Vendor messages held while the connection it took over from says goodbye (`follow`); null: none held. */
+  private held: string[] | null = null
+  private readonly closedFns: (() => void)[] = []
   /** Audio bytes after which it asks for its own replacement (`rotateAfterAudioSeconds`; Infinity: never). */
   private rotateAtBytes: number
 
@@ -112,9 +115,14 @@ export class VendorConnection implements Connection {
   }
 
   /** Rotation: audio `old` held for an incomplete chunk moves here, so no silence is added mid-call. */
-  takeOver(old: Connection): void {
+  takeOver(old: Connection): number {
     const rest = old.takeRemainder()
-    if (rest !== null) this.encoder?.pushEncoded(rest)
+    if (rest === null || this.encoder === null) return 0
+    this.encoder.pushEncoded(rest)
+    // Encoded bytes → 20 ms platform frames: the vendor's bytes per 20 ms (rate / 50 samples, every channel).
+    const f = this.audio.frames
+    const perFrame = (f.sampleRate / 50) * (f.encoding === 'pcm16' ? 2 : 1) * (f.channels ?? 1)
+    return Math.round(rest.byteLength / perFrame)
   }
 
   takeRemainder(): Uint8Array | null {
@@ -239,7 +247,31 @@ export class VendorConnection implements Connection {
 
   private onText(text: string): void {
     this.received(text.length)
-    this.ctx.chain.run(async () => await this.read(parseVendorText(text)))
+    if (this.held !== null) this.held.push(text)
+    else this.ctx.chain.run(async () => await this.read(parseVendorText(text)))
+  }
+
+  /**
+   * A handover made this connection current while `old` says goodbye: where results are placed on the call's
+   * timeline, its messages wait until `old` has ended (or its close timeout), so the finals `old` still
+   * sends for the audio before the switch are placed first and never read as before a later final.
+   */
+  follow(old: Connection): void {
+    if (this.audio.time == null || old.whenClosed === undefined) return
+    const held: string[] = []
+    this.held = held
+    const release = (): void => {
+      if (this.held !== held) return
+      this.held = null
+      for (const text of held) this.ctx.chain.run(async () => await this.read(parseVendorText(text)))
+    }
+    old.whenClosed(release)
+    this.ctx.clock.setTimeout(release, this.audio.closeTimeoutMs)
+  }
+
+  whenClosed(fn: () => void): void {
+    if (this.state === 'CLOSED') fn()
+    else this.closedFns.push(fn)
   }
 
   /** Binary vendor frames are read only on an event-stream socket (audio/connection/vendor-wire.ts); else dropped and counted. */
@@ -455,6 +487,7 @@ export class VendorConnection implements Connection {
     this.lease?.release()
     this.stopTimers()
     this.clearTimer('closeTimer')
+    for (const fn of this.closedFns.splice(0)) fn()
   }
 
   private stopTimers(): void {

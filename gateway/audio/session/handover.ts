@@ -15,7 +15,7 @@ export interface HandoverHost {
   /** The session's mapping input. */
   input: () => MappingInput
   /** `next` is ready and took the audio over from `old`: the session makes it current. */
-  tookOver: (next: Connection, old: Connection) => void
+  tookOver: (next: Connection, old: Connection, heldFrames: number) => void
   /** The handover's connection failed; the current one keeps the audio. */
   failed: (why: string) => void
 }
@@ -56,8 +56,8 @@ export class Handover {
       if (this.next !== conn) return
       this.next = null
       this.confirming = false
-      conn.takeOver(old)
-      this.host.tookOver(conn, old)
+      this.host.tookOver(conn, old, conn.takeOver(old))
+      conn.follow?.(old)
       old.goodbye()
       this.arm()
     }
