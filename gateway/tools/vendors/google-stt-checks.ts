@@ -77,7 +77,8 @@ export function recognizerProblem(recognizer: unknown, location: string): Refusa
   if (m === null)
     return refuse(
       Status.INVALID_ARGUMENT,
-      `Invalid resource field value in the request: recognizer "${recognizer}" is not projects/{project}/locations/{location}/recognizers/{recognizer}.`
+      `Invalid resource field value in the request: recognizer "${recognizer}" is not ` +
+        'projects/{project}/locations/{location}/recognizers/{recognizer}.'
     )
   if (m[2] !== location)
     return refuse(
