@@ -3,8 +3,9 @@ import type * as uWS from 'uWebSockets.js'
 import { GatewayError } from '../errors'
 import { probeKind } from '../mapping/health'
 import type { FinalScrape } from '../telemetry/final-scrape'
+import type { Logger } from '../telemetry/log'
 import type { Metrics } from '../telemetry/metrics'
-import { send, sendJson, sendProblem } from './http'
+import { answerWhenSettled, send, sendJson, sendProblem } from './http'
 import { readiness, readinessDetail } from './readiness'
 import { addressOf, logRefusal, type RefusalLog } from './refusals'
 import type { ServerState } from './state'
@@ -22,27 +23,43 @@ export function mountHealth(app: uWS.TemplatedApp, state: ServerState): void {
   })
 }
 
+/**
+ * A scrape of /metrics: the text once collected (told to `final`, for the linger after a drain), or a 500,
+ * logged, when collecting failed. The main process's merged scrape (workers/main-admin.ts) answers the same way.
+ */
+export function answerScrape(
+  res: uWS.HttpResponse,
+  collect: () => Promise<{ contentType: string; text: string }>,
+  log: Logger,
+  final?: FinalScrape
+): void {
+  const began = final?.begin() ?? 0
+  const collected = collect().catch((err: unknown) => {
+    log.error({ event: 'metrics_failed', err }, 'collecting metrics failed')
+    throw err
+  })
+  answerWhenSettled(
+    res,
+    collected,
+    m => {
+      send(res, 200, m.contentType, m.text)
+      final?.answered(began)
+    },
+    () => send(res, 500, 'text/plain', 'metrics collection failed\n')
+  )
+}
+
 /** The metrics listener (`metrics:`): /metrics, /livez, /readyz and nothing else. */
 export function mountMetrics(app: uWS.TemplatedApp, state: ServerState, final?: FinalScrape): void {
   mountHealth(app, state)
-  app.get('/metrics', res => {
-    const began = final?.begin() ?? 0
-    let aborted = false
-    res.onAborted(() => {
-      aborted = true
-    })
-    state.metrics.registry.metrics().then(
-      text => {
-        if (aborted) return
-        send(res, 200, state.metrics.registry.contentType, text)
-        final?.answered(began)
-      },
-      err => {
-        state.log.error({ event: 'metrics_failed', err }, 'collecting metrics failed')
-        if (!aborted) send(res, 500, 'text/plain', 'metrics collection failed\n')
-      }
+  app.get('/metrics', res =>
+    answerScrape(
+      res,
+      async () => ({ contentType: state.metrics.registry.contentType, text: await state.metrics.registry.metrics() }),
+      state.log,
+      final
     )
-  })
+  )
 }
 
 /**

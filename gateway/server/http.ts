@@ -45,6 +45,30 @@ export function send(
   })
 }
 
+/**
+ * Answer once `work` settles, unless the client gave up first: uWebSockets.js frees an aborted response, and
+ * writing to it throws. `answer` and `failed` (default: send nothing) run only on a response still open.
+ */
+export function answerWhenSettled<T>(
+  res: HttpResponse,
+  work: Promise<T>,
+  answer: (value: T) => void,
+  failed: (err: unknown) => void = () => {}
+): void {
+  let aborted = false
+  res.onAborted(() => {
+    aborted = true
+  })
+  work.then(
+    value => {
+      if (!aborted) answer(value)
+    },
+    (err: unknown) => {
+      if (!aborted) failed(err)
+    }
+  )
+}
+
 export function sendJson(res: HttpResponse, status: number, value: unknown): void {
   send(res, status, 'application/json', JSON.stringify(value))
 }

@@ -17,7 +17,7 @@ import { probePlan } from '../mapping/health'
 import { Prober } from '../upstream/health'
 import type { ProbePlan } from '../upstream/probes'
 import type { UpstreamPool } from '../upstream/pool'
-import { sendJson } from './http'
+import { answerWhenSettled, sendJson } from './http'
 
 /**
  * Everything built from one config snapshot. A reload builds the next one and swaps it in: new legs
@@ -279,17 +279,11 @@ export function mountReload(
   admin.post(
     '/admin/reload',
     guarded(token, res => {
-      let aborted = false
-      res.onAborted(() => {
-        aborted = true
-      })
-      reload('admin').then(
-        report => {
-          if (!aborted) sendJson(res, report.ok ? 200 : 409, report)
-        },
-        (err: unknown) => {
-          if (!aborted) sendJson(res, 500, { ok: false, problems: [(err as Error).message] })
-        }
+      answerWhenSettled(
+        res,
+        reload('admin'),
+        report => sendJson(res, report.ok ? 200 : 409, report),
+        err => sendJson(res, 500, { ok: false, problems: [(err as Error).message] })
       )
     })
   )

@@ -21,6 +21,7 @@ import {
 import { headerBytesOver } from './header-limit'
 import { problemBody, readBody, send } from './http'
 import type { ServerState } from './state'
+import { type Ending, type ExchangeActions, type ExchangeEvent, type ExchangeState, NEXT } from './text-states'
 
 const JSON_TYPE = /^application\/(?:[\w.-]+\+)?json\s*(?:;|$)/i
 
@@ -35,10 +36,10 @@ export interface TextCounters {
  * of the body is buffered: a bad head 400, unknown route 404, draining 503, headers 431, not JSON 415, a
  * declared length over text.maxBodyBytes 413), `body` (bounded), `dispatch` (after uWS's parse pass, to
  * text/utterance), `answer` (scrubbed, counted, one access line). One object per request, no closure per
- * step. Every answer carries x-request-id.
+ * step. Every answer carries x-request-id. Its states, and what each event does in each: server/text-states.ts.
  */
 export class TextExchange {
-  private aborted = false
+  private phase: Phase = { state: 'HEAD' }
   private readonly started = performance.now()
   private readonly contentType: string
   private readonly authorization: string
@@ -49,19 +50,15 @@ export class TextExchange {
   private readonly badHead: string | null
   /** Header bytes counted by headerProblem's scan (one pass over the headers per request). */
   private readonly headBytes: number
-  /** The client said `connection: close`, or its head is refused: the answer closes the connection. */
-  private readonly close: boolean
+  /** How the answer leaves the connection (text-states.ts): set by the head. */
+  private ending: Ending
   private readonly address: string
   private readonly headers: Record<string, string>
-  /** The body as it came (the answer never confirms a secret the caller sent itself). */
-  private body: Buffer | null = null
-  /** What the text hook was handed (its `tenant` once the credential was accepted). */
+  /**
+   * What the text hook was handed, kept for the answer: its body as it came (the answer never confirms a
+   * secret the caller sent itself) and its `tenant` once the credential was accepted. None before dispatch.
+   */
   private utterance: IncomingUtterance | null = null
-  /** The vendor call waits for uWS's parse pass (a pipelined request behind this one aborts it). */
-  private parsed = false
-  /** A declared body at most DRAIN_BYTES over the limit is read to its end before the 413 closes. */
-  private drained = false
-  private deferred = false
 
   constructor(
     private readonly res: HttpResponse,
@@ -74,7 +71,7 @@ export class TextExchange {
   ) {
     // MUST come first (uWS): after an abort, res must never be touched again.
     res.onAborted(() => {
-      this.aborted = true
+      this.move('abort')
     })
     // MUST copy out of req now: it is stack-allocated and gone after this handler returns. The front door
     // (front-door.ts): a repeated or malformed content-length or host is refused and closed; `connection:
@@ -86,7 +83,7 @@ export class TextExchange {
     this.authorization = h.authorization
     this.declaredLength = h.contentLength
     this.requestId = requestIdFrom(h.requestId)
-    this.close = this.badHead !== null || connectionCloses(h.connection)
+    this.ending = this.badHead !== null || connectionCloses(h.connection) ? 'close' : 'keep'
     this.address = Buffer.from(res.getRemoteAddressAsText()).toString('utf8')
     this.span = state.tracing.start('utterance', h.traceparent, {
       'http.request.method': 'POST',
@@ -103,6 +100,13 @@ export class TextExchange {
     return this.route?.name ?? ''
   }
 
+  /** One event, as NEXT says: what to do, and the next state (READING and PARSING are entered with their data by the caller). */
+  private move<E extends ExchangeEvent>(event: E): ExchangeActions[E] {
+    const [action, to] = NEXT[this.phase.state][event]
+    if (to !== this.phase.state && to !== 'READING' && to !== 'PARSING') this.phase = { state: to }
+    return action
+  }
+
   /** The server's own refusals; then the body is read. */
   private head(req: HttpRequest): void {
     const { state, route } = this
@@ -114,39 +118,52 @@ export class TextExchange {
     const limit = state.config.text.maxBodyBytes
     if (this.declaredLength !== '' && Number(this.declaredLength) > limit) {
       if (Number(this.declaredLength) > limit + DRAIN_BYTES) return this.tooLarge()
-      this.drained = true
+      this.move('drain')
+      this.ending = 'drain'
       this.res.onData((_chunk, isLast) => {
-        if (isLast && !this.aborted) this.tooLarge()
+        if (isLast && this.move('over') === 'too-large') this.tooLarge()
       })
       return
     }
+    this.move('read')
+    this.phase = { state: 'READING', route }
     readBody(this.res, limit, this.onBody)
   }
 
-  /** The body (null: over the limit), then again after uWS's parse pass: then the vendor call. */
+  /** The body (null: over the limit); the vendor call waits for uWS's parse pass. */
   private readonly onBody = (body: Buffer | null): void => {
-    if (this.aborted) {
-      if (this.parsed) {
+    const phase = this.phase
+    if (body === null) {
+      if (this.move('over') === 'too-large') this.tooLarge()
+      return
+    }
+    if (this.move('body') === 'ignore' || phase.state !== 'READING') return
+    this.phase = { state: 'PARSING', route: phase.route, body }
+    afterParse(this.onParsed, undefined)
+  }
+
+  /** uWS's parse pass after the body: the vendor call, or the count of a request the platform left before it. */
+  private readonly onParsed = (): void => {
+    const phase = this.phase
+    switch (this.move('parsed')) {
+      case 'dispatch':
+        if (phase.state === 'PARSING') this.dispatch(phase.route, phase.body)
+        return
+      case 'count-abort':
         countRefusal(this.state.metrics, 'aborted_before_dispatch')
         this.state.log.debug(
           { event: 'text_dropped', route: this.routeName, requestId: this.requestId },
           'the platform went away before dispatch'
         )
-      }
-      return
+        return
+      case 'ignore':
+        return
     }
-    if (body === null) return this.tooLarge()
-    this.body = body
-    if (!this.parsed) {
-      this.parsed = true
-      return afterParse(this.onBody, body)
-    }
-    this.dispatch(body)
   }
 
-  private dispatch(body: Buffer): void {
+  private dispatch(route: RouteRuntime, body: Buffer): void {
     const req: IncomingUtterance = {
-      route: this.route!,
+      route,
       body,
       authorization: this.authorization,
       requestId: this.requestId,
@@ -195,24 +212,35 @@ export class TextExchange {
     this.refuse('MESSAGE_TOO_LARGE', true)
   }
 
+  /** Each exchange is answered once: an answer that closes the connection goes after uWS's parse pass (front-door.ts). */
   private answer(result: TextResult, tooLarge = false): void {
-    // An answer that closes the connection goes after uWS's parse pass (front-door.ts, closeAfterParse).
-    if ((this.close || this.drained) && !this.deferred) {
-      this.deferred = true
-      return afterParse(() => this.answer(result, tooLarge), undefined)
+    if (this.ending !== 'keep' && this.move('defer') === 'defer')
+      return afterParse(() => this.deliver(result, tooLarge), undefined)
+    this.deliver(result, tooLarge)
+  }
+
+  private deliver(result: TextResult, tooLarge: boolean): void {
+    switch (this.move('answer')) {
+      case 'send':
+        return this.write(result, tooLarge)
+      case 'drop':
+        this.state.log.debug(
+          { event: 'text_aborted', route: this.routeName, requestId: this.requestId },
+          'the platform went away before the answer'
+        )
+        this.span.event('aborted')
+        this.span.end()
+        return
+      case 'ignore':
+        return
     }
-    if (this.aborted) {
-      this.state.log.debug(
-        { event: 'text_aborted', route: this.routeName, requestId: this.requestId },
-        'the platform went away before the answer'
-      )
-      this.span.event('aborted')
-      this.span.end()
-      return
-    }
+  }
+
+  /** The answer, scrubbed, with the connection left as `ending` says. */
+  private write(result: TextResult, tooLarge: boolean): void {
     if (result.ok) {
       const body = this.scrub(result.json)
-      send(this.res, result.status, 'application/json', body, this.headers, this.close)
+      send(this.res, result.status, 'application/json', body, this.headers, this.ending !== 'keep')
       return this.done(result.status, body.length, result.upstream, null, false)
     }
     const status = CODES[result.error.code].status
@@ -223,10 +251,10 @@ export class TextExchange {
     // uWS discards whatever of the body still arrives (nothing more is buffered). Not end(body, true):
     // uWS then resets the socket while the client is still writing, and clients (undici among them)
     // lose the 413 to an EPIPE/ECONNRESET. uWS has no lingering close. A declared body at most
-    // DRAIN_BYTES over the limit is read to its end first (`drained`), and then the connection is closed.
-    if (tooLarge && !this.drained && !this.close)
+    // DRAIN_BYTES over the limit is read to its end first (ending `drain`), and then the connection is closed.
+    if (tooLarge && this.ending === 'keep')
       send(this.res, status, 'application/problem+json', body, { ...this.headers, connection: 'close' })
-    else send(this.res, status, 'application/problem+json', body, this.headers, this.close || this.drained)
+    else send(this.res, status, 'application/problem+json', body, this.headers, this.ending !== 'keep')
     this.done(status, body.length, result.upstream, result.error.code, result.quiet === true)
   }
 
@@ -236,7 +264,7 @@ export class TextExchange {
     if (secrets === undefined) return json
     return scrubberFor(secrets).json(
       json,
-      sentIn(() => `${this.authorization}\n${this.body?.toString('utf8') ?? ''}`)
+      sentIn(() => `${this.authorization}\n${this.utterance?.body.toString('utf8') ?? ''}`)
     )
   }
 
@@ -278,7 +306,7 @@ export class TextExchange {
         route: this.routeName || undefined,
         tenant: this.utterance?.tenant ?? UNKNOWN_TENANT,
         status,
-        bytesIn: this.body?.length ?? 0,
+        bytesIn: this.utterance?.body.length ?? 0,
         bytesOut,
         ms: Math.round(ms * 10) / 10,
         upstream,
@@ -289,3 +317,9 @@ export class TextExchange {
     )
   }
 }
+
+/** The exchange's state with the data only it has: the route being served, and the body waiting for dispatch. */
+type Phase =
+  | { readonly state: 'READING'; readonly route: RouteRuntime }
+  | { readonly state: 'PARSING'; readonly route: RouteRuntime; readonly body: Buffer }
+  | { readonly state: Exclude<ExchangeState, 'READING' | 'PARSING'> }

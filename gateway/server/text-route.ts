@@ -17,30 +17,15 @@ const DEFAULT_TEXT_PATH = '/agent_assist_text_webhooks/utterance'
  */
 export function mountText(app: TemplatedApp, state: ServerState, hook: Pick<TextHook, 'serves' | 'handle'>): void {
   const metrics = state.metrics
+  // Each label set's cell, looked up once (a Map read per answer, not prom-client's label hashing).
   const counters = new Map<string, { inc: () => void }>()
   const byTenant = new Map<string, { inc: () => void }>()
   const durations = new Map<string, { observe: (v: number) => void }>()
   const count = (route: string, status: number, seconds: number, tenant: string): void => {
-    const key = `${route}\n${status}`
-    let c = counters.get(key)
-    if (c === undefined) {
-      c = metrics.textRequestCounts.cell(route, String(status))
-      counters.set(key, c)
-    }
-    c.inc()
-    const tk = `${tenant}\n${status}`
-    let u = byTenant.get(tk)
-    if (u === undefined) {
-      u = metrics.tenantUtteranceCounts.cell(tenant, String(status))
-      byTenant.set(tk, u)
-    }
-    u.inc()
-    let d = durations.get(route)
-    if (d === undefined) {
-      d = metrics.textDuration.labels(route)
-      durations.set(route, d)
-    }
-    d.observe(seconds)
+    const code = String(status)
+    cellOf(counters, `${route}\n${code}`, () => metrics.textRequestCounts.cell(route, code)).inc()
+    cellOf(byTenant, `${tenant}\n${code}`, () => metrics.tenantUtteranceCounts.cell(tenant, code)).inc()
+    cellOf(durations, route, () => metrics.textDuration.labels(route)).observe(seconds)
   }
 
   const notAllowed = (res: HttpResponse, route: RouteRuntime | null | undefined, close = false): void => {
@@ -72,4 +57,14 @@ export function mountText(app: TemplatedApp, state: ServerState, hook: Pick<Text
   // Registered before the catch-all; uWS prefers the method-specific handlers above.
   app.any('/text/:route', (res, req) => notAllowed(res, state.routes.get(req.getParameter(0) ?? ''), wantsClose(req)))
   app.any(DEFAULT_TEXT_PATH, (res, req) => notAllowed(res, state.defaultRoute, wantsClose(req)))
+}
+
+/** The cell under `key`, made by `make` the first time. */
+function cellOf<C>(cells: Map<string, C>, key: string, make: () => C): C {
+  let cell = cells.get(key)
+  if (cell === undefined) {
+    cell = make()
+    cells.set(key, cell)
+  }
+  return cell
 }

@@ -1,5 +1,6 @@
 import type { ConnectionOptions } from 'node:tls'
 import type { Logger } from '../telemetry/log'
+import type { HealthRecord } from './port'
 
 // The Redis store's options, its failure labels and the helpers its parts share (store/redis.ts, store/redis-calls.ts).
 
@@ -74,4 +75,27 @@ export function firstError(res: [Error | null, unknown][] | null): Error | null 
   if (res === null) return new Error('transaction aborted')
   for (const [err] of res) if (err !== null) return err
   return null
+}
+
+/** The shared health hash as a sync read it; a foreign value under a field is left out. */
+export function healthFrom(raw: Record<string, string>): Map<string, HealthRecord> {
+  const health = new Map<string, HealthRecord>()
+  for (const [k, v] of Object.entries(raw)) {
+    try {
+      health.set(k, JSON.parse(v) as HealthRecord)
+    } catch {
+      /* a foreign value: ignore */
+    }
+  }
+  return health
+}
+
+/** The other instances' stream counts (one HGETALL reply each), summed per key. */
+export function streamTotals(replies: [Error | null, unknown][] | null): Map<string, number> {
+  const others = new Map<string, number>()
+  for (const [, value] of replies ?? []) {
+    for (const [k, v] of Object.entries(value as Record<string, string>))
+      others.set(k, (others.get(k) ?? 0) + Number(v))
+  }
+  return others
 }

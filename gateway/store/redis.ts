@@ -3,7 +3,16 @@ import type { RateLimiterRedis } from 'rate-limiter-flexible'
 import { LocalAuthState } from './local-auth'
 import type { Affinity, CallRecord, FailureWindow, HealthRecord, OwnerRecord, QuotaStore, Store } from './port'
 import { RedisCalls } from './redis-calls'
-import { firstError, hashTaggedPrefix, REFRESH_BATCH, type RedisStoreOptions, type StoreOp } from './redis-options'
+import { CONNECTED, RedisLink } from './redis-link'
+import {
+  firstError,
+  hashTaggedPrefix,
+  healthFrom,
+  streamTotals,
+  type RedisStoreOptions,
+  type StoreOp
+} from './redis-options'
+import { RedisOwners } from './redis-owners'
 import * as script from './redis-scripts'
 
 export { hashTaggedPrefix, type RedisStoreOptions, type StoreOp } from './redis-options'
@@ -29,7 +38,8 @@ function limiters(): typeof import('rate-limiter-flexible') {
  *
  * `up()` MUST be false whenever sharing does not work: the connection is not ready, or the last
  * command failed (wrong password, CROSSSLOT, READONLY, OOM...). Each failure is counted through
- * `onError`; a failing store clears on the next successful sync.
+ * `onError`; a failing store clears on the next successful sync. The connection's states and what each
+ * event does in each are store/redis-link.ts.
  */
 export class RedisStore implements Store, QuotaStore {
   readonly kind = 'redis' as const
@@ -39,28 +49,25 @@ export class RedisStore implements Store, QuotaStore {
   private health = new Map<string, HealthRecord>()
   private others = new Map<string, number>()
   private ownStreams: ReadonlyMap<string, number> = new Map()
-  private leader = false
-  /** The connection is ready. */
-  private connected = false
-  /** The connection has not proven itself yet, or the last command failed (cleared by a successful sync). */
-  private failing = false
-  /** What `up()` last reported (the transitions are logged once each). */
-  private reported = false
-  private lastError = ''
+  /** The connection's state (store/redis-link.ts): whether commands go out, whether sharing works, the lease. */
+  private readonly link: RedisLink
+  /** Count a failed command: the store is not up until a sync succeeds. */
+  private readonly failed = (op: StoreOp, err: unknown): void => this.link.failed(op, err)
   private timer: NodeJS.Timeout | null = null
   private readonly listeners: (() => void)[] = []
   private syncing: Promise<void> | null = null
-  private closing = false
-  /** The failure budget's fleet counts, one limiter per window length (auth.failureBudget.windowSeconds). */
-  private readonly failureLimiters = new Map<number, RateLimiterRedis>()
-  /** The quotas' per-second windows, one limiter per rate (auth/quotas.ts). */
-  private readonly rateLimiters = new Map<number, RateLimiterRedis>()
+  /**
+   * rate-limiter-flexible's fixed windows, made on first use: the failure budget's fleet counts (`authfail`, one
+   * per window length: auth.failureBudget.windowSeconds) and the quotas' per-second windows (`qrate`, one per rate).
+   */
+  private readonly limiters = new Map<string, RateLimiterRedis>()
 
   constructor(
     readonly instanceId: string,
     private readonly opts: RedisStoreOptions
   ) {
     this.prefix = hashTaggedPrefix(opts.keyPrefix)
+    this.link = new RedisLink(opts)
     const auth = {
       ...(opts.username !== undefined ? { username: opts.username } : {}),
       ...(opts.password !== undefined ? { password: opts.password } : {}),
@@ -103,69 +110,28 @@ export class RedisStore implements Store, QuotaStore {
     } else {
       this.redis = new (ioredis().default)(opts.url ?? 'redis://127.0.0.1:6379', { ...node, retryStrategy: () => 1000 })
     }
-    this.calls = new RedisCalls(
-      this.redis,
-      s => this.k(s),
-      (op, err) => this.failed(op, err)
-    )
-    this.redis.on('ready', () => this.setConnected(true))
-    this.redis.on('end', () => this.setConnected(false))
-    this.redis.on('close', () => this.setConnected(false))
-    // Every connection error is counted; the outage itself is logged once, with the last reason.
-    this.redis.on('error', (err: Error) => {
-      if (this.closing) return
-      this.lastError = err.message
-      this.opts.onError?.('connect')
+    this.calls = new RedisCalls(this.redis, s => this.k(s), this.failed)
+    this.owners = new RedisOwners(this.redis, s => this.k(s), this.failed)
+    this.redis.on('ready', () => {
+      if (this.link.ready()) void this.sync()
     })
+    this.redis.on('end', () => this.link.lost())
+    this.redis.on('close', () => this.link.lost())
+    this.redis.on('error', (err: Error) => this.link.connectError(err))
   }
 
-  /** A new connection is not up until a sync over it succeeds (it may refuse every command). */
-  private setConnected(connected: boolean): void {
-    if (connected === this.connected) return
-    this.connected = connected
-    if (connected) {
-      this.failing = true
-      void this.sync()
-    } else if (!this.closing) this.report() // our own quit at shutdown is not an outage
-  }
-
-  /** Count a failed command and mark the store not up until a sync succeeds. */
-  private failed(op: StoreOp, err: unknown): void {
-    this.lastError = err instanceof Error ? err.message : String(err)
-    this.opts.onError?.(op)
-    if (this.closing) return
-    this.failing = true
-    this.report(op)
-  }
-
-  private report(op?: StoreOp): void {
-    const up = this.up()
-    if (up === this.reported) return
-    this.reported = up
-    if (!up) this.leader = false
-    if (up) this.opts.log.info({ event: 'store_up' }, 'Redis reachable: sharing state with the fleet')
-    else
-      this.opts.log.error(
-        { event: 'store_down', ...(op !== undefined ? { op } : {}), reason: this.lastError || 'connection lost' },
-        this.connected
-          ? 'Redis commands failing: serving on local state until they succeed'
-          : 'Redis unreachable: serving on local state until it returns'
-      )
-    this.opts.onUp(up)
-  }
-
-  private failureWindows(windowMs: number): RateLimiterRedis {
-    let limiter = this.failureLimiters.get(windowMs)
+  /** `authfail`: `points` is not read (a failure is counted with penalty(), which never refuses; the budget judges). */
+  private windows(kind: 'authfail' | 'qrate', n: number): RateLimiterRedis {
+    let limiter = this.limiters.get(`${kind}:${n}`)
     if (limiter === undefined) {
-      // `points` is not read: a failure is counted with penalty(), which never refuses; the budget judges.
-      const duration = Math.max(1, Math.round(windowMs / 1000))
       limiter = new (limiters().RateLimiterRedis)({
         storeClient: this.redis,
-        keyPrefix: this.k('authfail'),
-        points: 1,
-        duration
+        keyPrefix: this.k(kind),
+        ...(kind === 'authfail'
+          ? { points: 1, duration: Math.max(1, Math.round(n / 1000)) }
+          : { points: n, duration: 1 })
       })
-      this.failureLimiters.set(windowMs, limiter)
+      this.limiters.set(`${kind}:${n}`, limiter)
     }
     return limiter
   }
@@ -175,7 +141,7 @@ export class RedisStore implements Store, QuotaStore {
   }
 
   up(): boolean {
-    return this.connected && !this.failing
+    return this.link.up()
   }
   reportStreams(counts: ReadonlyMap<string, number>): void {
     this.ownStreams = counts
@@ -186,7 +152,7 @@ export class RedisStore implements Store, QuotaStore {
 
   writeHealth(key: string, record: HealthRecord): void {
     this.health.set(key, record)
-    if (this.connected)
+    if (this.link.connected())
       this.redis.hset(this.k('health'), key, JSON.stringify(record)).catch(err => this.failed('write_health', err))
   }
 
@@ -194,35 +160,16 @@ export class RedisStore implements Store, QuotaStore {
     return this.health
   }
 
+  /** Owner and affinity records (store/redis-owners.ts). */
+  private readonly owners: RedisOwners
   setAffinity(key: string, a: Affinity, ttlSeconds: number): void {
-    if (!this.connected) return
-    this.redis
-      .set(this.k(`aff:${key}`), JSON.stringify(a), 'PX', Math.max(1, Math.round(ttlSeconds * 1000)))
-      .catch(err => this.failed('set_affinity', err))
+    if (this.link.connected()) this.owners.setAffinity(key, a, ttlSeconds)
   }
-
   async getAffinity(key: string): Promise<Affinity | null> {
-    if (!this.connected) return null
-    let v: string | null
-    try {
-      v = await this.redis.get(this.k(`aff:${key}`))
-    } catch (err) {
-      this.failed('get_affinity', err)
-      return null
-    }
-    try {
-      return v === null ? null : (JSON.parse(v) as Affinity)
-    } catch {
-      return null // a foreign value under our key: no affinity
-    }
+    return this.link.connected() ? await this.owners.getAffinity(key) : null
   }
-
   deleteAffinity(key: string, legId: string): void {
-    if (!this.connected) return
-    // Only the leg that owns the record removes it (a re-attached leg may have replaced it).
-    this.redis
-      .eval(script.DELETE_AFFINITY, 1, this.k(`aff:${key}`), legId)
-      .catch(err => this.failed('delete_affinity', err))
+    if (this.link.connected()) this.owners.deleteAffinity(key, legId)
   }
 
   /** What this instance knows by itself: its own revocations and failures (all it has while Redis is away). */
@@ -232,7 +179,7 @@ export class RedisStore implements Store, QuotaStore {
     this.auth.revoke(jti, untilEpochMs, nowMs)
     const ms = Math.ceil(untilEpochMs - nowMs)
     if (ms <= 0) return
-    if (!this.connected) throw new Error('Redis is not reachable: the revocation holds on this instance only')
+    if (!this.link.connected()) throw new Error('Redis is not reachable: the revocation holds on this instance only')
     try {
       await this.redis.eval(script.REVOKE, 1, this.k(`revoked:${jti}`), String(ms))
     } catch (err) {
@@ -243,7 +190,7 @@ export class RedisStore implements Store, QuotaStore {
 
   async isTokenRevoked(jti: string, nowMs: number): Promise<boolean> {
     if (this.auth.isRevoked(jti, nowMs)) return true
-    if (!this.connected) return false
+    if (!this.link.connected()) return false
     try {
       return (await this.redis.exists(this.k(`revoked:${jti}`))) === 1
     } catch (err) {
@@ -259,9 +206,9 @@ export class RedisStore implements Store, QuotaStore {
    */
   async countFailure(key: string, windowMs: number, nowMs: number): Promise<FailureWindow> {
     const local = this.auth.countFailure(key, windowMs, nowMs)
-    if (!this.connected) return local
+    if (!this.link.connected()) return local
     try {
-      const res = await this.failureWindows(windowMs).penalty(key, 1)
+      const res = await this.windows('authfail', windowMs).penalty(key, 1)
       return { count: Math.max(res.consumedPoints, local.count), resetInMs: Math.max(0, res.msBeforeNext) }
     } catch (err) {
       this.failed('count_failure', err)
@@ -299,7 +246,7 @@ export class RedisStore implements Store, QuotaStore {
   async consumeRate(key: string, perSecond: number): Promise<number | null> {
     if (!this.up()) return null
     try {
-      await this.rateWindows(perSecond).consume(key, 1)
+      await this.windows('qrate', perSecond).consume(key, 1)
       return 0
     } catch (err) {
       if (err instanceof limiters().RateLimiterRes) return Math.max(1, err.msBeforeNext)
@@ -310,78 +257,35 @@ export class RedisStore implements Store, QuotaStore {
 
   refundRate(key: string, perSecond: number): void {
     if (!this.up()) return
-    this.rateWindows(perSecond)
+    this.windows('qrate', perSecond)
       .reward(key, 1)
       .catch(err => this.failed('quota', err))
   }
 
-  private rateWindows(perSecond: number): RateLimiterRedis {
-    let limiter = this.rateLimiters.get(perSecond)
-    if (limiter === undefined) {
-      limiter = new (limiters().RateLimiterRedis)({
-        storeClient: this.redis,
-        keyPrefix: this.k('qrate'),
-        points: perSecond,
-        duration: 1
-      })
-      this.rateLimiters.set(perSecond, limiter)
-    }
-    return limiter
-  }
-
   async claimOwner(key: string, owner: OwnerRecord, ttlMs: number, replacing = ''): Promise<OwnerRecord> {
-    if (!this.connected) return owner
-    try {
-      const v = (await this.redis.eval(
-        script.CLAIM_OWNER,
-        1,
-        this.k(`owner:${key}`),
-        JSON.stringify(owner),
-        owner.instance,
-        String(Math.max(1, Math.round(ttlMs))),
-        replacing
-      )) as string
-      return JSON.parse(v) as OwnerRecord
-    } catch (err) {
-      // Redis failing, or a foreign value under our key: the session is served here.
-      this.failed('claim_owner', err)
-      return owner
-    }
+    return this.link.connected() ? await this.owners.claimOwner(key, owner, ttlMs, replacing) : owner
   }
-
-  /** One script per batch of keys (every key of the gateway is in one slot: see `hashTaggedPrefix`). */
   refreshOwners(keys: readonly string[], instance: string, ttlMs: number): void {
-    if (!this.connected || keys.length === 0) return
-    const ttl = String(Math.max(1, Math.round(ttlMs)))
-    for (let i = 0; i < keys.length; i += REFRESH_BATCH) {
-      const batch = keys.slice(i, i + REFRESH_BATCH).map(k => this.k(`owner:${k}`))
-      this.redis
-        .eval(script.REFRESH_OWNERS, batch.length, ...batch, instance, ttl)
-        .catch(err => this.failed('refresh_owners', err))
-    }
+    if (this.link.connected() && keys.length > 0) this.owners.refreshOwners(keys, instance, ttlMs)
   }
-
   releaseOwner(key: string, instance: string): void {
-    if (!this.connected) return
-    this.redis
-      .eval(script.RELEASE_OWNER, 1, this.k(`owner:${key}`), instance)
-      .catch(err => this.failed('release_owner', err))
+    if (this.link.connected()) this.owners.releaseOwner(key, instance)
   }
 
   /** Call records (store/redis-calls.ts): one hash per contact. */
   private readonly calls: RedisCalls
   publishCalls(records: readonly CallRecord[], ttlMs: number): void {
-    if (this.connected) this.calls.publish(records, ttlMs)
+    if (this.link.connected()) this.calls.publish(records, ttlMs)
   }
   removeCall(contactId: string, legId: string): void {
-    if (this.connected) this.calls.remove(contactId, legId)
+    if (this.link.connected()) this.calls.remove(contactId, legId)
   }
   async findCalls(contactId: string): Promise<CallRecord[]> {
-    if (!this.connected) throw new Error('Redis is not reachable: the fleet’s calls cannot be listed')
+    if (!this.link.connected()) throw new Error('Redis is not reachable: the fleet’s calls cannot be listed')
     return await this.calls.find(contactId)
   }
   async listCalls(contacts: number): Promise<{ calls: CallRecord[]; more: boolean }> {
-    if (!this.connected) throw new Error('Redis is not reachable: the fleet’s calls cannot be listed')
+    if (!this.link.connected()) throw new Error('Redis is not reachable: the fleet’s calls cannot be listed')
     return await this.calls.list(contacts)
   }
 
@@ -391,7 +295,7 @@ export class RedisStore implements Store, QuotaStore {
    */
   isLeader(): boolean {
     if (this.opts.prober === false) return false
-    return this.up() ? this.leader : true
+    return this.up() ? this.link.leader() : true
   }
 
   onSync(fn: () => void): void {
@@ -403,16 +307,10 @@ export class RedisStore implements Store, QuotaStore {
       await this.redis.connect()
     } catch (err) {
       // Not reachable now (counted by the 'error' listener); ioredis keeps retrying.
-      if (this.lastError === '') this.lastError = err instanceof Error ? err.message : String(err)
+      this.link.startError(err)
     }
-    if (this.connected) await this.sync()
-    if (!this.up())
-      this.opts.log.error(
-        { event: 'store_down', reason: this.lastError || 'not ready' },
-        this.connected
-          ? 'Redis commands failing at start: serving on local state until they succeed'
-          : 'Redis unreachable at start: serving on local state until it returns'
-      )
+    if (this.link.connected()) await this.sync()
+    this.link.sayNotUpAtStart()
     this.timer = setInterval(() => {
       void this.sync()
     }, this.opts.syncIntervalMs)
@@ -421,9 +319,10 @@ export class RedisStore implements Store, QuotaStore {
 
   async close(): Promise<void> {
     if (this.timer !== null) clearInterval(this.timer)
-    this.closing = true
+    // Our own quit at shutdown is not an outage: nothing is said of it (store/redis-link.ts).
+    const was = this.link.close()
     try {
-      if (this.connected) {
+      if (CONNECTED[was]) {
         const res = await this.redis
           .multi()
           .del(this.k(`streams:${this.instanceId}`))
@@ -431,7 +330,7 @@ export class RedisStore implements Store, QuotaStore {
           .exec()
         const err = firstError(res)
         if (err !== null) throw err
-        if (this.leader) await this.redis.eval(script.RELEASE_LEAD, 1, this.k('leader'), this.instanceId)
+        if (this.link.leader()) await this.redis.eval(script.RELEASE_LEAD, 1, this.k('leader'), this.instanceId)
       }
     } catch (err) {
       // Shutting down anyway: counted, and the keys expire with their lease.
@@ -442,7 +341,7 @@ export class RedisStore implements Store, QuotaStore {
 
   /** One round trip's worth of sharing. Never rejects (failures are counted); overlapping calls share one. */
   sync(): Promise<void> {
-    if (!this.connected || this.closing) return Promise.resolve()
+    if (!this.link.syncs()) return Promise.resolve()
     this.syncing ??= this.syncOnce().finally(() => {
       this.syncing = null
     })
@@ -471,34 +370,17 @@ export class RedisStore implements Store, QuotaStore {
       const instances = (res[n - 2][1] as string[]).filter(i => i !== this.instanceId)
       const healthRaw = res[n - 1][1] as Record<string, string>
       const leader = prober && res[n][1] === 1
-      const health = new Map<string, HealthRecord>()
-      for (const [k, v] of Object.entries(healthRaw)) {
-        try {
-          health.set(k, JSON.parse(v) as HealthRecord)
-        } catch {
-          /* a foreign value: ignore */
-        }
-      }
-      const others = new Map<string, number>()
+      let counts: [Error | null, unknown][] | null = []
       if (instances.length > 0) {
         const p = this.redis.pipeline()
         for (const i of instances) p.hgetall(this.k(`streams:${i}`))
-        const counts = await p.exec()
+        counts = await p.exec()
         const pErr = firstError(counts)
         if (pErr !== null) throw pErr
-        for (const [, value] of counts ?? []) {
-          for (const [k, v] of Object.entries(value as Record<string, string>))
-            others.set(k, (others.get(k) ?? 0) + Number(v))
-        }
       }
-      this.leader = leader
-      this.health = health
-      this.others = others
-      if (this.failing) {
-        this.failing = false
-        this.report()
-      }
-      this.lastError = ''
+      this.health = healthFrom(healthRaw)
+      this.others = streamTotals(counts)
+      this.link.synced(leader)
       for (const fn of this.listeners) fn()
     } catch (err) {
       // The last cache stays for local use, but up() is false until a sync succeeds.

@@ -1,8 +1,8 @@
 import * as uWS from 'uWebSockets.js'
 import type { Config } from '../config/types'
-import { ADMIN_REQUESTED_WITH, type AdminGate, guarded } from '../server/admin'
+import { ADMIN_REQUESTED_WITH, type AdminGate, answerScrape, guarded } from '../server/admin'
 import { answerCalls } from '../server/calls-route'
-import { send, sendJson } from '../server/http'
+import { answerWhenSettled, send, sendJson } from '../server/http'
 import { listen } from '../server/listen'
 import { notFound } from '../server/refusals'
 import { mergeRecent, mountStatusPage } from '../server/status-page'
@@ -103,36 +103,12 @@ export async function startMainListeners(
 
   const scrape = uWS.App()
   scrape.get('/livez', res => sendJson(res, 200, { live: true }))
-  scrape.get('/metrics', res => {
-    const began = host.final.begin()
-    let aborted = false
-    res.onAborted(() => {
-      aborted = true
-    })
-    host.metrics().then(
-      m => {
-        if (aborted) return
-        send(res, 200, m.contentType, m.text)
-        host.final.answered(began)
-      },
-      err => {
-        host.log.error({ event: 'metrics_failed', err }, 'collecting metrics failed')
-        if (!aborted) send(res, 500, 'text/plain', 'metrics collection failed\n')
-      }
+  scrape.get('/metrics', res => answerScrape(res, () => host.metrics(), host.log, host.final))
+  scrape.get('/readyz', res =>
+    answerWhenSettled(res, readinessOf(), r =>
+      sendJson(res, r.ready ? 200 : 503, { ready: r.ready, reasons: r.reasons })
     )
-  })
-  scrape.get('/readyz', res => {
-    let aborted = false
-    res.onAborted(() => {
-      aborted = true
-    })
-    readinessOf().then(
-      r => {
-        if (!aborted) sendJson(res, r.ready ? 200 : 503, { ready: r.ready, reasons: r.reasons })
-      },
-      () => {}
-    )
-  })
+  )
   scrape.any('/*', notFound(host, 'metrics'))
 
   const admin = uWS.App()
@@ -147,57 +123,30 @@ export async function startMainListeners(
   )
   admin.get(
     '/admin/readiness',
-    guarded(token, res => {
-      let aborted = false
-      res.onAborted(() => {
-        aborted = true
-      })
-      readinessOf().then(
-        r => {
-          if (!aborted) sendJson(res, r.ready ? 200 : 503, r)
-        },
-        () => {}
-      )
-    })
+    guarded(token, res => answerWhenSettled(res, readinessOf(), r => sendJson(res, r.ready ? 200 : 503, r)))
   )
   // Every worker's replicas, merged (workers/merge-upstreams.ts): one gateway's view, as with one process.
   admin.get(
     '/admin/upstreams',
-    guarded(token, res => {
-      let aborted = false
-      res.onAborted(() => {
-        aborted = true
+    guarded(token, res =>
+      answerWhenSettled(res, toWorkers('GET', '/admin/upstreams', null, true), answers => {
+        const views = answers
+          .filter(a => a.status === 200)
+          .map(a => ({ worker: a.worker, view: JSON.parse(a.body) as Record<string, unknown> }))
+        if (views.length === 0) return sendJson(res, 503, { error: 'no worker is up' })
+        sendJson(res, 200, mergeUpstreams(views, host.instanceId))
       })
-      toWorkers('GET', '/admin/upstreams', null, true).then(
-        answers => {
-          if (aborted) return
-          const views = answers
-            .filter(a => a.status === 200)
-            .map(a => ({ worker: a.worker, view: JSON.parse(a.body) as Record<string, unknown> }))
-          if (views.length === 0) return sendJson(res, 503, { error: 'no worker is up' })
-          sendJson(res, 200, mergeUpstreams(views, host.instanceId))
-        },
-        () => {}
-      )
-    })
+    )
   )
   // Every worker's last failovers, replica changes and refusals, as one list (telemetry/recent.ts).
   admin.get(
     '/admin/recent',
-    guarded(token, res => {
-      let aborted = false
-      res.onAborted(() => {
-        aborted = true
+    guarded(token, res =>
+      answerWhenSettled(res, toWorkers('GET', '/admin/recent', null, true), answers => {
+        const views = answers.filter(a => a.status === 200).map(a => ({ worker: a.worker, view: JSON.parse(a.body) }))
+        sendJson(res, 200, mergeRecent(views, RECENT_KEPT))
       })
-      toWorkers('GET', '/admin/recent', null, true).then(
-        answers => {
-          if (aborted) return
-          const views = answers.filter(a => a.status === 200).map(a => ({ worker: a.worker, view: JSON.parse(a.body) }))
-          sendJson(res, 200, mergeRecent(views, RECENT_KEPT))
-        },
-        () => {}
-      )
-    })
+    )
   )
   // The status page is served here, so its reads are this process's merged ones (server/status-page.ts).
   mountStatusPage(admin, token)
@@ -210,22 +159,17 @@ export async function startMainListeners(
   )
   admin.post(
     '/admin/reload',
-    guarded(token, res => {
-      let aborted = false
-      res.onAborted(() => {
-        aborted = true
-      })
-      host.reload('admin').then(
+    guarded(token, res =>
+      answerWhenSettled(
+        res,
+        host.reload('admin'),
         r => {
-          if (aborted) return
           const first = (r.reports[0]?.report ?? {}) as Record<string, unknown>
           sendJson(res, r.ok ? 200 : 409, { ...first, ok: r.ok, workers: r.reports })
         },
-        () => {
-          if (!aborted) sendJson(res, 500, { ok: false, problems: ['reload failed'] })
-        }
+        () => sendJson(res, 500, { ok: false, problems: ['reload failed'] })
       )
-    })
+    )
   )
   admin.any(
     '/admin/*',

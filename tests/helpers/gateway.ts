@@ -267,3 +267,22 @@ export function roundTrip(ws: WebSocket): Promise<void> {
     ws.ping()
   })
 }
+
+/**
+ * The HTTP status an upgrade request to `url` gets (101 when it opens; a refused one never becomes a socket;
+ * 0 when the connection fails), from 127.0.0.7: an address of its own, so a failure budget it spends is its own.
+ */
+export function upgradeStatus(url: string, headers: Record<string, string>): Promise<number> {
+  return new Promise(resolve => {
+    const ws = new WebSocket(url, { headers, localAddress: '127.0.0.7' })
+    ws.on('unexpected-response', (_req, res) => {
+      resolve(res.statusCode ?? 0)
+      ws.terminate()
+    })
+    ws.on('open', () => {
+      resolve(101)
+      ws.terminate()
+    })
+    ws.on('error', () => resolve(0))
+  })
+}

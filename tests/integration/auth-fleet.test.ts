@@ -10,11 +10,10 @@ import {
   startGateway,
   startVendor,
   until,
-  type TestGateway,
-  ADMIN_WRITE
+  type TestGateway
 } from '../helpers/gateway'
 import { fleetObserver, needRedis } from '../helpers/redis'
-import { utterance } from '../helpers/tls'
+import { issueToken, postUtterance, revoke } from '../helpers/tokens'
 
 // Two gateway instances sharing one Redis (own key prefix): what one instance learns about a credential
 // (a revocation, who opened a leg) holds on the other at its next request.
@@ -65,25 +64,12 @@ async function fleet(tt: T): Promise<[TestGateway, TestGateway]> {
 }
 
 async function tokenOf(gw: TestGateway, id: string, secret: string): Promise<string> {
-  const r = await fetch(gw.url('/oauth/token'), {
-    method: 'POST',
-    headers: {
-      authorization: `Basic ${Buffer.from(`${id}:${secret}`).toString('base64')}`,
-      'content-type': 'application/x-www-form-urlencoded'
-    },
-    body: 'grant_type=client_credentials'
-  })
-  const json = (await r.json()) as { access_token: string }
-  return json.access_token
+  return (await issueToken(gw, id, secret)).json.access_token as string
 }
 
 async function text(gw: TestGateway, route: string, authorization: string): Promise<number> {
-  const r = await fetch(gw.url(`/text/${route}`), {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization },
-    body: JSON.stringify(utterance())
-  })
-  answers.push(await r.text())
+  const r = await postUtterance(gw, route, authorization)
+  answers.push(r.body)
   return r.status
 }
 
@@ -116,12 +102,8 @@ t.test('a token revoked on instance A is refused by instance B at its next reque
   const live = audio(t, b, 'demo', `Bearer ${token}`, 810001)
   t.equal((await live.answer).command, 'CONNECTED', 'B takes it first')
   t.equal(await text(b, 'demo', `Bearer ${token}`), 200)
-  const r = await fetch(a.adminUrl('/admin/tokens/revoke'), {
-    method: 'POST',
-    headers: ADMIN_WRITE,
-    body: JSON.stringify({ token })
-  })
-  const body = await r.text()
+  const r = await revoke(a, { token })
+  const body = r.body
   answers.push(body)
   t.equal(r.status, 200)
   t.match(JSON.parse(body), { revoked: true })

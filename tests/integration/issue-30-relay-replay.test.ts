@@ -1,9 +1,8 @@
 import t from 'tap'
-import WebSocket from 'ws'
 import { FleetKey } from '../../gateway/auth/fleet-key'
 import { RELAY_TOKEN_HEADER, RelayTokens } from '../../gateway/auth/relay-token'
 import { initMessage } from '../../gateway/tools/simulate'
-import { AUDIO_TOKEN, platformLeg, routeTo, startVendor, until } from '../helpers/gateway'
+import { AUDIO_TOKEN, platformLeg, routeTo, startVendor, until, upgradeStatus } from '../helpers/gateway'
 import { freePort, spawnGateway } from '../helpers/process'
 
 // Issue 30 item 6: a relay token is taken once per instance, whichever of its workers it reaches. The fleet
@@ -11,22 +10,6 @@ import { freePort, spawnGateway } from '../helpers/process'
 // reaches, so the same token is replayed until each worker has refused it.
 
 const FLEET_SECRET = 'issue-30-fleet-secret-0123456789'
-
-/** The HTTP status an upgrade request gets (a refused one never becomes a socket). */
-function upgradeStatus(url: string, headers: Record<string, string>): Promise<number> {
-  return new Promise(resolve => {
-    const ws = new WebSocket(url, { headers, localAddress: '127.0.0.7' })
-    ws.on('unexpected-response', (_req, res) => {
-      resolve(res.statusCode ?? 0)
-      ws.terminate()
-    })
-    ws.on('open', () => {
-      resolve(101)
-      ws.terminate()
-    })
-    ws.on('error', () => resolve(0))
-  })
-}
 
 function lines(out: string): Record<string, unknown>[] {
   return out

@@ -4,6 +4,7 @@ import { Agent, request } from 'undici'
 import { parse, stringify } from 'yaml'
 import { initMessage } from '../../gateway/tools/simulate'
 import { platformLeg, startGateway, startVendor, type TestGateway, until } from '../helpers/gateway'
+import { TENANT_ENV, twoTenants } from '../helpers/tenants'
 import { utterance } from '../helpers/tls'
 
 // Issue 33 item 5 (metrics): per-tenant series from outside, on serve as it ships (2 workers): two tenants
@@ -12,13 +13,7 @@ import { utterance } from '../helpers/tls'
 // its series at 0, and a worker killed with SIGKILL takes no tenant counter down. The vendor is the bundled
 // json-events emulator (vendor-formats.md, "json-events": audio stream and REST messages).
 
-const ENV = {
-  ACME_AUDIO: 'acme-audio-credential-0123',
-  ACME_TEXT: 'acme-text-credential-0123',
-  GLOBEX_AUDIO: 'globex-audio-credential-4567',
-  GLOBEX_TEXT: 'globex-text-credential-4567',
-  INITECH_AUDIO: 'initech-audio-credential-8901'
-}
+const ENV = { ...TENANT_ENV, INITECH_AUDIO: 'initech-audio-credential-8901' }
 
 /** Every sample of the exposition text, by series text (`name{labels}`). */
 async function scrape(gw: TestGateway): Promise<Map<string, number>> {
@@ -46,26 +41,7 @@ const workers = async (gw: TestGateway): Promise<{ up: boolean; pid: number }[]>
 
 t.test('per-tenant series: counts for acme, 0 for globex from the start, unknown for a wrong credential', async t => {
   const vendor = await startVendor(t, { kind: 'json-events' })
-  const gw = await startGateway(
-    t,
-    {
-      tenants: {
-        acme: {
-          credentials: { audio: ['${ACME_AUDIO}'], text: ['${ACME_TEXT}'] },
-          limits: { legs: 2, utterancesPerSecond: 3 }
-        },
-        globex: { credentials: { audio: ['${GLOBEX_AUDIO}'], text: ['${GLOBEX_TEXT}'] } }
-      },
-      routes: {
-        assist: {
-          mapping: 'mappings/json-events.yaml',
-          tenants: ['acme', 'globex'],
-          upstreams: [{ name: 'r0', audio: vendor.url, text: vendor.httpUrl }]
-        }
-      }
-    },
-    ENV
-  )
+  const gw = await startGateway(t, twoTenants(vendor, { legs: 2, utterancesPerSecond: 3 }), ENV)
   t.ok(await until(async () => (await workers(gw)).every(w => w.up)), 'both workers are up')
   const start = await scrape(gw)
   for (const tenant of ['acme', 'globex', 'unknown']) {

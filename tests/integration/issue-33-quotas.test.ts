@@ -4,6 +4,7 @@ import { Agent, request } from 'undici'
 import { initMessage } from '../../gateway/tools/simulate'
 import { platformLeg, startGateway, startVendor, type PlatformLegClient } from '../helpers/gateway'
 import { needRedis } from '../helpers/redis'
+import { TENANT_ENV, twoTenants } from '../helpers/tenants'
 import { utterance } from '../helpers/tls'
 
 // Issue 33 items 3-4 "must show", from outside, on serve as it ships (2 workers: the main process counts the
@@ -12,35 +13,11 @@ import { utterance } from '../helpers/tls'
 // burst of 50 gets 429s with Retry-After for acme only, globex's burst all answered 200. The vendor is the
 // bundled json-events emulator (vendor-formats.md, "json-events": audio stream and REST messages).
 
-const ENV = {
-  ACME_AUDIO: 'acme-audio-credential-0123',
-  ACME_TEXT: 'acme-text-credential-0123',
-  GLOBEX_AUDIO: 'globex-audio-credential-4567',
-  GLOBEX_TEXT: 'globex-text-credential-4567'
-}
+const ENV = TENANT_ENV
 
 t.test('two tenants on one route: acme over its quotas is refused, globex never', async t => {
   const vendor = await startVendor(t, { kind: 'json-events' })
-  const gw = await startGateway(
-    t,
-    {
-      tenants: {
-        acme: {
-          credentials: { audio: ['${ACME_AUDIO}'], text: ['${ACME_TEXT}'] },
-          limits: { legs: 5, utterancesPerSecond: 10 }
-        },
-        globex: { credentials: { audio: ['${GLOBEX_AUDIO}'], text: ['${GLOBEX_TEXT}'] } }
-      },
-      routes: {
-        assist: {
-          mapping: 'mappings/json-events.yaml',
-          tenants: ['acme', 'globex'],
-          upstreams: [{ name: 'r0', audio: vendor.url, text: vendor.httpUrl }]
-        }
-      }
-    },
-    ENV
-  )
+  const gw = await startGateway(t, twoTenants(vendor, { legs: 5, utterancesPerSecond: 10 }), ENV)
   const leg = (token: string, contactId: number): PlatformLegClient =>
     platformLeg(t, gw.url('/audio/assist'), initMessage({ token, contactId, busNo: 4594, perspective: 'TX' }))
 
@@ -114,24 +91,11 @@ t.test('two instances on Redis: the quotas hold for the fleet, not per instance'
   const member = async () =>
     await startGateway(
       t,
-      {
-        redis,
-        store: { keyPrefix: prefix, syncIntervalSeconds: 0.2, leaseSeconds: 10 },
-        tenants: {
-          acme: {
-            credentials: { audio: ['${ACME_AUDIO}'], text: ['${ACME_TEXT}'] },
-            limits: { legs: 5, utterancesPerSecond: 10 }
-          },
-          globex: { credentials: { audio: ['${GLOBEX_AUDIO}'], text: ['${GLOBEX_TEXT}'] } }
-        },
-        routes: {
-          assist: {
-            mapping: 'mappings/json-events.yaml',
-            tenants: ['acme', 'globex'],
-            upstreams: [{ name: 'r0', audio: vendor.url, text: vendor.httpUrl }]
-          }
-        }
-      },
+      twoTenants(
+        vendor,
+        { legs: 5, utterancesPerSecond: 10 },
+        { redis, store: { keyPrefix: prefix, syncIntervalSeconds: 0.2, leaseSeconds: 10 } }
+      ),
       ENV
     )
   const [one, two] = [await member(), await member()]

@@ -1,5 +1,4 @@
 import t from 'tap'
-import WebSocket from 'ws'
 import { randomUUID } from 'node:crypto'
 import { FleetKey } from '../../gateway/auth/fleet-key'
 import { RelayTokens } from '../../gateway/auth/relay-token'
@@ -11,6 +10,7 @@ import {
   startGateway,
   startVendor,
   until,
+  upgradeStatus,
   type PlatformLegClient
 } from '../helpers/gateway'
 import { spawnGateway } from '../helpers/process'
@@ -21,22 +21,6 @@ import { needRedis } from '../helpers/redis'
 const DRY_RUN = '/agent_assist_audio_websocket_hooks/custom-assist-endpoint/initialize-audio-message-example'
 const OTHER = 'another-customer-token-0123'
 const FLEET_SECRET = 'fleet-secret-of-the-test-0123456789'
-
-/** The HTTP status an upgrade request gets (a refused one never becomes a socket). */
-function upgradeStatus(url: string, headers: Record<string, string>): Promise<number> {
-  return new Promise(resolve => {
-    const ws = new WebSocket(url, { headers, localAddress: '127.0.0.7' })
-    ws.on('unexpected-response', (_req, res) => {
-      resolve(res.statusCode ?? 0)
-      ws.terminate()
-    })
-    ws.on('open', () => {
-      resolve(101)
-      ws.terminate()
-    })
-    ws.on('error', () => resolve(0))
-  })
-}
 
 async function series(url: string, name: string): Promise<number> {
   const text = await (await fetch(url)).text()

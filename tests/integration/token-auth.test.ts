@@ -8,11 +8,11 @@ import {
   routeTo,
   startGatewayInProcess,
   startVendor,
-  type InProcessGateway,
-  ADMIN_WRITE
+  type InProcessGateway
 } from '../helpers/gateway'
 import type { VendorEmulator } from '../../gateway/tools/vendor-emulator'
 import { utterance } from '../helpers/tls'
+import { issueToken, postUtterance, revoke } from '../helpers/tokens'
 
 const TOKEN_KEY = 'token-key-for-tests-0123456789abcdef0123'
 const CLIENT_A = 'client-a-secret-0123456789'
@@ -81,18 +81,9 @@ async function issue(
   secret: string,
   scope?: string
 ): Promise<{ status: number; json: Record<string, unknown> }> {
-  const form = new URLSearchParams({ grant_type: 'client_credentials', ...(scope ? { scope } : {}) })
-  const r = await fetch(gw.url('/oauth/token'), {
-    method: 'POST',
-    headers: {
-      authorization: `Basic ${Buffer.from(`${id}:${secret}`).toString('base64')}`,
-      'content-type': 'application/x-www-form-urlencoded'
-    },
-    body: form.toString()
-  })
-  const json = (await r.json()) as Record<string, unknown>
-  if (r.status !== 200) answers.push(JSON.stringify(json))
-  return { status: r.status, json }
+  const r = await issueToken(gw, id, secret, scope)
+  if (r.status !== 200) answers.push(JSON.stringify(r.json))
+  return r
 }
 
 async function tokenOf(gw: InProcessGateway, id: string, secret: string, scope?: string): Promise<string> {
@@ -102,12 +93,8 @@ async function tokenOf(gw: InProcessGateway, id: string, secret: string, scope?:
 }
 
 async function text(gw: InProcessGateway, route: string, authorization: string): Promise<number> {
-  const r = await fetch(gw.url(`/text/${route}`), {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization },
-    body: JSON.stringify(utterance())
-  })
-  answers.push(await r.text())
+  const r = await postUtterance(gw, route, authorization)
+  answers.push(r.body)
   return r.status
 }
 
@@ -179,12 +166,8 @@ t.test('revocation is effective on the next request', async t => {
   const { gw } = await gateway(t)
   const token = await tokenOf(gw, 'platform-a', CLIENT_A)
   t.equal(await text(gw, 'demo', `Bearer ${token}`), 200)
-  const r = await fetch(gw.adminUrl('/admin/tokens/revoke'), {
-    method: 'POST',
-    headers: ADMIN_WRITE,
-    body: JSON.stringify({ token })
-  })
-  const body = await r.text()
+  const r = await revoke(gw, { token })
+  const body = r.body
   answers.push(body)
   t.equal(r.status, 200)
   t.match(JSON.parse(body), { revoked: true })
@@ -193,12 +176,8 @@ t.test('revocation is effective on the next request', async t => {
   const m = await failures(gw)
   t.match(m, 'assist_gateway_auth_failures_total{hook="text",reason="revoked"} 1')
   t.match(m, 'assist_gateway_auth_failures_total{hook="audio",reason="revoked"} 1')
-  const bad = await fetch(gw.adminUrl('/admin/tokens/revoke'), {
-    method: 'POST',
-    headers: ADMIN_WRITE,
-    body: '{"token": "x.y.z"}'
-  })
-  answers.push(await bad.text())
+  const bad = await revoke(gw, '{"token": "x.y.z"}')
+  answers.push(bad.body)
   t.equal(bad.status, 400, 'a token that does not verify is not trusted for its jti')
 })
 
@@ -210,22 +189,12 @@ t.test('revoking a token ends the live legs it opened, unless the revocation say
   const b = await audio(t, gw, 'demo', `Bearer ${token}`)
   const c = await audio(t, gw, 'demo', `Bearer ${kept}`)
   for (const l of [a, b, c]) t.equal(l.answer.command, 'CONNECTED')
-  const r = await fetch(gw.adminUrl('/admin/tokens/revoke'), {
-    method: 'POST',
-    headers: ADMIN_WRITE,
-    body: JSON.stringify({ token })
-  })
-  t.match(await r.json(), { revoked: true, legsEnded: 2 })
+  t.match(JSON.parse((await revoke(gw, { token })).body), { revoked: true, legsEnded: 2 })
   for (const l of [a, b]) {
     t.equal((await l.leg.closed).code, 1008, 'a leg of the revoked token is closed with 1008')
     t.match(l.leg.messages.at(-1), { command: 'ERROR', messageType: 'TOKEN_REVOKED' })
   }
-  const r2 = await fetch(gw.adminUrl('/admin/tokens/revoke'), {
-    method: 'POST',
-    headers: ADMIN_WRITE,
-    body: JSON.stringify({ token: kept, endLegs: false })
-  })
-  t.match(await r2.json(), { revoked: true, legsEnded: 0 })
+  t.match(JSON.parse((await revoke(gw, { token: kept, endLegs: false })).body), { revoked: true, legsEnded: 0 })
   await roundTrip(c.leg.ws)
   t.equal(c.leg.ws.readyState, c.leg.ws.OPEN, 'endLegs: false keeps the live leg')
   t.match((await audio(t, gw, 'demo', `Bearer ${kept}`)).answer, { messageType: 'AUTH_INVALID' }, 'new legs refused')
@@ -300,12 +269,7 @@ t.test('no configured secret, client secret or issued token in any log line or a
   await text(gw, 'demo', `Bearer ${token}`)
   await text(gw, 'mixed', TEXT_TOKEN)
   await text(gw, 'mixed', `Bearer ${TEXT_TOKEN}x`)
-  const r = await fetch(gw.adminUrl('/admin/tokens/revoke'), {
-    method: 'POST',
-    headers: ADMIN_WRITE,
-    body: JSON.stringify({ token })
-  })
-  answers.push(await r.text())
+  answers.push((await revoke(gw, { token })).body)
   t.equal(await text(gw, 'demo', `Bearer ${token}`), 429, 'the budget is spent: 429')
   t.equal((await issue(gw, 'platform-a', CLIENT_A)).status, 429, 'the token endpoint too')
   clock.advance(TTL + 31)

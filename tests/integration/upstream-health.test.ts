@@ -4,8 +4,8 @@ import type { AddressInfo } from 'node:net'
 import type { HealthSettings } from '../../gateway/config/types'
 import { MemoryStore } from '../../gateway/store/memory'
 import { Prober } from '../../gateway/upstream/health'
-import { UpstreamPool } from '../../gateway/upstream/pool'
 import { FakeClock, flush } from '../helpers/fake-clock'
+import { health, poolOf, replica } from '../helpers/replicas'
 
 // The active prober on the fake clock against a tiny real HTTP vendor: its verdicts reach the store,
 // and the pool turns a down verdict into markDown, which moves the streams on the replica.
@@ -30,22 +30,7 @@ t.test('probes every interval: down after 2 failures, up after 2 successes; the 
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
   const clock = new FakeClock()
   const store = new MemoryStore('i1')
-  const pool = new UpstreamPool(
-    {
-      name: 'r',
-      default: false,
-      async: false,
-      mapping: 'm.yaml',
-      auth: {},
-      params: {},
-      upstreams: [
-        { name: 'a', text: url, headers: {}, weight: 1, maxStreams: 1, maxPendingHandshakes: 1, maxInFlight: 1 }
-      ]
-    },
-    store,
-    { active: ACTIVE, passive: { consecutiveFailures: 5, baseEjectionSeconds: 30, maxEjectionSeconds: 300 } },
-    clock
-  )
+  const pool = poolOf([replica('a', 1, { audio: undefined, text: url })], clock, health(ACTIVE, 5), store)
   store.onSync(() => pool.refreshProbes())
   const a = pool.byName('a')!
   const moved: string[] = []

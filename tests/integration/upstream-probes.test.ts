@@ -10,6 +10,7 @@ import { Prober } from '../../gateway/upstream/health'
 import { UpstreamPool } from '../../gateway/upstream/pool'
 import { runProbe } from '../../gateway/upstream/probes'
 import { FakeClock, flush } from '../helpers/fake-clock'
+import { health } from '../helpers/replicas'
 
 // The probe runner and the prober over a tiny real vendor (HTTP + WebSocket on port 0), the prober's
 // interval on the fake clock.
@@ -183,12 +184,7 @@ t.test('prober: a credential refusal is down at once; the reason is always the l
   const rc = route(v, m.file)
   const clock = new FakeClock()
   const store = new MemoryStore('i1')
-  const pool = new UpstreamPool(
-    rc,
-    store,
-    { active: ACTIVE, passive: { consecutiveFailures: 5, baseEjectionSeconds: 30, maxEjectionSeconds: 300 } },
-    clock
-  )
+  const pool = new UpstreamPool(rc, store, health(ACTIVE, 5), clock)
   store.onSync(() => pool.refreshProbes())
   const a = pool.byName('a')!
   const seen: [boolean, boolean][] = []
@@ -247,12 +243,7 @@ t.test('a route whose probe is none is never probed', async t => {
   const rc = route(v, m.file, { health: { kind: 'none' } })
   const clock = new FakeClock()
   const store = new MemoryStore('i1')
-  const pool = new UpstreamPool(
-    rc,
-    store,
-    { active: ACTIVE, passive: { consecutiveFailures: 5, baseEjectionSeconds: 30, maxEjectionSeconds: 300 } },
-    clock
-  )
+  const pool = new UpstreamPool(rc, store, health(ACTIVE, 5), clock)
   const prober = new Prober(
     [pool],
     ACTIVE,

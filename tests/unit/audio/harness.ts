@@ -21,6 +21,7 @@ import { createLogger, type Logger } from '../../../gateway/telemetry/log'
 import { Metrics } from '../../../gateway/telemetry/metrics'
 import { type Replica, UpstreamPool } from '../../../gateway/upstream/pool'
 import { FakeClock } from '../../helpers/fake-clock'
+import { health, NO_PROBE, replica, routeOf } from '../../helpers/replicas'
 
 // A vendor session on fake connections and a fake clock: the state machine alone, with no socket and
 // no timer of the machine's. Frames are 160 bytes (20 ms of µ-law).
@@ -47,17 +48,7 @@ export const SETTINGS: AudioSettings = {
   recoveryBackoff: { baseMs: 100, maxMs: 2000, stableSeconds: 0 }
 }
 
-export const HEALTH: HealthSettings = {
-  active: {
-    kind: 'none',
-    path: '/',
-    intervalSeconds: 5,
-    timeoutSeconds: 2,
-    unhealthyThreshold: 3,
-    healthyThreshold: 2
-  },
-  passive: { consecutiveFailures: 2, baseEjectionSeconds: 30, maxEjectionSeconds: 300 }
-}
+export const HEALTH: HealthSettings = health(NO_PROBE, 2)
 
 export function audioMapping(over: Partial<AudioMapping> = {}): AudioMapping {
   return {
@@ -85,23 +76,10 @@ export function audioMapping(over: Partial<AudioMapping> = {}): AudioMapping {
 }
 
 export function routeConfig(replicas: readonly string[], audio: (name: string) => string | undefined): RouteConfig {
-  return {
-    name: 'r',
-    default: false,
-    async: false,
-    mapping: 'test.yaml',
-    auth: {},
-    params: {},
-    upstreams: replicas.map(name => ({
-      name,
-      audio: audio(name),
-      headers: {},
-      weight: 1,
-      maxStreams: 100,
-      maxPendingHandshakes: 100,
-      maxInFlight: 100
-    }))
-  }
+  return routeOf(
+    replicas.map(name => replica(name, 100, { audio: audio(name), text: undefined })),
+    'test.yaml'
+  )
 }
 
 export function route(

@@ -1,49 +1,20 @@
 import t from 'tap'
-import type { HealthSettings } from '../../../gateway/config/types'
+import type { UpstreamConfig } from '../../../gateway/config/types'
 import { MemoryStore } from '../../../gateway/store/memory'
-import { type DownSource, type Replica, TextBalancer, UpstreamPool } from '../../../gateway/upstream/pool'
+import { type DownSource, type Replica, TextBalancer } from '../../../gateway/upstream/pool'
 import { FakeClock } from '../../helpers/fake-clock'
+import { health, poolOf, replica } from '../../helpers/replicas'
 
 // Replica state lives in the pool: leases, balancing, passive ejection on the clock, one markDown.
 
-const HEALTH: HealthSettings = {
-  active: {
-    kind: 'none',
-    path: '/',
-    intervalSeconds: 5,
-    timeoutSeconds: 2,
-    unhealthyThreshold: 3,
-    healthyThreshold: 2
-  },
-  passive: { consecutiveFailures: 3, baseEjectionSeconds: 30, maxEjectionSeconds: 300 }
-}
-
-function pool(names: string[], over: Record<string, object> = {}) {
+function pool(names: string[], over: Record<string, Partial<UpstreamConfig>> = {}) {
   const clock = new FakeClock()
   const store = new MemoryStore('i1')
-  const p = new UpstreamPool(
-    {
-      name: 'r',
-      default: false,
-      async: false,
-      mapping: 'm.yaml',
-      auth: {},
-      params: {},
-      upstreams: names.map(name => ({
-        name,
-        audio: `ws://${name}/`,
-        text: `http://${name}/`,
-        headers: {},
-        weight: 1,
-        maxStreams: 10,
-        maxPendingHandshakes: 10,
-        maxInFlight: 10,
-        ...over[name]
-      }))
-    },
-    store,
-    HEALTH,
-    clock
+  const p = poolOf(
+    names.map(name => replica(name, 10, over[name])),
+    clock,
+    health(),
+    store
   )
   const downs: [string, DownSource, string][] = []
   p.onDown((r, source, reason) => downs.push([r.name, source, reason]))

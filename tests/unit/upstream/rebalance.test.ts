@@ -1,47 +1,17 @@
 import t from 'tap'
-import type { HealthSettings, RebalanceSettings } from '../../../gateway/config/types'
-import { MemoryStore } from '../../../gateway/store/memory'
-import { type Replica, type StreamLease, UpstreamPool } from '../../../gateway/upstream/pool'
+import type { RebalanceSettings } from '../../../gateway/config/types'
+import type { Replica, StreamLease } from '../../../gateway/upstream/pool'
 import { Rebalancer, workerShare } from '../../../gateway/upstream/rebalance'
 import { FakeClock } from '../../helpers/fake-clock'
+import { poolOf, replica } from '../../helpers/replicas'
 
 // Issue 19 item 3: load that comes back. A replica that recovers gets calls back, make-before-break,
 // paced, until the busiest leads the least busy by no more than the spread; calls that may not move stay.
 
-const HEALTH: HealthSettings = {
-  active: {
-    kind: 'none',
-    path: '/',
-    intervalSeconds: 5,
-    timeoutSeconds: 2,
-    unhealthyThreshold: 3,
-    healthyThreshold: 2
-  },
-  passive: { consecutiveFailures: 3, baseEjectionSeconds: 30, maxEjectionSeconds: 300 }
-}
-
 function world(settings: RebalanceSettings, names = ['a', 'b']) {
   const clock = new FakeClock()
-  const p = new UpstreamPool(
-    {
-      name: 'r',
-      default: false,
-      async: false,
-      mapping: 'm.yaml',
-      auth: {},
-      params: {},
-      upstreams: names.map(name => ({
-        name,
-        audio: `ws://${name}/`,
-        headers: {},
-        weight: 1,
-        maxStreams: 100,
-        maxPendingHandshakes: 100,
-        maxInFlight: 10
-      }))
-    },
-    new MemoryStore('i1'),
-    HEALTH,
+  const p = poolOf(
+    names.map(name => replica(name, 100, { text: undefined, maxInFlight: 10 })),
     clock
   )
   const moves: string[] = []
