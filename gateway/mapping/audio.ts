@@ -19,6 +19,8 @@ export interface MappingInput {
   msg?: unknown
   /** A result's audio stretch on the call's timeline, in seconds (`audio.time`): only in a result's `emit`. */
   time?: { start: number; end: number; duration: number; final: boolean }
+  /** One item of a result rule's `each` (a result of its own): only in that rule's `emit` and in `audio.time`. */
+  item?: unknown
 }
 
 /**
@@ -81,8 +83,11 @@ export interface AudioMapping {
   keepalive: { everyMs: number; when: 'idle' | 'always'; frame: Expr; set?: Expr | null } | null
   /** Vendor control rules, read before `results` (absent in hand-built mappings: none). */
   control?: ControlRule[]
-  /** `channel`: which leg of a joined session a result goes to (a channel number; else both). */
-  results: { when: Expr; emit: Expr; channel?: Expr | null }[]
+  /**
+   * `channel`: which leg of a joined session a result goes to (a channel number; else both). `each`: the
+   * items of a message that are results of their own (`emit` and `time` evaluated once per item, as `item`).
+   */
+  results: { when: Expr; emit: Expr; channel?: Expr | null; each?: Expr | null }[]
   pause: Expr | null
   resume: Expr | null
   close: Expr | null
@@ -108,15 +113,21 @@ export interface AudioMapping {
 
 /**
  * `audio.time`: a result's audio stretch, from the start of its vendor session's audio, in `unitMs`
- * (1000: seconds; 1: milliseconds); `end` or `duration` is given; `final`: the result will not be revised.
+ * (1000: seconds; 1: milliseconds), or as ISO 8601 durations (`iso8601`: "PT1.23S", mapping/iso-duration.ts);
+ * `end` or `duration` is given; `final`: the result will not be revised. Evaluated per result: per item of a
+ * result rule with `each` (the item as `item`), else per message.
  */
 export interface ResultTime {
   readonly start: Expr
   readonly end: Expr | null
   readonly duration: Expr | null
   readonly unitMs: number
+  readonly iso8601?: boolean
   readonly final: Expr
 }
+
+/** The units `audio.time` takes (schemas/mapping.schema.json): ms per unit; iso8601 strings are read as ms. */
+const TIME_UNIT_MS: Readonly<Record<string, number>> = { seconds: 1000, milliseconds: 1, iso8601: 1 }
 
 /** `audio.sign`: how the vendor URL is signed (schemas/mapping.schema.json). */
 export interface UrlSigning {
@@ -201,10 +212,11 @@ export function compileAudio(
     rotateAfterAudioMs: a.rotateAfterAudioSeconds === undefined ? null : a.rotateAfterAudioSeconds * 1000,
     liveness: a.liveness ?? null,
     movable: a.movable === true,
-    results: (a.results ?? []).map((r: { when: string; emit: string; channel?: string }, i: number) => ({
+    results: (a.results ?? []).map((r: { when: string; emit: string; channel?: string; each?: string }, i: number) => ({
       when: expr(`/audio/results/${i}/when`, r.when) as Expr,
       emit: expr(`/audio/results/${i}/emit`, r.emit) as Expr,
-      channel: expr(`/audio/results/${i}/channel`, r.channel)
+      channel: expr(`/audio/results/${i}/channel`, r.channel),
+      each: expr(`/audio/results/${i}/each`, r.each)
     })),
     control: (a.control ?? []).map((r: Record<string, any>, i: number) =>
       compileControl(r, `/audio/control/${i}`, expr)
@@ -217,16 +229,7 @@ export function compileAudio(
       ...Object.fromEntries(Object.entries(a.closeCodes ?? {}).map(([k, v]) => [Number(k), v as CloseClass]))
     },
     grpc,
-    time:
-      a.time === undefined || a.time.none !== undefined
-        ? null
-        : {
-            start: expr('/audio/time/start', a.time.start) as Expr,
-            end: expr('/audio/time/end', a.time.end),
-            duration: expr('/audio/time/duration', a.time.duration),
-            unitMs: a.time.unit === 'milliseconds' ? 1 : 1000,
-            final: expr('/audio/time/final', a.time.final) as Expr
-          }
+    time: compileTime(a.time, expr)
   }
   if (
     a.time !== undefined &&
@@ -234,9 +237,28 @@ export function compileAudio(
     (a.time.end === undefined) === (a.time.duration === undefined)
   )
     problem('/audio/time', 'needs exactly one of end and duration')
+  if (a.time === undefined)
+    problem(
+      '/audio/time',
+      'is required: say where on the audio a result is ({start, end or duration, unit, final}) or that the vendor ' +
+        'cannot say ({none: why}); see "What the platform sees on failover" in docs/concepts/replicas-and-failover.md'
+    )
   if (audio.ready !== null && audio.ready.when === null && !readyFailed)
     problem('/audio/ready/when', 'is required when ready is given')
   return audio
+}
+
+/** `audio.time` compiled; null when the mapping says the vendor gives no result times (`none`). */
+function compileTime(t: Record<string, any> | undefined, expr: CompileAt): ResultTime | null {
+  if (t === undefined || t.none !== undefined) return null
+  return {
+    start: expr('/audio/time/start', t.start) as Expr,
+    end: expr('/audio/time/end', t.end),
+    duration: expr('/audio/time/duration', t.duration),
+    unitMs: TIME_UNIT_MS[t.unit] ?? 1000,
+    iso8601: t.unit === 'iso8601',
+    final: expr('/audio/time/final', t.final) as Expr
+  }
 }
 
 function compileControl(r: Record<string, any>, at: string, expr: CompileAt): ControlRule {

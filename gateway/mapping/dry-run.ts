@@ -6,6 +6,7 @@ import { checkInit, EXAMPLE_UTTERANCE, normalizeUtterance } from '../validate/me
 import { validator } from '../validate/compile'
 import type { CompiledMapping, Expr } from './compile'
 import { evaluate as runText } from './fast-path'
+import { parseIsoDuration } from './iso-duration'
 import { run, type MappingInput } from './run'
 import type { TextInput } from './text'
 import { describe, mapBody, mapHeaders, mapPath } from './text-request'
@@ -129,6 +130,25 @@ export async function dryRunMapping(mapping: CompiledMapping, route: RouteConfig
     await evaluate('/audio/keepalive/frame', audio.keepalive.frame, base, framesAt('/audio/keepalive/frame'))
   await evaluate('/audio/pause', audio.pause, base, framesAt('/audio/pause'))
   await evaluate('/audio/resume', audio.resume, base, framesAt('/audio/resume'))
+  // `time` on a result: each of its expressions gives a time in its unit (or nothing: the result has none).
+  const time = audio.time
+  const aTime = (v: unknown): string | null =>
+    v === undefined || v === null
+      ? null
+      : time?.iso8601 === true
+        ? typeof v === 'string' && parseIsoDuration(v) !== null
+          ? null
+          : 'must produce an ISO 8601 duration ("PT1.23S")'
+        : typeof v === 'number' && Number.isFinite(v)
+          ? null
+          : 'must produce a number'
+  const checkTime = async (input: MappingInput): Promise<void> => {
+    if (time == null) return
+    await evaluate('/audio/time/start', time.start, input, aTime)
+    await evaluate('/audio/time/end', time.end, input, aTime)
+    await evaluate('/audio/time/duration', time.duration, input, aTime)
+    await evaluate('/audio/time/final', time.final, input, predicate)
+  }
   for (const msg of mapping.samples.audio) {
     const input = { ...base, msg }
     if (audio.ready !== null) {
@@ -144,7 +164,16 @@ export async function dryRunMapping(mapping: CompiledMapping, route: RouteConfig
     }
     for (const [j, rule] of audio.results.entries()) {
       const when = await evaluate(`/audio/results/${j}/when`, rule.when, input, predicate)
-      if (when === true) await evaluate(`/audio/results/${j}/emit`, rule.emit, input, emitted)
+      if (when !== true) continue
+      // `each`: every item is a result of its own (its `time`, its `emit`, with the item as `item`).
+      const each = rule.each == null ? [undefined] : await evaluate(`/audio/results/${j}/each`, rule.each, input)
+      const items =
+        rule.each == null ? each : each === undefined || each === null ? [] : Array.isArray(each) ? each : [each]
+      for (const item of items as unknown[]) {
+        const one = rule.each == null ? input : { ...input, item }
+        await checkTime(one)
+        await evaluate(`/audio/results/${j}/emit`, rule.emit, one, emitted)
+      }
     }
   }
   await evaluate('/audio/close', audio.close, base, framesAt('/audio/close'))

@@ -1,7 +1,13 @@
 import { createHash } from 'node:crypto'
 import { join } from 'node:path'
+import { parseIsoDuration } from '../../gateway/mapping/iso-duration'
 import { readAudioClip } from '../../gateway/tools/audio-file'
-import { sleep, untilOpen, type PlatformLegClient } from './gateway'
+import type { ChildProcess } from 'node:child_process'
+import type { Test } from 'tap'
+import { REAL_VENDOR_PATHS, type RealVendorKind } from '../../gateway/tools/real-vendors'
+import { spawnCli } from './cli'
+import { sleep, until, untilOpen, type PlatformLegClient } from './gateway'
+import { freePort } from './process'
 
 /** The bundled speech clip (µ-law 8 kHz), played in 160-byte (20 ms) frames, looping. */
 export const CLIP = readAudioClip(join(__dirname, '..', '..', 'examples', 'hello.ulaw'))
@@ -67,18 +73,125 @@ export interface FramesFinal {
 }
 
 /**
- * The finals a platform leg got from a transcribing emulator ("frames A-B"), with their start and duration
- * from `parameters`: `duration` as the mapping passes it, or `end` (then duration is end - start).
+ * How a mapping passes a final's times to the platform: `duration` (start, duration in seconds), `end`
+ * (start, end in seconds), `end-ms` (start, end in milliseconds: AssemblyAI's), `iso` (offset, duration as
+ * ISO 8601 durations: AudioHook's).
  */
-export function framesFinals(messages: readonly Record<string, unknown>[], times: 'duration' | 'end'): FramesFinal[] {
+export type FinalTimes = 'duration' | 'end' | 'end-ms' | 'iso'
+
+/**
+ * The finals a platform leg got from a transcribing emulator ("frames A-B"), with their start and duration
+ * in seconds, read from `parameters` as the mapping passes them (`times`).
+ */
+export function framesFinals(messages: readonly Record<string, unknown>[], times: FinalTimes): FramesFinal[] {
   const out: FramesFinal[] = []
   for (const m of messages) {
-    const p = m.parameters as { isFinal?: boolean; start?: number; duration?: number; end?: number } | undefined
+    const p = m.parameters as Record<string, unknown> | undefined
     if (m.messageType !== 'TRANSCRIPT' || p?.isFinal !== true) continue
     const r = /^frames (\d+)-(\d+)$/.exec(String(m.message))
     if (r === null) throw new Error(`not a frames transcript: ${String(m.message)}`)
-    const duration = times === 'duration' ? p.duration! : p.end! - p.start!
-    out.push({ from: Number(r[1]), to: Number(r[2]), start: p.start!, duration })
+    const [start, duration] = finalTimes(p, times)
+    out.push({ from: Number(r[1]), to: Number(r[2]), start, duration })
   }
   return out
+}
+
+function finalTimes(p: Record<string, unknown>, times: FinalTimes): [number, number] {
+  const n = (k: string): number => p[k] as number
+  switch (times) {
+    case 'duration':
+      return [n('start'), n('duration')]
+    case 'end':
+      return [n('start'), n('end') - n('start')]
+    case 'end-ms':
+      return [n('start') / 1000, (n('end') - n('start')) / 1000]
+    case 'iso':
+      return [(parseIsoDuration(String(p.offset)) ?? NaN) / 1000, (parseIsoDuration(String(p.duration)) ?? NaN) / 1000]
+  }
+}
+
+/**
+ * What issue 32 asks of one leg's finals, as lists that must be empty: frames in two finals, frames missing
+ * up to the last final, finals whose start goes backwards, and finals off the call's timeline (frame n
+ * starts at n × 20 ms; `tolerance` seconds: a joined call's mixer may place a leg's frame later).
+ */
+export function finalsProblems(
+  fs: readonly FramesFinal[],
+  tolerance = 1e-6
+): { twice: number[]; missing: number[]; backwards: FramesFinal[]; off: FramesFinal[]; last: number } {
+  const seen = new Map<number, number>()
+  for (const f of fs) for (let n = f.from; n <= f.to; n++) seen.set(n, (seen.get(n) ?? 0) + 1)
+  const last = fs.length === 0 ? -1 : Math.max(...fs.map(f => f.to))
+  return {
+    twice: [...seen].filter(([, c]) => c > 1).map(([n]) => n),
+    missing: Array.from({ length: last + 1 }, (_, n) => n).filter(n => !seen.has(n)),
+    backwards: fs.filter((f, k) => k > 0 && f.start < fs[k - 1].start),
+    off: fs.filter(f => Math.abs(f.start - f.from * 0.02) > tolerance),
+    last
+  }
+}
+
+/**
+ * A bundled vendor emulator as a process of its own (so a test can kill it), transcribing the frames it
+ * hears (`--transcribe-frames`, a final every 50 frames of audio); killed at teardown. `args`: more options.
+ */
+export async function transcribingVendor(
+  t: Test,
+  kind: RealVendorKind,
+  args: string[] = []
+): Promise<{ url: string; child: ChildProcess }> {
+  const port = await freePort()
+  const child: ChildProcess = spawnCli([
+    'vendor',
+    '--kind',
+    kind,
+    '--port',
+    String(port),
+    '--result-every-frames',
+    '50',
+    '--transcribe-frames',
+    ...args
+  ])
+  t.teardown(() => {
+    child.kill('SIGKILL')
+  })
+  let out = ''
+  child.stdout?.on('data', d => {
+    out += String(d)
+  })
+  t.ok(await until(() => out.includes('vendor emulator on'), 20_000), `the ${kind} process is up`)
+  return { url: `ws://127.0.0.1:${port}${REAL_VENDOR_PATHS[kind]}`, child }
+}
+
+/** Every issue-32 property of a leg's finals (`finalsProblems`), as assertions named by `label`. */
+export function checkFramesFinals(
+  t: Test,
+  label: string,
+  messages: readonly Record<string, unknown>[],
+  times: FinalTimes,
+  tolerance?: number
+): void {
+  const p = finalsProblems(framesFinals(messages, times), tolerance)
+  t.same(p.twice, [], `${label}: no frame in two finals`)
+  t.same(p.missing, [], `${label}: no frame missing up to the last final (${p.last})`)
+  t.same(p.backwards, [], `${label}: start times never go backwards`)
+  t.same(p.off, [], `${label}: every final on the call's timeline (frame n at n × 20 ms)`)
+}
+
+/** Send numbered frames [from, to) on every leg at the platform's pace; `at(seq)` runs after frame seq went. */
+export async function playNumbered(
+  legs: readonly PlatformLegClient[],
+  from: number,
+  to: number,
+  at?: (seq: number) => void
+): Promise<void> {
+  const started = performance.now()
+  for (let seq = from; seq < to; ) {
+    const due = Math.min(to, from + Math.floor((performance.now() - started) / 20) + 1)
+    for (; seq < due; seq++) {
+      for (const l of legs) l.send(numberedFrame(seq))
+      at?.(seq)
+    }
+    await sleep(5)
+  }
 }

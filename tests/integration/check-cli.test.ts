@@ -77,7 +77,8 @@ t.test(
         '  open: "{ \\"event\\": "',
         '  frames: { framing: carrier-pigeon }',
         '  results:',
-        '    - when: msg.event = "x"'
+        '    - when: msg.event = "x"',
+        '  time: { none: a test mapping }'
       ].join('\n'),
       'emits.yaml': [
         'vendor: emits-wrong',
@@ -86,6 +87,7 @@ t.test(
         '  results:',
         '    - when: msg.event = "transcript"',
         '      emit: \'{"command": "SHOUT", "text": msg.text}\'',
+        '  time: { none: a test mapping }',
         'samples:',
         '  audio:',
         '    - { event: transcript, text: hi }'
@@ -101,7 +103,8 @@ t.test(
         '          msg.a.b.c ]',
         '      emit: >-',
         '        { "command": "MESSAGE",',
-        '          "text": msg.text + + }'
+        '          "text": msg.text + + }',
+        '  time: { none: a test mapping }'
       ].join('\n'),
       'gateway.yaml': [
         'routes:',

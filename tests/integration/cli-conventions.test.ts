@@ -185,6 +185,7 @@ t.test('check and serve both dry-run the mappings: a mapping check rejects is re
       '  results:',
       '    - when: msg.event = "transcript"',
       '      emit: \'{"command": "SHOUT", "text": msg.text}\'',
+      '  time: { none: a test mapping }',
       'samples:',
       '  audio:',
       '    - { event: transcript, text: hi }'

@@ -1,6 +1,7 @@
 import { type MappingInput, run, truthy } from '../../mapping/run'
 import type { RouteRuntime } from '../../route'
 import { FRAME_MS, type ResultTimeline } from '../feed/result-timeline'
+import { parseIsoDuration } from '../../mapping/iso-duration'
 import { validator } from '../../validate/compile'
 
 type AudioMapping = NonNullable<RouteRuntime['mapping']['audio']>
@@ -87,7 +88,7 @@ export interface ResultPlace {
   readonly leg: ResultTimeline
 }
 
-/** The message's audio stretch on the call's timeline (ms) and whether it is final; null when it says none. */
+/** The result's audio stretch on the call's timeline (ms) and whether it is final; null when it says none. */
 async function placed(
   audio: AudioMapping,
   input: MappingInput,
@@ -98,7 +99,10 @@ async function placed(
   const num = async (e: typeof t.start | null): Promise<number | null> => {
     if (e === null) return null
     const r = await run(e, input)
-    return r.ok && typeof r.value === 'number' && Number.isFinite(r.value) ? r.value * t.unitMs : null
+    if (!r.ok) return null
+    // iso8601: "PT1.23S" (AudioHook), read as ms; else a number in the mapping's unit.
+    const v = t.iso8601 === true && typeof r.value === 'string' ? parseIsoDuration(r.value) : r.value
+    return typeof v === 'number' && Number.isFinite(v) ? v * t.unitMs : null
   }
   const start = await num(t.start)
   const end = t.end !== null ? await num(t.end) : start === null ? null : start + ((await num(t.duration)) ?? NaN)
@@ -109,30 +113,65 @@ async function placed(
   return { start: Math.round(offset + start), end: Math.round(offset + end), final: fin.ok && fin.value === true }
 }
 
+type ResultRule = AudioMapping['results'][number]
+
 async function readResult(audio: AudioMapping, input: MappingInput, timeline: ResultPlace | null): Promise<Verdict> {
   for (const rule of audio.results) {
     const when = await run(rule.when, input)
     if (!when.ok) return { kind: 'failed', stage: 'when', error: when.error }
     if (when.value !== true) continue
-    // On the call's timeline: a result wholly before the delivered finals is not emitted; the emit sees
-    // `time` (seconds on the call's timeline). A message without times is emitted as it is.
-    if (timeline !== null) {
-      const at = await placed(audio, input, timeline.startFrame)
-      if (at !== null) {
-        if (!timeline.leg.admit(at.end, at.final)) return BEFORE_DELIVERED
-        const time = { start: at.start / 1000, end: at.end / 1000, duration: (at.end - at.start) / 1000 }
-        input = { ...input, time: { ...time, final: at.final } }
-      }
-    }
-    const out = await run(rule.emit, input)
-    if (!out.ok) return { kind: 'failed', stage: 'emit', error: out.error }
-    const verdict = emitted(out.value)
-    if (rule.channel == null || verdict.kind !== 'result') return verdict
     // A joined (stereo) session: which leg the messages go to (audio/session/join.ts); not a channel number: both.
-    const ch = await run(rule.channel, input)
-    return { ...verdict, channel: ch.ok && typeof ch.value === 'number' ? ch.value : null }
+    let channel: number | null | undefined
+    if (rule.channel != null) {
+      const ch = await run(rule.channel, input)
+      channel = ch.ok && typeof ch.value === 'number' ? ch.value : null
+    }
+    if (rule.each == null) {
+      const verdict = await readOne(rule, audio, input, timeline, channel ?? null)
+      return channel === undefined || verdict.kind !== 'result' ? verdict : { ...verdict, channel }
+    }
+    // `each`: every item is a result of its own (its own time, its own emit), in order.
+    const items = await run(rule.each, input)
+    if (!items.ok) return { kind: 'failed', stage: 'emit', error: items.error }
+    const list =
+      items.value === undefined || items.value === null ? [] : Array.isArray(items.value) ? items.value : [items.value]
+    const messages: string[] = []
+    let before = 0
+    for (const item of list) {
+      const v = await readOne(rule, audio, { ...input, item }, timeline, channel ?? null)
+      if (v.kind === 'failed') return v
+      if (v.kind === 'before-delivered') before++
+      if (v.kind === 'result') messages.push(...v.messages)
+    }
+    if (messages.length === 0) return before > 0 ? BEFORE_DELIVERED : SILENT
+    return channel === undefined ? { kind: 'result', messages } : { kind: 'result', messages, channel }
   }
   return UNMATCHED
+}
+
+/**
+ * One result (a message, or an item of it): on the call's timeline, a result wholly before the delivered
+ * finals is not emitted; the emit sees `time` (seconds on the call's timeline). One without times is
+ * emitted as it is.
+ */
+async function readOne(
+  rule: ResultRule,
+  audio: AudioMapping,
+  input: MappingInput,
+  timeline: ResultPlace | null,
+  channel: number | null
+): Promise<Verdict> {
+  if (timeline !== null) {
+    const at = await placed(audio, input, timeline.startFrame)
+    if (at !== null) {
+      if (!timeline.leg.admit(at.end, at.final, channel)) return BEFORE_DELIVERED
+      const time = { start: at.start / 1000, end: at.end / 1000, duration: (at.end - at.start) / 1000 }
+      input = { ...input, time: { ...time, final: at.final } }
+    }
+  }
+  const out = await run(rule.emit, input)
+  if (!out.ok) return { kind: 'failed', stage: 'emit', error: out.error }
+  return emitted(out.value)
 }
 
 /**

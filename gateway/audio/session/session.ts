@@ -74,7 +74,8 @@ export class VendorSession implements Session {
   ) {
     this.owner = owner
     this.counters = deps.metrics.startLeg(deps.route.name)
-    this.results = deps.route.mapping.audio!.time != null ? new ResultTimeline() : null
+    this.results =
+      deps.route.mapping.audio!.time != null ? new ResultTimeline(deps.route.mapping.audio!.frames.channels ?? 1) : null
     // The replay ring covers the vendor's detection window (audio/connection/liveness.ts), unless the config sets its own.
     this.feed = new VendorFeed(
       this.counters,

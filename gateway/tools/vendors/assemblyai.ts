@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { TimerHandle } from '../../clock'
 import { Cadence, phrase, round3 } from './cadence'
+import { Hearing } from './hearing'
 import type { Context, Protocol, VendorSession } from './session'
 import { DIGITS_RE, header, isObject, parseJson, safeEqual, type Json } from './wire'
 
@@ -112,6 +113,8 @@ export class AssemblyAiStream implements Protocol {
   private begunAt = 0
   private ended = false
   private lateNoted = false
+  /** `transcribeFrames`: the platform frames heard (turns name them, unformatted). */
+  private readonly hearing: Hearing | null
 
   constructor(
     private readonly s: VendorSession,
@@ -124,6 +127,7 @@ export class AssemblyAiStream implements Protocol {
     this.formatTurns = q.get('format_turns') === 'true'
     this.cadence = new Cadence(ctx.resultEveryMs / 2)
     this.sessionMaxMs = ctx.opts.sessionMaxMs ?? THREE_HOURS_MS
+    this.hearing = ctx.opts.transcribeFrames === true && this.bytesPerSample === 1 ? new Hearing() : null
   }
 
   open(): void {
@@ -154,6 +158,7 @@ export class AssemblyAiStream implements Protocol {
       this.s.note(`audio chunk of ${data.length} bytes is not a whole number of ${this.encoding} samples`)
     const ms = (data.length / this.bytesPerSample / this.rate) * 1000
     this.s.addAudio(data.length, data)
+    this.hearing?.add(data)
     if (ms < 50 - 1e-6 || ms > 1000 + 1e-6)
       return this.fail(3007, `Input duration violation: ${round3(ms)} ms. Expected between 50 and 1000 ms`)
     const elapsed = this.ctx.clock.now() - this.begunAt
@@ -233,8 +238,8 @@ export class AssemblyAiStream implements Protocol {
   }
 
   private turn(startMs: number, endMs: number, endOfTurn: boolean): void {
-    const words = phrase(this.turnOrder + 1)
-    const step = (endMs - startMs) / words.length
+    const words = this.hearing !== null ? this.hearing.words(startMs, endMs) : phrase(this.turnOrder + 1)
+    const step = words.length > 0 ? (endMs - startMs) / words.length : 0
     const base = {
       type: 'Turn',
       turn_order: this.turnOrder,
@@ -257,7 +262,11 @@ export class AssemblyAiStream implements Protocol {
     })
     if (!endOfTurn) return
     if (this.formatTurns) {
-      const formatted = `${transcript[0].toUpperCase()}${transcript.slice(1)}.`
+      // Frames heard are named as they are (tests read "frames A-B"); words get a capital and a full stop.
+      const formatted =
+        this.hearing !== null || transcript === ''
+          ? transcript
+          : `${transcript[0].toUpperCase()}${transcript.slice(1)}.`
       this.s.send({ ...base, turn_is_formatted: true, end_of_turn: true, transcript: formatted, utterance: formatted })
     }
     this.turnOrder++

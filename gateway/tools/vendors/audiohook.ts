@@ -14,6 +14,7 @@ import {
 } from './audiohook-checks'
 import { AudioHookMoves, type ServerMove } from './audiohook-moves'
 import { Cadence, phrase } from './cadence'
+import { Hearing } from './hearing'
 import type { Context, Protocol, VendorSession } from './session'
 import { header, parseJson, type Json } from './wire'
 
@@ -70,11 +71,15 @@ export class AudioHookSession implements Protocol {
   private awaitingPaused = false
   private readonly cadence: Cadence
   private readonly moves: AudioHookMoves
+  /** `transcribeFrames`: the platform frames heard per channel (made at the first audio: channels are opened by then). */
+  private hearing: Hearing | null = null
+  private readonly transcribeFrames: boolean
 
   constructor(
     private readonly s: VendorSession,
     ctx: Context
   ) {
+    this.transcribeFrames = ctx.opts.transcribeFrames === true
     this.sessionId = header(s.req, 'audiohook-session-id') ?? ''
     this.orgId = header(s.req, 'audiohook-organization-id') ?? ''
     this.cadence = new Cadence(ctx.resultEveryMs)
@@ -100,6 +105,10 @@ export class AudioHookSession implements Protocol {
       this.s.note(`audio frame of ${data.length} bytes is not a whole number of ${channels}-channel PCMU samples`)
     this.s.addAudio(data.length, data)
     this.s.stereo?.add(data)
+    if (this.transcribeFrames) {
+      if (this.hearing === null) this.hearing = new Hearing(channels)
+      this.hearing.add(data)
+    }
     const frameSamples = Math.floor(data.length / channels)
     this.samples += frameSamples
     // Offsets are on the stream timeline, which includes audio the client reported discarded.
@@ -110,7 +119,10 @@ export class AudioHookSession implements Protocol {
       const n = ++cadence.ticks
       // Stereo: one transcript per channel (channelId 0 = external, 1 = internal, as opened).
       for (let ch = 0; ch < channels; ch++)
-        this.transcriptEvent(this.discardedSec + cadence.start / 1000, this.discardedSec + at / 1000, n, ch)
+        this.transcriptEvent(this.discardedSec + cadence.start / 1000, this.discardedSec + at / 1000, n, ch, [
+          cadence.start,
+          at
+        ])
       cadence.start = at
     }
   }
@@ -272,9 +284,21 @@ export class AudioHookSession implements Protocol {
     this.sendMsg(type, p)
   }
 
-  private transcriptEvent(startSec: number, endSec: number, n: number, channel: number): void {
-    const words = this.channels > 1 ? [...phrase(n), 'channel', String(channel)] : phrase(n)
-    const step = (endSec - startSec) / words.length
+  /** `heardMs`: the stretch of the audio received (not the stream timeline) that the words name, when transcribing frames. */
+  private transcriptEvent(
+    startSec: number,
+    endSec: number,
+    n: number,
+    channel: number,
+    heardMs: [number, number]
+  ): void {
+    const words =
+      this.hearing !== null
+        ? this.hearing.words(heardMs[0], heardMs[1], channel)
+        : this.channels > 1
+          ? [...phrase(n), 'channel', String(channel)]
+          : phrase(n)
+    const step = words.length > 0 ? (endSec - startSec) / words.length : 0
     const tokens = words.map((value, i) => ({
       type: 'word',
       value,

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
 import { Cadence, phrase, round3 } from './cadence'
 import type { Context, Protocol, VendorSession, Verdict } from './session'
+import { Hearing } from './hearing'
 import { ChannelSplit } from './stereo'
 import { DIGITS_RE, header, isObject, parseJson, safeEqual, type Json } from './wire'
 
@@ -116,8 +117,8 @@ export class DeepgramStream implements Protocol {
   private lastActivity: number
   private ended = false
   private lateNoted = false
-  /** `transcribeFrames`: the marker of every 20 ms of mono µ-law heard, in order (-1: none). */
-  private readonly heard: number[] | null
+  /** `transcribeFrames`: the platform frames heard, per channel (µ-law; results name them). */
+  private readonly hearing: Hearing | null
 
   constructor(
     private readonly s: VendorSession,
@@ -135,7 +136,7 @@ export class DeepgramStream implements Protocol {
     this.idleMs = ctx.opts.idleCloseMs ?? DEEPGRAM_IDLE_CLOSE_MS
     this.cadence = new Cadence(this.interim ? ctx.resultEveryMs / 2 : ctx.resultEveryMs)
     this.lastActivity = ctx.clock.now()
-    this.heard = ctx.opts.transcribeFrames === true ? [] : null
+    this.hearing = ctx.opts.transcribeFrames === true && this.encoding === 'mulaw' ? new Hearing(this.channels) : null
   }
 
   open(): void {
@@ -163,7 +164,7 @@ export class DeepgramStream implements Protocol {
       )
     this.s.addAudio(data.length, data)
     this.s.stereo?.add(data)
-    if (this.heard !== null) hear(this.heard, data)
+    this.hearing?.add(data)
     this.lastActivity = this.ctx.clock.now()
     const cadence = this.cadence
     const crossed = cadence.add((data.length / bps / this.rate) * 1000)
@@ -229,8 +230,8 @@ export class DeepgramStream implements Protocol {
     const words =
       durMs <= 0
         ? []
-        : this.heard !== null
-          ? framesHeard(this.heard, startMs, endMs)
+        : this.hearing !== null
+          ? this.hearing.words(startMs, endMs, ch)
           : [...phrase(n), ...(this.channels > 1 ? ['channel', String(ch)] : [])]
     const step = words.length > 0 ? durMs / words.length : 0
     this.s.send({
@@ -285,18 +286,4 @@ export class DeepgramStream implements Protocol {
     this.lateNoted = true
     this.s.note(`${what} after CloseStream`)
   }
-}
-
-/** The frames heard in [startMs, endMs) of a stream's audio (their markers), as words: "frames", "A-B". */
-export function framesHeard(heard: readonly number[], startMs: number, endMs: number): string[] {
-  const seqs = heard.slice(Math.round(startMs / 20), Math.round(endMs / 20))
-  if (seqs.length === 0) return []
-  const name = (x: number | undefined): string => (x === undefined || x < 0 ? '?' : String(x))
-  return ['frames', `${name(seqs[0])}-${name(seqs[seqs.length - 1])}`]
-}
-
-/** Keep the marker of every 20 ms µ-law frame of `data` (4 zero bytes, then its number; -1: none). */
-export function hear(heard: number[], data: Buffer): void {
-  for (let o = 0; o + 160 <= data.length; o += 160)
-    heard.push(data.readUInt32BE(o) === 0 ? data.readUInt32BE(o + 4) : -1)
 }

@@ -11,7 +11,7 @@ import {
 import { toMessage } from '../../upstream/proto-json'
 import { googleProtosDir, loadProtos, type ProtoSet } from '../../upstream/protos'
 import { Cadence, phrase } from './cadence'
-import { framesHeard, hear } from './deepgram'
+import { Hearing } from './hearing'
 import {
   authProblem,
   configProblem,
@@ -165,8 +165,7 @@ class SttStream {
   private cadence: Cadence = new Cadence(1000)
   private interim = false
   private bytesPerMs = 8
-  private readonly heard: number[] | null
-  private carry: Buffer = Buffer.alloc(0)
+  private readonly heard: Hearing | null
 
   constructor(
     private readonly call: ServerDuplexStream<Buffer, object>,
@@ -174,7 +173,7 @@ class SttStream {
     private readonly opts: GoogleSttOptions,
     private readonly report: SttStreamReport
   ) {
-    this.heard = opts.transcribeFrames === true ? [] : null
+    this.heard = opts.transcribeFrames === true ? new Hearing() : null
     const auth = authProblem(call.metadata, opts, Date.now())
     if (auth !== null) {
       this.refuse(auth)
@@ -228,12 +227,7 @@ class SttStream {
     r.maxAudioRequestBytes = Math.max(r.maxAudioRequestBytes, data.length)
     this.hash.update(data)
     r.sha256 = this.hash.copy().digest('hex')
-    if (this.heard !== null) {
-      const all = Buffer.concat([this.carry, data])
-      const whole = all.length - (all.length % 160)
-      hear(this.heard, all.subarray(0, whole))
-      this.carry = all.subarray(whole)
-    }
+    this.heard?.add(data)
     const ms = data.length / this.bytesPerMs
     r.audioMs += ms
     if (r.audioMs > (this.opts.maxStreamAudioMs ?? 300_000))
@@ -249,7 +243,7 @@ class SttStream {
 
   private result(startMs: number, endMs: number, isFinal: boolean): void {
     const n = this.report.finals.length + 1
-    const words = this.heard !== null ? framesHeard(this.heard, startMs, endMs) : phrase(n)
+    const words = this.heard !== null ? this.heard.words(startMs, endMs) : phrase(n)
     if (words.length === 0) {
       if (isFinal) this.cadence.start = endMs
       return

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
 import { Cadence, phrase, round3 } from './cadence'
-import { framesHeard, hear } from './deepgram'
+import { Hearing } from './hearing'
 import type { Context, Protocol, VendorSession, Verdict } from './session'
 import { header, isObject, parseJson, safeEqual, type Json } from './wire'
 
@@ -103,15 +103,15 @@ export class SpeechmaticsSession implements Protocol {
   private cadence: Cadence
   private lastActivity: number
   private results = 0
-  /** `transcribeFrames`: the marker of every 20 ms of µ-law heard, in order (-1: none). */
-  private readonly heard: number[] | null
+  /** `transcribeFrames`: the platform frames heard (µ-law; results name them). */
+  private readonly hearing: Hearing | null
 
   constructor(
     private readonly s: VendorSession,
     private readonly ctx: Context
   ) {
     this.cadence = new Cadence(ctx.resultEveryMs)
-    this.heard = ctx.opts.transcribeFrames === true ? [] : null
+    this.hearing = ctx.opts.transcribeFrames === true ? new Hearing() : null
     this.lastActivity = ctx.clock.now()
   }
 
@@ -163,7 +163,7 @@ export class SpeechmaticsSession implements Protocol {
     }
     if (data.length % this.bytesPerSample !== 0) this.s.note(`AddAudio of ${data.length} bytes: not whole samples`)
     this.s.addAudio(data.length, data)
-    if (this.heard !== null && this.bytesPerSample === 1) hear(this.heard, data)
+    if (this.bytesPerSample === 1) this.hearing?.add(data)
     this.lastActivity = this.ctx.clock.now()
     this.s.send({ message: 'AudioAdded', seq_no: ++this.seqNo })
     const failAfter = this.ctx.opts.failAfterAudioMs
@@ -227,7 +227,7 @@ export class SpeechmaticsSession implements Protocol {
   private transcript(message: 'AddTranscript' | 'AddPartialTranscript', startMs: number, endMs: number): void {
     const final = message === 'AddTranscript'
     const n = final ? ++this.results : this.results + 1
-    const words = this.heard !== null ? framesHeard(this.heard, startMs, endMs) : phrase(n)
+    const words = this.hearing !== null ? this.hearing.words(startMs, endMs) : phrase(n)
     if (words.length === 0) words.push('')
     const step = (endMs - startMs) / words.length
     this.s.send({

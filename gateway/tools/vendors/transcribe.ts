@@ -3,6 +3,7 @@ import type { IncomingMessage } from 'node:http'
 import { decodeMessages, encodeMessage, type EventMessage, type TypedHeader } from '../../mapping/event-stream'
 import { queryPairs, querySignature, signingKey } from '../../mapping/sigv4'
 import { Cadence, phrase, round3 } from './cadence'
+import { Hearing } from './hearing'
 import type { Context, Protocol, VendorSession, Verdict } from './session'
 import type { AwsKeys } from './types'
 import { header } from './wire'
@@ -152,6 +153,8 @@ export class TranscribeStream implements Protocol {
   private results = 0
   private resultId = randomUUID()
   private scripted = false
+  /** `transcribeFrames`: the platform frames heard (results name them). */
+  private readonly hearing: Hearing | null
 
   constructor(
     private readonly s: VendorSession,
@@ -162,6 +165,7 @@ export class TranscribeStream implements Protocol {
     this.cadence = new Cadence(ctx.resultEveryMs / 2)
     this.idleMs = ctx.opts.idleCloseMs ?? TRANSCRIBE_IDLE_CLOSE_MS
     this.lastAudio = ctx.clock.now()
+    this.hearing = ctx.opts.transcribeFrames === true ? new Hearing(1, this.pcm) : null
   }
 
   open(): void {
@@ -218,6 +222,7 @@ export class TranscribeStream implements Protocol {
     const ms = this.pcm ? (audio.length / 2 / this.rate) * 1000 : 0
     if (ms > 1000) return this.refuse('Your stream is too big. Reduce the frame size and try your request again.')
     this.s.addAudio(wireBytes, audio)
+    this.hearing?.add(audio)
     const now = this.ctx.clock.now()
     this.lastAudio = now
     this.audioMs += ms
@@ -235,8 +240,8 @@ export class TranscribeStream implements Protocol {
 
   private transcript(startMs: number, endMs: number, final: boolean): void {
     const n = final ? ++this.results : this.results + 1
-    const words = phrase(n)
-    const step = (endMs - startMs) / words.length
+    const words = this.hearing !== null ? this.hearing.words(startMs, endMs) : phrase(n)
+    const step = words.length > 0 ? (endMs - startMs) / words.length : 0
     this.send(
       {
         ':content-type': str('application/json'),

@@ -46,9 +46,10 @@ export interface RealVendorOptions {
   /** speechmatics: after this much audio in a session, an Error (internal_error) and close 1011, as on a server fault. */
   failAfterAudioMs?: number
   /**
-   * deepgram, speechmatics: transcribe what it hears (issue 32): a result's transcript names the platform frames it
-   * covers, "frames A-B", read from each 20 ms frame's marker (4 zero bytes, then the frame number as a
-   * 32-bit big-endian integer; "?" for a frame without one), with the vendor's own time fields.
+   * deepgram, speechmatics, amazon-transcribe, assemblyai, audiohook: transcribe what it hears (issue 32): a
+   * result's transcript names the platform frames it covers, "frames A-B", read from each 20 ms frame's marker
+   * (4 zero bytes, then the frame number as a 32-bit big-endian integer; frames without one are not named),
+   * per channel on a stereo session, with the vendor's own time fields (tools/vendors/hearing.ts).
    */
   transcribeFrames?: boolean
   /**

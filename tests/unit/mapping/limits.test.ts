@@ -16,7 +16,10 @@ const input: MappingInput = {
 function mappingWith(t: { testdir: () => string }, emit: string): string {
   const dir = t.testdir()
   const file = join(dir, 'm.yaml')
-  writeFileSync(file, `vendor: limits\naudio:\n  results:\n    - when: "true"\n      emit: ${JSON.stringify(emit)}\n`)
+  writeFileSync(
+    file,
+    `vendor: limits\naudio:\n  time: { none: a test mapping }\n  results:\n    - when: "true"\n      emit: ${JSON.stringify(emit)}\n`
+  )
   return file
 }
 

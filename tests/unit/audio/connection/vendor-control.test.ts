@@ -25,7 +25,7 @@ type Json = Record<string, any>
 
 function rules(control: Json[], results: Json[] = []): ReturnType<typeof compileAudio> {
   return compileAudio(
-    { control, results },
+    { control, results, time: { none: 'a test mapping' } },
     (_p, source) => (source === undefined || source === null ? null : compileExpr(source)),
     (p, m) => {
       throw new Error(`${p}: ${m}`)
