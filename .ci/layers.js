@@ -52,7 +52,12 @@ const LIBRARIES = {
   '@opentelemetry/sdk-trace-base': ['telemetry/tracing.ts'],
   '@opentelemetry/resources': ['telemetry/tracing.ts'],
   '@opentelemetry/exporter-trace-otlp-proto': ['telemetry/tracing.ts'],
-  '@opentelemetry/exporter-trace-otlp-http': ['telemetry/tracing.ts']
+  '@opentelemetry/exporter-trace-otlp-http': ['telemetry/tracing.ts'],
+  '@grpc/grpc-js': ['upstream', 'tools'],
+  '@grpc/proto-loader': ['upstream/protos.ts'],
+  // Not imported: upstream/protos.ts resolves its folder, where the mappings' proto files are read from.
+  'google-proto-files': ['upstream/protos.ts'],
+  'google-auth-library': ['upstream/google-auth.ts']
 }
 
 // The tree to check: this repository, or the one given (tests/unit/tools/layers.test.ts checks a made-up one).

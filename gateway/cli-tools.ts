@@ -7,6 +7,7 @@ import { simulateAudio } from './tools/simulate'
 import { simulateText } from './tools/simulate-text'
 import { REAL_VENDOR_PATHS, startRealVendor, type RealVendorKind } from './tools/real-vendors'
 import { startVendorEmulator, type EmulatorKind } from './tools/vendor-emulator'
+import { startGoogleStt } from './tools/vendors/google-stt'
 
 /** The tool commands: `simulate audio|text` (act as the platform) and `vendor` (run an emulator). */
 
@@ -119,6 +120,8 @@ async function cmdSimulateText(argv: string[]): Promise<number> {
 }
 
 const EMULATOR_KINDS: readonly string[] = ['passthrough', 'json-events']
+/** gRPC emulators (a server of their own, not on the WebSocket emulators' session recorder). */
+const GRPC_KINDS: readonly string[] = ['google-stt-v2']
 const REAL_VENDOR_KINDS: readonly string[] = Object.keys(REAL_VENDOR_PATHS)
 
 /**
@@ -136,6 +139,8 @@ export async function cmdVendor(argv: string[]): Promise<number> {
       'result-every-frames': { type: 'string', default: '50' },
       'transcribe-frames': { type: 'boolean', default: false },
       'api-key': { type: 'string' },
+      'max-stream-seconds': { type: 'string' },
+      location: { type: 'string' },
       ...HELP
     }
   })
@@ -143,12 +148,25 @@ export async function cmdVendor(argv: string[]): Promise<number> {
   const usage = (message: string): UsageError => new UsageError(message, 'vendor')
   const kind = values.kind ?? ''
   const real = REAL_VENDOR_KINDS.includes(kind)
-  if (!real && !EMULATOR_KINDS.includes(kind))
-    throw usage(`--kind must be one of ${[...EMULATOR_KINDS, ...REAL_VENDOR_KINDS].join(', ')}`)
+  if (!real && !EMULATOR_KINDS.includes(kind) && !GRPC_KINDS.includes(kind))
+    throw usage(`--kind must be one of ${[...EMULATOR_KINDS, ...REAL_VENDOR_KINDS, ...GRPC_KINDS].join(', ')}`)
   if (values.port === undefined) throw usage('--port is required')
   const port = integer(values.port, '--port', 0, usage, 65535)
   const everyFrames = integer(values['result-every-frames']!, '--result-every-frames', 0, usage)
   const apiKey = values['api-key']
+  if (GRPC_KINDS.includes(kind)) {
+    const max = values['max-stream-seconds']
+    const emulator = await startGoogleStt({
+      port,
+      host: values.host,
+      apiKey,
+      location: values.location,
+      resultEveryMs: everyFrames * 20,
+      transcribeFrames: values['transcribe-frames'] === true,
+      ...(max === undefined ? {} : { maxStreamAudioMs: integer(max, '--max-stream-seconds', 1, usage) * 1000 })
+    })
+    return serveEmulator(kind, emulator, apiKey)
+  }
   if (!real && apiKey !== undefined) throw usage(`--api-key applies to ${REAL_VENDOR_KINDS.join(', ')}`)
   // Amazon Transcribe signs with two keys: --api-key <access key id>:<secret access key>.
   const split = kind === 'amazon-transcribe' && apiKey !== undefined ? apiKey.indexOf(':') : -1
@@ -175,6 +193,15 @@ export async function cmdVendor(argv: string[]): Promise<number> {
         resultsByAudio: true,
         log
       })
+  return serveEmulator(kind, emulator, apiKey)
+}
+
+/** Prints where the emulator listens and runs it until SIGTERM or SIGINT. */
+function serveEmulator(
+  kind: string,
+  emulator: { url: string; httpUrl: string; close: () => Promise<void> },
+  apiKey: string | undefined
+): number {
   const credential = apiKey !== undefined ? '; credential required' : ''
   console.log(`${kind} vendor emulator on ${emulator.url} (reports: ${emulator.httpUrl}/sessions)${credential}`)
   const stop = (): void => {

@@ -42,11 +42,13 @@ export const USAGES = {
   the first 200 contacts listed; with --contact: that contact's legs of that tenant). The token: --token,
   else $GATEWAY_ADMIN_TOKEN (needed when admin.token is set). Exit 1 when the admin API cannot be reached or refuses.`,
   vendor: `usage: assist-gateway vendor --kind KIND --port N [--host H] [--result-every-frames N] [--api-key KEY]
-                               [--transcribe-frames]
+                               [--transcribe-frames] [--max-stream-seconds S] [--location REGION]
   KIND: passthrough, json-events (demo vendors); deepgram, assemblyai, twilio-media, audiohook, amazon-transcribe,
-  speechmatics, openai (strict emulators of real APIs; amazon-transcribe: --api-key <access key id>:<secret>)
-  --transcribe-frames (deepgram, speechmatics, amazon-transcribe, assemblyai, audiohook): each result names the
-  frames it heard ("frames A-B", from each 20 ms frame's marker: 4 zero bytes, then its number, 32-bit
+  speechmatics, openai (strict emulators of real APIs; amazon-transcribe: --api-key <access key id>:<secret>);
+  google-stt-v2 (gRPC, grpc://host:port: Speech-to-Text v2 StreamingRecognize; --max-stream-seconds: audio per
+  stream before ABORTED, default 300; --location: the region its recognizers are in, default global)
+  --transcribe-frames (deepgram, speechmatics, amazon-transcribe, assemblyai, audiohook, google-stt-v2): each result
+  names the frames it heard ("frames A-B", from each 20 ms frame's marker: 4 zero bytes, then its number, 32-bit
   big-endian; per channel on a stereo session), with the vendor's own time fields
   Run a bundled vendor emulator in the foreground until SIGTERM or SIGINT (--port 0 picks a free port).`
 } as const

@@ -1,4 +1,5 @@
 import type { CompileAt, Expr } from './expr'
+import type { GrpcMethod } from '../upstream/protos'
 
 /** The one input object every audio expression sees (documented in schemas/mapping.schema.json). */
 export interface MappingInput {
@@ -98,6 +99,8 @@ export interface AudioMapping {
   closeTimeoutMs: number
   closeCode: number
   rotateAfterMs: number | null
+  /** The mapping's `rotateAfterAudioSeconds` in ms of audio (null or absent: no rotation by audio). */
+  rotateAfterAudioMs?: number | null
   /** Its own ping interval and pong timeout (`liveness`), instead of the config's; null: the config's. */
   liveness: { pingSeconds?: number; timeoutSeconds?: number } | null
   /** A call may move to a new vendor session on another replica mid-call (`movable`): load rebalancing. */
@@ -108,6 +111,8 @@ export interface AudioMapping {
   closeCodes: Readonly<Record<number, CloseClass>>
   /** Where on the audio a result is (`time`); null: the vendor gives no result times (absent in hand-built mappings: null). */
   time?: ResultTime | null
+  /** A gRPC vendor: the streaming method each session is one call of (`audio.grpc`); absent or null: WebSocket. */
+  grpc?: GrpcMethod | null
 }
 
 /**
@@ -146,7 +151,9 @@ export type CloseClass = 'auth' | 'bad-request' | 'rate-exceeded' | 'transient'
 export function compileAudio(
   a: Record<string, any>,
   expr: CompileAt,
-  problem: (pointer: string, message: string) => void
+  problem: (pointer: string, message: string) => void,
+  grpc: GrpcMethod | null = null,
+  defaultCloseCodes: Readonly<Record<number, CloseClass>> = {}
 ): AudioMapping {
   const f = a.frames ?? {}
   const frames: FramesSpec = {
@@ -206,6 +213,7 @@ export function compileAudio(
     closeWhen: expr('/audio/closeWhen', a.closeWhen),
     closeTimeoutMs: (a.closeTimeoutSeconds ?? 5) * 1000,
     rotateAfterMs: a.rotateAfterSeconds === undefined ? null : a.rotateAfterSeconds * 1000,
+    rotateAfterAudioMs: a.rotateAfterAudioSeconds === undefined ? null : a.rotateAfterAudioSeconds * 1000,
     liveness: a.liveness ?? null,
     movable: a.movable === true,
     results: (a.results ?? []).map((r: { when: string; emit: string; channel?: string; each?: string }, i: number) => ({
@@ -220,7 +228,11 @@ export function compileAudio(
     close: expr('/audio/close', a.close),
     closeCode: a.closeCode ?? 1000,
     replayRate: a.realTimeOnly === true ? 1 : (a.replayRate ?? null),
-    closeCodes: Object.fromEntries(Object.entries(a.closeCodes ?? {}).map(([k, v]) => [Number(k), v as CloseClass])),
+    closeCodes: {
+      ...defaultCloseCodes,
+      ...Object.fromEntries(Object.entries(a.closeCodes ?? {}).map(([k, v]) => [Number(k), v as CloseClass]))
+    },
+    grpc,
     time: compileTime(a.time, expr)
   }
   if (

@@ -3,6 +3,7 @@ import { readSource } from '../config/source'
 import { problemsOf, validator } from '../validate/compile'
 import { compileAudio, type AudioMapping } from './audio'
 import { compileExpr, type CompileAt } from './expr'
+import { compileAudioGrpc, compileProtos, GRPC_CLOSE_CODES } from './grpc'
 import { compileHealth, type HealthMapping } from './health'
 import { compileText, type TextMapping } from './text'
 
@@ -67,7 +68,12 @@ export function loadMapping(file: string): CompiledMapping {
       return null
     }
   }
-  const audio = raw.audio === undefined ? null : compileAudio(raw.audio, expr, problem)
+  const protos = compileProtos(raw, file, problem)
+  const grpc = raw.audio === undefined ? null : compileAudioGrpc(raw.audio, protos, problem)
+  const audio =
+    raw.audio === undefined
+      ? null
+      : compileAudio(raw.audio, expr, problem, grpc, raw.audio.grpc === undefined ? {} : GRPC_CLOSE_CODES)
   const text = raw.text === undefined ? null : compileText(raw.text, expr)
   const health = raw.health === undefined ? null : compileHealth(raw.health, expr, problem)
   if (problems.length > 0) throw new ConfigError(problems)

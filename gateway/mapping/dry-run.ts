@@ -13,8 +13,10 @@ import type { TextInput } from './text'
 import { describe, mapBody, mapHeaders, mapPath } from './text-request'
 import { messageFromMapping } from './event-stream'
 import { textPathOf } from './vendor-target'
+import { requestProblem, sampleProblem } from './grpc-check'
+import type { ConfigProblem } from '../errors'
 
-type Problem = { file: string; pointer: string; message: string; line?: number; col?: number }
+type Problem = ConfigProblem
 
 /**
  * Run every expression of a mapping on the interface's example messages (init message, utterance) and
@@ -79,8 +81,31 @@ export async function dryRunMapping(mapping: CompiledMapping, route: RouteConfig
 
   const frames = (v: unknown): string | null =>
     Array.isArray(v) ? (v.every(x => frame(x) === null) ? null : 'must produce objects, strings or null') : frame(v)
+  const grpc = audio.grpc ?? null
   const isString = (v: unknown): string | null =>
-    typeof v === 'string' && /^wss?:\/\//.test(v) ? null : 'must produce a ws:// or wss:// URL'
+    grpc !== null
+      ? typeof v === 'string' && /^grpcs?:\/\//.test(v)
+        ? null
+        : 'must produce a grpcs:// or grpc:// URL'
+      : typeof v === 'string' && /^wss?:\/\//.test(v)
+        ? null
+        : 'must produce a ws:// or wss:// URL'
+  // A gRPC mapping's frames are requests: each held to the method's request message (mapping/grpc-check.ts).
+  const framesAt =
+    (pointer: string) =>
+    (v: unknown): string | null => {
+      if (grpc === null) return frames(v)
+      for (const x of Array.isArray(v) ? v : [v]) {
+        const p = requestProblem(file, grpc, pointer, x)
+        if (p !== null) problems.push(p)
+      }
+      return null
+    }
+  if (grpc !== null)
+    for (const [i, sample] of mapping.samples.audio.entries()) {
+      const p = sampleProblem(file, grpc, i, sample)
+      if (p !== null) problems.push(p)
+    }
   const isObject = (v: unknown): string | null =>
     v !== null && typeof v === 'object' && !Array.isArray(v) ? null : 'must produce an object'
   await evaluate('/audio/url', audio.url, base, isString)
@@ -102,10 +127,11 @@ export async function dryRunMapping(mapping: CompiledMapping, route: RouteConfig
     if (isObject(v) !== null) return 'must produce an object'
     return JSON.stringify(v).includes('{{payload}}') ? null : 'must contain the {{payload}} placeholder'
   })
-  await evaluate('/audio/open', audio.open, base, frames)
-  if (audio.keepalive !== null) await evaluate('/audio/keepalive/frame', audio.keepalive.frame, base, frames)
-  await evaluate('/audio/pause', audio.pause, base, frames)
-  await evaluate('/audio/resume', audio.resume, base, frames)
+  await evaluate('/audio/open', audio.open, base, framesAt('/audio/open'))
+  if (audio.keepalive !== null)
+    await evaluate('/audio/keepalive/frame', audio.keepalive.frame, base, framesAt('/audio/keepalive/frame'))
+  await evaluate('/audio/pause', audio.pause, base, framesAt('/audio/pause'))
+  await evaluate('/audio/resume', audio.resume, base, framesAt('/audio/resume'))
   // `time` on a result: each of its expressions gives a time in its unit (or nothing: the result has none).
   const time = audio.time
   const aTime = (v: unknown): string | null =>
@@ -135,7 +161,7 @@ export async function dryRunMapping(mapping: CompiledMapping, route: RouteConfig
       const at = `/audio/control/${j}`
       if ((await evaluate(`${at}/when`, rule.when, input, predicate)) !== true) continue
       await evaluate(`${at}/set`, rule.set, input, patch)
-      await evaluate(`${at}/reply`, rule.reply, input, frames)
+      await evaluate(`${at}/reply`, rule.reply, input, framesAt(`${at}/reply`))
       await evaluate(`${at}/emit`, rule.emit, input, emitted)
     }
     for (const [j, rule] of audio.results.entries()) {
@@ -152,7 +178,7 @@ export async function dryRunMapping(mapping: CompiledMapping, route: RouteConfig
       }
     }
   }
-  await evaluate('/audio/close', audio.close, base, frames)
+  await evaluate('/audio/close', audio.close, base, framesAt('/audio/close'))
   for (const msg of mapping.samples.audio)
     if (audio.closeWhen !== null) await evaluate('/audio/closeWhen', audio.closeWhen, { ...base, msg }, predicate)
   return dedupe(problems)

@@ -2,6 +2,7 @@ import { connect } from 'node:net'
 import WebSocket from 'ws'
 import { request } from 'undici'
 import type { UpstreamConfig } from '../config/types'
+import { isGrpcUrl } from './grpc-channel'
 
 /** How a route's replicas are probed (built from the mapping's `health` section and the config). */
 export type ProbeKind = 'upgrade' | 'http' | 'protocol' | 'tcp' | 'none'
@@ -65,7 +66,9 @@ export async function runProbe(plan: ProbePlan, upstream: UpstreamConfig, timeou
   if (plan.kind === 'none') return OK
   // A replica with no audio URL has nothing to upgrade to: its text URL gets a TCP connect.
   const socketless = (plan.kind === 'upgrade' || plan.kind === 'protocol') && upstream.audio === undefined
-  if (plan.kind === 'tcp' || socketless) return await tcpProbe((upstream.audio ?? upstream.text)!, timeoutMs)
+  // A gRPC replica (grpcs://, grpc://) has no upgrade either: a TCP connect to its address.
+  if (plan.kind === 'tcp' || socketless || isGrpcUrl(upstream.audio))
+    return await tcpProbe((upstream.audio ?? upstream.text)!, timeoutMs)
   let prepared: PreparedProbe | string
   try {
     prepared = await plan.prepare(upstream)
@@ -99,7 +102,7 @@ async function tcpProbe(base: string, timeoutMs: number): Promise<ProbeOutcome> 
   try {
     const u = new URL(base)
     host = u.hostname.replace(/^\[|\]$/g, '')
-    port = u.port !== '' ? Number(u.port) : /^(wss|https):$/.test(u.protocol) ? 443 : 80
+    port = u.port !== '' ? Number(u.port) : /^(wss|https|grpcs):$/.test(u.protocol) ? 443 : 80
   } catch {
     return fail('bad replica URL')
   }

@@ -5,13 +5,15 @@ import { type Beating, heartbeatOf } from './heartbeat'
 /**
  * Why a vendor socket failed, as a value (never a string to parse back). `upgrade`: the vendor answered
  * the upgrade request with this HTTP status; `network`: connect, TLS or socket error (the library's
- * code); `missed-pong`: the heartbeat found the vendor gone; `closed-before-open`: no reason known.
+ * code); `missed-pong`: the heartbeat found the vendor gone; `closed-before-open`: no reason known;
+ * `grpc`: a gRPC call (upstream/grpc-leg.ts) ended with this status code.
  */
 export type SocketFailure =
   | { readonly kind: 'upgrade'; readonly status: number }
   | { readonly kind: 'network'; readonly code: string }
   | { readonly kind: 'missed-pong' }
   | { readonly kind: 'closed-before-open' }
+  | { readonly kind: 'grpc'; readonly status: number }
 
 /** A short text for logs and error details (never a URL: it may hold credentials). */
 export function describeSocketFailure(f: SocketFailure): string {
@@ -24,6 +26,8 @@ export function describeSocketFailure(f: SocketFailure): string {
       return 'missed pong'
     case 'closed-before-open':
       return 'closed before open'
+    case 'grpc':
+      return `gRPC status ${f.status}`
   }
 }
 

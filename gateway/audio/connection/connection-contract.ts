@@ -90,8 +90,15 @@ export interface Connection extends AudioSink {
   readonly state: ConnectionState
   /** The call's frame its audio starts at (audio/feed/result-timeline.ts), set by the session when audio flows to it. */
   startFrame?: number
-  /** Rotation: take over the audio `old` holds for an incomplete chunk. */
-  takeOver: (old: Connection) => void
+  /**
+   * Rotation: take over the audio `old` holds for an incomplete chunk; returns how many platform frames
+   * that was (they come before the feed's next frame on the new connection's timeline).
+   */
+  takeOver: (old: Connection) => number
+  /** A handover made it current while `old` says goodbye: its results wait for `old`'s last ones. */
+  follow?: (old: Connection) => void
+  /** `fn` once it is over (at once if it is). */
+  whenClosed?: (fn: () => void) => void
   /** Audio held for an incomplete chunk, given up (rotation). */
   takeRemainder: () => Uint8Array | null
   /** What a new session that continues this one is told of it (mapping input `previous`). */

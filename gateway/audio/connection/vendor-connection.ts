@@ -4,7 +4,8 @@ import type { Expr } from '../../mapping/expr'
 import type { MappingInput } from '../../mapping/run'
 import type { RouteRuntime } from '../../route'
 import type { Replica, StreamLease } from '../../upstream/pool'
-import { type SocketFailure, VendorSocket } from '../../upstream/ws-leg'
+import type { SocketFailure } from '../../upstream/ws-leg'
+import { openVendorLeg, type VendorLeg } from '../../upstream/vendor-leg'
 import type {
   Connection,
   ConnectionContext,
@@ -33,7 +34,7 @@ import { ConnectionTimers } from './connection-timers'
  */
 export class VendorConnection implements Connection {
   state: ConnectionState = 'BUILDING'
-  private socket: VendorSocket | null = null
+  private socket: VendorLeg | null = null
   private lease: StreamLease | null = null
   private encoder: AudioEncoder | null = null
   private readonly frames = new FrameCounters()
@@ -51,6 +52,11 @@ export class VendorConnection implements Connection {
   private readonly life = new SignOfLife()
   /** The call's frame this connection's audio starts at (audio/feed/result-timeline.ts). */
   startFrame = 0
+  /** Vendor messages held while the connection it took over from says goodbye (`follow`); null: none held. */
+  private held: string[] | null = null
+  private readonly closedFns: (() => void)[] = []
+  /** Audio bytes after which it asks for its own replacement (`rotateAfterAudioSeconds`; Infinity: never). */
+  private rotateAtBytes: number
 
   constructor(
     private readonly ctx: ConnectionContext,
@@ -59,6 +65,8 @@ export class VendorConnection implements Connection {
     private readonly events: ConnectionEvents
   ) {
     this.audio = ctx.route.mapping.audio!
+    const rotateMs = this.audio.rotateAfterAudioMs ?? null
+    this.rotateAtBytes = rotateMs === null ? Number.POSITIVE_INFINITY : rotateMs * 8 * (this.audio.frames.channels ?? 1)
     this.input = { ...input, upstream: upstreamInput(replica.config), session: { id: randomUUID() } }
     this.rules = new VendorControl(this.audio, this.frames, ctx)
     this.out = new ControlFrames(this.audio, this.frames, this.rules, ctx, () => this.socket)
@@ -85,6 +93,7 @@ export class VendorConnection implements Connection {
       return
     }
     this.audioBytes += data.byteLength
+    if (this.audioBytes >= this.rotateAtBytes) this.rotateByAudio()
     if (this.rules.gate !== 'open') return this.rules.discard(data.byteLength)
     if (this.encoder === null) {
       this.socket?.sendBinary(data)
@@ -96,10 +105,24 @@ export class VendorConnection implements Connection {
     }
   }
 
+  /**
+   * The vendor's cap counts audio (`rotateAfterAudioSeconds`): a replacement, make-before-break, as a
+   * vendor's own reconnect. Asked again after each further second of audio until one takes over.
+   */
+  private rotateByAudio(): void {
+    this.rotateAtBytes = this.audioBytes + 8000 * (this.audio.frames.channels ?? 1)
+    this.events.reconnect?.(this)
+  }
+
   /** Rotation: audio `old` held for an incomplete chunk moves here, so no silence is added mid-call. */
-  takeOver(old: Connection): void {
+  takeOver(old: Connection): number {
     const rest = old.takeRemainder()
-    if (rest !== null) this.encoder?.pushEncoded(rest)
+    if (rest === null || this.encoder === null) return 0
+    this.encoder.pushEncoded(rest)
+    // Encoded bytes → 20 ms platform frames: the vendor's bytes per 20 ms (rate / 50 samples, every channel).
+    const f = this.audio.frames
+    const perFrame = (f.sampleRate / 50) * (f.encoding === 'pcm16' ? 2 : 1) * (f.channels ?? 1)
+    return Math.round(rest.byteLength / perFrame)
   }
 
   takeRemainder(): Uint8Array | null {
@@ -135,9 +158,14 @@ export class VendorConnection implements Connection {
     if (this.state !== 'BUILDING') return
     this.state = 'CONNECTING'
     this.lease = this.ctx.route.pool.leaseStream(this.replica, this)
-    this.socket = new VendorSocket(
+    this.socket = openVendorLeg(
       url,
-      { headers, connectTimeoutMs: this.ctx.settings.connectTimeoutSeconds * 1000 },
+      {
+        headers,
+        connectTimeoutMs: this.ctx.settings.connectTimeoutSeconds * 1000,
+        grpc: this.audio.grpc ?? null,
+        credential: this.replica.config.credential
+      },
       this.ctx.clock,
       {
         onOpen: () => {
@@ -215,7 +243,31 @@ export class VendorConnection implements Connection {
 
   private onText(text: string): void {
     this.received(text.length)
-    this.ctx.chain.run(async () => await this.read(parseVendorText(text)))
+    if (this.held !== null) this.held.push(text)
+    else this.ctx.chain.run(async () => await this.read(parseVendorText(text)))
+  }
+
+  /**
+   * A handover made this connection current while `old` says goodbye: where results are placed on the call's
+   * timeline, its messages wait until `old` has ended (or its close timeout), so the finals `old` still
+   * sends for the audio before the switch are placed first and never read as before a later final.
+   */
+  follow(old: Connection): void {
+    if (this.audio.time == null || old.whenClosed === undefined) return
+    const held: string[] = []
+    this.held = held
+    const release = (): void => {
+      if (this.held !== held) return
+      this.held = null
+      for (const text of held) this.ctx.chain.run(async () => await this.read(parseVendorText(text)))
+    }
+    old.whenClosed(release)
+    this.ctx.clock.setTimeout(release, this.audio.closeTimeoutMs)
+  }
+
+  whenClosed(fn: () => void): void {
+    if (this.state === 'CLOSED') fn()
+    else this.closedFns.push(fn)
   }
 
   /** Binary vendor frames are read only on an event-stream socket (audio/connection/vendor-wire.ts); else dropped and counted. */
@@ -392,5 +444,6 @@ export class VendorConnection implements Connection {
     this.state = 'CLOSED'
     this.lease?.release()
     this.timers.stopAll()
+    for (const fn of this.closedFns.splice(0)) fn()
   }
 }

@@ -16,7 +16,7 @@ export interface HandoverHost {
   /** The session's mapping input. */
   input: () => MappingInput
   /** `next` is ready and took the audio over from `old`: the session makes it current. */
-  tookOver: (next: Connection, old: Connection) => void
+  tookOver: (next: Connection, old: Connection, heldFrames: number) => void
   /** The session's logger now (a re-attached leg brings its own). */
   log: () => Logger
 }
@@ -59,8 +59,8 @@ export class Handover {
       if (this.next !== conn) return
       this.next = null
       this.confirming = false
-      conn.takeOver(old)
-      this.host.tookOver(conn, old)
+      this.host.tookOver(conn, old, conn.takeOver(old))
+      conn.follow?.(old)
       if (conn.replica === old.replica)
         this.host.log().info({ event: 'rotated', upstream: conn.replica.name }, 'vendor session rotated before its cap')
       else

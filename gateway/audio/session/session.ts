@@ -110,7 +110,7 @@ export class VendorSession implements Session {
       current: () => (this.state === 'READY' ? this.conn : null),
       open: (to, input) => this.connect(this.ctx, to, input, this.events),
       input: () => this.input,
-      tookOver: (conn, old) => this.tookOver(conn, old),
+      tookOver: (conn, old, held) => this.tookOver(conn, old, held),
       log: () => this.ctx.log
     })
   }
@@ -199,9 +199,10 @@ export class VendorSession implements Session {
   }
 
   /** A handover's connection took the audio over (audio/session/handover.ts): it is the current one now. */
-  private tookOver(conn: Connection, old: Connection): void {
+  private tookOver(conn: Connection, old: Connection, heldFrames: number): void {
     this.conn = conn
-    conn.startFrame = this.feed.nextFrame
+    // Its audio starts with the frames `old` held for an incomplete chunk, before the feed's next one.
+    conn.startFrame = this.feed.nextFrame - heldFrames
     this.feed.retarget(conn)
     this.stats.flowsTo(conn.replica.name)
     if (conn.replica !== old.replica) this.setAffinity(conn, 86400)

@@ -143,7 +143,9 @@ export class FakeConnection implements Connection {
   writeAudio(data: ArrayBuffer | Uint8Array): void {
     this.written.push(Buffer.from(data instanceof Uint8Array ? data : new Uint8Array(data)))
   }
-  takeOver(): void {}
+  takeOver(): number {
+    return 0
+  }
   takeRemainder(): Uint8Array | null {
     return null
   }

@@ -1,0 +1,69 @@
+import { grpcMethod, type GrpcMethod, loadProtos, protoIncludeDirs, type ProtoSet } from '../upstream/protos'
+import type { CloseClass } from './audio'
+
+// A mapping's gRPC sections: the top-level `grpc.protos`, loaded once, and the method of `audio.grpc`
+// resolved against them (schemas/mapping.schema.json).
+
+/**
+ * What a gRPC status means when the mapping's `closeCodes` says nothing (a call that ends with status N
+ * is a close with 4000 + N: upstream/grpc-leg.ts). UNAUTHENTICATED and PERMISSION_DENIED are a refused
+ * credential, INVALID_ARGUMENT and its kin a refused request (every replica would answer the same: the leg
+ * ends), RESOURCE_EXHAUSTED a quota (fail over with backoff), ABORTED, OUT_OF_RANGE and DEADLINE_EXCEEDED a
+ * session the vendor ended (a stream past its limit: a new one starts). UNAVAILABLE, INTERNAL, UNKNOWN and
+ * DATA_LOSS are left unclassified: a replica that went away, counted against its health and failed over
+ * like a WebSocket closed abnormally.
+ */
+export const GRPC_CLOSE_CODES: Readonly<Record<number, CloseClass>> = {
+  4003: 'bad-request', // INVALID_ARGUMENT
+  4004: 'transient', // DEADLINE_EXCEEDED
+  4005: 'bad-request', // NOT_FOUND
+  4006: 'bad-request', // ALREADY_EXISTS
+  4007: 'auth', // PERMISSION_DENIED
+  4008: 'rate-exceeded', // RESOURCE_EXHAUSTED
+  4009: 'bad-request', // FAILED_PRECONDITION
+  4010: 'transient', // ABORTED
+  4011: 'transient', // OUT_OF_RANGE
+  4012: 'bad-request', // UNIMPLEMENTED
+  4016: 'auth' // UNAUTHENTICATED
+}
+
+/** The mapping's protos (null without a `grpc` section); a file that cannot be loaded is a problem at its item. */
+export function compileProtos(
+  raw: Record<string, any>,
+  file: string,
+  problem: (pointer: string, message: string) => void
+): ProtoSet | null {
+  if (raw.grpc === undefined) return null
+  try {
+    return loadProtos(raw.grpc.protos as string[], protoIncludeDirs(file))
+  } catch (err) {
+    const message = (err as Error).message.split('\n')[0] ?? 'cannot be loaded'
+    const i = (raw.grpc.protos as string[]).findIndex(p => message.includes(p))
+    problem(i < 0 ? '/grpc/protos' : `/grpc/protos/${i}`, message)
+    return null
+  }
+}
+
+/** `audio.grpc` resolved (null when absent or wrong: recorded). */
+export function compileAudioGrpc(
+  a: Record<string, any>,
+  protos: ProtoSet | null,
+  problem: (pointer: string, message: string) => void
+): GrpcMethod | null {
+  if (a.grpc === undefined) return null
+  if (protos === null) {
+    problem('/audio/grpc', 'needs the protos of the top-level grpc section')
+    return null
+  }
+  if ((a.frames?.framing ?? 'binary') !== 'binary')
+    problem('/audio/frames/framing', 'a gRPC stream frames audio itself: binary (the default) only')
+  const m = grpcMethod(protos, a.grpc)
+  if (typeof m === 'string') {
+    problem(m.startsWith('no method') ? '/audio/grpc/method' : '/audio/grpc/audioField', m)
+    return null
+  }
+  if (!m.definition.requestStream || !m.definition.responseStream)
+    problem('/audio/grpc/method', `${a.grpc.method} is not a bidirectional stream`)
+  if (m.audioField === null) problem('/audio/grpc/audioField', 'is required: the request field audio goes in')
+  return m
+}
