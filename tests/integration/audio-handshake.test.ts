@@ -1,10 +1,10 @@
 import t from 'tap'
-import { initMessage } from '../../gateway/tools/simulate'
 import { AUDIO_TOKEN, platformLeg, routeTo, startGateway, startVendor, until } from '../helpers/gateway'
 import { refusedPorts } from '../helpers/process'
+import { audioInit } from '../helpers/legs'
 
 const init = (over: Record<string, unknown> = {}): Record<string, unknown> => ({
-  ...initMessage({ token: AUDIO_TOKEN, contactId: 1001, busNo: 4594, perspective: 'TX' }),
+  ...audioInit(1001),
   ...over
 })
 

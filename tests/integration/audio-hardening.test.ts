@@ -1,14 +1,14 @@
 import t from 'tap'
 import WebSocket from 'ws'
 import { OVERSIZE_READ_FACTOR } from '../../gateway/server/audio-route'
-import { initMessage } from '../../gateway/tools/simulate'
-import { AUDIO_TOKEN, platformLeg, routeTo, startGateway, startVendor, until } from '../helpers/gateway'
+import { platformLeg, routeTo, startGateway, startVendor, until } from '../helpers/gateway'
+import { audioInit } from '../helpers/legs'
 
 // Issue 9, item 6: the init message's nesting limit, exact ids, frames over the size limit, invalid UTF-8.
 
 const LIMIT = 4096
 const init = (over: Record<string, unknown> = {}): Record<string, unknown> => ({
-  ...initMessage({ token: AUDIO_TOKEN, contactId: 1001, busNo: 4594, perspective: 'TX' }),
+  ...audioInit(1001),
   ...over
 })
 

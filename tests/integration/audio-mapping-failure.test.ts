@@ -3,8 +3,8 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parse, stringify } from 'yaml'
-import { initMessage } from '../../gateway/tools/simulate'
-import { AUDIO_TOKEN, platformLeg, routeTo, startGateway, startVendor, until } from '../helpers/gateway'
+import { platformLeg, routeTo, startGateway, startVendor, until } from '../helpers/gateway'
+import { audioInit } from '../helpers/legs'
 
 // issue 8: a vendor connection the mapping cannot build is a mapping failure, reported at once, and
 // nothing an expression produced (its value or its error text, which may quote the init message) goes back.
@@ -14,7 +14,7 @@ const ROOT = join(__dirname, '..', '..')
 const SECRET = 'init-secret-4242'
 
 const init = (): Json => ({
-  ...initMessage({ token: AUDIO_TOKEN, contactId: 1001, busNo: 4594, perspective: 'TX' }),
+  ...audioInit(1001),
   appParams: { note: SECRET }
 })
 

@@ -1,13 +1,12 @@
 import t from 'tap'
 import { EARLY_RESULTS_MAX } from '../../gateway/audio/leg/early-results'
-import { initMessage } from '../../gateway/tools/simulate'
 import type { VendorEmulator } from '../../gateway/tools/vendor-emulator'
 import { AUDIO_TOKEN, TEXT_TOKEN, platformLeg, startGateway, startVendor, until } from '../helpers/gateway'
+import { audioInit } from '../helpers/legs'
 
 // Issue 9, item 5: no MESSAGE before CONNECTED; no configured secret in anything sent to the platform.
 
-const init = (): Record<string, unknown> =>
-  initMessage({ token: AUDIO_TOKEN, contactId: 1001, busNo: 4594, perspective: 'TX' })
+const init = (): Record<string, unknown> => audioInit(1001)
 
 // Upstream credential and header values, as a careless vendor would reflect them. One holds characters
 // JSON escapes, so the scrub must also find its escaped form and keep the frame valid JSON.

@@ -1,8 +1,9 @@
 import t from 'tap'
 import { randomUUID } from 'node:crypto'
 import { initMessage } from '../../gateway/tools/simulate'
-import { AUDIO_TOKEN, platformLeg, routeTo, startGateway, startVendor } from '../helpers/gateway'
+import { platformLeg, routeTo, startGateway, startVendor } from '../helpers/gateway'
 import { needRedis } from '../helpers/redis'
+import { audioInit } from '../helpers/legs'
 
 // The failure budget (auth.failureBudget) counts failed authentications per client address. A balancer or
 // a platform reconnecting every leg after a drain opens many valid legs at once from one address: found by
@@ -18,13 +19,7 @@ t.test('a burst of valid legs from one address, more than the budget allows fail
     routes: { demo: routeTo([vendor], 'mappings/json-events.yaml') }
   })
   const N = 24
-  const legs = Array.from({ length: N }, (_, i) =>
-    platformLeg(
-      t,
-      gw.url('/audio/demo'),
-      initMessage({ token: AUDIO_TOKEN, contactId: 7000 + i, busNo: 4594, perspective: 'TX' })
-    )
-  )
+  const legs = Array.from({ length: N }, (_, i) => platformLeg(t, gw.url('/audio/demo'), audioInit(7000 + i)))
   const what = (a: Record<string, unknown>): unknown => (a.command === 'ERROR' ? a.messageType : a.command)
   const answers = await Promise.all(legs.map(l => l.answer))
   t.same(

@@ -3,16 +3,14 @@ import { mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, 
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parse, stringify } from 'yaml'
-import { initMessage } from '../../gateway/tools/simulate'
 import { sha256, stream } from '../helpers/audio'
 import { spawnCli } from '../helpers/cli'
 import { AUDIO_TOKEN, TEXT_TOKEN, platformLeg, routeTo, sleep, startVendor, until } from '../helpers/gateway'
 import { freePort, spawnGateway } from '../helpers/process'
 import { utterance } from '../helpers/tls'
+import { audioInit } from '../helpers/legs'
 
 // serve --watch-config / reload.watch, as shipped (2 workers): the main process watches and reloads every worker.
-const init = (contactId: number): Record<string, unknown> =>
-  initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
 const health = { active: { kind: 'none' } }
 const audio = { reattachGraceSeconds: 0 }
 const count = (out: string, event: string): number => out.split(`"event":"${event}"`).length - 1
@@ -45,7 +43,7 @@ t.test(
     t.ok(await until(() => count(g.output(), 'config_watch') === 1), 'the main process watches the files')
     t.equal(await textStatus(g.url('/text/extra')), 404, 'no route extra yet')
 
-    const live = platformLeg(t, g.url('/audio/demo'), init(760001))
+    const live = platformLeg(t, g.url('/audio/demo'), audioInit(760001))
     t.equal((await live.answer).command, 'CONNECTED')
     const streaming = stream(live, 0, 150)
     await sleep(500)
@@ -59,7 +57,7 @@ t.test(
     t.ok(await until(() => count(g.output(), 'config_reloaded') === 1), 'the instance reloaded, announced once')
     t.match(g.output(), /"event":"config_reloaded"[^\n]*"trigger":"watch"[^\n]*"added":\["extra"\]/)
     t.equal(count(g.output(), 'config_changed'), 1, 'one change, one reload')
-    const added = platformLeg(t, g.url('/audio/extra'), init(760002))
+    const added = platformLeg(t, g.url('/audio/extra'), audioInit(760002))
     t.equal((await added.answer).command, 'CONNECTED', 'an audio leg on the added route connects')
     const sent = await streaming
 

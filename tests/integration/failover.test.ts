@@ -1,7 +1,5 @@
 import t from 'tap'
-import { initMessage } from '../../gateway/tools/simulate'
 import {
-  AUDIO_TOKEN,
   logged,
   platformLeg,
   roundTrip,
@@ -13,13 +11,11 @@ import {
   type PlatformLegClient
 } from '../helpers/gateway'
 import { uniqueFrame, uniqueFramesHash } from '../helpers/audio'
+import { audioInit } from '../helpers/legs'
 
 const frame = uniqueFrame
 /** 160-byte platform frames a vendor session received (the gateway coalesces them into fewer writes). */
 const framesIn = (s: { bytes: number }): number => s.bytes / 160
-
-const init = (contactId: number): Record<string, unknown> =>
-  initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
 
 /** Pace `count` frames per leg at 50 frames/s from `first`, one scheduler for all legs (pacing only: nothing is timed). */
 async function stream(legs: PlatformLegClient[], first: number, count: number): Promise<void> {
@@ -45,7 +41,7 @@ t.test(
       routes: { demo: routeTo([a, b], 'mappings/json-events.yaml') }
     })
     const legs: PlatformLegClient[] = []
-    for (let i = 0; i < LEGS; i++) legs.push(platformLeg(t, gw.url('/audio/demo'), init(300000 + i)))
+    for (let i = 0; i < LEGS; i++) legs.push(platformLeg(t, gw.url('/audio/demo'), audioInit(300000 + i)))
     t.ok((await Promise.all(legs.map(async l => await l.answer))).every(x => x.command === 'CONNECTED'))
     // Each worker balances by least streams, counting the other's as of its last sync: a burst splits
     // about evenly, not exactly (docs/concepts/replicas-and-failover.md).
@@ -129,7 +125,7 @@ t.test(
       audio: { failoverTimeoutSeconds: 0.6 },
       routes: { demo: routeTo([a], 'mappings/json-events.yaml') }
     })
-    const leg = platformLeg(t, gw.url('/audio/demo'), init(400001))
+    const leg = platformLeg(t, gw.url('/audio/demo'), audioInit(400001))
     t.equal((await leg.answer).command, 'CONNECTED')
     for (let i = 0; i < 5; i++) leg.send(frame(0, i))
     await until(() => a.sessions()[0]?.bytes === 5 * 160)
@@ -160,7 +156,7 @@ t.test('a leg that reconnects within grace continues the same vendor session; af
     audio: { reattachGraceSeconds: 2 },
     routes: { demo: routeTo([v], 'mappings/json-events.yaml') }
   })
-  const first = platformLeg(t, gw.url('/audio/demo'), init(500001))
+  const first = platformLeg(t, gw.url('/audio/demo'), audioInit(500001))
   t.equal((await first.answer).command, 'CONNECTED')
   for (let i = 0; i < 10; i++) first.send(frame(0, i))
   await until(() => v.sessions()[0]?.bytes === 10 * 160)
@@ -168,7 +164,7 @@ t.test('a leg that reconnects within grace continues the same vendor session; af
   await first.closed
   await until(() => logged(gw, 'platform_closed'))
   t.equal(v.sessions()[0].closed, false, 'the vendor session is kept during the grace')
-  const second = platformLeg(t, gw.url('/audio/demo'), init(500001))
+  const second = platformLeg(t, gw.url('/audio/demo'), audioInit(500001))
   t.equal((await second.answer).command, 'CONNECTED', 'the handshake is repeated and answered')
   for (let i = 10; i < 20; i++) second.send(frame(0, i))
   await until(() => v.sessions()[0]?.bytes === 20 * 160)
@@ -180,7 +176,7 @@ t.test('a leg that reconnects within grace continues the same vendor session; af
   await until(() => v.sessions()[0].closed)
   t.equal(v.sessions()[0].closed, true, 'after the grace the vendor session is closed')
   t.match(v.sessions()[0].texts, [{ event: 'stop' }], 'with the mapping close message')
-  const third = platformLeg(t, gw.url('/audio/demo'), init(500001))
+  const third = platformLeg(t, gw.url('/audio/demo'), audioInit(500001))
   t.equal((await third.answer).command, 'CONNECTED')
   t.equal(v.sessions().length, 2, 'after grace a new vendor session')
   const metrics = await (await fetch(gw.adminUrl('/metrics'))).text()
@@ -193,9 +189,9 @@ t.test('a second connection of a leg whose first socket is still open takes over
     audio: { reattachGraceSeconds: 5 },
     routes: { demo: routeTo([v], 'mappings/json-events.yaml') }
   })
-  const first = platformLeg(t, gw.url('/audio/demo'), init(500002))
+  const first = platformLeg(t, gw.url('/audio/demo'), audioInit(500002))
   t.equal((await first.answer).command, 'CONNECTED')
-  const second = platformLeg(t, gw.url('/audio/demo'), init(500002))
+  const second = platformLeg(t, gw.url('/audio/demo'), audioInit(500002))
   t.equal((await second.answer).command, 'CONNECTED')
   const closed = await first.closed
   t.equal(closed.code, 1008)
@@ -226,7 +222,7 @@ t.test('passive health: repeated connect failures eject a replica, never the las
   }
   let legs = 0
   while (legs < 40 && !(await dead()).workers.every(w => w.state === 'ejected')) {
-    const leg = platformLeg(t, gw.url('/audio/demo'), init(600000 + legs++))
+    const leg = platformLeg(t, gw.url('/audio/demo'), audioInit(600000 + legs++))
     const answer = await leg.answer
     if (answer.command !== 'CONNECTED') t.fail(`leg ${legs} was refused: the next replica is always tried`)
     leg.ws.close(1000)

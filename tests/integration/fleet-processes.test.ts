@@ -1,14 +1,11 @@
 import t from 'tap'
 import { randomUUID } from 'node:crypto'
-import { initMessage } from '../../gateway/tools/simulate'
-import { AUDIO_TOKEN, platformLeg, routeTo, startVendor, until, upstreams } from '../helpers/gateway'
+import { platformLeg, routeTo, startVendor, until, upstreams } from '../helpers/gateway'
 import { spawnGateway, type GatewayProcess } from '../helpers/process'
 import { needRedis } from '../helpers/redis'
+import { audioInit } from '../helpers/legs'
 
 // Two gateway processes sharing one Redis (each test its own key prefix), real emulators.
-const init = (contactId: number): Record<string, unknown> =>
-  initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
-
 const replicaState = async (g: GatewayProcess, name: string): Promise<string | undefined> =>
   (await upstreams(g.adminUrl(''))).routes[0].replicas.find(r => r.name === name)?.state
 const probes = async (g: GatewayProcess): Promise<number> => {
@@ -52,14 +49,14 @@ t.test(
     const follower = n1 > 0 ? p2 : p1
 
     // Re-attach across processes: a leg on p1 lands on some replica; it comes back on p2.
-    const first = platformLeg(t, p1.url('/audio/demo'), init(910001))
+    const first = platformLeg(t, p1.url('/audio/demo'), audioInit(910001))
     t.equal((await first.answer).command, 'CONNECTED')
     const home = a.sessions().length === 1 ? a : b
     const other = home === a ? b : a
     first.ws.terminate()
     await first.closed
     await until(() => p1.output().includes('"event":"platform_closed"'))
-    const second = platformLeg(t, p2.url('/audio/demo'), init(910001))
+    const second = platformLeg(t, p2.url('/audio/demo'), audioInit(910001))
     t.equal((await second.answer).command, 'CONNECTED')
     t.equal(home.sessions().length, 2, 'the other process opened the new vendor session on the same replica')
     t.equal(other.sessions().length, 0)
@@ -79,7 +76,7 @@ t.test(
     t.equal(await probes(follower), 0, 'and it never probed itself')
     const before = a.sessions().length
     for (let i = 0; i < 3; i++)
-      t.equal((await platformLeg(t, follower.url('/audio/demo'), init(920000 + i)).answer).command, 'CONNECTED')
+      t.equal((await platformLeg(t, follower.url('/audio/demo'), audioInit(920000 + i)).answer).command, 'CONNECTED')
     t.equal(a.sessions().length, before + 3, 'its new legs go to the healthy replica')
   }
 )

@@ -1,8 +1,8 @@
 import t from 'tap'
 import { startRealVendor } from '../../gateway/tools/real-vendors'
-import { initMessage } from '../../gateway/tools/simulate'
-import { AUDIO_TOKEN, logged, platformLeg, startGatewayInProcess, until } from '../helpers/gateway'
+import { logged, platformLeg, startGatewayInProcess, until } from '../helpers/gateway'
 import { stream } from '../helpers/audio'
+import { audioInit } from '../helpers/legs'
 
 // A parked vendor session (the platform connection lost, the re-attach grace running) on a replica that
 // goes down is ended with the mapping's close sequence, not cut with 1006: nobody is there to fail over for.
@@ -31,11 +31,7 @@ t.test('audiohook: a replica marked down ends its parked session with close → 
     },
     { VENDOR_KEY: KEY }
   )
-  const leg = platformLeg(
-    t,
-    gw.url('/audio/x'),
-    initMessage({ token: AUDIO_TOKEN, contactId: 7, busNo: 4594, perspective: 'TX' })
-  )
+  const leg = platformLeg(t, gw.url('/audio/x'), audioInit(7))
   t.equal((await leg.answer).command, 'CONNECTED')
   await stream(leg, 0, 25)
   leg.ws.terminate() // the platform connection is lost: the session is parked for the grace period

@@ -1,8 +1,8 @@
 import t, { type Test } from 'tap'
 import { startRealVendor, type RealVendorEmulator, type RealVendorKind } from '../../gateway/tools/real-vendors'
-import { initMessage } from '../../gateway/tools/simulate'
-import { AUDIO_TOKEN, platformLeg, startGateway, until, type TestGateway } from '../helpers/gateway'
+import { platformLeg, startGateway, until, type TestGateway } from '../helpers/gateway'
 import { stream } from '../helpers/audio'
+import { audioInit } from '../helpers/legs'
 
 // Each shipped vendor mapping's own health probe against its strict emulator, which refuses a missing or
 // wrong credential as the vendor does. Default health settings, only the interval scaled down: a
@@ -81,11 +81,7 @@ for (const v of VENDORS) {
     t.match(r.reason, /probe ok \(\d+ in a row\)/, 'the reason is the latest verdict, not "not probed yet"')
     t.equal((await fetch(gw.adminUrl('/readyz'))).status, 200)
 
-    const leg = platformLeg(
-      t,
-      gw.url('/audio/x'),
-      initMessage({ token: AUDIO_TOKEN, contactId: 9101, busNo: 4594, perspective: 'TX' })
-    )
+    const leg = platformLeg(t, gw.url('/audio/x'), audioInit(9101))
     t.equal((await leg.answer).command, 'CONNECTED', 'a call connects while probes run')
     await stream(leg, 0, 10)
     leg.ws.close(1000)

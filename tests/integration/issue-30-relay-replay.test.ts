@@ -1,9 +1,9 @@
 import t from 'tap'
 import { FleetKey } from '../../gateway/auth/fleet-key'
 import { RELAY_TOKEN_HEADER, RelayTokens } from '../../gateway/auth/relay-token'
-import { initMessage } from '../../gateway/tools/simulate'
-import { AUDIO_TOKEN, platformLeg, routeTo, startVendor, until, upgradeStatus } from '../helpers/gateway'
+import { platformLeg, routeTo, startVendor, until, upgradeStatus } from '../helpers/gateway'
 import { freePort, spawnGateway } from '../helpers/process'
+import { audioInit } from '../helpers/legs'
 
 // Issue 30 item 6: a relay token is taken once per instance, whichever of its workers it reaches. The fleet
 // port is shared by the workers of `serve` as it ships (two here); the kernel picks which one a connection
@@ -42,14 +42,9 @@ t.test('a relay token taken by one worker is refused by every worker of the inst
     address: victim,
     from: 'another-instance'
   })
-  const relayed = platformLeg(
-    t,
-    relayUrl,
-    initMessage({ token: AUDIO_TOKEN, contactId: 9100, busNo: 4594, perspective: 'TX' }),
-    {
-      headers: { [RELAY_TOKEN_HEADER]: captured }
-    }
-  )
+  const relayed = platformLeg(t, relayUrl, audioInit(9100), {
+    headers: { [RELAY_TOKEN_HEADER]: captured }
+  })
   t.equal((await relayed.answer).command, 'CONNECTED', 'the relay it was made for is served')
   const connected = (): Record<string, unknown> | undefined => lines(gw.output()).find(l => l.event === 'connected')
   t.ok(await until(() => connected() !== undefined), 'its line is written')
@@ -88,14 +83,9 @@ t.test('a relay token taken by one worker is refused by every worker of the inst
     'each replay counted'
   )
   // The address the token names was charged nothing (a failure budget of 1 would show it).
-  const own = platformLeg(
-    t,
-    gw.url('/audio/demo'),
-    initMessage({ token: AUDIO_TOKEN, contactId: 9101, busNo: 4594, perspective: 'TX' }),
-    {
-      localAddress: victim
-    }
-  )
+  const own = platformLeg(t, gw.url('/audio/demo'), audioInit(9101), {
+    localAddress: victim
+  })
   t.equal((await own.answer).command, 'CONNECTED', 'the victim address is served')
   for (const l of [relayed, own]) l.ws.close(1000)
 })

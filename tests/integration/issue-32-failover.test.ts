@@ -1,40 +1,12 @@
 import t, { type Test } from 'tap'
-import type { ChildProcess } from 'node:child_process'
 import { WebSocketServer } from 'ws'
-import { initMessage } from '../../gateway/tools/simulate'
-import { spawnCli } from '../helpers/cli'
-import { AUDIO_TOKEN, platformLeg, type PlatformLegClient, startGateway, until, upstreams } from '../helpers/gateway'
-import { freePort } from '../helpers/process'
+import { platformLeg, type PlatformLegClient, startGateway, until, upstreams } from '../helpers/gateway'
+import { audioInit } from '../helpers/legs'
+import { vendorProcess } from '../helpers/vendor-process'
 
 // Issue 32 item 5 from outside: vendor replicas frozen mid-call (SIGSTOP: the kernel still accepts their
 // TCP connections, no upgrade is ever answered). Replacements go where an upgrade is answered: neither
 // back to the replica they leave nor to one whose sessions failed, until it has proven itself.
-
-/** The bundled json-events emulator as a process of its own (so it can be SIGSTOPped), killed at teardown. */
-async function vendorProcess(t: Test): Promise<{ port: number; child: ChildProcess }> {
-  const port = await freePort()
-  const child: ChildProcess = spawnCli([
-    'vendor',
-    '--kind',
-    'json-events',
-    '--port',
-    String(port),
-    '--result-every-frames',
-    '0'
-  ])
-  t.teardown(() => {
-    try {
-      child.kill('SIGCONT')
-    } catch {}
-    child.kill('SIGKILL')
-  })
-  let out = ''
-  child.stdout!.on('data', d => {
-    out += String(d)
-  })
-  t.ok(await until(() => out.includes('vendor emulator on'), 20_000), 'the vendor process is up')
-  return { port, child }
-}
 
 /** A json-events vendor in this process: it answers `started` and counts its sessions. */
 async function spareVendor(t: Test): Promise<{ url: string; sessions: () => number }> {
@@ -54,9 +26,6 @@ async function spareVendor(t: Test): Promise<{ url: string; sessions: () => numb
   return { url: `ws://127.0.0.1:${(wss.address() as { port: number }).port}/`, sessions: () => sessions }
 }
 
-const init = (contactId: number): Record<string, unknown> =>
-  initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
-
 /** Each worker's streams on replica `name`. */
 async function streamsOn(gw: { adminUrl: (p: string) => string }, name: string): Promise<number[]> {
   const r = (await upstreams(gw.adminUrl(''))).routes[0].replicas.find(x => x.name === name)!
@@ -66,8 +35,8 @@ async function streamsOn(gw: { adminUrl: (p: string) => string }, name: string):
 t.test(
   'two replicas frozen one after the other: the second loss goes to the replica that answers, never to the first frozen one',
   async t => {
-    const first = await vendorProcess(t)
-    const second = await vendorProcess(t)
+    const first = await vendorProcess(t, 'json-events')
+    const second = await vendorProcess(t, 'json-events')
     const spare = await spareVendor(t)
     const gw = await startGateway(t, {
       audio: {
@@ -105,7 +74,7 @@ t.test(
       for (const l of legs) l.send(frame)
     }, 20)
     t.teardown(() => clearInterval(pump))
-    const anchor = platformLeg(t, gw.url('/audio/demo'), init(931999))
+    const anchor = platformLeg(t, gw.url('/audio/demo'), audioInit(931999))
     t.equal((await anchor.answer).command, 'CONNECTED')
     t.equal(spare.sessions(), 1, 'the first call on the spare (a tie: config order)')
     t.ok(
@@ -120,7 +89,7 @@ t.test(
     // then every worker sees it fail. 8 at least, in fours.
     let onSecond: number[] = []
     for (let i = 0; i < 64 && (i < 8 || !onSecond.every(n => n > 0)); i += 4) {
-      const batch = [0, 1, 2, 3].map(k => platformLeg(t, gw.url('/audio/demo'), init(932000 + i + k)))
+      const batch = [0, 1, 2, 3].map(k => platformLeg(t, gw.url('/audio/demo'), audioInit(932000 + i + k)))
       for (const l of batch) t.equal((await l.answer).command, 'CONNECTED')
       legs.push(...batch)
       onSecond = await streamsOn(gw, 'second')

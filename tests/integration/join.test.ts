@@ -10,6 +10,7 @@ import {
   type PlatformLegClient,
   type TestGateway
 } from '../helpers/gateway'
+import { audioInit } from '../helpers/legs'
 
 // Stereo join over real sockets: platform legs (TX and RX of one contact) → a real gateway → the strict
 // Deepgram and AudioHook emulators, which deinterleave each session and report every channel.
@@ -171,11 +172,7 @@ t.test('stereo join over real sockets', async t => {
     for (let k = 5; k < 15; k++) tx.send(frame(contact, 0, k))
     t.ok(await until(() => content(0) === 15 * TICK), 'TX kept flowing while RX was on hold')
     t.equal(mine()?.closed, false, 'the vendor session stayed open')
-    const back = platformLeg(
-      t,
-      gw.url('/audio/dg'),
-      initMessage({ token: AUDIO_TOKEN, contactId: 7700, busNo: 4594, perspective: 'RX' })
-    )
+    const back = platformLeg(t, gw.url('/audio/dg'), audioInit(7700, 'RX'))
     t.equal((await back.answer).command, 'CONNECTED', 'the RX leg came back: CONNECTED')
     for (let k = 5; k < 10; k++) back.send(frame(contact, 1, k))
     t.ok(await until(() => content(1) > 5 * TICK), 'RX audio flows again')

@@ -1,19 +1,17 @@
 import t from 'tap'
 import { randomUUID } from 'node:crypto'
-import { initMessage } from '../../gateway/tools/simulate'
 import { utteranceMessage } from '../../gateway/tools/simulate-text'
 import { startRealVendor } from '../../gateway/tools/real-vendors'
 import type { SessionReport, VendorEmulator } from '../../gateway/tools/vendors/demo-types'
 import type { RealVendorSession } from '../../gateway/tools/vendors/types'
 import { frameAt, sha256 } from '../helpers/audio'
-import { AUDIO_TOKEN, TEXT_TOKEN, platformLeg, routeTo, sleep, startVendor, until, untilOpen } from '../helpers/gateway'
+import { TEXT_TOKEN, platformLeg, routeTo, sleep, startVendor, until, untilOpen } from '../helpers/gateway'
 import { spawnGateway, type GatewayProcess } from '../helpers/process'
 import { needRedis } from '../helpers/redis'
+import { audioInit } from '../helpers/legs'
 
 // The drain over real processes and signals: two gateways share Redis; the test plays the platform.
 type T = Parameters<typeof platformLeg>[0]
-const init = (contactId: number): Record<string, unknown> =>
-  initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
 const status = async (url: string): Promise<number> => {
   try {
     return (await fetch(url)).status
@@ -37,7 +35,7 @@ interface Moved {
  * the same init, sends 25 frames at once (before CONNECTED: they are held), and ends the leg.
  */
 async function platformCall(t: T, from: GatewayProcess, to: GatewayProcess, contactId: number): Promise<Moved> {
-  const first = platformLeg(t, from.url('/audio/demo'), init(contactId))
+  const first = platformLeg(t, from.url('/audio/demo'), audioInit(contactId))
   if ((await first.answer).command !== 'CONNECTED') throw new Error(`leg ${contactId} did not connect`)
   let open = true
   void first.closed.then(() => {
@@ -49,7 +47,7 @@ async function platformCall(t: T, from: GatewayProcess, to: GatewayProcess, cont
   }
   const firstClose = await first.closed
   const shutdownFrame = first.messages.find(m => m.command === 'ERROR')
-  const second = platformLeg(t, to.url('/audio/demo'), init(contactId))
+  const second = platformLeg(t, to.url('/audio/demo'), audioInit(contactId))
   await untilOpen(second.ws)
   const frames: Buffer[] = []
   for (let k = 0; k < 25; k++) frames.push(frameAt(1000 + k))
@@ -118,7 +116,7 @@ t.test(
     const verbose = (await (await fetch(g1.adminUrl('/admin/readiness'))).json()) as { reasons: string[] }
     t.match(verbose.reasons, ['draining'])
     t.equal(await status(g1.adminUrl('/livez')), 200, 'it still answers')
-    const during = platformLeg(t, g1.url('/audio/demo'), init(939999))
+    const during = platformLeg(t, g1.url('/audio/demo'), audioInit(939999))
     t.equal((await during.answer).command, 'CONNECTED', 'a leg arriving during the delay is still served')
     during.ws.close(1000)
 
@@ -229,7 +227,7 @@ t.test('a drain accounts for every frame it read, and the final counters are scr
     // Legs closed one by one over 1 s; then up to 60 s for one more scrape (ended by the scrape below).
     shutdown: { drainDelaySeconds: 0, legDrainSeconds: 1, deadlineSeconds: 120, metricsLingerSeconds: 60 }
   })
-  const legs = Array.from({ length: 5 }, (_, i) => platformLeg(t, g.url('/audio/demo'), init(960000 + i)))
+  const legs = Array.from({ length: 5 }, (_, i) => platformLeg(t, g.url('/audio/demo'), audioInit(960000 + i)))
   for (const l of legs) t.equal((await l.answer).command, 'CONNECTED')
   // Each leg streams at real rate until the gateway closes it.
   const streaming = legs.map(async l => {
@@ -275,7 +273,7 @@ t.test('a second SIGTERM stops at once; the deadline cuts a drain that would tak
   ])
 
   // Twice: a drain that would wait 300 s ends at the second signal.
-  const leg = platformLeg(t, g.url('/audio/demo'), init(950001))
+  const leg = platformLeg(t, g.url('/audio/demo'), audioInit(950001))
   t.equal((await leg.answer).command, 'CONNECTED')
   process.kill(g.pid, 'SIGTERM')
   t.ok(await until(() => g.output().includes('"event":"drain_started"')))
@@ -286,7 +284,7 @@ t.test('a second SIGTERM stops at once; the deadline cuts a drain that would tak
 
   // Deadline: each process spreads its legs' closes over 600 s (the first at once); the rest are cut at
   // the 1 s deadline. Four legs, however the kernel spread them over the workers: at least two are cut.
-  const legs = [2, 3, 4, 5].map(i => platformLeg(t, h.url('/audio/demo'), init(950000 + i)))
+  const legs = [2, 3, 4, 5].map(i => platformLeg(t, h.url('/audio/demo'), audioInit(950000 + i)))
   for (const l of legs) t.equal((await l.answer).command, 'CONNECTED')
   process.kill(h.pid, 'SIGTERM')
   t.equal(await h.exited, 0)

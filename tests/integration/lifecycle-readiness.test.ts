@@ -1,13 +1,10 @@
 import t from 'tap'
 import { randomUUID } from 'node:crypto'
-import { initMessage } from '../../gateway/tools/simulate'
 import { sha256, stream } from '../helpers/audio'
-import { AUDIO_TOKEN, platformLeg, routeTo, startGateway, startVendor, until } from '../helpers/gateway'
+import { platformLeg, routeTo, startGateway, startVendor, until } from '../helpers/gateway'
 import { spawnGateway } from '../helpers/process'
 import { haveRedisServer, startRedis } from '../helpers/redis-servers'
-
-const init = (contactId: number): Record<string, unknown> =>
-  initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
+import { audioInit } from '../helpers/legs'
 
 // Readiness by convention: one vendor's outage never makes the instance unready; no servable route does.
 t.test('/readyz: 200 while one route has no replica (verbose says which), 503 when no route can take work', async t => {
@@ -66,7 +63,7 @@ t.test(
     })
     const metrics = async (): Promise<string> => await (await fetch(g.adminUrl('/metrics'))).text()
     t.ok(await until(async () => (await metrics()).includes('assist_gateway_store_up 1')), 'sharing through Redis')
-    const live = platformLeg(t, g.url('/audio/demo'), init(960001))
+    const live = platformLeg(t, g.url('/audio/demo'), audioInit(960001))
     t.equal((await live.answer).command, 'CONNECTED')
 
     await redis.kill()
@@ -77,7 +74,7 @@ t.test(
     const sent = await stream(live, 0, 10)
     t.ok(await until(() => v.sessions()[0]?.bytes === 10 * 160), 'the live leg goes on')
     t.equal(v.sessions()[0].sha256, sha256(sent))
-    const fresh = platformLeg(t, g.url('/audio/demo'), init(960002))
+    const fresh = platformLeg(t, g.url('/audio/demo'), audioInit(960002))
     t.equal((await fresh.answer).command, 'CONNECTED', 'a new leg is served on local state')
   }
 )

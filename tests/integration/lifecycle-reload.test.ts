@@ -1,15 +1,12 @@
 import t from 'tap'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { parse, stringify } from 'yaml'
-import { initMessage } from '../../gateway/tools/simulate'
 import { sha256, stream } from '../helpers/audio'
-import { AUDIO_TOKEN, platformLeg, routeTo, startVendor, until, ADMIN_WRITE } from '../helpers/gateway'
+import { platformLeg, routeTo, startVendor, until, ADMIN_WRITE } from '../helpers/gateway'
 import { spawnGateway, type GatewayProcess } from '../helpers/process'
+import { audioInit } from '../helpers/legs'
 
 // Reload over a real process and real signals: SIGHUP, POST /admin/reload, a broken file, a stray signal.
-const init = (contactId: number): Record<string, unknown> =>
-  initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
-
 // No active probes: the emulators' session lists hold the legs' vendor sessions only.
 // No re-attach grace: a leg's vendor session ends with it.
 const health = { active: { kind: 'none' } }
@@ -34,7 +31,7 @@ t.test('SIGHUP: a changed and an added route serve new legs; a live leg streams 
   const b = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
   const g = await spawnGateway(t, { health, audio, routes: { demo: routeTo([a], 'mappings/json-events.yaml') } })
 
-  const live = platformLeg(t, g.url('/audio/demo'), init(710001))
+  const live = platformLeg(t, g.url('/audio/demo'), audioInit(710001))
   t.equal((await live.answer).command, 'CONNECTED')
   const before = stream(live, 0, 60)
   // demo now points at b; a new route appears.
@@ -47,9 +44,9 @@ t.test('SIGHUP: a changed and an added route serve new legs; a live leg streams 
   t.match(g.output(), /"event":"config_reloaded"[^\n]*"added":\["extra"\][^\n]*"changed":\["demo"\]/)
   const sent = Buffer.concat([await before, await stream(live, 60, 120)])
 
-  const fresh = platformLeg(t, g.url('/audio/demo'), init(710002))
+  const fresh = platformLeg(t, g.url('/audio/demo'), audioInit(710002))
   t.equal((await fresh.answer).command, 'CONNECTED', 'a new leg on the changed route connects')
-  const added = platformLeg(t, g.url('/audio/extra'), init(710003))
+  const added = platformLeg(t, g.url('/audio/extra'), audioInit(710003))
   t.equal((await added.answer).command, 'CONNECTED', 'a new leg on the added route connects')
   t.equal(b.sessions().length, 2, 'both went to the new config’s replica')
 
@@ -65,7 +62,7 @@ t.test('SIGHUP: a changed and an added route serve new legs; a live leg streams 
 t.test('SIGHUP with a broken file: nothing changes, one log line, the process lives', async t => {
   const a = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
   const g = await spawnGateway(t, { health, audio, routes: { demo: routeTo([a], 'mappings/json-events.yaml') } })
-  const live = platformLeg(t, g.url('/audio/demo'), init(720001))
+  const live = platformLeg(t, g.url('/audio/demo'), audioInit(720001))
   t.equal((await live.answer).command, 'CONNECTED')
   const good = readFileSync(g.file, 'utf8')
 
@@ -85,7 +82,7 @@ t.test('SIGHUP with a broken file: nothing changes, one log line, the process li
   t.ok(await until(() => count(g, 'signal_ignored') === 1), 'a stray SIGUSR2 is logged')
   t.ok(alive(g))
 
-  const fresh = platformLeg(t, g.url('/audio/demo'), init(720002))
+  const fresh = platformLeg(t, g.url('/audio/demo'), audioInit(720002))
   t.equal((await fresh.answer).command, 'CONNECTED', 'the old config still serves new legs')
   const sent = await stream(live, 0, 20)
   live.ws.close(1000)

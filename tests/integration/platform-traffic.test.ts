@@ -1,10 +1,10 @@
 import t from 'tap'
 import { Agent, request } from 'undici'
-import { initMessage } from '../../gateway/tools/simulate'
 import { uniqueFrame, uniqueFramesHash } from '../helpers/audio'
-import { AUDIO_TOKEN, platformLeg, roundTrip, TEXT_TOKEN, until, type PlatformLegClient } from '../helpers/gateway'
+import { platformLeg, roundTrip, TEXT_TOKEN, until, type PlatformLegClient } from '../helpers/gateway'
 import { spawnServe, spawnVendorProcess } from '../helpers/serve'
 import { utterance } from '../helpers/tls'
+import { audioInit } from '../helpers/legs'
 
 // The platform's real traffic against `serve` as it ships: the worker count it picks for the machine, the
 // shipped defaults for everything the platform meets (the failure budget of 20 failures per 60 s, the
@@ -39,12 +39,7 @@ t.test('the shipped default under the platform traffic of one address', async t 
   })
   t.ok(gw.workers > 1 || (await import('node:os')).availableParallelism() === 1, `${gw.workers} workers, as shipped`)
   const contact = (i: number): number => 2_900_000 + i
-  const open = (i: number): PlatformLegClient =>
-    platformLeg(
-      t,
-      gw.url('/audio/demo'),
-      initMessage({ token: AUDIO_TOKEN, contactId: contact(i), busNo: 4594, perspective: 'TX' })
-    )
+  const open = (i: number): PlatformLegClient => platformLeg(t, gw.url('/audio/demo'), audioInit(contact(i)))
   /** The vendor's sessions as last read (`read()`), and those of leg i (its open message names the contact). */
   type Session = { open: { start?: { contactId?: number } } | null; bytes: number; sha256: string }
   let seen: Session[] = []

@@ -1,10 +1,10 @@
 import t from 'tap'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { parse, stringify } from 'yaml'
-import { initMessage } from '../../gateway/tools/simulate'
 import { spawnCli } from '../helpers/cli'
 import { AUDIO_TOKEN, platformLeg, routeTo, startVendor, TEXT_TOKEN } from '../helpers/gateway'
 import { freePort, spawnGateway, type GatewayProcess } from '../helpers/process'
+import { audioInit } from '../helpers/legs'
 
 // A gateway holds its ports alone. uWebSockets.js binds with SO_REUSEPORT by default, and Linux then lets a
 // second process of the same user bind the same port and takes half the new connections to it: a second
@@ -71,11 +71,7 @@ for (const firstWorkers of ['1', '2']) {
 
     // The failed starts left the first as it was: it still answers legs.
     for (let i = 0; i < 2; i++) {
-      const leg = platformLeg(
-        t,
-        first.url('/audio/demo'),
-        initMessage({ token: AUDIO_TOKEN, contactId: 930000 + i, busNo: 4594, perspective: 'TX' })
-      )
+      const leg = platformLeg(t, first.url('/audio/demo'), audioInit(930000 + i))
       t.equal((await leg.answer).command, 'CONNECTED', `leg ${i} answered by the first gateway`)
       leg.ws.close(1000)
       await leg.closed

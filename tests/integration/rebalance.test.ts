@@ -1,8 +1,8 @@
 import t from 'tap'
 import { uniqueFrame } from '../helpers/audio'
-import { AUDIO_TOKEN, platformLeg, startGateway, startVendor, until, upstreams } from '../helpers/gateway'
+import { platformLeg, startGateway, startVendor, until, upstreams } from '../helpers/gateway'
 import { freePort } from '../helpers/process'
-import { initMessage } from '../../gateway/tools/simulate'
+import { audioInit } from '../helpers/legs'
 
 // Issue 19 item 3 over real sockets: a replica that comes up while every call sits on the other one gets
 // calls back, make-before-break, paced, until the spread holds; no leg is cut and no audio is lost.
@@ -29,13 +29,7 @@ t.test('a replica that comes up gets calls back, paced, with no leg cut and no a
   const state = async (name: string): Promise<{ state: string; activeStreams: number }> =>
     (await upstreams(gw.adminUrl(''))).routes[0].replicas.find(r => r.name === name)! as never
   t.ok(await until(async () => (await state('b')).state === 'down'), 'b is down')
-  const legs = Array.from({ length: 10 }, (_v, i) =>
-    platformLeg(
-      t,
-      gw.url('/audio/demo'),
-      initMessage({ token: AUDIO_TOKEN, contactId: 950000 + i, busNo: 4594, perspective: 'TX' })
-    )
-  )
+  const legs = Array.from({ length: 10 }, (_v, i) => platformLeg(t, gw.url('/audio/demo'), audioInit(950000 + i)))
   for (const l of legs) t.equal((await l.answer).command, 'CONNECTED')
   t.equal((await state('a')).activeStreams, 10, 'every call on a')
   let sent = 0

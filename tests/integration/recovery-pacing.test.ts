@@ -1,10 +1,8 @@
-import t, { type Test } from 'tap'
-import type { ChildProcess } from 'node:child_process'
+import t from 'tap'
 import { WebSocketServer } from 'ws'
-import { initMessage } from '../../gateway/tools/simulate'
-import { spawnCli } from '../helpers/cli'
-import { AUDIO_TOKEN, logged, platformLeg, sleep, startGateway, until, upstreams } from '../helpers/gateway'
-import { freePort } from '../helpers/process'
+import { logged, platformLeg, sleep, startGateway, until, upstreams } from '../helpers/gateway'
+import { audioInit, audioRoute } from '../helpers/legs'
+import { vendorProcess } from '../helpers/vendor-process'
 
 // Issue 9, items 3 and 4 over real sockets: paced recovery (no storm, replay at the configured rate,
 // measured at the vendor by its own clock), a frozen vendor process (SIGSTOP) whose loss is counted
@@ -98,9 +96,6 @@ function peakBytes(frames: Received[], ms: number): number {
   return peak
 }
 
-const init = (contactId: number): Record<string, unknown> =>
-  initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
-
 t.test(
   'a vendor that ends every session after 1.5 s of audio: a few sessions in 5 s (not hundreds), replay at most 2× real time',
   async t => {
@@ -121,7 +116,7 @@ t.test(
         }
       }
     })
-    const leg = platformLeg(t, gw.url('/audio/demo'), init(900001))
+    const leg = platformLeg(t, gw.url('/audio/demo'), audioInit(900001))
     t.equal((await leg.answer).command, 'CONNECTED')
     // 10 s on the fake clock (tests/unit/audio/session/recovery.test.ts); 5 s here, with the same settings scaled
     // by nothing: the breaker trips on the third quick loss whatever the window.
@@ -162,19 +157,15 @@ t.test(
       audio: { holdBufferBytes: 4000, readyTimeoutSeconds: 5, vendorPingSeconds: 0 },
       health: { passive: { consecutiveFailures: 2 } },
       routes: {
-        demo: {
-          mapping: 'mappings/json-events.yaml',
-          auth: { audio: ['${AUDIO_TOKEN}'] },
-          upstreams: [
-            { name: 'bad', audio: bad.url },
-            { name: 'good', audio: good.url }
-          ]
-        }
+        demo: audioRoute('mappings/json-events.yaml', [
+          { name: 'bad', audio: bad.url },
+          { name: 'good', audio: good.url }
+        ])
       }
     })
     const answers: string[] = []
     for (let i = 0; i < 4; i++) {
-      const leg = platformLeg(t, gw.url('/audio/demo'), init(910000 + i))
+      const leg = platformLeg(t, gw.url('/audio/demo'), audioInit(910000 + i))
       let connected = false
       void leg.answer.then(a => {
         connected = true
@@ -205,49 +196,22 @@ t.test(
   }
 )
 
-/** The bundled json-events emulator as a process of its own (so it can be SIGSTOPped), killed at teardown. */
-async function vendorProcess(t: Test): Promise<{ port: number; child: ChildProcess }> {
-  const port = await freePort()
-  const child: ChildProcess = spawnCli([
-    'vendor',
-    '--kind',
-    'json-events',
-    '--port',
-    String(port),
-    '--result-every-frames',
-    '0'
-  ])
-  t.teardown(() => {
-    child.kill('SIGKILL')
-  })
-  let out = ''
-  child.stdout!.on('data', d => {
-    out += String(d)
-  })
-  t.ok(await until(() => out.includes('vendor emulator on'), 20_000), 'the vendor process is up')
-  return { port, child }
-}
-
 t.test(
   'a vendor process frozen mid-call (SIGSTOP): every frame delivered by replay or counted; the gap runs from its last sign of life',
   async t => {
-    const { port, child } = await vendorProcess(t)
+    const { port, child } = await vendorProcess(t, 'json-events')
     const b = await recordingVendor(t)
     const PING_MS = 500
     const gw = await startGateway(t, {
       audio: { replaySeconds: 0.5, replayRate: 4, vendorPingSeconds: PING_MS / 1000, failoverTimeoutSeconds: 10 },
       routes: {
-        demo: {
-          mapping: 'mappings/json-events.yaml',
-          auth: { audio: ['${AUDIO_TOKEN}'] },
-          upstreams: [
-            { name: 'frozen', audio: `ws://127.0.0.1:${port}/` },
-            { name: 'spare', audio: b.url }
-          ]
-        }
+        demo: audioRoute('mappings/json-events.yaml', [
+          { name: 'frozen', audio: `ws://127.0.0.1:${port}/` },
+          { name: 'spare', audio: b.url }
+        ])
       }
     })
-    const leg = platformLeg(t, gw.url('/audio/demo'), init(920001))
+    const leg = platformLeg(t, gw.url('/audio/demo'), audioInit(920001))
     t.equal((await leg.answer).command, 'CONNECTED')
     // 1 s of call (two pings answered), then 2 s while frozen: detection, failover and replay all land
     // mid-stream.
@@ -291,24 +255,20 @@ t.test(
 t.test(
   'issue 19: a vendor frozen mid-call with the default liveness: found within ping + timeout, every frame replayed, nothing lost',
   async t => {
-    const { port, child } = await vendorProcess(t)
+    const { port, child } = await vendorProcess(t, 'json-events')
     const spare = await recordingVendor(t)
     // The defaults of audio.vendorPingSeconds (1) and vendorPongTimeoutSeconds (2), and no replaySeconds: the
     // replay window is sized from them (audio/connection/liveness.ts).
     const gw = await startGateway(t, {
       audio: { replayRate: 4, failoverTimeoutSeconds: 10 },
       routes: {
-        demo: {
-          mapping: 'mappings/json-events.yaml',
-          auth: { audio: ['${AUDIO_TOKEN}'] },
-          upstreams: [
-            { name: 'frozen', audio: `ws://127.0.0.1:${port}/` },
-            { name: 'spare', audio: spare.url }
-          ]
-        }
+        demo: audioRoute('mappings/json-events.yaml', [
+          { name: 'frozen', audio: `ws://127.0.0.1:${port}/` },
+          { name: 'spare', audio: spare.url }
+        ])
       }
     })
-    const leg = platformLeg(t, gw.url('/audio/demo'), init(930001))
+    const leg = platformLeg(t, gw.url('/audio/demo'), audioInit(930001))
     t.equal((await leg.answer).command, 'CONNECTED')
     const stopSeq = 100 // 2 s of call: pings answered
     const total = 350 // 5 s more while frozen

@@ -1,22 +1,10 @@
 import t from 'tap'
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
-import { initMessage } from '../../gateway/tools/simulate'
-import {
-  AUDIO_TOKEN,
-  platformLeg,
-  routeTo,
-  startGateway,
-  startVendor,
-  sleep,
-  until,
-  upstreams
-} from '../helpers/gateway'
+import { platformLeg, routeTo, startGateway, startVendor, sleep, until, upstreams } from '../helpers/gateway'
 import { freePort } from '../helpers/process'
 import { fleetObserver, needRedis } from '../helpers/redis'
-
-const init = (contactId: number): Record<string, unknown> =>
-  initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'RX' })
+import { audioInit } from '../helpers/legs'
 
 /** Each test gets its own key prefix, so tests (and CI runs) never see each other's state. */
 const fleet = (redis: string, extra: Record<string, unknown> = {}): Record<string, unknown> => ({
@@ -65,7 +53,7 @@ t.test(
     const ups = await upstreams(follower.adminUrl(''))
     t.match(ups.routes[0].replicas[1], { name: 'r1', state: 'down' })
     for (let i = 0; i < 4; i++) {
-      const leg = platformLeg(t, follower.url('/audio/demo'), init(700000 + i))
+      const leg = platformLeg(t, follower.url('/audio/demo'), audioInit(700000 + i, 'RX'))
       t.equal((await leg.answer).command, 'CONNECTED')
     }
     t.equal(a.sessions().length, 4, 'every new leg on the follower went to the healthy replica')
@@ -88,7 +76,7 @@ t.test("stream counts are fleet-wide: the second instance balances against the f
     return [...known.values()].every(k => k === n)
   }
   for (let i = 0; i < 3; i++) {
-    t.equal((await platformLeg(t, g1.url('/audio/demo'), init(710000 + i)).answer).command, 'CONNECTED')
+    t.equal((await platformLeg(t, g1.url('/audio/demo'), audioInit(710000 + i, 'RX')).answer).command, 'CONNECTED')
     await until(async () => await everyWorkerCounts(i + 1))
   }
   t.same([a.sessions().length, b.sessions().length], [2, 1])
@@ -105,7 +93,7 @@ t.test("stream counts are fleet-wide: the second instance balances against the f
     "g2 sees g1's streams per replica"
   )
   // Counting only its own (zero) streams, g2 would pick a; fleet-wide it picks b.
-  t.equal((await platformLeg(t, g2.url('/audio/demo'), init(710009)).answer).command, 'CONNECTED')
+  t.equal((await platformLeg(t, g2.url('/audio/demo'), audioInit(710009, 'RX')).answer).command, 'CONNECTED')
   t.same([a.sessions().length, b.sessions().length], [2, 2], 'g2 placed its leg on the less loaded replica')
 })
 
@@ -149,7 +137,7 @@ t.test(
     )
     const storeUp = async (): Promise<boolean> => (await upstreams(gw.adminUrl(''))).store.up
     t.ok(await until(storeUp), 'the store is up')
-    const leg = platformLeg(t, gw.url('/audio/demo'), init(730001))
+    const leg = platformLeg(t, gw.url('/audio/demo'), audioInit(730001, 'RX'))
     t.equal((await leg.answer).command, 'CONNECTED')
     await stopRedis()
     t.ok(await until(async () => !(await storeUp())), 'the store notices')
@@ -159,7 +147,7 @@ t.test(
     }
     await until(() => v.sessions()[0].bytes === 10 * 160)
     t.equal(v.sessions()[0].bytes, 10 * 160, 'the call goes on')
-    const during = platformLeg(t, gw.url('/audio/demo'), init(730002))
+    const during = platformLeg(t, gw.url('/audio/demo'), audioInit(730002, 'RX'))
     t.equal((await during.answer).command, 'CONNECTED', 'new calls are taken on local state')
     let metrics = await (await fetch(gw.adminUrl('/metrics'))).text()
     t.match(metrics, 'assist_gateway_store_up 0')

@@ -1,10 +1,10 @@
 import t from 'tap'
 import { writeFileSync } from 'node:fs'
-import { initMessage } from '../../gateway/tools/simulate'
 import { stream } from '../helpers/audio'
 import { chromiumPath, openPage } from '../helpers/browser'
-import { AUDIO_TOKEN, platformLeg, routeTo, startVendor, until } from '../helpers/gateway'
+import { platformLeg, routeTo, startVendor, until } from '../helpers/gateway'
 import { spawnGateway } from '../helpers/process'
+import { audioInit } from '../helpers/legs'
 
 // GET /admin/status in headless Chromium (Debian's package; .ci/run installs it), on `serve` as shipped
 // (2 workers: the main process serves the admin listener and the page's reads, merged).
@@ -47,11 +47,7 @@ t.test('the status page: behind the admin token, strict CSP, a route, its replic
   t.notMatch(html, /https?:\/\//, 'nothing from elsewhere')
 
   // A live call, streaming while the page is open.
-  const leg = platformLeg(
-    t,
-    g.url('/audio/demo'),
-    initMessage({ token: AUDIO_TOKEN, contactId: 780001, busNo: 4594, perspective: 'TX' })
-  )
+  const leg = platformLeg(t, g.url('/audio/demo'), audioInit(780001))
   t.equal((await leg.answer).command, 'CONNECTED')
   const streaming = stream(leg, 0, 1500)
 

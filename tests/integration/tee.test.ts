@@ -1,26 +1,14 @@
 import t from 'tap'
 import { createHash } from 'node:crypto'
-import { initMessage } from '../../gateway/tools/simulate'
 import type { VendorEmulator } from '../../gateway/tools/vendor-emulator'
-import {
-  AUDIO_TOKEN,
-  TEXT_TOKEN,
-  logged,
-  platformLeg,
-  routeTo,
-  startGateway,
-  startVendor,
-  until
-} from '../helpers/gateway'
+import { TEXT_TOKEN, logged, platformLeg, routeTo, startGateway, startVendor, until } from '../helpers/gateway'
 import { uniqueFrame } from '../helpers/audio'
 import { utterance } from '../helpers/tls'
+import { audioInit } from '../helpers/legs'
 
 // Fan-out (route `tee`): one gateway, real emulators. Route `iso` has three tees that misbehave (one stops
 // reading, one refuses every upgrade, one is killed mid-call); route `fwd` forwards its tee's results; route
 // `txt` tees the text hook. What is asserted is bytes, messages and counts, never time.
-
-const init = (contactId: number): Record<string, unknown> =>
-  initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
 
 /** A big platform frame (the loopback socket buffers of a tee that stops reading fill in a few MB). */
 const BIG = 60_000
@@ -93,7 +81,7 @@ t.test('tees that stop reading, refuse or die: the primary and the platform lose
 
   t.test('isolation', async t => {
     const N = 400
-    const leg = platformLeg(t, gw.url('/audio/iso'), init(1301))
+    const leg = platformLeg(t, gw.url('/audio/iso'), audioInit(1301))
     t.equal((await leg.answer).command, 'CONNECTED', 'the leg is CONNECTED by the primary alone')
     await until(() => slow.sessions()[0]?.ready === true && doomed.sessions()[0]?.ready === true)
     t.ok(
@@ -150,7 +138,7 @@ t.test('tees that stop reading, refuse or die: the primary and the platform lose
   })
 
   t.test('results: forward merges the tee results, tagged with its name', async t => {
-    const leg = platformLeg(t, gw.url('/audio/fwd'), init(1302))
+    const leg = platformLeg(t, gw.url('/audio/fwd'), audioInit(1302))
     t.equal((await leg.answer).command, 'CONNECTED')
     await until(() => echo.sessions()[0]?.ready === true)
     const hash = createHash('sha256')

@@ -1,10 +1,10 @@
 import t from 'tap'
-import { initMessage } from '../../gateway/tools/simulate'
 import { stream } from '../helpers/audio'
-import { AUDIO_TOKEN, TEXT_TOKEN, platformLeg, routeTo, startVendor, until } from '../helpers/gateway'
+import { TEXT_TOKEN, platformLeg, routeTo, startVendor, until } from '../helpers/gateway'
 import { type ReceivedSpan, startOtlpReceiver } from '../helpers/otlp-receiver'
 import { spawnGateway } from '../helpers/process'
 import { utterance } from '../helpers/tls'
+import { audioInit } from '../helpers/legs'
 
 // OpenTelemetry traces of `serve` as shipped (2 workers), exported to an OTLP receiver in this process.
 const UTTERANCE_PARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'
@@ -64,14 +64,9 @@ t.test(
       'a caller’s unsampled trace goes on unsampled'
     )
 
-    const leg = platformLeg(
-      t,
-      g.url('/audio/calls'),
-      initMessage({ token: AUDIO_TOKEN, contactId: 770001, busNo: 4594, perspective: 'TX' }),
-      {
-        headers: { traceparent: LEG_PARENT }
-      }
-    )
+    const leg = platformLeg(t, g.url('/audio/calls'), audioInit(770001), {
+      headers: { traceparent: LEG_PARENT }
+    })
     const answer = (await leg.answer) as { command: string; parameters: { echo: string } }
     t.equal(answer.command, 'CONNECTED')
     const upgrade = JSON.parse(answer.parameters.echo).upgrade as { headers: Record<string, string> }

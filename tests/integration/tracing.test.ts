@@ -2,9 +2,9 @@ import t from 'tap'
 import { request } from 'undici'
 import { WebSocket } from 'ws'
 import { startRealVendor } from '../../gateway/tools/real-vendors'
-import { initMessage } from '../../gateway/tools/simulate'
-import { AUDIO_TOKEN, TEXT_TOKEN, logged, routeTo, startGateway, startVendor, until } from '../helpers/gateway'
+import { TEXT_TOKEN, logged, routeTo, startGateway, startVendor, until } from '../helpers/gateway'
 import { utterance } from '../helpers/tls'
+import { audioInit } from '../helpers/legs'
 
 const INCOMING = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'
 const TRACEPARENT = /^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/
@@ -97,7 +97,7 @@ t.test('an audio upgrade carries the platform traceparent on to the vendor upgra
     ws.once('message', data => resolve(JSON.parse(String(data)) as Record<string, unknown>))
   )
   await new Promise(resolve => ws.once('open', resolve))
-  ws.send(JSON.stringify(initMessage({ token: AUDIO_TOKEN, contactId: 77, busNo: 4594, perspective: 'TX' })))
+  ws.send(JSON.stringify(audioInit(77)))
   t.equal((await answer).command, 'CONNECTED')
   t.ok(await until(() => emu.sessions().length === 1))
   const sent = emu.sessions()[0].headers.traceparent

@@ -3,6 +3,7 @@ import { startRealVendor, type RealVendorEmulator } from '../../gateway/tools/re
 import { initMessage } from '../../gateway/tools/simulate'
 import { AUDIO_TOKEN, platformLeg, startGateway, until } from '../helpers/gateway'
 import { sha256, stream } from '../helpers/audio'
+import { audioInit } from '../helpers/legs'
 
 // The platform (simulated legs, real sockets) → a real gateway → the strict Twilio Media Streams receiver emulator.
 
@@ -34,11 +35,7 @@ t.test(
       gw.url('/audio/x'),
       initMessage({ token: AUDIO_TOKEN, contactId: 8401, busNo: 4594, perspective: 'TX', appParams })
     )
-    const rx = platformLeg(
-      t,
-      gw.url('/audio/x'),
-      initMessage({ token: AUDIO_TOKEN, contactId: 8401, busNo: 4594, perspective: 'RX' })
-    )
+    const rx = platformLeg(t, gw.url('/audio/x'), audioInit(8401, 'RX'))
     t.equal((await tx.answer).command, 'CONNECTED', 'CONNECTED once connected and start are sent')
     t.equal((await rx.answer).command, 'CONNECTED')
     const [stx, srx] = await Promise.all([stream(tx, 0, 100), stream(rx, 50, 150)]) // 2 s each

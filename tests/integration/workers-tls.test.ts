@@ -1,16 +1,13 @@
 import t from 'tap'
-import { initMessage } from '../../gateway/tools/simulate'
 import { uniqueFrame, uniqueFramesHash } from '../helpers/audio'
-import { AUDIO_TOKEN, platformLeg, routeTo, startVendor, until } from '../helpers/gateway'
+import { platformLeg, routeTo, startVendor, until } from '../helpers/gateway'
 import { spawnGateway, type GatewayProcess } from '../helpers/process'
 import { throwawayCert } from '../helpers/tls'
+import { audioInit } from '../helpers/legs'
 
 // `serve --workers 2` with listen.tls: the platform reaches the workers over wss:// only, while a leg that
 // comes back on the other worker than its vendor session is relayed to that worker's loopback fleet
 // listener (plain ws://127.0.0.1, an ephemeral port, behind a relay token), and is served end to end.
-
-const init = (contactId: number): Record<string, unknown> =>
-  initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
 
 const count = (out: string, event: string): number => out.split(`"event":"${event}"`).length - 1
 const lines = (g: GatewayProcess, event: string): Record<string, unknown>[] =>
@@ -60,7 +57,7 @@ t.test('serve --workers 2 with listen.tls: a leg back on the other worker is rel
 
   const id = 820001
   // The platform checks the gateway's certificate (the throwaway one): a real TLS handshake on every leg.
-  const open = (): ReturnType<typeof platformLeg> => platformLeg(t, url, init(id), { ca: cert.pem })
+  const open = (): ReturnType<typeof platformLeg> => platformLeg(t, url, audioInit(id), { ca: cert.pem })
   let leg = open()
   t.equal((await leg.answer).command, 'CONNECTED', 'a leg over wss:// is served')
   let sent = 0

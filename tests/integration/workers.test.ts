@@ -16,11 +16,9 @@ import {
 } from '../helpers/gateway'
 import { runCli } from '../helpers/cli'
 import { spawnGateway, type GatewayProcess } from '../helpers/process'
+import { audioInit } from '../helpers/legs'
 
 // One gateway process with `serve --workers 2` (the built CLI), one json-events emulator in this process.
-const init = (contactId: number): Record<string, unknown> =>
-  initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
-
 const scrape = async (g: GatewayProcess): Promise<string> => await (await fetch(g.adminUrl('/metrics'))).text()
 const sample = (text: string, series: string): number => {
   const line = text.split('\n').find(l => l.startsWith(`${series} `))
@@ -66,7 +64,7 @@ t.test('serve --workers 2: one port, one admin port, sessions across workers, a 
 
   await t.test('the workers share the public port: legs land on both, the admin port sums them', async t => {
     const legs: PlatformLegClient[] = []
-    for (let i = 0; i < 12; i++) legs.push(platformLeg(t, gw.url('/audio/demo'), init(800000 + i)))
+    for (let i = 0; i < 12; i++) legs.push(platformLeg(t, gw.url('/audio/demo'), audioInit(800000 + i)))
     for (const leg of legs) t.equal((await leg.answer).command, 'CONNECTED')
     t.ok(await until(async () => (await perWorker(gw)).reduce((a, b) => a + b) === 12), 'every leg is counted once')
     const [w0, w1] = await perWorker(gw)
@@ -110,7 +108,7 @@ t.test('serve --workers 2: one port, one admin port, sessions across workers, a 
     t.match(await scrape(gw), 'assist_gateway_worker_restarts_total{worker="0"} 1')
     t.match(gw.output(), '"event":"worker_exited"')
     // The cut legs come back (on any worker) and are served: a new vendor session each, the old one died with its worker.
-    const back = cut.map(l => platformLeg(t, gw.url('/audio/demo'), init(800000 + legs.indexOf(l))))
+    const back = cut.map(l => platformLeg(t, gw.url('/audio/demo'), audioInit(800000 + legs.indexOf(l))))
     for (const leg of back) t.equal((await leg.answer).command, 'CONNECTED', 'a cut leg re-attaches')
     t.ok(
       await until(() => v.sessions().filter(s => !s.closed).length === 12),
@@ -123,7 +121,7 @@ t.test('serve --workers 2: one port, one admin port, sessions across workers, a 
   await t.test('a leg that comes back on the other worker keeps its vendor session, bytes in order', async t => {
     const id = 810001
     const opened = v.sessions().length
-    let leg = platformLeg(t, gw.url('/audio/demo'), init(id))
+    let leg = platformLeg(t, gw.url('/audio/demo'), audioInit(id))
     t.equal((await leg.answer).command, 'CONNECTED')
     let sent = 0
     const send = async (n: number): Promise<boolean> => {
@@ -138,7 +136,7 @@ t.test('serve --workers 2: one port, one admin port, sessions across workers, a 
       leg.ws.terminate()
       await leg.closed
       await until(() => count(gw.output(), 'platform_closed') > closedBefore)
-      leg = platformLeg(t, gw.url('/audio/demo'), init(id))
+      leg = platformLeg(t, gw.url('/audio/demo'), audioInit(id))
       t.equal((await leg.answer).command, 'CONNECTED')
       t.ok(await send(10), 'the vendor has the frames sent since')
     }

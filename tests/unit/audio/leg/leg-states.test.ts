@@ -1,5 +1,5 @@
 import t, { type Test } from 'tap'
-import { AudioLeg, type LegState, type PlatformLeg } from '../../../../gateway/audio/leg/leg'
+import { AudioLeg, type LegState } from '../../../../gateway/audio/leg/leg'
 import {
   CLOSE_OUTCOME,
   ON_BINARY,
@@ -17,8 +17,8 @@ import type { AuthSettings } from '../../../../gateway/config/types'
 import { CODES, type ErrorCode, GatewayError } from '../../../../gateway/errors'
 import type { RouteRuntime } from '../../../../gateway/route'
 import { Metrics, PREFIX } from '../../../../gateway/telemetry/metrics'
-import { initMessage } from '../../../../gateway/tools/simulate'
 import { FakeClock, flush } from '../../../helpers/fake-clock'
+import { fakePlatform, initFrame } from '../../../helpers/fake-platform'
 import { loneGateway } from '../../../helpers/leg-deps'
 import { FakeConnection, frame, Lines, route, SETTINGS } from '../harness'
 
@@ -86,10 +86,7 @@ const MESSAGE = '{"command":"MESSAGE","messageType":"TRANSCRIPT","message":"hi",
 
 /** The leg's session (and owner record) key. */
 const KEY = sessionKeyOf({ name: 'r', config: {} }, IDENTITY, 'r')
-const init = (token?: string): ArrayBuffer => {
-  const b = Buffer.from(JSON.stringify(initMessage({ ...IDENTITY, token })))
-  return b.buffer.slice(b.byteOffset, b.byteOffset + b.length) as ArrayBuffer
-}
+const init = (token?: string): ArrayBuffer => initFrame({ ...IDENTITY, token })
 
 /** A vendor connection that also records its goodbye (and its reason) and backpressure. */
 class Vendor extends FakeConnection {
@@ -186,22 +183,7 @@ function world(opts: Options = {}) {
   const admission = new HeldAdmission(gw.admission)
   const conns: Vendor[] = []
   const links: Link[] = []
-  const sent: Json[] = []
-  const ended: { code: number; reason: string }[] = []
-  const platform = { status: 1, buffered: 0 }
-  let leg: AudioLeg | null = null
-  const socket: PlatformLeg = {
-    sendText: text => {
-      sent.push(JSON.parse(text))
-      return platform.status
-    },
-    // uWS semantics: the close is reported synchronously.
-    end: (code, reason) => {
-      ended.push({ code, reason })
-      leg?.onPlatformClose(code)
-    },
-    bufferedAmount: () => platform.buffered
-  }
+  const platform = fakePlatform()
   const relayLink: RelayLinkFactory = (_place, init, _counters, claims, _deps, owner) => {
     const gone =
       <A extends unknown[]>(report: (...a: A) => void) =>
@@ -247,7 +229,7 @@ function world(opts: Options = {}) {
     armed.push(fn)
     return setTimeout(fn, ms)
   }
-  leg = new AudioLeg(socket, {
+  const leg = new AudioLeg(platform.socket, {
     route: r,
     settings: SETTINGS,
     metrics,
@@ -266,13 +248,14 @@ function world(opts: Options = {}) {
       return c
     }
   })
+  platform.bind(leg)
   clock.setTimeout = setTimeout
   if (armed.length !== 1) throw new Error(`the leg armed ${armed.length} timers as it was made`)
   return {
     clock,
     leg,
-    sent,
-    ended,
+    sent: platform.sent,
+    ended: platform.ended,
     conns,
     links,
     store: gw.store,
@@ -283,7 +266,7 @@ function world(opts: Options = {}) {
     logs,
     /** Outcomes counted before this world's leg (the registry is shared). */
     counted: 0,
-    platform,
+    platform: platform.state,
     handshakeTimer: armed[0],
     credential: opts.credential === true
   }

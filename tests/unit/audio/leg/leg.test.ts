@@ -1,33 +1,12 @@
 import t from 'tap'
-import { AudioLeg, type PlatformLeg } from '../../../../gateway/audio/leg/leg'
+import { AudioLeg } from '../../../../gateway/audio/leg/leg'
 import { Metrics } from '../../../../gateway/telemetry/metrics'
-import { initMessage } from '../../../../gateway/tools/simulate'
 import { FakeClock } from '../../../helpers/fake-clock'
+import { fakePlatform, initFrame } from '../../../helpers/fake-platform'
 import { FakeConnection, frame, Lines, route, SETTINGS } from '../harness'
 import { loneGateway } from '../../../helpers/leg-deps'
 
 // The platform leg state machine: a fake platform socket, fake vendor connections, the fake clock.
-
-type Json = Record<string, any>
-
-function platform() {
-  const sent: Json[] = []
-  const ended: { code: number; reason: string }[] = []
-  let leg: AudioLeg | null = null
-  const socket: PlatformLeg = {
-    sendText: text => {
-      sent.push(JSON.parse(text))
-      return 1
-    },
-    // uWS semantics: the close is reported synchronously.
-    end: (code, reason) => {
-      ended.push({ code, reason })
-      leg?.onPlatformClose(code)
-    },
-    bufferedAmount: () => 0
-  }
-  return { socket, sent, ended, bind: (l: AudioLeg) => (leg = l) }
-}
 
 function world(settings = {}) {
   const clock = new FakeClock()
@@ -39,7 +18,7 @@ function world(settings = {}) {
   const conns: FakeConnection[] = []
   let n = 0
   const leg = () => {
-    const p = platform()
+    const p = fakePlatform()
     const l = new AudioLeg(p.socket, {
       route: r,
       settings: { ...SETTINGS, ...settings },
@@ -61,8 +40,7 @@ function world(settings = {}) {
   return { clock, registry, conns, leg, logs }
 }
 
-const INIT = Buffer.from(JSON.stringify(initMessage({ contactId: 7001, busNo: 4594, perspective: 'TX' })))
-const init = (): ArrayBuffer => INIT.buffer.slice(INIT.byteOffset, INIT.byteOffset + INIT.length) as ArrayBuffer
+const init = (): ArrayBuffer => initFrame({ contactId: 7001, busNo: 4594, perspective: 'TX' })
 
 t.test('a binary frame before the init message is refused with FIRST_FRAME_NOT_TEXT', async t => {
   const w = world()

@@ -1,17 +1,15 @@
 import t from 'tap'
-import { AudioLeg, type PlatformLeg } from '../../../../gateway/audio/leg/leg'
+import { AudioLeg } from '../../../../gateway/audio/leg/leg'
 import { tagResult } from '../../../../gateway/audio/session/tee'
 import type { RouteRuntime, TeeRuntime } from '../../../../gateway/route'
 import { Metrics } from '../../../../gateway/telemetry/metrics'
-import { initMessage } from '../../../../gateway/tools/simulate'
 import { FakeClock } from '../../../helpers/fake-clock'
+import { fakePlatform, initFrame } from '../../../helpers/fake-platform'
 import { FakeConnection, frame, Lines, route, SETTINGS } from '../harness'
 import { loneGateway } from '../../../helpers/leg-deps'
 
 // A platform leg whose route has tees, on fake vendor connections and the fake clock: replica `a` is the
 // primary's, `t` the tee's.
-
-type Json = Record<string, any>
 
 function world(results: 'drop' | 'forward' = 'drop', tees = 1) {
   const clock = new FakeClock()
@@ -25,22 +23,8 @@ function world(results: 'drop' | 'forward' = 'drop', tees = 1) {
   const metrics = new Metrics()
   const logs = new Lines()
   const conns: FakeConnection[] = []
-  const sent: Json[] = []
-  const ended: { code: number; reason: string }[] = []
-  let buffered = 0
-  let leg: AudioLeg | null = null
-  const socket: PlatformLeg = {
-    sendText: text => {
-      sent.push(JSON.parse(text))
-      return 1
-    },
-    end: (code, reason) => {
-      ended.push({ code, reason })
-      leg?.onPlatformClose(code)
-    },
-    bufferedAmount: () => buffered
-  }
-  leg = new AudioLeg(socket, {
+  const platform = fakePlatform()
+  const leg = new AudioLeg(platform.socket, {
     route: r,
     settings: { ...SETTINGS, failoverTimeoutSeconds: 1 },
     metrics,
@@ -55,20 +39,20 @@ function world(results: 'drop' | 'forward' = 'drop', tees = 1) {
       return c
     }
   })
-  const INIT = Buffer.from(JSON.stringify(initMessage({ contactId: 7001, busNo: 4594, perspective: 'TX' })))
-  leg.onPlatformText(INIT.buffer.slice(INIT.byteOffset, INIT.byteOffset + INIT.length) as ArrayBuffer)
+  platform.bind(leg)
+  leg.onPlatformText(initFrame({ contactId: 7001, busNo: 4594, perspective: 'TX' }))
   const of = (replica: string): FakeConnection[] => conns.filter(c => c.replica.name === replica)
   return {
     clock,
     leg,
-    sent,
-    ended,
+    sent: platform.sent,
+    ended: platform.ended,
     metrics,
     logs,
     primary: () => of('a').at(-1)!,
     tee: (i = 0) => conns.filter(c => c.replica.name === 't')[i],
     backUp: (n: number) => {
-      buffered = n
+      platform.state.buffered = n
     }
   }
 }
