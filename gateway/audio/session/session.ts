@@ -198,10 +198,9 @@ export class VendorSession implements Session {
     writeAffinity(this.deps, this.key, this.id, conn.replica, ttlSeconds, continued)
   }
 
-  /** A handover's connection took the audio over (audio/session/handover.ts): it is the current one now. */
+  /** A handover's connection took the audio over (session/handover.ts), from the `heldFrames` `old` held unsent. */
   private tookOver(conn: Connection, old: Connection, heldFrames: number): void {
     this.conn = conn
-    // Its audio starts with the frames `old` held for an incomplete chunk, before the feed's next one.
     conn.startFrame = this.feed.nextFrame - heldFrames
     this.feed.retarget(conn)
     this.stats.flowsTo(conn.replica.name)
