@@ -234,7 +234,7 @@ t.test('404, 405, 413 and 415 come from the front door, before the body is read'
       routes: { demo: routeTo([vendor], 'mappings/json-events.yaml'), noText: routeTo([vendor], './audio-only.yaml') }
     },
     {},
-    { files: { 'audio-only.yaml': 'vendor: audio-only\naudio: {}\n' } }
+    { files: { 'audio-only.yaml': 'vendor: audio-only\naudio: { time: { none: a test vendor with no results } }\n' } }
   )
   const auth = { authorization: TEXT_TOKEN }
   const nf = await post(gw.agent, gw.url('/text/nope'), utterance(), auth)
