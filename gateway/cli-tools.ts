@@ -7,7 +7,6 @@ import { simulateAudio } from './tools/simulate'
 import { simulateText } from './tools/simulate-text'
 import { REAL_VENDOR_PATHS, startRealVendor, type RealVendorKind } from './tools/real-vendors'
 import { startVendorEmulator, type EmulatorKind } from './tools/vendor-emulator'
-import { startGoogleStt } from './tools/vendors/google-stt'
 
 /** The tool commands: `simulate audio|text` (act as the platform) and `vendor` (run an emulator). */
 
@@ -156,6 +155,8 @@ export async function cmdVendor(argv: string[]): Promise<number> {
   const apiKey = values['api-key']
   if (GRPC_KINDS.includes(kind)) {
     const max = values['max-stream-seconds']
+    // Imported here: the gRPC emulator loads @grpc/grpc-js, which the other kinds never need.
+    const { startGoogleStt } = await import('./tools/vendors/google-stt')
     const emulator = await startGoogleStt({
       port,
       host: values.host,
@@ -173,7 +174,9 @@ export async function cmdVendor(argv: string[]): Promise<number> {
   if (kind === 'amazon-transcribe' && apiKey !== undefined && split < 1)
     throw usage('--api-key for amazon-transcribe is <access key id>:<secret access key>')
   const aws =
-    split > 0 ? { accessKeyId: apiKey!.slice(0, split), secretAccessKey: apiKey!.slice(split + 1) } : undefined
+    split > 0 && apiKey !== undefined
+      ? { accessKeyId: apiKey.slice(0, split), secretAccessKey: apiKey.slice(split + 1) }
+      : undefined
   const log = (line: string): void => console.log(line)
   const emulator: { url: string; httpUrl: string; close: () => Promise<void> } = real
     ? await startRealVendor({

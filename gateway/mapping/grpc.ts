@@ -1,4 +1,8 @@
-import { grpcMethod, type GrpcMethod, loadProtos, protoIncludeDirs, type ProtoSet } from '../upstream/protos'
+import type { GrpcMethod, ProtoSet } from '../upstream/protos'
+
+/** The proto loader, required by the mappings that have a `grpc` section only (it loads protobufjs). */
+const protoLoader = (): typeof import('../upstream/protos') =>
+  require('../upstream/protos') as typeof import('../upstream/protos')
 import type { CloseClass } from './audio'
 
 // A mapping's gRPC sections: the top-level `grpc.protos`, loaded once, and the method of `audio.grpc`
@@ -35,6 +39,7 @@ export function compileProtos(
 ): ProtoSet | null {
   if (raw.grpc === undefined) return null
   try {
+    const { loadProtos, protoIncludeDirs } = protoLoader()
     return loadProtos(raw.grpc.protos as string[], protoIncludeDirs(file))
   } catch (err) {
     const message = (err as Error).message.split('\n')[0] ?? 'cannot be loaded'
@@ -57,7 +62,7 @@ export function compileAudioGrpc(
   }
   if ((a.frames?.framing ?? 'binary') !== 'binary')
     problem('/audio/frames/framing', 'a gRPC stream frames audio itself: binary (the default) only')
-  const m = grpcMethod(protos, a.grpc)
+  const m = protoLoader().grpcMethod(protos, a.grpc)
   if (typeof m === 'string') {
     problem(m.startsWith('no method') ? '/audio/grpc/method' : '/audio/grpc/audioField', m)
     return null

@@ -1,28 +1,8 @@
 import { Client, credentials } from '@grpc/grpc-js'
+import type { GrpcTarget } from './grpc-url'
 
 // The gRPC channels of this process, one per vendor address: every call to a replica shares one HTTP/2
 // connection (gRPC multiplexes calls), as every leg to a WebSocket vendor shares the process's sockets.
-
-/** Where a `grpc://` or `grpcs://` URL points: host:port (443 for grpcs without one), and TLS or not. */
-export interface GrpcTarget {
-  readonly address: string
-  readonly secure: boolean
-}
-
-/** Parses a replica's gRPC URL; throws a TypeError naming the expected form. */
-export function grpcTarget(url: string): GrpcTarget {
-  const m = /^(grpcs?):\/\/([^/?#]+)\/?$/.exec(url)
-  if (m === null) throw new TypeError('a gRPC upstream is grpcs://host[:port] or grpc://host:port, without a path')
-  const secure = m[1] === 'grpcs'
-  const hostPort = m[2] as string
-  const hasPort = /:\d+$/.test(hostPort) && !/^\[[^\]]*\]$/.test(hostPort)
-  return { address: hasPort ? hostPort : `${hostPort}:${secure ? 443 : 80}`, secure }
-}
-
-/** True for a gRPC replica URL. */
-export function isGrpcUrl(url: string | null | undefined): boolean {
-  return url !== null && url !== undefined && /^grpcs?:\/\//.test(url)
-}
 
 const channels = new Map<string, Client>()
 

@@ -1,6 +1,7 @@
 import { type ClientDuplexStream, Metadata, type StatusObject, status as Status } from '@grpc/grpc-js'
 import type { Clock } from '../clock'
-import { channelFor, grpcTarget } from './grpc-channel'
+import { channelFor } from './grpc-channel'
+import { grpcTarget } from './grpc-url'
 import { audioFrame, fromMessage, toMessage } from './proto-json'
 import type { GrpcMethod } from './protos'
 import type { SocketFailure, VendorEvents } from './ws-leg'

@@ -2,7 +2,7 @@ import { connect } from 'node:net'
 import WebSocket from 'ws'
 import { request } from 'undici'
 import type { UpstreamConfig } from '../config/types'
-import { isGrpcUrl } from './grpc-channel'
+import { isGrpcUrl } from './grpc-url'
 
 /** How a route's replicas are probed (built from the mapping's `health` section and the config). */
 export type ProbeKind = 'upgrade' | 'http' | 'protocol' | 'tcp' | 'none'

@@ -1,7 +1,5 @@
 import type { Clock } from '../clock'
-import { grpcTarget, isGrpcUrl } from './grpc-channel'
-import { googleAuthHeaders } from './google-auth'
-import { GrpcStream } from './grpc-leg'
+import { grpcTarget, isGrpcUrl } from './grpc-url'
 import type { GrpcMethod } from './protos'
 import { type VendorEvents, VendorSocket } from './ws-leg'
 
@@ -44,6 +42,10 @@ export function openVendorLeg(
 ): VendorLeg {
   const method = opts.grpc
   if (isGrpcUrl(url) && method !== null) {
+    // Required here, not imported: a process without a gRPC route never loads @grpc/grpc-js or
+    // google-auth-library (about 0.3 s of start-up on a 2-core machine, paid by every worker).
+    const { GrpcStream } = require('./grpc-leg') as typeof import('./grpc-leg')
+    const { googleAuthHeaders } = require('./google-auth') as typeof import('./google-auth')
     const google = method.auth === 'google' && opts.credential !== undefined ? opts.credential : null
     // Built inside the stream's start, so a bad key fails that one call (reported as a refusal), never the process.
     const authHeaders =
