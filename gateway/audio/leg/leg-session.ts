@@ -1,5 +1,6 @@
 import type { Clock } from '../../clock'
 import type { GatewayError } from '../../errors'
+import type { Result } from '../../result'
 import type { AudioSettings } from '../../config/types'
 import type { MappingInput } from '../../mapping/run'
 import { demandsCredential, type RouteRuntime } from '../../route'
@@ -36,7 +37,7 @@ export interface LegSessionDeps {
 
 /**
  * A leg's session here: the one kept for its identity (a re-attach: the leg takes it over with
- * `reattach`), or a new one (`openLegSession`). `refused`: kept for, or joined by, another caller.
+ * `reattach`), or a new one (`openLegSession`). CALLER_MISMATCH: kept for, or joined by, another caller.
  */
 export function sessionOf(
   deps: LegSessionDeps,
@@ -44,13 +45,13 @@ export function sessionOf(
   log: Logger,
   checked: Accepted,
   sessionKey: string
-): { session: Session; reattached: boolean } | 'refused' | GatewayError {
+): Result<{ session: Session; reattached: boolean }, GatewayError> {
   const legKey = legKeyOf(deps.route.name, checked.identity, checked.tenant)
   const existing = deps.registry.find(legKey, checked.caller)
-  if (existing === 'refused') return existing
-  if (existing !== null) return { session: existing, reattached: true }
+  if (!existing.ok) return existing
+  if (existing.value !== null) return { ok: true, value: { session: existing.value, reattached: true } }
   const opened = openLegSession(deps, owner, log, checked, legKey, sessionKey)
-  return typeof opened === 'string' || opened instanceof Error ? opened : { session: opened, reattached: false }
+  return opened.ok ? { ok: true, value: { session: opened.value, reattached: false } } : opened
 }
 
 /** The leg takes over the session kept for its identity (found by `sessionOf`), counted `same_session`. */
@@ -71,8 +72,8 @@ export function reattach(
 /**
  * A new session for a platform leg, registered for re-attach: its own vendor session (held under
  * `sessionKey`, the leg's own identity), or on a `join` route one channel of its call's stereo session
- * (audio/session/join.ts; the call is held under `sessionKey`). Not started yet. `refused`: the call is held
- * here by another caller.
+ * (audio/session/join.ts; the call is held under `sessionKey`). Not started yet. CALLER_MISMATCH: the call is
+ * held here by another caller.
  */
 export function openLegSession(
   deps: LegSessionDeps,
@@ -81,7 +82,7 @@ export function openLegSession(
   checked: Accepted,
   legKey: string,
   sessionKey: string
-): Session | 'refused' | GatewayError {
+): Result<Session, GatewayError> {
   const { route, registry } = deps
   const input: MappingInput = {
     init: checked.init,
@@ -104,14 +105,13 @@ export function openLegSession(
   }
   if (route.config.join !== undefined) {
     const channel = openJoined(sessionDeps, route.config.join, owner, input, legKey, sessionKey, deps.legId)
-    if (channel instanceof Error || channel === 'refused') return channel
-    registry.add(channel, checked.caller)
+    if (channel.ok) registry.add(channel.value, checked.caller)
     return channel
   }
   const session = new VendorSession(sessionDeps, owner, input, legKey, deps.legId)
   registry.add(session, checked.caller)
   deps.placement.hold(sessionKey, checked.caller, session)
-  return session
+  return { ok: true, value: session }
 }
 
 /**

@@ -262,16 +262,15 @@ export class AudioLeg implements SessionOwner, RelayOwner {
         new LegTees({ ...this.deps, log: this.log, forward: t => this.deliver(t), platform: this.platform }, checked)
       )
     const found = sessionOf(this.deps, this, this.log, checked, key)
-    if (found === 'refused') return this.callerMismatch()
-    if (found instanceof GatewayError) return this.fail(found)
-    const { session } = found
+    if (!found.ok) return found.error.code === 'CALLER_MISMATCH' ? this.callerMismatch() : this.fail(found.error)
+    const { session, reattached } = found.value
     // CONNECTING with its session first: a session re-attached to tells its new owner it is ready at once.
     this.phase = { state: 'CONNECTING', accepted, session }
-    if (found.reattached) reattach(this.deps, session, this, this.log, checked)
-    this.call.attached(session, found.reattached)
+    if (reattached) reattach(this.deps, session, this, this.log, checked)
+    this.call.attached(session, reattached)
     this.audio.toSession(session)
     // A caller mismatch found at the start closes the session; REFUSING holds none.
-    if (!found.reattached) startLegSession(this.deps, session, this.log, checked, () => this.callerMismatch())
+    if (!reattached) startLegSession(this.deps, session, this.log, checked, () => this.callerMismatch())
   }
 
   // ---- RELAYING: the session is in another process ------------------------------------------------

@@ -22,7 +22,7 @@ import type {
   SessionState
 } from './session-contract'
 import { FLOWING } from './session-states'
-import { unhandled } from '../../result'
+import { type Result, unhandled } from '../../result'
 import type { SessionStats } from './session-stats'
 
 /** At most this many ticks are caught up at once after a late timer (the rest of the lag is skipped). */
@@ -56,12 +56,12 @@ export function openJoined(
   legKey: string,
   callKey: string,
   legId: string
-): JoinedLeg | 'refused' | GatewayError {
+): Result<JoinedLeg, GatewayError> {
   const channel = join.channels.indexOf(input.leg.perspective as 'TX' | 'RX')
-  if (channel < 0)
-    return new GatewayError('MESSAGE_INVALID', {
-      detail: `route ${deps.route.name} joins ${join.channels.join(' and ')}; a ${input.leg.perspective} leg cannot join`
-    })
+  if (channel < 0) {
+    const detail = `route ${deps.route.name} joins ${join.channels.join(' and ')}; a ${input.leg.perspective} leg cannot join`
+    return { ok: false, error: new GatewayError('MESSAGE_INVALID', { detail }) }
+  }
   let hub = hubs.get(deps.host)
   if (hub === undefined) {
     hub = new JoinHub<Join>(deps.clock)
@@ -75,7 +75,7 @@ export function openJoined(
     hub.add(j)
   } else {
     // The call belongs to the caller that opened it: another caller's leg never touches it.
-    if (j.caller !== caller) return 'refused'
+    if (j.caller !== caller) return { ok: false, error: new GatewayError('CALLER_MISMATCH') }
     // The channel's previous leg (ended, or live under another identity claim): this one takes it over.
     const previous = j.legs[channel]
     if (previous !== null && !previous.ended) {
@@ -86,7 +86,7 @@ export function openJoined(
   }
   const leg = new JoinedLeg(j, channel, owner, legKey, legId, deps.host)
   j.legs[channel] = leg
-  return leg
+  return { ok: true, value: leg }
 }
 
 /**

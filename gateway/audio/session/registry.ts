@@ -1,3 +1,5 @@
+import { GatewayError } from '../../errors'
+import type { Result } from '../../result'
 import type { Logger } from '../../telemetry/log'
 import type { Placement } from '../placement/placement'
 import type { Session, SessionHost, SessionOwner } from './session-contract'
@@ -41,21 +43,21 @@ export class SessionRegistry implements SessionHost {
     init: Record<string, unknown>,
     log: Logger,
     caller = ''
-  ): Session | null | 'refused' {
-    const s = this.find(key, caller)
-    if (s !== null && s !== 'refused') s.attach(owner, init, log)
-    return s
+  ): Result<Session | null, GatewayError> {
+    const found = this.find(key, caller)
+    if (found.ok && found.value !== null) found.value.attach(owner, init, log)
+    return found
   }
 
   /**
    * The live session kept for this leg identity, not yet attached (the leg holds it first: its ready may
-   * come at once, during `attach`). Null when there is none; `refused` when another caller opened it.
+   * come at once, during `attach`). Null when there is none; CALLER_MISMATCH when another caller opened it.
    */
-  find(key: string, caller = ''): Session | null | 'refused' {
+  find(key: string, caller = ''): Result<Session | null, GatewayError> {
     const s = this.byKey.get(key)
-    if (s === undefined || s.state === 'CLOSED') return null
-    if ((this.callers.get(s) ?? '') !== caller) return 'refused'
-    return s
+    if (s === undefined || s.state === 'CLOSED') return { ok: true, value: null }
+    if ((this.callers.get(s) ?? '') !== caller) return { ok: false, error: new GatewayError('CALLER_MISMATCH') }
+    return { ok: true, value: s }
   }
 
   parked(s: Session): void {

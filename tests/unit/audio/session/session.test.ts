@@ -215,7 +215,8 @@ t.test('park, grace, re-attach: paused while parked; the returning leg waits for
   t.same(h.conn().controls, ['pause'])
   h.clock.advance(4000)
   const back = new FakeOwner()
-  t.equal(h.registry.claim('r:1:2:TX', back, { again: true }, h.logs.log), h.session, 'claimed within grace')
+  const claimed = h.registry.claim('r:1:2:TX', back, { again: true }, h.logs.log)
+  t.ok(claimed.ok && claimed.value === h.session, 'claimed within grace')
   t.equal(h.registry.parkedCount, 0)
   t.equal(h.session.state, 'RESUMING')
   t.equal(back.readies.length, 1, 'the returning leg is told ready at once')
@@ -238,7 +239,11 @@ t.test('park: no re-attach within the grace closes the vendor session with a goo
   h.clock.advance(1)
   t.equal(h.session.state, 'CLOSED')
   t.equal(h.conn().state, 'CLOSING', 'the connection says goodbye')
-  t.equal(h.registry.claim('r:1:2:TX', new FakeOwner(), {}, h.logs.log), null, 'nothing left to claim')
+  t.same(
+    h.registry.claim('r:1:2:TX', new FakeOwner(), {}, h.logs.log),
+    { ok: true, value: null },
+    'nothing left to claim'
+  )
   t.ok(h.logs.events().includes('grace_expired'))
 })
 
@@ -404,7 +409,7 @@ t.test('close: graceful hands queued audio to the vendor, then goodbye; the regi
   h.session.close(true)
   t.same(h.conn().frames, [1])
   t.equal(h.conn().state, 'CLOSING')
-  t.equal(h.registry.claim('r:1:2:TX', new FakeOwner(), {}, h.logs.log), null)
+  t.same(h.registry.claim('r:1:2:TX', new FakeOwner(), {}, h.logs.log), { ok: true, value: null })
   t.equal(h.clock.pending, 0, 'no timer left behind')
 })
 
@@ -417,7 +422,8 @@ t.test('park: results that come while parked reach the leg that re-attaches, in 
   h.session.park()
   for (let i = 0; i < EARLY_RESULTS_MAX + 5; i++) h.conn().result(`while parked ${i}`)
   const back = new FakeOwner()
-  t.equal(h.registry.claim('r:1:2:TX', back, {}, h.logs.log), h.session, 'claimed within grace')
+  const claimed = h.registry.claim('r:1:2:TX', back, {}, h.logs.log)
+  t.ok(claimed.ok && claimed.value === h.session, 'claimed within grace')
   t.equal(back.delivered.length, EARLY_RESULTS_MAX, 'what a parked session keeps, and no more')
   t.equal(back.delivered[0], 'while parked 0', 'oldest first')
   t.equal(back.delivered.at(-1), `while parked ${EARLY_RESULTS_MAX - 1}`)
