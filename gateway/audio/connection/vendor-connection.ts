@@ -213,7 +213,7 @@ export class VendorConnection implements Connection {
     const live = livenessOf(this.ctx.settings, this.audio)
     this.socket?.startHeartbeat(live.pingMs, live.timeoutMs)
     const ready = (): boolean => this.state === 'READY'
-    this.timers.keepWith(this.out.keepalive(this.input, ready, () => this.audioBytes))
+    this.out.keepalive(this.timers.keepalive, this.input, ready, () => this.audioBytes)
     this.events.ready(this, params)
   }
 
