@@ -73,3 +73,19 @@ export class Timer {
     else this.clock.clearTimeout(handle)
   }
 }
+
+/**
+ * One `T` per clock, made on first use (`make`): the system clock's one in production, each fake clock's
+ * own in a test. For what every leg of a clock shares (the flush wheel, the heartbeat).
+ */
+export function perClock<T>(make: (clock: Clock) => T): (clock: Clock) => T {
+  const made = new WeakMap<Clock, T>()
+  return clock => {
+    let it = made.get(clock)
+    if (it === undefined) {
+      it = make(clock)
+      made.set(clock, it)
+    }
+    return it
+  }
+}

@@ -1,4 +1,4 @@
-import type { Clock, TimerHandle } from '../clock'
+import { type Clock, perClock, type TimerHandle } from '../clock'
 
 /**
  * One watched peer (upstream/ws-leg.ts `VendorSocket`): it says when it last heard from the peer, and the
@@ -105,14 +105,5 @@ export class Heartbeat {
   }
 }
 
-const heartbeats = new WeakMap<Clock, Heartbeat>()
-
 /** The heartbeat of `clock`: one per clock, so one per process on the system clock, one per fake clock in a test. */
-export function heartbeatOf(clock: Clock): Heartbeat {
-  let beat = heartbeats.get(clock)
-  if (beat === undefined) {
-    beat = new Heartbeat(clock)
-    heartbeats.set(clock, beat)
-  }
-  return beat
-}
+export const heartbeatOf = perClock(clock => new Heartbeat(clock))

@@ -1,7 +1,7 @@
 import type { ResultTimeline } from '../feed/result-timeline'
 import type { Clock } from '../../clock'
 import type { AudioSettings } from '../../config/types'
-import type { PreviousSession } from '../../mapping/audio'
+import type { AudioMapping, PreviousSession } from '../../mapping/audio'
 import type { MappingInput } from '../../mapping/run'
 import type { ContinuedSession } from '../../store/port'
 import type { RouteRuntime } from '../../route'
@@ -121,6 +121,13 @@ export interface Connection extends AudioSink {
   confirm?: (done: () => void) => void
   /** Once lost: what the vendor may not have processed, and its last sign of life (clock ms). */
   lossReport?: () => LossReport & { readonly lastLifeAt: number }
+}
+
+/** The audio mapping of a route a vendor session is opened on: a route without one opens none (a bug if it does). */
+export function audioMappingOf(route: RouteRuntime): AudioMapping {
+  const audio = route.mapping.audio
+  if (audio === null) throw new TypeError(`route ${route.name}: a vendor session needs a mapping with an audio section`)
+  return audio
 }
 
 export type ConnectionFactory = (

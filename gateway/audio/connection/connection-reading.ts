@@ -1,13 +1,29 @@
 import type { AudioMapping } from '../../mapping/audio'
 import { unhandled } from '../../result'
 import type { ConnectionContext } from './connection-contract'
+import type { ControlStep } from './vendor-control'
 import type { Verdict } from './vendor-message'
 import { incomingBinary } from './vendor-wire'
 
 /**
- * What a vendor connection (audio/connection/vendor-connection.ts) does with what it reads, where its own
- * state is not at stake: binary frames decoded or dropped, and the verdicts that carry results.
+ * What a vendor connection (audio/connection/vendor-connection.ts) does with what it reads: each step of a
+ * vendor message to its action, and where its own state is not at stake, binary frames decoded or dropped
+ * and the verdicts that carry results.
  */
+
+/**
+ * What a connection does for each kind of step of a vendor message (audio/connection/vendor-control.ts `read`):
+ * one action a kind, so a new kind is a compile error where the actions are listed, never a silent reconnect.
+ */
+export type StepActions = {
+  readonly [K in ControlStep['kind']]: (step: Extract<ControlStep, { readonly kind: K }>) => void
+}
+
+/** The action of `step`'s kind. Per vendor message, not per audio frame. */
+export function actOnStep(step: ControlStep, on: StepActions): void {
+  // `on[step.kind]` takes exactly this kind of step: TypeScript does not relate the two by itself.
+  ;(on[step.kind] as (s: ControlStep) => void)(step)
+}
 
 /** What a vendor message means once the connection's own state is not at stake (all but ready and refused). */
 export type ResultVerdict = Exclude<Verdict, { kind: 'ready' } | { kind: 'refused' }>

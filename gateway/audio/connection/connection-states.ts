@@ -1,4 +1,5 @@
-import type { ConnectionState } from './connection-contract'
+import type { SocketFailure } from '../../upstream/ws-leg'
+import type { ConnectionState, VendorFailure } from './connection-contract'
 import type { ReadPhase } from './vendor-message'
 
 // The per-state tables of a vendor connection (audio/connection/vendor-connection.ts): total, so a new state does
@@ -22,4 +23,16 @@ export const ON_CLOSE: Record<ConnectionState, 'refused' | 'lost' | 'over'> = {
   READY: 'lost',
   CLOSING: 'over',
   CLOSED: 'over'
+}
+
+/** The socket closed, as a failure: the vendor closed an open socket, or it never opened. */
+export function closeFailure(
+  code: number,
+  reason: string,
+  opened: boolean,
+  socket: SocketFailure | null
+): VendorFailure {
+  return opened
+    ? { kind: 'closed', code, reason, socket }
+    : { kind: 'unreachable', socket: socket ?? { kind: 'closed-before-open' } }
 }

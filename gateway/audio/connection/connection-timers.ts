@@ -1,4 +1,4 @@
-import type { Clock, TimerHandle } from '../../clock'
+import { type Clock, Timer } from '../../clock'
 
 /**
  * A vendor connection's timers (audio/connection/vendor-connection.ts): the deadline for the vendor's
@@ -6,49 +6,40 @@ import type { Clock, TimerHandle } from '../../clock'
  * clock's one heartbeat watches every vendor socket (upstream/heartbeat.ts).
  */
 export class ConnectionTimers {
-  private ready: TimerHandle | null = null
-  private keepalive: TimerHandle | null = null
-  private close: TimerHandle | null = null
+  private readonly ready: Timer
+  /** The mapping's keepalive (audio/connection/control-frames.ts `keepalive`), stopped with `stopOpen`. */
+  readonly keepalive: Timer
+  private readonly close: Timer
 
-  constructor(private readonly clock: Clock) {}
+  constructor(clock: Clock) {
+    this.ready = new Timer(clock)
+    this.keepalive = new Timer(clock)
+    this.close = new Timer(clock)
+  }
 
   /** `fn` after `ms` unless the vendor is ready first (`readyDone`). */
   readyBy(ms: number, fn: () => void): void {
-    this.ready = this.clock.setTimeout(() => {
-      this.ready = null
-      fn()
-    }, ms)
+    this.ready.set(ms, fn)
   }
 
   readyDone(): void {
-    if (this.ready !== null) this.clock.clearTimeout(this.ready)
-    this.ready = null
-  }
-
-  /** The keepalive's interval (audio/connection/control-frames.ts `keepalive`), stopped with `stopOpen`. */
-  keepWith(handle: TimerHandle | null): void {
-    this.keepalive = handle
+    this.ready.clear()
   }
 
   /** `fn` after `ms`: the goodbye's deadline (stopped only by `stopAll`). */
   closeBy(ms: number, fn: () => void): void {
-    this.close = this.clock.setTimeout(() => {
-      this.close = null
-      fn()
-    }, ms)
+    this.close.set(ms, fn)
   }
 
   /** The connection closes: readiness and keepalive stop; the goodbye's deadline runs on. */
   stopOpen(): void {
-    this.readyDone()
-    if (this.keepalive !== null) this.clock.clearInterval(this.keepalive)
-    this.keepalive = null
+    this.ready.clear()
+    this.keepalive.clear()
   }
 
   /** Over: all stop. */
   stopAll(): void {
     this.stopOpen()
-    if (this.close !== null) this.clock.clearTimeout(this.close)
-    this.close = null
+    this.close.clear()
   }
 }

@@ -1,4 +1,4 @@
-import type { TimerHandle } from '../../clock'
+import type { Timer } from '../../clock'
 import type { AudioMapping } from '../../mapping/audio'
 import type { Expr } from '../../mapping/expr'
 import { type MappingInput, run } from '../../mapping/run'
@@ -44,14 +44,14 @@ export class ControlFrames {
   }
 
   /**
-   * The mapping's keepalive, on its timer: when idle (no audio written since the last tick) or always,
-   * while `ready`. Null when the mapping has none; else the timer, for the connection to clear.
+   * The mapping's keepalive, on `timer` (the connection's, cleared when it closes): when idle (no audio
+   * written since the last tick) or always, while `ready`. Nothing when the mapping has none.
    */
-  keepalive(input: MappingInput, ready: () => boolean, audioBytes: () => number): TimerHandle | null {
+  keepalive(timer: Timer, input: MappingInput, ready: () => boolean, audioBytes: () => number): void {
     const ka = this.audio.keepalive
-    if (ka === null) return null
+    if (ka === null) return
     let mark = -1
-    return this.ctx.clock.setInterval(() => {
+    timer.every(ka.everyMs, () => {
       if (!ready()) return
       const idle = audioBytes() === mark
       mark = audioBytes()
@@ -61,7 +61,7 @@ export class ControlFrames {
           if (ka.set != null) await this.rules.apply(ka.set, this.rules.input(input))
           await this.send(ka.frame, 'keepalive', input)
         })
-    }, ka.everyMs)
+    })
   }
 
   /** Sends what an expression produced (a control rule's reply): a frame, or several in order. */

@@ -1,30 +1,31 @@
 import { randomUUID } from 'node:crypto'
-import type { PreviousSession } from '../../mapping/audio'
+import type { AudioMapping, PreviousSession } from '../../mapping/audio'
 import type { Expr } from '../../mapping/expr'
 import type { MappingInput } from '../../mapping/run'
-import type { RouteRuntime } from '../../route'
 import type { Replica, StreamLease } from '../../upstream/pool'
 import type { SocketFailure } from '../../upstream/ws-leg'
-import { openVendorLeg, type VendorLeg } from '../../upstream/vendor-leg'
-import type {
-  Connection,
-  ConnectionContext,
-  ConnectionEvents,
-  ConnectionState,
-  VendorFailure
+import type { VendorLeg } from '../../upstream/vendor-leg'
+import {
+  audioMappingOf,
+  type Connection,
+  type ConnectionContext,
+  type ConnectionEvents,
+  type ConnectionState,
+  type VendorFailure
 } from './connection-contract'
-import { type AudioEncoder, FrameCounters } from '../feed/encoder'
+import { FrameCounters } from '../feed/encoder'
 import { type ControlStage, ControlFrames } from './control-frames'
 import { livenessOf } from './liveness'
 import { SignOfLife } from './sign-of-life'
 import { VendorControl } from './vendor-control'
-import { ON_CLOSE, READ } from './connection-states'
+import { closeFailure, ON_CLOSE, READ } from './connection-states'
 import { parseVendorText, type Reading, type Verdict } from './vendor-message'
 import { upstreamInput, vendorTarget } from '../../mapping/vendor-target'
-import { socketEncoder } from './vendor-wire'
-import { unhandled } from '../../result'
-import { actOnResult, binaryMessages } from './connection-reading'
+import { openLeg, socketEncoder } from './vendor-wire'
+import { actOnResult, actOnStep, binaryMessages, type StepActions } from './connection-reading'
 import { ConnectionTimers } from './connection-timers'
+import { FollowOn } from './follow-on'
+import { AudioWriter } from './audio-writer'
 
 /**
  * One vendor connection of a session: builds URL and headers from the mapping, holds a stream lease on
@@ -36,27 +37,34 @@ export class VendorConnection implements Connection {
   state: ConnectionState = 'BUILDING'
   private socket: VendorLeg | null = null
   private lease: StreamLease | null = null
-  private encoder: AudioEncoder | null = null
   private readonly frames = new FrameCounters()
   /** The mapping's control rules: per-session state and the audio gate (audio/connection/vendor-control.ts). */
   private readonly rules: VendorControl
   /** The mapping's own frames: open, keepalive, pause, resume, close, replies. */
   private readonly out: ControlFrames
-  private readonly input: MappingInput
-  private readonly audio: NonNullable<RouteRuntime['mapping']['audio']>
+  /** The mapping input of this connection, with its own mapping session id. */
+  private readonly input: MappingInput & { readonly session: NonNullable<MappingInput['session']> }
+  private readonly audio: AudioMapping
   private readonly timers: ConnectionTimers
   /** What it was sent is accounted for while it closes: the vendor said its goodbye, or the session was told of the loss. */
   private accounted = false
-  /** Platform audio bytes written (before encoding). */
-  private audioBytes = 0
+  /** The audio path (a sink of audio/feed/feed.ts), with its rotation by audio. */
+  private readonly audioOut: AudioWriter
   private readonly life = new SignOfLife()
   /** The call's frame this connection's audio starts at (audio/feed/result-timeline.ts). */
   startFrame = 0
-  /** Vendor messages held while the connection it took over from says goodbye (`follow`); null: none held. */
-  private held: string[] | null = null
-  private readonly closedFns: (() => void)[] = []
-  /** Audio bytes after which it asks for its own replacement (`rotateAfterAudioSeconds`; Infinity: never). */
-  private rotateAtBytes: number
+  /** Its messages wait for the connection it took over from; others wait for it to close. */
+  private readonly followOn: FollowOn
+
+  /** What each step of a vendor message does here (audio/connection/connection-reading.ts `actOnStep`). */
+  private readonly steps: StepActions = {
+    end: step => this.end(step.after, step.vendorMessage),
+    reading: step => this.reading(step.reading),
+    reply: step => this.out.sendValue(step.value),
+    emit: step => this.verdict(step.verdict),
+    resume: () => this.rules.resume(),
+    reconnect: () => this.askReplacement()
+  }
 
   constructor(
     private readonly ctx: ConnectionContext,
@@ -64,12 +72,17 @@ export class VendorConnection implements Connection {
     input: MappingInput,
     private readonly events: ConnectionEvents
   ) {
-    this.audio = ctx.route.mapping.audio!
-    const rotateMs = this.audio.rotateAfterAudioMs ?? null
-    this.rotateAtBytes = rotateMs === null ? Number.POSITIVE_INFINITY : rotateMs * 8 * (this.audio.frames.channels ?? 1)
+    this.audio = audioMappingOf(ctx.route)
+    this.followOn = new FollowOn(
+      ctx.clock,
+      () => this.state === 'CLOSED',
+      text => this.readText(text)
+    )
     this.input = { ...input, upstream: upstreamInput(replica.config), session: { id: randomUUID() } }
     this.rules = new VendorControl(this.audio, this.frames, ctx)
-    this.out = new ControlFrames(this.audio, this.frames, this.rules, ctx, () => this.socket)
+    const socket = (): VendorLeg | null => this.socket
+    this.out = new ControlFrames(this.audio, this.frames, this.rules, ctx, socket)
+    this.audioOut = new AudioWriter(this.audio, this.frames, this.rules, socket, () => this.askReplacement())
     this.timers = new ConnectionTimers(ctx.clock)
     ctx.chain.run(async () => await this.connect())
   }
@@ -82,51 +95,25 @@ export class VendorConnection implements Connection {
   }
 
   /**
-   * Per-write path (a frame or a coalesced chunk): to the socket unchanged, into the encoder, or dropped.
-   * Nothing goes to a connection that is no longer ready (a control rule ended it on the vendor's word, or
-   * it is closing): counted as after close. Nothing goes while the vendor has audio paused, held or
-   * discarded: what still reaches it then (a close's drain, a park's partial chunk) is discarded, counted.
+   * Per-write path (audio/connection/audio-writer.ts). Nothing goes to a connection that is no longer ready (a
+   * control rule ended it on the vendor's word, or it is closing): counted as after close.
    */
   writeAudio(data: ArrayBuffer | Uint8Array): void {
-    if (this.state !== 'READY') {
-      this.ctx.counters.dropAfterClose++
-      return
-    }
-    this.audioBytes += data.byteLength
-    if (this.audioBytes >= this.rotateAtBytes) this.rotateByAudio()
-    if (this.rules.gate !== 'open') return this.rules.discard(data.byteLength)
-    if (this.encoder === null) {
-      this.socket?.sendBinary(data)
-      // What the placeholders read ({{chunk}}, {{position}}): 8 bytes of 8 kHz µ-law per ms.
-      this.frames.chunk++
-      this.frames.audioMs += data.byteLength / (8 * (this.audio.frames.channels ?? 1))
-    } else {
-      this.encoder.push(data instanceof Uint8Array ? data : new Uint8Array(data))
-    }
+    if (this.state === 'READY') this.audioOut.write(data)
+    else this.ctx.counters.dropAfterClose++
   }
 
-  /**
-   * The vendor's cap counts audio (`rotateAfterAudioSeconds`): a replacement, make-before-break, as a
-   * vendor's own reconnect. Asked again after each further second of audio until one takes over.
-   */
-  private rotateByAudio(): void {
-    this.rotateAtBytes = this.audioBytes + 8000 * (this.audio.frames.channels ?? 1)
-    this.events.reconnect?.(this)
+  /** A replacement, make-before-break: the vendor asked for one, or its cap on audio is near (rotation-by-audio.ts). */
+  private askReplacement(): void {
+    if (this.state === 'READY') this.events.reconnect?.(this)
   }
 
-  /** Rotation: audio `old` held for an incomplete chunk moves here, so no silence is added mid-call. */
   takeOver(old: Connection): number {
-    const rest = old.takeRemainder()
-    if (rest === null || this.encoder === null) return 0
-    this.encoder.pushEncoded(rest)
-    // Encoded bytes → 20 ms platform frames: the vendor's bytes per 20 ms (rate / 50 samples, every channel).
-    const f = this.audio.frames
-    const perFrame = (f.sampleRate / 50) * (f.encoding === 'pcm16' ? 2 : 1) * (f.channels ?? 1)
-    return Math.round(rest.byteLength / perFrame)
+    return this.audioOut.takeOver(old.takeRemainder())
   }
 
   takeRemainder(): Uint8Array | null {
-    return this.encoder?.takeRemainder() ?? null
+    return this.audioOut.takeRemainder()
   }
 
   /** Make-before-break (audio/session/handover.ts): `done` once the vendor confirmed it read what it was sent so far. */
@@ -136,7 +123,7 @@ export class VendorConnection implements Connection {
   }
 
   handover(): PreviousSession {
-    return this.rules.handover(this.input.session?.id ?? '')
+    return this.rules.handover(this.input.session.id)
   }
 
   pause(): void {
@@ -152,36 +139,23 @@ export class VendorConnection implements Connection {
     if (this.state !== 'BUILDING') return
     const target = await vendorTarget(this.audio, this.replica.config, this.input)
     if (!target.ok) return this.mappingFailed(target.stage, target.error)
-    const { url, headers } = target
-    if (this.ctx.traceparent !== undefined && headers.traceparent === undefined)
-      headers.traceparent = this.ctx.traceparent
     if (this.state !== 'BUILDING') return
     this.state = 'CONNECTING'
     this.lease = this.ctx.route.pool.leaseStream(this.replica, this)
-    this.socket = openVendorLeg(
-      url,
-      {
-        headers,
-        connectTimeoutMs: this.ctx.settings.connectTimeoutSeconds * 1000,
-        grpc: this.audio.grpc ?? null,
-        credential: this.replica.config.credential
+    this.socket = openLeg(this.ctx, this.audio, this.replica, target, {
+      onOpen: () => {
+        this.lease?.handshakeDone()
+        if (this.state === 'CONNECTING') this.ctx.chain.run(async () => await this.opened())
       },
-      this.ctx.clock,
-      {
-        onOpen: () => {
-          this.lease?.handshakeDone()
-          if (this.state === 'CONNECTING') this.ctx.chain.run(async () => await this.opened())
-        },
-        onText: text => this.onText(text),
-        onBinary: data => this.onBinary(data),
-        onClose: (code, reason, opened, failure) => this.onClose(code, reason, opened, failure),
-        onPing: () => this.life.ping(this.ctx.clock.now(), this.audioBytes),
-        onPong: () => {
-          this.life.pong(this.socket)
-          if (this.replica.failing) this.replica.answered()
-        }
+      onText: text => this.onText(text),
+      onBinary: data => this.onBinary(data),
+      onClose: (code, reason, opened, failure) => this.onClose(code, reason, opened, failure),
+      onPing: () => this.life.ping(this.ctx.clock.now(), this.audioOut.bytes),
+      onPong: () => {
+        this.life.pong(this.socket)
+        if (this.replica.failing) this.replica.answered()
       }
-    )
+    })
   }
 
   /** The socket is open: encoder, open frame, then readiness (at once, or awaited with a deadline). */
@@ -192,7 +166,7 @@ export class VendorConnection implements Connection {
     if (this.socket === null) return
     const built = await socketEncoder(audio, this.input, this.frames, this.socket)
     if (!built.ok) return this.mappingFailed('template', built.error)
-    this.encoder = built.encoder
+    this.audioOut.encodeWith(built.encoder)
     if (audio.open !== null && !(await this.sendControl(audio.open, 'open'))) return
     if (this.state !== 'OPENING') return
     if (audio.ready === null) {
@@ -207,13 +181,13 @@ export class VendorConnection implements Connection {
   private becomeReady(params: Record<string, unknown>): void {
     this.timers.readyDone()
     this.state = 'READY'
-    this.life.reset(this.ctx.clock.now(), this.audioBytes)
+    this.life.reset(this.ctx.clock.now(), this.audioOut.bytes)
     this.ctx.route.pool.recordSuccess(this.replica)
     this.replica.answered()
     const live = livenessOf(this.ctx.settings, this.audio)
     this.socket?.startHeartbeat(live.pingMs, live.timeoutMs)
     const ready = (): boolean => this.state === 'READY'
-    this.timers.keepWith(this.out.keepalive(this.input, ready, () => this.audioBytes))
+    this.out.keepalive(this.timers.keepalive, this.input, ready, () => this.audioOut.bytes)
     this.events.ready(this, params)
   }
 
@@ -238,36 +212,25 @@ export class VendorConnection implements Connection {
   // ---- vendor messages ---------------------------------------------------------------------------
 
   lossReport(): { bytesSinceLife: number; unreadBytes: number; lastLifeAt: number } {
-    return this.life.report(this.socket, this.audioBytes)
+    return this.life.report(this.socket, this.audioOut.bytes)
   }
 
   private onText(text: string): void {
     this.received(text.length)
-    if (this.held !== null) this.held.push(text)
-    else this.ctx.chain.run(async () => await this.read(parseVendorText(text)))
+    if (!this.followOn.holds(text)) this.readText(text)
   }
 
-  /**
-   * A handover made this connection current while `old` says goodbye: where results are placed on the call's
-   * timeline, its messages wait until `old` has ended (or its close timeout), so the finals `old` still
-   * sends for the audio before the switch are placed first and never read as before a later final.
-   */
+  private readText(text: string): void {
+    this.ctx.chain.run(async () => await this.read(parseVendorText(text)))
+  }
+
+  /** A handover made this connection current while `old` says goodbye (audio/connection/follow-on.ts). */
   follow(old: Connection): void {
-    if (this.audio.time == null || old.whenClosed === undefined) return
-    const held: string[] = []
-    this.held = held
-    const release = (): void => {
-      if (this.held !== held) return
-      this.held = null
-      for (const text of held) this.ctx.chain.run(async () => await this.read(parseVendorText(text)))
-    }
-    old.whenClosed(release)
-    this.ctx.clock.setTimeout(release, this.audio.closeTimeoutMs)
+    if (this.audio.time != null) this.followOn.follow(old, this.audio.closeTimeoutMs)
   }
 
   whenClosed(fn: () => void): void {
-    if (this.state === 'CLOSED') fn()
-    else this.closedFns.push(fn)
+    this.followOn.whenClosed(fn)
   }
 
   /** Binary vendor frames are read only on an event-stream socket (audio/connection/vendor-wire.ts); else dropped and counted. */
@@ -281,7 +244,7 @@ export class VendorConnection implements Connection {
   /** A vendor message is a sign of life (audio/connection/sign-of-life.ts: how much it says). */
   private received(bytes: number): void {
     if (this.state === 'READY' && this.socket !== null)
-      this.life.messageOn(this.socket, this.audioBytes, this.ctx.clock.now())
+      this.life.messageOn(this.socket, this.audioOut.bytes, this.ctx.clock.now())
     // A session that answers proves its replica (upstream/pool.ts `failing`).
     if (this.replica.failing) this.replica.answered()
     const c = this.ctx.counters
@@ -297,32 +260,7 @@ export class VendorConnection implements Connection {
     if (typeof seq === 'number') this.frames.serverseq = seq
     const results = this.ctx.results
     const place = results === undefined ? null : { startFrame: this.startFrame, leg: results }
-    // Every kind of step by name: a new kind is a compile error (result.ts `unhandled`), never a silent
-    // reconnect.
-    for await (const step of this.rules.read(msg, phase, this.input, place)) {
-      switch (step.kind) {
-        case 'end':
-          this.end(step.after, step.vendorMessage)
-          break
-        case 'reading':
-          this.reading(step.reading)
-          break
-        case 'reply':
-          this.out.sendValue(step.value)
-          break
-        case 'emit':
-          this.verdict(step.verdict)
-          break
-        case 'resume':
-          this.rules.resume()
-          break
-        case 'reconnect':
-          if (this.state === 'READY') this.events.reconnect?.(this)
-          break
-        default:
-          unhandled(step)
-      }
-    }
+    for await (const step of this.rules.read(msg, phase, this.input, place)) actOnStep(step, this.steps)
   }
 
   private reading(r: Reading): void {
@@ -341,7 +279,7 @@ export class VendorConnection implements Connection {
   private end(then: 'failover' | 'leg', vendorMessage: string | undefined): void {
     const tell = ON_CLOSE[this.state]
     if (tell === 'over') return
-    this.encoder?.takeRemainder()
+    this.audioOut.takeRemainder()
     this.goodbye()
     this.accounted = true
     this.events[tell](this, { kind: 'ended', then, vendorMessage })
@@ -397,17 +335,14 @@ export class VendorConnection implements Connection {
     // close handshake timed out, a missed pong, a reset) what came after its last sign of life is lost.
     if (this.state === 'CLOSING' && !this.accounted && (socketFailure !== null || code === 1006))
       this.events.unconfirmed?.(this)
-    const failure: VendorFailure = opened
-      ? { kind: 'closed', code, reason, socket: socketFailure }
-      : { kind: 'unreachable', socket: socketFailure ?? { kind: 'closed-before-open' } }
-    this.fail(failure)
+    this.fail(closeFailure(code, reason, opened, socketFailure))
     this.finish()
   }
 
   /** What this socket reached (its mapping session id and frame counters), for the instance that continues the leg. */
   continuation(): NonNullable<MappingInput['continued']> {
     const f = this.frames
-    return { id: this.input.session?.id ?? '', seq: f.seq, serverseq: f.serverseq, chunk: f.chunk, audioMs: f.audioMs }
+    return { id: this.input.session.id, seq: f.seq, serverseq: f.serverseq, chunk: f.chunk, audioMs: f.audioMs }
   }
 
   /**
@@ -418,7 +353,7 @@ export class VendorConnection implements Connection {
     if (this.state === 'CLOSED' || this.state === 'CLOSING') return
     this.state = 'CLOSING'
     this.timers.stopOpen()
-    this.encoder?.flush()
+    this.audioOut.flush()
     const audio = this.audio
     this.ctx.chain.run(async () => {
       try {
@@ -444,6 +379,6 @@ export class VendorConnection implements Connection {
     this.state = 'CLOSED'
     this.lease?.release()
     this.timers.stopAll()
-    for (const fn of this.closedFns.splice(0)) fn()
+    this.followOn.closed()
   }
 }

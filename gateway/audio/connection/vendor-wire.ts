@@ -7,7 +7,12 @@ import {
   toMappingMessage
 } from '../../mapping/event-stream'
 import type { AudioMapping } from '../../mapping/audio'
+import type { VendorTarget } from '../../mapping/vendor-target'
+import type { Replica } from '../../upstream/pool'
+import { openVendorLeg, type VendorLeg } from '../../upstream/vendor-leg'
+import type { VendorEvents } from '../../upstream/ws-leg'
 import { AudioEncoder, type FrameCounters, isIdentity, MediaTemplate } from '../feed/encoder'
+import type { ConnectionContext } from './connection-contract'
 
 /**
  * The wire of one vendor socket as its mapping's `frames.framing` sets it: frames the mapping produces
@@ -111,4 +116,22 @@ export async function socketEncoder(
   const events = await audioEventHeaders(audio, input)
   if (!events.ok) return events
   return { ok: true, encoder: new AudioEncoder(audio.frames, frames, null, to, events.headers) }
+}
+
+/**
+ * Opens the vendor leg of one connection (upstream/vendor-leg.ts) to `target`, the URL and headers its
+ * mapping built for `replica`: with the call's `traceparent` unless the mapping set its own.
+ */
+export function openLeg(
+  ctx: ConnectionContext,
+  audio: AudioMapping,
+  replica: Replica,
+  target: Extract<VendorTarget, { ok: true }>,
+  events: VendorEvents
+): VendorLeg {
+  const { url, headers } = target
+  if (ctx.traceparent !== undefined && headers.traceparent === undefined) headers.traceparent = ctx.traceparent
+  const connectTimeoutMs = ctx.settings.connectTimeoutSeconds * 1000
+  const opts = { headers, connectTimeoutMs, grpc: audio.grpc ?? null, credential: replica.config.credential }
+  return openVendorLeg(url, opts, ctx.clock, events)
 }

@@ -1,4 +1,4 @@
-import type { Clock, TimerHandle } from '../../clock'
+import { type Clock, perClock, Timer } from '../../clock'
 import type { FramesSpec } from '../../mapping/audio'
 
 /**
@@ -46,16 +46,18 @@ export class FlushWheel {
   private live = 0
   /** The last tick processed. */
   private done = 0
-  private timer: TimerHandle | null = null
+  private readonly timer: Timer
   private ticking = false
 
-  constructor(private readonly clock: Clock) {}
+  constructor(private readonly clock: Clock) {
+    this.timer = new Timer(clock)
+  }
 
   /** Wake `c` at clock time `at` (ms) or within one tick after it. */
   schedule(c: WheelClient, at: number): void {
-    if (this.timer === null) {
+    if (!this.timer.pending) {
       this.done = Math.floor(this.clock.now() / TICK_MS)
-      this.timer = this.clock.setInterval(() => this.tick(), TICK_MS)
+      this.timer.every(TICK_MS, () => this.tick())
     }
     let tick = Math.ceil(at / TICK_MS)
     if (tick <= this.done) tick = this.done + 1
@@ -116,8 +118,7 @@ export class FlushWheel {
 
   /** Nobody waits: the interval stops and stale entries are let go. */
   private stop(): void {
-    if (this.timer !== null) this.clock.clearInterval(this.timer)
-    this.timer = null
+    this.timer.clear()
     if (this.entries === 0) return
     for (let s = 0; s < SLOTS; s++) {
       this.slots[s].fill(null, 0, this.fill[s])
@@ -127,14 +128,5 @@ export class FlushWheel {
   }
 }
 
-const wheels = new WeakMap<Clock, FlushWheel>()
-
 /** The one flush wheel of `clock` (the system clock's in production, each fake clock's in tests). */
-export function flushWheel(clock: Clock): FlushWheel {
-  let w = wheels.get(clock)
-  if (w === undefined) {
-    w = new FlushWheel(clock)
-    wheels.set(clock, w)
-  }
-  return w
-}
+export const flushWheel = perClock(clock => new FlushWheel(clock))

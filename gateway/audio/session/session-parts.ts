@@ -1,5 +1,4 @@
 import type { AudioMapping } from '../../mapping/compile'
-import type { RouteRuntime } from '../../route'
 import type { LegCounters } from '../../telemetry/metrics'
 import type { ConnectionContext, ConnectionFactory } from '../connection/connection-contract'
 import { ControlChain } from '../connection/control-chain'
@@ -12,6 +11,9 @@ import type { ResultTimeline } from '../feed/result-timeline'
 import type { SessionDeps } from './session-contract'
 
 // What a vendor session (audio/session/session.ts) is made of, from its route and settings.
+
+/** The audio mapping of the route (audio/connection/connection-contract.ts: its connections check it too). */
+export { audioMappingOf } from '../connection/connection-contract'
 
 /** Real vendor connections (audio/connection/vendor-connection.ts): unless `SessionDeps.connect` says otherwise. */
 export const newConnection: ConnectionFactory = (ctx, replica, input, events) =>
@@ -29,13 +31,6 @@ export function sessionContext(
 ): ConnectionContext {
   const chain = new ControlChain(bug)
   return { ...deps, chain, counters, ...(results !== null ? { results } : {}) }
-}
-
-/** The audio mapping of a route a vendor session is opened on: a route without one opens none (a bug if it does). */
-export function audioMappingOf(route: RouteRuntime): AudioMapping {
-  const audio = route.mapping.audio
-  if (audio === null) throw new TypeError(`route ${route.name}: a vendor session needs a mapping with an audio section`)
-  return audio
 }
 
 /**
