@@ -13,6 +13,10 @@ import { tenantProblems } from './tenants'
 
 type Problem = ConfigProblem
 
+type Interpolated = ReturnType<typeof interpolateAll>
+/** A problem the config file's path is added to. */
+type Found = { pointer: string; message: string }
+
 /**
  * Load, interpolate, validate and freeze a config file. `serve` and `check` share this one path.
  * Throws ConfigError listing every problem as `file:line:col: /pointer: message`.
@@ -22,34 +26,61 @@ export function loadConfig(file: string, env: NodeJS.ProcessEnv): Config {
   const { value: raw, where } = readSource(path)
   // Each problem also names where in the file it is (the nearest key or value that exists there).
   const located = (p: Problem): Problem => ({ ...p, ...where(p.pointer) })
-  const { expanded, unset, literalSecrets, inlineDefaults, wholeRefs, urlRefs, broken } = interpolateAll(raw, env)
+  const refs = interpolateAll(raw, env)
   // An unclosed `${REDIS_URL` would be taken as text: a fleet quietly running alone on local state.
-  const brokenRefs = broken.map(pointer => ({
+  const brokenRefs = refs.broken.map(pointer => ({
     file: path,
     pointer,
     message: 'a `${` that is not a complete reference: write ${NAME} or ${NAME:-default} (NAME: letters, digits, _)'
   }))
-  applyEnvOverrides(expanded, env)
-  const validate = validator('gateway-config')
-  // A value written as one ${VAR} is text until the schema says what it must be: a number or a
-  // boolean there is read from the text, then the whole config is validated again.
-  if (!validate(expanded) && coerceReferences(expanded, validate.errors ?? [], wholeRefs)) validate(expanded)
-  if (validate.errors !== null && validate.errors !== undefined && validate.errors.length > 0) {
-    throw new ConfigError(
-      [
-        ...problemsOf(validate.errors).map(p => ({
-          file: path,
-          pointer: p.pointer,
-          message:
-            p.message + (unset.has(p.pointer) ? ` (environment variable ${unset.get(p.pointer)} is not set)` : '')
-        })),
-        ...brokenRefs
-      ].map(located)
-    )
-  }
-  const problems: Problem[] = [...brokenRefs]
+  applyEnvOverrides(refs.expanded, env)
+  const invalid = schemaProblems(refs, path)
+  if (invalid.length > 0) throw new ConfigError([...invalid, ...brokenRefs].map(located))
+  const cfg = refs.expanded as Record<string, any>
   const warnings: string[] = []
-  for (const [pointer, name] of unset) {
+  const problems: Problem[] = [...brokenRefs, ...referenceProblems(refs, cfg, path, warnings)]
+  const dir = dirname(path)
+  const ofFile = (found: Found[]): void => {
+    problems.push(...found.map(p => ({ file: path, ...p })))
+  }
+  ofFile(routeProblems(cfg, dir))
+  ofFile(tlsFileProblems(cfg, dir))
+  if (cfg.redis === '') cfg.redis = null
+  ofFile(listenerProblems(cfg, dir))
+  warnings.push(...fleetWarnings(cfg, path))
+  ofFile(tokenProblems(cfg, dir))
+  ofFile(tenantProblems(cfg))
+  const tracing = resolveTracing(cfg.tracing, env)
+  cfg.tracing = tracing.settings
+  ofFile(tracing.problems)
+  if (problems.length > 0) throw new ConfigError(problems.map(located))
+  cfg.file = path
+  attachSecrets(cfg, refs.urlRefs)
+  cfg.warnings = warnings
+  return deepFreeze(cfg) as Config
+}
+
+/**
+ * The schema's problems with the interpolated config (none: valid). A value written as one ${VAR} is text
+ * until the schema says what it must be: a number or a boolean there is read from the text, then the
+ * whole config is validated again.
+ */
+function schemaProblems(refs: Interpolated, path: string): Problem[] {
+  const { expanded, unset, wholeRefs } = refs
+  const validate = validator('gateway-config')
+  if (!validate(expanded) && coerceReferences(expanded, validate.errors ?? [], wholeRefs)) validate(expanded)
+  if (validate.errors === null || validate.errors === undefined || validate.errors.length === 0) return []
+  return problemsOf(validate.errors).map(p => ({
+    file: path,
+    pointer: p.pointer,
+    message: p.message + (unset.has(p.pointer) ? ` (environment variable ${unset.get(p.pointer)} is not set)` : '')
+  }))
+}
+
+/** What the `${VAR}` references say: unset variables (a warning, or a problem for Redis), secrets written inline. */
+function referenceProblems(refs: Interpolated, cfg: Record<string, any>, path: string, warnings: string[]): Problem[] {
+  const problems: Problem[] = []
+  for (const [pointer, name] of refs.unset) {
     if (pointer === '/redis') {
       // An unset REDIS_URL must not quietly turn a fleet into lone instances.
       problems.push({
@@ -61,41 +92,48 @@ export function loadConfig(file: string, env: NodeJS.ProcessEnv): Config {
       warnings.push(`${path}: ${pointer}: environment variable ${name} is not set; using an empty value`)
     }
   }
-  for (const pointer of literalSecrets)
+  for (const pointer of refs.literalSecrets)
     problems.push({ file: path, pointer, message: 'secrets must be written as ${VAR} references, not inline' })
-  const cfg = expanded as Record<string, any>
   // ${VAR:-value} keeps the value in the file: the secret of anyone who forgets VAR. Only a demo's public values.
   if (cfg.demo !== true)
-    for (const pointer of inlineDefaults)
+    for (const pointer of refs.inlineDefaults)
       problems.push({
         file: path,
         pointer,
         message:
           'a secret must not have an inline default (${VAR:-value} keeps it in the file): write ${VAR}, or ${VAR:-}'
       })
-  const dir = dirname(path)
+  return problems
+}
+
+/** Each route named, its mapping file found (resolved in place), its replicas and tees; one default route at most. */
+function routeProblems(cfg: Record<string, any>, dir: string): Found[] {
+  const out: Found[] = []
   let defaults = 0
   for (const [name, route] of Object.entries(cfg.routes as Record<string, any>)) {
     route.name = name
     if (route.default === true) defaults++
     const mapping = resolveFile(route.mapping, dir)
     if (mapping === null)
-      problems.push({
-        file: path,
+      out.push({
         pointer: `/routes/${name}/mapping`,
         message: `mapping file ${route.mapping} not found (looked beside the config and in the package)`
       })
     else route.mapping = mapping
-    problems.push(...upstreamProblems(route.upstreams, `/routes/${name}`, 'route').map(p => ({ file: path, ...p })))
-    problems.push(...teeProblems(route, name, dir).map(p => ({ file: path, ...p })))
+    out.push(...upstreamProblems(route.upstreams, `/routes/${name}`, 'route'))
+    out.push(...teeProblems(route, name, dir))
   }
-  if (defaults > 1)
-    problems.push({ file: path, pointer: '/routes', message: 'at most one route may be marked default' })
+  if (defaults > 1) out.push({ pointer: '/routes', message: 'at most one route may be marked default' })
+  return out
+}
+
+/** The public listener's certificate and key and the store's CA files, resolved beside the config. */
+function tlsFileProblems(cfg: Record<string, any>, dir: string): Found[] {
+  const out: Found[] = []
   if (cfg.listen.tls) {
     for (const key of ['cert', 'key']) {
       const f = resolveFile(cfg.listen.tls[key], dir, false)
-      if (f === null)
-        problems.push({ file: path, pointer: `/listen/tls/${key}`, message: `file ${cfg.listen.tls[key]} not found` })
+      if (f === null) out.push({ pointer: `/listen/tls/${key}`, message: `file ${cfg.listen.tls[key]} not found` })
       else cfg.listen.tls[key] = f
     }
   } else {
@@ -105,11 +143,15 @@ export function loadConfig(file: string, env: NodeJS.ProcessEnv): Config {
     const t = cfg.store?.[key]
     if (t === null || typeof t !== 'object' || t.ca === undefined) continue
     const f = resolveFile(t.ca, dir, false)
-    if (f === null) problems.push({ file: path, pointer: `/store/${key}/ca`, message: `file ${t.ca} not found` })
+    if (f === null) out.push({ pointer: `/store/${key}/ca`, message: `file ${t.ca} not found` })
     else t.ca = f
   }
-  if (cfg.redis === '') cfg.redis = null
-  problems.push(...listenerProblems(cfg, dir).map(p => ({ file: path, ...p })))
+  return out
+}
+
+/** A fleet without `fleet.advertiseUrl` splits joined calls; one without `fleet.secret` derives the relay key. */
+function fleetWarnings(cfg: Record<string, any>, path: string): string[] {
+  const warnings: string[] = []
   const fleet = cfg.redis !== null || cfg.store?.sentinels !== undefined || cfg.store?.clusterNodes !== undefined
   const joined = Object.keys(cfg.routes).filter(name => cfg.routes[name].join !== undefined)
   if (fleet && joined.length > 0 && cfg.fleet.advertiseUrl === undefined)
@@ -123,13 +165,11 @@ export function loadConfig(file: string, env: NodeJS.ProcessEnv): Config {
         'every instance must run the same config, and anyone who holds all of its secrets can sign relays; set ' +
         'fleet.secret to a ${VAR} of its own'
     )
-  problems.push(...tokenProblems(cfg, dir).map(p => ({ file: path, ...p })))
-  problems.push(...tenantProblems(cfg).map(p => ({ file: path, ...p })))
-  const tracing = resolveTracing(cfg.tracing, env)
-  cfg.tracing = tracing.settings
-  problems.push(...tracing.problems.map(p => ({ file: path, ...p })))
-  if (problems.length > 0) throw new ConfigError(problems.map(located))
-  cfg.file = path
+  return warnings
+}
+
+/** Each route's secrets (its URL references, its tenants'), then the config's. */
+function attachSecrets(cfg: Record<string, any>, urlRefs: Interpolated['urlRefs']): void {
   for (const [name, route] of Object.entries(cfg.routes as Record<string, any>))
     route.secrets = routeSecrets(
       route,
@@ -137,8 +177,6 @@ export function loadConfig(file: string, env: NodeJS.ProcessEnv): Config {
       Object.values(cfg.tenants as Record<string, any>).filter(t => route.tenants?.includes(t.name) ?? true)
     )
   cfg.secrets = collectSecrets(cfg)
-  cfg.warnings = warnings
-  return deepFreeze(cfg) as Config
 }
 
 function applyEnvOverrides(cfg: Record<string, any>, env: NodeJS.ProcessEnv): void {

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 import { type FSWatcher, readFileSync, watch } from 'node:fs'
 import { dirname } from 'node:path'
-import type { Clock, TimerHandle } from '../clock'
+import { type Clock, Timer } from '../clock'
 import type { Config } from './types'
 
 /**
@@ -63,7 +63,7 @@ export function watchConfig(opts: WatchOptions): ConfigWatch {
   const settleMs = opts.settleMs ?? 200
   let last = filesDigest(opts.files())
   const watchers = new Map<string, FSWatcher>()
-  let settling: TimerHandle | null = null
+  const settling = new Timer(opts.clock)
   let closed = false
 
   const check = (): boolean => {
@@ -77,11 +77,8 @@ export function watchConfig(opts: WatchOptions): ConfigWatch {
     return true
   }
   const soon = (): void => {
-    if (settling !== null || closed) return
-    settling = opts.clock.setTimeout(() => {
-      settling = null
-      check()
-    }, settleMs)
+    if (settling.pending || closed) return
+    settling.set(settleMs, check)
   }
   const arm = (files: readonly string[]): void => {
     for (const dir of new Set(files.map(f => dirname(f)))) {
@@ -105,7 +102,7 @@ export function watchConfig(opts: WatchOptions): ConfigWatch {
     close: () => {
       closed = true
       opts.clock.clearInterval(tick)
-      if (settling !== null) opts.clock.clearTimeout(settling)
+      settling.clear()
       for (const w of watchers.values()) w.close()
       watchers.clear()
     }

@@ -144,24 +144,73 @@ export interface UrlSigning {
 /** What a vendor close code means (mapping `audio.closeCodes`). */
 export type CloseClass = 'auth' | 'bad-request' | 'rate-exceeded' | 'transient'
 
+/** Records what the schema cannot say about the section: the pointer and why. */
+type Problem = (pointer: string, message: string) => void
+
 /**
- * Compile the audio section (already valid against the schema). `expr` records an expression that does
- * not compile; `problem` records what the schema cannot say.
+ * Compile the audio section, as the validator leaves it: valid against schemas/mapping.schema.json, with
+ * the schema's defaults filled in (their one home; validate/compile.ts `useDefaults`). `expr` records an
+ * expression that does not compile; `problem` records what the schema cannot say.
  */
 export function compileAudio(
   a: Record<string, any>,
   expr: CompileAt,
-  problem: (pointer: string, message: string) => void,
+  problem: Problem,
   grpc: GrpcMethod | null = null,
   defaultCloseCodes: Readonly<Record<number, CloseClass>> = {}
 ): AudioMapping {
-  const f = a.frames ?? {}
+  // A section built by hand (tests), not by the validator, may have no frames at all.
+  const f: Record<string, any> = a.frames ?? {}
+  const frames = compileFrames(f, problem)
+  // In this order: a problem list names expressions that do not compile in the order of the section's keys.
+  const url = expr('/audio/url', a.url)
+  const headers = expr('/audio/headers', a.headers)
+  const sign = compileSign(a.sign, expr)
+  const open = expr('/audio/open', a.open)
+  const ready = compileReady(a.ready, expr)
+  const audio: AudioMapping = {
+    url,
+    headers,
+    sign,
+    open,
+    ready: ready.ready,
+    frames,
+    template: frames.framing === 'json-base64' ? expr('/audio/frames/template', f.template) : null,
+    eventHeaders: frames.framing === 'event-stream' ? expr('/audio/frames/headers', f.headers) : null,
+    keepalive: compileKeepalive(a.keepalive, expr),
+    pause: expr('/audio/pause', a.pause),
+    resume: expr('/audio/resume', a.resume),
+    closeWhen: expr('/audio/closeWhen', a.closeWhen),
+    closeTimeoutMs: a.closeTimeoutSeconds * 1000,
+    rotateAfterMs: a.rotateAfterSeconds === undefined ? null : a.rotateAfterSeconds * 1000,
+    rotateAfterAudioMs: a.rotateAfterAudioSeconds === undefined ? null : a.rotateAfterAudioSeconds * 1000,
+    liveness: a.liveness ?? null,
+    movable: a.movable === true,
+    results: a.results.map((r: Record<string, any>, i: number) => compileResult(r, `/audio/results/${i}`, expr)),
+    control: a.control.map((r: Record<string, any>, i: number) => compileControl(r, `/audio/control/${i}`, expr)),
+    close: expr('/audio/close', a.close),
+    closeCode: a.closeCode,
+    replayRate: a.realTimeOnly === true ? 1 : (a.replayRate ?? null),
+    closeCodes: {
+      ...defaultCloseCodes,
+      ...Object.fromEntries(Object.entries(a.closeCodes ?? {}).map(([k, v]) => [Number(k), v as CloseClass]))
+    },
+    grpc,
+    time: compileTime(a.time, expr)
+  }
+  timeProblems(a.time, problem)
+  if (ready.whenMissing) problem('/audio/ready/when', 'is required when ready is given')
+  return audio
+}
+
+/** `audio.frames`, and what the schema cannot say of how its keys go together. */
+function compileFrames(f: Record<string, any>, problem: Problem): FramesSpec {
   const frames: FramesSpec = {
-    framing: f.framing ?? 'binary',
-    encoding: f.encoding ?? 'mulaw',
-    sampleRate: f.sampleRate ?? 8000,
+    framing: f.framing,
+    encoding: f.encoding,
+    sampleRate: f.sampleRate,
     chunkMs: f.chunkMs ?? null,
-    channels: f.channels ?? 1
+    channels: f.channels
   }
   if (frames.channels === 2 && frames.sampleRate !== 8000)
     problem('/audio/frames/sampleRate', 'two channels are sent at 8000 Hz (the platform rate; no stereo resampling)')
@@ -171,85 +220,67 @@ export function compileAudio(
     problem('/audio/frames/template', 'is required for json-base64 framing')
   if (frames.framing === 'event-stream' && (f.headers === undefined || f.headers === null))
     problem('/audio/frames/headers', 'is required for event-stream framing')
-  // A `ready` expression that is given but does not compile is already a problem: then a missing `when` is not another.
-  let readyFailed = false
-  const ready = (key: 'when' | 'refused' | 'reason' | 'parameters'): Expr | null => {
-    const source = a.ready[key]
-    const compiled = expr(`/audio/ready/${key}`, source)
-    if (compiled === null && source !== undefined && source !== null) readyFailed = true
+  return frames
+}
+
+/**
+ * `audio.ready` (null: not given). `whenMissing`: it has no `when`, which is a problem of its own unless a
+ * `ready` expression that is given did not compile (that is already one).
+ */
+function compileReady(
+  r: Record<string, any> | undefined,
+  expr: CompileAt
+): { ready: AudioMapping['ready']; whenMissing: boolean } {
+  if (r === undefined) return { ready: null, whenMissing: false }
+  let failed = false
+  const one = (key: 'when' | 'refused' | 'reason' | 'parameters'): Expr | null => {
+    const compiled = expr(`/audio/ready/${key}`, r[key])
+    if (compiled === null && r[key] !== undefined && r[key] !== null) failed = true
     return compiled
   }
-  const audio: AudioMapping = {
-    url: expr('/audio/url', a.url),
-    headers: expr('/audio/headers', a.headers),
-    sign:
-      a.sign === undefined
-        ? null
-        : {
-            scheme: a.sign.scheme,
-            service: a.sign.service,
-            region: expr('/audio/sign/region', a.sign.region) as Expr,
-            expiresSeconds: a.sign.expiresSeconds ?? 300
-          },
-    open: expr('/audio/open', a.open),
-    ready:
-      a.ready === undefined
-        ? null
-        : { when: ready('when'), refused: ready('refused'), reason: ready('reason'), parameters: ready('parameters') },
-    frames,
-    template: frames.framing === 'json-base64' ? expr('/audio/frames/template', f.template) : null,
-    eventHeaders: frames.framing === 'event-stream' ? expr('/audio/frames/headers', f.headers) : null,
-    keepalive:
-      a.keepalive === undefined
-        ? null
-        : {
-            everyMs: a.keepalive.everySeconds * 1000,
-            when: a.keepalive.when ?? 'idle',
-            frame: expr('/audio/keepalive/frame', a.keepalive.frame) as Expr,
-            set: expr('/audio/keepalive/set', a.keepalive.set)
-          },
-    pause: expr('/audio/pause', a.pause),
-    resume: expr('/audio/resume', a.resume),
-    closeWhen: expr('/audio/closeWhen', a.closeWhen),
-    closeTimeoutMs: (a.closeTimeoutSeconds ?? 5) * 1000,
-    rotateAfterMs: a.rotateAfterSeconds === undefined ? null : a.rotateAfterSeconds * 1000,
-    rotateAfterAudioMs: a.rotateAfterAudioSeconds === undefined ? null : a.rotateAfterAudioSeconds * 1000,
-    liveness: a.liveness ?? null,
-    movable: a.movable === true,
-    results: (a.results ?? []).map((r: { when: string; emit: string; channel?: string; each?: string }, i: number) => ({
-      when: expr(`/audio/results/${i}/when`, r.when) as Expr,
-      emit: expr(`/audio/results/${i}/emit`, r.emit) as Expr,
-      channel: expr(`/audio/results/${i}/channel`, r.channel),
-      each: expr(`/audio/results/${i}/each`, r.each)
-    })),
-    control: (a.control ?? []).map((r: Record<string, any>, i: number) =>
-      compileControl(r, `/audio/control/${i}`, expr)
-    ),
-    close: expr('/audio/close', a.close),
-    closeCode: a.closeCode ?? 1000,
-    replayRate: a.realTimeOnly === true ? 1 : (a.replayRate ?? null),
-    closeCodes: {
-      ...defaultCloseCodes,
-      ...Object.fromEntries(Object.entries(a.closeCodes ?? {}).map(([k, v]) => [Number(k), v as CloseClass]))
-    },
-    grpc,
-    time: compileTime(a.time, expr)
+  const ready = { when: one('when'), refused: one('refused'), reason: one('reason'), parameters: one('parameters') }
+  return { ready, whenMissing: ready.when === null && !failed }
+}
+
+function compileSign(s: Record<string, any> | undefined, expr: CompileAt): UrlSigning | null {
+  if (s === undefined) return null
+  return {
+    scheme: s.scheme,
+    service: s.service,
+    region: expr('/audio/sign/region', s.region) as Expr,
+    expiresSeconds: s.expiresSeconds
   }
-  if (
-    a.time !== undefined &&
-    a.time.none === undefined &&
-    (a.time.end === undefined) === (a.time.duration === undefined)
-  )
+}
+
+function compileKeepalive(k: Record<string, any> | undefined, expr: CompileAt): AudioMapping['keepalive'] {
+  if (k === undefined) return null
+  return {
+    everyMs: k.everySeconds * 1000,
+    when: k.when,
+    frame: expr('/audio/keepalive/frame', k.frame) as Expr,
+    set: expr('/audio/keepalive/set', k.set)
+  }
+}
+
+function compileResult(r: Record<string, any>, at: string, expr: CompileAt): AudioMapping['results'][number] {
+  return {
+    when: expr(`${at}/when`, r.when) as Expr,
+    emit: expr(`${at}/emit`, r.emit) as Expr,
+    channel: expr(`${at}/channel`, r.channel),
+    each: expr(`${at}/each`, r.each)
+  }
+}
+
+/** What the schema cannot say of `audio.time`: it is required, and gives exactly one of end and duration. */
+function timeProblems(t: Record<string, any> | undefined, problem: Problem): void {
+  if (t !== undefined && t.none === undefined && (t.end === undefined) === (t.duration === undefined))
     problem('/audio/time', 'needs exactly one of end and duration')
-  if (a.time === undefined)
+  if (t === undefined)
     problem(
       '/audio/time',
       'is required: say where on the audio a result is ({start, end or duration, unit, final}) or that the vendor ' +
         'cannot say ({none: why}); see "What the platform sees on failover" in docs/concepts/replicas-and-failover.md'
     )
-  if (audio.ready !== null && audio.ready.when === null && !readyFailed)
-    problem('/audio/ready/when', 'is required when ready is given')
-  return audio
 }
 
 /** `audio.time` compiled; null when the mapping says the vendor gives no result times (`none`). */

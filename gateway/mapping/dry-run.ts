@@ -5,7 +5,7 @@ import type { RouteConfig } from '../config/types'
 import { packageRoot } from '../paths'
 import { checkInit, EXAMPLE_UTTERANCE, normalizeUtterance } from '../validate/messages'
 import { validator } from '../validate/compile'
-import type { CompiledMapping, Expr } from './compile'
+import type { AudioMapping, CompiledMapping, Expr } from './compile'
 import { evaluate as runText } from './fast-path'
 import { parseIsoDuration } from './iso-duration'
 import { run, type MappingInput } from './run'
@@ -18,6 +18,9 @@ import type { ConfigProblem } from '../errors'
 
 type Problem = ConfigProblem
 
+/** Why an expression's value is unusable (null: it is usable). */
+type Check = (v: unknown) => string | null
+
 /**
  * Run every expression of a mapping on the interface's example messages (init message, utterance) and
  * the mapping's own sample vendor messages; report what an expression produced when it is unusable.
@@ -26,11 +29,22 @@ export async function dryRunMapping(mapping: CompiledMapping, route: RouteConfig
   const problems: Problem[] = await dryRunText(mapping, route)
   const audio = mapping.audio
   if (audio === null) return problems
+  const base = exampleAudioInput(route)
+  const dry = new AudioDryRun(mapping, audio, problems)
+  dry.grpcSamples()
+  await dry.opening(route, base)
+  for (const msg of mapping.samples.audio) await dry.sample({ ...base, msg })
+  await dry.closing(base)
+  return dedupe(problems)
+}
+
+/** The input of the audio expressions for the bundled example init message, on the route's first replica. */
+function exampleAudioInput(route: RouteConfig): MappingInput {
   const example = JSON.parse(readFileSync(join(packageRoot(), 'examples', 'init-message.json'), 'utf8')) as unknown
   const checked = checkInit(example)
   if (!checked.ok) throw new Error('the bundled example init message does not match its schema')
   const upstream = route.upstreams[0]
-  const base: MappingInput = {
+  return {
     init: checked.init,
     leg: { id: 'dry-run', route: route.name, ...checked.identity },
     route: { name: route.name, params: route.params, checksToken: (route.auth.audio ?? []).length > 0 },
@@ -46,142 +60,187 @@ export async function dryRunMapping(mapping: CompiledMapping, route: RouteConfig
       hasCredential: upstream.credential !== undefined
     }
   }
-  const file = mapping.file
-  const evaluate = async (
-    pointer: string,
-    expr: Expr | null,
-    input: MappingInput,
-    check?: (v: unknown) => string | null
-  ): Promise<unknown> => {
+}
+
+const predicate: Check = v => (v === undefined || typeof v === 'boolean' ? null : 'must produce true or false')
+const isObject: Check = v =>
+  v !== null && typeof v === 'object' && !Array.isArray(v) ? null : 'must produce an object'
+const patch: Check = v =>
+  v === undefined || v === null || isObject(v) === null ? null : 'must produce an object (or null)'
+
+/** The audio section's expressions, run in the order a vendor session would; problems are added as found. */
+class AudioDryRun {
+  private readonly file: string
+  private readonly grpc: NonNullable<AudioMapping['grpc']> | null
+  private readonly eventStream: boolean
+  private readonly platformMessage = validator('platform-websocket-message')
+
+  constructor(
+    private readonly mapping: CompiledMapping,
+    private readonly audio: AudioMapping,
+    private readonly problems: Problem[]
+  ) {
+    this.file = mapping.file
+    this.grpc = audio.grpc ?? null
+    this.eventStream = audio.frames.framing === 'event-stream'
+  }
+
+  /** The expression's value (undefined when there is none or it failed); a failure or complaint is a problem. */
+  private async evaluate(pointer: string, expr: Expr | null, input: MappingInput, check?: Check): Promise<unknown> {
     if (expr === null) return undefined
     const out = await run(expr, input)
     if (!out.ok) {
-      problems.push({ file, pointer, message: out.error })
+      this.problems.push({ file: this.file, pointer, message: out.error })
       return undefined
     }
     const complaint = check?.(out.value)
-    if (complaint) problems.push({ file, pointer, message: `${complaint}; it produced ${describe(out.value)}` })
+    if (complaint)
+      this.problems.push({ file: this.file, pointer, message: `${complaint}; it produced ${describe(out.value)}` })
     return out.value
   }
-  const eventStream = audio.frames.framing === 'event-stream'
-  const frame = (v: unknown): string | null => {
+
+  private readonly frame: Check = v => {
     if (v === undefined || v === null || typeof v === 'string') return null
     if (typeof v !== 'object' || Array.isArray(v)) return 'must produce an object, a string or null'
-    return eventStream ? eventMessage(v) : null
+    return this.eventStream ? eventMessage(v) : null
   }
-  const predicate = (v: unknown): string | null =>
-    v === undefined || typeof v === 'boolean' ? null : 'must produce true or false'
-  const platformMessage = validator('platform-websocket-message')
-  const emitted = (v: unknown): string | null =>
-    (Array.isArray(v) ? v : [v]).every(x => x === undefined || x === null || platformMessage(x))
+
+  private readonly frames: Check = v =>
+    Array.isArray(v)
+      ? v.every(x => this.frame(x) === null)
+        ? null
+        : 'must produce objects, strings or null'
+      : this.frame(v)
+
+  /** A gRPC mapping's frames are requests: each held to the method's request message (mapping/grpc-check.ts). */
+  private framesAt(pointer: string): Check {
+    const grpc = this.grpc
+    if (grpc === null) return this.frames
+    return v => {
+      for (const x of Array.isArray(v) ? v : [v]) {
+        const p = requestProblem(this.file, grpc, pointer, x)
+        if (p !== null) this.problems.push(p)
+      }
+      return null
+    }
+  }
+
+  private readonly emitted: Check = v =>
+    (Array.isArray(v) ? v : [v]).every(x => x === undefined || x === null || this.platformMessage(x))
       ? null
       : 'must produce a PlatformWebSocketMessage {command, messageType, message, parameters}, an array of them or null'
-  const patch = (v: unknown): string | null =>
-    v === undefined || v === null || isObject(v) === null ? null : 'must produce an object (or null)'
 
-  const frames = (v: unknown): string | null =>
-    Array.isArray(v) ? (v.every(x => frame(x) === null) ? null : 'must produce objects, strings or null') : frame(v)
-  const grpc = audio.grpc ?? null
-  const isString = (v: unknown): string | null =>
-    grpc !== null
+  private readonly url: Check = v =>
+    this.grpc !== null
       ? typeof v === 'string' && /^grpcs?:\/\//.test(v)
         ? null
         : 'must produce a grpcs:// or grpc:// URL'
       : typeof v === 'string' && /^wss?:\/\//.test(v)
         ? null
         : 'must produce a ws:// or wss:// URL'
-  // A gRPC mapping's frames are requests: each held to the method's request message (mapping/grpc-check.ts).
-  const framesAt =
-    (pointer: string) =>
-    (v: unknown): string | null => {
-      if (grpc === null) return frames(v)
-      for (const x of Array.isArray(v) ? v : [v]) {
-        const p = requestProblem(file, grpc, pointer, x)
-        if (p !== null) problems.push(p)
-      }
-      return null
-    }
-  if (grpc !== null)
-    for (const [i, sample] of mapping.samples.audio.entries()) {
-      const p = sampleProblem(file, grpc, i, sample)
-      if (p !== null) problems.push(p)
-    }
-  const isObject = (v: unknown): string | null =>
-    v !== null && typeof v === 'object' && !Array.isArray(v) ? null : 'must produce an object'
-  await evaluate('/audio/url', audio.url, base, isString)
-  if (audio.sign != null) {
-    await evaluate('/audio/sign/region', audio.sign.region, base, v =>
-      typeof v === 'string' && /^[a-z0-9-]{1,64}$/.test(v) ? null : 'must produce an AWS region name (e.g. us-east-1)'
-    )
-    for (const u of route.upstreams)
-      if (u.audio !== undefined && u.signing === undefined)
-        problems.push({
-          file,
-          pointer: '/audio/sign',
-          message: `route ${route.name}: replica ${u.name} has no signing keys`
-        })
-  }
-  await evaluate('/audio/headers', audio.headers, base, isObject)
-  await evaluate('/audio/frames/headers', audio.eventHeaders ?? null, base, v => eventMessage({ headers: v }))
-  await evaluate('/audio/frames/template', audio.template, base, v => {
-    if (isObject(v) !== null) return 'must produce an object'
-    return JSON.stringify(v).includes('{{payload}}') ? null : 'must contain the {{payload}} placeholder'
-  })
-  await evaluate('/audio/open', audio.open, base, framesAt('/audio/open'))
-  if (audio.keepalive !== null)
-    await evaluate('/audio/keepalive/frame', audio.keepalive.frame, base, framesAt('/audio/keepalive/frame'))
-  await evaluate('/audio/pause', audio.pause, base, framesAt('/audio/pause'))
-  await evaluate('/audio/resume', audio.resume, base, framesAt('/audio/resume'))
-  // `time` on a result: each of its expressions gives a time in its unit (or nothing: the result has none).
-  const time = audio.time
-  const aTime = (v: unknown): string | null =>
+
+  /** `time` on a result: each of its expressions gives a time in its unit (or nothing: the result has none). */
+  private readonly aTime: Check = v =>
     v === undefined || v === null
       ? null
-      : time?.iso8601 === true
+      : this.audio.time?.iso8601 === true
         ? typeof v === 'string' && parseIsoDuration(v) !== null
           ? null
           : 'must produce an ISO 8601 duration ("PT1.23S")'
         : typeof v === 'number' && Number.isFinite(v)
           ? null
           : 'must produce a number'
-  const checkTime = async (input: MappingInput): Promise<void> => {
-    if (time == null) return
-    await evaluate('/audio/time/start', time.start, input, aTime)
-    await evaluate('/audio/time/end', time.end, input, aTime)
-    await evaluate('/audio/time/duration', time.duration, input, aTime)
-    await evaluate('/audio/time/final', time.final, input, predicate)
+
+  /** A gRPC mapping's sample vendor messages, held to the method's response message. */
+  grpcSamples(): void {
+    const grpc = this.grpc
+    if (grpc === null) return
+    for (const [i, sample] of this.mapping.samples.audio.entries()) {
+      const p = sampleProblem(this.file, grpc, i, sample)
+      if (p !== null) this.problems.push(p)
+    }
   }
-  for (const msg of mapping.samples.audio) {
-    const input = { ...base, msg }
+
+  /** What opens a vendor session and keeps it: URL, signing, headers, frame shapes, open, keepalive, pause, resume. */
+  async opening(route: RouteConfig, base: MappingInput): Promise<void> {
+    const audio = this.audio
+    await this.evaluate('/audio/url', audio.url, base, this.url)
+    if (audio.sign != null) {
+      await this.evaluate('/audio/sign/region', audio.sign.region, base, v =>
+        typeof v === 'string' && /^[a-z0-9-]{1,64}$/.test(v) ? null : 'must produce an AWS region name (e.g. us-east-1)'
+      )
+      for (const u of route.upstreams)
+        if (u.audio !== undefined && u.signing === undefined)
+          this.problems.push({
+            file: this.file,
+            pointer: '/audio/sign',
+            message: `route ${route.name}: replica ${u.name} has no signing keys`
+          })
+    }
+    await this.evaluate('/audio/headers', audio.headers, base, isObject)
+    await this.evaluate('/audio/frames/headers', audio.eventHeaders ?? null, base, v => eventMessage({ headers: v }))
+    await this.evaluate('/audio/frames/template', audio.template, base, v => {
+      if (isObject(v) !== null) return 'must produce an object'
+      return JSON.stringify(v).includes('{{payload}}') ? null : 'must contain the {{payload}} placeholder'
+    })
+    await this.evaluate('/audio/open', audio.open, base, this.framesAt('/audio/open'))
+    if (audio.keepalive !== null)
+      await this.evaluate(
+        '/audio/keepalive/frame',
+        audio.keepalive.frame,
+        base,
+        this.framesAt('/audio/keepalive/frame')
+      )
+    await this.evaluate('/audio/pause', audio.pause, base, this.framesAt('/audio/pause'))
+    await this.evaluate('/audio/resume', audio.resume, base, this.framesAt('/audio/resume'))
+  }
+
+  /** One sample vendor message: readiness, the control rules that match it, the result rules that match it. */
+  async sample(input: MappingInput): Promise<void> {
+    const audio = this.audio
     if (audio.ready !== null) {
-      await evaluate('/audio/ready/when', audio.ready.when, input, predicate)
-      await evaluate('/audio/ready/refused', audio.ready.refused, input, predicate)
+      await this.evaluate('/audio/ready/when', audio.ready.when, input, predicate)
+      await this.evaluate('/audio/ready/refused', audio.ready.refused, input, predicate)
     }
     for (const [j, rule] of (audio.control ?? []).entries()) {
       const at = `/audio/control/${j}`
-      if ((await evaluate(`${at}/when`, rule.when, input, predicate)) !== true) continue
-      await evaluate(`${at}/set`, rule.set, input, patch)
-      await evaluate(`${at}/reply`, rule.reply, input, framesAt(`${at}/reply`))
-      await evaluate(`${at}/emit`, rule.emit, input, emitted)
+      if ((await this.evaluate(`${at}/when`, rule.when, input, predicate)) !== true) continue
+      await this.evaluate(`${at}/set`, rule.set, input, patch)
+      await this.evaluate(`${at}/reply`, rule.reply, input, this.framesAt(`${at}/reply`))
+      await this.evaluate(`${at}/emit`, rule.emit, input, this.emitted)
     }
     for (const [j, rule] of audio.results.entries()) {
-      const when = await evaluate(`/audio/results/${j}/when`, rule.when, input, predicate)
+      const when = await this.evaluate(`/audio/results/${j}/when`, rule.when, input, predicate)
       if (when !== true) continue
       // `each`: every item is a result of its own (its `time`, its `emit`, with the item as `item`).
-      const each = rule.each == null ? [undefined] : await evaluate(`/audio/results/${j}/each`, rule.each, input)
+      const each = rule.each == null ? [undefined] : await this.evaluate(`/audio/results/${j}/each`, rule.each, input)
       const items =
         rule.each == null ? each : each === undefined || each === null ? [] : Array.isArray(each) ? each : [each]
       for (const item of items as unknown[]) {
         const one = rule.each == null ? input : { ...input, item }
-        await checkTime(one)
-        await evaluate(`/audio/results/${j}/emit`, rule.emit, one, emitted)
+        await this.time(one)
+        await this.evaluate(`/audio/results/${j}/emit`, rule.emit, one, this.emitted)
       }
     }
   }
-  await evaluate('/audio/close', audio.close, base, framesAt('/audio/close'))
-  for (const msg of mapping.samples.audio)
-    if (audio.closeWhen !== null) await evaluate('/audio/closeWhen', audio.closeWhen, { ...base, msg }, predicate)
-  return dedupe(problems)
+
+  private async time(input: MappingInput): Promise<void> {
+    const time = this.audio.time
+    if (time == null) return
+    await this.evaluate('/audio/time/start', time.start, input, this.aTime)
+    await this.evaluate('/audio/time/end', time.end, input, this.aTime)
+    await this.evaluate('/audio/time/duration', time.duration, input, this.aTime)
+    await this.evaluate('/audio/time/final', time.final, input, predicate)
+  }
+
+  /** The close frame, then `closeWhen` on every sample vendor message. */
+  async closing(base: MappingInput): Promise<void> {
+    const audio = this.audio
+    await this.evaluate('/audio/close', audio.close, base, this.framesAt('/audio/close'))
+    for (const msg of this.mapping.samples.audio)
+      if (audio.closeWhen !== null)
+        await this.evaluate('/audio/closeWhen', audio.closeWhen, { ...base, msg }, predicate)
+  }
 }
 
 /**

@@ -160,6 +160,12 @@ function decodeHeaders(b: Buffer): Record<string, TypedHeader> {
   const need = (n: number): void => {
     if (i + n > b.length) throw new EventStreamError('a header runs past the headers section')
   }
+  // The next n bytes: where they start (they must be there).
+  const take = (n: number): number => {
+    need(n)
+    i += n
+    return i - n
+  }
   while (i < b.length) {
     need(1)
     const nameLength = b[i++]
@@ -178,40 +184,32 @@ function decodeHeaders(b: Buffer): Record<string, TypedHeader> {
       case 3:
       case 4: {
         const [kind, size, read] = INTS[type]
-        need(size)
-        h = { type: kind, value: read(b, i) }
-        i += size
+        h = { type: kind, value: read(b, take(size)) }
         break
       }
       case 5:
       case 8: {
-        need(8)
-        const v = b.readBigInt64BE(i)
-        i += 8
+        const v = b.readBigInt64BE(take(8))
         h = type === 5 ? { type: 'long', value: v } : { type: 'timestamp', value: new Date(Number(v)) }
         break
       }
       case 6:
       case 7: {
-        need(2)
-        const n = b.readUInt16BE(i)
-        i += 2
-        need(n)
+        const n = b.readUInt16BE(take(2))
+        const at = take(n)
         h =
           type === 7
-            ? { type: 'string', value: b.toString('utf8', i, i + n) }
-            : { type: 'binary', value: new Uint8Array(b.subarray(i, i + n)) }
-        i += n
+            ? { type: 'string', value: b.toString('utf8', at, at + n) }
+            : { type: 'binary', value: new Uint8Array(b.subarray(at, at + n)) }
         break
       }
       case 9: {
-        need(16)
-        const x = b.toString('hex', i, i + 16)
+        const at = take(16)
+        const x = b.toString('hex', at, at + 16)
         h = {
           type: 'uuid',
           value: `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`
         }
-        i += 16
         break
       }
       default:

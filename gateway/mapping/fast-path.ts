@@ -107,83 +107,101 @@ export function compileFast(node: any): Fast | null {
       if (node.value === '{') return compileObject(node.lhs)
       if (node.value === '[') return compileArray(node.expressions)
       return null
-    case 'block': {
-      // Parentheses; without := bindings (not in the subset) a block is its expressions in turn, valued as the last.
-      if (!Array.isArray(node.expressions) || node.expressions.length === 0) return null
-      const fs = node.expressions.map(compileFast)
-      if (fs.some((f: Fast | null) => f === null)) return null
-      if (fs.length === 1) return fs[0]
+    case 'block':
+      return compileBlock(node.expressions)
+    case 'condition':
+      return compileCondition(node)
+    case 'binary':
+      return compileBinary(node)
+    case 'function':
+      return compileFunction(node)
+    default:
+      return null
+  }
+}
+
+/** Parentheses; without := bindings (not in the subset) a block is its expressions in turn, valued as the last. */
+function compileBlock(expressions: any[]): Fast | null {
+  if (!Array.isArray(expressions) || expressions.length === 0) return null
+  const fs: Fast[] = []
+  for (const e of expressions) {
+    const f = compileFast(e)
+    if (f === null) return null
+    fs.push(f)
+  }
+  if (fs.length === 1) return fs[0]
+  return (ctx, root) => {
+    let v: unknown
+    for (const f of fs) v = f(ctx, root)
+    return v
+  }
+}
+
+/** `? :`, the else branch optional (undefined without it). */
+function compileCondition(node: any): Fast | null {
+  const c = compileFast(node.condition)
+  const t = compileFast(node.then)
+  const e = node.else === undefined ? () => undefined : compileFast(node.else)
+  if (c === null || t === null || e === null) return null
+  return (ctx, root) => (boolean(c(ctx, root)) === true ? t(ctx, root) : e(ctx, root))
+}
+
+/** `&`, `=`, `!=`, `and`, `or`. */
+function compileBinary(node: any): Fast | null {
+  const l = compileFast(node.lhs)
+  const r = compileFast(node.rhs)
+  if (l === null || r === null) return null
+  switch (node.value) {
+    case '&':
       return (ctx, root) => {
-        let v: unknown
-        for (const f of fs) v = f(ctx, root)
-        return v
+        const a = l(ctx, root)
+        const b = r(ctx, root)
+        return (
+          (a === undefined ? '' : (jsonataString(a) as string)) + (b === undefined ? '' : (jsonataString(b) as string))
+        )
       }
-    }
-    case 'condition': {
-      const c = compileFast(node.condition)
-      const t = compileFast(node.then)
-      const e = node.else === undefined ? () => undefined : compileFast(node.else)
-      if (c === null || t === null || e === null) return null
-      return (ctx, root) => (boolean(c(ctx, root)) === true ? t(ctx, root) : e(ctx, root))
-    }
-    case 'binary': {
-      const l = compileFast(node.lhs)
-      const r = compileFast(node.rhs)
-      if (l === null || r === null) return null
-      switch (node.value) {
-        case '&':
-          return (ctx, root) => {
-            const a = l(ctx, root)
-            const b = r(ctx, root)
-            return (
-              (a === undefined ? '' : (jsonataString(a) as string)) +
-              (b === undefined ? '' : (jsonataString(b) as string))
-            )
-          }
-        case '=':
-          return (ctx, root) => {
-            const a = l(ctx, root)
-            const b = r(ctx, root)
-            return a !== undefined && b !== undefined && deepEqual(a, b)
-          }
-        case '!=':
-          return (ctx, root) => {
-            const a = l(ctx, root)
-            const b = r(ctx, root)
-            return a !== undefined && b !== undefined && !deepEqual(a, b)
-          }
-        case 'and':
-          return (ctx, root) => boolean(l(ctx, root)) === true && boolean(r(ctx, root)) === true
-        case 'or':
-          return (ctx, root) => boolean(l(ctx, root)) === true || boolean(r(ctx, root)) === true
-        default:
-          return null
+    case '=':
+      return (ctx, root) => {
+        const a = l(ctx, root)
+        const b = r(ctx, root)
+        return a !== undefined && b !== undefined && deepEqual(a, b)
       }
-    }
-    case 'function': {
-      const proc = node.procedure
-      if (proc?.type !== 'variable' || !Array.isArray(node.arguments) || node.arguments.length !== 1) return null
-      for (const k of Object.keys(proc)) if (!PLAIN_KEYS.has(k)) return null
-      const a = compileFast(node.arguments[0])
-      if (a === null) return null
-      switch (proc.value) {
-        case 'string':
-          return (ctx, root) => jsonataString(a(ctx, root))
-        case 'merge':
-          return (ctx, root) => merge(a(ctx, root))
-        case 'exists':
-          return (ctx, root) => a(ctx, root) !== undefined
-        case 'boolean':
-          return (ctx, root) => boolean(a(ctx, root))
-        case 'not':
-          return (ctx, root) => {
-            const v = a(ctx, root)
-            return v === undefined ? undefined : boolean(v) !== true
-          }
-        default:
-          return null
+    case '!=':
+      return (ctx, root) => {
+        const a = l(ctx, root)
+        const b = r(ctx, root)
+        return a !== undefined && b !== undefined && !deepEqual(a, b)
       }
-    }
+    case 'and':
+      return (ctx, root) => boolean(l(ctx, root)) === true && boolean(r(ctx, root)) === true
+    case 'or':
+      return (ctx, root) => boolean(l(ctx, root)) === true || boolean(r(ctx, root)) === true
+    default:
+      return null
+  }
+}
+
+/** $string, $merge, $exists, $boolean, $not of one argument. */
+function compileFunction(node: any): Fast | null {
+  const proc = node.procedure
+  if (proc?.type !== 'variable' || !Array.isArray(node.arguments) || node.arguments.length !== 1) return null
+  for (const k of Object.keys(proc)) if (!PLAIN_KEYS.has(k)) return null
+  const a = compileFast(node.arguments[0])
+  if (a === null) return null
+  switch (proc.value) {
+    case 'string':
+      return (ctx, root) => jsonataString(a(ctx, root))
+    case 'merge':
+      return (ctx, root) => merge(a(ctx, root))
+    case 'exists':
+      return (ctx, root) => a(ctx, root) !== undefined
+    case 'boolean':
+      return (ctx, root) => boolean(a(ctx, root))
+    case 'not':
+      return (ctx, root) => {
+        const v = a(ctx, root)
+        return v === undefined ? undefined : boolean(v) !== true
+      }
     default:
       return null
   }

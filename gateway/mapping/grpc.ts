@@ -60,7 +60,7 @@ export function compileAudioGrpc(
     problem('/audio/grpc', 'needs the protos of the top-level grpc section')
     return null
   }
-  if ((a.frames?.framing ?? 'binary') !== 'binary')
+  if (a.frames.framing !== 'binary')
     problem('/audio/frames/framing', 'a gRPC stream frames audio itself: binary (the default) only')
   const m = protoLoader().grpcMethod(protos, a.grpc)
   if (typeof m === 'string') {

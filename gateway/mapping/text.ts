@@ -49,15 +49,18 @@ export interface VendorAnswer {
   body: unknown
 }
 
-/** Compile the text section (already valid against the schema); `expr` records what does not compile. */
+/**
+ * Compile the text section, as the validator leaves it (valid, the schema's defaults filled in); `expr` records
+ * what does not compile.
+ */
 export function compileText(raw: Record<string, any>, expr: CompileAt): TextMapping {
-  const request = raw.request ?? {}
+  const request = raw.request
   const compile = (pointer: string, source: string | null | undefined): TextExpr | null => {
     const slow = expr(pointer, source)
     return slow === null ? null : accelerate(source as string, slow)
   }
   return {
-    method: request.method ?? 'POST',
+    method: request.method,
     path: compile('/text/request/path', request.path),
     headers: compile('/text/request/headers', request.headers),
     // The schema requires body; a failed compilation was recorded, so the fallback is never run.
