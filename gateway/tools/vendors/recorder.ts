@@ -15,6 +15,25 @@ export const emulatorClock: Clock = {
   clearInterval: t => clearInterval(t as unknown as NodeJS.Timeout)
 }
 
+/** What every emulator's handle offers, whatever the vendor: where it listens, and what a test does to all its sessions. */
+export interface EmulatorHandle<Kind extends string> {
+  readonly kind: Kind
+  readonly port: number
+  /** ws://host:port/<the path of the emulated API> */
+  readonly url: string
+  readonly httpUrl: string
+  /** Abruptly terminates every open session socket (TCP destroy, no close frame): a crashed vendor. */
+  dropAll(): void
+  /** Sends a close frame to every open session. */
+  closeAll(code: number, reason?: string): void
+  /** Stops reading from every open session socket (a vendor that falls behind: the sender's buffers fill up). */
+  pauseAll(): void
+  /** Reads again from every open session socket. */
+  resumeAll(): void
+  /** Stops listening, terminates sessions, resolves when fully closed. */
+  close(): Promise<void>
+}
+
 /** What every emulator reports of a session, whatever the vendor. */
 export interface RecordedSession {
   /** Audio-carrying messages. */
