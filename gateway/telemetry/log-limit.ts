@@ -1,4 +1,4 @@
-import type { Clock, TimerHandle } from '../clock'
+import { type Clock, Timer } from '../clock'
 import type { Logger } from './log'
 
 /** Lines of one kind written per window before the rest are counted instead (`log.flood.lines`' default). */
@@ -12,7 +12,7 @@ interface Window {
   written: number
   suppressed: number
   /** Armed at the first suppressed line: writes the summary at the window's end. */
-  timer: TimerHandle | null
+  readonly timer: Timer
 }
 
 /**
@@ -49,7 +49,7 @@ export class LogLimiter {
       w = undefined
     }
     if (w === undefined) {
-      w = { until: now + this.windowMs, written: 0, suppressed: 0, timer: null }
+      w = { until: now + this.windowMs, written: 0, suppressed: 0, timer: new Timer(this.clock) }
       this.windows.set(kind, w)
     }
     if (w.written < this.lines) {
@@ -57,12 +57,11 @@ export class LogLimiter {
       return true
     }
     w.suppressed++
-    if (w.timer === null) {
+    if (!w.timer.pending) {
       const window = w
-      w.timer = this.clock.setTimeout(() => {
-        window.timer = null
+      w.timer.set(w.until - now, () => {
         if (this.windows.get(kind) === window) this.flush(kind, window)
-      }, w.until - now)
+      })
     }
     return false
   }
@@ -74,8 +73,7 @@ export class LogLimiter {
 
   private flush(kind: string, w: Window): void {
     this.windows.delete(kind)
-    if (w.timer !== null) this.clock.clearTimeout(w.timer)
-    w.timer = null
+    w.timer.clear()
     if (w.suppressed === 0) return
     this.log().warn(
       { event: 'log_suppressed', kind, suppressed: w.suppressed, windowMs: this.windowMs },

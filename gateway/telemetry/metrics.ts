@@ -103,231 +103,197 @@ export const PUBLISHED_LABELS: ClosedLabels = {
   audio_tee_dropped_frames_total: [{ values: { reason: Object.keys(TEE_DROPS) } }]
 }
 
+/** audio_tee_dropped_frames_total from one route label's totals: only a tee's (`<route>/<tee>`) count. */
+function addTeeDrops(c: Counter, label: string, t: Totals): void {
+  const at = label.indexOf('/')
+  if (at < 0) return
+  const route = label.slice(0, at)
+  const tee = label.slice(at + 1)
+  for (const [reason, field] of Object.entries(TEE_DROPS)) {
+    const n = t[field]
+    if (n > 0) c.inc({ route, tee, reason }, n)
+  }
+}
+
+/** Latency buckets of the HTTP hops (text hook requests, upstream requests). */
+const HTTP_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]
+
+/** A registry that has Node's standard series, under their standard names, first. */
+function withDefaultMetrics(registry: Registry): Registry {
+  // `worker` tells the processes of an instance apart (workers/aggregate-metrics.ts sets each worker's index;
+  // a single process is the main one).
+  collectDefaultMetrics({ register: registry, labels: { worker: 'main' } })
+  return registry
+}
+
+/**
+ * Every series is a field below, in the order a scrape lists them; names, help texts and labels come from
+ * CATALOGUE. The ones read at scrape time (a `collect`) are published from state, never incremented.
+ */
 export class Metrics {
-  readonly registry = new Registry()
+  readonly registry = withDefaultMetrics(new Registry())
   /** The last failovers, replica changes and refusals, for the status page (`GET /admin/recent`). */
   readonly recent = new RecentEvents()
   private readonly live = new Set<LegCounters>()
   private readonly ended = new Map<string, Totals>()
-
-  readonly buildInfo: Gauge
-  readonly draining: Gauge
-  readonly configReloads: Counter
-  readonly sessionsTotal: Counter
-  readonly handshakeDuration: Histogram
-  readonly vendorMessages: Counter
-  readonly wsCloses: Counter
-  readonly authFailures: Counter
-  readonly validationFailures: Counter
-  readonly frontDoorRefusals: Counter
-  readonly mappingErrors: Counter
-  readonly textRequests: Counter
-  /** textRequests' per-request increments (count-cells.ts). */
-  readonly textRequestCounts = new CountCells()
-  readonly textDuration: Histogram
-  readonly upstreamRequests: Counter
-  /** upstreamRequests' per-request increments (count-cells.ts). */
-  readonly upstreamRequestCounts = new CountCells()
-  readonly upstreamDuration: Histogram
-  readonly failovers: Counter
-  readonly gapSeconds: Histogram
-  readonly reattach: Counter
-  readonly joins: Counter
-  readonly moves: Counter
-  readonly joinSilence: Counter
-  readonly upstreamHealthy: Gauge
-  readonly ejections: Counter
-  readonly healthChecks: Counter
-  readonly storeUp: Gauge
-  readonly storeErrors: Counter
-  readonly limitRefusals: Counter
-  readonly upstreamRetries: Counter
-  readonly teeSessions: Counter
-  readonly teeMessages: Counter
-  readonly textTeeDeliveries: Counter
-  readonly workers: Gauge
-  readonly workerRestarts: Counter
-  readonly workerLegsActive: Gauge
-  readonly tenantLegs: Counter
-  readonly tenantRefusals: Counter
-  readonly tenantUtterances: Counter
-  /** tenantUtterances' per-request increments (count-cells.ts). */
-  readonly tenantUtteranceCounts = new CountCells()
+  private seeder: Seeder | null = null
+  private readonly seedable = new Map<MetricName, Seedable>()
   /** Set by the server: every replica's health, read at scrape time. */
   replicaHealth: () => { route: string; upstream: string; healthy: boolean }[] = () => []
   storeIsUp: () => boolean = () => true
   /** Set by `seed`: the config's routes, replicas and tees (per-route gauges have a sample at 0 when idle). */
   labelSpace: () => LabelSpace = () => EMPTY_SPACE
-  private seeder: Seeder | null = null
-  private readonly seedable = new Map<MetricName, Seedable>()
+  /** textRequests' per-request increments (count-cells.ts). */
+  readonly textRequestCounts = new CountCells()
+  /** upstreamRequests' per-request increments (count-cells.ts). */
+  readonly upstreamRequestCounts = new CountCells()
+  /** tenantUtterances' per-request increments (count-cells.ts). */
+  readonly tenantUtteranceCounts = new CountCells()
 
-  constructor() {
-    const r = [this.registry]
+  // The process.
+  readonly buildInfo = this.gauge('build_info')
+  readonly draining = this.gauge('draining')
+  readonly configReloads = this.counter('config_reloads_total')
+
+  // Audio legs.
+  readonly sessionsTotal = this.counter('audio_sessions_total')
+  readonly handshakeDuration = this.histogram(
+    'audio_handshake_duration_seconds',
+    [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+  )
+  readonly vendorMessages = this.counter('audio_vendor_messages_total')
+  readonly wsCloses = this.counter('ws_closes_total')
+
+  // Refusals at the front door.
+  readonly authFailures = this.counter('auth_failures_total')
+  readonly validationFailures = this.counter('validation_failures_total')
+  readonly frontDoorRefusals = this.counter('front_door_refusals_total')
+  readonly mappingErrors = this.counter('mapping_errors_total')
+
+  // The HTTP hops: text hook requests, upstream requests.
+  readonly textRequests = this.counter('text_requests_total', this.textRequestCounts)
+  readonly textDuration = this.histogram('text_request_duration_seconds', HTTP_BUCKETS)
+  readonly upstreamRequests = this.counter('upstream_requests_total', this.upstreamRequestCounts)
+  readonly upstreamDuration = this.histogram('upstream_request_duration_seconds', HTTP_BUCKETS)
+
+  // Failover, re-attach, joins and moves.
+  readonly failovers = this.counter('audio_failovers_total')
+  readonly upstreamRetries = this.counter('upstream_retries_total')
+  readonly gapSeconds = this.histogram('audio_gap_seconds', [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60])
+  readonly reattach = this.counter('audio_reattach_total')
+  readonly joins = this.counter('audio_joins_total')
+  readonly moves = this.counter('audio_moves_total')
+  readonly joinSilence = this.counter('audio_join_silence_samples_total')
+
+  // Replica health.
+  readonly upstreamHealthy = this.gauge('upstream_healthy', g => this.publishHealth(g))
+  readonly ejections = this.counter('upstream_ejections_total')
+  readonly healthChecks = this.counter('upstream_health_checks_total')
+
+  // The shared store.
+  readonly storeUp = this.gauge('store_up', g => g.set(this.storeIsUp() ? 1 : 0))
+  readonly storeErrors = this.counter('store_errors_total')
+
+  // Tees.
+  readonly teeSessions = this.counter('audio_tee_sessions_total')
+  readonly teeMessages = this.counter('audio_tee_messages_total')
+  readonly textTeeDeliveries = this.counter('text_tee_deliveries_total')
+  /** Tee vendor sessions count under the route label <route>/<tee> (route.ts teeLabel); this splits it. */
+  readonly teeDroppedFrames = this.fromTotals('audio_tee_dropped_frames_total', addTeeDrops)
+
+  // Limits and worker processes.
+  readonly limitRefusals = this.counter('limit_refusals_total')
+  readonly workers = this.gauge('workers')
+  readonly workerRestarts = this.counter('worker_restarts_total')
+  readonly workerLegsActive = this.gauge('worker_legs_active')
+
+  // Tenants.
+  readonly tenantLegs = this.counter('tenant_legs_total')
+  readonly tenantRefusals = this.counter('tenant_refusals_total')
+  readonly tenantUtterances = this.counter('tenant_utterances_total', this.tenantUtteranceCounts)
+
+  // Published at scrape time from the plain per-leg integers: nothing per frame touches prom-client.
+  readonly tenantLegsActive = this.gauge('tenant_legs_active', g => this.publishTenantLegs(g))
+  readonly sessionsActive = this.gauge('audio_sessions_active', g => this.publishPerRoute(g, l => (l.active ? 1 : 0)))
+  readonly bufferedBytes = this.gauge('audio_buffered_bytes', g => this.publishPerRoute(g, l => l.bufferedBytes))
+  /** audio_frames_total, audio_bytes_total, audio_dropped_frames_total: the PUBLISHED table. */
+  readonly legTotals = Object.entries(PUBLISHED).map(([metric, { label, fields }]) =>
+    this.fromTotals(metric as MetricName, (c, route, t) => {
+      for (const [value, field] of Object.entries(fields)) {
+        const n = t[field]
+        if (n > 0) c.inc({ route, [label]: value }, n)
+      }
+    })
+  )
+
+  private publishHealth(g: Gauge): void {
+    g.reset()
+    for (const h of this.replicaHealth()) g.set({ route: h.route, upstream: h.upstream }, h.healthy ? 1 : 0)
+  }
+
+  /** Live legs per tenant whose credential was accepted, with every configured tenant at 0 when idle. */
+  private publishTenantLegs(g: Gauge): void {
+    g.reset()
+    for (const tenant of this.labelSpace().tenants) g.set({ tenant }, 0)
+    for (const l of this.live) if (l.active && l.tenant !== null) g.inc({ tenant: l.tenant })
+  }
+
+  /** A per-route sum over the live legs, with every configured route at 0 when idle. */
+  private publishPerRoute(g: Gauge, value: (l: LegCounters) => number): void {
+    g.reset()
+    for (const route of this.labelSpace().routes) g.set({ route: route.name }, 0)
+    for (const l of this.live) {
+      const v = value(l)
+      if (v > 0) g.inc({ route: l.route }, v)
+    }
+  }
+
+  /** What every series of `n` is registered with: its catalogue entry. */
+  private spec(n: MetricName): { name: string; help: string; labelNames: string[]; registers: Registry[] } {
+    return {
+      name: PREFIX + n,
+      help: CATALOGUE[n].help,
+      labelNames: [...CATALOGUE[n].labels],
+      registers: [this.registry]
+    }
+  }
+
+  /** A counter the gateway increments (or its `cells` do, flushed at scrape time); seeded (all but ws_closes_total). */
+  private counter(n: MetricName, cells?: CountCells): Counter {
+    const c = new Counter({ ...this.spec(n), ...(cells === undefined ? {} : { collect: () => cells.flush() }) })
+    cells?.bind(c)
+    if (n !== 'ws_closes_total') this.seedable.set(n, c)
+    return c
+  }
+
+  private histogram(n: MetricName, buckets: number[]): Histogram {
+    const h = new Histogram({ ...this.spec(n), buckets })
+    this.seedable.set(n, h)
+    return h
+  }
+
+  /** A gauge the gateway sets, or (with `collect`) one read at each scrape. */
+  private gauge(n: MetricName, collect?: (g: Gauge) => void): Gauge {
+    if (collect === undefined) return new Gauge(this.spec(n))
+    return new Gauge({
+      ...this.spec(n),
+      collect() {
+        collect(this)
+      }
+    })
+  }
+
+  /** A counter rebuilt at each scrape from the per-route totals, with its seed series at 0 where nothing counted. */
+  private fromTotals(n: MetricName, add: (c: Counter, route: string, t: Totals) => void): Counter {
     const self = this
-    const name = (n: MetricName): string => PREFIX + n
-    const help = (n: MetricName): string => CATALOGUE[n].help
-    const labels = (n: MetricName): string[] => [...CATALOGUE[n].labels]
-    const counter = (n: MetricName, cells?: CountCells): Counter => {
-      const c = new Counter({
-        name: name(n),
-        help: help(n),
-        labelNames: labels(n),
-        registers: r,
-        ...(cells === undefined ? {} : { collect: () => cells.flush() })
-      })
-      cells?.bind(c)
-      if (n !== 'ws_closes_total') this.seedable.set(n, c)
-      return c
-    }
-    const histogram = (n: MetricName, buckets: number[]): Histogram => {
-      const h = new Histogram({ name: name(n), help: help(n), labelNames: labels(n), buckets, registers: r })
-      this.seedable.set(n, h)
-      return h
-    }
-    // Node's standard series under their standard names; `worker` tells the processes of an instance apart
-    // (workers/aggregate-metrics.ts sets each worker's index; a single process is the main one).
-    collectDefaultMetrics({ register: this.registry, labels: { worker: 'main' } })
-    this.buildInfo = new Gauge({
-      name: name('build_info'),
-      help: help('build_info'),
-      labelNames: labels('build_info'),
-      registers: r
-    })
-    this.draining = new Gauge({ name: name('draining'), help: help('draining'), registers: r })
-    this.configReloads = counter('config_reloads_total')
-    this.sessionsTotal = counter('audio_sessions_total')
-    this.handshakeDuration = histogram(
-      'audio_handshake_duration_seconds',
-      [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
-    )
-    this.vendorMessages = counter('audio_vendor_messages_total')
-    this.wsCloses = counter('ws_closes_total')
-    this.authFailures = counter('auth_failures_total')
-    this.validationFailures = counter('validation_failures_total')
-    this.frontDoorRefusals = counter('front_door_refusals_total')
-    this.mappingErrors = counter('mapping_errors_total')
-    const httpBuckets = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]
-    this.textRequests = counter('text_requests_total', this.textRequestCounts)
-    this.textDuration = histogram('text_request_duration_seconds', httpBuckets)
-    this.upstreamRequests = counter('upstream_requests_total', this.upstreamRequestCounts)
-    this.upstreamDuration = histogram('upstream_request_duration_seconds', httpBuckets)
-    this.failovers = counter('audio_failovers_total')
-    this.upstreamRetries = counter('upstream_retries_total')
-    this.gapSeconds = histogram('audio_gap_seconds', [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60])
-    this.reattach = counter('audio_reattach_total')
-    this.joins = counter('audio_joins_total')
-    this.moves = counter('audio_moves_total')
-    this.joinSilence = counter('audio_join_silence_samples_total')
-    this.upstreamHealthy = new Gauge({
-      name: name('upstream_healthy'),
-      help: help('upstream_healthy'),
-      labelNames: labels('upstream_healthy'),
-      registers: r,
+    return new Counter({
+      ...this.spec(n),
       collect() {
         this.reset()
-        for (const h of self.replicaHealth()) this.set({ route: h.route, upstream: h.upstream }, h.healthy ? 1 : 0)
+        for (const [route, t] of self.totals()) add(this, route, t)
+        self.seedPublished(n, this)
       }
     })
-    this.ejections = counter('upstream_ejections_total')
-    this.healthChecks = counter('upstream_health_checks_total')
-    this.storeUp = new Gauge({
-      name: name('store_up'),
-      help: help('store_up'),
-      registers: r,
-      collect() {
-        this.set(self.storeIsUp() ? 1 : 0)
-      }
-    })
-
-    this.storeErrors = counter('store_errors_total')
-    this.teeSessions = counter('audio_tee_sessions_total')
-    this.teeMessages = counter('audio_tee_messages_total')
-    this.textTeeDeliveries = counter('text_tee_deliveries_total')
-    // Tee vendor sessions count under the route label <route>/<tee> (route.ts teeLabel); this splits it.
-    new Counter({
-      name: name('audio_tee_dropped_frames_total'),
-      help: help('audio_tee_dropped_frames_total'),
-      labelNames: labels('audio_tee_dropped_frames_total'),
-      registers: r,
-      collect() {
-        this.reset()
-        for (const [label, t] of self.totals()) {
-          const at = label.indexOf('/')
-          if (at < 0) continue
-          const route = label.slice(0, at)
-          const tee = label.slice(at + 1)
-          for (const [reason, field] of Object.entries(TEE_DROPS)) {
-            const n = t[field]
-            if (n > 0) this.inc({ route, tee, reason }, n)
-          }
-        }
-        self.seedPublished('audio_tee_dropped_frames_total', this)
-      }
-    })
-    this.limitRefusals = counter('limit_refusals_total')
-    this.workers = new Gauge({ name: name('workers'), help: help('workers'), registers: r })
-    this.workerRestarts = counter('worker_restarts_total')
-    this.workerLegsActive = new Gauge({
-      name: name('worker_legs_active'),
-      help: help('worker_legs_active'),
-      labelNames: labels('worker_legs_active'),
-      registers: r
-    })
-
-    this.tenantLegs = counter('tenant_legs_total')
-    this.tenantRefusals = counter('tenant_refusals_total')
-    this.tenantUtterances = counter('tenant_utterances_total', this.tenantUtteranceCounts)
-
-    // Published at scrape time from the plain per-leg integers: nothing per frame touches prom-client.
-    new Gauge({
-      name: name('tenant_legs_active'),
-      help: help('tenant_legs_active'),
-      labelNames: labels('tenant_legs_active'),
-      registers: r,
-      collect() {
-        this.reset()
-        for (const tenant of self.labelSpace().tenants) this.set({ tenant }, 0)
-        for (const l of self.live) if (l.active && l.tenant !== null) this.inc({ tenant: l.tenant })
-      }
-    })
-    new Gauge({
-      name: name('audio_sessions_active'),
-      help: help('audio_sessions_active'),
-      labelNames: labels('audio_sessions_active'),
-      registers: r,
-      collect() {
-        this.reset()
-        for (const route of self.labelSpace().routes) this.set({ route: route.name }, 0)
-        for (const l of self.live) if (l.active) this.inc({ route: l.route })
-      }
-    })
-    new Gauge({
-      name: name('audio_buffered_bytes'),
-      help: help('audio_buffered_bytes'),
-      labelNames: labels('audio_buffered_bytes'),
-      registers: r,
-      collect() {
-        this.reset()
-        for (const route of self.labelSpace().routes) this.set({ route: route.name }, 0)
-        for (const l of self.live) if (l.bufferedBytes > 0) this.inc({ route: l.route }, l.bufferedBytes)
-      }
-    })
-    for (const [metric, { label, fields }] of Object.entries(PUBLISHED))
-      new Counter({
-        name: name(metric as MetricName),
-        help: help(metric as MetricName),
-        labelNames: labels(metric as MetricName),
-        registers: r,
-        collect() {
-          this.reset()
-          for (const [route, t] of self.totals())
-            for (const [value, field] of Object.entries(fields)) {
-              const n = t[field]
-              if (n > 0) this.inc({ route, [label]: value }, n)
-            }
-          self.seedPublished(metric as MetricName, this)
-        }
-      })
   }
 
   /**

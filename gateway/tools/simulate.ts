@@ -1,6 +1,6 @@
 import { randomInt } from 'node:crypto'
 import { WebSocket, type RawData } from 'ws'
-import { systemClock, type Clock, type TimerHandle } from '../clock'
+import { systemClock, type Clock, Timer } from '../clock'
 
 export interface SimulateAudioOptions {
   url: string
@@ -100,8 +100,10 @@ interface LegState {
   streaming: boolean
   /** The first text frame (the answer) came. */
   answered: boolean
-  trailingTimer: TimerHandle | null
-  graceTimer: TimerHandle | null
+  /** After the last frame: TRAILING_WAIT_MS for late answers, then the close. */
+  readonly trailing: Timer
+  /** After the close frame: CLOSE_GRACE_MS for the server's, then the socket is dropped. */
+  readonly grace: Timer
   /** The simulator sent its own close frame. */
   closing: boolean
 }
@@ -139,7 +141,7 @@ class AudioSimulation {
   private readonly totalBytes: number
   private readonly totalFrames: number
   private readonly streaming = new Set<LegState>()
-  private ticker: TimerHandle | null = null
+  private readonly ticker: Timer
   private readonly schedulerStart: number
   private tickNo = 0
 
@@ -151,6 +153,7 @@ class AudioSimulation {
     this.totalBytes = opts.seconds === undefined ? this.clip.length : Math.round(opts.seconds * 8000)
     this.totalFrames = Math.ceil(this.totalBytes / FRAME_BYTES)
     this.schedulerStart = clock.now()
+    this.ticker = new Timer(clock)
   }
 
   runLeg(index: number): Promise<SimulatedLeg> {
@@ -176,8 +179,8 @@ class AudioSimulation {
       startedAt: 0,
       streaming: false,
       answered: false,
-      trailingTimer: null,
-      graceTimer: null,
+      trailing: new Timer(this.clock),
+      grace: new Timer(this.clock),
       closing: false
     }
     return new Promise<SimulatedLeg>(resolve => {
@@ -241,9 +244,8 @@ class AudioSimulation {
   private closed(st: LegState, code: number, reason: string): void {
     const leg = st.leg
     this.stopStreaming(st)
-    if (st.trailingTimer) this.clock.clearTimeout(st.trailingTimer)
-    if (st.graceTimer) this.clock.clearTimeout(st.graceTimer)
-    st.trailingTimer = st.graceTimer = null
+    st.trailing.clear()
+    st.grace.clear()
     leg.closeCode = code
     leg.closeReason = reason
     leg.cut = leg.framesSent < this.totalFrames || !(code === 1000 || (st.closing && code === 1005))
@@ -276,35 +278,25 @@ class AudioSimulation {
     }
     if (st.leg.framesSent >= this.totalFrames) {
       this.stopStreaming(st)
-      st.trailingTimer = this.clock.setTimeout(() => {
-        st.trailingTimer = null
-        this.closeLeg(st)
-      }, TRAILING_WAIT_MS)
+      st.trailing.set(TRAILING_WAIT_MS, () => this.closeLeg(st))
     }
   }
 
   private stopStreaming(st: LegState): void {
     st.streaming = false
     this.streaming.delete(st)
-    if (this.streaming.size === 0 && this.ticker) {
-      this.clock.clearTimeout(this.ticker)
-      this.ticker = null
-    }
+    if (this.streaming.size === 0) this.ticker.clear()
   }
 
   // One scheduler for all legs; each tick is aimed at schedulerStart + n * 20 ms so delays do not accumulate.
   private scheduleTick(): void {
-    if (this.ticker || this.streaming.size === 0) return
+    if (this.ticker.pending || this.streaming.size === 0) return
     const now = this.clock.now()
     this.tickNo = Math.max(this.tickNo + 1, Math.floor((now - this.schedulerStart) / FRAME_MS) + 1)
-    this.ticker = this.clock.setTimeout(
-      () => this.onTick(),
-      Math.max(0, this.schedulerStart + this.tickNo * FRAME_MS - now)
-    )
+    this.ticker.set(Math.max(0, this.schedulerStart + this.tickNo * FRAME_MS - now), () => this.onTick())
   }
 
   private onTick(): void {
-    this.ticker = null
     const now = this.clock.now()
     for (const st of this.streaming) this.pump(st, now)
     this.scheduleTick()
@@ -314,9 +306,6 @@ class AudioSimulation {
     if (st.ws.readyState !== WebSocket.OPEN) return
     st.closing = true
     st.ws.close(1000, 'done')
-    st.graceTimer = this.clock.setTimeout(() => {
-      st.graceTimer = null
-      st.ws.terminate()
-    }, CLOSE_GRACE_MS)
+    st.grace.set(CLOSE_GRACE_MS, () => st.ws.terminate())
   }
 }

@@ -10,7 +10,7 @@ import { WebSocketServer, type RawData, type WebSocket } from 'ws'
 import { listenEmulator } from './emulator-server'
 import { DemoAudio, DemoSession } from './vendors/demo-audio'
 import { TextEndpoints } from './vendors/demo-text'
-import type { EmulatorOptions, VendorEmulator } from './vendors/demo-types'
+import type { EmulatorKind, EmulatorOptions, VendorEmulator } from './vendors/demo-types'
 import { emulatorClock } from './vendors/recorder'
 import { rawToBuffer, refuse, reply } from './vendors/wire'
 
@@ -48,14 +48,14 @@ function onRequest(req: IncomingMessage, res: ServerResponse, all: DemoSession[]
   }
 }
 
-export async function startVendorEmulator(opts: EmulatorOptions): Promise<VendorEmulator> {
-  const kind = opts.kind
-  if (kind !== 'passthrough' && kind !== 'json-events') {
-    return Promise.reject(new Error(`unknown emulator kind: ${String(kind)}`))
-  }
-  const clock = opts.clock ?? emulatorClock
-  const log = opts.log
-  const audio = new DemoAudio({
+/** What an emulator keeps of its sessions: every one (the reports), the open ones (to drop, close, pause). */
+interface Sessions {
+  readonly all: DemoSession[]
+  readonly live: Set<DemoSession>
+}
+
+function demoAudio(kind: EmulatorKind, opts: EmulatorOptions): DemoAudio {
+  return new DemoAudio({
     kind,
     resultEvery: opts.resultEveryFrames ?? 50,
     byAudio: opts.resultsByAudio ?? false,
@@ -64,43 +64,59 @@ export async function startVendorEmulator(opts: EmulatorOptions): Promise<Vendor
     earlyResults: opts.earlyResults ?? 0,
     echo: opts.echo ?? false
   })
-  const text = new TextEndpoints(kind, opts.text ?? {}, log)
-  const all: DemoSession[] = []
-  const live = new Set<DemoSession>()
-  let nextId = 1
+}
+
+/** An upgraded socket becomes a session: recorded, its messages fed to the demo audio, live until it closes. */
+function openSession(
+  ws: WebSocket,
+  req: IncomingMessage,
+  sessions: Sessions,
+  audio: DemoAudio,
+  opts: EmulatorOptions
+): void {
+  const path = req.url ?? '/'
+  // Ids count from 1 in the order sessions opened.
+  const s = new DemoSession(sessions.all.length + 1, opts.kind, path, ws, opts.clock ?? emulatorClock, opts.log)
+  s.upgrade = { url: path, headers: { ...req.headers } }
+  s.vendor = opts.name
+  sessions.all.push(s)
+  sessions.live.add(s)
+  s.say(`opened ${path}`)
+  ws.on('message', (data: RawData, isBinary: boolean) => {
+    const buf = rawToBuffer(data)
+    if (isBinary) audio.binary(s, buf)
+    else audio.text(s, buf.toString('utf8'))
+  })
+  ws.on('error', (err: Error) => {
+    s.errors.push(`socket error: ${err.message}`)
+  })
+  ws.on('close', (code: number, reason: Buffer) => {
+    s.markClosed(code, reason.toString('utf8'))
+    sessions.live.delete(s)
+    s.say(`closed ${code} ${s.closeReason} frames=${s.frames} bytes=${s.bytes}`)
+  })
+}
+
+export async function startVendorEmulator(opts: EmulatorOptions): Promise<VendorEmulator> {
+  const kind = opts.kind
+  if (kind !== 'passthrough' && kind !== 'json-events') {
+    return Promise.reject(new Error(`unknown emulator kind: ${String(kind)}`))
+  }
+  const audio = demoAudio(kind, opts)
+  const text = new TextEndpoints(kind, opts.text ?? {}, opts.log)
+  const sessions: Sessions = { all: [], live: new Set() }
+  const { all, live } = sessions
   let refused = 0
 
   const wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: MAX_PAYLOAD })
   const server = createServer((req, res) => onRequest(req, res, all, text))
-
-  const accept = (ws: WebSocket, path: string, headers: IncomingMessage['headers']): void => {
-    const s = new DemoSession(nextId++, kind, path, ws, clock, log)
-    s.upgrade = { url: path, headers: { ...headers } }
-    s.vendor = opts.name
-    all.push(s)
-    live.add(s)
-    s.say(`opened ${path}`)
-    ws.on('message', (data: RawData, isBinary: boolean) => {
-      const buf = rawToBuffer(data)
-      if (isBinary) audio.binary(s, buf)
-      else audio.text(s, buf.toString('utf8'))
-    })
-    ws.on('error', (err: Error) => {
-      s.errors.push(`socket error: ${err.message}`)
-    })
-    ws.on('close', (code: number, reason: Buffer) => {
-      s.markClosed(code, reason.toString('utf8'))
-      live.delete(s)
-      s.say(`closed ${code} ${s.closeReason} frames=${s.frames} bytes=${s.bytes}`)
-    })
-  }
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     if (opts.refuseUpgrade !== undefined) {
       refused++
       socket.on('error', () => socket.destroy())
       return refuse(socket, opts.refuseUpgrade, { error: 'sessions refused (refuseUpgrade)' })
     }
-    wss.handleUpgrade(req, socket, head, ws => accept(ws, req.url ?? '/', req.headers))
+    wss.handleUpgrade(req, socket, head, ws => openSession(ws, req, sessions, audio, opts))
   })
 
   const l = await listenEmulator(server, wss, opts.host ?? '127.0.0.1', opts.port ?? 0, () => {

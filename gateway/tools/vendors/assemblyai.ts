@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import type { TimerHandle } from '../../clock'
+import type { Timer } from '../../clock'
 import { Cadence, phrase, round3 } from './cadence'
 import { Hearing } from './hearing'
 import type { Context, Protocol, VendorSession } from './session'
@@ -108,7 +108,7 @@ export class AssemblyAiStream implements Protocol {
   private readonly cadence: Cadence
   private readonly sessionMaxMs: number
   private inactivityMs = 0
-  private inactivityTimer: TimerHandle | null = null
+  private readonly inactivity: Timer
   private turnOrder = 0
   private begunAt = 0
   private ended = false
@@ -127,6 +127,7 @@ export class AssemblyAiStream implements Protocol {
     this.formatTurns = q.get('format_turns') === 'true'
     this.cadence = new Cadence(ctx.resultEveryMs / 2)
     this.sessionMaxMs = ctx.opts.sessionMaxMs ?? THREE_HOURS_MS
+    this.inactivity = s.timer()
     this.hearing = ctx.opts.transcribeFrames === true && this.bytesPerSample === 1 ? new Hearing() : null
   }
 
@@ -230,8 +231,7 @@ export class AssemblyAiStream implements Protocol {
   private touch(): void {
     const ms = this.inactivityMs
     if (ms <= 0) return
-    this.s.cancel(this.inactivityTimer)
-    this.inactivityTimer = this.s.after(ms, () => {
+    this.inactivity.set(ms, () => {
       if (this.ended) return
       this.fail(3005, `Session Cancelled: no audio for ${ms} ms (inactivity timeout)`)
     })

@@ -1,5 +1,5 @@
 import type { Clock } from '../../clock'
-import type { RecordedSession } from './recorder'
+import type { EmulatorHandle, RecordedSession } from './recorder'
 
 /** The public shapes of the bundled demo vendors (passthrough, json-events): see ../vendor-emulator.ts. */
 
@@ -90,27 +90,13 @@ export interface SessionReport extends RecordedSession {
   lastFrameAt: number | null
 }
 
-export interface VendorEmulator {
-  readonly kind: EmulatorKind
-  readonly port: number
-  /** ws://host:port/stream */
-  readonly url: string
-  readonly httpUrl: string
+/** A demo emulator (`url`: ws://host:port/stream). */
+export interface VendorEmulator extends EmulatorHandle<EmulatorKind> {
   sessions(): SessionReport[]
   /** Text requests received (the last 10,000), oldest first. */
   textRequests(): TextRequestReport[]
   /** Change how the text endpoints answer from now on. */
   setText(behaviour: TextBehaviour): void
-  /** Abruptly terminates every open session socket (TCP destroy, no close frame): a crashed vendor. */
-  dropAll(): void
-  /** Sends a close frame to every open session. */
-  closeAll(code: number, reason?: string): void
-  /** Stops reading from every open session socket (a vendor that falls behind: the sender's buffers fill up). */
-  pauseAll(): void
-  /** Reads again from every open session socket. */
-  resumeAll(): void
   /** WebSocket upgrades refused (option refuseUpgrade). */
   refusedUpgrades(): number
-  /** Stops listening, terminates sessions, resolves when fully closed. */
-  close(): Promise<void>
 }

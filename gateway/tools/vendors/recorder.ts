@@ -1,6 +1,6 @@
 import { createHash, type Hash } from 'node:crypto'
 import { WebSocket } from 'ws'
-import type { Clock, TimerHandle } from '../../clock'
+import { type Clock, Timer, type TimerHandle } from '../../clock'
 import type { FrameSequence, SequenceReport } from './sequence'
 
 /**
@@ -13,6 +13,25 @@ export const emulatorClock: Clock = {
   clearTimeout: t => clearTimeout(t as unknown as NodeJS.Timeout),
   setInterval: (fn, ms) => setInterval(fn, ms).unref() as unknown as TimerHandle,
   clearInterval: t => clearInterval(t as unknown as NodeJS.Timeout)
+}
+
+/** What every emulator's handle offers, whatever the vendor: where it listens, and what a test does to all its sessions. */
+export interface EmulatorHandle<Kind extends string> {
+  readonly kind: Kind
+  readonly port: number
+  /** ws://host:port/<the path of the emulated API> */
+  readonly url: string
+  readonly httpUrl: string
+  /** Abruptly terminates every open session socket (TCP destroy, no close frame): a crashed vendor. */
+  dropAll(): void
+  /** Sends a close frame to every open session. */
+  closeAll(code: number, reason?: string): void
+  /** Stops reading from every open session socket (a vendor that falls behind: the sender's buffers fill up). */
+  pauseAll(): void
+  /** Reads again from every open session socket. */
+  resumeAll(): void
+  /** Stops listening, terminates sessions, resolves when fully closed. */
+  close(): Promise<void>
 }
 
 /** What every emulator reports of a session, whatever the vendor. */
@@ -65,7 +84,10 @@ export class SessionRecorder {
   ws: WebSocket | null = null
   /** Set by an emulator started with `sequencedFrames`: reads every audio payload's numbered frames. */
   sequence: FrameSequence | null = null
-  private readonly timers = new Map<TimerHandle, 'timeout' | 'interval'>()
+  /** Armed by `after` (until they run) and `every`; cleared, with the `owned` ones, at the session's close. */
+  private readonly timers = new Set<Timer>()
+  /** The session's own timers (`timer`), re-armed as it goes. */
+  private readonly owned: Timer[] = []
   private readonly hash: Hash = createHash('sha256')
   private finalDigest: string | null = null
 
@@ -126,30 +148,32 @@ export class SessionRecorder {
     this.ws?.terminate()
   }
 
-  every(ms: number, fn: () => void): void {
-    this.timers.set(this.clock.setInterval(fn, ms), 'interval')
-  }
-
-  after(ms: number, fn: () => void): TimerHandle {
-    const t = this.clock.setTimeout(() => {
-      this.timers.delete(t)
-      fn()
-    }, ms)
-    this.timers.set(t, 'timeout')
+  /** A timer the session keeps (re-armed as it goes: an inactivity timeout); cleared with the others. */
+  timer(): Timer {
+    const t = new Timer(this.clock)
+    this.owned.push(t)
     return t
   }
 
-  cancel(t: TimerHandle | null): void {
-    if (t === null || !this.timers.delete(t)) return
-    this.clock.clearTimeout(t)
+  every(ms: number, fn: () => void): void {
+    const t = new Timer(this.clock)
+    t.every(ms, fn)
+    this.timers.add(t)
+  }
+
+  after(ms: number, fn: () => void): void {
+    const t = new Timer(this.clock)
+    t.set(ms, () => {
+      this.timers.delete(t)
+      fn()
+    })
+    this.timers.add(t)
   }
 
   clearTimers(): void {
-    for (const [t, kind] of this.timers) {
-      if (kind === 'interval') this.clock.clearInterval(t)
-      else this.clock.clearTimeout(t)
-    }
+    for (const t of this.timers) t.clear()
     this.timers.clear()
+    for (const t of this.owned) t.clear()
   }
 
   markClosed(code: number, reason: string): void {

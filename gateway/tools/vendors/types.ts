@@ -1,6 +1,6 @@
 import type { ChannelReport } from './stereo'
 import type { Clock } from '../../clock'
-import type { RecordedSession } from './recorder'
+import type { EmulatorHandle, RecordedSession } from './recorder'
 
 /** The public shapes of the strict real-vendor emulators (see ../real-vendors.ts for what each checks). */
 
@@ -149,33 +149,21 @@ export interface RealVendorSession extends RecordedSession {
   rawFrames?: string[]
 }
 
-export interface RealVendorEmulator {
-  readonly kind: RealVendorKind
-  readonly port: number
-  /** ws://host:port/<vendor path> */
-  readonly url: string
-  readonly httpUrl: string
+/** A real-vendor emulator (`url`: ws://host:port/<vendor path>); its close clears every timer too. */
+export interface RealVendorEmulator extends EmulatorHandle<RealVendorKind> {
   /** Every session but connection probes (refused upgrades included). */
   sessions(): RealVendorSession[]
   /** audiohook: the connection-probe sessions (empty for the other vendors). */
   probes(): RealVendorSession[]
   /** HTTP requests answered on the vendor's own API paths (assemblyai /v3/token, openai /v1/chat/completions), in order. */
   httpRequests(): HttpRequestRecord[]
-  /** Abruptly terminates every open session socket (TCP destroy, no close frame). */
-  dropAll(): void
-  /** Sends a close frame to every open session. */
-  closeAll(code: number, reason?: string): void
   /**
    * Stops reading every session socket, and those accepted from now on (a vendor that falls behind: the
    * sender's buffers fill up); upgrades and the HTTP side are still answered.
    */
   pauseAll(): void
-  /** Reads every session socket again. */
-  resumeAll(): void
   /** Open sessions now (connection probes included). */
   openSessions(): number
-  /** Stops listening, terminates sessions, clears every timer; resolves when fully closed. */
-  close(): Promise<void>
 }
 
 /** One request to a vendor's own HTTP API: its answer status, JSON body (parsed) and headers (credentials redacted). */
