@@ -295,7 +295,7 @@ async function serveAsWorker(config: Config, file: string): Promise<number> {
   const internal = (c: Config): Config => ({ ...c, emulators: [] })
   const log = createLogger({ level: config.log.level, secrets: config.secrets })
   log.setBindings({ worker: index })
-  // A restarted worker is a new holder: the sessions of the one it replaces died with it.
+  // A restarted worker is a new owner: the sessions of the one it replaces died with it.
   const id = `${hello.group}/w${index}.${process.pid}`
   const admission = new AdmissionClient(m => channel.send(m))
   const nonces = new RelayNonceClient(m => channel.send(m))

@@ -153,7 +153,7 @@ export const METRIC_NOTES: Partial<Record<MetricName, string>> = {
   audio_sessions_active:
     'Every configured route has a sample, at 0 when idle, so an idle instance shows 0, not nothing.',
   audio_sessions_total:
-    'Other outcomes: abandoned (the platform left before CONNECTED), too_large_cut and invalid_utf8 (uWS cut the socket for a frame), relayed (a leg this process relayed to the process holding its session, which counts its outcome).',
+    'Other outcomes: abandoned (the platform left before CONNECTED), too_large_cut and invalid_utf8 (uWS cut the socket for a frame), relayed (a leg this process relayed to the process owning its session, which counts its outcome).',
   audio_buffered_bytes: 'Every configured route has a sample, at 0 when nothing is held.',
   audio_dropped_frames_total:
     "failover_unreplayed: written since the lost vendor's last sign of life, or left unread, and not covered by the replay; vendor_paused: discarded while the vendor paused the session.",
@@ -170,5 +170,5 @@ export const METRIC_NOTES: Partial<Record<MetricName, string>> = {
     'failure_budget on hooks audio, text, token and dry_run; header_size on audio, text and token; init_size and frame_size on audio; body_size on text; legs_per_route and legs_per_client on audio.',
   front_door_refusals_total: 'aborted_before_dispatch: e.g. uWS cut a pipelined connection.',
   audio_joins_total:
-    'relayed: a leg relayed to the instance or worker holding its call; relay_failed: its call is held elsewhere out of reach (no fleet.advertiseUrl there, or the holder did not answer), so it joined here alone and the call is split.'
+    'relayed: a leg relayed to the instance or worker owning its call; relay_failed: its call is owned elsewhere out of reach (no fleet.advertiseUrl there, or the owner did not answer), so it joined here alone and the call is split.'
 }

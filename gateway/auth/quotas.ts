@@ -3,7 +3,7 @@ import { type Clock, Timer } from '../clock'
 import type { Quota, QuotaName, RouteConfig, TenantConfig } from '../config/types'
 import type { QuotaStore } from '../store/port'
 
-/** A fleet lease of a live leg lives this long unless its holder refreshes it (every LEASE_REFRESH_MS). */
+/** A fleet lease of a live leg lives this long unless its owner refreshes it (every LEASE_REFRESH_MS). */
 export const LEASE_TTL_MS = 10_000
 export const LEASE_REFRESH_MS = 3_000
 

@@ -47,17 +47,17 @@ export function tenantProblems(cfg: Record<string, any>): { pointer: string; mes
     })
   }
   const clientIds = new Set(((cfg.tokens?.clients ?? []) as { id: string }[]).map(c => c.id))
-  // Who holds each credential (per value) and each client: a configured tenant, or a route's own auth.
-  const holders = new Map<string, { tenant: string; pointer: string; route: boolean }>()
+  // Whom each credential (per value) and each client belongs to: a configured tenant, or a route's own auth.
+  const belongsTo = new Map<string, { tenant: string; pointer: string; route: boolean }>()
   const claim = (key: string, tenant: string, pointer: string, route: boolean): void => {
-    const held = holders.get(key)
-    if (held === undefined) return void holders.set(key, { tenant, pointer, route })
-    if (held.tenant === tenant || (held.route && route)) return
+    const first = belongsTo.get(key)
+    if (first === undefined) return void belongsTo.set(key, { tenant, pointer, route })
+    if (first.tenant === tenant || (first.route && route)) return
     out.push({
       pointer,
       message:
         `${TENANT_CREDENTIAL_SHARED}: this ${key.startsWith('client\n') ? 'token client' : 'credential'} also ` +
-        `belongs to ${held.route ? 'the own auth of route' : 'tenant'} ${held.tenant} (${held.pointer}): a ` +
+        `belongs to ${first.route ? 'the own auth of route' : 'tenant'} ${first.tenant} (${first.pointer}): a ` +
         'credential names one tenant; give each tenant its own'
     })
   }

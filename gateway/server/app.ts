@@ -1,5 +1,5 @@
 import { CallBook } from '../audio/leg/call-book'
-import { type Holder, Placement } from '../audio/placement/placement'
+import { type OwnerProcess, Placement } from '../audio/placement/placement'
 import { SessionRegistry } from '../audio/session/registry'
 import { type Admission, LocalAdmission } from '../auth/admission'
 import { FailureBudget } from '../auth/failure-budget'
@@ -100,7 +100,7 @@ interface Core {
   texts: TextHooks
   tokens: TokenAuth | undefined
   /** Where this process is reached by the others that share its store: filled in once it listens. */
-  holder: { -readonly [k in keyof Holder]: Holder[k] }
+  owner: { -readonly [k in keyof OwnerProcess]: OwnerProcess[k] }
   reload: (trigger: string) => Promise<ReloadReport>
   /** Stop the background work: probes, the revoked-leg sweep, rebalancing, stream reports. */
   stopUpkeep: () => void
@@ -109,12 +109,12 @@ interface Core {
 
 export async function startServer(opts: ServerOptions): Promise<RunningServer> {
   const core = await buildCore(opts)
-  const { state, holder } = core
+  const { state, owner } = core
   const { config, log, store, worker } = opts
   // A scrape after the drain finished: the final counters have been read (see `linger`).
   const final = new FinalScrape()
   const apps = buildApps({ state, config, texts: core.texts, tokens: core.tokens, reload: core.reload, final, worker })
-  const listening = await openListeners(apps, { config, worker, holder })
+  const listening = await openListeners(apps, { config, worker, owner })
   log.info(
     {
       event: 'listening',
@@ -123,7 +123,7 @@ export async function startServer(opts: ServerOptions): Promise<RunningServer> {
       port: listening.port,
       metricsPort: listening.metricsPort,
       adminPort: listening.adminPort,
-      fleet: holder.url || undefined,
+      fleet: owner.url || undefined,
       fleetPort: listening.fleetPort || undefined,
       tls: config.listen.tls !== null,
       routes: [...core.gens.current.routes.keys()]
@@ -186,13 +186,13 @@ async function buildCore(opts: ServerOptions): Promise<Core> {
   const logLimit = LogLimiter.of(systemClock, () => log, config.log.flood, worker?.workers)
   const genDeps = { store, metrics, log, verifier: tokens?.verifier, logLimit }
   const gens = new Generations(config, genDeps)
-  const holder: Core['holder'] = {
+  const owner: Core['owner'] = {
     instance: store.instanceId,
     group: worker?.group ?? store.instanceId,
     url: '',
     local: ''
   }
-  const placement = new Placement(store, store.shared ? holder : null, systemClock)
+  const placement = new Placement(store, store.shared ? owner : null, systemClock)
   const sessions = new SessionRegistry(placement)
   const lifecycle = new ServerLifecycle(
     {
@@ -230,7 +230,7 @@ async function buildCore(opts: ServerOptions): Promise<Core> {
     calls: new CallBook(
       store,
       systemClock,
-      { instance: holder.group, process: store.instanceId, worker: worker?.index ?? null },
+      { instance: owner.group, process: store.instanceId, worker: worker?.index ?? null },
       () => state.legs
     ),
     logLimit,
@@ -244,7 +244,7 @@ async function buildCore(opts: ServerOptions): Promise<Core> {
   const apply = (next: Config): Omit<ReloadReport, 'ok' | 'problems'> => applyConfig(state, gens, texts, next)
   // A worker's reload is counted and logged once for the gateway, by its main process.
   const reload = reloader(opts.revalidate ?? noRevalidate, apply, genDeps, worker === undefined)
-  return { state, gens, texts, tokens, holder, reload, stopUpkeep, lifecycle }
+  return { state, gens, texts, tokens, owner, reload, stopUpkeep, lifecycle }
 }
 
 /** A reload's new config, swapped in for new legs and requests: returns what changed. */

@@ -7,7 +7,7 @@ import { sendProblem } from './http'
 import type { ServerState } from './state'
 
 /**
- * A fleet listener: where other processes of the fleet relay the legs of sessions this process holds
+ * A fleet listener: where other processes of the fleet relay the legs of sessions this process owns
  * (audio/placement/relay-link.ts), and nothing else. Two kinds, never the public listener:
  * - `worker`: each worker of `serve --workers N` on a loopback port of its own, for its sibling workers;
  * - `instance`: `fleet.host`/`fleet.port` (every worker of an instance shares it), for the other

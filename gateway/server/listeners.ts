@@ -1,5 +1,5 @@
 import * as uWS from 'uWebSockets.js'
-import type { Holder } from '../audio/placement/placement'
+import type { OwnerProcess } from '../audio/placement/placement'
 import type { Config } from '../config/types'
 import type { FinalScrape } from '../telemetry/final-scrape'
 import { type AdminGate, adminRefused, mountAdmin, mountHealth, mountMetrics } from './admin'
@@ -166,12 +166,12 @@ export interface ListenAt {
   config: Config
   worker?: { port: number; fleetPort: number }
   /** Filled in here: the worker's loopback URL and the advertised fleet URL. */
-  holder: { -readonly [k in keyof Holder]: Holder[k] }
+  owner: { -readonly [k in keyof OwnerProcess]: OwnerProcess[k] }
 }
 
 /** Listen on every app's address; when one cannot, close what was opened and reject. */
 export async function openListeners(apps: Apps, at: ListenAt): Promise<Listening> {
-  const { config, worker, holder } = at
+  const { config, worker, owner } = at
   const opened: Listener[] = []
   const open = async (a: uWS.TemplatedApp, host: string, p: number, use?: PortUse): Promise<Listener> => {
     const l = new Listener(await listen(a, host, p, use))
@@ -191,7 +191,7 @@ export async function openListeners(apps: Apps, at: ListenAt): Promise<Listening
     if (apps.loopback !== null) {
       const loopback = await open(apps.loopback, '127.0.0.1', 0)
       others.push(loopback)
-      holder.local = `ws://127.0.0.1:${loopback.port}`
+      owner.local = `ws://127.0.0.1:${loopback.port}`
     }
     let fleetPort = 0
     if (apps.fleet !== null) {
@@ -199,7 +199,7 @@ export async function openListeners(apps: Apps, at: ListenAt): Promise<Listening
       const fleet = await open(apps.fleet, fleetCfg.host, worker?.fleetPort ?? fleetCfg.port, sharing)
       others.push(fleet)
       fleetPort = fleet.port
-      holder.url = advertisedUrl(fleetCfg.advertiseUrl, fleetPort)
+      owner.url = advertisedUrl(fleetCfg.advertiseUrl, fleetPort)
     }
     const metricsPort = scrape?.port ?? 0
     return {

@@ -29,7 +29,7 @@ export interface ServerState {
   uwsNative: boolean
   store: Store
   sessions: SessionRegistry
-  /** The sessions this process holds and, with a shared store, where the others' are (audio/placement/placement.ts). */
+  /** The sessions this process owns and, with a shared store, where the others' are (audio/placement/placement.ts). */
   placement: Placement
   /** The gateway's failure budget and leg limits (this process's, or the main process's for a worker). */
   admission: Admission

@@ -67,7 +67,7 @@ export class MemoryStore implements Store {
   releaseOwner(key: string, instance: string): void {
     this.owners.release(key, instance)
   }
-  /** The process `instance` is gone (a worker that exited): the records it held go at once, its call records too. */
+  /** The process `instance` is gone (a worker that exited): the owner records it had go at once, its call records too. */
   releaseOwnersOf(instance: string): void {
     this.owners.releaseAll(instance)
     this.calls.removeAllOf(instance)

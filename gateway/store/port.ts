@@ -50,12 +50,12 @@ export interface FailureWindow {
 }
 
 /**
- * Who holds a session that a leg landing on another process must reach (audio/placement/placement.ts): a plain
+ * Who owns a session that a leg landing on another process must reach (audio/placement/placement.ts): a plain
  * leg's vendor session (live or parked, for a re-attach) or a joined call's stereo session. A leg of
- * that session landing elsewhere is relayed to its holder, if the same caller opened it.
+ * that session landing elsewhere is relayed to its owner, if the same caller opened it.
  */
 export interface OwnerRecord {
-  /** The holding process: an instance's id, or a worker's (`<group>/w<n>`). */
+  /** The owning process: an instance's id, or a worker's (`<group>/w<n>`). */
   instance: string
   /** Its process group: the workers of one `serve` share their main process's id; one process: its own id. */
   group: string
@@ -101,9 +101,9 @@ export interface CallRecord {
   lastFrameAgeMs: number | null
   failovers: number
   gapMs: number
-  /** Vendor results sent to the platform on this leg (absent on a leg relayed elsewhere: see its holder's record). */
+  /** Vendor results sent to the platform on this leg (absent on a leg relayed elsewhere: see its owner's record). */
   resultsSent?: number
-  /** Relayed: the process that holds its session (this leg carries its audio there). */
+  /** Relayed: the process that owns its session (this leg carries its audio there). */
   relayedTo?: string
   /** Relayed here from this process. */
   relayedFrom?: string
@@ -113,7 +113,7 @@ export interface CallRecord {
 
 /**
  * The fleet's count of the quotas (auth/quotas.ts), in Redis: live legs as leases (a sorted set per quota
- * whose members expire unless their holder refreshes them, so a dead instance's legs go by themselves), and
+ * whose members expire unless their owner refreshes them, so a dead instance's legs go by themselves), and
  * per-second rates through rate-limiter-flexible. `null` answers: Redis did not answer; the caller's own
  * count stands in.
  */
@@ -169,12 +169,12 @@ export interface Store {
    */
   countFailure: (key: string, windowMs: number, nowMs: number) => Promise<FailureWindow>
   /**
-   * Make `owner` the holder of session `key` (with a TTL of `ttlMs`) unless another live holder has it;
-   * `replacing`: a holder found unreachable, whose record `owner` may take over. Resolves to the record
+   * Make `owner` the owner of session `key` (with a TTL of `ttlMs`) unless another live owner has it;
+   * `replacing`: a owner found unreachable, whose record `owner` may take over. Resolves to the record
    * in force. Redis away: `owner` (the session is served here).
    */
   claimOwner: (key: string, owner: OwnerRecord, ttlMs: number, replacing?: string) => Promise<OwnerRecord>
-  /** Renew the TTL of the records of `keys` that `instance` still holds (one batch, fire-and-forget). */
+  /** Renew the TTL of the records of `keys` that `instance` still owns (one batch, fire-and-forget). */
   refreshOwners: (keys: readonly string[], instance: string, ttlMs: number) => void
   /** Session `key` ended (or was handed off) on `instance`: its record goes, if `instance` still holds it. */
   releaseOwner: (key: string, instance: string) => void

@@ -10,7 +10,7 @@ export interface RecordClient {
 }
 
 /**
- * Who holds a session (`owner:<key>`) and where a leg's vendor session lives (`aff:<key>`), in Redis. The
+ * Who owns a session (`owner:<key>`) and where a leg's vendor session lives (`aff:<key>`), in Redis. The
  * store calls these only over a ready connection; every failed command is counted, and the caller falls
  * back to serving here.
  */

@@ -16,7 +16,7 @@ export interface ProbeEvents {
  * upgrade, http, protocol, tcp; `none` skips the route). Down after `unhealthyThreshold` failures in a
  * row, or at once when the vendor refuses the credential (a misconfiguration: reason "credential
  * refused"); up after `healthyThreshold` successes. The reason is rewritten after every probe, so it is
- * always the latest verdict. With a shared store only the lease holder probes, and writes its verdicts
+ * always the latest verdict. With a shared store only the instance with the lease probes, and writes its verdicts
  * for the fleet; every other instance reads them on its store sync.
  */
 export class Prober {
@@ -69,7 +69,7 @@ export class Prober {
     this.timer.clear()
   }
 
-  /** One probe of every replica, concurrently. Skipped while another instance holds the lease. */
+  /** One probe of every replica, concurrently. Skipped while another instance has the lease. */
   async round(): Promise<void> {
     if (this.running || !this.store.isLeader()) return
     this.running = true

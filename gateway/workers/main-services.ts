@@ -14,7 +14,7 @@ interface Holdings {
   places: Map<number, () => void>
   /** Its live streams per `route/replica` (the others' sum is each worker's `otherStreams`). */
   streams: Map<string, number>
-  /** Its id as a holder of sessions (from its owner claims and call records): its records go when it exits. */
+  /** Its id as a owner of sessions (from its owner claims and call records): its records go when it exits. */
   instance: string | null
 }
 

@@ -58,7 +58,7 @@ export class WorkerStore implements Store {
   async countFailure(key: string, windowMs: number, nowMs: number): Promise<FailureWindow> {
     return (await this.ask({ op: 'fail', key, windowMs, nowMs })) as FailureWindow
   }
-  // Session owner records too, so a leg on one worker finds the worker that holds its session.
+  // Session owner records too, so a leg on one worker finds the worker that owns its session.
   async claimOwner(key: string, owner: OwnerRecord, ttlMs: number, replacing?: string): Promise<OwnerRecord> {
     return (await this.ask({ op: 'owner-claim', key, owner, ttlMs, replacing })) as OwnerRecord
   }

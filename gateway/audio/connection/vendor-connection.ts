@@ -91,7 +91,7 @@ export class VendorConnection implements Connection {
 
   /** While the vendor has audio held (a control rule's `pause`) this reads as full: the feed queues. */
   get bufferedAmount(): number {
-    return this.rules.gate === 'held' ? Number.POSITIVE_INFINITY : (this.socket?.bufferedAmount ?? 0)
+    return this.rules.gate === 'paused' ? Number.POSITIVE_INFINITY : (this.socket?.bufferedAmount ?? 0)
   }
 
   /**
@@ -217,7 +217,7 @@ export class VendorConnection implements Connection {
 
   private onText(text: string): void {
     this.received(text.length)
-    if (!this.followOn.holds(text)) this.readText(text)
+    if (!this.followOn.defers(text)) this.readText(text)
   }
 
   private readText(text: string): void {

@@ -20,7 +20,7 @@ import {
  * (`{{position}}`) right after the resume rule's reply, as protocols that report discarded audio want
  * (AudioHook's `resumed {start, discarded}` is sent at `start`; the discarded stretch follows it).
  */
-export type AudioGate = 'open' | 'held' | 'discard'
+export type AudioGate = 'open' | 'paused' | 'discard'
 
 /** A control rule of the mapping that matched a vendor message, and its place in the list. */
 export interface Matched {
@@ -168,7 +168,7 @@ export class VendorControl {
   private atOnce(m: Matched, msg: unknown): { after: 'failover' | 'leg'; vendorMessage: string | undefined } | null {
     const rule = m.rule
     if ((rule.audio === 'pause' || rule.audio === 'discard') && this.gate === 'open') {
-      this.gate = rule.audio === 'pause' ? 'held' : 'discard'
+      this.gate = rule.audio === 'pause' ? 'paused' : 'discard'
       this.pauseStartMs = this.frames.audioMs
       this.pauseDiscardedMs = 0
     }
@@ -187,7 +187,7 @@ export class VendorControl {
     // discarding pause, or held audio that reached the connection: a park's partial chunk) joins the timeline.
     if (rule.audio === 'resume' && this.gate !== 'open') {
       this.resumingDiscard = this.gate === 'discard' || this.pauseDiscardedMs > 0
-      this.gate = 'held'
+      this.gate = 'paused'
     }
     if (rule.set !== null) await this.apply(rule.set, this.input(base, msg), index)
     if (rule.reply !== null) {

@@ -22,7 +22,7 @@ export interface AudioSink {
  * (resume), same policy. recover: queued while a replacement connection opens; the oldest audio goes
  * first. closed: counted late.
  */
-type RelayMode = 'hold' | 'flow' | 'gated' | 'recover' | 'closed'
+type FeedMode = 'hold' | 'flow' | 'gated' | 'recover' | 'closed'
 
 /** The feed cannot take more audio under the policy in force: the session ends the leg with this code. */
 export type Overflow = 'HOLD_BUFFER_OVERFLOW' | 'BACKPRESSURE_OVERFLOW'
@@ -57,7 +57,7 @@ export interface LossReport {
  * platform bytes; the drop counters count platform frames (every queue entry is whole frames).
  */
 export class VendorFeed implements WheelClient {
-  private mode: RelayMode = 'hold'
+  private mode: FeedMode = 'hold'
   private sink: AudioSink | null = null
   /** Audio not written yet, oldest first: held, queued, replayed, or the partial chunk. */
   private readonly queue = new FrameQueue()

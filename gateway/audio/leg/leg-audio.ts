@@ -47,7 +47,7 @@ const NOWHERE: AudioInput = { write: () => {} }
 
 /**
  * Where one platform leg's audio goes (audio/leg/leg.ts): held while it cannot go anywhere yet, then to its
- * session here (and the route's tees), or to the relay link of a session held elsewhere. `sink` is read
+ * session here (and the route's tees), or to the relay link of a session owned elsewhere. `sink` is read
  * on the per-frame path.
  */
 export class LegAudio {

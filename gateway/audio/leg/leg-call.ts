@@ -181,10 +181,10 @@ export class LegCall {
     this.book?.placed(this, 'STREAMING')
   }
 
-  /** The leg's session is held by process `holder`: its audio goes there (its record says so at once). */
-  relayed(holder: string): void {
-    this.relayedTo = holder
-    this.span?.event('placement', { where: 'relayed', holder })
+  /** The leg's session is owned by process `owner`: its audio goes there (its record says so at once). */
+  relayed(owner: string): void {
+    this.relayedTo = owner
+    this.span?.event('placement', { where: 'relayed', owner })
     this.book?.placed(this, 'RELAYING')
   }
 

@@ -10,7 +10,7 @@ import type { SessionFate } from './leg-call'
 import type { LegSessionDeps } from './leg-session'
 import type { Place } from '../placement/placement'
 import type { RelayLinkFactory } from '../placement/relay-link'
-import type { Session, SessionOwner } from '../session/session-contract'
+import type { Session, SessionEvents } from '../session/session-contract'
 import { unhandled } from '../../result'
 
 // The seam between the uWS adapter (server/audio-route.ts) and a platform leg (audio/leg/leg.ts), and the
@@ -88,7 +88,7 @@ export type LegLink = ReturnType<RelayLinkFactory>
 
 /**
  * The leg's state with what it holds there, and only there: its accepted init from PLACING on, its
- * session while CONNECTING or STREAMING, the holder and relay link while RELAYING. No field of the leg
+ * session while CONNECTING or STREAMING, the owner and relay link while RELAYING. No field of the leg
  * is null in one state and read with `!` in another.
  */
 export type LegPhase =
@@ -174,7 +174,7 @@ export const ON_TEXT: Record<LegState, 'init' | 'ignore' | 'silent'> = {
 
 /**
  * What the leg's session or relay becomes when the leg ends: a streaming session is parked (a re-attach
- * may continue it), one not yet ready is closed, a relay link is closed (the holder parks its side).
+ * may continue it), one not yet ready is closed, a relay link is closed (the owner parks its side).
  */
 export const ON_END: Record<LegState, 'nothing' | 'close-session' | 'park-session' | 'close-link'> = {
   AWAIT_INIT: 'nothing',
@@ -198,10 +198,10 @@ export type LegEnd = 'park' | 'close' | 'nothing' | { handOffSeconds: number }
  * closed, or handed off in a drain), unless another leg took it meanwhile, or closes its relay link.
  * Returns what became of the session.
  */
-export function letGo({ session, link }: Holdings, leg: SessionOwner, was: LegState, how: LegEnd): SessionFate {
+export function letGo({ session, link }: Holdings, leg: SessionEvents, was: LegState, how: LegEnd): SessionFate {
   if (ON_END[was] === 'close-link') link?.close()
   if (session === null) return 'none'
-  if (session.owner !== leg) return 'taken'
+  if (session.attached !== leg) return 'taken'
   if (how === 'nothing') return 'none'
   switch (ON_END[was]) {
     case 'park-session':

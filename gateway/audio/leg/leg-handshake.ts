@@ -7,7 +7,7 @@ import type { Logger } from '../../telemetry/log'
 import type { LegCounters } from '../../telemetry/metrics'
 import { legKeyOf, type Place, sessionKeyOf } from '../placement/placement'
 import type { OwnerRecord } from '../../store/port'
-import { countRelay, RelayLink, relayEvent, type RelayOwner } from '../placement/relay-link'
+import { countRelay, RelayLink, relayEvent, type RelayEvents } from '../placement/relay-link'
 
 export type Accepted = Extract<HandshakeCheck, { ok: true }>
 
@@ -110,7 +110,7 @@ export function initTooLarge(deps: LegDeps, data: ArrayBuffer): boolean {
   return true
 }
 
-/** RELAYING: a link to the holder of the leg's session (audio/placement/relay-link.ts), with what this process asserts. */
+/** RELAYING: a link to the owner of the leg's session (audio/placement/relay-link.ts), with what this process asserts. */
 export function openRelay(
   deps: LegDeps,
   place: Extract<Place, { kind: 'relay' }>,
@@ -118,27 +118,27 @@ export function openRelay(
   counters: LegCounters,
   key: string,
   log: Logger,
-  owner: RelayOwner
+  leg: RelayEvents
 ): LegLink {
   const claims = { key, address: deps.clientAddress, from: deps.placement.me?.instance ?? '' }
   const make = deps.relayLink ?? ((...a) => new RelayLink(...a))
-  return make(place, initText, counters, claims, { ...deps, log }, owner)
+  return make(place, initText, counters, claims, { ...deps, log }, leg)
 }
 
-/** The holder of a relayed leg's session never answered: this process takes the session over, then `here`. */
+/** The owner of a relayed leg's session never answered: this process takes the session over, then `here`. */
 export function takeOverFrom(
   deps: LegDeps,
-  holder: OwnerRecord,
+  owner: OwnerRecord,
   accepted: AcceptedLeg,
   log: Logger,
   why: string,
   here: () => void
 ): void {
   log.warn(
-    { event: relayEvent(deps.route, 'owner_unreachable'), holder: holder.instance, why },
-    "the session's holder could not be reached: taking the session over"
+    { event: relayEvent(deps.route, 'owner_unreachable'), owner: owner.instance, why },
+    "the session's owner could not be reached: taking the session over"
   )
-  deps.placement.takeOver(accepted.key, accepted.checked.caller, holder, deps.relayed?.hop ?? null).then(here, here)
+  deps.placement.takeOver(accepted.key, accepted.checked.caller, owner, deps.relayed?.hop ?? null).then(here, here)
 }
 
 /**
@@ -162,7 +162,7 @@ export function refusedPlace(
 
 /**
  * PLACING, served here: its place under the leg limits (a leg taking over its own session is never
- * refused); a leg whose session's holder was out of reach is counted and logged first (a split).
+ * refused); a leg whose session's owner was out of reach is counted and logged first (a split).
  */
 export function takePlaceHere(
   deps: LegDeps,
@@ -176,7 +176,7 @@ export function takePlaceHere(
     countRelay(deps, 'relay_failed')
     log.warn(
       { event: relayEvent(deps.route, 'split'), why: unreachable },
-      "the leg's session is held by another process this leg cannot reach: served here"
+      "the leg's session is owned by another process this leg cannot reach: served here"
     )
   }
   const force = deps.registry.live(legKeyOf(deps.route.name, checked.identity, checked.tenant))

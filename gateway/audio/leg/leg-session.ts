@@ -14,7 +14,7 @@ import { openJoined } from '../session/join'
 import { legKeyOf, type Placement } from '../placement/placement'
 import type { SessionRegistry } from '../session/registry'
 import { VendorSession } from '../session/session'
-import type { Session, SessionOwner } from '../session/session-contract'
+import type { Session, SessionEvents } from '../session/session-contract'
 
 type Accepted = Extract<HandshakeCheck, { ok: true }>
 
@@ -25,7 +25,7 @@ export interface LegSessionDeps {
   metrics: Metrics
   store: Store
   registry: SessionRegistry
-  /** The sessions this process holds, and their owner records when other processes share the store. */
+  /** The sessions this process owns, and their owner records when other processes share the store. */
   placement: Placement
   clock: Clock
   legId: string
@@ -41,7 +41,7 @@ export interface LegSessionDeps {
  */
 export function sessionOf(
   deps: LegSessionDeps,
-  owner: SessionOwner,
+  leg: SessionEvents,
   log: Logger,
   checked: Accepted,
   sessionKey: string
@@ -50,7 +50,7 @@ export function sessionOf(
   const existing = deps.registry.find(legKey, checked.caller)
   if (!existing.ok) return existing
   if (existing.value !== null) return { ok: true, value: { session: existing.value, reattached: true } }
-  const opened = openLegSession(deps, owner, log, checked, legKey, sessionKey)
+  const opened = openLegSession(deps, leg, log, checked, legKey, sessionKey)
   return opened.ok ? { ok: true, value: { session: opened.value, reattached: false } } : opened
 }
 
@@ -58,11 +58,11 @@ export function sessionOf(
 export function reattach(
   deps: LegSessionDeps & { relayed?: { hop: string; from: string } },
   session: Session,
-  owner: SessionOwner,
+  leg: SessionEvents,
   log: Logger,
   checked: Accepted
 ): void {
-  session.attach(owner, checked.init, log)
+  session.attach(leg, checked.init, log)
   deps.metrics.reattach.inc({ route: deps.route.name, result: 'same_session' })
   log.info({ event: 'reattached', session: session.id }, 'leg re-attached to its vendor session')
   if (deps.relayed?.hop === 'worker')
@@ -77,7 +77,7 @@ export function reattach(
  */
 export function openLegSession(
   deps: LegSessionDeps,
-  owner: SessionOwner,
+  leg: SessionEvents,
   log: Logger,
   checked: Accepted,
   legKey: string,
@@ -104,13 +104,13 @@ export function openLegSession(
     placement: deps.placement
   }
   if (route.config.join !== undefined) {
-    const channel = openJoined(sessionDeps, route.config.join, owner, input, legKey, sessionKey, deps.legId)
+    const channel = openJoined(sessionDeps, route.config.join, leg, input, legKey, sessionKey, deps.legId)
     if (channel.ok) registry.add(channel.value, checked.caller)
     return channel
   }
-  const session = new VendorSession(sessionDeps, owner, input, legKey, deps.legId)
+  const session = new VendorSession(sessionDeps, leg, input, legKey, deps.legId)
   registry.add(session, checked.caller)
-  deps.placement.hold(sessionKey, checked.caller, session)
+  deps.placement.own(sessionKey, checked.caller, session)
   return { ok: true, value: session }
 }
 

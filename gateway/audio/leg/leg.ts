@@ -42,8 +42,8 @@ import {
 import { reattach, sessionOf, startLegSession } from './leg-session'
 import type { Place } from '../placement/placement'
 import { PlatformOut } from './platform-out'
-import type { RelayOwner } from '../placement/relay-link'
-import type { SessionOwner } from '../session/session-contract'
+import type { RelayEvents } from '../placement/relay-link'
+import type { SessionEvents } from '../session/session-contract'
 import { LegTees } from '../session/tee'
 import { unhandled } from '../../result'
 
@@ -55,10 +55,10 @@ type Extra = Record<string, unknown>
  * One platform audio leg: its handshake, where its session is, then audio to that session (here, or in
  * another process over a relay link) and results back to the platform. Every event is decided by the
  * state (audio/leg/leg-contract.ts tables). The per-frame path is `onPlatformBinary` → `sink.write`
- * (`AudioFeed.write` → `VendorConnection.writeAudio` → `VendorSocket.sendBinary`, or `RelayLink.write`):
+ * (`VendorFeed.write` → `VendorConnection.writeAudio` → `VendorSocket.sendBinary`, or `RelayLink.write`):
  * no parse, no await, no log, no allocation, no prom-client call.
  */
-export class AudioLeg implements SessionOwner, RelayOwner {
+export class AudioLeg implements SessionEvents, RelayEvents {
   /** Its state and what it holds there (audio/leg/leg-contract.ts LegPhase). */
   private phase: LegPhase = BARE.AWAIT_INIT
   readonly counters: LegCounters
@@ -236,7 +236,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
   // ---- PLACING: here, relayed, or refused ---------------------------------------------------------
 
   private placed(place: Place, accepted: AcceptedLeg): void {
-    // Gone meanwhile: the owner record its placement claimed goes (none is kept for a session nobody holds).
+    // Gone meanwhile: the owner record its placement claimed goes (none is kept for a session nobody owns).
     if (this.state !== 'PLACING') return place.kind === 'here' ? this.deps.placement.abandon(accepted.key) : undefined
     if (place.kind === 'refused') return this.callerMismatch()
     if (place.kind === 'relay') return this.relay(place, accepted)
@@ -264,7 +264,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
     const found = sessionOf(this.deps, this, this.log, checked, key)
     if (!found.ok) return found.error.code === 'CALLER_MISMATCH' ? this.callerMismatch() : this.fail(found.error)
     const { session, reattached } = found.value
-    // CONNECTING with its session first: a session re-attached to tells its new owner it is ready at once.
+    // CONNECTING with its session first: a session re-attached to tells its newly attached leg it is ready at once.
     this.phase = { state: 'CONNECTING', accepted, session }
     if (reattached) reattach(this.deps, session, this, this.log, checked)
     this.call.attached(session, reattached)
@@ -296,7 +296,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
     this.fail(error, [], {}, 'link')
   }
 
-  /** The holder never answered: the leg takes its session over and is served here, its held audio first. */
+  /** The owner never answered: the leg takes its session over and is served here, its held audio first. */
   relayUnreachable(held: ArrayBuffer[], why: string): void {
     const p = this.phase
     if (p.state !== 'RELAYING') return // only a relaying leg has a link to report on
@@ -307,7 +307,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
     takeOverFrom(this.deps, p.relayedTo.owner, accepted, this.log, why, here)
   }
 
-  // ---- session events (SessionOwner) ------------------------------------------------------------
+  // ---- session events (SessionEvents) ------------------------------------------------------------
 
   sessionReady(vendorParameters: Record<string, unknown>): void {
     const p = this.phase
@@ -320,7 +320,7 @@ export class AudioLeg implements SessionOwner, RelayOwner {
     this.call.connected(this.log, seconds)
   }
 
-  readonly sessionEvent: SessionOwner['sessionEvent'] = (name, attributes) => this.call.event(name, attributes)
+  readonly sessionEvent: SessionEvents['sessionEvent'] = (name, attributes) => this.call.event(name, attributes)
   /** Its session failed (and closed itself): the leg fails without letting it go. */
   sessionFailed(error: GatewayError, extra: Record<string, unknown>): void {
     this.fail(error, [], extra, 'session')

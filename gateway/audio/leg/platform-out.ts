@@ -9,7 +9,7 @@ import { unhandled } from '../../result'
 /**
  * What one leg sends its platform. Every text frame is scrubbed of the route's secrets, except those the
  * caller sent itself (telemetry/scrub.ts: the answer never confirms a guess), and counted. Vendor results
- * that come before CONNECTED are held (bounded: audio/leg/early-results.ts). When the platform's socket backs
+ * that come before CONNECTED are kept (bounded: audio/leg/early-results.ts). When the platform's socket backs
  * up past `platformHighWaterBytes`, reading from the vendor pauses (`backedUp`) until it drains.
  */
 export class PlatformOut {
@@ -53,14 +53,14 @@ export class PlatformOut {
     }
   }
 
-  /** A vendor result, as the leg's state says (leg-contract.ts ON_RESULT): sent (true), held until CONNECTED, or dropped. */
+  /** A vendor result, as the leg's state says (leg-contract.ts ON_RESULT): sent (true), kept until CONNECTED, or dropped. */
   result(text: string, action: 'send' | 'early' | 'drop'): boolean {
     switch (action) {
       case 'send':
         this.send(text)
         return true
       case 'early':
-        this.early.hold(text)
+        this.early.keep(text)
         return false
       case 'drop':
         return false
@@ -81,8 +81,8 @@ export class PlatformOut {
     this.deps.metrics.vendorMessages.inc({ route: this.deps.route.name, result: 'dropped_before_connected' }, n)
     if (!first) return
     this.log().warn(
-      { event: 'early_results_dropped', count: n, held: this.early.size },
-      'vendor results that came before CONNECTED were dropped (over the hold bound, or the leg ended first)'
+      { event: 'early_results_dropped', count: n, kept: this.early.size },
+      'vendor results that came before CONNECTED were dropped (over the bound of results kept, or the leg ended first)'
     )
   }
 }

@@ -28,14 +28,14 @@ export function countRelay(deps: { route: RouteRuntime; metrics: Metrics }, resu
 }
 
 /** What a relay link reports to its platform leg (audio/leg/leg.ts); never after the leg closed the link. */
-export interface RelayOwner {
-  /** A text frame from the holder (CONNECTED, MESSAGE, ERROR), for the platform as it is. */
+export interface RelayEvents {
+  /** A text frame from the owner (CONNECTED, MESSAGE, ERROR), for the platform as it is. */
   relayText: (text: string) => void
-  /** The holder closed the relayed leg with this code (its ERROR frame came before). */
+  /** The owner closed the relayed leg with this code (its ERROR frame came before). */
   relayEnded: (code: number, reason: string) => void
-  /** The holder never answered (`why`): the leg may be served here, with the audio the link held. */
+  /** The owner never answered (`why`): the leg may be served here, with the audio the link held. */
   relayUnreachable: (held: ArrayBuffer[], why: string) => void
-  /** The link is lost after it opened (the holder died, or the path to it), or its held audio overflowed. */
+  /** The link is lost after it opened (the owner died, or the path to it), or its held audio overflowed. */
   relayFailed: (error: GatewayError) => void
 }
 
@@ -45,12 +45,12 @@ export type RelayLinkFactory = (
 ) => Pick<RelayLink, 'write' | 'pause' | 'resume' | 'close'>
 
 /**
- * A leg relayed to the process that holds its session (audio/placement/placement.ts): one WebSocket to the holder's
+ * A leg relayed to the process that owns its session (audio/placement/placement.ts): one WebSocket to the owner's
  * fleet listener, `RELAY_PATH{route}`, with a relay token that asserts the platform's address and the
  * session the leg belongs to (auth/relay-token.ts), carrying the platform's init message unchanged and
- * then every binary frame (a masked copy by `ws`, as towards a vendor); what the holder sends back goes
+ * then every binary frame (a masked copy by `ws`, as towards a vendor); what the owner sends back goes
  * to the platform as it is. Audio before the socket opens is held (copied, up to
- * `audio.holdBufferBytes`). Towards a holder that does not read, frames beyond `audio.bufferBytes`
+ * `audio.holdBufferBytes`). Towards a owner that does not read, frames beyond `audio.bufferBytes`
  * queued are dropped and counted, as towards a vendor.
  */
 export class RelayLink {
@@ -65,9 +65,9 @@ export class RelayLink {
     place: Extract<Place, { kind: 'relay' }>,
     /** The platform's init message, as it came. */
     private readonly init: string,
-    /** The platform leg's: what goes to the holder counts as sent to the vendor, its drops as backpressure. */
+    /** The platform leg's: what goes to the owner counts as sent to the vendor, its drops as backpressure. */
     private readonly counters: LegCounters,
-    /** What the holder is told: the platform's address, the session, this process (`to` and `hop` are filled in). */
+    /** What the owner is told: the platform's address, the session, this process (`to` and `hop` are filled in). */
     claims: Omit<RelayClaims, 'to' | 'hop'>,
     private readonly deps: {
       settings: AudioSettings
@@ -78,7 +78,7 @@ export class RelayLink {
       relayTokens: RelayTokens
       traceparent?: string
     },
-    private readonly owner: RelayOwner
+    private readonly leg: RelayEvents
   ) {
     const { settings, clock, relayTokens: tokens, traceparent } = deps
     const route = deps.route.name
@@ -98,7 +98,7 @@ export class RelayLink {
       {
         onOpen: () => this.opened(place),
         onText: text => {
-          if (!this.closed) this.owner.relayText(text)
+          if (!this.closed) this.leg.relayText(text)
         },
         onBinary: () => {},
         onClose: (code, reason, opened, failure) => {
@@ -106,16 +106,16 @@ export class RelayLink {
           if (this.closed) return
           this.closed = true
           const why = failure === null ? `closed ${code}` : describeSocketFailure(failure)
-          if (!opened) this.owner.relayUnreachable(this.takeHeld(), why)
+          if (!opened) this.leg.relayUnreachable(this.takeHeld(), why)
           else if (failure !== null || code === 1006)
-            this.owner.relayFailed(new GatewayError('UPSTREAM_CLOSED', { detail: `session holder lost: ${why}` }))
-          else this.owner.relayEnded(code, reason)
+            this.leg.relayFailed(new GatewayError('UPSTREAM_CLOSED', { detail: `session owner lost: ${why}` }))
+          else this.leg.relayEnded(code, reason)
         }
       }
     )
   }
 
-  /** Per-frame path: to the holder (or held until its socket opens). `data` is only valid during this call. */
+  /** Per-frame path: to the owner (or held until its socket opens). `data` is only valid during this call. */
   write(data: ArrayBuffer): void {
     if (this.open) {
       const c = this.counters
@@ -134,19 +134,19 @@ export class RelayLink {
       this.held = null
       if (this.closed) return
       this.closed = true
-      return this.owner.relayFailed(new GatewayError('HOLD_BUFFER_OVERFLOW'))
+      return this.leg.relayFailed(new GatewayError('HOLD_BUFFER_OVERFLOW'))
     }
     this.held.push(data.slice(0))
   }
 
-  /** The audio held while the holder was being reached (the leg is served here after all). */
+  /** The audio held while the owner was being reached (the leg is served here after all). */
   private takeHeld(): ArrayBuffer[] {
     const held = this.held ?? []
     this.held = null
     return held
   }
 
-  /** The platform side is backed up: stop reading from the holder (and resume). */
+  /** The platform side is backed up: stop reading from the owner (and resume). */
   pause(): void {
     this.socket.pause()
   }
@@ -154,10 +154,10 @@ export class RelayLink {
     this.socket.resume()
   }
 
-  /** The platform leg is over (closed, failed or drained): the holder sees its relayed leg close. */
+  /** The platform leg is over (closed, failed or drained): the owner sees its relayed leg close. */
   close(): void {
     this.closed = true
-    // Audio held for a holder that never opened: read from the platform, delivered nowhere, counted.
+    // Audio held for a owner that never opened: read from the platform, delivered nowhere, counted.
     this.counters.dropAfterClose += this.held?.length ?? 0
     this.held = null
     this.socket.close(1000, 'platform leg closed')
@@ -174,7 +174,7 @@ export class RelayLink {
     countRelay(this.deps, 'relayed')
     this.deps.log.info(
       { event: relayEvent(this.deps.route, 'relayed'), to: place.owner.instance, hop: place.hop },
-      'leg relayed to the process that holds its session'
+      'leg relayed to the process that owns its session'
     )
   }
 }

@@ -18,7 +18,7 @@ import type {
   SessionDeps,
   SessionEventName,
   SessionHost,
-  SessionOwner,
+  SessionEvents,
   SessionState
 } from './session-contract'
 import { FLOWING } from './session-states'
@@ -51,7 +51,7 @@ export function joinStates(host: SessionHost): JoinState[] {
 export function openJoined(
   deps: SessionDeps,
   join: JoinSettings,
-  owner: SessionOwner,
+  events: SessionEvents,
   input: MappingInput,
   legKey: string,
   callKey: string,
@@ -79,22 +79,22 @@ export function openJoined(
     // The channel's previous leg (ended, or live under another identity claim): this one takes it over.
     const previous = j.legs[channel]
     if (previous !== null && !previous.ended) {
-      previous.owner?.superseded()
+      previous.attached?.superseded()
       previous.end()
     }
     if (arrival === 'late-partner') deps.metrics.joins.inc({ route: deps.route.name, result: 'late_partner' })
   }
-  const leg = new JoinedLeg(j, channel, owner, legKey, legId, deps.host)
+  const leg = new JoinedLeg(j, channel, events, legKey, legId, deps.host)
   j.legs[channel] = leg
   return { ok: true, value: leg }
 }
 
 /**
- * A joined contact: one vendor session (audio/session/session.ts) whose owner and host this is, fed by the
+ * A joined contact: one vendor session (audio/session/session.ts) to which this is the attached leg and the host, fed by the
  * mixer on the shared 20 ms clock; its results go to the leg of their channel. The first leg waits
  * `join.waitSeconds` for its partner before the vendor session opens.
  */
-class Join implements SessionOwner, SessionHost {
+class Join implements SessionEvents, SessionHost {
   readonly session: VendorSession
   readonly legs: [JoinedLeg | null, JoinedLeg | null] = [null, null]
   /** Where the contact is (audio/session/join-states.ts): every decision below reads its tables. */
@@ -120,7 +120,7 @@ class Join implements SessionOwner, SessionHost {
     this.wait = new Timer(deps.clock)
     const stereo = { ...input, leg: { ...input.leg, perspective: join.channels.join('+') } }
     this.session = new VendorSession({ ...deps, host: this }, this, stereo, `${key}:join`, id)
-    deps.placement?.hold(key, caller, this)
+    deps.placement?.own(key, caller, this)
   }
 
   // ---- audio: the per-frame path and the tick ---------------------------------------------------
@@ -137,7 +137,7 @@ class Join implements SessionOwner, SessionHost {
    */
   tick(now: number): void {
     const clock = this.mixClock
-    if (clock.state === 'IDLE' || this.session.owner === null) return
+    if (clock.state === 'IDLE' || this.session.attached === null) return
     let due = Math.floor((now - clock.t0) / JOIN_TICK_MS) - clock.emitted
     if (due > MAX_CATCH_UP) {
       clock.emitted += due - MAX_CATCH_UP
@@ -170,7 +170,7 @@ class Join implements SessionOwner, SessionHost {
   /** A leg is attached to either channel (no closure: the tick calls this). */
   private anyAttached(): boolean {
     const [a, b] = this.legs
-    return (a !== null && a.owner !== null) || (b !== null && b.owner !== null)
+    return (a !== null && a.attached !== null) || (b !== null && b.attached !== null)
   }
 
   /** Silence samples filled per channel so far (tests, the end-of-session metric). */
@@ -185,7 +185,7 @@ class Join implements SessionOwner, SessionHost {
     const action = ON_LEG_START[this.state]
     switch (action) {
       case 'tell-ready':
-        if (FLOWING[this.session.state] && this.params !== null) leg.owner?.sessionReady({ ...this.params })
+        if (FLOWING[this.session.state] && this.params !== null) leg.attached?.sessionReady({ ...this.params })
         return
       case 'ignore':
         return
@@ -216,8 +216,8 @@ class Join implements SessionOwner, SessionHost {
 
   /** A parked leg came back, or a new one took a parked channel: the vendor session continues for it. */
   legAttached(leg: JoinedLeg, init: Record<string, unknown>, log: Logger): void {
-    if (this.session.owner === null && this.session.state !== 'CLOSED') this.session.attach(this, init, log)
-    else if (FLOWING[this.session.state] && this.params !== null) leg.owner?.sessionReady({ ...this.params })
+    if (this.session.attached === null && this.session.state !== 'CLOSED') this.session.attach(this, init, log)
+    else if (FLOWING[this.session.state] && this.params !== null) leg.attached?.sessionReady({ ...this.params })
   }
 
   /**
@@ -225,7 +225,7 @@ class Join implements SessionOwner, SessionHost {
    * pause), after the audio the legs sent before they left.
    */
   legDetached(): void {
-    if (this.anyAttached() || this.session.owner === null) return
+    if (this.anyAttached() || this.session.attached === null) return
     this.drainMixer()
     this.session.park()
   }
@@ -249,29 +249,29 @@ class Join implements SessionOwner, SessionHost {
     else if (was > 0 && this.pauses === 0) this.session.readVendor(true)
   }
 
-  // ---- the vendor session's owner and host ------------------------------------------------------
+  // ---- the vendor session's attached leg and host ---------------------------------------------------
 
   sessionReady(parameters: Record<string, unknown>): void {
     this.params = parameters
-    for (const l of this.legs) if (l !== null && !l.ended) l.owner?.sessionReady({ ...parameters })
+    for (const l of this.legs) if (l !== null && !l.ended) l.attached?.sessionReady({ ...parameters })
   }
 
   sessionFailed(error: GatewayError, extra: Record<string, unknown>): void {
-    for (const l of this.legs) l?.owner?.sessionFailed(error, extra)
+    for (const l of this.legs) l?.attached?.sessionFailed(error, extra)
   }
 
   deliver(text: string, channel?: number | null): void {
     if (channel === 0 || channel === 1) {
-      this.legs[channel]?.owner?.deliver(text)
+      this.legs[channel]?.attached?.deliver(text)
       return
     }
-    for (const l of this.legs) l?.owner?.deliver(text)
+    for (const l of this.legs) l?.attached?.deliver(text)
   }
 
   superseded(): void {}
 
   sessionEvent(name: SessionEventName, attributes: SpanAttributes): void {
-    for (const l of this.legs) if (l !== null && !l.ended) l.owner?.sessionEvent(name, attributes)
+    for (const l of this.legs) if (l !== null && !l.ended) l.attached?.sessionEvent(name, attributes)
   }
 
   get clock(): Clock {
@@ -310,7 +310,7 @@ export class JoinedLeg implements Session {
   constructor(
     private readonly join: Join,
     readonly channel: number,
-    public owner: SessionOwner | null,
+    public attached: SessionEvents | null,
     readonly key: string,
     readonly id: string,
     private readonly host: SessionHost
@@ -340,7 +340,7 @@ export class JoinedLeg implements Session {
   /** The leg dropped (or went on hold): its channel is silence; it may come back within the re-attach grace. */
   park(): void {
     if (this.ended) return
-    this.owner = null
+    this.attached = null
     const grace = this.graceSeconds()
     if (grace <= 0 || this.join.session.state === 'CLOSED') return this.close(true)
     this.host.parked(this)
@@ -348,12 +348,12 @@ export class JoinedLeg implements Session {
     this.join.legDetached()
   }
 
-  attach(owner: SessionOwner, init: Record<string, unknown>, log: Logger): void {
-    const previous = this.owner
-    if (previous !== null && previous !== owner) previous.superseded()
+  attach(leg: SessionEvents, init: Record<string, unknown>, log: Logger): void {
+    const previous = this.attached
+    if (previous !== null && previous !== leg) previous.superseded()
     this.parkTimer.clear()
     this.host.unparked(this)
-    this.owner = owner
+    this.attached = leg
     this.join.legAttached(this, init, log)
   }
 
@@ -373,7 +373,7 @@ export class JoinedLeg implements Session {
     this.join.pause(on ? -1 : 1)
   }
 
-  /** Over (keeps `owner`, so a session failure still reaches the leg). */
+  /** Over (keeps `attached`, so a session failure still reaches the leg). */
   end(): void {
     if (this.ended) return
     this.ended = true

@@ -2,7 +2,7 @@ import { GatewayError } from '../../errors'
 import type { Result } from '../../result'
 import type { Logger } from '../../telemetry/log'
 import type { Placement } from '../placement/placement'
-import type { Session, SessionHost, SessionOwner } from './session-contract'
+import type { Session, SessionHost, SessionEvents } from './session-contract'
 
 /**
  * The vendor sessions of this instance by leg identity (`route:busNo:contactId:perspective`): who owns
@@ -14,7 +14,7 @@ export class SessionRegistry implements SessionHost {
   /** Who opened each session (auth/hook-auth.ts `callerTag`): only the same caller may claim it. */
   private readonly callers = new WeakMap<Session, string>()
 
-  /** `placement`: where a plain session's hold ends when it closes (absent in unit tests of one session). */
+  /** `placement`: where a plain session's ownership ends when it closes (absent in unit tests of one session). */
   constructor(private readonly placement?: Placement) {}
 
   /** Told when a session stops being parked (re-attached) or closes (audio/leg/call-book.ts drops its PARKED record). */
@@ -39,13 +39,13 @@ export class SessionRegistry implements SessionHost {
    */
   claim(
     key: string,
-    owner: SessionOwner,
+    leg: SessionEvents,
     init: Record<string, unknown>,
     log: Logger,
     caller = ''
   ): Result<Session | null, GatewayError> {
     const found = this.find(key, caller)
-    if (found.ok && found.value !== null) found.value.attach(owner, init, log)
+    if (found.ok && found.value !== null) found.value.attach(leg, init, log)
     return found
   }
 

@@ -16,10 +16,10 @@ import type { SessionStats } from './session-stats'
 // session state machine (audio/session/session.ts).
 
 /** The platform leg a session currently serves (audio/leg/leg.ts). */
-export interface SessionOwner {
+export interface SessionEvents {
   /** The vendor session is ready (first time, after a failover, or for a leg that re-attached). May come more than once. */
   sessionReady: (parameters: Record<string, unknown>) => void
-  /** The session gave up; the owner ends its platform leg with this error. The session has closed itself. */
+  /** The session gave up; the attached leg ends its platform connection with this error. The session has closed itself. */
   sessionFailed: (error: GatewayError, extra: Record<string, unknown>) => void
   /**
    * A MESSAGE for the platform (already a PlatformWebSocketMessage in JSON). `channel`: the mapping's
@@ -66,7 +66,7 @@ export interface SessionDeps {
   traceparent?: string
   /** Who opened the session (auth/hook-auth.ts `callerTag`), kept in its affinity record for the fleet. */
   caller?: string
-  /** The sessions this process holds (audio/placement/placement.ts): a joined call is held there while it lives. */
+  /** The sessions this process owns (audio/placement/placement.ts): a joined call is held there while it lives. */
   placement?: Placement
 }
 
@@ -86,7 +86,7 @@ export interface Session {
   readonly key: string
   readonly id: string
   readonly state: SessionState
-  readonly owner: SessionOwner | null
+  readonly attached: SessionEvents | null
   readonly counters: LegCounters
   /** Replicas, failovers and gap (audio/session/session-stats.ts): a joined leg reads its call's. */
   readonly stats: SessionStats
@@ -96,8 +96,8 @@ export interface Session {
   start: (preferred: Replica | null, continued?: ContinuedSession) => void
   /** The platform leg is gone: keep the vendor session for the re-attach grace, if there is one. */
   park: () => void
-  /** A leg with the same identity came back: it continues this session (the previous owner is superseded). */
-  attach: (owner: SessionOwner, init: Record<string, unknown>, log: Logger) => void
+  /** A leg with the same identity came back: it continues this session (the leg attached before is superseded). */
+  attach: (leg: SessionEvents, init: Record<string, unknown>, log: Logger) => void
   /** End the session; `graceful`: queued audio, the mapping's close frame, then the close handshake. */
   close: (graceful: boolean) => void
   /**

@@ -40,7 +40,7 @@ export function afterFailure(
 }
 
 /**
- * Whether audio flows to a ready vendor connection in each state: then an owner (a leg attaching later,
+ * Whether audio flows to a ready vendor connection in each state: then an attached leg (one attaching later
  * too) is told ready at once, and a close can say goodbye (queued audio, the close frame, the handshake).
  */
 export const FLOWING: Record<SessionState, boolean> = {

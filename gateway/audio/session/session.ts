@@ -18,11 +18,11 @@ import { Handover } from './handover'
 import { judge, ReplicaWalk, replicaSecrets } from './failover'
 import type { VendorFeed } from '../feed/feed'
 import { ResultTimeline } from '../feed/result-timeline'
-import type { Session, SessionDeps, SessionFailure, SessionOwner, SessionState } from './session-contract'
+import type { Session, SessionDeps, SessionFailure, SessionEvents, SessionState } from './session-contract'
 import { afterFailure, FLOWING, KEEPS } from './session-states'
 import { audioMappingOf, newConnection, sessionContext, sessionFeed } from './session-parts'
 import { RetryPacer } from './session-retry'
-import { ParkedResults } from './parked-results'
+import { KeptResults } from './kept-results'
 import { SessionStats } from './session-stats'
 
 /**
@@ -39,11 +39,11 @@ export class VendorSession implements Session {
   private handedOff: string | null = null
   readonly counters: LegCounters
   readonly stats = new SessionStats()
-  private readonly parkedResults = new ParkedResults()
+  private readonly parkedResults = new KeptResults()
   /** Each final once (audio/feed/result-timeline.ts), when the mapping says where its results are. */
   private readonly results: ResultTimeline | null
   readonly feed: VendorFeed
-  owner: SessionOwner | null
+  attached: SessionEvents | null
   /** The connection audio goes to (null while none is ready or being opened). */
   private conn: Connection | null = null
   /** A replacement made ready while `conn` still carries audio (rotation, a vendor's reconnect, a move). */
@@ -64,12 +64,12 @@ export class VendorSession implements Session {
 
   constructor(
     private readonly deps: SessionDeps,
-    owner: SessionOwner,
+    leg: SessionEvents,
     private input: MappingInput,
     readonly key: string,
     readonly id: string
   ) {
-    this.owner = owner
+    this.attached = leg
     const audio = audioMappingOf(deps.route)
     this.audio = audio
     this.parkTimer = new Timer(deps.clock)
@@ -92,7 +92,7 @@ export class VendorSession implements Session {
       this.fail({ kind: 'fatal', error: new GatewayError('INTERNAL') })
     })
     this.report = new FailoverReport(deps.metrics, deps.route.name, this.counters, this.ctx, this.stats, (name, a) =>
-      this.owner?.sessionEvent(name, a)
+      this.attached?.sessionEvent(name, a)
     )
     this.events = {
       ready: (conn, params) => this.connectionReady(conn, params),
@@ -117,7 +117,7 @@ export class VendorSession implements Session {
 
   /** A parked session has nobody to fail over for: its replica going down ends it with the close sequence, not 1006. */
   private replicaDownWhileParked(conn: Connection): boolean {
-    if (this.owner !== null || conn !== this.conn) return false
+    if (this.attached !== null || conn !== this.conn) return false
     this.ctx.log.info(
       { event: 'parked_session_replica_down', upstream: conn.replica.name },
       'the replica of a parked vendor session was marked down; closing the session gracefully'
@@ -167,7 +167,7 @@ export class VendorSession implements Session {
   private connectionReady(conn: Connection, params: Record<string, unknown>): void {
     if (this.conn !== null && this.handover.ready(conn, this.conn)) return
     if (conn !== this.conn) return
-    this.owner?.sessionEvent('vendor.connected', { upstream: conn.replica.name })
+    this.attached?.sessionEvent('vendor.connected', { upstream: conn.replica.name })
     if (this.state === 'RECOVERING')
       this.report.done(conn.replica, this.walk.lostReplica, this.walk.recovered(), this.feed.queued)
     else {
@@ -184,14 +184,14 @@ export class VendorSession implements Session {
   }
 
   private tellOwner(): void {
-    if (this.owner !== null && FLOWING[this.state]) this.owner.sessionReady({ ...this.vendorParams })
+    if (this.attached !== null && FLOWING[this.state]) this.attached.sessionReady({ ...this.vendorParams })
   }
 
   private deliver(text: string, channel: number | null = null): void {
-    const owner = this.owner
-    this.deps.metrics.vendorMessages.inc({ route: this.deps.route.name, result: owner === null ? 'parked' : 'emitted' })
-    if (owner !== null) owner.deliver(text, channel)
-    else this.parkedResults.hold(text, channel)
+    const leg = this.attached
+    this.deps.metrics.vendorMessages.inc({ route: this.deps.route.name, result: leg === null ? 'parked' : 'emitted' })
+    if (leg !== null) leg.deliver(text, channel)
+    else this.parkedResults.keep(text, channel)
   }
 
   private setAffinity(conn: Connection, ttlSeconds: number, continued?: ContinuedSession): void {
@@ -214,7 +214,7 @@ export class VendorSession implements Session {
    * gateway-side, then by state: the first open walks on to the next replica when one was unreachable
    * (any other answer is the vendor's and ends the leg); a loss mid-call starts a recovery; a failed
    * replacement walks on, then waits and tries another round until the deadline. A failed rotation
-   * keeps the current connection. Fatal: tell the owner (its leg ends with the error), then close.
+   * keeps the current connection. Fatal: tell the attached leg (it ends with the error), then close.
    */
   private fail(f: SessionFailure): void {
     if (this.state === 'CLOSED') return
@@ -249,14 +249,14 @@ export class VendorSession implements Session {
     }
   }
 
-  /** Lost mid-call. With an owner and failover enabled: open a replacement and replay. Parked: just close. */
+  /** Lost mid-call. With a leg attached and failover enabled: open a replacement and replay. Parked: just close. */
   private recover(lost: Connection, why: string, error: GatewayError, extra: Record<string, unknown>): void {
     // A replacement that was ready (waiting for the lost one to confirm) takes over with the replay; one
     // still opening is abandoned: the replacement below starts from a clean slate.
     const ready = this.handover.takeReady()
-    if (ready !== null && (this.owner === null || this.deps.settings.failoverTimeoutSeconds <= 0)) ready.abort()
+    if (ready !== null && (this.attached === null || this.deps.settings.failoverTimeoutSeconds <= 0)) ready.abort()
     this.handover.abandon(false)
-    if (this.owner === null) {
+    if (this.attached === null) {
       this.ctx.log.info(
         { event: 'parked_session_lost', why },
         'parked vendor session lost; a re-attach will open a new one'
@@ -309,22 +309,22 @@ export class VendorSession implements Session {
     return this.state === 'OPENING'
   }
 
-  /** The session cannot go on: tell the owner (its leg fails with `error`), then close. */
+  /** The session cannot go on: tell the attached leg (it fails with `error`), then close. */
   private end(error: GatewayError, extra: Record<string, unknown>, internal?: string): void {
     if (this.state === 'RECOVERING') {
       this.feed.dropQueued()
       this.report.failed(this.walk.gapSeconds(), internal)
     }
-    const owner = this.owner
+    const leg = this.attached
     this.close(false)
-    owner?.sessionFailed(error, internal === undefined ? extra : { ...extra, detail: internal })
+    leg?.sessionFailed(error, internal === undefined ? extra : { ...extra, detail: internal })
   }
 
   // ---- platform side: park, re-attach, close ---------------------------------------------------
 
   /** The platform leg is gone. Keep the vendor session for the re-attach grace, if there is one. */
   park(): void {
-    this.owner = null
+    this.attached = null
     const grace = this.deps.settings.reattachGraceSeconds
     if (grace <= 0 || !KEEPS[this.state]) {
       this.close(true)
@@ -343,9 +343,9 @@ export class VendorSession implements Session {
   }
 
   /** A platform leg with the same identity came back (audio/session/registry.ts `claim`): it continues this session. */
-  attach(owner: SessionOwner, init: Record<string, unknown>, log: Logger): void {
-    const previous = this.owner
-    if (previous !== null && previous !== owner) previous.superseded()
+  attach(leg: SessionEvents, init: Record<string, unknown>, log: Logger): void {
+    const previous = this.attached
+    if (previous !== null && previous !== leg) previous.superseded()
     const conn = this.conn
     if (this.parkTimer.pending) {
       this.parkTimer.clear()
@@ -363,12 +363,12 @@ export class VendorSession implements Session {
         })
       }
     }
-    this.owner = owner
+    this.attached = leg
     this.ctx.log = log
     this.input = { ...this.input, init }
     this.deps.host.unparked(this)
     this.tellOwner()
-    for (const r of this.parkedResults.release()) owner.deliver(r.text, r.channel)
+    for (const r of this.parkedResults.release()) leg.deliver(r.text, r.channel)
   }
 
   /** Hand the call to another instance (a drain): the affinity stays for it, with what the vendor needs to continue. */

@@ -11,7 +11,7 @@ import type { ConnectionFactory } from '../connection/connection-contract'
 import type { VendorFeed } from '../feed/feed'
 import { namespaceOf } from '../placement/placement'
 import { VendorSession } from './session'
-import type { SessionHost, SessionOwner } from './session-contract'
+import type { SessionHost, SessionEvents } from './session-contract'
 
 /** What the tees of one leg need from it. They never touch its platform socket but through `forward`. */
 export interface TeeDeps {
@@ -99,7 +99,7 @@ export class LegTees {
  * says; when its session gives up (refused, unreachable, failover deadline), the leg goes on and later
  * frames are counted as dropped (`ended`). It never sends CONNECTED, ERROR or a close to the platform.
  */
-class TeeSession implements SessionOwner {
+class TeeSession implements SessionEvents {
   private session: VendorSession | null = null
   private feed: VendorFeed | null = null
   /** Counts frames that come after the session ended (published as the tee's `ended` drops). */
@@ -183,7 +183,7 @@ class TeeSession implements SessionOwner {
     this.ended = null
   }
 
-  // ---- SessionOwner -------------------------------------------------------------------------------
+  // ---- SessionEvents -------------------------------------------------------------------------------
 
   /** A tee's vendor session is not on the leg's trace (its own lines say what it does). */
   sessionEvent(): void {}

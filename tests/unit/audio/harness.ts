@@ -9,7 +9,7 @@ import type {
 import { IDENTITY_FRAMES } from '../../../gateway/audio/feed/encoder'
 import { SessionRegistry } from '../../../gateway/audio/session/registry'
 import { VendorSession } from '../../../gateway/audio/session/session'
-import type { SessionOwner } from '../../../gateway/audio/session/session-contract'
+import type { SessionEvents } from '../../../gateway/audio/session/session-contract'
 import { TenantCredentials } from '../../../gateway/auth/tenant-credentials'
 import { anonymousOutcome } from '../../../gateway/auth/hook-auth'
 import type { AudioSettings, HealthSettings, RouteConfig } from '../../../gateway/config/types'
@@ -207,7 +207,7 @@ export class FakeConnection implements Connection {
   }
 }
 
-export class FakeOwner implements SessionOwner {
+export class FakeOwner implements SessionEvents {
   readonly readies: Record<string, unknown>[] = []
   readonly failures: { error: GatewayError; extra: Record<string, unknown> }[] = []
   readonly delivered: string[] = []

@@ -176,7 +176,7 @@ t.test(
 )
 
 t.test(
-  'pause holds (the connection reads as backed up) until resume; a second pause keeps the first start',
+  'pause pauses audio (the connection reads as backed up) until resume; a second pause keeps the first start',
   async t => {
     const r = rig(
       rules([
@@ -185,7 +185,7 @@ t.test(
       ])
     )
     await r.read({ type: 'pause' })
-    t.equal(r.control.gate, 'held')
+    t.equal(r.control.gate, 'paused')
     r.frames.audioMs = 500
     await r.read({ type: 'pause' })
     t.equal(r.control.input({ session: { id: 'x' } } as MappingInput).session?.audio?.pauseStartMs, 0)

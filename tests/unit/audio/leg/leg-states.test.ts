@@ -10,7 +10,7 @@ import {
 } from '../../../../gateway/audio/leg/leg-contract'
 import { legKeyOf, Placement, sessionKeyOf } from '../../../../gateway/audio/placement/placement'
 import { SessionRegistry } from '../../../../gateway/audio/session/registry'
-import type { RelayLinkFactory, RelayOwner } from '../../../../gateway/audio/placement/relay-link'
+import type { RelayLinkFactory, RelayEvents } from '../../../../gateway/audio/placement/relay-link'
 import type { Admission, PlaceTaken } from '../../../../gateway/auth/admission'
 import { TenantCredentials } from '../../../../gateway/auth/tenant-credentials'
 import type { AuthSettings } from '../../../../gateway/config/types'
@@ -110,7 +110,7 @@ interface Link {
   init: string
   key: string
   /** Its reports to the leg; a report of its end (ended, unreachable, failed) comes once it closed itself. */
-  owner: RelayOwner
+  owner: RelayEvents
   written: number[]
   /** Times the leg closed it. */
   closed: number
@@ -662,7 +662,7 @@ const EVENTS: Record<Method | 'handshakeTimer', Check> = {
     t.equal(w.leg.state, 'CONNECTING', 'served here')
     const split = await sample(w, 'audio_reattach_total', { route: 'r', result: 'relay_failed' })
     t.equal(split - splits, 1, 'counted as a split')
-    t.match(w.logs.lines.slice(before.logs), [{ event: 'reattach_owner_unreachable', holder: HOLDER.instance }])
+    t.match(w.logs.lines.slice(before.logs), [{ event: 'reattach_owner_unreachable', owner: HOLDER.instance }])
     w.conns[0].ready()
     t.same(w.conns[0].frames, [1, 2, 3], 'what the link held first, then what the leg held, to the vendor')
     t.match(w.sent.slice(before.sent), [{ command: 'CONNECTED' }])

@@ -61,7 +61,7 @@ t.test("issue 33: a call lives in its tenant's namespace; the route's own tenant
   // The same contact of two tenants is placed apart: neither refuses the other.
   const clock = new FakeClock()
   const p = new Placement(new MemoryStore('x'), null, clock)
-  p.hold(sessionKeyOf(join, leg, 'acme'), 'caller-a', {})
+  p.own(sessionKeyOf(join, leg, 'acme'), 'caller-a', {})
   t.same(p.place(sessionKeyOf(join, leg, 'globex'), 'caller-b', null), { kind: 'here' })
   t.same(p.place(sessionKeyOf(join, leg, 'acme'), 'caller-b', null), { kind: 'refused' }, 'within a tenant: caller')
   p.close()
@@ -117,7 +117,7 @@ t.test(
     const store = new MemoryStore('x')
     const p = new Placement(store, { instance: 'i1', group: 'i1', url: '', local: '' }, clock)
     const session = {}
-    p.hold('s', 'static:A', session)
+    p.own('s', 'static:A', session)
     t.same(p.place('s', 'static:A', null), { kind: 'here' }, 'synchronous: no store round trip')
     t.same(p.place('s', 'static:B', null), { kind: 'refused' })
     t.equal(clock.pending, 1, 'one refresh timer for every session held')

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { type FakeConnection, FakeOwner, frame, type Harness, harness } from '../harness'
-import { EARLY_RESULTS_MAX } from '../../../../gateway/audio/session/parked-results'
+import { EARLY_RESULTS_MAX } from '../../../../gateway/audio/session/kept-results'
 
 // The vendor session state machine on fake connections and a fake clock (tests/unit/audio/harness.ts).
 
@@ -271,7 +271,7 @@ t.test('supersede: a second leg with the same identity takes the session over fr
   const second = new FakeOwner()
   h.registry.claim('r:1:2:TX', second, {}, h.logs.log)
   t.equal(h.owner.supersededCount, 1)
-  t.equal(h.session.owner, second)
+  t.equal(h.session.attached, second)
   h.conn().result('{"command":"MESSAGE"}')
   t.same(second.delivered, ['{"command":"MESSAGE"}'])
   t.same(h.owner.delivered, [])
