@@ -79,7 +79,8 @@ export interface AudioMapping {
   /** `sign`: the URL is signed with the replica's `signing` keys (mapping/vendor-target.ts); absent in hand-built mappings. */
   sign?: UrlSigning | null
   open: Expr | null
-  ready: { when: Expr | null; refused: Expr | null; reason: Expr | null; parameters: Expr | null } | null
+  /** Null: not given, or without a `when` (a problem: the mapping is not used). */
+  ready: { when: Expr; refused: Expr | null; reason: Expr | null; parameters: Expr | null } | null
   frames: FramesSpec
   template: Expr | null
   /** event-stream framing: the headers of every audio message (`frames.headers`), evaluated once per socket. */
@@ -238,8 +239,9 @@ function compileReady(
     if (compiled === null && r[key] !== undefined && r[key] !== null) failed = true
     return compiled
   }
-  const ready = { when: one('when'), refused: one('refused'), reason: one('reason'), parameters: one('parameters') }
-  return { ready, whenMissing: ready.when === null && !failed }
+  const when = one('when')
+  const rest = { refused: one('refused'), reason: one('reason'), parameters: one('parameters') }
+  return when === null ? { ready: null, whenMissing: !failed } : { ready: { when, ...rest }, whenMissing: false }
 }
 
 function compileSign(s: Record<string, any> | undefined, expr: CompileAt): UrlSigning | null {

@@ -67,7 +67,7 @@ export async function readVendorMessage(
       const vendorMessage = reason?.ok && typeof reason.value === 'string' ? reason.value.slice(0, 512) : undefined
       return { verdict: { kind: 'refused', vendorMessage }, closeMatched, readyFailed }
     }
-    const ready = await run(audio.ready.when!, input)
+    const ready = await run(audio.ready.when, input)
     readyFailed = !ready.ok
     if (truthy(ready)) {
       let params: Record<string, unknown> = {}

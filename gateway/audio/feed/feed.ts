@@ -16,6 +16,18 @@ export interface AudioSink {
 }
 
 /**
+ * Where audio goes in the modes that have no vendor connection (hold, recover, closed): never written to,
+ * since only `flow` writes and `flowTo` sets the sink it writes to; it reads as backed up, and throws if a
+ * bug wrote to it anyway.
+ */
+const NO_SINK: AudioSink = {
+  bufferedAmount: Number.POSITIVE_INFINITY,
+  writeAudio: () => {
+    throw new Error('audio written with no vendor connection to write to')
+  }
+}
+
+/**
  * What platform audio does in each feed mode. hold: before the vendor is first ready, bounded by
  * `holdBufferBytes`, overflow ends the leg. flow: written through (coalesced to chunks), queued while
  * the vendor is backed up (`backpressurePolicy`). gated: queued behind a control frame still on its way
@@ -58,7 +70,7 @@ export interface LossReport {
  */
 export class VendorFeed implements WheelClient {
   private mode: FeedMode = 'hold'
-  private sink: AudioSink | null = null
+  private sink: AudioSink = NO_SINK
   /** Audio not written yet, oldest first: held, queued, replayed, or the partial chunk. */
   private readonly queue = new FrameQueue()
   private readonly ring: ReplayRing
@@ -111,7 +123,7 @@ export class VendorFeed implements WheelClient {
   write(data: ArrayBuffer): void {
     this.entered++
     if (this.mode !== 'flow' || this.backlog) return this.enqueue(data)
-    const sink = this.sink!
+    const sink = this.sink
     if (this.chunkBytes === 0) {
       if (sink.bufferedAmount < this.highWater) this.writeOut(sink, new Uint8Array(data), 1)
       else this.enqueue(data)
@@ -202,7 +214,7 @@ export class VendorFeed implements WheelClient {
    */
   private flush(now: number): void {
     const sink = this.sink
-    if (sink === null || this.mode !== 'flow') return
+    if (this.mode !== 'flow') return
     const q = this.queue
     if (!this.backlog) {
       if (q.length === 0) return
@@ -252,7 +264,7 @@ export class VendorFeed implements WheelClient {
   /** The platform leg is gone (the session parks): the partial chunk goes now, before any pause frame. */
   flushPartial(): void {
     const sink = this.sink
-    if (this.mode === 'flow' && !this.backlog && sink !== null && this.queue.length > 0)
+    if (this.mode === 'flow' && !this.backlog && this.queue.length > 0)
       this.writeOut(sink, this.queue.takeRun(this.queue.bytes), this.queue.runFrames)
   }
 
@@ -265,7 +277,7 @@ export class VendorFeed implements WheelClient {
    */
   recover(loss: LossReport | null = null, fromFrame = 0): { replayed: number; unreplayed: number } {
     this.mode = 'recover'
-    this.sink = null
+    this.sink = NO_SINK
     this.backlog = false
     this.wheel.cancel(this)
     const ring = this.ring
@@ -346,7 +358,7 @@ export class VendorFeed implements WheelClient {
   /** Over: later frames are counted as late, queued ones as dropped after close; the ring's slabs go back to the pool. */
   close(): void {
     this.mode = 'closed'
-    this.sink = null
+    this.sink = NO_SINK
     this.backlog = false
     this.wheel.cancel(this)
     this.counters.dropAfterClose += this.queue.clear()
