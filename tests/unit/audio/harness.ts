@@ -1,11 +1,13 @@
 import { Writable } from 'node:stream'
 import type {
   Connection,
-  ConnectionContext,
   ConnectionEvents,
+  ConnectionFactory,
   ConnectionState,
   VendorFailure
 } from '../../../gateway/audio/connection/connection-contract'
+import { AudioLeg } from '../../../gateway/audio/leg/leg'
+import type { LegDeps } from '../../../gateway/audio/leg/leg-contract'
 import { IDENTITY_FRAMES } from '../../../gateway/audio/feed/encoder'
 import { SessionRegistry } from '../../../gateway/audio/session/registry'
 import { VendorSession } from '../../../gateway/audio/session/session'
@@ -21,6 +23,8 @@ import { createLogger, type Logger } from '../../../gateway/telemetry/log'
 import { Metrics } from '../../../gateway/telemetry/metrics'
 import { type Replica, UpstreamPool } from '../../../gateway/upstream/pool'
 import { FakeClock } from '../../helpers/fake-clock'
+import { fakePlatform } from '../../helpers/fake-platform'
+import { loneGateway } from '../../helpers/leg-deps'
 import { health, NO_PROBE, replica, routeOf } from '../../helpers/replicas'
 
 // A vendor session on fake connections and a fake clock: the state machine alone, with no socket and
@@ -235,6 +239,65 @@ export function frame(i: number): ArrayBuffer {
   return new Uint8Array(160).fill(i).buffer
 }
 
+/** A `connect` (LegDeps, SessionDeps) on connections the test drives: each one opened, a `Kind`, is pushed to `conns`. */
+export function connectInto<C extends Connection>(
+  conns: C[],
+  Kind: new (replica: Replica, input: MappingInput, events: ConnectionEvents) => C
+): ConnectionFactory {
+  return (_ctx, replica, input, events) => {
+    const c = new Kind(replica, input, events)
+    conns.push(c)
+    return c
+  }
+}
+
+/**
+ * A platform leg's deps (LegDeps) in one lone process (`gw`: helpers/leg-deps.ts loneGateway) on the fake
+ * clock: SETTINGS, leg id leg-1, 1 MiB platform high water, fake vendor connections pushed to `conns`.
+ * `over` replaces any of them.
+ */
+export function fakeLegDeps(
+  w: {
+    clock: FakeClock
+    route: RouteRuntime
+    gw: Omit<LegDeps, 'route' | 'settings' | 'metrics' | 'log' | 'clock' | 'legId' | 'platformHighWaterBytes'>
+    metrics: Metrics
+    log: Logger
+    conns: FakeConnection[]
+  },
+  over: Partial<LegDeps> = {}
+): LegDeps {
+  return {
+    route: w.route,
+    settings: SETTINGS,
+    metrics: w.metrics,
+    ...w.gw,
+    log: w.log,
+    clock: w.clock,
+    legId: 'leg-1',
+    platformHighWaterBytes: 1 << 20,
+    connect: connectInto(w.conns, FakeConnection),
+    ...over
+  }
+}
+
+/** Platform legs on fake sockets (helpers/fake-platform.ts) in one lone process on route `r`; `leg` opens one (leg-1, leg-2, ...). */
+export function legWorld(clock: FakeClock, r: RouteRuntime) {
+  const gw = loneGateway(clock)
+  const metrics = new Metrics()
+  const logs = new Lines()
+  const conns: FakeConnection[] = []
+  let n = 0
+  const leg = (over: Partial<LegDeps> = {}) => {
+    const p = fakePlatform()
+    const deps = fakeLegDeps({ clock, route: r, gw, metrics, log: logs.log, conns }, { legId: `leg-${++n}`, ...over })
+    const l = new AudioLeg(p.socket, deps)
+    p.bind(l)
+    return { leg: l, ...p }
+  }
+  return { clock, registry: gw.registry, metrics, logs, conns, leg }
+}
+
 export interface Harness {
   clock: FakeClock
   route: RouteRuntime
@@ -276,11 +339,7 @@ export function harness(
       host: registry,
       log: logs.log,
       random: opts.random ?? (() => 1),
-      connect: (_ctx: ConnectionContext, replica, input, events) => {
-        const c = new FakeConnection(replica, input, events)
-        conns.push(c)
-        return c
-      }
+      connect: connectInto(conns, FakeConnection)
     },
     owner,
     input,

@@ -20,7 +20,7 @@ import { Metrics, PREFIX } from '../../../../gateway/telemetry/metrics'
 import { FakeClock, flush } from '../../../helpers/fake-clock'
 import { fakePlatform, initFrame } from '../../../helpers/fake-platform'
 import { loneGateway } from '../../../helpers/leg-deps'
-import { FakeConnection, frame, Lines, route, SETTINGS } from '../harness'
+import { connectInto, FakeConnection, fakeLegDeps, frame, Lines, route, SETTINGS } from '../harness'
 
 // Every platform leg state (audio/leg/leg-contract.ts LegState) × every event the leg takes, on a fake
 // platform socket, fake vendor connections, a fake relay link and the fake clock. ROWS below restate
@@ -229,25 +229,9 @@ function world(opts: Options = {}) {
     armed.push(fn)
     return setTimeout(fn, ms)
   }
-  const leg = new AudioLeg(platform.socket, {
-    route: r,
-    settings: SETTINGS,
-    metrics,
-    ...gw,
-    placement,
-    registry,
-    admission,
-    log: logs.log,
-    clock,
-    legId: 'leg-1',
-    platformHighWaterBytes: 1 << 20,
-    relayLink,
-    connect: (_ctx, replica, input, events) => {
-      const c = new Vendor(replica, input, events)
-      conns.push(c)
-      return c
-    }
-  })
+  const w = { clock, route: r, gw, metrics, log: logs.log, conns }
+  const connect = connectInto(conns, Vendor)
+  const leg = new AudioLeg(platform.socket, fakeLegDeps(w, { placement, registry, admission, relayLink, connect }))
   platform.bind(leg)
   clock.setTimeout = setTimeout
   if (armed.length !== 1) throw new Error(`the leg armed ${armed.length} timers as it was made`)

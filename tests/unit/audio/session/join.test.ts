@@ -1,19 +1,14 @@
 import t from 'tap'
-import { AudioLeg, type PlatformLeg } from '../../../../gateway/audio/leg/leg'
 import { joinStates, joinsOf } from '../../../../gateway/audio/session/join'
 import { DRAINS, ON_LEG_START, ON_NEW_LEG, OPENS } from '../../../../gateway/audio/session/join-states'
 import { MULAW_SILENCE, StereoMixer } from '../../../../gateway/audio/session/join-mixer'
 import type { RouteRuntime } from '../../../../gateway/route'
-import { Metrics } from '../../../../gateway/telemetry/metrics'
-import { initMessage } from '../../../../gateway/tools/simulate'
 import { FakeClock } from '../../../helpers/fake-clock'
-import { FakeConnection, Lines, route, SETTINGS } from '../harness'
-import { loneGateway } from '../../../helpers/leg-deps'
+import { initFrame } from '../../../helpers/fake-platform'
+import { type FakeConnection, legWorld, route, SETTINGS } from '../harness'
 
 // The stereo join on the fake clock: the mixer alone, then two platform legs of one contact on fake
 // vendor connections (one shared 20 ms tick, the partner wait, silence fill, results by channel).
-
-type Json = Record<string, any>
 
 /** A 20 ms frame of one byte value. */
 const tone = (v: number): ArrayBuffer => new Uint8Array(160).fill(v).buffer as ArrayBuffer
@@ -55,47 +50,13 @@ function world(join = { channels: ['TX', 'RX'] as ['TX', 'RX'], waitSeconds: 2 }
     frames: { framing: 'binary', encoding: 'mulaw', sampleRate: 8000, chunkMs: null, channels: 2 }
   })
   const r = { ...base, config: { ...base.config, join } } as RouteRuntime
-  const gw = loneGateway(clock)
-  const registry = gw.registry
-  const metrics = new Metrics()
-  const logs = new Lines()
-  const conns: FakeConnection[] = []
-  let n = 0
+  const w = legWorld(clock, r)
   const leg = (perspective: string, contactId = 7001) => {
-    const sent: Json[] = []
-    const ended: number[] = []
-    let l: AudioLeg | null = null
-    const socket: PlatformLeg = {
-      sendText: text => {
-        sent.push(JSON.parse(text))
-        return 1
-      },
-      end: code => {
-        ended.push(code)
-        l?.onPlatformClose(code)
-      },
-      bufferedAmount: () => 0
-    }
-    l = new AudioLeg(socket, {
-      route: r,
-      settings: SETTINGS,
-      metrics,
-      ...gw,
-      log: logs.log,
-      clock,
-      legId: `leg-${++n}`,
-      platformHighWaterBytes: 1 << 20,
-      connect: (_ctx, replica, input, events) => {
-        const c = new FakeConnection(replica, input, events)
-        conns.push(c)
-        return c
-      }
-    })
-    const init = Buffer.from(JSON.stringify(initMessage({ contactId, busNo: 4594, perspective })))
-    l.onPlatformText(init.buffer.slice(init.byteOffset, init.byteOffset + init.length) as ArrayBuffer)
-    return { leg: l, sent, ended }
+    const p = w.leg()
+    p.leg.onPlatformText(initFrame({ contactId, busNo: 4594, perspective }))
+    return { leg: p.leg, sent: p.sent, ended: p.ended }
   }
-  return { clock, registry, conns, leg, metrics, route: r }
+  return { clock, registry: w.registry, conns: w.conns, leg, metrics: w.metrics, route: r }
 }
 
 t.test('two legs of a contact share one vendor session; each gets its own CONNECTED', async t => {
