@@ -1,7 +1,6 @@
 import type { CallsAnswer } from '../../gateway/cli-calls'
 import t, { type Test } from 'tap'
 import { randomUUID } from 'node:crypto'
-import { resolve } from 'node:path'
 import { startRealVendor, type RealVendorEmulator, type RealVendorSession } from '../../gateway/tools/real-vendors'
 import { initMessage } from '../../gateway/tools/simulate'
 import {
@@ -15,7 +14,7 @@ import {
 } from '../helpers/gateway'
 import { freePort, spawnGateway } from '../helpers/process'
 import { needRedis } from '../helpers/redis'
-import { sha, sideBytes, sideFrame, TICK } from '../helpers/stereo'
+import { connectAndSend, sha, sideBytes, sideFrame, stereoRoute, TICK } from '../helpers/stereo'
 
 // The join across instances: two (three) real gateways sharing Redis, each with fleet.advertiseUrl. The
 // TX and RX legs of a call land on different instances; the first claims the call, the other's leg is
@@ -39,19 +38,21 @@ function fleetConfig(redis: string, dg: RealVendorEmulator, prefix: string, flee
     fleet,
     audio: { reattachGraceSeconds: 5 },
     routes: {
-      dg: {
-        mapping: resolve('mappings/deepgram-stereo.yaml'),
-        auth: { audio: ['${AUDIO_TOKEN}'] },
-        upstreams: [{ name: 'v', audio: dg.url, credential: '${DG_KEY}' }],
-        join: { channels: ['TX', 'RX'], waitSeconds: 1 }
-      }
+      dg: stereoRoute(dg.url, 1, { auth: { audio: ['${AUDIO_TOKEN}'] } })
     }
   }
 }
 
-async function instance(t: Test, dg: RealVendorEmulator, prefix: string, advertiseUrl?: string): Promise<TestGateway> {
+async function instance(
+  t: Test,
+  dg: RealVendorEmulator,
+  prefix: string,
+  advertiseUrl?: string,
+  audio: Record<string, unknown> = {}
+): Promise<TestGateway> {
   const fleet = advertiseUrl === undefined ? {} : { advertiseUrl }
-  return await startGateway(t, fleetConfig(await needRedis(), dg, prefix, fleet), { DG_KEY })
+  const config = fleetConfig(await needRedis(), dg, prefix, fleet)
+  return await startGateway(t, { ...config, audio: { ...config.audio, ...audio } }, { DG_KEY })
 }
 
 const leg = (t: Test, gw: TestGateway, contactId: number, perspective: string): PlatformLegClient =>
@@ -80,17 +81,7 @@ t.test('join across instances on Redis', async t => {
       const [first, second] = i % 2 === 0 ? [a, b] : [b, a]
       pairs.push([leg(t, first, 3000 + i, 'TX'), leg(t, second, 3000 + i, 'RX')])
     }
-    const answers = await Promise.all(pairs.flat().map(l => l.answer))
-    t.ok(
-      answers.every(x => x.command === 'CONNECTED'),
-      'each of the 40 legs got CONNECTED (a relayed one from the owner)'
-    )
-    pairs.forEach(([tx, rx], i) => {
-      for (let k = 0; k < FRAMES; k++) {
-        tx.send(frame(i, 0, k))
-        rx.send(frame(i, 1, k))
-      }
-    })
+    await connectAndSend(t, pairs, FRAMES, 'each of the 40 legs got CONNECTED (a relayed one from the owner)')
     const want = FRAMES * TICK
     t.ok(
       await until(
@@ -209,8 +200,8 @@ t.test('join across instances on Redis', async t => {
     return worker === null ? g.pid : Number(worker[1])
   }
 
-  /** A call held by a gateway in its own process (its TX leg there first), and its RX leg on B, relayed to it. */
-  async function relayedToProcess(t: Test, contactId: number, audio: Record<string, unknown> = {}) {
+  /** A call held by a gateway in its own process (its TX leg there first), and its RX leg on `relay` (B), relayed to it. */
+  async function relayedToProcess(t: Test, contactId: number, audio: Record<string, unknown> = {}, relay = b) {
     const fleet = { host: '127.0.0.1', port: await freePort(), advertiseUrl: 'ws://127.0.0.1' }
     const config = fleetConfig(await needRedis(), dg, prefix, fleet)
     const owner = await spawnGateway(t, { ...config, audio: { ...config.audio, ...audio } }, { DG_KEY })
@@ -220,7 +211,7 @@ t.test('join across instances on Redis', async t => {
       initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
     )
     t.equal((await tx.answer).command, 'CONNECTED', 'the owner process holds the call (its TX leg came first)')
-    const rx = leg(t, b, contactId, 'RX')
+    const rx = leg(t, relay, contactId, 'RX')
     t.equal((await rx.answer).command, 'CONNECTED', 'RX on another instance: relayed to the owner process')
     return { owner, tx, rx }
   }
@@ -291,9 +282,11 @@ t.test('join across instances on Redis', async t => {
       // share), which relays to the holder in turn: either relaying process drops, and counts. No heartbeat
       // on the owner's links: a holder frozen for longer than detection is (rightly) found dead and its
       // relayed legs end; what is tested here is a holder that does not read.
-      const { owner, tx, rx } = await relayedToProcess(t, 3999, { vendorPingSeconds: 0 })
+      // The relaying instance's pings off too: with them, it finds the frozen owner dead (~3 s) and closes the leg.
+      const relay = await instance(t, dg, prefix, 'ws://127.0.0.1', { vendorPingSeconds: 0 })
+      const { owner, tx, rx } = await relayedToProcess(t, 3999, { vendorPingSeconds: 0 }, relay)
       const series = 'assist_gateway_audio_dropped_frames_total{route="dg",reason="backpressure"}'
-      const drops = async (): Promise<number> => (await metric(b, series)) + (await metric(owner, series))
+      const drops = async (): Promise<number> => (await metric(relay, series)) + (await metric(owner, series))
       const before = await drops()
       const holder = await holderPid(owner, 3999)
       // A worker holds it: the main process (which answers /metrics and the admin API) is never the one frozen.

@@ -1,5 +1,5 @@
 import t, { type Test } from 'tap'
-import { sha, sideBytes as bytesOf, sideFrame, TICK } from '../helpers/stereo'
+import { connectAndSend, sha, sideBytes as bytesOf, sideFrame, stereoRoute, TICK } from '../helpers/stereo'
 import { startRealVendor, type RealVendorEmulator, type RealVendorSession } from '../../gateway/tools/real-vendors'
 import { initMessage, simulateAudio } from '../../gateway/tools/simulate'
 import {
@@ -37,12 +37,7 @@ async function world(t: Test): Promise<{ gw: TestGateway; dg: RealVendorEmulator
     {
       audio: { reattachGraceSeconds: 5 },
       routes: {
-        dg: {
-          mapping: 'mappings/deepgram-stereo.yaml',
-          auth: { audio: ['${AUDIO_TOKEN}'] },
-          upstreams: [{ name: 'v', audio: dg.url, credential: '${DG_KEY}' }],
-          join
-        },
+        dg: stereoRoute(dg.url, join.waitSeconds, { auth: { audio: ['${AUDIO_TOKEN}'] } }),
         ah: {
           mapping: 'mappings/audiohook-stereo.yaml',
           auth: { audio: ['${AUDIO_TOKEN}'] },
@@ -85,17 +80,7 @@ t.test('stereo join over real sockets', async t => {
   await t.test('50 contacts × TX+RX: one Deepgram session each, channel 0 = TX, channel 1 = RX', async t => {
     const N = 50
     const pairs = Array.from({ length: N }, (_v, i) => legs(t, gw, 'dg', 9000 + i))
-    const answers = await Promise.all(pairs.flat().map(l => l.answer))
-    t.ok(
-      answers.every(a => a.command === 'CONNECTED'),
-      'each of the 100 legs got its own CONNECTED'
-    )
-    pairs.forEach(([tx, rx], i) => {
-      for (let k = 0; k < FRAMES; k++) {
-        tx.send(frame(i, 0, k))
-        rx.send(frame(i, 1, k))
-      }
-    })
+    await connectAndSend(t, pairs, FRAMES, 'each of the 100 legs got its own CONNECTED')
     const want = FRAMES * TICK
     const done = (s: RealVendorSession): boolean =>
       (s.channels ?? []).every(c => c.samples - c.leadingSilence - c.trailingSilence >= want)
