@@ -79,3 +79,14 @@ export async function failoverCall(
   t.ok(await until(() => other.sessions()[0]?.closed === true, 8000), 'the replacement session ended')
   return { lost: first.sessions()[0], s: other.sessions()[0], sent: Buffer.concat([before, after]) }
 }
+
+/** A config (YAML) of route `x` on the Amazon Transcribe mapping: `more` lines of the route, then its replicas (a YAML flow sequence's items). */
+export function transcribeConfig(upstreams: string, ...more: string[]): string {
+  return [
+    'routes:',
+    '  x:',
+    '    mapping: mappings/amazon-transcribe.yaml',
+    ...more,
+    `    upstreams: [${upstreams}]`
+  ].join('\n')
+}
