@@ -113,6 +113,14 @@ export function route(
 }
 
 /** Log lines, parsed. */
+/** A mapping's input for a leg `l` of route `r` (contact 1, bus 2, TX) on replica `a` without a credential. */
+export const LEG_INPUT = {
+  init: {},
+  leg: { id: 'l', route: 'r', perspective: 'TX', contactId: '1', busNo: '2', requestId: null },
+  route: { name: 'r', params: {}, checksToken: false },
+  upstream: { name: 'a', audio: null, credential: null, hasCredential: false }
+} as MappingInput
+
 export class Lines {
   readonly lines: Record<string, unknown>[] = []
   readonly log: Logger = createLogger({
