@@ -368,3 +368,11 @@ export function harness(
     replica: name => r.pool.byName(name)!
   }
 }
+
+/** A harness whose session has started and whose first vendor connection is ready (STREAMING). */
+export function readyHarness(opts: Parameters<typeof harness>[0] = {}): Harness {
+  const h = harness(opts)
+  h.session.start(null)
+  h.conn().ready()
+  return h
+}

@@ -3,7 +3,7 @@ import { FlushWheel, TICK_MS, type WheelClient } from '../../../../gateway/audio
 import { type AudioSink, VendorFeed } from '../../../../gateway/audio/feed/feed'
 import { LegCounters } from '../../../../gateway/telemetry/metrics'
 import { FakeClock } from '../../../helpers/fake-clock'
-import { frame, harness, SETTINGS } from '../harness'
+import { frame, harness, readyHarness, SETTINGS } from '../harness'
 
 // Coalescing towards the vendor on the fake clock: the shared flush wheel, chunk boundaries, and the
 // partial chunk at the end, at a park and on failover. Frames are 160 bytes (20 ms); chunks of 100 ms
@@ -183,9 +183,7 @@ t.test(
 )
 
 t.test('park: the partial chunk goes before the pause frame; a graceful close drains it before goodbye', async t => {
-  const h = harness({ settings: { coalesceMs: 100 } })
-  h.session.start(null)
-  h.conn().ready()
+  const h = readyHarness({ settings: { coalesceMs: 100 } })
   for (let i = 0; i < 7; i++) h.session.feed.write(frame(i))
   h.session.park()
   t.same(framesIn(h.conn().written), range(0, 7), 'written at the park')

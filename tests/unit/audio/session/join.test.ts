@@ -59,6 +59,15 @@ function world(join = { channels: ['TX', 'RX'] as ['TX', 'RX'], waitSeconds: 2 }
   return { clock, registry: w.registry, conns: w.conns, leg, metrics: w.metrics, route: r }
 }
 
+/** Both legs of contact 7001, TX then RX, and their one vendor session ready. */
+function readyCall() {
+  const w = world()
+  const tx = w.leg('TX')
+  const rx = w.leg('RX')
+  w.conns[0].ready()
+  return { w, tx, rx }
+}
+
 t.test('two legs of a contact share one vendor session; each gets its own CONNECTED', async t => {
   const w = world()
   const tx = w.leg('TX')
@@ -75,10 +84,7 @@ t.test('two legs of a contact share one vendor session; each gets its own CONNEC
 t.test(
   'arrival-time alignment: a side late by one tick starts after 160 silence samples, nothing else filled',
   async t => {
-    const w = world()
-    const tx = w.leg('TX')
-    const rx = w.leg('RX')
-    w.conns[0].ready()
+    const { w, tx, rx } = readyCall()
     tx.leg.onPlatformBinary(tone(1))
     w.clock.advance(20) // tick 1: TX only
     for (let i = 2; i <= 5; i++) {
@@ -123,10 +129,7 @@ t.test('wait timeout: the first leg opens alone after waitSeconds; a late partne
 })
 
 t.test('one side closing keeps the other flowing; it comes back (hold) to the same session', async t => {
-  const w = world()
-  const tx = w.leg('TX')
-  const rx = w.leg('RX')
-  w.conns[0].ready()
+  const { w, tx, rx } = readyCall()
   rx.leg.onPlatformClose(1000) // hold: the platform closes the RX socket
   for (let i = 0; i < 3; i++) {
     tx.leg.onPlatformBinary(tone(9))
@@ -157,11 +160,8 @@ t.test('one side closing keeps the other flowing; it comes back (hold) to the sa
 t.test(
   'both legs hang up: what they sent goes before the pause frame; the join clock sends nothing after it',
   async t => {
-    const w = world()
-    const tx = w.leg('TX')
-    const rx = w.leg('RX')
+    const { w, tx, rx } = readyCall()
     const conn = w.conns[0]
-    conn.ready()
     let writtenAtPause = -1
     const control = conn.control.bind(conn)
     conn.control = (kind, done) => {
@@ -193,10 +193,7 @@ t.test(
 )
 
 t.test('results go to the leg of their channel, or to both', async t => {
-  const w = world()
-  const tx = w.leg('TX')
-  const rx = w.leg('RX')
-  w.conns[0].ready()
+  const { w, tx, rx } = readyCall()
   // FakeConnection.result bypasses the mapping: the channel is what the connection reports.
   ;(w.conns[0] as any).events.result('{"command":"MESSAGE","message":"a"}', 0)
   ;(w.conns[0] as any).events.result('{"command":"MESSAGE","message":"b"}', 1)
@@ -229,10 +226,7 @@ t.test('a vendor session failure ends both legs', async t => {
 })
 
 t.test('failover: a lost vendor connection is replaced, the recent stereo audio replayed, both legs stay', async t => {
-  const w = world()
-  const tx = w.leg('TX')
-  const rx = w.leg('RX')
-  w.conns[0].ready()
+  const { w, tx, rx } = readyCall()
   for (let i = 1; i <= 4; i++) {
     tx.leg.onPlatformBinary(tone(i))
     rx.leg.onPlatformBinary(tone(100 + i))
@@ -263,10 +257,7 @@ t.test('failover: a lost vendor connection is replaced, the recent stereo audio 
 })
 
 t.test('drain: each leg hands off; the vendor session is handed off with the last one', async t => {
-  const w = world()
-  const tx = w.leg('TX')
-  const rx = w.leg('RX')
-  w.conns[0].ready()
+  const { w, tx, rx } = readyCall()
   tx.leg.drain(60)
   t.equal(w.conns[0].state, 'READY', 'the partner still streams: the session stays')
   rx.leg.drain(60)
