@@ -9,6 +9,7 @@ import type {
 import { AudioLeg } from '../../../gateway/audio/leg/leg'
 import type { LegDeps } from '../../../gateway/audio/leg/leg-contract'
 import { IDENTITY_FRAMES } from '../../../gateway/audio/feed/encoder'
+import type { AudioSink } from '../../../gateway/audio/feed/feed'
 import { SessionRegistry } from '../../../gateway/audio/session/registry'
 import { VendorSession } from '../../../gateway/audio/session/session'
 import type { SessionOwner } from '../../../gateway/audio/session/session-contract'
@@ -120,6 +121,18 @@ export const LEG_INPUT = {
   route: { name: 'r', params: {}, checksToken: false },
   upstream: { name: 'a', audio: null, credential: null, hasCredential: false }
 } as MappingInput
+
+/** An audio sink that keeps every write (a copy: the relay's view is only valid during the call). */
+export function recordingSink(): AudioSink & { writes: Buffer[]; bufferedAmount: number } {
+  const writes: Buffer[] = []
+  return {
+    writes,
+    bufferedAmount: 0,
+    writeAudio: data => {
+      writes.push(Buffer.from(data instanceof Uint8Array ? data : new Uint8Array(data)))
+    }
+  }
+}
 
 export class Lines {
   readonly lines: Record<string, unknown>[] = []

@@ -36,7 +36,9 @@ function world(settings: RebalanceSettings, names = ['a', 'b']) {
     clock,
     (from, to) => moves.push(`${from.name}>${to.name}`)
   )
-  return { clock, p, r, call, reb, moves }
+  /** Streams on a and b. */
+  const streams = (): number[] => [r('a').activeStreams, r('b').activeStreams]
+  return { clock, p, r, call, reb, moves, streams }
 }
 
 t.test('a recovered replica gets calls back, paced, until the spread holds', async t => {
@@ -44,11 +46,11 @@ t.test('a recovered replica gets calls back, paced, until the spread holds', asy
   for (let i = 0; i < 12; i++) w.call(w.r('a'))
   w.reb.start()
   w.clock.advance(1000)
-  t.same([w.r('a').activeStreams, w.r('b').activeStreams], [10, 2], 'two calls in the first second, not all at once')
+  t.same(w.streams(), [10, 2], 'two calls in the first second, not all at once')
   w.clock.advance(1000)
-  t.same([w.r('a').activeStreams, w.r('b').activeStreams], [8, 4])
+  t.same(w.streams(), [8, 4])
   w.clock.advance(10_000)
-  t.same([w.r('a').activeStreams, w.r('b').activeStreams], [7, 5], 'stops once within the spread (2)')
+  t.same(w.streams(), [7, 5], 'stops once within the spread (2)')
   t.equal(w.moves.length, 5)
   t.ok(
     w.moves.every(m => m === 'a>b'),
@@ -77,9 +79,9 @@ t.test('only calls that may move do; a down replica gets none; perSecond 0 turns
   for (let i = 0; i < 4; i++) w.call(w.r('a'), false)
   for (let i = 0; i < 2; i++) w.call(w.r('a'))
   w.reb.tick()
-  t.same([w.r('a').activeStreams, w.r('b').activeStreams], [4, 2], 'the movable calls move; the others decline')
+  t.same(w.streams(), [4, 2], 'the movable calls move; the others decline')
   w.reb.tick()
-  t.same([w.r('a').activeStreams, w.r('b').activeStreams], [4, 2], 'then none is left that may move')
+  t.same(w.streams(), [4, 2], 'then none is left that may move')
   const down = world({ spread: 0, perSecond: 5, settleSeconds: 0 }, ['a', 'b', 'c'])
   for (let i = 0; i < 6; i++) down.call(down.r('a'))
   down.p.markDown(down.r('c'), 'audio', 'gone') // ejected
@@ -96,7 +98,7 @@ t.test('only an imbalance that lasts settleSeconds moves calls; a passing one (c
   for (let i = 0; i < 8; i++) w.call(w.r('a'))
   w.reb.start()
   w.clock.advance(4000)
-  t.same([w.r('a').activeStreams, w.r('b').activeStreams], [8, 0], 'nothing moves for the first 5 s')
+  t.same(w.streams(), [8, 0], 'nothing moves for the first 5 s')
   // The imbalance goes away for a tick (as counts catch up): the 5 s start again from the next one.
   for (let i = 0; i < 6; i++) w.call(w.r('b'))
   w.clock.advance(1000)
