@@ -4,7 +4,7 @@ import { initMessage } from '../../gateway/tools/simulate'
 import { AUDIO_TOKEN, platformLeg, until } from '../helpers/gateway'
 import { sha256, stream } from '../helpers/audio'
 import { audioInit } from '../helpers/legs'
-import { vendorGateway } from '../helpers/vendors'
+import { vendorGateway, everyMessageMatched } from '../helpers/vendors'
 
 // The platform (simulated legs, real sockets) → a real gateway → the strict Twilio Media Streams receiver emulator.
 
@@ -97,12 +97,7 @@ t.test(
       parameters: { isFinal: true, perspective: 'TX', vendor: 'twilio-media' }
     })
     t.match(rx.messages[0], { messageType: 'TRANSCRIPT', parameters: { perspective: 'RX' } })
-    const m = await (await fetch(gw.adminUrl('/metrics'))).text()
-    t.notMatch(
-      m,
-      /^assist_gateway_audio_vendor_messages_total\{route="x",result="(unmatched|error)"\} [1-9]/m,
-      'every vendor message was matched by a rule'
-    )
+    await everyMessageMatched(t, gw, 'every vendor message was matched by a rule')
     t.notMatch(gw.logs.raw, KEY, 'the credential is never logged')
   }
 )
