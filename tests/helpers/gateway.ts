@@ -201,6 +201,13 @@ export function platformLeg(
   }
 }
 
+/** The close of `ws` (code and reason), however it comes. */
+export function closeOf(ws: WebSocket): Promise<{ code: number; reason: string }> {
+  return new Promise(resolve => {
+    ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() }))
+  })
+}
+
 export function untilOpen(ws: WebSocket): Promise<void> {
   return ws.readyState === WebSocket.OPEN
     ? Promise.resolve()

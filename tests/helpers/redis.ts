@@ -93,3 +93,26 @@ export async function fleetObserver(
     affinity: async legKey => json<Affinity>(await redis.get(k(`aff:${legKey}`)))
   }
 }
+
+/**
+ * A fleet member's config, `extra` over it: Redis at `redis` under a key prefix of its own (each test's, so
+ * tests and CI runs never see each other's state), a lease a busy machine renews in time (no test waits for
+ * one to expire), syncs every 0.2 s (polled for). Members given the same config share the store.
+ */
+export const fleetMember = (redis: string, extra: Record<string, unknown> = {}): Record<string, unknown> => ({
+  redis,
+  store: { keyPrefix: `test:${randomUUID()}:`, syncIntervalSeconds: 0.2, leaseSeconds: 10 },
+  ...extra
+})
+
+/** An HTTP probe of /healthz every 0.3 s, one answer to change a verdict; its timeout generous: a probe of a healthy replica must not time out on a busy machine. */
+export const QUICK_PROBE = {
+  active: {
+    kind: 'http',
+    path: '/healthz',
+    intervalSeconds: 0.3,
+    timeoutSeconds: 10,
+    unhealthyThreshold: 1,
+    healthyThreshold: 1
+  }
+}

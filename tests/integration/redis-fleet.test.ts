@@ -1,18 +1,12 @@
 import t from 'tap'
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
-import { randomUUID } from 'node:crypto'
 import { platformLeg, routeTo, startGateway, startVendor, sleep, until, upstreams } from '../helpers/gateway'
 import { freePort } from '../helpers/process'
-import { fleetObserver, needRedis } from '../helpers/redis'
+import { fleetMember, fleetObserver, needRedis, QUICK_PROBE } from '../helpers/redis'
 import { audioInit } from '../helpers/legs'
 
 /** Each test gets its own key prefix, so tests (and CI runs) never see each other's state. */
-const fleet = (redis: string, extra: Record<string, unknown> = {}): Record<string, unknown> => ({
-  redis,
-  // A lease a busy machine renews in time (no test waits for one to expire); syncs every 0.2 s, polled for.
-  store: { keyPrefix: `test:${randomUUID()}:`, syncIntervalSeconds: 0.2, leaseSeconds: 10 },
-  ...extra
-})
+const fleet = fleetMember
 
 t.test(
   'two instances sharing Redis: a replica probed down by the leader is avoided by the other within one interval',
@@ -20,17 +14,7 @@ t.test(
     const a = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
     const b = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
     const cfg = fleet(await needRedis(), {
-      health: {
-        active: {
-          kind: 'http',
-          path: '/healthz',
-          intervalSeconds: 0.3,
-          // Generous: a probe of the healthy replica must not time out on a busy machine (the closed one is refused at once).
-          timeoutSeconds: 10,
-          unhealthyThreshold: 1,
-          healthyThreshold: 1
-        }
-      },
+      health: QUICK_PROBE, // the closed replica is refused at once
       routes: { demo: routeTo([a, b], 'mappings/json-events.yaml') }
     })
     const g1 = await startGateway(t, cfg)
