@@ -9,3 +9,10 @@ export function samples(text: string, name: string): Map<string, number> {
   }
   return out
 }
+
+/** The value of `series` (its name and labels, exactly as exposed) at the /metrics URL `url` now; 0 when it is not there. */
+export async function seriesAt(url: string, series: string, init: RequestInit = {}): Promise<number> {
+  const text = await (await fetch(url, init)).text()
+  const line = text.split('\n').find(l => l.startsWith(`${series} `))
+  return line === undefined ? 0 : Number(line.slice(series.length + 1))
+}

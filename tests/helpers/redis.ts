@@ -3,6 +3,8 @@ import Redis from 'ioredis'
 import type { Affinity, HealthRecord } from '../../gateway/store/port'
 import { hashTaggedPrefix, RedisStore } from '../../gateway/store/redis'
 import { createLogger } from '../../gateway/telemetry/log'
+import { startGateway, type TestGateway } from './gateway'
+import { freePort } from './process'
 
 /** The Redis the fleet tests share (each test uses its own key prefix): REDIS_URL, or the local default. */
 export const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379'
@@ -115,4 +117,28 @@ export const QUICK_PROBE = {
     unhealthyThreshold: 1,
     healthyThreshold: 1
   }
+}
+
+/**
+ * Instances of one fleet on Redis (one key prefix of this test's), each on a fleet port of its own advertised
+ * at 127.0.0.1: each call starts one (startGateway) from `config` with `env`.
+ */
+export async function fleetInstances(
+  t: Parameters<typeof startGateway>[0],
+  config: Record<string, unknown>,
+  env: Record<string, string>
+): Promise<() => Promise<TestGateway>> {
+  const redis = await needRedis()
+  const prefix = `test:${randomUUID()}:`
+  return async () =>
+    await startGateway(
+      t,
+      {
+        ...config,
+        redis,
+        store: { keyPrefix: prefix, syncIntervalSeconds: 0.2, leaseSeconds: 10 },
+        fleet: { port: await freePort(), advertiseUrl: 'ws://127.0.0.1' }
+      },
+      env
+    )
 }

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { platformLeg, routeTo, startVendor, until, upstreams } from '../helpers/gateway'
+import { platformLeg, routeTo, until, upstreams, twoVendors } from '../helpers/gateway'
 import { spawnGateway, type GatewayProcess } from '../helpers/process'
 import { fleetMember, needRedis, QUICK_PROBE } from '../helpers/redis'
 import { audioInit } from '../helpers/legs'
@@ -19,8 +19,7 @@ t.test(
   'two gateway processes: one probes, both avoid the replica it marked down; a leg that moves to the other process keeps its replica',
   async t => {
     const REDIS_URL = await needRedis()
-    const a = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
-    const b = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
+    const [a, b] = await twoVendors(t, { kind: 'json-events', resultEveryFrames: 0 })
     const cfg = fleetMember(REDIS_URL, {
       health: QUICK_PROBE, // the closed replica is refused at once
       audio: { reattachGraceSeconds: 5 },
