@@ -53,3 +53,17 @@ export async function connectAndSend(
     }
   })
 }
+
+/**
+ * The stereo AudioHook join route (mappings/audiohook-stereo.yaml) with the audio token required, on one
+ * replica `v` at `url` with the credential `${<keyVar>}`, for organization `org`, joining `channels` (2 s wait).
+ */
+export function audiohookStereoRoute(url: string, keyVar: string, org: string, channels = ['TX', 'RX']) {
+  return {
+    mapping: 'mappings/audiohook-stereo.yaml',
+    auth: { audio: ['${AUDIO_TOKEN}'] },
+    upstreams: [{ name: 'v', audio: url, credential: `\${${keyVar}}` }],
+    params: { organizationId: org },
+    join: { channels, waitSeconds: 2 }
+  }
+}

@@ -13,6 +13,8 @@ import {
   type TestGateway
 } from '../helpers/gateway'
 import { freePort, spawnGateway } from '../helpers/process'
+import { audioInit } from '../helpers/legs'
+import { seriesAt } from '../helpers/metrics'
 import { needRedis } from '../helpers/redis'
 import { connectAndSend, sha, sideBytes, sideFrame, stereoRoute, TICK } from '../helpers/stereo'
 
@@ -56,14 +58,11 @@ async function instance(
 }
 
 const leg = (t: Test, gw: TestGateway, contactId: number, perspective: string): PlatformLegClient =>
-  platformLeg(t, gw.url('/audio/dg'), initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective }))
+  platformLeg(t, gw.url('/audio/dg'), audioInit(contactId, perspective))
 
-async function metric(gw: TestGateway, series: string): Promise<number> {
-  // Bounded: a poll of a process that does not answer fails the poll, not the whole file at its timeout.
-  const text = await (await fetch(gw.adminUrl('/metrics'), { signal: AbortSignal.timeout(10_000) })).text()
-  const line = text.split('\n').find(l => l.startsWith(`${series} `))
-  return line === undefined ? 0 : Number(line.slice(series.length + 1))
-}
+// Bounded: a poll of a process that does not answer fails the poll, not the whole file at its timeout.
+const metric = async (gw: TestGateway, series: string): Promise<number> =>
+  await seriesAt(gw.adminUrl('/metrics'), series, { signal: AbortSignal.timeout(10_000) })
 
 t.test('join across instances on Redis', async t => {
   const dg = await startRealVendor({ kind: 'deepgram', apiKey: DG_KEY, resultEveryMs: 200 })
@@ -205,11 +204,7 @@ t.test('join across instances on Redis', async t => {
     const fleet = { host: '127.0.0.1', port: await freePort(), advertiseUrl: 'ws://127.0.0.1' }
     const config = fleetConfig(await needRedis(), dg, prefix, fleet)
     const owner = await spawnGateway(t, { ...config, audio: { ...config.audio, ...audio } }, { DG_KEY })
-    const tx = platformLeg(
-      t,
-      owner.url('/audio/dg'),
-      initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
-    )
+    const tx = platformLeg(t, owner.url('/audio/dg'), audioInit(contactId))
     t.equal((await tx.answer).command, 'CONNECTED', 'the owner process holds the call (its TX leg came first)')
     const rx = leg(t, relay, contactId, 'RX')
     t.equal((await rx.answer).command, 'CONNECTED', 'RX on another instance: relayed to the owner process')

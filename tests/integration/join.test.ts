@@ -1,7 +1,15 @@
 import t, { type Test } from 'tap'
-import { connectAndSend, sha, sideBytes as bytesOf, sideFrame, stereoRoute, TICK } from '../helpers/stereo'
+import {
+  connectAndSend,
+  sha,
+  sideBytes as bytesOf,
+  sideFrame,
+  stereoRoute,
+  TICK,
+  audiohookStereoRoute
+} from '../helpers/stereo'
 import { startRealVendor, type RealVendorEmulator, type RealVendorSession } from '../../gateway/tools/real-vendors'
-import { initMessage, simulateAudio } from '../../gateway/tools/simulate'
+import { simulateAudio } from '../../gateway/tools/simulate'
 import {
   AUDIO_TOKEN,
   platformLeg,
@@ -31,20 +39,13 @@ async function world(t: Test): Promise<{ gw: TestGateway; dg: RealVendorEmulator
     await dg.close()
     await ah.close()
   })
-  const join = { channels: ['TX', 'RX'], waitSeconds: 2 }
   const gw = await startGateway(
     t,
     {
       audio: { reattachGraceSeconds: 5 },
       routes: {
-        dg: stereoRoute(dg.url, join.waitSeconds, { auth: { audio: ['${AUDIO_TOKEN}'] } }),
-        ah: {
-          mapping: 'mappings/audiohook-stereo.yaml',
-          auth: { audio: ['${AUDIO_TOKEN}'] },
-          upstreams: [{ name: 'v', audio: ah.url, credential: '${AH_KEY}' }],
-          params: { organizationId: ORG },
-          join
-        }
+        dg: stereoRoute(dg.url, 2, { auth: { audio: ['${AUDIO_TOKEN}'] } }),
+        ah: audiohookStereoRoute(ah.url, 'AH_KEY', ORG)
       }
     },
     { DG_KEY, AH_KEY }
@@ -53,8 +54,7 @@ async function world(t: Test): Promise<{ gw: TestGateway; dg: RealVendorEmulator
 }
 
 function legs(t: Test, gw: TestGateway, route: string, contactId: number): [PlatformLegClient, PlatformLegClient] {
-  const open = (perspective: string) =>
-    platformLeg(t, gw.url(`/audio/${route}`), initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective }))
+  const open = (perspective: string) => platformLeg(t, gw.url(`/audio/${route}`), audioInit(contactId, perspective))
   return [open('TX'), open('RX')]
 }
 
