@@ -36,7 +36,8 @@ import {
   Sink,
   sleep,
   stopChild,
-  UsageError
+  UsageError,
+  type MeasuredTarget
 } from './lib'
 import { LoadGen } from './loadgen'
 import { startAudioFloor } from './audio-floor'
@@ -45,15 +46,9 @@ import { findNginx, nginxPids, nginxVersion, startNginx } from './nginx'
 export const AUDIO_NGINX_FLAGS = ['rounds', 'vendor-ping-seconds']
 export const AUDIO_NGINX_BOOLEANS = ['vs-nginx', 'no-nginx', 'floor']
 
-export interface Target {
+export interface Target extends MeasuredTarget {
   /** gateway (or `gateway coalesceMs N vendorPingSeconds P`, one per value of those flags), nginx, or the floor. */
   name: string
-  url: string
-  cpuUs: () => number
-  rss: () => number
-  alive: () => boolean
-  /** Processes whose run-queue wait is read (the gateway; nginx's master and worker). */
-  pids: () => number[]
 }
 
 export interface Round {

@@ -19,7 +19,7 @@ import { createLogger } from '../../gateway/telemetry/log'
 import { Metrics } from '../../gateway/telemetry/metrics'
 import { initMessage } from '../../gateway/tools/simulate'
 import { FakeClock } from '../helpers/fake-clock'
-import { FakeConnection, route, SETTINGS } from '../unit/audio/harness'
+import { connectInto, FakeConnection, fakeLegDeps, route, SETTINGS } from '../unit/audio/harness'
 import { AB_FLAGS, runAb } from './ab'
 import { fmt, machineLine, numberFlag, Report, round, UsageError } from './lib'
 import { loneGateway } from '../helpers/leg-deps'
@@ -82,21 +82,9 @@ function inProcess(joined: boolean, pairs: number, frames: number): { usPerFrame
   let n = 0
   for (let p = 0; p < pairs; p++)
     for (const perspective of ['TX', 'RX']) {
-      const leg = new AudioLeg(platform, {
-        route: r,
-        settings: { ...SETTINGS, holdBufferBytes: 1 << 20, bufferBytes: 1 << 20, vendorHighWaterBytes: 1 << 30 },
-        metrics,
-        ...gw,
-        log,
-        clock,
-        legId: `leg-${++n}`,
-        platformHighWaterBytes: 1 << 20,
-        connect: (_ctx, replica, input, events) => {
-          const c = new CountingConnection(replica, input, events)
-          conns.push(c)
-          return c
-        }
-      })
+      const settings = { ...SETTINGS, holdBufferBytes: 1 << 20, bufferBytes: 1 << 20, vendorHighWaterBytes: 1 << 30 }
+      const deps = { settings, legId: `leg-${++n}`, connect: connectInto(conns, CountingConnection) }
+      const leg = new AudioLeg(platform, fakeLegDeps({ clock, route: r, gw, metrics, log, conns }, deps))
       const init = Buffer.from(JSON.stringify(initMessage({ contactId: 1000 + p, busNo: 4594, perspective })))
       leg.onPlatformText(init.buffer.slice(init.byteOffset, init.byteOffset + init.length) as ArrayBuffer)
       legs.push(leg)

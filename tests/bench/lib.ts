@@ -386,6 +386,16 @@ export function clockTicksPerSecond(): number {
 }
 
 /** CPU a process has used so far, in µs: utime and stime (/proc/<pid>/stat fields 14 and 15, clock ticks). */
+/** What a vs-nginx bench measures of one target process (or processes): CPU, RSS, life, run-queue wait. */
+export interface MeasuredTarget {
+  url: string
+  cpuUs: () => number
+  rss: () => number
+  alive: () => boolean
+  /** Processes whose run-queue wait is read (the gateway; nginx's master and worker). */
+  pids: () => number[]
+}
+
 export interface ProcCpu {
   user: number
   sys: number

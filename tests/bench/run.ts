@@ -61,6 +61,26 @@ const USAGE = `usage: npm run bench [-- [audio|wsclient|failover|codec|text|capa
            per window (--windows: only those); exit 1 on uncounted frames
   all      (default) audio (vs nginx when installed), text, wsclient, codec; no flags`
 
+type OneRun = [
+  string[],
+  string[],
+  (flags: Map<string, string>) => Record<string, unknown> | Promise<Record<string, unknown>>
+]
+
+/** The benches that are one run on their own flags: its valued flags, boolean flags, and the run; `out[name]` is its figures. */
+const ONE_RUN = new Map<string, OneRun>(
+  Object.entries({
+    wsclient: [WSCLIENT_FLAGS, [], runWsClient],
+    failover: [FAILOVER_FLAGS, [], runFailover],
+    fleet: [FLEET_FLAGS, [], runFleet],
+    join: [JOIN_FLAGS, JOIN_BOOLEANS, runJoin],
+    relay: [RELAY_FLAGS, [], runRelay],
+    tee: [TEE_FLAGS, [], runTee],
+    codec: [CODEC_FLAGS, [], runCodec],
+    capacity: [CAPACITY_FLAGS, CAPACITY_BOOLEANS, runCapacity]
+  } satisfies Record<string, OneRun>)
+)
+
 async function main(argv: string[]): Promise<number> {
   installExitHandlers()
   let [cmd, ...rest] = argv
@@ -95,36 +115,12 @@ async function main(argv: string[]): Promise<number> {
       else out.audio = flags.has('vs-nginx') ? await runAudioVsNginx(flags) : await runAudio(flags)
       break
     }
-    case 'wsclient':
-      out.wsclient = await runWsClient(parseFlags(rest, WSCLIENT_FLAGS))
-      break
-    case 'failover':
-      out.failover = await runFailover(parseFlags(rest, FAILOVER_FLAGS))
-      break
-    case 'fleet':
-      out.fleet = await runFleet(parseFlags(rest, FLEET_FLAGS))
-      break
-    case 'join':
-      out.join = await runJoin(parseFlags(rest, JOIN_FLAGS, JOIN_BOOLEANS))
-      break
-    case 'relay':
-      out.relay = await runRelay(parseFlags(rest, RELAY_FLAGS))
-      break
-    case 'tee':
-      out.tee = await runTee(parseFlags(rest, TEE_FLAGS))
-      break
     case 'soak': {
       const soak = await runSoak(parseFlags(rest, SOAK_FLAGS, SOAK_BOOLEANS))
       out.soak = soak.json
       code = soak.code
       break
     }
-    case 'codec':
-      out.codec = runCodec(parseFlags(rest, CODEC_FLAGS))
-      break
-    case 'capacity':
-      out.capacity = await runCapacity(parseFlags(rest, CAPACITY_FLAGS, CAPACITY_BOOLEANS))
-      break
     case 'text':
       // The text bench prints its own report and figures.
       await benchText(rest)
@@ -141,8 +137,12 @@ async function main(argv: string[]): Promise<number> {
       out.codec = runCodec(none)
       break
     }
-    default:
-      throw new UsageError(`unknown benchmark ${cmd}`)
+    default: {
+      const bench = ONE_RUN.get(cmd)
+      if (bench === undefined) throw new UsageError(`unknown benchmark ${cmd}`)
+      const [valued, booleans, run] = bench
+      out[cmd] = await run(parseFlags(rest, valued, booleans))
+    }
   }
   out.seconds = Math.round((performance.now() - started) / 100) / 10
   console.log(`\nBENCH_JSON ${JSON.stringify(out)}`)

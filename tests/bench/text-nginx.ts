@@ -46,7 +46,8 @@ import {
   runqueueWaitMicros,
   sleep,
   stopChild,
-  UsageError
+  UsageError,
+  type MeasuredTarget
 } from './lib'
 import { findNginx, nginxPids, nginxVersion, startNginx, type Nginx } from './nginx'
 import { LoadRun, openConns, spawnCli, topFunctions, waitOk, type Child } from './text-load'
@@ -74,15 +75,9 @@ export const BODY = JSON.stringify({
   agentAssistAppConfig: { language: 'en-US' }
 })
 
-export interface Target {
+export interface Target extends MeasuredTarget {
   /** gateway, nginx, or floor-<mode> (text-floor.ts: uWS + undici with nothing between). */
   name: string
-  url: string
-  cpuUs: () => number
-  rss: () => number
-  alive: () => boolean
-  /** Processes whose run-queue wait is read (the gateway; nginx's master and worker). */
-  pids: () => number[]
   rounds: TextRound[]
 }
 

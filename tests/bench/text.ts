@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { stringify } from 'yaml'
 import { selfSignedPair } from '../helpers/openssl'
 import { LoadRun, openConns, spawnCli, topFunctions, waitOk } from './text-load'
-import { runTextVsNginx, TEXT_NGINX_BOOLEANS, TEXT_NGINX_FLAGS } from './text-nginx'
+import { BODY, runTextVsNginx, TEXT_NGINX_BOOLEANS, TEXT_NGINX_FLAGS } from './text-nginx'
 import {
   exited,
   fmt,
@@ -85,15 +85,7 @@ async function runMode(
   )
   await waitOk(gw, `http://127.0.0.1:${metricsPort}/livez`, 'the gateway')
 
-  const body = JSON.stringify({
-    contactId: 584930211,
-    busNo: 4594,
-    tenantId: 'tenant-eu-1',
-    participantId: 'patron',
-    messageBody: 'Hi, I was charged twice for my last order.',
-    messageData: { channel: 'chat' },
-    agentAssistAppConfig: { language: 'en-US' }
-  })
+  const body = BODY
   const request = Buffer.from(
     `POST /text/bench HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nAuthorization: Bearer ${token}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
   )

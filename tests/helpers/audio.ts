@@ -18,6 +18,18 @@ export function frameAt(k: number): Buffer {
   return CLIP.subarray(o, o + 160)
 }
 
+/** Clip frames from the first, one every 20 ms, to `leg` until it is closed. */
+export async function streamUntilClosed(leg: PlatformLegClient): Promise<void> {
+  let open = true
+  void leg.closed.then(() => {
+    open = false
+  })
+  for (let k = 0; open; k++) {
+    leg.send(frameAt(k))
+    await sleep(20)
+  }
+}
+
 /** Send clip frames [from, to) at the platform's pace (one every 20 ms, drift-corrected) once the socket is open. */
 export async function stream(leg: PlatformLegClient, from: number, to: number): Promise<Buffer> {
   await untilOpen(leg.ws)

@@ -69,3 +69,17 @@ export async function runCli(
   })
   return { code, stdout, stderr }
 }
+
+/** A mapping that `check` and `serve` reject when they dry-run it: its sample's result emits a command the platform does not have (line 6). */
+export const EMITS_WRONG_MAPPING = [
+  'vendor: emits-wrong',
+  'audio:',
+  '  open: \'{"event": "start"}\'',
+  '  results:',
+  '    - when: msg.event = "transcript"',
+  '      emit: \'{"command": "SHOUT", "text": msg.text}\'',
+  '  time: { none: a test mapping }',
+  'samples:',
+  '  audio:',
+  '    - { event: transcript, text: hi }'
+].join('\n')

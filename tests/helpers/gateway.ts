@@ -117,6 +117,11 @@ export async function startVendor(t: T, opts: EmulatorOptions): Promise<VendorEm
   return v
 }
 
+/** Two emulators of the same options (a route's replicas a and b), started one after the other. */
+export async function twoVendors(t: T, opts: EmulatorOptions): Promise<[VendorEmulator, VendorEmulator]> {
+  return [await startVendor(t, opts), await startVendor(t, opts)]
+}
+
 /** A route config pointing at emulators, with the audio token required. */
 export function routeTo(
   vendors: VendorEmulator[],
@@ -199,6 +204,13 @@ export function platformLeg(
       if (ws.readyState === WebSocket.OPEN) ws.send(data)
     }
   }
+}
+
+/** The close of `ws` (code and reason), however it comes. */
+export function closeOf(ws: WebSocket): Promise<{ code: number; reason: string }> {
+  return new Promise(resolve => {
+    ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() }))
+  })
 }
 
 export function untilOpen(ws: WebSocket): Promise<void> {

@@ -1,7 +1,7 @@
 import type { Test } from 'tap'
 import { initMessage } from '../../gateway/tools/simulate'
 import { type FramesFinal, numberedFrame } from './audio'
-import { AUDIO_TOKEN, platformLeg, type PlatformLegClient, sleep } from './gateway'
+import { AUDIO_TOKEN, platformLeg, type PlatformLegClient, sleep, type TestGateway, until } from './gateway'
 
 // What the integration tests' platform legs say and do, said once: the init message with the audio token
 // (bus 4594), a route's config on named replicas, a call streamed at real time, and the finals of a
@@ -60,4 +60,22 @@ export function checkFinalsOnTimeline(t: Test, i: number, fs: FramesFinal[]): vo
     f => Math.abs(f.start - f.from * 0.02) > 1e-6 || Math.abs(f.duration - (f.to - f.from + 1) * 0.02) > 1e-6
   )
   t.same(off, [], `leg ${i}: every final on the call's timeline (frame n at n × 20 ms)`)
+}
+
+/** After a replica was killed mid-call: every leg got finals past the kill (up to `total` - 60 frames), and `gw` failed legs over. */
+export async function checkFailedOver(
+  t: Test,
+  gw: TestGateway,
+  legs: PlatformLegClient[],
+  finals: (leg: PlatformLegClient) => FramesFinal[],
+  total: number
+): Promise<void> {
+  t.ok(
+    await until(() => legs.every(l => finals(l).some(f => f.to >= total - 60)), 20_000),
+    'every leg got finals past the kill'
+  )
+  t.ok(
+    gw.logs.lines.some(l => l.event === 'failover_done'),
+    'the legs on the killed replica failed over'
+  )
 }

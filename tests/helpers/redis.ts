@@ -3,6 +3,8 @@ import Redis from 'ioredis'
 import type { Affinity, HealthRecord } from '../../gateway/store/port'
 import { hashTaggedPrefix, RedisStore } from '../../gateway/store/redis'
 import { createLogger } from '../../gateway/telemetry/log'
+import { startGateway, type TestGateway } from './gateway'
+import { freePort } from './process'
 
 /** The Redis the fleet tests share (each test uses its own key prefix): REDIS_URL, or the local default. */
 export const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379'
@@ -70,7 +72,7 @@ export async function redisStorePair(t: { teardown: (fn: () => unknown) => void 
 /**
  * What a fleet on `url` under `keyPrefix` shares, read straight from Redis in the layout store/redis.ts
  * writes, by a client that takes no part in it (it never registers, leads or probes): the prober lease's
- * holder (a process's instance id: `<instance>/w<n>.<pid>` for a worker), a replica's shared health
+ * owner (a process's instance id: `<instance>/w<n>.<pid>` for a worker), a replica's shared health
  * verdict, a leg's affinity record.
  */
 export async function fleetObserver(
@@ -92,4 +94,51 @@ export async function fleetObserver(
     health: async replicaKey => json<HealthRecord>(await redis.hget(k('health'), replicaKey)),
     affinity: async legKey => json<Affinity>(await redis.get(k(`aff:${legKey}`)))
   }
+}
+
+/**
+ * A fleet member's config, `extra` over it: Redis at `redis` under a key prefix of its own (each test's, so
+ * tests and CI runs never see each other's state), a lease a busy machine renews in time (no test waits for
+ * one to expire), syncs every 0.2 s (polled for). Members given the same config share the store.
+ */
+export const fleetMember = (redis: string, extra: Record<string, unknown> = {}): Record<string, unknown> => ({
+  redis,
+  store: { keyPrefix: `test:${randomUUID()}:`, syncIntervalSeconds: 0.2, leaseSeconds: 10 },
+  ...extra
+})
+
+/** An HTTP probe of /healthz every 0.3 s, one answer to change a verdict; its timeout generous: a probe of a healthy replica must not time out on a busy machine. */
+export const QUICK_PROBE = {
+  active: {
+    kind: 'http',
+    path: '/healthz',
+    intervalSeconds: 0.3,
+    timeoutSeconds: 10,
+    unhealthyThreshold: 1,
+    healthyThreshold: 1
+  }
+}
+
+/**
+ * Instances of one fleet on Redis (one key prefix of this test's), each on a fleet port of its own advertised
+ * at 127.0.0.1: each call starts one (startGateway) from `config` with `env`.
+ */
+export async function fleetInstances(
+  t: Parameters<typeof startGateway>[0],
+  config: Record<string, unknown>,
+  env: Record<string, string>
+): Promise<() => Promise<TestGateway>> {
+  const redis = await needRedis()
+  const prefix = `test:${randomUUID()}:`
+  return async () =>
+    await startGateway(
+      t,
+      {
+        ...config,
+        redis,
+        store: { keyPrefix: prefix, syncIntervalSeconds: 0.2, leaseSeconds: 10 },
+        fleet: { port: await freePort(), advertiseUrl: 'ws://127.0.0.1' }
+      },
+      env
+    )
 }

@@ -56,3 +56,16 @@ export async function postUtterance(
   })
   return { status: r.status, body: await r.text() }
 }
+
+/** Revoke `token` and check the answer (200, revoked: true); its body is kept in `answers`, for the check that none echoes a credential. */
+export async function revokeOk(
+  t: { equal: (found: unknown, wanted: unknown) => unknown; match: (found: unknown, pattern: unknown) => unknown },
+  gw: Doors,
+  token: string,
+  answers: string[]
+): Promise<void> {
+  const r = await revoke(gw, { token })
+  answers.push(r.body)
+  t.equal(r.status, 200)
+  t.match(JSON.parse(r.body), { revoked: true })
+}

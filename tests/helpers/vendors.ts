@@ -2,9 +2,14 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { parse, stringify } from 'yaml'
 import type { Test } from 'tap'
-import type { RealVendorEmulator, RealVendorSession } from '../../gateway/tools/real-vendors'
+import {
+  type RealVendorEmulator,
+  type RealVendorOptions,
+  type RealVendorSession,
+  startRealVendor
+} from '../../gateway/tools/real-vendors'
 import { stream } from './audio'
-import { startGateway, until, type PlatformLegClient, type TestGateway } from './gateway'
+import { platformLeg, startGateway, until, type PlatformLegClient, type TestGateway } from './gateway'
 
 type T = Parameters<typeof startGateway>[0]
 
@@ -78,4 +83,40 @@ export async function failoverCall(
   leg.ws.close(1000)
   t.ok(await until(() => other.sessions()[0]?.closed === true, 8000), 'the replacement session ended')
   return { lost: first.sessions()[0], s: other.sessions()[0], sent: Buffer.concat([before, after]) }
+}
+
+/** A config (YAML) of route `x` on the Amazon Transcribe mapping: `more` lines of the route, then its replicas (a YAML flow sequence's items). */
+export function transcribeConfig(upstreams: string, ...more: string[]): string {
+  return [
+    'routes:',
+    '  x:',
+    '    mapping: mappings/amazon-transcribe.yaml',
+    ...more,
+    `    upstreams: [${upstreams}]`
+  ].join('\n')
+}
+
+/** Every vendor message on route `x` so far was matched by a mapping rule: none counted unmatched or in error (`why` says which). */
+export async function everyMessageMatched(
+  t: { notMatch: (found: unknown, wanted: RegExp, message: string) => unknown },
+  gw: TestGateway,
+  why: string
+): Promise<void> {
+  const m = await (await fetch(gw.adminUrl('/metrics'))).text()
+  t.notMatch(m, /^assist_gateway_audio_vendor_messages_total\{route="x",result="(unmatched|error)"\} [1-9]/m, why)
+}
+
+/** A real-vendor emulator in this process (gateway/tools/real-vendors.ts), closed at teardown. */
+export async function realVendor(t: T, opts: RealVendorOptions): Promise<RealVendorEmulator> {
+  const emu = await startRealVendor(opts)
+  t.teardown(async () => await emu.close())
+  return emu
+}
+
+/** A leg to route `x`, CONNECTED, streaming its 50 frames until the vendor's end reaches it: the leg and its close. */
+export async function legUntilClosed(t: Test, gw: TestGateway, init: Record<string, unknown>) {
+  const leg = platformLeg(t, gw.url('/audio/x'), init)
+  t.equal((await leg.answer).command, 'CONNECTED')
+  void stream(leg, 0, 50).catch(() => {})
+  return { leg, closed: await leg.closed }
 }

@@ -87,7 +87,7 @@ t.test(
     const back = platformLeg(t, gw.url('/audio/demo'), init(9001))
     t.equal((await back.answer).command, 'CONNECTED')
     // The returning leg may land on the worker that holds the parked session, or on the other one, which
-    // relays it there: then the contact has two records, the relaying leg's and its holder's.
+    // relays it there: then the contact has two records, the relaying leg's and its owner's.
     // Judged on the answer that settled (each worker publishes its records on its own tick: a later read
     // may catch one worker's records between two publications).
     let after: Awaited<ReturnType<typeof calls>>['calls'] = []
@@ -102,12 +102,12 @@ t.test(
       after.some(c => c.state === 'PARKED'),
       'the re-attached leg replaces the parked record'
     )
-    const holder = after.find(c => c.state === 'STREAMING')
-    t.match(holder, { framesFromPlatform: 0 }, 'the session is served again')
+    const owner = after.find(c => c.state === 'STREAMING')
+    t.match(owner, { framesFromPlatform: 0 }, 'the session is served again')
     const relaying = after.filter(c => c.state === 'RELAYING')
-    t.equal(after.length, 1 + relaying.length, 'one record, or the relaying leg and its holder')
-    for (const r of relaying) t.equal(r.relayedTo, holder?.process, 'relayed to the process that holds the session')
-    t.not(holder?.legId, live.calls[0].legId)
+    t.equal(after.length, 1 + relaying.length, 'one record, or the relaying leg and its owner')
+    for (const r of relaying) t.equal(r.relayedTo, owner?.process, 'relayed to the process that holds the session')
+    t.not(owner?.legId, live.calls[0].legId)
     t.same((await calls(gw.adminUrl, 9002, ADMIN_TOKEN)).calls, [], 'another contact: nothing')
   }
 )

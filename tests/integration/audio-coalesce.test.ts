@@ -5,16 +5,15 @@ import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { parse, stringify } from 'yaml'
 import { startRealVendor } from '../../gateway/tools/real-vendors'
-import { initMessage } from '../../gateway/tools/simulate'
 import { uniqueFrame } from '../helpers/audio'
-import { AUDIO_TOKEN, logged, platformLeg, routeTo, startGateway, startVendor, until } from '../helpers/gateway'
+import { audioInit } from '../helpers/legs'
+import { logged, platformLeg, routeTo, startGateway, startVendor, until, twoVendors } from '../helpers/gateway'
 
 // Issue 12, item 1: audio coalesced towards the vendor (audio.coalesceMs) keeps every byte in order:
 // the vendor receives exactly the platform's byte stream, in fewer, larger writes; a partial chunk goes
 // on the flush wheel while the leg is open, at its end, and into the replay on failover.
 
-const init = (contactId: number, perspective = 'TX'): Record<string, unknown> =>
-  initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective })
+const init = audioInit
 const sha = (b: Buffer): string => createHash('sha256').update(b).digest('hex')
 /** Frames [from, to) of leg `leg`, as one byte stream. */
 const bytesOf = (leg: number, from: number, to: number): Buffer =>
@@ -111,8 +110,7 @@ t.test('json-base64 mapping (Twilio media, no chunkMs): 100 ms media events carr
 t.test(
   'failover with a partial chunk pending: the replacement gets the replay, the partial and the rest, exactly',
   async t => {
-    const a = await startVendor(t, { kind: 'passthrough', resultEveryFrames: 0 })
-    const b = await startVendor(t, { kind: 'passthrough', resultEveryFrames: 0 })
+    const [a, b] = await twoVendors(t, { kind: 'passthrough', resultEveryFrames: 0 })
     const gw = await startGateway(t, {
       audio: { coalesceMs: 200, replaySeconds: 1, replayRate: 0 },
       routes: { demo: routeTo([a, b], 'mappings/passthrough.yaml') }

@@ -182,33 +182,25 @@ t.test(
   async t => {
     const vendor = await startVendor(t, { kind: 'passthrough' })
     const gw = await startGateway(t, { routes: { demo: secretRoute(vendor, 'mappings/passthrough.yaml') } }, ENV)
-    const res = await fetch(gw.url('/text/demo'), {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({
-        authorizationHeader: TEXT_TOKEN,
-        contactId: 1001,
-        busNo: 4594,
-        tenantId: 't1',
-        participantId: 'patron',
-        messageBody: `my key is ${VENDOR_KEY} and ${HEADER_SECRET}`
+    /** The caller's utterance `messageBody` on route demo. */
+    const say = async (messageBody: string): Promise<Response> =>
+      await fetch(gw.url('/text/demo'), {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          authorizationHeader: TEXT_TOKEN,
+          contactId: 1001,
+          busNo: 4594,
+          tenantId: 't1',
+          participantId: 'patron',
+          messageBody
+        })
       })
-    })
+    const res = await say(`my key is ${VENDOR_KEY} and ${HEADER_SECRET}`)
     const text = await res.text()
     t.equal(res.status, 200)
     t.match(JSON.parse(text), { message: `echo: my key is ${VENDOR_KEY} and ${HEADER_SECRET}` })
-    const guess = await fetch(gw.url('/text/demo'), {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({
-        authorizationHeader: TEXT_TOKEN,
-        contactId: 1001,
-        busNo: 4594,
-        tenantId: 't1',
-        participantId: 'patron',
-        messageBody: 'my key is vendor-key-0000000000'
-      })
-    })
+    const guess = await say('my key is vendor-key-0000000000')
     t.match(await guess.json(), { message: 'echo: my key is vendor-key-0000000000' }, 'a wrong guess comes back alike')
   }
 )

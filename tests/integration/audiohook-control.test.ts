@@ -1,4 +1,5 @@
 import t, { type Test } from 'tap'
+import { audiohookStereoRoute } from '../helpers/stereo'
 import { startRealVendor, type RealVendorEmulator, type RealVendorOptions } from '../../gateway/tools/real-vendors'
 import { initMessage } from '../../gateway/tools/simulate'
 import { sha256, stream } from '../helpers/audio'
@@ -188,13 +189,7 @@ async function stereoGateway(t: T, emu: RealVendorEmulator, graceSeconds: number
     {
       audio: { reattachGraceSeconds: graceSeconds },
       routes: {
-        st: {
-          mapping: 'mappings/audiohook-stereo.yaml',
-          auth: { audio: ['${AUDIO_TOKEN}'] },
-          upstreams: [{ name: 'v', audio: emu.url, credential: '${VENDOR_KEY}' }],
-          params: { organizationId: ORG },
-          join: { channels: ['TX', 'RX'], waitSeconds: 2 }
-        }
+        st: audiohookStereoRoute(emu.url, 'VENDOR_KEY', ORG)
       }
     },
     { VENDOR_KEY: KEY }

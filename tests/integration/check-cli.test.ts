@@ -1,6 +1,6 @@
 import t from 'tap'
 import { join } from 'node:path'
-import { runCli } from '../helpers/cli'
+import { EMITS_WRONG_MAPPING, runCli } from '../helpers/cli'
 
 // `check` is run through the real command line, as an operator would (the built CLI, bin/assist-gateway.js).
 async function check(
@@ -80,18 +80,7 @@ t.test(
         '    - when: msg.event = "x"',
         '  time: { none: a test mapping }'
       ].join('\n'),
-      'emits.yaml': [
-        'vendor: emits-wrong',
-        'audio:',
-        '  open: \'{"event": "start"}\'',
-        '  results:',
-        '    - when: msg.event = "transcript"',
-        '      emit: \'{"command": "SHOUT", "text": msg.text}\'',
-        '  time: { none: a test mapping }',
-        'samples:',
-        '  audio:',
-        '    - { event: transcript, text: hi }'
-      ].join('\n'),
+      'emits.yaml': EMITS_WRONG_MAPPING,
       'syntax.yaml': [
         'vendor: syntax',
         'audio:',

@@ -6,6 +6,7 @@ import { type AddressInfo, createServer } from 'node:net'
 import { join } from 'node:path'
 import { WebSocketServer } from 'ws'
 import { refusedPorts } from '../helpers/process'
+import { EMITS_WRONG_MAPPING } from '../helpers/cli'
 
 // The BUILT command line (bin/assist-gateway.js → dist/), as an operator runs it: plain node, no TypeScript
 // loader. dist/ is brought up to date first with the same script `npm start` uses (quick when it is current).
@@ -178,18 +179,7 @@ t.test('check and serve exit 2 on a broken config, naming file, line, column and
 
 t.test('check and serve both dry-run the mappings: a mapping check rejects is refused by serve with 2', async t => {
   const dir = t.testdir({
-    'emits.yaml': [
-      'vendor: emits-wrong',
-      'audio:',
-      '  open: \'{"event": "start"}\'',
-      '  results:',
-      '    - when: msg.event = "transcript"',
-      '      emit: \'{"command": "SHOUT", "text": msg.text}\'',
-      '  time: { none: a test mapping }',
-      'samples:',
-      '  audio:',
-      '    - { event: transcript, text: hi }'
-    ].join('\n'),
+    'emits.yaml': EMITS_WRONG_MAPPING,
     'gateway.yaml': gatewayYaml({ mapping: 'emits.yaml' })
   })
   for (const command of ['check', 'serve']) {

@@ -1,8 +1,7 @@
 import t from 'tap'
-import { randomUUID } from 'node:crypto'
-import { platformLeg, routeTo, startVendor, until, upstreams } from '../helpers/gateway'
+import { platformLeg, routeTo, until, upstreams, twoVendors } from '../helpers/gateway'
 import { spawnGateway, type GatewayProcess } from '../helpers/process'
-import { needRedis } from '../helpers/redis'
+import { fleetMember, needRedis, QUICK_PROBE } from '../helpers/redis'
 import { audioInit } from '../helpers/legs'
 
 // Two gateway processes sharing one Redis (each test its own key prefix), real emulators.
@@ -20,26 +19,12 @@ t.test(
   'two gateway processes: one probes, both avoid the replica it marked down; a leg that moves to the other process keeps its replica',
   async t => {
     const REDIS_URL = await needRedis()
-    const a = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
-    const b = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
-    const cfg = {
-      redis: REDIS_URL,
-      // A lease a busy machine renews in time (no test waits for one to expire); syncs every 0.2 s, polled for.
-      store: { keyPrefix: `test:${randomUUID()}:`, syncIntervalSeconds: 0.2, leaseSeconds: 10 },
-      health: {
-        active: {
-          kind: 'http',
-          path: '/healthz',
-          intervalSeconds: 0.3,
-          // Generous: a probe of the healthy replica must not time out on a busy machine (the closed one is refused at once).
-          timeoutSeconds: 10,
-          unhealthyThreshold: 1,
-          healthyThreshold: 1
-        }
-      },
+    const [a, b] = await twoVendors(t, { kind: 'json-events', resultEveryFrames: 0 })
+    const cfg = fleetMember(REDIS_URL, {
+      health: QUICK_PROBE, // the closed replica is refused at once
       audio: { reattachGraceSeconds: 5 },
       routes: { demo: routeTo([a, b], 'mappings/json-events.yaml') }
-    }
+    })
     const [p1, p2] = await Promise.all([spawnGateway(t, cfg), spawnGateway(t, cfg)])
     // Both share the store (ready), and the prober lease has been taken: one of them has probed.
     const ready = async (g: GatewayProcess): Promise<boolean> => (await fetch(g.adminUrl('/readyz'))).status === 200

@@ -1,11 +1,11 @@
 import t, { type Test } from 'tap'
+import { audioInit } from '../helpers/legs'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { parse, stringify } from 'yaml'
-import { startRealVendor, type RealVendorEmulator, type RealVendorOptions } from '../../gateway/tools/real-vendors'
-import { initMessage } from '../../gateway/tools/simulate'
-import { AUDIO_TOKEN, platformLeg, sleep, until } from '../helpers/gateway'
-import { vendorGateway } from '../helpers/vendors'
+import type { RealVendorEmulator, RealVendorOptions } from '../../gateway/tools/real-vendors'
+import { platformLeg, sleep, until } from '../helpers/gateway'
+import { vendorGateway, realVendor, legUntilClosed } from '../helpers/vendors'
 import { sha256, stream } from '../helpers/audio'
 
 // Issue 22, AssemblyAI: (1) the gateway sent {"type":"KeepAlive"} during holds and re-attach graces, but the
@@ -20,13 +20,10 @@ type Json = Record<string, any>
 
 const KEY = 'aai-key-issue-22'
 const ROOT = join(__dirname, '..', '..')
-const init = (contactId: number): Json => initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
+const init = (contactId: number): Json => audioInit(contactId)
 
-async function emulator(t: T, opts: Omit<RealVendorOptions, 'kind'> = {}): Promise<RealVendorEmulator> {
-  const emu = await startRealVendor({ kind: 'assemblyai', apiKey: KEY, resultEveryMs: 1000, ...opts })
-  t.teardown(async () => await emu.close())
-  return emu
-}
+const emulator = async (t: T, opts: Omit<RealVendorOptions, 'kind'> = {}): Promise<RealVendorEmulator> =>
+  await realVendor(t, { kind: 'assemblyai', apiKey: KEY, resultEveryMs: 1000, ...opts })
 
 t.test(
   'assemblyai: a silent hold sends nothing the v3 API does not define (no KeepAlive), even with inactivity_timeout',
@@ -84,10 +81,7 @@ t.test(
     await t.test('with 20 ms chunks', async t => {
       const emu = await emulator(t)
       const gw = await vendorGateway(t, emu, join(dir, 'assemblyai-20ms.yaml'), KEY)
-      const leg = platformLeg(t, gw.url('/audio/x'), init(8223))
-      t.equal((await leg.answer).command, 'CONNECTED')
-      void stream(leg, 0, 50).catch(() => {})
-      await leg.closed
+      const { leg } = await legUntilClosed(t, gw, init(8223))
       t.match(leg.messages.at(-1), {
         command: 'ERROR',
         messageType: 'UPSTREAM_REFUSED',

@@ -1,4 +1,5 @@
 import t from 'tap'
+import { seriesAt } from '../helpers/metrics'
 import { request } from 'node:http'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { parse, stringify } from 'yaml'
@@ -35,11 +36,7 @@ function raw(
   })
 }
 
-async function sample(metricsUrl: string, series: string): Promise<number> {
-  const text = await (await fetch(metricsUrl)).text()
-  const line = text.split('\n').find(l => l.startsWith(`${series} `))
-  return line === undefined ? 0 : Number(line.slice(series.length + 1))
-}
+const sample = seriesAt
 
 t.test('a reload that drops the admin token and moves the listener changes nothing of the admin API', async t => {
   const vendor = await startVendor(t, { kind: 'json-events' })

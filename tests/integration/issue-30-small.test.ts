@@ -7,10 +7,10 @@ import { runCli } from '../helpers/cli'
 // gateway's does (README), and `check` refuses a secret with an inline default, where it is.
 
 t.test('vendor on a port another process holds: the gateway’s "cannot listen" message and exit 1', async t => {
-  const holder = createServer()
-  await new Promise<void>(resolve => holder.listen(0, '127.0.0.1', () => resolve()))
-  t.teardown(() => holder.close())
-  const port = (holder.address() as { port: number }).port
+  const taken = createServer()
+  await new Promise<void>(resolve => taken.listen(0, '127.0.0.1', () => resolve()))
+  t.teardown(() => taken.close())
+  const port = (taken.address() as { port: number }).port
   const r = await runCli(['vendor', '--kind', 'json-events', '--port', String(port)])
   t.equal(r.code, 1)
   t.equal(r.stderr.trim(), `assist-gateway: cannot listen on 127.0.0.1:${port} (in use by another process)`)

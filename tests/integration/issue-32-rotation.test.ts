@@ -5,6 +5,7 @@ import { parse, stringify } from 'yaml'
 import { initMessage } from '../../gateway/tools/simulate'
 import { checkFramesFinals, framesFinals, playNumbered, transcribingVendor } from '../helpers/audio'
 import { AUDIO_TOKEN, logged, platformLeg, sleep, startGateway, until } from '../helpers/gateway'
+import { audioRoute } from '../helpers/legs'
 
 // Issue 32 item 3 from outside, through `serve` as it ships and mappings/deepgram.yaml, with the Deepgram
 // emulator as a process of its own transcribing what it hears (each final names the platform frames it
@@ -59,13 +60,7 @@ t.test('platform reconnect: the leg drops mid-segment and re-attaches within the
   const vendor = await transcribingVendor(t, 'deepgram')
   const gw = await startGateway(t, {
     audio: { reattachGraceSeconds: 5 },
-    routes: {
-      demo: {
-        mapping: 'mappings/deepgram.yaml',
-        auth: { audio: ['${AUDIO_TOKEN}'] },
-        upstreams: [{ name: 'v', audio: vendor.url }]
-      }
-    }
+    routes: { demo: audioRoute('mappings/deepgram.yaml', [{ name: 'v', audio: vendor.url }]) }
   })
   const first = platformLeg(t, gw.url('/audio/demo'), init(938000))
   t.equal((await first.answer).command, 'CONNECTED')

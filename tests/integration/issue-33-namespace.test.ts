@@ -1,11 +1,9 @@
 import t, { type Test } from 'tap'
-import { randomUUID } from 'node:crypto'
 import { resolve } from 'node:path'
 import { startRealVendor, type RealVendorEmulator } from '../../gateway/tools/real-vendors'
 import { initMessage } from '../../gateway/tools/simulate'
 import { platformLeg, startGateway, until, type PlatformLegClient } from '../helpers/gateway'
-import { freePort } from '../helpers/process'
-import { needRedis } from '../helpers/redis'
+import { fleetInstances } from '../helpers/redis'
 import { sha, sideBytes, sideFrame } from '../helpers/stereo'
 
 // Issue 33 item 2, "the pre-claim": on a shared stereo join route, tenant acme (with its own valid
@@ -96,21 +94,9 @@ t.test('one gateway (2 workers): acme opens contact X first, globex TX and RX fo
 t.test('two instances on Redis: the same, acme holding X on one instance, globex arriving on either', async t => {
   const dg = await startRealVendor({ kind: 'deepgram', apiKey: DG_KEY, resultEveryMs: 40 })
   t.teardown(async () => await dg.close())
-  const redis = await needRedis()
-  const prefix = `test:${randomUUID()}:`
-  const member = async () =>
-    await startGateway(
-      t,
-      {
-        ...config(dg),
-        redis,
-        store: { keyPrefix: prefix, syncIntervalSeconds: 0.2, leaseSeconds: 10 },
-        fleet: { port: await freePort(), advertiseUrl: 'ws://127.0.0.1' }
-      },
-      ENV
-    )
+  const member = await fleetInstances(t, config(dg), ENV)
   const [one, two] = [await member(), await member()]
-  // acme on one; globex's TX on two and its RX on one (relayed to globex's holder), then the other way round.
+  // acme on one; globex's TX on two and its RX on one (relayed to globex's owner), then the other way round.
   await preClaim(t, dg, i => (i === 1 ? two : one).url('/audio/assist'), 9200)
   await preClaim(t, dg, i => (i === 0 ? one : two).url('/audio/assist'), 9201)
 })

@@ -1,4 +1,5 @@
 import t, { type Test } from 'tap'
+import { checkFailedOver, audioLegs } from '../helpers/legs'
 import type { ChildProcess } from 'node:child_process'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -201,29 +202,14 @@ t.test(
         { name: 'spare', audio: spare.url }
       ])
     })
-    const legs: PlatformLegClient[] = []
-    for (let i = 0; i < 4; i++)
-      legs.push(
-        platformLeg(
-          t,
-          gw.url('/audio/stt'),
-          initMessage({ token: AUDIO_TOKEN, contactId: 934100 + i, busNo: 4594, perspective: 'TX' })
-        )
-      )
+    const legs = audioLegs(t, gw.url('/audio/stt'), 4, 934100)
     for (const l of legs) t.equal((await l.answer).command, 'CONNECTED')
     const KILL_AT = 255
     const TOTAL = 450
     await sendFrames(legs, 0, TOTAL, 1, seq => {
       if (seq === KILL_AT) doomed.child.kill('SIGKILL')
     })
-    t.ok(
-      await until(() => legs.every(l => finals(l).some(f => f.to >= TOTAL - 60)), 20_000),
-      'every leg got finals past the kill'
-    )
-    t.ok(
-      gw.logs.lines.some(l => l.event === 'failover_done'),
-      'the legs on the killed replica failed over'
-    )
+    await checkFailedOver(t, gw, legs, finals, TOTAL)
     t.ok(spare.sessions.length >= 4, 'the spare took the calls')
     t.same(
       spare.sessions.filter(s => s.refusal !== null).map(s => s.refusal),

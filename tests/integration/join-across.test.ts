@@ -1,7 +1,6 @@
 import type { CallsAnswer } from '../../gateway/cli-calls'
 import t, { type Test } from 'tap'
 import { randomUUID } from 'node:crypto'
-import { resolve } from 'node:path'
 import { startRealVendor, type RealVendorEmulator, type RealVendorSession } from '../../gateway/tools/real-vendors'
 import { initMessage } from '../../gateway/tools/simulate'
 import {
@@ -14,8 +13,10 @@ import {
   type TestGateway
 } from '../helpers/gateway'
 import { freePort, spawnGateway } from '../helpers/process'
+import { audioInit } from '../helpers/legs'
+import { seriesAt } from '../helpers/metrics'
 import { needRedis } from '../helpers/redis'
-import { sha, sideBytes, sideFrame, TICK } from '../helpers/stereo'
+import { connectAndSend, sha, sideBytes, sideFrame, stereoRoute, TICK } from '../helpers/stereo'
 
 // The join across instances: two (three) real gateways sharing Redis, each with fleet.advertiseUrl. The
 // TX and RX legs of a call land on different instances; the first claims the call, the other's leg is
@@ -39,30 +40,29 @@ function fleetConfig(redis: string, dg: RealVendorEmulator, prefix: string, flee
     fleet,
     audio: { reattachGraceSeconds: 5 },
     routes: {
-      dg: {
-        mapping: resolve('mappings/deepgram-stereo.yaml'),
-        auth: { audio: ['${AUDIO_TOKEN}'] },
-        upstreams: [{ name: 'v', audio: dg.url, credential: '${DG_KEY}' }],
-        join: { channels: ['TX', 'RX'], waitSeconds: 1 }
-      }
+      dg: stereoRoute(dg.url, 1, { auth: { audio: ['${AUDIO_TOKEN}'] } })
     }
   }
 }
 
-async function instance(t: Test, dg: RealVendorEmulator, prefix: string, advertiseUrl?: string): Promise<TestGateway> {
+async function instance(
+  t: Test,
+  dg: RealVendorEmulator,
+  prefix: string,
+  advertiseUrl?: string,
+  audio: Record<string, unknown> = {}
+): Promise<TestGateway> {
   const fleet = advertiseUrl === undefined ? {} : { advertiseUrl }
-  return await startGateway(t, fleetConfig(await needRedis(), dg, prefix, fleet), { DG_KEY })
+  const config = fleetConfig(await needRedis(), dg, prefix, fleet)
+  return await startGateway(t, { ...config, audio: { ...config.audio, ...audio } }, { DG_KEY })
 }
 
 const leg = (t: Test, gw: TestGateway, contactId: number, perspective: string): PlatformLegClient =>
-  platformLeg(t, gw.url('/audio/dg'), initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective }))
+  platformLeg(t, gw.url('/audio/dg'), audioInit(contactId, perspective))
 
-async function metric(gw: TestGateway, series: string): Promise<number> {
-  // Bounded: a poll of a process that does not answer fails the poll, not the whole file at its timeout.
-  const text = await (await fetch(gw.adminUrl('/metrics'), { signal: AbortSignal.timeout(10_000) })).text()
-  const line = text.split('\n').find(l => l.startsWith(`${series} `))
-  return line === undefined ? 0 : Number(line.slice(series.length + 1))
-}
+// Bounded: a poll of a process that does not answer fails the poll, not the whole file at its timeout.
+const metric = async (gw: TestGateway, series: string): Promise<number> =>
+  await seriesAt(gw.adminUrl('/metrics'), series, { signal: AbortSignal.timeout(10_000) })
 
 t.test('join across instances on Redis', async t => {
   const dg = await startRealVendor({ kind: 'deepgram', apiKey: DG_KEY, resultEveryMs: 200 })
@@ -80,17 +80,7 @@ t.test('join across instances on Redis', async t => {
       const [first, second] = i % 2 === 0 ? [a, b] : [b, a]
       pairs.push([leg(t, first, 3000 + i, 'TX'), leg(t, second, 3000 + i, 'RX')])
     }
-    const answers = await Promise.all(pairs.flat().map(l => l.answer))
-    t.ok(
-      answers.every(x => x.command === 'CONNECTED'),
-      'each of the 40 legs got CONNECTED (a relayed one from the owner)'
-    )
-    pairs.forEach(([tx, rx], i) => {
-      for (let k = 0; k < FRAMES; k++) {
-        tx.send(frame(i, 0, k))
-        rx.send(frame(i, 1, k))
-      }
-    })
+    await connectAndSend(t, pairs, FRAMES, 'each of the 40 legs got CONNECTED (a relayed one from the owner)')
     const want = FRAMES * TICK
     t.ok(
       await until(
@@ -198,7 +188,7 @@ t.test('join across instances on Redis', async t => {
   })
 
   /** The pid of the process serving a contact's call on `g`: a worker's (from its call record), or g's own. */
-  async function holderPid(g: TestGateway, contactId: number): Promise<number> {
+  async function ownerWorkerPid(g: TestGateway, contactId: number): Promise<number> {
     let process = ''
     await until(async () => {
       const answer = (await (await fetch(g.adminUrl(`/admin/calls?contactId=${contactId}`))).json()) as CallsAnswer
@@ -209,18 +199,14 @@ t.test('join across instances on Redis', async t => {
     return worker === null ? g.pid : Number(worker[1])
   }
 
-  /** A call held by a gateway in its own process (its TX leg there first), and its RX leg on B, relayed to it. */
-  async function relayedToProcess(t: Test, contactId: number, audio: Record<string, unknown> = {}) {
+  /** A call held by a gateway in its own process (its TX leg there first), and its RX leg on `relay` (B), relayed to it. */
+  async function relayedToProcess(t: Test, contactId: number, audio: Record<string, unknown> = {}, relay = b) {
     const fleet = { host: '127.0.0.1', port: await freePort(), advertiseUrl: 'ws://127.0.0.1' }
     const config = fleetConfig(await needRedis(), dg, prefix, fleet)
     const owner = await spawnGateway(t, { ...config, audio: { ...config.audio, ...audio } }, { DG_KEY })
-    const tx = platformLeg(
-      t,
-      owner.url('/audio/dg'),
-      initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
-    )
+    const tx = platformLeg(t, owner.url('/audio/dg'), audioInit(contactId))
     t.equal((await tx.answer).command, 'CONNECTED', 'the owner process holds the call (its TX leg came first)')
-    const rx = leg(t, b, contactId, 'RX')
+    const rx = leg(t, relay, contactId, 'RX')
     t.equal((await rx.answer).command, 'CONNECTED', 'RX on another instance: relayed to the owner process')
     return { owner, tx, rx }
   }
@@ -237,7 +223,7 @@ t.test('join across instances on Redis', async t => {
       )
       // The process that holds the call dies: with workers, the worker serving it (its call record names it);
       // the main process's death would drain its workers (1012), not cut them.
-      process.kill(await holderPid(owner, 3995), 'SIGKILL')
+      process.kill(await ownerWorkerPid(owner, 3995), 'SIGKILL')
       t.equal((await rx.closed).code, 1011, 'the relayed leg is closed with 1011')
       t.ok(
         rx.messages.some(m => m.command === 'ERROR' && m.messageType === 'UPSTREAM_CLOSED'),
@@ -287,33 +273,35 @@ t.test('join across instances on Redis', async t => {
   await t.test(
     'an owner that stops reading: the relaying instance drops beyond audio.bufferBytes, counted',
     async t => {
-      // The relay towards the holder may pass one of the owner's workers first (the fleet port its workers
-      // share), which relays to the holder in turn: either relaying process drops, and counts. No heartbeat
-      // on the owner's links: a holder frozen for longer than detection is (rightly) found dead and its
-      // relayed legs end; what is tested here is a holder that does not read.
-      const { owner, tx, rx } = await relayedToProcess(t, 3999, { vendorPingSeconds: 0 })
+      // The relay towards the owning worker may pass one of the owner's workers first (the fleet port its workers
+      // share), which relays to the owning worker in turn: either relaying process drops, and counts. No heartbeat
+      // on the owner's links: an owner frozen for longer than detection is (rightly) found dead and its
+      // relayed legs end; what is tested here is an owner that does not read.
+      // The relaying instance's pings off too: with them, it finds the frozen owner dead (~3 s) and closes the leg.
+      const relay = await instance(t, dg, prefix, 'ws://127.0.0.1', { vendorPingSeconds: 0 })
+      const { owner, tx, rx } = await relayedToProcess(t, 3999, { vendorPingSeconds: 0 }, relay)
       const series = 'assist_gateway_audio_dropped_frames_total{route="dg",reason="backpressure"}'
-      const drops = async (): Promise<number> => (await metric(b, series)) + (await metric(owner, series))
+      const drops = async (): Promise<number> => (await metric(relay, series)) + (await metric(owner, series))
       const before = await drops()
-      const holder = await holderPid(owner, 3999)
-      // A worker holds it: the main process (which answers /metrics and the admin API) is never the one frozen.
-      if (holder === owner.pid) {
-        t.fail('the call is held by a worker of the owner', {
+      const ownerPid = await ownerWorkerPid(owner, 3999)
+      // A worker owns it: the main process (which answers /metrics and the admin API) is never the one frozen.
+      if (ownerPid === owner.pid) {
+        t.fail('the call is owned by a worker of the owning instance', {
           calls: await (await fetch(owner.adminUrl('/admin/calls?contactId=3999'))).json()
         })
         return
       }
-      process.kill(holder, 'SIGSTOP') // reads nothing from now: the relay's socket fills up
+      process.kill(ownerPid, 'SIGSTOP') // reads nothing from now: the relay's socket fills up
       t.teardown(() => {
         try {
-          process.kill(holder, 'SIGCONT')
+          process.kill(ownerPid, 'SIGCONT')
         } catch {}
       })
       const big = Buffer.alloc(60_000, 0x33)
       for (let i = 0; i < 300; i++) rx.send(big) // 18 MB: past the kernel's buffers and audio.bufferBytes
       t.ok(await until(async () => (await drops()) > before), 'frames past the bound are dropped and counted')
       t.equal(rx.ws.readyState, rx.ws.OPEN, 'the platform leg stays open')
-      process.kill(holder, 'SIGCONT')
+      process.kill(ownerPid, 'SIGCONT')
       for (const l of [tx, rx]) l.ws.close(1000)
     }
   )

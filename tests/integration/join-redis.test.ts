@@ -1,4 +1,5 @@
 import t from 'tap'
+import { audiohookStereoRoute } from '../helpers/stereo'
 import { createHash, randomUUID } from 'node:crypto'
 import { startRealVendor } from '../../gateway/tools/real-vendors'
 import { initMessage } from '../../gateway/tools/simulate'
@@ -21,13 +22,7 @@ t.test('redis store: TX and RX of a contact join one AudioHook session; each leg
       redis: REDIS_URL,
       store: { keyPrefix: `test:${randomUUID()}:`, syncIntervalSeconds: 0.2, leaseSeconds: 10 },
       routes: {
-        ah: {
-          mapping: 'mappings/audiohook-stereo.yaml',
-          auth: { audio: ['${AUDIO_TOKEN}'] },
-          upstreams: [{ name: 'v', audio: ah.url, credential: '${AH_KEY}' }],
-          params: { organizationId: ORG },
-          join: { channels: ['RX', 'TX'], waitSeconds: 2 }
-        }
+        ah: audiohookStereoRoute(ah.url, 'AH_KEY', ORG, ['RX', 'TX'])
       }
     },
     { AH_KEY: KEY }

@@ -1,7 +1,15 @@
 import t, { type Test } from 'tap'
-import { sha, sideBytes as bytesOf, sideFrame, TICK } from '../helpers/stereo'
+import {
+  connectAndSend,
+  sha,
+  sideBytes as bytesOf,
+  sideFrame,
+  stereoRoute,
+  TICK,
+  audiohookStereoRoute
+} from '../helpers/stereo'
 import { startRealVendor, type RealVendorEmulator, type RealVendorSession } from '../../gateway/tools/real-vendors'
-import { initMessage, simulateAudio } from '../../gateway/tools/simulate'
+import { simulateAudio } from '../../gateway/tools/simulate'
 import {
   AUDIO_TOKEN,
   platformLeg,
@@ -31,25 +39,13 @@ async function world(t: Test): Promise<{ gw: TestGateway; dg: RealVendorEmulator
     await dg.close()
     await ah.close()
   })
-  const join = { channels: ['TX', 'RX'], waitSeconds: 2 }
   const gw = await startGateway(
     t,
     {
       audio: { reattachGraceSeconds: 5 },
       routes: {
-        dg: {
-          mapping: 'mappings/deepgram-stereo.yaml',
-          auth: { audio: ['${AUDIO_TOKEN}'] },
-          upstreams: [{ name: 'v', audio: dg.url, credential: '${DG_KEY}' }],
-          join
-        },
-        ah: {
-          mapping: 'mappings/audiohook-stereo.yaml',
-          auth: { audio: ['${AUDIO_TOKEN}'] },
-          upstreams: [{ name: 'v', audio: ah.url, credential: '${AH_KEY}' }],
-          params: { organizationId: ORG },
-          join
-        }
+        dg: stereoRoute(dg.url, 2, { auth: { audio: ['${AUDIO_TOKEN}'] } }),
+        ah: audiohookStereoRoute(ah.url, 'AH_KEY', ORG)
       }
     },
     { DG_KEY, AH_KEY }
@@ -58,8 +54,7 @@ async function world(t: Test): Promise<{ gw: TestGateway; dg: RealVendorEmulator
 }
 
 function legs(t: Test, gw: TestGateway, route: string, contactId: number): [PlatformLegClient, PlatformLegClient] {
-  const open = (perspective: string) =>
-    platformLeg(t, gw.url(`/audio/${route}`), initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective }))
+  const open = (perspective: string) => platformLeg(t, gw.url(`/audio/${route}`), audioInit(contactId, perspective))
   return [open('TX'), open('RX')]
 }
 
@@ -85,17 +80,7 @@ t.test('stereo join over real sockets', async t => {
   await t.test('50 contacts × TX+RX: one Deepgram session each, channel 0 = TX, channel 1 = RX', async t => {
     const N = 50
     const pairs = Array.from({ length: N }, (_v, i) => legs(t, gw, 'dg', 9000 + i))
-    const answers = await Promise.all(pairs.flat().map(l => l.answer))
-    t.ok(
-      answers.every(a => a.command === 'CONNECTED'),
-      'each of the 100 legs got its own CONNECTED'
-    )
-    pairs.forEach(([tx, rx], i) => {
-      for (let k = 0; k < FRAMES; k++) {
-        tx.send(frame(i, 0, k))
-        rx.send(frame(i, 1, k))
-      }
-    })
+    await connectAndSend(t, pairs, FRAMES, 'each of the 100 legs got its own CONNECTED')
     const want = FRAMES * TICK
     const done = (s: RealVendorSession): boolean =>
       (s.channels ?? []).every(c => c.samples - c.leadingSilence - c.trailingSilence >= want)

@@ -1,17 +1,19 @@
-import t from 'tap'
-import { randomUUID } from 'node:crypto'
+import t, { type Test } from 'tap'
 import { utteranceMessage } from '../../gateway/tools/simulate-text'
-import { startRealVendor } from '../../gateway/tools/real-vendors'
+import { startRealVendor, type RealVendorEmulator, type RealVendorOptions } from '../../gateway/tools/real-vendors'
 import type { SessionReport, VendorEmulator } from '../../gateway/tools/vendors/demo-types'
 import type { RealVendorSession } from '../../gateway/tools/vendors/types'
-import { frameAt, sha256 } from '../helpers/audio'
+import { frameAt, sha256, streamUntilClosed } from '../helpers/audio'
 import { TEXT_TOKEN, platformLeg, routeTo, sleep, startVendor, until, untilOpen } from '../helpers/gateway'
 import { spawnGateway, type GatewayProcess } from '../helpers/process'
-import { needRedis } from '../helpers/redis'
+import { fleetMember, needRedis } from '../helpers/redis'
 import { audioInit } from '../helpers/legs'
 
 // The drain over real processes and signals: two gateways share Redis; the test plays the platform.
 type T = Parameters<typeof platformLeg>[0]
+/** Two gateways' shared config: a fleet on Redis, no active probe, no re-attach grace (a leg moves at once), `routes`. */
+const drainFleet = (redis: string, routes: Record<string, unknown>): Record<string, unknown> =>
+  fleetMember(redis, { health: { active: { kind: 'none' } }, audio: { reattachGraceSeconds: 0 }, routes })
 const status = async (url: string): Promise<number> => {
   try {
     return (await fetch(url)).status
@@ -37,14 +39,7 @@ interface Moved {
 async function platformCall(t: T, from: GatewayProcess, to: GatewayProcess, contactId: number): Promise<Moved> {
   const first = platformLeg(t, from.url('/audio/demo'), audioInit(contactId))
   if ((await first.answer).command !== 'CONNECTED') throw new Error(`leg ${contactId} did not connect`)
-  let open = true
-  void first.closed.then(() => {
-    open = false
-  })
-  for (let k = 0; open; k++) {
-    first.send(frameAt(k))
-    await sleep(20)
-  }
+  await streamUntilClosed(first)
   const firstClose = await first.closed
   const shutdownFrame = first.messages.find(m => m.command === 'ERROR')
   const second = platformLeg(t, to.url('/audio/demo'), audioInit(contactId))
@@ -59,19 +54,46 @@ async function platformCall(t: T, from: GatewayProcess, to: GatewayProcess, cont
   return { contactId, firstClose, shutdownFrame, after: Buffer.concat(frames), answer }
 }
 
+/**
+ * Two emulators of a real vendor as the replicas of route demo (`route`: its mapping and params), behind two
+ * gateways (drainFleet); `legs.count` calls from contact `legs.first` on the first gateway (`legs.what` when
+ * they are), then that gateway is sent SIGTERM and exits 0. The emulators and each call as it moved.
+ */
+async function drainBetweenEmulators(
+  t: Test,
+  vendor: RealVendorOptions & { apiKey: string },
+  route: { mapping: string; params?: Record<string, unknown> },
+  legs: { count: number; first: number; what: string }
+): Promise<{ emus: RealVendorEmulator[]; moved: Moved[] }> {
+  const emus = [await startRealVendor(vendor), await startRealVendor(vendor)]
+  t.teardown(async () => await Promise.all(emus.map(async e => await e.close())))
+  const cfg = drainFleet(await needRedis(), {
+    demo: {
+      ...route,
+      auth: { audio: ['${AUDIO_TOKEN}'] },
+      upstreams: emus.map((e, i) => ({ name: `r${i}`, audio: e.url, credential: '${VENDOR_KEY}' }))
+    }
+  })
+  const env = { VENDOR_KEY: vendor.apiKey }
+  const [g1, g2] = await Promise.all([
+    spawnGateway(t, { ...cfg, shutdown: { drainDelaySeconds: 0.5, legDrainSeconds: 1 } }, env),
+    spawnGateway(t, cfg, env)
+  ])
+  const calls = Array.from({ length: legs.count }, (_, i) => platformCall(t, g1, g2, legs.first + i))
+  t.ok(await until(() => emus.reduce((n, e) => n + e.sessions().length, 0) === legs.count), legs.what)
+  process.kill(g1.pid, 'SIGTERM')
+  const moved = await Promise.all(calls)
+  t.equal(await g1.exited, 0)
+  return { emus, moved }
+}
+
 t.test(
   'SIGTERM: readiness off first, text in flight answered, 20 legs move to the other gateway on their replica',
   async t => {
     const REDIS_URL = await needRedis()
     const a = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
     const b = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
-    const cfg = {
-      redis: REDIS_URL,
-      store: { keyPrefix: `test:${randomUUID()}:`, syncIntervalSeconds: 0.2, leaseSeconds: 10 },
-      health: { active: { kind: 'none' } },
-      audio: { reattachGraceSeconds: 0 },
-      routes: { demo: routeTo([a, b], 'mappings/json-events.yaml') }
-    }
+    const cfg = drainFleet(REDIS_URL, { demo: routeTo([a, b], 'mappings/json-events.yaml') })
     // Started side by side (each waits for its own /livez). Legs spread over 1 s after the 1.5 s readiness
     // delay; the text request (2 s at the vendor) is still in flight when the gateway stops accepting.
     const [g1, g2] = await Promise.all([
@@ -155,37 +177,12 @@ t.test(
 t.test(
   'SIGTERM with AudioHook: the next instance opens on the same replica with continuedSessions; no protocol violation',
   async t => {
-    const REDIS_URL = await needRedis()
-    const KEY = 'ah-api-key-0123456789'
-    const emus = [
-      await startRealVendor({ kind: 'audiohook', apiKey: KEY }),
-      await startRealVendor({ kind: 'audiohook', apiKey: KEY })
-    ]
-    t.teardown(async () => await Promise.all(emus.map(async e => await e.close())))
-    const cfg = {
-      redis: REDIS_URL,
-      store: { keyPrefix: `test:${randomUUID()}:`, syncIntervalSeconds: 0.2, leaseSeconds: 10 },
-      health: { active: { kind: 'none' } },
-      audio: { reattachGraceSeconds: 0 },
-      routes: {
-        demo: {
-          mapping: 'mappings/audiohook.yaml',
-          auth: { audio: ['${AUDIO_TOKEN}'] },
-          upstreams: emus.map((e, i) => ({ name: `r${i}`, audio: e.url, credential: '${VENDOR_KEY}' })),
-          params: { organizationId: 'd7934305-0972-4844-938e-9060eef73d05' }
-        }
-      }
-    }
-    const env = { VENDOR_KEY: KEY }
-    const [g1, g2] = await Promise.all([
-      spawnGateway(t, { ...cfg, shutdown: { drainDelaySeconds: 0.5, legDrainSeconds: 1 } }, env),
-      spawnGateway(t, cfg, env)
-    ])
-    const calls = Array.from({ length: 4 }, (_, i) => platformCall(t, g1, g2, 940000 + i))
-    t.ok(await until(() => emus.reduce((n, e) => n + e.sessions().length, 0) === 4), 'four legs on the first gateway')
-    process.kill(g1.pid, 'SIGTERM')
-    const moved = await Promise.all(calls)
-    t.equal(await g1.exited, 0)
+    const { emus, moved } = await drainBetweenEmulators(
+      t,
+      { kind: 'audiohook', apiKey: 'ah-api-key-0123456789' },
+      { mapping: 'mappings/audiohook.yaml', params: { organizationId: 'd7934305-0972-4844-938e-9060eef73d05' } },
+      { count: 4, first: 940000, what: 'four legs on the first gateway' }
+    )
     const sessions = (): RealVendorSession[] => emus.flatMap(e => e.sessions())
     t.ok(await until(() => sessions().filter(s => s.closed).length === 8), 'every vendor session ended')
     for (const m of moved) {
@@ -231,14 +228,7 @@ t.test('a drain accounts for every frame it read, and the final counters are scr
   for (const l of legs) t.equal((await l.answer).command, 'CONNECTED')
   // Each leg streams at real rate until the gateway closes it.
   const streaming = legs.map(async l => {
-    let open = true
-    void l.closed.then(() => {
-      open = false
-    })
-    for (let k = 0; open; k++) {
-      l.send(frameAt(k))
-      await sleep(20)
-    }
+    await streamUntilClosed(l)
   })
   t.ok(await until(() => v.sessions().filter(s => s.bytes >= 160 * 10).length === 5), 'every leg streams')
   process.kill(g.pid, 'SIGTERM')
@@ -302,36 +292,12 @@ t.test('a second SIGTERM stops at once; the deadline cuts a drain that would tak
 t.test(
   'SIGTERM with Twilio Media Streams: same call on the same replica, a new stream that starts as Twilio requires',
   async t => {
-    const REDIS_URL = await needRedis()
-    const KEY = 'twilio-key-0123456789'
-    const emus = [
-      await startRealVendor({ kind: 'twilio-media', apiKey: KEY, resultEveryMs: 0 }),
-      await startRealVendor({ kind: 'twilio-media', apiKey: KEY, resultEveryMs: 0 })
-    ]
-    t.teardown(async () => await Promise.all(emus.map(async e => await e.close())))
-    const cfg = {
-      redis: REDIS_URL,
-      store: { keyPrefix: `test:${randomUUID()}:`, syncIntervalSeconds: 0.2, leaseSeconds: 10 },
-      health: { active: { kind: 'none' } },
-      audio: { reattachGraceSeconds: 0 },
-      routes: {
-        demo: {
-          mapping: 'mappings/twilio-media.yaml',
-          auth: { audio: ['${AUDIO_TOKEN}'] },
-          upstreams: emus.map((e, i) => ({ name: `r${i}`, audio: e.url, credential: '${VENDOR_KEY}' }))
-        }
-      }
-    }
-    const env = { VENDOR_KEY: KEY }
-    const [g1, g2] = await Promise.all([
-      spawnGateway(t, { ...cfg, shutdown: { drainDelaySeconds: 0.5, legDrainSeconds: 1 } }, env),
-      spawnGateway(t, cfg, env)
-    ])
-    const calls = Array.from({ length: 3 }, (_, i) => platformCall(t, g1, g2, 970000 + i))
-    t.ok(await until(() => emus.reduce((n, e) => n + e.sessions().length, 0) === 3), 'three legs on the first gateway')
-    process.kill(g1.pid, 'SIGTERM')
-    const moved = await Promise.all(calls)
-    t.equal(await g1.exited, 0)
+    const { emus, moved } = await drainBetweenEmulators(
+      t,
+      { kind: 'twilio-media', apiKey: 'twilio-key-0123456789', resultEveryMs: 0 },
+      { mapping: 'mappings/twilio-media.yaml' },
+      { count: 3, first: 970000, what: 'three legs on the first gateway' }
+    )
     t.ok(await until(() => emus.flatMap(e => e.sessions()).filter(s => s.closed).length === 6), 'every stream ended')
     type Start = { event: string; sequenceNumber: string; start: { callSid: string } }
     const startOf = (s: RealVendorSession): Start | undefined => (s.texts as Start[]).find(m => m.event === 'start')

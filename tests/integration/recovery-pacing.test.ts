@@ -108,13 +108,7 @@ t.test(
         recoveryBackoff: { baseMs: 200, maxMs: 5000, stableSeconds: 30 },
         sessionBreaker: { quickLossSeconds: 5, quickLosses: 3, windowSeconds: 30, holdOffSeconds: 30 }
       },
-      routes: {
-        demo: {
-          mapping: 'mappings/json-events.yaml',
-          auth: { audio: ['${AUDIO_TOKEN}'] },
-          upstreams: [{ name: 'r0', audio: v.url }]
-        }
-      }
+      routes: { demo: audioRoute('mappings/json-events.yaml', [{ name: 'r0', audio: v.url }]) }
     })
     const leg = platformLeg(t, gw.url('/audio/demo'), audioInit(900001))
     t.equal((await leg.answer).command, 'CONNECTED')

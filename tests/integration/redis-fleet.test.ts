@@ -1,18 +1,12 @@
 import t from 'tap'
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
-import { randomUUID } from 'node:crypto'
 import { platformLeg, routeTo, startGateway, startVendor, sleep, until, upstreams } from '../helpers/gateway'
 import { freePort } from '../helpers/process'
-import { fleetObserver, needRedis } from '../helpers/redis'
+import { fleetMember, fleetObserver, needRedis, QUICK_PROBE } from '../helpers/redis'
 import { audioInit } from '../helpers/legs'
 
 /** Each test gets its own key prefix, so tests (and CI runs) never see each other's state. */
-const fleet = (redis: string, extra: Record<string, unknown> = {}): Record<string, unknown> => ({
-  redis,
-  // A lease a busy machine renews in time (no test waits for one to expire); syncs every 0.2 s, polled for.
-  store: { keyPrefix: `test:${randomUUID()}:`, syncIntervalSeconds: 0.2, leaseSeconds: 10 },
-  ...extra
-})
+const fleet = fleetMember
 
 t.test(
   'two instances sharing Redis: a replica probed down by the leader is avoided by the other within one interval',
@@ -20,27 +14,20 @@ t.test(
     const a = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
     const b = await startVendor(t, { kind: 'json-events', resultEveryFrames: 0 })
     const cfg = fleet(await needRedis(), {
-      health: {
-        active: {
-          kind: 'http',
-          path: '/healthz',
-          intervalSeconds: 0.3,
-          // Generous: a probe of the healthy replica must not time out on a busy machine (the closed one is refused at once).
-          timeoutSeconds: 10,
-          unhealthyThreshold: 1,
-          healthyThreshold: 1
-        }
-      },
+      health: QUICK_PROBE, // the closed replica is refused at once
       routes: { demo: routeTo([a, b], 'mappings/json-events.yaml') }
     })
     const g1 = await startGateway(t, cfg)
     const g2 = await startGateway(t, cfg)
     // The prober lease names one process of the fleet (a worker of one of the two instances).
     const seer = await fleetObserver(t, String(cfg.redis), (cfg.store as { keyPrefix: string }).keyPrefix)
-    const holder = async (): Promise<string> => (await seer.prober()) ?? ''
-    t.ok(await until(async () => [g1, g2].some(async g => (await holder()).startsWith(g.instance))), 'a lease holder')
-    const leader = (await holder()).startsWith(g1.instance) ? g1 : g2
-    t.ok((await holder()).startsWith(leader.instance), 'exactly one instance holds the prober lease')
+    const prober = async (): Promise<string> => (await seer.prober()) ?? ''
+    t.ok(
+      await until(async () => [g1, g2].some(async g => (await prober()).startsWith(g.instance))),
+      'an instance has the lease'
+    )
+    const leader = (await prober()).startsWith(g1.instance) ? g1 : g2
+    t.ok((await prober()).startsWith(leader.instance), 'exactly one instance has the prober lease')
     const follower = leader === g1 ? g2 : g1
     await b.close()
     // How soon is the machine's business (a probe interval, a probe timeout and a sync here, more on a busy
@@ -49,7 +36,7 @@ t.test(
       (await upstreams(follower.adminUrl(''))).routes[0].replicas[1].state === 'down'
     t.ok(await until(down, 30_000, 10), 'the follower sees the verdict it did not probe itself')
     t.match(await seer.health('demo/r1'), { state: 'down' }, "the verdict is the fleet's, in Redis")
-    t.notOk((await holder()).startsWith(follower.instance), 'and the follower did not probe')
+    t.notOk((await prober()).startsWith(follower.instance), 'and the follower did not probe')
     const ups = await upstreams(follower.adminUrl(''))
     t.match(ups.routes[0].replicas[1], { name: 'r1', state: 'down' })
     for (let i = 0; i < 4; i++) {

@@ -1,4 +1,5 @@
 import t from 'tap'
+import { seriesAt } from '../helpers/metrics'
 import { randomUUID } from 'node:crypto'
 import { FleetKey } from '../../gateway/auth/fleet-key'
 import { RelayTokens } from '../../gateway/auth/relay-token'
@@ -22,11 +23,7 @@ const DRY_RUN = '/agent_assist_audio_websocket_hooks/custom-assist-endpoint/init
 const OTHER = 'another-customer-token-0123'
 const FLEET_SECRET = 'fleet-secret-of-the-test-0123456789'
 
-async function series(url: string, name: string): Promise<number> {
-  const text = await (await fetch(url)).text()
-  const line = text.split('\n').find(l => l.startsWith(`${name} `))
-  return line === undefined ? 0 : Number(line.slice(name.length + 1))
-}
+const series = seriesAt
 
 t.test('the handshake dry-run is guarded as the hook: failure delay, budget (429) and counted', async t => {
   const vendor = await startVendor(t, { kind: 'json-events' })

@@ -1,11 +1,10 @@
 import t, { type Test } from 'tap'
-import { randomUUID } from 'node:crypto'
 import { resolve } from 'node:path'
 import { startRealVendor, type RealVendorEmulator } from '../../gateway/tools/real-vendors'
 import { initMessage } from '../../gateway/tools/simulate'
 import { platformLeg, startGateway, until, type PlatformLegClient } from '../helpers/gateway'
-import { freePort, spawnGateway } from '../helpers/process'
-import { needRedis } from '../helpers/redis'
+import { spawnGateway } from '../helpers/process'
+import { fleetInstances } from '../helpers/redis'
 import { sha, sideBytes, sideFrame } from '../helpers/stereo'
 
 // Issue 18 item 1: a call belongs to its caller. Two customers (two valid credentials) share one join
@@ -148,20 +147,7 @@ t.test('two workers of one gateway: the same, wherever the kernel puts each leg'
 t.test('two instances on Redis: the same, the intruder on the instance that does not hold the call', async t => {
   const dg = await startRealVendor({ kind: 'deepgram', apiKey: DG_KEY, resultEveryMs: 40 })
   t.teardown(async () => await dg.close())
-  const redis = await needRedis()
-  const prefix = `test:${randomUUID()}:`
-  const member = async () =>
-    await startGateway(
-      t,
-      {
-        redis,
-        store: { keyPrefix: prefix, syncIntervalSeconds: 0.2, leaseSeconds: 10 },
-        fleet: { port: await freePort(), advertiseUrl: 'ws://127.0.0.1' },
-        audio: { reattachGraceSeconds: 2 },
-        routes: { dg: joinRoute(dg) }
-      },
-      ENV
-    )
+  const member = await fleetInstances(t, { audio: { reattachGraceSeconds: 2 }, routes: { dg: joinRoute(dg) } }, ENV)
   const [one, two] = [await member(), await member()]
   // Leg 0 on one instance, the later legs on the other (a second leg is relayed, an intruder refused).
   await runOrders(t, dg, i => (i === 0 ? one : two).url('/audio/dg'), 7300)

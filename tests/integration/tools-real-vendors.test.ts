@@ -1,4 +1,5 @@
 import t from 'tap'
+import { closeOf, untilOpen } from '../helpers/gateway'
 import { createHash, randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
 import { WebSocket, type RawData } from 'ws'
@@ -24,7 +25,7 @@ interface Client {
   sendJson(msg: unknown): void
 }
 
-function connect(url: string, headers: Record<string, string> = {}): Promise<Client> {
+async function connect(url: string, headers: Record<string, string> = {}): Promise<Client> {
   const ws = new WebSocket(url, { perMessageDeflate: false, headers })
   const msgs: Json[] = []
   let upgradeHeaders: IncomingMessage['headers'] = {}
@@ -34,31 +35,25 @@ function connect(url: string, headers: Record<string, string> = {}): Promise<Cli
   ws.on('message', (data: RawData, isBinary: boolean) => {
     if (!isBinary) msgs.push(JSON.parse(String(data)) as Json)
   })
-  const closed = new Promise<{ code: number; reason: string }>(resolve => {
-    ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() }))
-  })
-  return new Promise((resolve, reject) => {
-    ws.once('error', reject)
-    ws.once('open', () => {
-      resolve({
-        ws,
-        msgs,
-        upgradeHeaders,
-        closed,
-        sendJson: msg => ws.send(JSON.stringify(msg)),
-        waitFor: async (pred, from = 0, ms = 3000) => {
-          const end = Date.now() + ms
-          for (;;) {
-            const hit = msgs.slice(from).find(pred)
-            if (hit !== undefined) return hit
-            if (Date.now() > end)
-              throw new Error(`timed out waiting for a message; have ${JSON.stringify(msgs).slice(0, 400)}`)
-            await sleep(5)
-          }
-        }
-      })
-    })
-  })
+  const closed = closeOf(ws)
+  await untilOpen(ws)
+  return {
+    ws,
+    msgs,
+    upgradeHeaders,
+    closed,
+    sendJson: msg => ws.send(JSON.stringify(msg)),
+    waitFor: async (pred, from = 0, ms = 3000) => {
+      const end = Date.now() + ms
+      for (;;) {
+        const hit = msgs.slice(from).find(pred)
+        if (hit !== undefined) return hit
+        if (Date.now() > end)
+          throw new Error(`timed out waiting for a message; have ${JSON.stringify(msgs).slice(0, 400)}`)
+        await sleep(5)
+      }
+    }
+  }
 }
 
 /** Attempts an upgrade that the emulator should refuse; returns the HTTP answer. */

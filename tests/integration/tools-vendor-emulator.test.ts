@@ -1,4 +1,5 @@
 import t from 'tap'
+import { closeOf, untilOpen } from '../helpers/gateway'
 import { createHash, randomBytes } from 'node:crypto'
 import { WebSocket, type RawData } from 'ws'
 import { startVendorEmulator, type EmulatorOptions, type VendorEmulator } from '../../gateway/tools/vendor-emulator'
@@ -14,7 +15,7 @@ interface Client {
   waitMessages(n: number): Promise<Json[]>
 }
 
-function connect(url: string): Promise<Client> {
+async function connect(url: string): Promise<Client> {
   const ws = new WebSocket(url, { perMessageDeflate: false })
   const msgs: Json[] = []
   const waiters: { n: number; done: () => void }[] = []
@@ -26,24 +27,18 @@ function connect(url: string): Promise<Client> {
       else waiters.push(w)
     }
   })
-  const closed = new Promise<{ code: number; reason: string }>(resolve => {
-    ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() }))
-  })
-  return new Promise((resolve, reject) => {
-    ws.once('error', reject)
-    ws.once('open', () => {
-      resolve({
-        ws,
-        msgs,
-        closed,
-        waitMessages: n =>
-          new Promise<Json[]>(done => {
-            if (msgs.length >= n) done(msgs)
-            else waiters.push({ n, done: () => done(msgs) })
-          })
+  const closed = closeOf(ws)
+  await untilOpen(ws)
+  return {
+    ws,
+    msgs,
+    closed,
+    waitMessages: n =>
+      new Promise<Json[]>(done => {
+        if (msgs.length >= n) done(msgs)
+        else waiters.push({ n, done: () => done(msgs) })
       })
-    })
-  })
+  }
 }
 
 async function until(cond: () => boolean, ms = 2000): Promise<void> {

@@ -5,6 +5,7 @@ import { startRealVendor } from '../../gateway/tools/real-vendors'
 import { TEXT_TOKEN, logged, routeTo, startGateway, startVendor, until } from '../helpers/gateway'
 import { utterance } from '../helpers/tls'
 import { audioInit } from '../helpers/legs'
+import { vendorGateway } from '../helpers/vendors'
 
 const INCOMING = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'
 const TRACEPARENT = /^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/
@@ -78,19 +79,7 @@ t.test('an audio upgrade carries the platform traceparent on to the vendor upgra
   const KEY = 'dg-key-0123456789abcdef'
   const emu = await startRealVendor({ kind: 'deepgram', apiKey: KEY })
   t.teardown(async () => await emu.close())
-  const gw = await startGateway(
-    t,
-    {
-      routes: {
-        x: {
-          mapping: 'mappings/deepgram.yaml',
-          auth: { audio: ['${AUDIO_TOKEN}'] },
-          upstreams: [{ name: 'v', audio: emu.url, credential: '${VENDOR_KEY}' }]
-        }
-      }
-    },
-    { VENDOR_KEY: KEY }
-  )
+  const gw = await vendorGateway(t, emu, 'mappings/deepgram.yaml', KEY)
   const ws = new WebSocket(gw.url('/audio/x').replace(/^http/, 'ws'), { headers: { traceparent: INCOMING } })
   t.teardown(() => ws.terminate())
   const answer = new Promise<Record<string, unknown>>(resolve =>

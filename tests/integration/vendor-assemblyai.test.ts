@@ -1,11 +1,11 @@
 import t, { type Test } from 'tap'
+import { audioInit } from '../helpers/legs'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { parse, stringify } from 'yaml'
-import { startRealVendor, type RealVendorEmulator, type RealVendorOptions } from '../../gateway/tools/real-vendors'
-import { initMessage } from '../../gateway/tools/simulate'
-import { AUDIO_TOKEN, platformLeg, until, type TestGateway } from '../helpers/gateway'
-import { vendorGateway } from '../helpers/vendors'
+import type { RealVendorEmulator, RealVendorOptions } from '../../gateway/tools/real-vendors'
+import { platformLeg, until, type TestGateway } from '../helpers/gateway'
+import { vendorGateway, everyMessageMatched, realVendor } from '../helpers/vendors'
 import { sha256, stream } from '../helpers/audio'
 
 // The platform (simulated legs, real sockets) → a real gateway → the strict AssemblyAI v3 emulator.
@@ -15,13 +15,10 @@ type Json = Record<string, any>
 
 const KEY = 'aai-key-0123456789abcdef'
 const ROOT = join(__dirname, '..', '..')
-const init = (contactId: number): Json => initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
+const init = (contactId: number): Json => audioInit(contactId)
 
-async function emulator(t: T, opts: Omit<RealVendorOptions, 'kind'> = {}): Promise<RealVendorEmulator> {
-  const emu = await startRealVendor({ kind: 'assemblyai', apiKey: KEY, ...opts })
-  t.teardown(async () => await emu.close())
-  return emu
-}
+const emulator = async (t: T, opts: Omit<RealVendorOptions, 'kind'> = {}): Promise<RealVendorEmulator> =>
+  await realVendor(t, { kind: 'assemblyai', apiKey: KEY, ...opts })
 
 async function gateway(t: T, emu: RealVendorEmulator, mapping: string, params: Json = {}): Promise<TestGateway> {
   return await vendorGateway(t, emu, mapping, KEY, params)
@@ -93,12 +90,7 @@ t.test('assemblyai: pcm_mulaw in 50 ms chunks, ready on Begin, Turn → TRANSCRI
     message: 'Emulated segment 1.',
     parameters: { isFinal: true, formatted: true, turnOrder: 0, endOfTurnConfidence: Number, start: 0, end: 1000 }
   })
-  const m = await (await fetch(gw.adminUrl('/metrics'))).text()
-  t.notMatch(
-    m,
-    /^assist_gateway_audio_vendor_messages_total\{route="x",result="(unmatched|error)"\} [1-9]/m,
-    'every vendor message was matched by a rule'
-  )
+  await everyMessageMatched(t, gw, 'every vendor message was matched by a rule')
   t.notMatch(gw.logs.raw, KEY, 'the API key is never logged')
 })
 

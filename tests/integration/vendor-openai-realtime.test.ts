@@ -1,10 +1,10 @@
 import t, { type Test } from 'tap'
+import { audioInit } from '../helpers/legs'
 import { mulawDecodeInto, Resampler } from '../../gateway/audio/feed/codec'
 import { startRealVendor, type RealVendorEmulator, type RealVendorOptions } from '../../gateway/tools/real-vendors'
-import { initMessage } from '../../gateway/tools/simulate'
-import { AUDIO_TOKEN, platformLeg, startGateway, until, type TestGateway } from '../helpers/gateway'
+import { platformLeg, startGateway, until, type TestGateway } from '../helpers/gateway'
 import { sha256, stream } from '../helpers/audio'
-import { failoverCall, withMappingCopy } from '../helpers/vendors'
+import { failoverCall, withMappingCopy, everyMessageMatched } from '../helpers/vendors'
 import { vendorSchemas } from '../helpers/vendor-schemas'
 
 // The platform (simulated legs, real sockets) → a real gateway → the strict OpenAI Realtime (transcription
@@ -18,7 +18,7 @@ type Json = Record<string, any>
 
 const KEY = 'sk-emulator-0123456789abcdef'
 const schemas = vendorSchemas('openai-openapi-subset.json')
-const init = (contactId: number): Json => initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
+const init = (contactId: number): Json => audioInit(contactId)
 const EVENT_SCHEMAS: Record<string, string> = {
   'session.update': 'RealtimeClientEventSessionUpdate',
   'input_audio_buffer.append': 'RealtimeClientEventInputAudioBufferAppend',
@@ -119,12 +119,7 @@ t.test(
         parameters: { itemId: /^item_/, vendor: 'openai' }
       }
     )
-    const m = await (await fetch(gw.adminUrl('/metrics'))).text()
-    t.notMatch(
-      m,
-      /^assist_gateway_audio_vendor_messages_total\{route="x",result="(unmatched|error)"\} [1-9]/m,
-      'every event matched a rule'
-    )
+    await everyMessageMatched(t, gw, 'every event matched a rule')
     t.notOk(gw.logs.raw.includes(KEY), 'the key is never logged')
   }
 )

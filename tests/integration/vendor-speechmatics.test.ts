@@ -1,9 +1,9 @@
 import t, { type Test } from 'tap'
-import { startRealVendor, type RealVendorEmulator, type RealVendorOptions } from '../../gateway/tools/real-vendors'
-import { initMessage } from '../../gateway/tools/simulate'
-import { AUDIO_TOKEN, platformLeg, startGateway, until, type TestGateway } from '../helpers/gateway'
+import { audioInit } from '../helpers/legs'
+import type { RealVendorEmulator, RealVendorOptions } from '../../gateway/tools/real-vendors'
+import { platformLeg, startGateway, until, type TestGateway } from '../helpers/gateway'
 import { sha256, stream } from '../helpers/audio'
-import { failoverCall, withMappingCopy } from '../helpers/vendors'
+import { failoverCall, withMappingCopy, everyMessageMatched, realVendor, legUntilClosed } from '../helpers/vendors'
 import { vendorSchemas } from '../helpers/vendor-schemas'
 
 // The platform (simulated legs, real sockets) → a real gateway → the strict Speechmatics emulator. Follows the
@@ -16,13 +16,10 @@ type Json = Record<string, any>
 
 const KEY = 'sm-key-0123456789abcdef'
 const schemas = vendorSchemas('speechmatics-realtime.yaml')
-const init = (contactId: number): Json => initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
+const init = (contactId: number): Json => audioInit(contactId)
 
-async function emulator(t: T, opts: Omit<RealVendorOptions, 'kind'> = {}): Promise<RealVendorEmulator> {
-  const emu = await startRealVendor({ kind: 'speechmatics', apiKey: KEY, resultEveryMs: 1000, ...opts })
-  t.teardown(async () => await emu.close())
-  return emu
-}
+const emulator = async (t: T, opts: Omit<RealVendorOptions, 'kind'> = {}): Promise<RealVendorEmulator> =>
+  await realVendor(t, { kind: 'speechmatics', apiKey: KEY, resultEveryMs: 1000, ...opts })
 
 async function gateway(
   t: T,
@@ -96,12 +93,7 @@ t.test(
       leg.messages.find(m => (m.parameters as Json).isFinal === false),
       { command: 'MESSAGE', messageType: 'TRANSCRIPT', parameters: { vendor: 'speechmatics', perspective: 'TX' } }
     )
-    const m = await (await fetch(gw.adminUrl('/metrics'))).text()
-    t.notMatch(
-      m,
-      /^assist_gateway_audio_vendor_messages_total\{route="x",result="(unmatched|error)"\} [1-9]/m,
-      'AudioAdded, Info and the rest matched a rule'
-    )
+    await everyMessageMatched(t, gw, 'AudioAdded, Info and the rest matched a rule')
     t.notOk(gw.logs.raw.includes(KEY), 'the key is never logged')
   }
 )
@@ -140,10 +132,7 @@ t.test(
       async (t, file) => {
         const emu = await emulator(t, { startDelayMs: 1000 })
         const gw = await gateway(t, [emu], { mapping: file })
-        const leg = platformLeg(t, gw.url('/audio/x'), init(9304))
-        t.equal((await leg.answer).command, 'CONNECTED')
-        void stream(leg, 0, 50).catch(() => {})
-        await leg.closed
+        const { leg } = await legUntilClosed(t, gw, init(9304))
         t.match(leg.messages.at(-1), {
           command: 'ERROR',
           messageType: 'UPSTREAM_REFUSED',

@@ -1,9 +1,9 @@
 import t, { type Test } from 'tap'
+import { audioInit } from '../helpers/legs'
 import { startRealVendor, type RealVendorEmulator, type RealVendorOptions } from '../../gateway/tools/real-vendors'
-import { initMessage } from '../../gateway/tools/simulate'
-import { AUDIO_TOKEN, platformLeg, startGateway, until, type TestGateway } from '../helpers/gateway'
+import { platformLeg, startGateway, until, type TestGateway } from '../helpers/gateway'
 import { stream } from '../helpers/audio'
-import { withMappingCopy } from '../helpers/vendors'
+import { withMappingCopy, legUntilClosed } from '../helpers/vendors'
 
 // What the strict Amazon Transcribe emulator refuses, and the gateway's answer to each. Follows the Amazon
 // Transcribe developer guide, "Setting up a WebSocket stream" → "Handling WebSocket streaming errors" (an
@@ -14,7 +14,7 @@ type T = Test
 type Json = Record<string, any>
 
 const KEYS = { accessKeyId: 'AKIAEMULATOR00000002', secretAccessKey: 'an0ther-tr4nscr1be-secret' }
-const init = (contactId: number): Json => initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
+const init = (contactId: number): Json => audioInit(contactId)
 
 async function emulator(t: T, opts: Omit<RealVendorOptions, 'kind'> = {}): Promise<RealVendorEmulator> {
   const emu = await startRealVendor({ kind: 'amazon-transcribe', aws: KEYS, resultEveryMs: 1000, ...opts })
@@ -124,10 +124,7 @@ t.test('transcribe: UnrecognizedClientException ends the leg with UPSTREAM_CLOSE
     }
   })
   const gw = await gateway(t, [emu], 'mappings/amazon-transcribe.yaml')
-  const leg = platformLeg(t, gw.url('/audio/x'), init(9204))
-  t.equal((await leg.answer).command, 'CONNECTED')
-  void stream(leg, 0, 50).catch(() => {})
-  const closed = await leg.closed
+  const { leg, closed } = await legUntilClosed(t, gw, init(9204))
   t.equal(closed.code, 1011)
   t.match(leg.messages.at(-1), { command: 'ERROR', messageType: 'UPSTREAM_CLOSED' })
   t.equal(emu.sessions().length, 1, 'no other session: the key is refused everywhere')

@@ -1,12 +1,12 @@
 import t, { type Test } from 'tap'
+import { audioInit } from '../helpers/legs'
 import { EventStreamCodec } from '@smithy/core/event-streams'
 import { fromUtf8, toUtf8 } from '@smithy/core/serde'
 import { mulawDecodeInto } from '../../gateway/audio/feed/codec'
-import { startRealVendor, type RealVendorEmulator, type RealVendorOptions } from '../../gateway/tools/real-vendors'
-import { initMessage } from '../../gateway/tools/simulate'
-import { AUDIO_TOKEN, platformLeg, sleep, startGateway, until, type TestGateway } from '../helpers/gateway'
+import type { RealVendorEmulator, RealVendorOptions } from '../../gateway/tools/real-vendors'
+import { platformLeg, sleep, startGateway, until, type TestGateway } from '../helpers/gateway'
 import { sha256, stream } from '../helpers/audio'
-import { failoverCall, withMappingCopy } from '../helpers/vendors'
+import { failoverCall, withMappingCopy, realVendor } from '../helpers/vendors'
 
 // The platform (simulated legs, real sockets) → a real gateway → the strict Amazon Transcribe emulator.
 // Follows the Amazon Transcribe developer guide: "Setting up a WebSocket stream" (presigned URL, AudioEvent
@@ -19,13 +19,10 @@ type Json = Record<string, any>
 
 const KEYS = { accessKeyId: 'AKIAEMULATOR00000001', secretAccessKey: 'tr4nscr1be-s3cret/key+value' }
 const sdk = new EventStreamCodec(toUtf8, fromUtf8)
-const init = (contactId: number): Json => initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
+const init = (contactId: number): Json => audioInit(contactId)
 
-async function emulator(t: T, opts: Omit<RealVendorOptions, 'kind'> = {}): Promise<RealVendorEmulator> {
-  const emu = await startRealVendor({ kind: 'amazon-transcribe', aws: KEYS, resultEveryMs: 1000, ...opts })
-  t.teardown(async () => await emu.close())
-  return emu
-}
+const emulator = async (t: T, opts: Omit<RealVendorOptions, 'kind'> = {}): Promise<RealVendorEmulator> =>
+  await realVendor(t, { kind: 'amazon-transcribe', aws: KEYS, resultEveryMs: 1000, ...opts })
 
 async function gateway(
   t: T,

@@ -1,9 +1,10 @@
 import t from 'tap'
 import { startRealVendor, type RealVendorEmulator } from '../../gateway/tools/real-vendors'
 import { initMessage } from '../../gateway/tools/simulate'
-import { AUDIO_TOKEN, platformLeg, startGateway, until } from '../helpers/gateway'
+import { AUDIO_TOKEN, platformLeg, until } from '../helpers/gateway'
 import { sha256, stream } from '../helpers/audio'
 import { audioInit } from '../helpers/legs'
+import { vendorGateway, everyMessageMatched } from '../helpers/vendors'
 
 // The platform (simulated legs, real sockets) → a real gateway → the strict Twilio Media Streams receiver emulator.
 
@@ -16,19 +17,7 @@ t.test(
   async t => {
     const emu: RealVendorEmulator = await startRealVendor({ kind: 'twilio-media', apiKey: KEY, resultEveryMs: 500 })
     t.teardown(async () => await emu.close())
-    const gw = await startGateway(
-      t,
-      {
-        routes: {
-          x: {
-            mapping: 'mappings/twilio-media.yaml',
-            auth: { audio: ['${AUDIO_TOKEN}'] },
-            upstreams: [{ name: 'v', audio: emu.url, credential: '${VENDOR_KEY}' }]
-          }
-        }
-      },
-      { VENDOR_KEY: KEY }
-    )
+    const gw = await vendorGateway(t, emu, 'mappings/twilio-media.yaml', KEY)
     const appParams = { param1: 'gold', attempts: 3, vip: true }
     const tx = platformLeg(
       t,
@@ -108,12 +97,7 @@ t.test(
       parameters: { isFinal: true, perspective: 'TX', vendor: 'twilio-media' }
     })
     t.match(rx.messages[0], { messageType: 'TRANSCRIPT', parameters: { perspective: 'RX' } })
-    const m = await (await fetch(gw.adminUrl('/metrics'))).text()
-    t.notMatch(
-      m,
-      /^assist_gateway_audio_vendor_messages_total\{route="x",result="(unmatched|error)"\} [1-9]/m,
-      'every vendor message was matched by a rule'
-    )
+    await everyMessageMatched(t, gw, 'every vendor message was matched by a rule')
     t.notMatch(gw.logs.raw, KEY, 'the credential is never logged')
   }
 )

@@ -1,8 +1,8 @@
 import t, { type Test } from 'tap'
+import { audioInit } from '../helpers/legs'
 import WebSocket from 'ws'
 import { startRealVendor, type RealVendorEmulator, type RealVendorOptions } from '../../gateway/tools/real-vendors'
-import { initMessage } from '../../gateway/tools/simulate'
-import { AUDIO_TOKEN, platformLeg, sleep, until, type TestGateway } from '../helpers/gateway'
+import { platformLeg, sleep, until, type TestGateway, closeOf } from '../helpers/gateway'
 import { vendorGateway } from '../helpers/vendors'
 import { frameAt, stream } from '../helpers/audio'
 
@@ -10,7 +10,7 @@ import { frameAt, stream } from '../helpers/audio'
 
 type Json = Record<string, any>
 const KEY = 'wire-key-0123456789abcdef'
-const init = (contactId: number): Json => initMessage({ token: AUDIO_TOKEN, contactId, busNo: 4594, perspective: 'TX' })
+const init = (contactId: number): Json => audioInit(contactId)
 
 async function emulator(t: Test, opts: RealVendorOptions): Promise<RealVendorEmulator> {
   const emu = await startRealVendor({ apiKey: KEY, ...opts })
@@ -29,9 +29,7 @@ function raw(url: string, headers: Record<string, string>) {
   ws.on('message', d => messages.push(JSON.parse(d.toString()) as Json))
   ws.on('error', () => {})
   const opened = new Promise<void>(resolve => ws.on('open', () => resolve()))
-  const closed = new Promise<{ code: number; reason: string }>(resolve =>
-    ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() }))
-  )
+  const closed = closeOf(ws)
   return { ws, messages, opened, closed }
 }
 

@@ -111,7 +111,7 @@ t.test('serve --workers 2 with listen.tls: a leg back on the other worker is rel
       calls = await callsOf(gw, id)
       return calls.some(c => c.relayedTo !== undefined) && calls.some(c => c.relayedFrom !== undefined)
     }),
-    '/admin/calls shows the relayed leg and its holder'
+    '/admin/calls shows the relayed leg and its owner'
   )
   const from = calls.find(c => c.relayedTo !== undefined)
   const to = calls.find(c => c.relayedFrom !== undefined)

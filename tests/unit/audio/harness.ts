@@ -1,12 +1,15 @@
 import { Writable } from 'node:stream'
 import type {
   Connection,
-  ConnectionContext,
   ConnectionEvents,
+  ConnectionFactory,
   ConnectionState,
   VendorFailure
 } from '../../../gateway/audio/connection/connection-contract'
+import { AudioLeg } from '../../../gateway/audio/leg/leg'
+import type { LegDeps } from '../../../gateway/audio/leg/leg-contract'
 import { IDENTITY_FRAMES } from '../../../gateway/audio/feed/encoder'
+import type { AudioSink } from '../../../gateway/audio/feed/feed'
 import { SessionRegistry } from '../../../gateway/audio/session/registry'
 import { VendorSession } from '../../../gateway/audio/session/session'
 import type { SessionEvents } from '../../../gateway/audio/session/session-contract'
@@ -21,6 +24,8 @@ import { createLogger, type Logger } from '../../../gateway/telemetry/log'
 import { Metrics } from '../../../gateway/telemetry/metrics'
 import { type Replica, UpstreamPool } from '../../../gateway/upstream/pool'
 import { FakeClock } from '../../helpers/fake-clock'
+import { fakePlatform } from '../../helpers/fake-platform'
+import { loneGateway } from '../../helpers/leg-deps'
 import { health, NO_PROBE, replica, routeOf } from '../../helpers/replicas'
 
 // A vendor session on fake connections and a fake clock: the state machine alone, with no socket and
@@ -109,6 +114,26 @@ export function route(
 }
 
 /** Log lines, parsed. */
+/** A mapping's input for a leg `l` of route `r` (contact 1, bus 2, TX) on replica `a` without a credential. */
+export const LEG_INPUT = {
+  init: {},
+  leg: { id: 'l', route: 'r', perspective: 'TX', contactId: '1', busNo: '2', requestId: null },
+  route: { name: 'r', params: {}, checksToken: false },
+  upstream: { name: 'a', audio: null, credential: null, hasCredential: false }
+} as MappingInput
+
+/** An audio sink that keeps every write (a copy: the relay's view is only valid during the call). */
+export function recordingSink(): AudioSink & { writes: Buffer[]; bufferedAmount: number } {
+  const writes: Buffer[] = []
+  return {
+    writes,
+    bufferedAmount: 0,
+    writeAudio: data => {
+      writes.push(Buffer.from(data instanceof Uint8Array ? data : new Uint8Array(data)))
+    }
+  }
+}
+
 export class Lines {
   readonly lines: Record<string, unknown>[] = []
   readonly log: Logger = createLogger({
@@ -207,7 +232,7 @@ export class FakeConnection implements Connection {
   }
 }
 
-export class FakeOwner implements SessionEvents {
+export class FakeLeg implements SessionEvents {
   readonly readies: Record<string, unknown>[] = []
   readonly failures: { error: GatewayError; extra: Record<string, unknown> }[] = []
   readonly delivered: string[] = []
@@ -235,11 +260,70 @@ export function frame(i: number): ArrayBuffer {
   return new Uint8Array(160).fill(i).buffer
 }
 
+/** A `connect` (LegDeps, SessionDeps) on connections the test drives: each one opened, a `Kind`, is pushed to `conns`. */
+export function connectInto<C extends Connection>(
+  conns: C[],
+  Kind: new (replica: Replica, input: MappingInput, events: ConnectionEvents) => C
+): ConnectionFactory {
+  return (_ctx, replica, input, events) => {
+    const c = new Kind(replica, input, events)
+    conns.push(c)
+    return c
+  }
+}
+
+/**
+ * A platform leg's deps (LegDeps) in one lone process (`gw`: helpers/leg-deps.ts loneGateway) on the fake
+ * clock: SETTINGS, leg id leg-1, 1 MiB platform high water, fake vendor connections pushed to `conns`.
+ * `over` replaces any of them.
+ */
+export function fakeLegDeps(
+  w: {
+    clock: FakeClock
+    route: RouteRuntime
+    gw: Omit<LegDeps, 'route' | 'settings' | 'metrics' | 'log' | 'clock' | 'legId' | 'platformHighWaterBytes'>
+    metrics: Metrics
+    log: Logger
+    conns: FakeConnection[]
+  },
+  over: Partial<LegDeps> = {}
+): LegDeps {
+  return {
+    route: w.route,
+    settings: SETTINGS,
+    metrics: w.metrics,
+    ...w.gw,
+    log: w.log,
+    clock: w.clock,
+    legId: 'leg-1',
+    platformHighWaterBytes: 1 << 20,
+    connect: connectInto(w.conns, FakeConnection),
+    ...over
+  }
+}
+
+/** Platform legs on fake sockets (helpers/fake-platform.ts) in one lone process on route `r`; `leg` opens one (leg-1, leg-2, ...). */
+export function legWorld(clock: FakeClock, r: RouteRuntime) {
+  const gw = loneGateway(clock)
+  const metrics = new Metrics()
+  const logs = new Lines()
+  const conns: FakeConnection[] = []
+  let n = 0
+  const leg = (over: Partial<LegDeps> = {}) => {
+    const p = fakePlatform()
+    const deps = fakeLegDeps({ clock, route: r, gw, metrics, log: logs.log, conns }, { legId: `leg-${++n}`, ...over })
+    const l = new AudioLeg(p.socket, deps)
+    p.bind(l)
+    return { leg: l, ...p }
+  }
+  return { clock, registry: gw.registry, metrics, logs, conns, leg }
+}
+
 export interface Harness {
   clock: FakeClock
   route: RouteRuntime
   session: VendorSession
-  owner: FakeOwner
+  owner: FakeLeg
   registry: SessionRegistry
   metrics: Metrics
   logs: Lines
@@ -260,7 +344,7 @@ export function harness(
 ): Harness {
   const clock = new FakeClock()
   const r = route(clock, opts.replicas ?? ['a', 'b'], opts.audio)
-  const owner = new FakeOwner()
+  const owner = new FakeLeg()
   const registry = new SessionRegistry()
   const metrics = new Metrics()
   const logs = new Lines()
@@ -276,11 +360,7 @@ export function harness(
       host: registry,
       log: logs.log,
       random: opts.random ?? (() => 1),
-      connect: (_ctx: ConnectionContext, replica, input, events) => {
-        const c = new FakeConnection(replica, input, events)
-        conns.push(c)
-        return c
-      }
+      connect: connectInto(conns, FakeConnection)
     },
     owner,
     input,
@@ -300,4 +380,12 @@ export function harness(
     conn: () => conns[conns.length - 1],
     replica: name => r.pool.byName(name)!
   }
+}
+
+/** A harness whose session has started and whose first vendor connection is ready (STREAMING). */
+export function readyHarness(opts: Parameters<typeof harness>[0] = {}): Harness {
+  const h = harness(opts)
+  h.session.start(null)
+  h.conn().ready()
+  return h
 }

@@ -8,6 +8,7 @@ import { loadMapping } from '../../../gateway/mapping/compile'
 import { queryPairs } from '../../../gateway/mapping/sigv4'
 import { vendorTarget } from '../../../gateway/mapping/vendor-target'
 import type { MappingInput } from '../../../gateway/mapping/audio'
+import { transcribeConfig } from '../../helpers/vendors'
 
 // `audio.sign` as a feature of the mapping layer, on its own: the URL the mapping builds is presigned with
 // the replica's `signing` keys from the gateway's config, and the AWS SDK's signer (the oracle) signs the
@@ -87,18 +88,12 @@ t.test('a replica without signing keys cannot be connected to: the mapping says 
 
 t.test('signing keys must be ${VAR}s in the config, and are secrets (redacted from logs)', async t => {
   const dir = t.testdir({
-    'inline.yaml': [
-      'routes:',
-      '  x:',
-      '    mapping: mappings/amazon-transcribe.yaml',
-      '    upstreams: [{ name: a, audio: "wss://h:8443/x", signing: { accessKeyId: AKIAINLINE, secretAccessKey: inline-secret } }]'
-    ].join('\n'),
-    'vars.yaml': [
-      'routes:',
-      '  x:',
-      '    mapping: mappings/amazon-transcribe.yaml',
-      '    upstreams: [{ name: a, audio: "wss://h:8443/x", signing: { accessKeyId: "${ID}", secretAccessKey: "${SECRET}" } }]'
-    ].join('\n')
+    'inline.yaml': transcribeConfig(
+      '{ name: a, audio: "wss://h:8443/x", signing: { accessKeyId: AKIAINLINE, secretAccessKey: inline-secret } }'
+    ),
+    'vars.yaml': transcribeConfig(
+      '{ name: a, audio: "wss://h:8443/x", signing: { accessKeyId: "${ID}", secretAccessKey: "${SECRET}" } }'
+    )
   })
   let problems: unknown = null
   try {

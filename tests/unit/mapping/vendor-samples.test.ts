@@ -2,6 +2,7 @@ import t from 'tap'
 import { readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { validateAll } from '../../../gateway/check'
+import { transcribeConfig } from '../../helpers/vendors'
 
 // Every sample config in examples/vendors/ passes `check` (schema, mappings compiled, dry-run on the
 // interface's example messages and the mapping's samples) with its variables set, and names what it needs.
@@ -28,13 +29,10 @@ t.test('every sample vendor config is check-clean', async t => {
 
 t.test('a signing mapping on a replica without signing keys is a check problem', async t => {
   const dir = t.testdir({
-    'gw.yaml': [
-      'routes:',
-      '  x:',
-      '    mapping: mappings/amazon-transcribe.yaml',
-      '    params: { region: us-east-1 }',
-      '    upstreams: [{ name: a, audio: "wss://transcribestreaming.us-east-1.amazonaws.com:8443/stream-transcription-websocket" }]'
-    ].join('\n')
+    'gw.yaml': transcribeConfig(
+      '{ name: a, audio: "wss://transcribestreaming.us-east-1.amazonaws.com:8443/stream-transcription-websocket" }',
+      '    params: { region: us-east-1 }'
+    )
   })
   const v = await validateAll(join(dir, 'gw.yaml'), {})
   t.match(v.ok ? [] : v.problems, [{ pointer: '/audio/sign', message: /replica a has no signing keys/ }])

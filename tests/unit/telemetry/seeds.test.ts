@@ -1,4 +1,5 @@
 import t from 'tap'
+import { samples } from '../../helpers/metrics'
 import { QUOTA_LIMITS } from '../../../gateway/auth/quotas'
 import { CODES } from '../../../gateway/errors'
 import { CLOSED_LABELS, labelSpaceOf, tenantsOf } from '../../../gateway/server/metric-labels'
@@ -22,16 +23,6 @@ const space: LabelSpace = {
   tees: [{ route: 'demo', tee: 'copy' }],
   workers: [],
   tenants: ['acme', 'demo', 'unknown']
-}
-
-/** Every sample line of `name` in the exposition text, by its label text. */
-function samples(text: string, name: string): Map<string, number> {
-  const out = new Map<string, number>()
-  for (const line of text.split('\n')) {
-    const m = /^(\S+?)(\{[^}]*\})? (\S+)$/.exec(line)
-    if (m !== null && m[1] === name) out.set(m[2] ?? '', Number(m[3]))
-  }
-  return out
 }
 
 t.test('every closed label of every seeded metric has its values; open ones come from the config', async t => {

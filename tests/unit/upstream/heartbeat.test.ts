@@ -66,11 +66,26 @@ class Peer implements Beating {
   }
 }
 
-t.test('a vendor that speaks is never pinged', async t => {
+/** A peer the heartbeat watches, on a fake clock of its own. */
+function watched(): { clock: FakeClock; beat: Heartbeat; peer: Peer } {
   const clock = new FakeClock()
   const beat = new Heartbeat(clock)
   const peer = new Peer(clock)
   beat.watch(peer)
+  return { clock, beat, peer }
+}
+
+/** `ms` of a peer that writes every `step` ms and answers each ping at once. */
+function talk(clock: FakeClock, peer: Peer, ms: number, step: number): void {
+  for (let at = 0; at < ms; at += step) {
+    peer.write()
+    if (peer.pingOut) peer.pong()
+    clock.advance(step)
+  }
+}
+
+t.test('a vendor that speaks is never pinged', async t => {
+  const { clock, peer } = watched()
   for (let ms = 0; ms < 60_000; ms += 20) {
     peer.write()
     if (ms % 900 === 0) peer.hear()
@@ -81,15 +96,8 @@ t.test('a vendor that speaks is never pinged', async t => {
 })
 
 t.test('a silent vendor that answers is pinged once per interval, riding with the audio', async t => {
-  const clock = new FakeClock()
-  const beat = new Heartbeat(clock)
-  const peer = new Peer(clock)
-  beat.watch(peer)
-  for (let ms = 0; ms < 10_000; ms += 20) {
-    peer.write()
-    if (peer.pingOut) peer.pong()
-    clock.advance(20)
-  }
+  const { clock, peer } = watched()
+  talk(clock, peer, 10_000, 20)
   t.equal(peer.pings.length, 9, 'one ping a second: at 1 s, 2 s, ... 9 s')
   for (let i = 1; i < peer.pings.length; i++)
     t.ok(
@@ -101,24 +109,14 @@ t.test('a silent vendor that answers is pinged once per interval, riding with th
 })
 
 t.test('a due ping with no write to ride on goes alone one tick later', async t => {
-  const clock = new FakeClock()
-  const beat = new Heartbeat(clock)
-  const peer = new Peer(clock)
-  beat.watch(peer)
+  const { clock, peer } = watched()
   clock.advance(PING + MAX_TICK_MS)
   t.same(peer.pings, [PING + MAX_TICK_MS])
 })
 
 t.test('a frozen vendor is pinged once and found lost within 3 s of its last word (one tick)', async t => {
-  const clock = new FakeClock()
-  const beat = new Heartbeat(clock)
-  const peer = new Peer(clock)
-  beat.watch(peer)
-  for (let ms = 0; ms < 4_130; ms += 10) {
-    peer.write()
-    if (peer.pingOut) peer.pong()
-    clock.advance(10)
-  }
+  const { clock, beat, peer } = watched()
+  talk(clock, peer, 4_130, 10)
   peer.hear() // its last message, then it freezes
   const last = clock.now()
   const before = peer.pings.length

@@ -36,19 +36,31 @@ function world(settings: RebalanceSettings, names = ['a', 'b']) {
     clock,
     (from, to) => moves.push(`${from.name}>${to.name}`)
   )
-  return { clock, p, r, call, reb, moves }
+  /** Streams on a and b. */
+  const streams = (): number[] => [r('a').activeStreams, r('b').activeStreams]
+  /** `n` calls on replica `name`. */
+  const calls = (name: string, n: number, movable = true): void => {
+    for (let i = 0; i < n; i++) call(r(name), movable)
+  }
+  return { clock, p, r, call, calls, reb, moves, streams }
+}
+
+/** A world with `onA` calls on replica a (b empty) and its rebalancer started. */
+function started(settings: RebalanceSettings, onA: number) {
+  const w = world(settings)
+  w.calls('a', onA)
+  w.reb.start()
+  return w
 }
 
 t.test('a recovered replica gets calls back, paced, until the spread holds', async t => {
-  const w = world({ spread: 2, perSecond: 2, settleSeconds: 0 })
-  for (let i = 0; i < 12; i++) w.call(w.r('a'))
-  w.reb.start()
+  const w = started({ spread: 2, perSecond: 2, settleSeconds: 0 }, 12)
   w.clock.advance(1000)
-  t.same([w.r('a').activeStreams, w.r('b').activeStreams], [10, 2], 'two calls in the first second, not all at once')
+  t.same(w.streams(), [10, 2], 'two calls in the first second, not all at once')
   w.clock.advance(1000)
-  t.same([w.r('a').activeStreams, w.r('b').activeStreams], [8, 4])
+  t.same(w.streams(), [8, 4])
   w.clock.advance(10_000)
-  t.same([w.r('a').activeStreams, w.r('b').activeStreams], [7, 5], 'stops once within the spread (2)')
+  t.same(w.streams(), [7, 5], 'stops once within the spread (2)')
   t.equal(w.moves.length, 5)
   t.ok(
     w.moves.every(m => m === 'a>b'),
@@ -61,9 +73,7 @@ t.test("each of N workers moves its share of the instance's perSecond, a share u
   t.same(workerShare(settings, 1), settings, 'one process: the whole rate')
   t.equal(workerShare(settings, 2).perSecond, 1)
   // 4 workers: each moves one call every 2 seconds (a rate under 1/s still moves, at its pace).
-  const w = world(workerShare(settings, 4))
-  for (let i = 0; i < 12; i++) w.call(w.r('a'))
-  w.reb.start()
+  const w = started(workerShare(settings, 4), 12)
   const onB: number[] = []
   for (let s = 0; s < 6; s++) {
     w.clock.advance(1000)
@@ -74,31 +84,29 @@ t.test("each of N workers moves its share of the instance's perSecond, a share u
 
 t.test('only calls that may move do; a down replica gets none; perSecond 0 turns it off', async t => {
   const w = world({ spread: 0, perSecond: 5, settleSeconds: 0 })
-  for (let i = 0; i < 4; i++) w.call(w.r('a'), false)
-  for (let i = 0; i < 2; i++) w.call(w.r('a'))
+  w.calls('a', 4, false)
+  w.calls('a', 2)
   w.reb.tick()
-  t.same([w.r('a').activeStreams, w.r('b').activeStreams], [4, 2], 'the movable calls move; the others decline')
+  t.same(w.streams(), [4, 2], 'the movable calls move; the others decline')
   w.reb.tick()
-  t.same([w.r('a').activeStreams, w.r('b').activeStreams], [4, 2], 'then none is left that may move')
+  t.same(w.streams(), [4, 2], 'then none is left that may move')
   const down = world({ spread: 0, perSecond: 5, settleSeconds: 0 }, ['a', 'b', 'c'])
-  for (let i = 0; i < 6; i++) down.call(down.r('a'))
+  down.calls('a', 6)
   down.p.markDown(down.r('c'), 'audio', 'gone') // ejected
   down.reb.tick()
   t.equal(down.r('c').activeStreams, 0, 'a replica marked down gets no call')
   const off = world({ spread: 0, perSecond: 0, settleSeconds: 0 })
-  for (let i = 0; i < 6; i++) off.call(off.r('a'))
+  off.calls('a', 6)
   off.reb.tick()
   t.equal(off.r('b').activeStreams, 0)
 })
 
 t.test('only an imbalance that lasts settleSeconds moves calls; a passing one (counts lagging) moves none', async t => {
-  const w = world({ spread: 2, perSecond: 2, settleSeconds: 5 })
-  for (let i = 0; i < 8; i++) w.call(w.r('a'))
-  w.reb.start()
+  const w = started({ spread: 2, perSecond: 2, settleSeconds: 5 }, 8)
   w.clock.advance(4000)
-  t.same([w.r('a').activeStreams, w.r('b').activeStreams], [8, 0], 'nothing moves for the first 5 s')
+  t.same(w.streams(), [8, 0], 'nothing moves for the first 5 s')
   // The imbalance goes away for a tick (as counts catch up): the 5 s start again from the next one.
-  for (let i = 0; i < 6; i++) w.call(w.r('b'))
+  w.calls('b', 6)
   w.clock.advance(1000)
   t.same(w.moves, [])
   for (const lease of [...w.r('b').leases]) lease.release()
@@ -111,7 +119,7 @@ t.test('only an imbalance that lasts settleSeconds moves calls; a passing one (c
 
 t.test('issue 32: no call moves onto a replica whose sessions are failing right now, until it answers', async t => {
   const w = world({ spread: 1, perSecond: 5, settleSeconds: 0 }, ['a', 'b', 'c'])
-  for (let i = 0; i < 6; i++) w.call(w.r('a'))
+  w.calls('a', 6)
   w.call(w.r('b'))
   w.p.recordFailure(w.r('c'), 'missed pong', 'audio') // a session on c just failed
   w.reb.start()

@@ -1,19 +1,10 @@
 import t from 'tap'
+import { samples } from '../../helpers/metrics'
 import { Metrics, PREFIX } from '../../../gateway/telemetry/metrics'
 import { aggregateMetrics } from '../../../gateway/workers/aggregate-metrics'
 
 // /metrics of `serve --workers N`: the gateway's series add up over the workers, and each process's own
 // series (RSS, heap, event-loop lag, GC) stay one per process under a `worker` label.
-
-/** The value of each sample line of `name` in Prometheus text, by its label text. */
-function samples(text: string, name: string): Map<string, number> {
-  const out = new Map<string, number>()
-  for (const line of text.split('\n')) {
-    const m = /^(\S+?)(\{[^}]*\})? (\S+)$/.exec(line)
-    if (m !== null && m[1] === name) out.set(m[2] ?? '', Number(m[3]))
-  }
-  return out
-}
 
 t.test('process and Node.js series stay per process with a worker label; gateway series add up', async t => {
   const [w0, w1, main] = [new Metrics(), new Metrics(), new Metrics()]

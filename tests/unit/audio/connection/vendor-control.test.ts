@@ -15,7 +15,7 @@ import { dryRunMapping } from '../../../../gateway/mapping/dry-run'
 import { compileExpr } from '../../../../gateway/mapping/expr'
 import type { MappingInput } from '../../../../gateway/mapping/run'
 import { LegCounters, Metrics } from '../../../../gateway/telemetry/metrics'
-import { frame, harness, Lines, routeConfig } from '../harness'
+import { frame, harness, readyHarness, Lines, routeConfig } from '../harness'
 
 // Vendor control rules (audio.control): how a rule is read and acted on (audio/connection/vendor-control.ts), the
 // session's answer to a vendor that ends or moves its session (on fake connections and the fake clock),
@@ -261,9 +261,7 @@ const ENDED = (then: 'failover' | 'leg'): VendorFailure => ({ kind: 'ended', the
 t.test(
   'session: a vendor that ends a ready session with end: failover is replaced; the owner sees nothing',
   async t => {
-    const h = harness()
-    h.session.start(null)
-    h.conn().ready()
+    const h = readyHarness()
     h.session.feed.write(frame(1))
     h.conn().failWith(ENDED('failover'))
     t.equal(h.session.state, 'RECOVERING')
@@ -277,9 +275,7 @@ t.test(
 )
 
 t.test('session: end: leg ends the platform leg with UPSTREAM_CLOSED; before ready it is a refusal', async t => {
-  const h = harness()
-  h.session.start(null)
-  h.conn().ready()
+  const h = readyHarness()
   h.conn().failWith(ENDED('leg'))
   t.match(h.owner.failures, [{ error: { code: 'UPSTREAM_CLOSED' }, extra: { vendorMessage: 'completed' } }])
   t.equal(h.session.state, 'CLOSED')

@@ -1,25 +1,15 @@
 import t from 'tap'
 import { FlushWheel, TICK_MS, type WheelClient } from '../../../../gateway/audio/feed/coalescer'
-import { type AudioSink, VendorFeed } from '../../../../gateway/audio/feed/feed'
+import { VendorFeed } from '../../../../gateway/audio/feed/feed'
 import { LegCounters } from '../../../../gateway/telemetry/metrics'
 import { FakeClock } from '../../../helpers/fake-clock'
-import { frame, harness, SETTINGS } from '../harness'
+import { frame, harness, readyHarness, recordingSink, SETTINGS } from '../harness'
 
 // Coalescing towards the vendor on the fake clock: the shared flush wheel, chunk boundaries, and the
 // partial chunk at the end, at a park and on failover. Frames are 160 bytes (20 ms); chunks of 100 ms
 // are 800 bytes, five frames.
 
-/** A sink that keeps every write (a copy: the relay's view is only valid during the call). */
-function sink(): AudioSink & { writes: Buffer[]; bufferedAmount: number } {
-  const writes: Buffer[] = []
-  return {
-    writes,
-    bufferedAmount: 0,
-    writeAudio: data => {
-      writes.push(Buffer.from(data instanceof Uint8Array ? data : new Uint8Array(data)))
-    }
-  }
-}
+const sink = recordingSink
 
 /** The first byte of every frame in `writes`, in order (frames are told apart by their first byte). */
 const framesIn = (writes: Buffer[]): number[] => {
@@ -183,9 +173,7 @@ t.test(
 )
 
 t.test('park: the partial chunk goes before the pause frame; a graceful close drains it before goodbye', async t => {
-  const h = harness({ settings: { coalesceMs: 100 } })
-  h.session.start(null)
-  h.conn().ready()
+  const h = readyHarness({ settings: { coalesceMs: 100 } })
   for (let i = 0; i < 7; i++) h.session.feed.write(frame(i))
   h.session.park()
   t.same(framesIn(h.conn().written), range(0, 7), 'written at the park')

@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { Rechunker, Resampler, mulawDecodeInto, pcm16ToBytesLE } from '../../../../gateway/audio/feed/codec'
 
 /** G.711 mu-law decode written out from the standard, independent of the module's table. */
@@ -105,48 +105,41 @@ t.test('PCM16 is written little-endian', async t => {
   t.throws(() => pcm16ToBytesLE(src, 4, dst, 3), RangeError)
 })
 
-t.test('8 kHz → 16 kHz keeps a 1 kHz tone: frequency, level, and no 7 kHz image', async t => {
+/**
+ * A 1 s 1 kHz tone at 8 kHz resampled to `rate` (`up` output samples per input sample, said as `many`): its
+ * length, and on 0.5 s of steady state from `from` (past the start transient: filter delay plus margin, and
+ * before the tail) its frequency within 1 % and its level within ±0.5 dB. The output and that stretch's length.
+ */
+function upsampledTone(t: Test, rate: number, up: number, many: string, from: number): { out: Int16Array; n: number } {
   const input = tone(1000, 8000, 8000, 12000) // 1 s
-  const r = new Resampler(8000, 16000)
-  t.equal(r.up, 2)
+  const r = new Resampler(8000, rate)
+  t.equal(r.up, up)
   t.equal(r.down, 1)
   const out = resampleWhole(r, input)
-  t.equal(out.length, 16000, 'two output samples per input sample')
-
-  // Steady state: skip the start transient (filter delay plus margin) and the tail.
-  const from = 256
-  const n = 8000 // 0.5 s: exactly 500 cycles of 1 kHz and 3500 of 7 kHz at 16 kHz
-  const freq = zeroCrossingFreq(out, from, from + n, 16000)
+  t.equal(out.length, rate, `${many} output samples per input sample`)
+  const n = rate / 2 // 0.5 s: exactly 500 cycles of 1 kHz
+  const freq = zeroCrossingFreq(out, from, from + n, rate)
   t.ok(Math.abs(freq - 1000) / 1000 < 0.01, `zero-crossing frequency ${freq.toFixed(2)} Hz within 1% of 1000 Hz`)
+  const levelIn = rms(input, 128, 128 + 4000)
+  const gainDb = 20 * Math.log10(rms(out, from, from + n) / levelIn)
+  t.ok(Math.abs(gainDb) < 0.5, `level change ${gainDb.toFixed(3)} dB within ±0.5 dB`)
+  return { out, n }
+}
 
+t.test('8 kHz → 16 kHz keeps a 1 kHz tone: frequency, level, and no 7 kHz image', async t => {
+  const from = 256
+  const { out, n } = upsampledTone(t, 16000, 2, 'two', from) // 3500 cycles of 7 kHz in the stretch
   const p1k = goertzel(out, from, n, 1000, 16000)
   for (const f of [900, 1100]) {
     t.ok(db(p1k / goertzel(out, from, n, f, 16000)) > 30, `1 kHz dominates ${f} Hz`)
   }
-
-  const levelIn = rms(input, 128, 128 + 4000)
-  const levelOut = rms(out, from, from + n)
-  const gainDb = 20 * Math.log10(levelOut / levelIn)
-  t.ok(Math.abs(gainDb) < 0.5, `level change ${gainDb.toFixed(3)} dB within ±0.5 dB`)
-
   const imageDb = db(goertzel(out, from, n, 7000, 16000) / p1k)
   t.ok(imageDb < -40, `7 kHz image at ${imageDb.toFixed(1)} dB relative to 1 kHz (< -40 dB)`)
 })
 
 t.test('8 kHz → 24 kHz (OpenAI Realtime pcm16) keeps a 1 kHz tone: frequency, level, no 7 or 9 kHz image', async t => {
-  const input = tone(1000, 8000, 8000, 12000) // 1 s
-  const r = new Resampler(8000, 24000)
-  t.equal(r.up, 3)
-  t.equal(r.down, 1)
-  const out = resampleWhole(r, input)
-  t.equal(out.length, 24000, 'three output samples per input sample')
   const from = 384
-  const n = 12000 // 0.5 s at 24 kHz: 500 cycles of 1 kHz
-  const freq = zeroCrossingFreq(out, from, from + n, 24000)
-  t.ok(Math.abs(freq - 1000) / 1000 < 0.01, `zero-crossing frequency ${freq.toFixed(2)} Hz within 1% of 1000 Hz`)
-  const levelIn = rms(input, 128, 128 + 4000)
-  const gainDb = 20 * Math.log10(rms(out, from, from + n) / levelIn)
-  t.ok(Math.abs(gainDb) < 0.5, `level change ${gainDb.toFixed(3)} dB within ±0.5 dB`)
+  const { out, n } = upsampledTone(t, 24000, 3, 'three', from)
   const p1k = goertzel(out, from, n, 1000, 24000)
   // The images of 1 kHz around 8 kHz and 16 kHz: 7, 9, 15 and 17 kHz.
   for (const f of [7000, 9000, 15000, 17000]) {

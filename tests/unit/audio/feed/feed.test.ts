@@ -1,8 +1,8 @@
 import t from 'tap'
-import { type AudioSink, VendorFeed, type Overflow } from '../../../../gateway/audio/feed/feed'
+import { VendorFeed, type Overflow } from '../../../../gateway/audio/feed/feed'
 import { LegCounters } from '../../../../gateway/telemetry/metrics'
 import { FakeClock } from '../../../helpers/fake-clock'
-import { frame, SETTINGS } from '../harness'
+import { frame, recordingSink, SETTINGS } from '../harness'
 
 // The per-frame path alone: modes, bounds and counters, on a sink that records what it is given.
 
@@ -14,16 +14,9 @@ function newFeed(settings = {}) {
   return { r, clock, counters, overflows }
 }
 
-function sink(): AudioSink & { got: number[]; bufferedAmount: number } {
-  const got: number[] = []
-  return {
-    got,
-    bufferedAmount: 0,
-    writeAudio: data => {
-      got.push(new Uint8Array(data instanceof Uint8Array ? data : new Uint8Array(data))[0])
-    }
-  }
-}
+const sink = recordingSink
+/** The first byte of each write a sink got (frames are told apart by their first byte). */
+const got = (s: { writes: Buffer[] }): number[] => s.writes.map(w => w[0])
 
 t.test('recover: the replay ring goes in front of the queue, trimmed to bufferBytes oldest first, counted', async t => {
   const { r, counters } = newFeed({ replaySeconds: 1 })
@@ -36,7 +29,7 @@ t.test('recover: the replay ring goes in front of the queue, trimmed to bufferBy
   const next = sink()
   r.flowTo(next)
   t.same(
-    next.got,
+    got(next),
     Array.from({ length: 20 }, (_, i) => i + 5)
   )
 })
@@ -50,10 +43,10 @@ t.test('gated: audio queues behind a control frame, then flows in order; retarge
   const b = sink()
   r.retarget(b)
   r.write(frame(2))
-  t.same([a.got, b.got], [[], []])
+  t.same([got(a), got(b)], [[], []])
   r.flowTo(b)
   r.write(frame(3))
-  t.same(b.got, [1, 2, 3])
+  t.same(got(b), [1, 2, 3])
 })
 
 t.test('drainTo hands queued audio over without replay; close counts what is left and later frames', async t => {
@@ -64,7 +57,7 @@ t.test('drainTo hands queued audio over without replay; close counts what is lef
   r.write(frame(1))
   r.write(frame(2))
   r.drainTo(s)
-  t.same(s.got, [1, 2])
+  t.same(got(s), [1, 2])
   r.write(frame(3))
   r.close()
   r.write(frame(4))

@@ -3,7 +3,7 @@ import { join } from 'node:path'
 import { ResultTimeline } from '../../../../gateway/audio/feed/result-timeline'
 import { readVendorMessage, type Verdict } from '../../../../gateway/audio/connection/vendor-message'
 import { loadMapping } from '../../../../gateway/mapping/compile'
-import type { MappingInput } from '../../../../gateway/mapping/run'
+import { LEG_INPUT } from '../harness'
 
 // Issue 32 items 1-3 for vendors whose messages carry several results, or whose times are ISO 8601
 // durations, or that transcribe two channels at once: the shipped mappings read by the gateway.
@@ -16,12 +16,6 @@ import type { MappingInput } from '../../../../gateway/mapping/run'
 
 const ROOT = join(__dirname, '..', '..', '..', '..')
 const load = (name: string) => loadMapping(join(ROOT, 'mappings', `${name}.yaml`)).audio!
-const INPUT = {
-  init: {},
-  leg: { id: 'l', route: 'r', perspective: 'TX', contactId: '1', busNo: '2', requestId: null },
-  route: { name: 'r', params: {}, checksToken: false },
-  upstream: { name: 'a', audio: null, credential: null, hasCredential: false }
-} as MappingInput
 
 function messages(v: Verdict): { message: string; parameters: Record<string, unknown> }[] {
   return v.kind === 'result' ? v.messages.map(m => JSON.parse(m)) : []
@@ -42,7 +36,7 @@ t.test('amazon-transcribe.yaml: each Result of a TranscriptEvent is placed, and 
     body: { Transcript: { Results: results } }
   })
   const read = async (msg: unknown, startFrame: number): Promise<Verdict> =>
-    (await readVendorMessage(tr, { ...INPUT, msg }, 'ready', true, { startFrame, leg })).verdict
+    (await readVendorMessage(tr, { ...LEG_INPUT, msg }, 'ready', true, { startFrame, leg })).verdict
   // A session whose audio starts at the call's frame 50 (1 s).
   const first = messages(await read(event(result('one', 0, 1.2, false), result('two', 1.2, 1.5, true)), 50))
   t.same(
@@ -86,7 +80,7 @@ t.test('audiohook.yaml: transcript entities placed by their ISO 8601 offset and 
   }
   const event = (...entities: unknown[]) => ({ version: '2', id: 's', type: 'event', seq: 3, parameters: { entities } })
   const read = async (msg: unknown, startFrame: number): Promise<Verdict> =>
-    (await readVendorMessage(ah, { ...INPUT, msg }, 'ready', true, { startFrame, leg })).verdict
+    (await readVendorMessage(ah, { ...LEG_INPUT, msg }, 'ready', true, { startFrame, leg })).verdict
   const out = messages(await read(event(transcript('hello', 'PT1.5S', 'PT0.5S'), assist), 100))
   t.same(
     out.map(m => [m.message, m.parameters.offset, m.parameters.duration]),
@@ -127,7 +121,7 @@ t.test("audiohook-stereo.yaml: each entity to the leg of its channel, with that 
     }
   })
   for (const ch of [0, 1]) {
-    const input = { ...INPUT, leg: { ...INPUT.leg, perspective: 'TX+RX' }, msg: event(ch) }
+    const input = { ...LEG_INPUT, leg: { ...LEG_INPUT.leg, perspective: 'TX+RX' }, msg: event(ch) }
     const v = (await readVendorMessage(ah, input, 'ready', true, { startFrame: 0, leg })).verdict
     t.match(v, { kind: 'result', channel: ch }, `channel ${ch}: to its leg, not dropped by the other's final`)
     t.match(messages(v)[0].parameters, { channelId: ch, perspective: ['TX', 'RX'][ch], offset: 'PT1S' })
@@ -147,10 +141,16 @@ t.test('deepgram-stereo.yaml: each channel keeps its own delivered finals; a rep
   })
   const read = async (msg: unknown, startFrame: number): Promise<Verdict> =>
     (
-      await readVendorMessage(dg, { ...INPUT, leg: { ...INPUT.leg, perspective: 'TX+RX' }, msg }, 'ready', true, {
-        startFrame,
-        leg
-      })
+      await readVendorMessage(
+        dg,
+        { ...LEG_INPUT, leg: { ...LEG_INPUT.leg, perspective: 'TX+RX' }, msg },
+        'ready',
+        true,
+        {
+          startFrame,
+          leg
+        }
+      )
     ).verdict
   const a = await read(results(0, 0, 2), 0)
   t.match(a, { kind: 'result', channel: 0 })

@@ -192,27 +192,32 @@ function replay(leg: Leg, capFrames: number, chunkMs: number): string | null {
   return null
 }
 
-t.test('the ring over arbitrary writes, finals and replays, one write per frame', async t => {
-  fc.assert(
-    fc.property(fc.array(step, { maxLength: 150 }), fc.constantFrom(0.1, 0.3, 1), (steps, replaySeconds) => {
-      const bad = run(steps, replaySeconds, 0)
-      if (bad !== null) throw new Error(bad)
-    }),
-    { numRuns: 300 }
-  )
-  t.pass('ceiling kept, only finalized audio released, exact replays, no slab leaked or shared')
-})
+const PROPERTIES: [string, number[], number, string][] = [
+  [
+    'one write per frame',
+    [0.1, 0.3, 1],
+    0,
+    'ceiling kept, only finalized audio released, exact replays, no slab leaked or shared'
+  ],
+  [
+    'writes coalesced to 100 ms',
+    [0.3, 1, 3.5],
+    100,
+    'the same with coalesced writes: released and replayed as whole writes'
+  ]
+]
 
-t.test('the ring over arbitrary writes, finals and replays, writes coalesced to 100 ms', async t => {
-  fc.assert(
-    fc.property(fc.array(step, { maxLength: 150 }), fc.constantFrom(0.3, 1, 3.5), (steps, replaySeconds) => {
-      const bad = run(steps, replaySeconds, 100)
-      if (bad !== null) throw new Error(bad)
-    }),
-    { numRuns: 300 }
-  )
-  t.pass('the same with coalesced writes: released and replayed as whole writes')
-})
+for (const [writes, replays, coalesceMs, holds] of PROPERTIES)
+  t.test(`the ring over arbitrary writes, finals and replays, ${writes}`, async t => {
+    fc.assert(
+      fc.property(fc.array(step, { maxLength: 150 }), fc.constantFrom(...replays), (steps, replaySeconds) => {
+        const bad = run(steps, replaySeconds, coalesceMs)
+        if (bad !== null) throw new Error(bad)
+      }),
+      { numRuns: 300 }
+    )
+    t.pass(holds)
+  })
 
 t.test('a leg whose vendor finalizes every second holds about a second of audio, not its ceiling', async t => {
   const clock = new FakeClock()

@@ -4,10 +4,9 @@ import { VendorFeed } from '../../../../gateway/audio/feed/feed'
 import { ResultTimeline } from '../../../../gateway/audio/feed/result-timeline'
 import { readVendorMessage, type Verdict } from '../../../../gateway/audio/connection/vendor-message'
 import { loadMapping } from '../../../../gateway/mapping/compile'
-import type { MappingInput } from '../../../../gateway/mapping/run'
 import { LegCounters } from '../../../../gateway/telemetry/metrics'
 import { FakeClock } from '../../../helpers/fake-clock'
-import { SETTINGS } from '../harness'
+import { LEG_INPUT, SETTINGS } from '../harness'
 
 // Issue 32 items 1-3 on the fake clock: results placed on the call's timeline by the mapping's `time`
 // (the shipped mappings/deepgram.yaml: Deepgram's Results `start`, `duration` in seconds and `is_final`,
@@ -16,12 +15,6 @@ import { SETTINGS } from '../harness'
 
 const ROOT = join(__dirname, '..', '..', '..', '..')
 const deepgram = loadMapping(join(ROOT, 'mappings', 'deepgram.yaml')).audio!
-const INPUT = {
-  init: {},
-  leg: { id: 'l', route: 'r', perspective: 'TX', contactId: '1', busNo: '2', requestId: null },
-  route: { name: 'r', params: {}, checksToken: false },
-  upstream: { name: 'a', audio: null, credential: null, hasCredential: false }
-} as MappingInput
 
 const results = (start: number, duration: number, final: boolean, text = 'hello'): unknown => ({
   type: 'Results',
@@ -33,7 +26,7 @@ const results = (start: number, duration: number, final: boolean, text = 'hello'
 })
 
 async function read(msg: unknown, startFrame: number, leg: ResultTimeline): Promise<Verdict> {
-  return (await readVendorMessage(deepgram, { ...INPUT, msg }, 'ready', true, { startFrame, leg })).verdict
+  return (await readVendorMessage(deepgram, { ...LEG_INPUT, msg }, 'ready', true, { startFrame, leg })).verdict
 }
 
 t.test('deepgram.yaml declares where a result is; the platform gets its times on the call timeline', async t => {
@@ -66,7 +59,7 @@ t.test('a mapping that cannot say where results are declares it: no placing, no 
   const none = { ...deepgram, time: null }
   const leg = new ResultTimeline()
   leg.deliveredMs = 5000
-  const v = await readVendorMessage(none, { ...INPUT, msg: results(0, 1, true) }, 'ready', true, {
+  const v = await readVendorMessage(none, { ...LEG_INPUT, msg: results(0, 1, true) }, 'ready', true, {
     startFrame: 0,
     leg
   })
@@ -115,7 +108,7 @@ t.test('speechmatics.yaml: AddTranscript and AddPartialTranscript placed by meta
     results: []
   })
   const at = async (m: unknown, startFrame: number): Promise<Verdict> =>
-    (await readVendorMessage(sm, { ...INPUT, msg: m }, 'ready', true, { startFrame, leg })).verdict
+    (await readVendorMessage(sm, { ...LEG_INPUT, msg: m }, 'ready', true, { startFrame, leg })).verdict
   const [final] = messages(await at(msg('AddTranscript', 0.5, 1.5), 50))
   t.same([final.parameters.start, final.parameters.end, final.parameters.isFinal], [1.5, 2.5, true])
   t.equal((await at(msg('AddPartialTranscript', 0, 1.4), 50)).kind, 'before-delivered', 'a partial before it')
@@ -139,7 +132,7 @@ t.test('assemblyai.yaml: a Turn placed by its words (ms); the formatted end of t
     ]
   })
   const at = async (m: unknown, startFrame: number): Promise<Verdict> =>
-    (await readVendorMessage(aai, { ...INPUT, msg: m }, 'ready', true, { startFrame, leg })).verdict
+    (await readVendorMessage(aai, { ...LEG_INPUT, msg: m }, 'ready', true, { startFrame, leg })).verdict
   t.equal((await at(turn(100, 900, true, false), 10)).kind, 'silent', 'the unformatted end of turn: not relayed')
   t.equal(leg.deliveredMs, 0, 'and not the final')
   const [final] = messages(await at(turn(100, 900, true, true), 10))

@@ -20,7 +20,7 @@ import { Metrics, PREFIX } from '../../../../gateway/telemetry/metrics'
 import { FakeClock, flush } from '../../../helpers/fake-clock'
 import { fakePlatform, initFrame } from '../../../helpers/fake-platform'
 import { loneGateway } from '../../../helpers/leg-deps'
-import { FakeConnection, frame, Lines, route, SETTINGS } from '../harness'
+import { connectInto, FakeConnection, fakeLegDeps, frame, Lines, route, SETTINGS } from '../harness'
 
 // Every platform leg state (audio/leg/leg-contract.ts LegState) × every event the leg takes, on a fake
 // platform socket, fake vendor connections, a fake relay link and the fake clock. ROWS below restate
@@ -80,7 +80,7 @@ const ROWS: Record<LegState, Row> = {
 
 const AUTH: AuthSettings = { failureDelayMs: 500, failureBudget: { failures: 0, windowSeconds: 60 } }
 const ME = { instance: 'g1/w0', group: 'g1', url: '', local: 'ws://127.0.0.1:1' }
-const HOLDER = { instance: 'g1/w1', group: 'g1', url: '', local: 'ws://127.0.0.1:2', caller: 'anonymous' }
+const OWNER = { instance: 'g1/w1', group: 'g1', url: '', local: 'ws://127.0.0.1:2', caller: 'anonymous' }
 const IDENTITY = { contactId: 7001, busNo: 4594, perspective: 'TX' }
 const MESSAGE = '{"command":"MESSAGE","messageType":"TRANSCRIPT","message":"hi","parameters":{}}'
 
@@ -110,7 +110,7 @@ interface Link {
   init: string
   key: string
   /** Its reports to the leg; a report of its end (ended, unreachable, failed) comes once it closed itself. */
-  owner: RelayEvents
+  leg: RelayEvents
   written: number[]
   /** Times the leg closed it. */
   closed: number
@@ -184,7 +184,7 @@ function world(opts: Options = {}) {
   const conns: Vendor[] = []
   const links: Link[] = []
   const platform = fakePlatform()
-  const relayLink: RelayLinkFactory = (_place, init, _counters, claims, _deps, owner) => {
+  const relayLink: RelayLinkFactory = (_place, init, _counters, claims, _deps, leg) => {
     const gone =
       <A extends unknown[]>(report: (...a: A) => void) =>
       (...a: A): void => {
@@ -194,11 +194,11 @@ function world(opts: Options = {}) {
     const link: Link = {
       init,
       key: claims.key,
-      owner: {
-        relayText: text => owner.relayText(text),
-        relayEnded: gone(owner.relayEnded.bind(owner)),
-        relayUnreachable: gone(owner.relayUnreachable.bind(owner)),
-        relayFailed: gone(owner.relayFailed.bind(owner))
+      leg: {
+        relayText: text => leg.relayText(text),
+        relayEnded: gone(leg.relayEnded.bind(leg)),
+        relayUnreachable: gone(leg.relayUnreachable.bind(leg)),
+        relayFailed: gone(leg.relayFailed.bind(leg))
       },
       written: [],
       closed: 0,
@@ -229,25 +229,9 @@ function world(opts: Options = {}) {
     armed.push(fn)
     return setTimeout(fn, ms)
   }
-  const leg = new AudioLeg(platform.socket, {
-    route: r,
-    settings: SETTINGS,
-    metrics,
-    ...gw,
-    placement,
-    registry,
-    admission,
-    log: logs.log,
-    clock,
-    legId: 'leg-1',
-    platformHighWaterBytes: 1 << 20,
-    relayLink,
-    connect: (_ctx, replica, input, events) => {
-      const c = new Vendor(replica, input, events)
-      conns.push(c)
-      return c
-    }
-  })
+  const w = { clock, route: r, gw, metrics, log: logs.log, conns }
+  const connect = connectInto(conns, Vendor)
+  const leg = new AudioLeg(platform.socket, fakeLegDeps(w, { placement, registry, admission, relayLink, connect }))
   platform.bind(leg)
   clock.setTimeout = setTimeout
   if (armed.length !== 1) throw new Error(`the leg armed ${armed.length} timers as it was made`)
@@ -300,7 +284,7 @@ const REACH: Record<LegState, { opts?: Options; go: (w: World) => Promise<void> 
   RELAYING: {
     opts: { worker: true },
     go: async w => {
-      await w.store.claimOwner(KEY, HOLDER, 60_000)
+      await w.store.claimOwner(KEY, OWNER, 60_000)
       w.leg.onPlatformText(init())
       await settle()
     }
@@ -537,7 +521,7 @@ const EVENTS: Record<Method | 'handshakeTimer', Check> = {
     t.same(
       paused.filter(([p, r]) => p + r > 0),
       sink,
-      `${row.result}: reading from the vendor or holder paused and resumed`
+      `${row.result}: reading from the vendor or owner paused and resumed`
     )
   },
 
@@ -625,8 +609,8 @@ const EVENTS: Record<Method | 'handshakeTimer', Check> = {
     if (!relayed(t, w, row)) return
     const before = await look(w)
     t.same([w.links[0].init, w.links[0].key], [Buffer.from(init()).toString(), KEY], 'the init, as it came')
-    w.links[0].owner.relayText(MESSAGE)
-    t.same(sentSince(w, before), ['MESSAGE'], "the holder's frame goes to the platform as it is")
+    w.links[0].leg.relayText(MESSAGE)
+    t.same(sentSince(w, before), ['MESSAGE'], "the owner's frame goes to the platform as it is")
     t.equal(w.leg.counters.framesToPlatform, before.counters.framesToPlatform + 1)
     t.equal(w.leg.state, 'RELAYING')
   },
@@ -634,9 +618,9 @@ const EVENTS: Record<Method | 'handshakeTimer', Check> = {
   async relayEnded(t, w, row) {
     if (!relayed(t, w, row)) return
     const before = await look(w)
-    w.links[0].owner.relayEnded(4001, 'holder closed')
-    t.same(sentSince(w, before), [], 'no ERROR of its own (the holder sent its own)')
-    t.same(w.ended.slice(before.ended), [{ code: 4001, reason: 'holder closed' }], "the holder's close code")
+    w.links[0].leg.relayEnded(4001, 'owner closed')
+    t.same(sentSince(w, before), [], 'no ERROR of its own (the owner sent its own)')
+    t.same(w.ended.slice(before.ended), [{ code: 4001, reason: 'owner closed' }], "the owner's close code")
     t.same(await counted(w, before), ['relayed'])
     t.equal(w.leg.state, 'CLOSED')
   },
@@ -644,7 +628,7 @@ const EVENTS: Record<Method | 'handshakeTimer', Check> = {
   async relayFailed(t, w, row) {
     if (!relayed(t, w, row)) return
     const before = await look(w)
-    w.links[0].owner.relayFailed(new GatewayError('UPSTREAM_CLOSED', { detail: 'session holder lost' }))
+    w.links[0].leg.relayFailed(new GatewayError('UPSTREAM_CLOSED', { detail: 'session owner lost' }))
     t.same(sentSince(w, before), ['ERROR UPSTREAM_CLOSED'])
     t.same(w.ended.slice(before.ended), [{ code: 1011, reason: 'UPSTREAM_CLOSED' }])
     t.same(await counted(w, before), ['relayed'])
@@ -655,14 +639,14 @@ const EVENTS: Record<Method | 'handshakeTimer', Check> = {
     if (!relayed(t, w, row)) return
     const before = await look(w)
     const splits = await sample(w, 'audio_reattach_total', { route: 'r', result: 'relay_failed' })
-    w.links[0].owner.relayUnreachable([frame(1), frame(2)], 'connect ECONNREFUSED')
+    w.links[0].leg.relayUnreachable([frame(1), frame(2)], 'connect ECONNREFUSED')
     t.equal(w.leg.state, 'PLACING', 'the leg takes its session over')
     w.leg.onPlatformBinary(frame(3))
     await settle()
     t.equal(w.leg.state, 'CONNECTING', 'served here')
     const split = await sample(w, 'audio_reattach_total', { route: 'r', result: 'relay_failed' })
     t.equal(split - splits, 1, 'counted as a split')
-    t.match(w.logs.lines.slice(before.logs), [{ event: 'reattach_owner_unreachable', owner: HOLDER.instance }])
+    t.match(w.logs.lines.slice(before.logs), [{ event: 'reattach_owner_unreachable', owner: OWNER.instance }])
     w.conns[0].ready()
     t.same(w.conns[0].frames, [1, 2, 3], 'what the link held first, then what the leg held, to the vendor')
     t.match(w.sent.slice(before.sent), [{ command: 'CONNECTED' }])
@@ -693,7 +677,7 @@ async function settles(t: Test, w: World): Promise<void> {
   t.equal(w.clock.pending, 0, 'no timer left')
   t.not(linkView(w), 'open', 'no relay link left open')
   if (w.me !== null) {
-    const probe = { ...HOLDER, instance: 'probe' }
+    const probe = { ...OWNER, instance: 'probe' }
     const owner = await w.store.claimOwner(KEY, probe, 1000)
     t.not(owner.instance, w.me.instance, 'no owner record left naming this process')
   }

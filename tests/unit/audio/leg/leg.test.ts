@@ -1,43 +1,16 @@
 import t from 'tap'
-import { AudioLeg } from '../../../../gateway/audio/leg/leg'
-import { Metrics } from '../../../../gateway/telemetry/metrics'
 import { FakeClock } from '../../../helpers/fake-clock'
-import { fakePlatform, initFrame } from '../../../helpers/fake-platform'
-import { FakeConnection, frame, Lines, route, SETTINGS } from '../harness'
-import { loneGateway } from '../../../helpers/leg-deps'
+import { initFrame } from '../../../helpers/fake-platform'
+import { frame, legWorld, route, SETTINGS } from '../harness'
 
 // The platform leg state machine: a fake platform socket, fake vendor connections, the fake clock.
 
 function world(settings = {}) {
   const clock = new FakeClock()
   const r = route(clock, ['a'])
-  const gw = loneGateway(clock)
-  const registry = gw.registry
-  const metrics = new Metrics()
-  const logs = new Lines()
-  const conns: FakeConnection[] = []
-  let n = 0
-  const leg = () => {
-    const p = fakePlatform()
-    const l = new AudioLeg(p.socket, {
-      route: r,
-      settings: { ...SETTINGS, ...settings },
-      metrics,
-      ...gw,
-      log: logs.log,
-      clock,
-      legId: `leg-${++n}`,
-      platformHighWaterBytes: 1 << 20,
-      connect: (_ctx, replica, input, events) => {
-        const c = new FakeConnection(replica, input, events)
-        conns.push(c)
-        return c
-      }
-    })
-    p.bind(l)
-    return { leg: l, ...p }
-  }
-  return { clock, registry, conns, leg, logs }
+  const w = legWorld(clock, r)
+  const leg = () => w.leg({ settings: { ...SETTINGS, ...settings } })
+  return { clock, registry: w.registry, conns: w.conns, leg, logs: w.logs }
 }
 
 const init = (): ArrayBuffer => initFrame({ contactId: 7001, busNo: 4594, perspective: 'TX' })

@@ -6,8 +6,8 @@ import { MemoryStore } from '../../../../gateway/store/memory'
 import type { OwnerRecord } from '../../../../gateway/store/port'
 import { FakeClock } from '../../../helpers/fake-clock'
 
-// Session owner records (audio/placement/placement.ts): set-if-absent with a TTL, refreshed by their holder, taken
-// over only from a holder found unreachable, released only by their holder; and where a leg is served.
+// Session owner records (audio/placement/placement.ts): set-if-absent with a TTL, refreshed by their owner, taken
+// over only from a owner found unreachable, released only by their owner; and where a leg is served.
 
 const rec = (
   instance: string,
@@ -31,15 +31,15 @@ t.test(
   async t => {
     const j = new LocalOwners()
     t.same(j.claim('s', A, 10_000, 0), A, 'free: claimed')
-    t.same(j.claim('s', B, 10_000, 1_000), A, 'held by a live holder: that holder is answered')
+    t.same(j.claim('s', B, 10_000, 1_000), A, 'owned by a live owner: that owner is answered')
     j.refresh(['s', 'other'], 'a', 10_000, 9_000)
     t.same(j.claim('s', B, 10_000, 15_000), A, 'still live after the refresh (9 s + 10 s)')
     j.refresh(['s'], 'b', 10_000, 18_000)
     t.same(j.claim('s', B, 10_000, 19_001), B, 'a refresh by another instance changed nothing: expired, taken')
-    t.same(j.claim('s', C, 10_000, 19_002, 'a'), B, 'take-over names the unreachable holder: not this one')
-    t.same(j.claim('s', C, 10_000, 19_003, 'b'), C, 'take-over from the holder found unreachable')
+    t.same(j.claim('s', C, 10_000, 19_002, 'a'), B, 'take-over names the unreachable owner: not this one')
+    t.same(j.claim('s', C, 10_000, 19_003, 'b'), C, 'take-over from the owner found unreachable')
     j.release('s', 'b')
-    t.same(j.claim('s', A, 10_000, 19_004), C, 'only the holder releases its record')
+    t.same(j.claim('s', A, 10_000, 19_004), C, 'only the owner releases its record')
     j.release('s', 'c')
     t.same(j.claim('s', A, 10_000, 19_005), A, 'released: free again')
   }
@@ -104,9 +104,9 @@ t.test('placement: here, relayed to a worker of the group, relayed to an instanc
   t.match(
     await p.place('c4', 'static:A', null),
     { kind: 'here', unreachable: /advertiseUrl/ },
-    'a holder without advertiseUrl'
+    'a owner without advertiseUrl'
   )
-  t.match(await p.takeOver('c3', 'static:A', remote, null), { kind: 'here' }, 'taken over from an unreachable holder')
+  t.match(await p.takeOver('c3', 'static:A', remote, null), { kind: 'here' }, 'taken over from an unreachable owner')
   t.equal((await store.claimOwner('c3', rec('other'), 10_000)).instance, 'g1/w0', 'the session is now held here')
 })
 
@@ -122,7 +122,7 @@ t.test(
     t.same(p.place('s', 'static:B', null), { kind: 'refused' })
     t.equal(clock.pending, 1, 'one refresh timer for every session held')
     p.letGo('s', {})
-    t.equal(p.callerOf('s'), 'static:A', 'only its holder lets it go')
+    t.equal(p.callerOf('s'), 'static:A', 'only its owner lets it go')
     p.letGo('s', session)
     t.equal(p.callerOf('s'), undefined)
     t.equal(clock.pending, 0, 'nothing held: no timer')

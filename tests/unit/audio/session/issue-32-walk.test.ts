@@ -3,7 +3,7 @@ import fc from 'fast-check'
 import { ReplicaWalk } from '../../../../gateway/audio/session/failover'
 import type { UpstreamPool } from '../../../../gateway/upstream/pool'
 import { FakeClock } from '../../../helpers/fake-clock'
-import { harness, route, SETTINGS } from '../harness'
+import { harness, readyHarness, route, SETTINGS } from '../harness'
 
 // Issue 32 item 5 on the fake clock: a failover never goes back to the replica it is leaving, nor to one
 // whose sessions are failing right now, until that replica has proven itself again (a probe that passes,
@@ -137,9 +137,7 @@ t.test('a session that closes while its proof is out opens nothing when the proo
 })
 
 t.test('a route with no probe keeps trying the failing replicas last (a session is the only proof)', async t => {
-  const h = harness({ replicas: ['a', 'b'] })
-  h.session.start(null)
-  h.conn().ready()
+  const h = readyHarness({ replicas: ['a', 'b'] })
   h.route.pool.recordFailure(h.replica('b'), 'missed pong', 'audio')
   h.conn().failWith(LOST)
   t.equal(h.conns.length, 2, 'at once, synchronously')

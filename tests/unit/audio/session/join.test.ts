@@ -1,19 +1,14 @@
 import t from 'tap'
-import { AudioLeg, type PlatformLeg } from '../../../../gateway/audio/leg/leg'
 import { joinStates, joinsOf } from '../../../../gateway/audio/session/join'
 import { DRAINS, ON_LEG_START, ON_NEW_LEG, OPENS } from '../../../../gateway/audio/session/join-states'
 import { MULAW_SILENCE, StereoMixer } from '../../../../gateway/audio/session/join-mixer'
 import type { RouteRuntime } from '../../../../gateway/route'
-import { Metrics } from '../../../../gateway/telemetry/metrics'
-import { initMessage } from '../../../../gateway/tools/simulate'
 import { FakeClock } from '../../../helpers/fake-clock'
-import { FakeConnection, Lines, route, SETTINGS } from '../harness'
-import { loneGateway } from '../../../helpers/leg-deps'
+import { initFrame } from '../../../helpers/fake-platform'
+import { type FakeConnection, legWorld, route, SETTINGS } from '../harness'
 
 // The stereo join on the fake clock: the mixer alone, then two platform legs of one contact on fake
 // vendor connections (one shared 20 ms tick, the partner wait, silence fill, results by channel).
-
-type Json = Record<string, any>
 
 /** A 20 ms frame of one byte value. */
 const tone = (v: number): ArrayBuffer => new Uint8Array(160).fill(v).buffer as ArrayBuffer
@@ -55,47 +50,22 @@ function world(join = { channels: ['TX', 'RX'] as ['TX', 'RX'], waitSeconds: 2 }
     frames: { framing: 'binary', encoding: 'mulaw', sampleRate: 8000, chunkMs: null, channels: 2 }
   })
   const r = { ...base, config: { ...base.config, join } } as RouteRuntime
-  const gw = loneGateway(clock)
-  const registry = gw.registry
-  const metrics = new Metrics()
-  const logs = new Lines()
-  const conns: FakeConnection[] = []
-  let n = 0
+  const w = legWorld(clock, r)
   const leg = (perspective: string, contactId = 7001) => {
-    const sent: Json[] = []
-    const ended: number[] = []
-    let l: AudioLeg | null = null
-    const socket: PlatformLeg = {
-      sendText: text => {
-        sent.push(JSON.parse(text))
-        return 1
-      },
-      end: code => {
-        ended.push(code)
-        l?.onPlatformClose(code)
-      },
-      bufferedAmount: () => 0
-    }
-    l = new AudioLeg(socket, {
-      route: r,
-      settings: SETTINGS,
-      metrics,
-      ...gw,
-      log: logs.log,
-      clock,
-      legId: `leg-${++n}`,
-      platformHighWaterBytes: 1 << 20,
-      connect: (_ctx, replica, input, events) => {
-        const c = new FakeConnection(replica, input, events)
-        conns.push(c)
-        return c
-      }
-    })
-    const init = Buffer.from(JSON.stringify(initMessage({ contactId, busNo: 4594, perspective })))
-    l.onPlatformText(init.buffer.slice(init.byteOffset, init.byteOffset + init.length) as ArrayBuffer)
-    return { leg: l, sent, ended }
+    const p = w.leg()
+    p.leg.onPlatformText(initFrame({ contactId, busNo: 4594, perspective }))
+    return { leg: p.leg, sent: p.sent, ended: p.ended }
   }
-  return { clock, registry, conns, leg, metrics, route: r }
+  return { clock, registry: w.registry, conns: w.conns, leg, metrics: w.metrics, route: r }
+}
+
+/** Both legs of contact 7001, TX then RX, and their one vendor session ready. */
+function readyCall() {
+  const w = world()
+  const tx = w.leg('TX')
+  const rx = w.leg('RX')
+  w.conns[0].ready()
+  return { w, tx, rx }
 }
 
 t.test('two legs of a contact share one vendor session; each gets its own CONNECTED', async t => {
@@ -114,10 +84,7 @@ t.test('two legs of a contact share one vendor session; each gets its own CONNEC
 t.test(
   'arrival-time alignment: a side late by one tick starts after 160 silence samples, nothing else filled',
   async t => {
-    const w = world()
-    const tx = w.leg('TX')
-    const rx = w.leg('RX')
-    w.conns[0].ready()
+    const { w, tx, rx } = readyCall()
     tx.leg.onPlatformBinary(tone(1))
     w.clock.advance(20) // tick 1: TX only
     for (let i = 2; i <= 5; i++) {
@@ -162,10 +129,7 @@ t.test('wait timeout: the first leg opens alone after waitSeconds; a late partne
 })
 
 t.test('one side closing keeps the other flowing; it comes back (hold) to the same session', async t => {
-  const w = world()
-  const tx = w.leg('TX')
-  const rx = w.leg('RX')
-  w.conns[0].ready()
+  const { w, tx, rx } = readyCall()
   rx.leg.onPlatformClose(1000) // hold: the platform closes the RX socket
   for (let i = 0; i < 3; i++) {
     tx.leg.onPlatformBinary(tone(9))
@@ -196,11 +160,8 @@ t.test('one side closing keeps the other flowing; it comes back (hold) to the sa
 t.test(
   'both legs hang up: what they sent goes before the pause frame; the join clock sends nothing after it',
   async t => {
-    const w = world()
-    const tx = w.leg('TX')
-    const rx = w.leg('RX')
+    const { w, tx, rx } = readyCall()
     const conn = w.conns[0]
-    conn.ready()
     let writtenAtPause = -1
     const control = conn.control.bind(conn)
     conn.control = (kind, done) => {
@@ -232,10 +193,7 @@ t.test(
 )
 
 t.test('results go to the leg of their channel, or to both', async t => {
-  const w = world()
-  const tx = w.leg('TX')
-  const rx = w.leg('RX')
-  w.conns[0].ready()
+  const { w, tx, rx } = readyCall()
   // FakeConnection.result bypasses the mapping: the channel is what the connection reports.
   ;(w.conns[0] as any).events.result('{"command":"MESSAGE","message":"a"}', 0)
   ;(w.conns[0] as any).events.result('{"command":"MESSAGE","message":"b"}', 1)
@@ -268,10 +226,7 @@ t.test('a vendor session failure ends both legs', async t => {
 })
 
 t.test('failover: a lost vendor connection is replaced, the recent stereo audio replayed, both legs stay', async t => {
-  const w = world()
-  const tx = w.leg('TX')
-  const rx = w.leg('RX')
-  w.conns[0].ready()
+  const { w, tx, rx } = readyCall()
   for (let i = 1; i <= 4; i++) {
     tx.leg.onPlatformBinary(tone(i))
     rx.leg.onPlatformBinary(tone(100 + i))
@@ -302,10 +257,7 @@ t.test('failover: a lost vendor connection is replaced, the recent stereo audio 
 })
 
 t.test('drain: each leg hands off; the vendor session is handed off with the last one', async t => {
-  const w = world()
-  const tx = w.leg('TX')
-  const rx = w.leg('RX')
-  w.conns[0].ready()
+  const { w, tx, rx } = readyCall()
   tx.leg.drain(60)
   t.equal(w.conns[0].state, 'READY', 'the partner still streams: the session stays')
   rx.leg.drain(60)

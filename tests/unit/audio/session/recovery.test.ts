@@ -5,7 +5,7 @@ import { Pacer } from '../../../../gateway/audio/feed/pacer'
 import { VendorFeed, type AudioSink } from '../../../../gateway/audio/feed/feed'
 import { LegCounters } from '../../../../gateway/telemetry/metrics'
 import { FakeClock } from '../../../helpers/fake-clock'
-import { type FakeConnection, frame, harness, SETTINGS } from '../harness'
+import { type FakeConnection, frame, harness, readyHarness, SETTINGS } from '../harness'
 
 // Issue 9, items 3 and 4 on the fake clock: paced recovery, no storm, nothing lost unseen.
 
@@ -169,9 +169,7 @@ t.test(
 t.test(
   'close codes classified by the mapping: auth ends the leg with the vendor reason, scrubbed and bounded',
   async t => {
-    const h = harness({ audio: { closeCodes: { 1008: 'auth', 3005: 'transient' } } })
-    h.session.start(null)
-    h.conn().ready()
+    const h = readyHarness({ audio: { closeCodes: { 1008: 'auth', 3005: 'transient' } } })
     h.conn().failWith({ kind: 'closed', code: 3005, reason: 'internal', socket: null })
     t.equal(h.session.state, 'RECOVERING', 'transient: fail over')
     h.conn().failWith({ kind: 'closed', code: 1008, reason: 'Unauthorized connection: bad key', socket: null })
@@ -273,9 +271,7 @@ t.test(
 )
 
 t.test('failover off: what the lost vendor may not have processed is counted when the leg ends', async t => {
-  const h = harness({ settings: { failoverTimeoutSeconds: 0 } })
-  h.session.start(null)
-  h.conn().ready()
+  const h = readyHarness({ settings: { failoverTimeoutSeconds: 0 } })
   Object.assign(h.conn(), { lossReport: () => ({ bytesSinceLife: 7 * 160, unreadBytes: 9 * 160, lastLifeAt: 0 }) })
   h.conn().failWith({ kind: 'closed', code: 1006, reason: '', socket: null })
   t.match(h.owner.failures, [{ error: { code: 'UPSTREAM_CLOSED' } }])
@@ -283,9 +279,7 @@ t.test('failover off: what the lost vendor may not have processed is counted whe
 })
 
 t.test('the session-open breaker counts sessions lost once ready, never a refusal before ready', async t => {
-  const h = harness({ replicas: ['a'], settings: DEFAULTS, random: () => 0 })
-  h.session.start(null)
-  h.conn().ready()
+  const h = readyHarness({ replicas: ['a'], settings: DEFAULTS, random: () => 0 })
   h.conn().failWith({ kind: 'closed', code: 1006, reason: '', socket: null })
   let refused = 0
   for (let i = 0; i < 4; i++) {

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { type FakeConnection, FakeOwner, frame, type Harness, harness } from '../harness'
+import { type FakeConnection, FakeLeg, frame, type Harness, harness, readyHarness } from '../harness'
 import { EARLY_RESULTS_MAX } from '../../../../gateway/audio/session/kept-results'
 
 // The vendor session state machine on fake connections and a fake clock (tests/unit/audio/harness.ts).
@@ -39,9 +39,7 @@ t.test(
 t.test(
   'backpressure drop-oldest: a backed-up vendor keeps the newest audio, drops counted, flushed on drain',
   async t => {
-    const h = harness()
-    h.session.start(null)
-    h.conn().ready()
+    const h = readyHarness()
     h.conn().bufferedAmount = 5000
     for (let i = 0; i < 25; i++) h.session.feed.write(frame(i))
     t.equal(h.session.counters.dropBackpressure, 5, 'bufferBytes holds 20 frames')
@@ -61,9 +59,7 @@ t.test(
 )
 
 t.test('backpressure close: a backed-up vendor past bufferBytes ends the leg with BACKPRESSURE_OVERFLOW', async t => {
-  const h = harness({ settings: { backpressurePolicy: 'close' } })
-  h.session.start(null)
-  h.conn().ready()
+  const h = readyHarness({ settings: { backpressurePolicy: 'close' } })
   h.conn().bufferedAmount = 5000
   for (let i = 0; i < 21; i++) h.session.feed.write(frame(i))
   t.equal(h.owner.failures[0]?.error.code, 'BACKPRESSURE_OVERFLOW')
@@ -134,9 +130,7 @@ t.test('a mapping failure ends the leg with MAPPING_FAILED at once; its text is 
 t.test(
   'failover: a loss mid-call replays recent audio to a replacement on another replica; the leg stays open',
   async t => {
-    const h = harness()
-    h.session.start(null)
-    h.conn().ready()
+    const h = readyHarness()
     for (let i = 0; i < 8; i++) h.session.feed.write(frame(i))
     const a = h.conn()
     a.failWith(DROPPED)
@@ -162,9 +156,7 @@ t.test(
 t.test(
   'failover backoff and deadline: rounds wait 100, 200, 400… ms (jitter at its top); past failoverTimeoutSeconds the leg ends',
   async t => {
-    const h = harness({ replicas: ['a'] })
-    h.session.start(null)
-    h.conn().ready()
+    const h = readyHarness({ replicas: ['a'] })
     h.session.feed.write(frame(1))
     h.conn().failWith(DROPPED)
     t.equal(h.conns.length, 2, 'the lost replica is still better than none')
@@ -187,9 +179,7 @@ t.test(
 )
 
 t.test('failover off: a loss ends the leg with UPSTREAM_CLOSED and the vendor close code', async t => {
-  const h = harness({ settings: { failoverTimeoutSeconds: 0 } })
-  h.session.start(null)
-  h.conn().ready()
+  const h = readyHarness({ settings: { failoverTimeoutSeconds: 0 } })
   h.conn().failWith({ kind: 'closed', code: 1011, reason: 'oops', socket: null })
   t.match(h.owner.failures, [
     { error: { code: 'UPSTREAM_CLOSED' }, extra: { vendorCloseCode: 1011, vendorCloseReason: 'oops' } }
@@ -197,9 +187,7 @@ t.test('failover off: a loss ends the leg with UPSTREAM_CLOSED and the vendor cl
 })
 
 t.test('replica marked down: the connection is lost without counting against the replica, and fails over', async t => {
-  const h = harness()
-  h.session.start(null)
-  h.conn().ready()
+  const h = readyHarness()
   h.conn().failWith({ kind: 'replica-down', why: 'replica a marked down' })
   t.equal(h.session.state, 'RECOVERING')
   t.equal(h.replica('a').consecutiveFailures, 0)
@@ -207,14 +195,12 @@ t.test('replica marked down: the connection is lost without counting against the
 })
 
 t.test('park, grace, re-attach: paused while parked; the returning leg waits for the resume frame', async t => {
-  const h = harness({ audio: { resume: async () => ({ type: 'resume' }) } })
-  h.session.start(null)
-  h.conn().ready()
+  const h = readyHarness({ audio: { resume: async () => ({ type: 'resume' }) } })
   h.session.park()
   t.equal(h.registry.parkedCount, 1)
   t.same(h.conn().controls, ['pause'])
   h.clock.advance(4000)
-  const back = new FakeOwner()
+  const back = new FakeLeg()
   const claimed = h.registry.claim('r:1:2:TX', back, { again: true }, h.logs.log)
   t.ok(claimed.ok && claimed.value === h.session, 'claimed within grace')
   t.equal(h.registry.parkedCount, 0)
@@ -230,9 +216,7 @@ t.test('park, grace, re-attach: paused while parked; the returning leg waits for
 })
 
 t.test('park: no re-attach within the grace closes the vendor session with a goodbye', async t => {
-  const h = harness()
-  h.session.start(null)
-  h.conn().ready()
+  const h = readyHarness()
   h.session.park()
   h.clock.advance(4999)
   t.equal(h.session.state, 'READY')
@@ -240,7 +224,7 @@ t.test('park: no re-attach within the grace closes the vendor session with a goo
   t.equal(h.session.state, 'CLOSED')
   t.equal(h.conn().state, 'CLOSING', 'the connection says goodbye')
   t.same(
-    h.registry.claim('r:1:2:TX', new FakeOwner(), {}, h.logs.log),
+    h.registry.claim('r:1:2:TX', new FakeLeg(), {}, h.logs.log),
     { ok: true, value: null },
     'nothing left to claim'
   )
@@ -265,10 +249,8 @@ t.test('park: a session still opening is closed, not kept; a parked session that
 })
 
 t.test('supersede: a second leg with the same identity takes the session over from the first', async t => {
-  const h = harness()
-  h.session.start(null)
-  h.conn().ready()
-  const second = new FakeOwner()
+  const h = readyHarness()
+  const second = new FakeLeg()
   h.registry.claim('r:1:2:TX', second, {}, h.logs.log)
   t.equal(h.owner.supersededCount, 1)
   t.equal(h.session.attached, second)
@@ -280,9 +262,7 @@ t.test('supersede: a second leg with the same identity takes the session over fr
 t.test(
   'rotation: a new connection on the same replica takes over when ready; a failed one keeps the current',
   async t => {
-    const h = harness({ audio: { rotateAfterMs: 1000 } })
-    h.session.start(null)
-    h.conn().ready()
+    const h = readyHarness({ audio: { rotateAfterMs: 1000 } })
     const first = h.conn()
     h.clock.advance(1000)
     t.equal(h.conns.length, 2)
@@ -314,9 +294,7 @@ function rotated(
     before?: (h: Harness) => void
   } = {}
 ): { h: Harness; first: FakeConnection; second: FakeConnection } {
-  const h = harness({ audio: { rotateAfterMs: 1000, ...opts.audio } })
-  h.session.start(null)
-  h.conn().ready()
+  const h = readyHarness({ audio: { rotateAfterMs: 1000, ...opts.audio } })
   const first = h.conn()
   first.confirmWaits = opts.confirmWaits ?? false
   opts.before?.(h)
@@ -368,7 +346,7 @@ t.test(
   async t => {
     const { h, first, second } = rotated({ audio: { resume: async () => ({ type: 'resume' }) }, confirmWaits: true })
     h.session.park()
-    h.registry.claim('r:1:2:TX', new FakeOwner(), { again: true }, h.logs.log)
+    h.registry.claim('r:1:2:TX', new FakeLeg(), { again: true }, h.logs.log)
     t.equal(h.session.state, 'RESUMING')
     first.confirmed()
     t.equal(first.state, 'CLOSING', 'the old one says goodbye')
@@ -401,27 +379,23 @@ t.test(
 )
 
 t.test('close: graceful hands queued audio to the vendor, then goodbye; the registry forgets the session', async t => {
-  const h = harness()
-  h.session.start(null)
-  h.conn().ready()
+  const h = readyHarness()
   h.conn().bufferedAmount = 5000
   h.session.feed.write(frame(1))
   h.session.close(true)
   t.same(h.conn().frames, [1])
   t.equal(h.conn().state, 'CLOSING')
-  t.same(h.registry.claim('r:1:2:TX', new FakeOwner(), {}, h.logs.log), { ok: true, value: null })
+  t.same(h.registry.claim('r:1:2:TX', new FakeLeg(), {}, h.logs.log), { ok: true, value: null })
   t.equal(h.clock.pending, 0, 'no timer left behind')
 })
 
 t.test('park: results that come while parked reach the leg that re-attaches, in order, bounded', async t => {
-  const h = harness()
-  h.session.start(null)
-  h.conn().ready()
+  const h = readyHarness()
   h.conn().result('before')
   t.same(h.owner.delivered, ['before'])
   h.session.park()
   for (let i = 0; i < EARLY_RESULTS_MAX + 5; i++) h.conn().result(`while parked ${i}`)
-  const back = new FakeOwner()
+  const back = new FakeLeg()
   const claimed = h.registry.claim('r:1:2:TX', back, {}, h.logs.log)
   t.ok(claimed.ok && claimed.value === h.session, 'claimed within grace')
   t.equal(back.delivered.length, EARLY_RESULTS_MAX, 'what a parked session keeps, and no more')

@@ -5,7 +5,7 @@ import type { RouteRuntime, TeeRuntime } from '../../../../gateway/route'
 import { Metrics } from '../../../../gateway/telemetry/metrics'
 import { FakeClock } from '../../../helpers/fake-clock'
 import { fakePlatform, initFrame } from '../../../helpers/fake-platform'
-import { FakeConnection, frame, Lines, route, SETTINGS } from '../harness'
+import { type FakeConnection, fakeLegDeps, frame, Lines, route, SETTINGS } from '../harness'
 import { loneGateway } from '../../../helpers/leg-deps'
 
 // A platform leg whose route has tees, on fake vendor connections and the fake clock: replica `a` is the
@@ -24,21 +24,9 @@ function world(results: 'drop' | 'forward' = 'drop', tees = 1) {
   const logs = new Lines()
   const conns: FakeConnection[] = []
   const platform = fakePlatform()
-  const leg = new AudioLeg(platform.socket, {
-    route: r,
-    settings: { ...SETTINGS, failoverTimeoutSeconds: 1 },
-    metrics,
-    ...loneGateway(clock),
-    log: logs.log,
-    clock,
-    legId: 'leg-1',
-    platformHighWaterBytes: 1000,
-    connect: (_ctx, replica, input, events) => {
-      const c = new FakeConnection(replica, input, events)
-      conns.push(c)
-      return c
-    }
-  })
+  const deps = { settings: { ...SETTINGS, failoverTimeoutSeconds: 1 }, platformHighWaterBytes: 1000 }
+  const gw = loneGateway(clock)
+  const leg = new AudioLeg(platform.socket, fakeLegDeps({ clock, route: r, gw, metrics, log: logs.log, conns }, deps))
   platform.bind(leg)
   leg.onPlatformText(initFrame({ contactId: 7001, busNo: 4594, perspective: 'TX' }))
   const of = (replica: string): FakeConnection[] => conns.filter(c => c.replica.name === replica)
