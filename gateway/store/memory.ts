@@ -1,3 +1,4 @@
+import { systemClock, Timer } from '../clock'
 import { LocalAuthState } from './local-auth'
 import { LocalCalls } from './local-calls'
 import { LocalOwners } from './local-owners'
@@ -93,17 +94,16 @@ export class MemoryStore implements Store {
   onSync(fn: () => void): void {
     this.listeners.push(fn)
   }
-  private sweeper: NodeJS.Timeout | null = null
+  private readonly sweeper = new Timer(systemClock)
   async start(): Promise<void> {
     // Expired affinities nobody asked for again are swept, so a long-running instance does not grow.
-    this.sweeper = setInterval(() => {
+    this.sweeper.every(60_000, () => {
       const now = Date.now()
       for (const [k, v] of this.affinity) if (v.until < now) this.affinity.delete(k)
-    }, 60_000)
-    this.sweeper.unref()
+    })
   }
 
   async close(): Promise<void> {
-    if (this.sweeper !== null) clearInterval(this.sweeper)
+    this.sweeper.clear()
   }
 }

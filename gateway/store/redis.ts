@@ -1,5 +1,6 @@
 import type { Cluster, ClusterOptions, default as Redis, RedisOptions } from 'ioredis'
 import type { RateLimiterRedis } from 'rate-limiter-flexible'
+import { systemClock, Timer } from '../clock'
 import { LocalAuthState } from './local-auth'
 import type { Affinity, CallRecord, FailureWindow, HealthRecord, OwnerRecord, QuotaStore, Store } from './port'
 import { RedisCalls } from './redis-calls'
@@ -53,7 +54,7 @@ export class RedisStore implements Store, QuotaStore {
   private readonly link: RedisLink
   /** Count a failed command: the store is not up until a sync succeeds. */
   private readonly failed = (op: StoreOp, err: unknown): void => this.link.failed(op, err)
-  private timer: NodeJS.Timeout | null = null
+  private readonly timer = new Timer(systemClock)
   private readonly listeners: (() => void)[] = []
   private syncing: Promise<void> | null = null
   /**
@@ -311,14 +312,11 @@ export class RedisStore implements Store, QuotaStore {
     }
     if (this.link.connected()) await this.sync()
     this.link.sayNotUpAtStart()
-    this.timer = setInterval(() => {
-      void this.sync()
-    }, this.opts.syncIntervalMs)
-    this.timer.unref()
+    this.timer.every(this.opts.syncIntervalMs, () => void this.sync())
   }
 
   async close(): Promise<void> {
-    if (this.timer !== null) clearInterval(this.timer)
+    this.timer.clear()
     // Our own quit at shutdown is not an outage: nothing is said of it (store/redis-link.ts).
     const was = this.link.close()
     try {

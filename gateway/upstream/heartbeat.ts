@@ -1,4 +1,4 @@
-import { type Clock, perClock, type TimerHandle } from '../clock'
+import { type Clock, perClock, Timer } from '../clock'
 
 /**
  * One watched peer (upstream/ws-leg.ts `VendorSocket`): it says when it last heard from the peer, and the
@@ -43,11 +43,13 @@ export function tickFor(pingMs: number, windowMs: number): number {
  */
 export class Heartbeat {
   private readonly watched = new Set<Beating>()
-  private timer: TimerHandle | null = null
+  private readonly timer: Timer
   private tickMs = MAX_TICK_MS
   private lastTick = 0
 
-  constructor(private readonly clock: Clock) {}
+  constructor(private readonly clock: Clock) {
+    this.timer = new Timer(clock)
+  }
 
   /** Peers watched now. */
   get size(): number {
@@ -56,27 +58,24 @@ export class Heartbeat {
 
   /** The interval of the one timer (ms); null while nothing is watched. */
   get interval(): number | null {
-    return this.timer === null ? null : this.tickMs
+    return this.timer.pending ? this.tickMs : null
   }
 
   watch(peer: Beating): void {
     this.watched.add(peer)
     const tick = tickFor(peer.pingMs, peer.windowMs)
-    if (this.timer !== null && tick >= this.tickMs) return
-    this.tickMs = this.timer === null ? tick : Math.min(tick, this.tickMs)
+    if (this.timer.pending && tick >= this.tickMs) return
+    this.tickMs = this.timer.pending ? Math.min(tick, this.tickMs) : tick
     this.arm()
   }
 
   forget(peer: Beating): void {
-    if (!this.watched.delete(peer) || this.watched.size > 0 || this.timer === null) return
-    this.clock.clearInterval(this.timer)
-    this.timer = null
+    if (this.watched.delete(peer) && this.watched.size === 0) this.timer.clear()
   }
 
   private arm(): void {
-    if (this.timer !== null) this.clock.clearInterval(this.timer)
     this.lastTick = this.clock.now()
-    this.timer = this.clock.setInterval(() => this.tick(), this.tickMs)
+    this.timer.every(this.tickMs, () => this.tick())
   }
 
   /** One walk over every watched peer (the timer's; a test may call it at times of its own). */
@@ -98,10 +97,7 @@ export class Heartbeat {
         peer.lost(now)
       } else if (ping && !peer.pingOut) peer.pingDue(now)
     }
-    if (this.watched.size === 0 && this.timer !== null) {
-      this.clock.clearInterval(this.timer)
-      this.timer = null
-    }
+    if (this.watched.size === 0) this.timer.clear()
   }
 }
 
