@@ -30,7 +30,7 @@ export const systemClock: Clock = {
 /**
  * A self-cancelling timer (the AudioHook reference's `startTimeout` subscription): at most one callback
  * pending. `set` and `every` replace whatever was pending; `clear` is harmless when nothing is; a cleared
- * or replaced callback never runs. Holders keep one `Timer` instead of a `TimerHandle | null` field.
+ * or replaced callback never runs. Owners of a timer keep one `Timer` instead of a `TimerHandle | null` field.
  */
 export class Timer {
   private handle: TimerHandle | null = null

@@ -8,7 +8,7 @@ import { cannotListen } from '../errors'
  * them: a second gateway started on a taken port would serve half the calls without a word. So every
  * listener is `exclusive` (a second bind fails, and that gateway does not start) except the public and
  * fleet listeners of the workers of one `serve --workers N`, which are `shared` among those workers;
- * their main process claims the port first (`claimPort`) and holds it until they listen (`holdPort`).
+ * their main process claims the port first (`claimPort`) and reserves it until they listen (`reservePort`).
  */
 export type PortUse = 'exclusive' | 'shared'
 
@@ -64,7 +64,7 @@ export async function claimPort(host: string, port: number): Promise<number> {
  * then failed. A connection that reaches the hold (none should: the instance is not listening yet) is
  * closed. Returns the release.
  */
-export async function holdPort(host: string, port: number): Promise<() => void> {
+export async function reservePort(host: string, port: number): Promise<() => void> {
   const app = uWS.App().any('/*', res => {
     res.close()
   })

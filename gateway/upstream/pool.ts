@@ -32,7 +32,7 @@ export class Replica {
   ejectedSince: string | null = null
   /** Session-open breaker: when recent vendor sessions were lost soon after they opened (clock ms, oldest first). */
   readonly quickLosses: number[] = []
-  /** Held off by the session-open breaker until (clock ms): not even a last resort. */
+  /** Benched by the session-open breaker until (clock ms): not even a last resort. */
   breakerUntil = 0
   /**
    * Failing right now: a vendor session of this process on it failed gateway-side (a connect error, an
@@ -69,7 +69,7 @@ export class Replica {
     return this.ejectedUntil > this.clock.now()
   }
 
-  get heldOff(): boolean {
+  get benched(): boolean {
     return this.breakerUntil > this.clock.now()
   }
 
@@ -259,7 +259,7 @@ export class UpstreamPool {
   /**
    * The session-open rate limit (a circuit breaker): a vendor session on `r` that ended (lost or refused,
    * never a graceful close) `livedMs` after it was opened. `quickLosses` of them within `windowSeconds`,
-   * each under `quickLossSeconds`, hold the replica off for `holdOffSeconds`: no new session goes to it,
+   * each under `quickLossSeconds`, bench the replica for `holdOffSeconds`: no new session goes to it,
    * even when it is the route's last (legs recovering onto it wait, within their failover deadline);
    * its live streams stay. Counted and logged as an ejection (source `breaker`). True when it tripped.
    */

@@ -9,7 +9,7 @@ import { type HealthRecord, isQuotaStore, type Store } from '../store/port'
 import type { AdmissionMessage, StoreAsk, StoreWrite, ToWorker } from './protocol'
 
 /** What one worker holds of the main process's services: to give back when it exits. */
-interface Holdings {
+interface WorkerAccount {
   /** Leg places taken and not released, by number. */
   places: Map<number, () => void>
   /** Its live streams per `route/replica` (the others' sum is each worker's `otherStreams`). */
@@ -22,11 +22,11 @@ interface Holdings {
  * What the main process of `serve --workers N` serves its workers: the in-memory store they share
  * (health, stream counts, affinity, revocations, failure counts, session owner records), and the
  * gateway's admission (auth/admission.ts): the failure budget and the leg limits, counted here once for
- * every worker. A worker that exits gives back what it held.
+ * every worker. A worker that exits gives back what it had.
  */
 export class MainServices {
   readonly admission: LocalAdmission
-  private readonly held = new Map<number, Holdings>()
+  private readonly accounts = new Map<number, WorkerAccount>()
   private nextPlace = 1
 
   constructor(
@@ -49,7 +49,7 @@ export class MainServices {
   /** Every worker's streams but `worker`'s, summed per `route/replica`. */
   othersOf(worker: number): [string, number][] {
     const others = new Map<string, number>()
-    for (const [w, h] of this.held)
+    for (const [w, h] of this.accounts)
       if (w !== worker) for (const [k, n] of h.streams) others.set(k, (others.get(k) ?? 0) + n)
     return [...others]
   }
@@ -99,7 +99,7 @@ export class MainServices {
           if (typeof taken !== 'function')
             return this.post(worker, { t: 'place-taken', id: m.id, place: null, limit: taken })
           // The worker exited while the fleet's count answered: nobody will release the place.
-          if (this.held.get(worker) !== h) return taken()
+          if (this.accounts.get(worker) !== h) return taken()
           const place = this.nextPlace++
           h.places.set(place, taken)
           this.post(worker, { t: 'place-taken', id: m.id, place })
@@ -119,19 +119,19 @@ export class MainServices {
 
   /** A worker exited: its legs' places are free again, and the owner records of its sessions go. */
   workerGone(worker: number): void {
-    const h = this.held.get(worker)
+    const h = this.accounts.get(worker)
     if (h === undefined) return
-    this.held.delete(worker)
+    this.accounts.delete(worker)
     for (const release of h.places.values()) release()
     // Its sessions died with it: a leg of one of them is served anew at once, not relayed to a dead port.
     if (h.instance !== null) this.store.releaseOwnersOf(h.instance)
   }
 
-  private of(worker: number): Holdings {
-    let h = this.held.get(worker)
+  private of(worker: number): WorkerAccount {
+    let h = this.accounts.get(worker)
     if (h === undefined) {
       h = { places: new Map(), streams: new Map(), instance: null }
-      this.held.set(worker, h)
+      this.accounts.set(worker, h)
     }
     return h
   }

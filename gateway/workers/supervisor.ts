@@ -5,7 +5,7 @@ import { systemClock } from '../clock'
 import { adminRefused } from '../server/admin'
 import { announceReload, configView, type ReloadReport } from '../server/reload'
 import { CLOSED_LABELS } from '../server/metric-labels'
-import { claimPort, holdPort } from '../server/listen'
+import { claimPort, reservePort } from '../server/listen'
 import type { Config } from '../config/types'
 import { MemoryStore } from '../store/memory'
 import type { Store } from '../store/port'
@@ -56,21 +56,21 @@ interface Claimed {
   letGo: () => void
 }
 
-/** Claimed before the workers share them (server/listen.ts): a port another process holds stops the start. */
+/** Claimed before the workers share them (server/listen.ts): a port another process has stops the start. */
 async function claimPorts(config: Config): Promise<Claimed> {
   const port = await claimPort(config.listen.host, config.listen.port)
-  const holds = [await holdPort(config.listen.host, port)]
+  const reserved = [await reservePort(config.listen.host, port)]
   const fleetPort =
     config.fleet.advertiseUrl !== undefined || config.fleet.port === 0
       ? await claimPort(config.fleet.host, config.fleet.port)
       : config.fleet.port
   if (fleetPort !== config.fleet.port || config.fleet.advertiseUrl !== undefined)
-    holds.push(await holdPort(config.fleet.host, fleetPort))
+    reserved.push(await reservePort(config.fleet.host, fleetPort))
   return {
     port,
     fleetPort,
     letGo: () => {
-      for (const release of holds) release()
+      for (const release of reserved) release()
     }
   }
 }

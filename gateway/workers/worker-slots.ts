@@ -44,7 +44,7 @@ export interface SlotsParts {
   sync: () => void
   /** A worker serves (marked up, synced, logged). */
   onReady: () => void
-  /** A worker left (marked exited, before the sync): its holdings go. */
+  /** A worker left (marked exited, before the sync): what it had goes. */
   onGone: (slot: Slot) => void
   /** The start failed: a worker could not start, or exited before serving. */
   startFailed: (err: Error) => void

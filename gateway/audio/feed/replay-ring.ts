@@ -142,7 +142,7 @@ export class ReplayRing implements RingContent {
   }
 
   /** The id of each slab held, oldest first (checks of the pool's bookkeeping; not on the audio path). */
-  heldSlabs(): number[] {
+  slabsInUse(): number[] {
     const out: number[] = []
     for (let k = 0; k < this.slabCount; k++) out.push(this.slabs[(this.slabHead + k) % this.slabs.length])
     return out

@@ -111,18 +111,18 @@ export const BARE = {
 } as const satisfies Record<string, LegPhase>
 
 /** What a phase holds that the leg lets go when it ends, or pauses under platform backpressure. */
-export interface Holdings {
+export interface LegTies {
   readonly session: Session | null
   readonly link: LegLink | null
 }
 
-const NOTHING: Holdings = { session: null, link: null }
+const NOTHING: LegTies = { session: null, link: null }
 
 /** What ended on its own side before the leg did (failed, taken by another leg): it is not let go again. */
 export type Gone = 'session' | 'link' | null
 
 /** The session or relay link `phase` holds (none before CONNECTING, nor in REFUSING or CLOSED), but what is `gone`. */
-export function holdings(phase: LegPhase, gone: Gone = null): Holdings {
+export function tiesOf(phase: LegPhase, gone: Gone = null): LegTies {
   switch (phase.state) {
     case 'CONNECTING':
     case 'STREAMING':
@@ -142,7 +142,7 @@ export function holdings(phase: LegPhase, gone: Gone = null): Holdings {
 
 /** Platform backpressure: reading from the vendor side (the session, or the relay link) pauses, or resumes. */
 export function pauseVendorSide(phase: LegPhase, pause: boolean): void {
-  const { session, link } = holdings(phase)
+  const { session, link } = tiesOf(phase)
   session?.readVendor(!pause)
   if (pause) link?.pause()
   else link?.resume()
@@ -198,7 +198,7 @@ export type LegEnd = 'park' | 'close' | 'nothing' | { handOffSeconds: number }
  * closed, or handed off in a drain), unless another leg took it meanwhile, or closes its relay link.
  * Returns what became of the session.
  */
-export function letGo({ session, link }: Holdings, leg: SessionEvents, was: LegState, how: LegEnd): SessionFate {
+export function letGo({ session, link }: LegTies, leg: SessionEvents, was: LegState, how: LegEnd): SessionFate {
   if (ON_END[was] === 'close-link') link?.close()
   if (session === null) return 'none'
   if (session.attached !== leg) return 'taken'

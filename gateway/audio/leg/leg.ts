@@ -24,7 +24,7 @@ import {
   type AcceptedLeg,
   BARE,
   CLOSE_OUTCOME,
-  holdings,
+  tiesOf,
   letGo,
   pauseVendorSide,
   ON_BINARY,
@@ -59,7 +59,7 @@ type Extra = Record<string, unknown>
  * no parse, no await, no log, no allocation, no prom-client call.
  */
 export class AudioLeg implements SessionEvents, RelayEvents {
-  /** Its state and what it holds there (audio/leg/leg-contract.ts LegPhase). */
+  /** Its state and what it is tied to there (audio/leg/leg-contract.ts LegPhase). */
   private phase: LegPhase = BARE.AWAIT_INIT
   readonly counters: LegCounters
   /** Its summary line and call record (audio/leg/leg-call.ts). */
@@ -269,7 +269,7 @@ export class AudioLeg implements SessionEvents, RelayEvents {
     if (reattached) reattach(this.deps, session, this, this.log, checked)
     this.call.attached(session, reattached)
     this.audio.toSession(session)
-    // A caller mismatch found at the start closes the session; REFUSING holds none.
+    // A caller mismatch found at the start closes the session; REFUSING has none.
     if (!reattached) startLegSession(this.deps, session, this.log, checked, () => this.callerMismatch())
   }
 
@@ -373,7 +373,7 @@ export class AudioLeg implements SessionEvents, RelayEvents {
   }
 
   /**
-   * The leg is over: what it holds is let go as `ON_END` says for the state it was in (audio/leg/leg-contract.ts
+   * The leg is over: what it is tied to is let go as `ON_END` says for the state it was in (audio/leg/leg-contract.ts
    * `letGo`), its outcome counted, its one `leg_summary` line written (`closeCode`: the platform's or ours).
    */
   private end(outcome: string, how: LegEnd, closeCode: number, gone: Gone = null): void {
@@ -384,14 +384,14 @@ export class AudioLeg implements SessionEvents, RelayEvents {
     // Frames read from the platform and still held (its checks or its placement were under way): counted.
     this.counters.dropAfterClose += this.audio.stop()
     this.out.early.drop()
-    const holds = holdings(was, gone)
+    const ties = tiesOf(was, gone)
     this.releasePlace()
     this.releasePlace = () => {}
     this.counters.active = false
     this.deps.metrics.sessionsTotal.inc({ route: this.deps.route.name, outcome })
     this.deps.metrics.tenantLegs.inc({ tenant: this.call.tenant, outcome })
     this.deps.metrics.endLeg(this.counters)
-    const fate = letGo(holds, this, was.state, how)
-    this.call.ended(this.log, { outcome, closeCode, fate, session: holds.session })
+    const fate = letGo(ties, this, was.state, how)
+    this.call.ended(this.log, { outcome, closeCode, fate, session: ties.session })
   }
 }

@@ -273,7 +273,7 @@ export class ReplicaWalk {
   refill(): void {
     const lost = this.lostReplica
     let all = this.pool.audioCandidates(lost === null ? undefined : new Set([lost]))
-    if (all.length === 0 && lost?.config.audio !== undefined && !lost.heldOff) all = [lost]
+    if (all.length === 0 && lost?.config.audio !== undefined && !lost.benched) all = [lost]
     this.round(all)
   }
 

@@ -125,7 +125,7 @@ function check(legs: Leg[], capFrames: number, ceiling: number, base: number): s
     if (first > Math.max(open, leg.ceilingCut))
       return `leg ${i}: frame ${Math.max(open, leg.ceilingCut)} released before a final covered it (ring from ${first})`
     if (capFrames > 0 && ring.frames > capFrames) return `leg ${i}: ${ring.frames} frames over ${capFrames}`
-    held.push(...ring.heldSlabs())
+    held.push(...ring.slabsInUse())
   }
   if (new Set(held).size !== held.length) return 'a slab is held by two rings'
   if (audioSlabs.taken - base !== held.length) return `${audioSlabs.taken - base} slabs taken, ${held.length} held`

@@ -124,7 +124,7 @@ t.test(
     }
     drive(h, 10_000, endAfter)
     t.ok(h.conns.length <= 4, `${h.conns.length} vendor sessions in 10 s`)
-    t.ok(h.replica('a').heldOff, 'the replica is held off by its session-open breaker')
+    t.ok(h.replica('a').benched, 'the replica is benched by its session-open breaker')
     t.match(h.replica('a').ejectReason, /3 vendor sessions lost within 5 s of opening/)
     const text = await h.metrics.registry.metrics()
     t.match(text, /assist_gateway_audio_failovers_total\{route="r",result="backoff"\} [1-9]/, 'backoffs counted')
@@ -290,5 +290,5 @@ t.test('the session-open breaker counts sessions lost once ready, never a refusa
   }
   t.ok(refused >= 3, `${refused} replacements refused before ready`)
   t.equal(h.replica('a').quickLosses.length, 1, 'only the loss after ready counts')
-  t.notOk(h.replica('a').heldOff)
+  t.notOk(h.replica('a').benched)
 })
