@@ -27,6 +27,9 @@ export interface MappingInput {
   item?: unknown
 }
 
+/** The input of one vendor socket's expressions: with its `session`. */
+export type SocketInput = MappingInput & { readonly session: NonNullable<MappingInput['session']> }
+
 /**
  * What control expressions read of the vendor socket's audio timeline (`session.audio`), in ms:
  * `paused` the vendor has audio held or discarded now, `positionMs` audio on the timeline (sent, and

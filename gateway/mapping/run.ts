@@ -2,7 +2,7 @@ import type { Result } from '../result'
 import type { Expr } from './expr'
 
 /** Kept importable from here: the audio side reads its input type from this file. */
-export type { MappingInput } from './audio'
+export type { MappingInput, SocketInput } from './audio'
 
 /** What one evaluation gave: its value, or JSONata's error as text. */
 export type Outcome = Result<unknown>

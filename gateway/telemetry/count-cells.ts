@@ -33,7 +33,8 @@ export class CountCells {
     const key = labels.join('\n')
     let c = this.cells.get(key)
     if (c === undefined) {
-      c = new Cell(this.counter!.labels(...labels))
+      if (this.counter === null) throw new Error('CountCells: a cell asked for before bind')
+      c = new Cell(this.counter.labels(...labels))
       this.cells.set(key, c)
     }
     return c

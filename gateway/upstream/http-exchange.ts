@@ -51,7 +51,8 @@ export class Exchange implements Dispatcher.DispatchHandler {
   private status = 0
   private headers: Record<string, string> = {}
   private readonly chunks: Buffer[] = []
-  private resolve!: (a: RawAnswer) => void
+  /** Set by the promise's executor, which runs at once (the next field's initializer). */
+  private resolve: (a: RawAnswer) => void = () => {}
   /** Settles once, with the whole answer or the error (never rejects). */
   readonly answer = new Promise<RawAnswer>(resolve => {
     this.resolve = resolve

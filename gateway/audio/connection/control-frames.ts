@@ -1,7 +1,7 @@
 import type { Timer } from '../../clock'
 import type { AudioMapping } from '../../mapping/audio'
 import type { Expr } from '../../mapping/expr'
-import { type MappingInput, run } from '../../mapping/run'
+import { run, type SocketInput } from '../../mapping/run'
 import type { ConnectionContext } from './connection-contract'
 import { type FrameCounters, fillControl } from '../feed/encoder'
 import type { VendorControl } from './vendor-control'
@@ -28,7 +28,7 @@ export class ControlFrames {
    * Evaluates `expr` and sends its frame(s). A failing `open` is the caller's to fail the connection
    * with: its error is returned, unlogged. Any other failure is counted, logged and skipped (null).
    */
-  async send(expr: Expr, stage: ControlStage, input: MappingInput): Promise<string | null> {
+  async send(expr: Expr, stage: ControlStage, input: SocketInput): Promise<string | null> {
     const out = await run(expr, this.rules.input(input))
     if (out.ok) {
       this.sendValue(out.value)
@@ -47,7 +47,7 @@ export class ControlFrames {
    * The mapping's keepalive, on `timer` (the connection's, cleared when it closes): when idle (no audio
    * written since the last tick) or always, while `ready`. Nothing when the mapping has none.
    */
-  keepalive(timer: Timer, input: MappingInput, ready: () => boolean, audioBytes: () => number): void {
+  keepalive(timer: Timer, input: SocketInput, ready: () => boolean, audioBytes: () => number): void {
     const ka = this.audio.keepalive
     if (ka === null) return
     let mark = -1

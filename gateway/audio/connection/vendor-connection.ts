@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { AudioMapping, PreviousSession } from '../../mapping/audio'
 import type { Expr } from '../../mapping/expr'
-import type { MappingInput } from '../../mapping/run'
+import type { MappingInput, SocketInput } from '../../mapping/run'
 import type { Replica, StreamLease } from '../../upstream/pool'
 import type { SocketFailure } from '../../upstream/ws-leg'
 import type { VendorLeg } from '../../upstream/vendor-leg'
@@ -43,7 +43,7 @@ export class VendorConnection implements Connection {
   /** The mapping's own frames: open, keepalive, pause, resume, close, replies. */
   private readonly out: ControlFrames
   /** The mapping input of this connection, with its own mapping session id. */
-  private readonly input: MappingInput & { readonly session: NonNullable<MappingInput['session']> }
+  private readonly input: SocketInput
   private readonly audio: AudioMapping
   private readonly timers: ConnectionTimers
   /** What it was sent is accounted for while it closes: the vendor said its goodbye, or the session was told of the loss. */

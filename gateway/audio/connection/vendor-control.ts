@@ -1,6 +1,6 @@
 import type { AudioMapping, ControlAudioView, ControlRule, PreviousSession } from '../../mapping/audio'
 import type { Expr } from '../../mapping/expr'
-import { type MappingInput, run } from '../../mapping/run'
+import { type MappingInput, run, type SocketInput } from '../../mapping/run'
 import type { ConnectionContext } from './connection-contract'
 import type { FrameCounters } from '../feed/encoder'
 import {
@@ -80,7 +80,7 @@ export class VendorControl {
   async *read(
     msg: unknown,
     phase: ReadPhase,
-    base: MappingInput,
+    base: SocketInput,
     place: ResultPlace | null = null
   ): AsyncGenerator<ControlStep> {
     const input = this.input(base, msg)
@@ -131,8 +131,8 @@ export class VendorControl {
   }
 
   /** `base` with this socket's control state (`session.state`, `session.audio`) and `msg` (when given). */
-  input(base: MappingInput, msg?: unknown): MappingInput {
-    const session = { id: base.session!.id, state: this.state, audio: this.timeline() }
+  input(base: SocketInput, msg?: unknown): SocketInput {
+    const session = { id: base.session.id, state: this.state, audio: this.timeline() }
     return msg === undefined ? { ...base, session } : { ...base, session, msg }
   }
 
@@ -180,7 +180,7 @@ export class VendorControl {
    * connection in order: `reply`, `emit`, `resume`, `reconnect`. A failing `set`/`reply`/`emit` is reported
    * and skipped; the other steps still come. `base`: the connection's mapping input.
    */
-  private async rest(m: Matched, msg: unknown, base: MappingInput): Promise<ControlStep[]> {
+  private async rest(m: Matched, msg: unknown, base: SocketInput): Promise<ControlStep[]> {
     const { rule, index } = m
     const steps: ControlStep[] = []
     // Audio arriving while the resume's reply is built is held, not discarded. What was discarded (a

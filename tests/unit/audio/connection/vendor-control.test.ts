@@ -13,7 +13,7 @@ import { compileAudio } from '../../../../gateway/mapping/audio'
 import { loadMapping } from '../../../../gateway/mapping/compile'
 import { dryRunMapping } from '../../../../gateway/mapping/dry-run'
 import { compileExpr } from '../../../../gateway/mapping/expr'
-import type { MappingInput } from '../../../../gateway/mapping/run'
+import type { SocketInput } from '../../../../gateway/mapping/run'
 import { LegCounters, Metrics } from '../../../../gateway/telemetry/metrics'
 import { frame, harness, readyHarness, Lines, routeConfig } from '../harness'
 
@@ -51,7 +51,7 @@ function rig(audio: ReturnType<typeof compileAudio>): Rig {
   const metrics = new Metrics()
   const ctx = { route: { name: 'r' }, metrics, counters, log: new Lines().log } as unknown as ConnectionContext
   const control = new VendorControl(audio, frames, ctx)
-  const base = { init: {}, leg: { perspective: 'TX' }, route: {}, upstream: {}, session: { id: 's1' } } as MappingInput
+  const base = { init: {}, leg: { perspective: 'TX' }, route: {}, upstream: {}, session: { id: 's1' } } as SocketInput
   const r: Rig = {
     control,
     frames,
@@ -188,7 +188,7 @@ t.test(
     t.equal(r.control.gate, 'paused')
     r.frames.audioMs = 500
     await r.read({ type: 'pause' })
-    t.equal(r.control.input({ session: { id: 'x' } } as MappingInput).session?.audio?.pauseStartMs, 0)
+    t.equal(r.control.input({ session: { id: 'x' } } as SocketInput).session?.audio?.pauseStartMs, 0)
     await r.read({ type: 'resume' })
     t.equal(r.control.gate, 'open')
   }
@@ -327,7 +327,7 @@ t.test(
       upstream: {},
       session: { id: 's' },
       msg: event
-    } as unknown as MappingInput
+    } as unknown as SocketInput
     const reading = await readVendorMessage(m.audio!, input, 'ready')
     t.match(reading.verdict, { kind: 'result', messages: [/"message":"hello"/, /"message":"hello there"/] })
   }
@@ -351,7 +351,7 @@ t.test(
     await r.read({ type: 'disconnect', parameters: { reason: 'completed' } })
     t.match(r.calls.at(-1), /^end:failover/)
     t.same(r.control.state, { closeReason: 'disconnect' }, 'the close frame will say reason "disconnect"')
-    const base = { init: {}, leg: {}, route: {}, upstream: {}, session: { id: 's' } } as unknown as MappingInput
+    const base = { init: {}, leg: {}, route: {}, upstream: {}, session: { id: 's' } } as unknown as SocketInput
     await r.control.apply(m.audio!.keepalive!.set!, r.control.input(base))
     await r.read({ type: 'pong', seq: 4, parameters: {} })
     const ping = (await m.audio!.keepalive!.frame(r.control.input(base))) as Json
