@@ -11,17 +11,17 @@ import type { QuotaLimit, QuotaRefusal, Quotas } from './quotas'
 export type AdmissionLimit = 'failure_budget' | LegLimit | QuotaLimit
 
 /**
- * A leg's place under the leg limits and quotas: its release (call it once, when the leg ends), or the limit
+ * A leg's slot under the leg limits and quotas: its release (call it once, when the leg ends), or the limit
  * that refuses it (a leg limit, or a quota with its Retry-After).
  */
-export type PlaceTaken = (() => void) | LegLimit | QuotaRefusal
+export type SlotTaken = (() => void) | LegLimit | QuotaRefusal
 
 /** An utterance under its quotas: true, or the quota that refuses it (429 with Retry-After). */
 export type UtteranceTaken = true | QuotaRefusal
 
 /**
  * What the hooks ask of one gateway about a caller: the failure budget's verdict on a credential check
- * that ran (auth/failure-budget.ts) and a leg's place under the leg limits (auth/leg-limits.ts), counted
+ * that ran (auth/failure-budget.ts) and a leg's slot under the leg limits (auth/leg-limits.ts), counted
  * once per gateway. In one process the answers are synchronous (but for a failure counted in the fleet's
  * store); a worker of `serve --workers N` asks its main process (workers/admission-client.ts) and gets
  * Promises. Callers decide "is this a promise" at one site (`thenOrNow`).
@@ -33,10 +33,10 @@ export interface Admission {
    */
   admit: (address: string, failed: boolean) => BudgetVerdict | Promise<BudgetVerdict>
   /**
-   * A live leg's place: credentials → tenant (`tenant`) → quotas → placement, the one seam for every leg.
+   * A live leg's slot: credentials → tenant (`tenant`) → quotas → placement, the one seam for every leg.
    * `force`: a leg taking over its own session is never refused.
    */
-  takePlace: (route: string, caller: string, force: boolean, tenant: string) => PlaceTaken | Promise<PlaceTaken>
+  takeSlot: (route: string, caller: string, force: boolean, tenant: string) => SlotTaken | Promise<SlotTaken>
   /** An utterance's room under its tenant's and route's quotas: the text hook's side of the same seam. */
   takeUtterance: (route: string, tenant: string) => UtteranceTaken | Promise<UtteranceTaken>
 }
@@ -53,16 +53,16 @@ export class LocalAdmission implements Admission {
     return this.budget.admit(address, failed)
   }
 
-  takePlace(route: string, caller: string, force: boolean, tenant: string): PlaceTaken | Promise<PlaceTaken> {
-    const place = this.limits.acquire(route, caller, force)
-    if (typeof place !== 'function') return place
-    return thenOrNow(this.quotas.takeLeg(route, tenant, force), (quota): PlaceTaken => {
+  takeSlot(route: string, caller: string, force: boolean, tenant: string): SlotTaken | Promise<SlotTaken> {
+    const slot = this.limits.acquire(route, caller, force)
+    if (typeof slot !== 'function') return slot
+    return thenOrNow(this.quotas.takeLeg(route, tenant, force), (quota): SlotTaken => {
       if (typeof quota !== 'function') {
-        place()
+        slot()
         return quota
       }
       return () => {
-        place()
+        slot()
         quota()
       }
     })

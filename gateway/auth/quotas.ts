@@ -51,9 +51,9 @@ export interface QuotaSettings {
  * leg limits do): live legs, new legs per second and utterances per second, per tenant and per route. Rates
  * are fixed one-second windows on the gateway's clock. Synchronous, one map entry per counted key.
  *
- * - A leg takes a place under both scopes' `legs` and a unit of both `legsPerSecond` windows, or is refused
+ * - A leg takes a slot under both scopes' `legs` and a unit of both `legsPerSecond` windows, or is refused
  *   by the first quota it would exceed (nothing is taken then). `force` (a leg taking over its own live
- *   session: not a new leg) takes its place whatever the counts and spends no rate.
+ *   session: not a new leg) takes its slot whatever the counts and spends no rate.
  * - An utterance spends a unit of both `utterancesPerSecond` windows, or is refused.
  *
  * Never more is admitted than a quota; nothing is refused under it (tests/unit/auth/quotas.test.ts).

@@ -1,4 +1,4 @@
-import type { Admission, PlaceTaken, UtteranceTaken } from '../auth/admission'
+import type { Admission, SlotTaken, UtteranceTaken } from '../auth/admission'
 import type { QuotaRefusal } from '../auth/quotas'
 import type { BudgetVerdict } from '../auth/failure-budget'
 import type { LegLimit } from '../auth/leg-limits'
@@ -11,9 +11,9 @@ const MAX_OUT = 10_000
  * A worker's admission (auth/admission.ts): the main process counts the failure budget and the leg limits
  * for every worker of the gateway, so `limits.legsPerClient: 4` admits 4 legs whatever the worker count,
  * and an address hears "wrong credential" at most the budget's times whichever worker its checks reach.
- * Each verdict and each place is one IPC round trip; releasing is sent without an answer. An address the
+ * Each verdict and each slot is one IPC round trip; releasing is sent without an answer. An address the
  * main process found out of its budget is refused here until its window ends, without asking again (a
- * flood from it costs no IPC). The main process gives back a worker's places when that worker exits.
+ * flood from it costs no IPC). The main process gives back a worker's slots when that worker exits.
  */
 export class AdmissionClient implements Admission {
   /** Asks waiting for the main process, with what each becomes if it never answers. */
@@ -40,9 +40,9 @@ export class AdmissionClient implements Admission {
     return new Promise(resolve => this.waiting.set(id, { resolve: resolve as (v: unknown) => void, gone: 1 }))
   }
 
-  takePlace(route: string, caller: string, force: boolean, tenant: string): Promise<PlaceTaken> {
+  takeSlot(route: string, caller: string, force: boolean, tenant: string): Promise<SlotTaken> {
     const id = this.nextId++
-    this.send({ t: 'place-take', id, route, caller, force, tenant })
+    this.send({ t: 'slot-take', id, route, caller, force, tenant })
     return new Promise(resolve =>
       this.waiting.set(id, { resolve: resolve as (v: unknown) => void, gone: 'legs_per_route' })
     )
@@ -67,10 +67,10 @@ export class AdmissionClient implements Admission {
     this.answer(id, verdict)
   }
 
-  /** The main process answered `takePlace`: a place number (released through it), or the limit. */
-  taken(id: number, place: number | null, limit?: LegLimit | QuotaRefusal): void {
-    const taken: PlaceTaken =
-      place === null ? (limit ?? 'legs_per_route') : onceOnly(() => this.send({ t: 'place-release', place }))
+  /** The main process answered `takeSlot`: a slot number (released through it), or the limit. */
+  taken(id: number, slot: number | null, limit?: LegLimit | QuotaRefusal): void {
+    const taken: SlotTaken =
+      slot === null ? (limit ?? 'legs_per_route') : onceOnly(() => this.send({ t: 'slot-release', slot }))
     this.answer(id, taken)
   }
 

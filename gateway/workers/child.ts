@@ -68,8 +68,8 @@ export function runAsWorker(
         return store?.answered(m.id, m.value, m.error)
       case 'admitted':
         return admission.admitted(m.id, m.address, m.verdict)
-      case 'place-taken':
-        return admission.taken(m.id, m.place, m.limit)
+      case 'slot-taken':
+        return admission.taken(m.id, m.slot, m.limit)
       case 'utterance-taken':
         return admission.utteranceTaken(m.id, m.taken)
       case 'relay-taken':

@@ -10,8 +10,8 @@ import type { AdmissionMessage, StoreAsk, StoreWrite, ToWorker } from './protoco
 
 /** What one worker holds of the main process's services: to give back when it exits. */
 interface WorkerAccount {
-  /** Leg places taken and not released, by number. */
-  places: Map<number, () => void>
+  /** Leg slots taken and not released, by number. */
+  slots: Map<number, () => void>
   /** Its live streams per `route/replica` (the others' sum is each worker's `otherStreams`). */
   streams: Map<string, number>
   /** Its id as a owner of sessions (from its owner claims and call records): its records go when it exits. */
@@ -27,7 +27,7 @@ interface WorkerAccount {
 export class MainServices {
   readonly admission: LocalAdmission
   private readonly accounts = new Map<number, WorkerAccount>()
-  private nextPlace = 1
+  private nextSlot = 1
 
   constructor(
     readonly store: MemoryStore,
@@ -94,35 +94,35 @@ export class MainServices {
           this.post(worker, { t: 'admitted', id: m.id, address: m.address, verdict })
         return void thenOrNow(this.admission.admit(m.address, m.failed), answer)
       }
-      case 'place-take': {
-        return void thenOrNow(this.admission.takePlace(m.route, m.caller, m.force, m.tenant), taken => {
+      case 'slot-take': {
+        return void thenOrNow(this.admission.takeSlot(m.route, m.caller, m.force, m.tenant), taken => {
           if (typeof taken !== 'function')
-            return this.post(worker, { t: 'place-taken', id: m.id, place: null, limit: taken })
-          // The worker exited while the fleet's count answered: nobody will release the place.
+            return this.post(worker, { t: 'slot-taken', id: m.id, slot: null, limit: taken })
+          // The worker exited while the fleet's count answered: nobody will release the slot.
           if (this.accounts.get(worker) !== h) return taken()
-          const place = this.nextPlace++
-          h.places.set(place, taken)
-          this.post(worker, { t: 'place-taken', id: m.id, place })
+          const slot = this.nextSlot++
+          h.slots.set(slot, taken)
+          this.post(worker, { t: 'slot-taken', id: m.id, slot })
         })
       }
       case 'utterance-take':
         return void thenOrNow(this.admission.takeUtterance(m.route, m.tenant), taken =>
           this.post(worker, { t: 'utterance-taken', id: m.id, taken })
         )
-      case 'place-release': {
-        const release = h.places.get(m.place)
-        h.places.delete(m.place)
+      case 'slot-release': {
+        const release = h.slots.get(m.slot)
+        h.slots.delete(m.slot)
         return release?.()
       }
     }
   }
 
-  /** A worker exited: its legs' places are free again, and the owner records of its sessions go. */
+  /** A worker exited: its legs' slots are free again, and the owner records of its sessions go. */
   workerGone(worker: number): void {
     const h = this.accounts.get(worker)
     if (h === undefined) return
     this.accounts.delete(worker)
-    for (const release of h.places.values()) release()
+    for (const release of h.slots.values()) release()
     // Its sessions died with it: a leg of one of them is served anew at once, not relayed to a dead port.
     if (h.instance !== null) this.store.releaseOwnersOf(h.instance)
   }
@@ -130,7 +130,7 @@ export class MainServices {
   private of(worker: number): WorkerAccount {
     let h = this.accounts.get(worker)
     if (h === undefined) {
-      h = { places: new Map(), streams: new Map(), instance: null }
+      h = { slots: new Map(), streams: new Map(), instance: null }
       this.accounts.set(worker, h)
     }
     return h

@@ -37,9 +37,9 @@ export type StoreWrite =
 /** A worker's asks of the gateway's admission (auth/admission.ts), counted in the main process. */
 export type AdmissionMessage =
   | { t: 'admit'; id: number; address: string; failed: boolean }
-  | { t: 'place-take'; id: number; route: string; caller: string; force: boolean; tenant: string }
+  | { t: 'slot-take'; id: number; route: string; caller: string; force: boolean; tenant: string }
   | { t: 'utterance-take'; id: number; route: string; tenant: string }
-  | { t: 'place-release'; place: number }
+  | { t: 'slot-release'; slot: number }
 
 /** A relay token's nonce, taken in the instance's one record (workers/relay-nonces.ts). */
 export type RelayNonceMessage = { t: 'relay-take'; id: number; nonce: string; untilMs: number }
@@ -78,7 +78,7 @@ export type ToWorker =
   | { t: 'sync'; health: [string, HealthRecord][]; others: [string, number][]; leader: boolean }
   | { t: 'store-answer'; id: number; value: unknown; error?: string }
   | { t: 'admitted'; id: number; address: string; verdict: true | number }
-  | { t: 'place-taken'; id: number; place: number | null; limit?: LegLimit | QuotaRefusal }
+  | { t: 'slot-taken'; id: number; slot: number | null; limit?: LegLimit | QuotaRefusal }
   | { t: 'utterance-taken'; id: number; taken: UtteranceTaken }
   | { t: 'relay-taken'; id: number; taken: NonceTaken }
   | { t: 'metrics'; id: number }

@@ -177,9 +177,9 @@ class MainProcess {
         this.counters.gathered(slot.index, m.json as MetricJson[])
         return
       case 'admit':
-      case 'place-take':
+      case 'slot-take':
       case 'utterance-take':
-      case 'place-release':
+      case 'slot-release':
         return this.services.admissionAsk(slot.index, m)
       case 'relay-take':
         return this.slots.post(slot, { t: 'relay-taken', id: m.id, taken: this.nonces.take(m.nonce, m.untilMs) })

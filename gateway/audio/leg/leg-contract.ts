@@ -59,7 +59,7 @@ export interface LegDeps extends LegSessionDeps {
  * - AWAIT_INIT: upgraded, waiting for the init message.
  * - VERIFYING: the init message is being checked (failure budget, credential, schema); audio is held.
  * - REFUSING: a refused credential waits out `auth.failureDelayMs`; audio is dropped, text ignored.
- * - PLACING: checked; where its session is (audio/placement/placement.ts) and its place under the leg limits are
+ * - PLACING: checked; where its session is (audio/placement/placement.ts) and its slot under the leg limits are
  *   being found; audio is held.
  * - CONNECTING: its session is here and opening; audio goes to it (held there until the vendor is ready).
  * - STREAMING: CONNECTED sent; audio goes to its session.

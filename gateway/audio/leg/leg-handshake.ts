@@ -2,7 +2,7 @@ import { GatewayError } from '../../errors'
 import type { Problem } from '../../validate/compile'
 import { checkHandshake, type HandshakeCheck } from './handshake'
 import type { AcceptedLeg, LegDeps, LegLink } from './leg-contract'
-import type { PlaceTaken } from '../../auth/admission'
+import type { SlotTaken } from '../../auth/admission'
 import type { Logger } from '../../telemetry/log'
 import type { LegCounters } from '../../telemetry/metrics'
 import { legKeyOf, type Place, sessionKeyOf } from '../placement/placement'
@@ -145,11 +145,11 @@ export function takeOverFrom(
  * A place refused under a leg limit or a tenant quota: the owner record the placement claimed goes, the
  * refusal is counted; the leg fails with the error and the extra fields returned.
  */
-export function refusedPlace(
+export function refusedSlot(
   deps: LegDeps,
   checked: Accepted,
   key: string,
-  taken: Exclude<PlaceTaken, () => void>
+  taken: Exclude<SlotTaken, () => void>
 ): { error: GatewayError; extra: Record<string, unknown> } {
   deps.placement.abandon(key)
   const limit = typeof taken === 'string' ? taken : taken.limit
@@ -161,15 +161,15 @@ export function refusedPlace(
 }
 
 /**
- * PLACING, served here: its place under the leg limits (a leg taking over its own session is never
+ * PLACING, served here: its slot under the leg limits (a leg taking over its own session is never
  * refused); a leg whose session's owner was out of reach is counted and logged first (a split).
  */
-export function takePlaceHere(
+export function takeSlotHere(
   deps: LegDeps,
   checked: Accepted,
   unreachable: string | undefined,
   log: Logger,
-  done: (taken: PlaceTaken) => void,
+  done: (taken: SlotTaken) => void,
   bug: (step: string) => (err: unknown) => void
 ): void {
   if (unreachable !== undefined) {
@@ -180,5 +180,5 @@ export function takePlaceHere(
     )
   }
   const force = deps.registry.live(legKeyOf(deps.route.name, checked.identity, checked.tenant))
-  whenReady(deps.admission.takePlace(deps.route.name, checked.caller, force, checked.tenant), done, bug('leg limits'))
+  whenReady(deps.admission.takeSlot(deps.route.name, checked.caller, force, checked.tenant), done, bug('leg limits'))
 }

@@ -1,7 +1,7 @@
 import { UNKNOWN_TENANT } from '../../auth/tenant-credentials'
 import { Timer } from '../../clock'
 import { afterFailureDelay } from '../../auth/failure-budget'
-import type { PlaceTaken } from '../../auth/admission'
+import type { SlotTaken } from '../../auth/admission'
 import { CODES, GatewayError, type ErrorCode } from '../../errors'
 import type { Logger } from '../../telemetry/log'
 import { sentIn } from '../../telemetry/scrub'
@@ -15,9 +15,9 @@ import {
   initTooLarge,
   openRelay,
   placeLeg,
-  refusedPlace,
+  refusedSlot,
   takeOverFrom,
-  takePlaceHere,
+  takeSlotHere,
   verifyInit
 } from './leg-handshake'
 import {
@@ -73,8 +73,8 @@ export class AudioLeg implements SessionEvents, RelayEvents {
   private readonly out: PlatformOut
   private readonly handshakeTimer: Timer
   private initText = ''
-  /** Gives back this leg's place under limits.legsPerRoute/legsPerClient (none taken: nothing to give back). */
-  private releasePlace: () => void = () => {}
+  /** Gives back this leg's slot under limits.legsPerRoute/legsPerClient (none taken: nothing to give back). */
+  private releaseSlot: () => void = () => {}
 
   constructor(
     private readonly platform: PlatformLeg,
@@ -240,22 +240,22 @@ export class AudioLeg implements SessionEvents, RelayEvents {
     if (this.state !== 'PLACING') return place.kind === 'here' ? this.deps.placement.abandon(accepted.key) : undefined
     if (place.kind === 'refused') return this.callerMismatch()
     if (place.kind === 'relay') return this.relay(place, accepted)
-    const admitted = (taken: PlaceTaken): void => this.admitted(taken, accepted)
-    takePlaceHere(this.deps, accepted.checked, place.unreachable, this.log, admitted, this.bug)
+    const admitted = (taken: SlotTaken): void => this.admitted(taken, accepted)
+    takeSlotHere(this.deps, accepted.checked, place.unreachable, this.log, admitted, this.bug)
   }
 
-  /** Its place under the leg limits, then its session: the one it re-attaches to, or a new one (joined, or its own). */
-  private admitted(taken: PlaceTaken, accepted: AcceptedLeg): void {
+  /** Its slot under the leg limits, then its session: the one it re-attaches to, or a new one (joined, or its own). */
+  private admitted(taken: SlotTaken, accepted: AcceptedLeg): void {
     const { checked, key } = accepted
     if (this.state !== 'PLACING') {
       if (typeof taken === 'function') taken()
       return this.deps.placement.abandon(key)
     }
     if (typeof taken !== 'function') {
-      const { error, extra } = refusedPlace(this.deps, checked, key, taken)
+      const { error, extra } = refusedSlot(this.deps, checked, key, taken)
       return this.fail(error, [], extra)
     }
-    this.releasePlace = taken
+    this.releaseSlot = taken
     // The route's tee vendors (audio/session/tee.ts): their results reach the platform only through `deliver`, tagged.
     if (this.deps.route.tees !== undefined)
       this.audio.withTees(
@@ -385,8 +385,8 @@ export class AudioLeg implements SessionEvents, RelayEvents {
     this.counters.dropAfterClose += this.audio.stop()
     this.out.early.drop()
     const ties = tiesOf(was, gone)
-    this.releasePlace()
-    this.releasePlace = () => {}
+    this.releaseSlot()
+    this.releaseSlot = () => {}
     this.counters.active = false
     this.deps.metrics.sessionsTotal.inc({ route: this.deps.route.name, outcome })
     this.deps.metrics.tenantLegs.inc({ tenant: this.call.tenant, outcome })

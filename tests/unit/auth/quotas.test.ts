@@ -1,6 +1,6 @@
 import t from 'tap'
 import fc from 'fast-check'
-import type { PlaceTaken, UtteranceTaken } from '../../../gateway/auth/admission'
+import type { SlotTaken, UtteranceTaken } from '../../../gateway/auth/admission'
 import { type QuotaSettings, Quotas } from '../../../gateway/auth/quotas'
 import type { QuotaStore } from '../../../gateway/store/port'
 import type { Config, Quota } from '../../../gateway/config/types'
@@ -132,7 +132,7 @@ t.test(
                 (s.quota.legs === 0 || (live.get(s.key) ?? 0) < s.quota.legs) &&
                 (s.quota.legsPerSecond === 0 || (used.get(`${s.key}/l`) ?? 0) < s.quota.legsPerSecond)
             )
-            const taken = quotas.takeLeg('r', o.tenant, o.force) as PlaceTaken
+            const taken = quotas.takeLeg('r', o.tenant, o.force) as SlotTaken
             if ((typeof taken === 'function') !== (o.force || room)) return false // admitted exactly when room
             if (typeof taken !== 'function') continue
             if (!o.force) for (const s of scopes) used.set(`${s.key}/l`, (used.get(`${s.key}/l`) ?? 0) + 1)
@@ -168,7 +168,7 @@ async function settle(): Promise<void> {
 }
 
 function deliver(client: AdmissionClient, m: ToWorker): void {
-  if (m.t === 'place-taken') client.taken(m.id, m.place, m.limit)
+  if (m.t === 'slot-taken') client.taken(m.id, m.slot, m.limit)
   else if (m.t === 'utterance-taken') client.utteranceTaken(m.id, m.taken)
 }
 
@@ -210,7 +210,7 @@ t.test('property: across the workers of one gateway, in any interleaving, the le
           const sent = channels[w]!.toWorker.length
           ask(w, m)
           const answer = channels[w]!.toWorker[sent]
-          if (m.t === 'place-take' && m.tenant === 'acme' && answer?.t === 'place-taken' && answer.place === null)
+          if (m.t === 'slot-take' && m.tenant === 'acme' && answer?.t === 'slot-taken' && answer.slot === null)
             refusedUnder ||= before < legs
           if (main.admission.quotas.legs('tenant', 'acme') > legs) refusedUnder = true // over: fail below
         }
@@ -220,7 +220,7 @@ t.test('property: across the workers of one gateway, in any interleaving, the le
         const arrive = (): void => {
           const e = events[next++]!
           if (!e.take) return void held.splice(e.worker % Math.max(1, held.length), 1)[0]?.release()
-          void channels[e.worker % workers]!.client.takePlace('r', 'c', false, e.tenant).then(p => {
+          void channels[e.worker % workers]!.client.takeSlot('r', 'c', false, e.tenant).then(p => {
             if (typeof p === 'function') held.push({ tenant: e.tenant, release: p })
             else if (e.tenant === 'globex') refusedGlobex++
           })

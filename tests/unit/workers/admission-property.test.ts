@@ -1,6 +1,6 @@
 import t from 'tap'
 import fc from 'fast-check'
-import type { PlaceTaken } from '../../../gateway/auth/admission'
+import type { SlotTaken } from '../../../gateway/auth/admission'
 import type { Config } from '../../../gateway/config/types'
 import { MemoryStore } from '../../../gateway/store/memory'
 import type { FailureWindow, Store } from '../../../gateway/store/port'
@@ -113,7 +113,7 @@ class Fleet {
 
 function deliver(client: AdmissionClient, m: ToWorker): void {
   if (m.t === 'admitted') client.admitted(m.id, m.address, m.verdict)
-  else if (m.t === 'place-taken') client.taken(m.id, m.place, m.limit)
+  else if (m.t === 'slot-taken') client.taken(m.id, m.slot, m.limit)
 }
 
 const config = (failures: number, legsPerRoute = 0, legsPerClient = 0): Pick<Config, 'auth' | 'limits'> => ({
@@ -249,8 +249,8 @@ t.test('the leg limits across workers hold exactly, through releases and worker 
         const main = fleet.mains[0]
         const ask = main.admissionAsk.bind(main)
         main.admissionAsk = (worker, m) => {
-          if (m.t === 'place-release') places.delete(m.place)
-          if (m.t !== 'place-take') return ask(worker, m)
+          if (m.t === 'slot-release') places.delete(m.slot)
+          if (m.t !== 'slot-take') return ask(worker, m)
           const byRoute = count(p => p.route === m.route)
           const client = m.caller === 'anonymous' ? 0 : count(p => p.caller === m.caller)
           const full = byRoute >= perRoute || (m.caller !== 'anonymous' && perClient > 0 && client >= perClient)
@@ -258,10 +258,10 @@ t.test('the leg limits across workers hold exactly, through releases and worker 
           const before = ch.toWorker.length
           ask(worker, m)
           const answer = ch.toWorker[before]
-          if (answer?.t !== 'place-taken') return
-          if (answer.place === null && (m.force || !full)) ok = false // refused with room (or a takeover)
-          if (answer.place !== null && full && !m.force) ok = false // granted past a limit
-          if (answer.place !== null) places.set(answer.place, { worker, route: m.route, caller: m.caller })
+          if (answer?.t !== 'slot-taken') return
+          if (answer.slot === null && (m.force || !full)) ok = false // refused with room (or a takeover)
+          if (answer.slot !== null && full && !m.force) ok = false // granted past a limit
+          if (answer.slot !== null) places.set(answer.slot, { worker, route: m.route, caller: m.caller })
         }
         const gone = main.workerGone.bind(main)
         main.workerGone = worker => {
@@ -273,7 +273,7 @@ t.test('the leg limits across workers hold exactly, through releases and worker 
           const alive = fleet.channels.filter(c => !c.dead)
           if (e.kind === 'take' && alive.length > 0) {
             const ch = alive[e.channel % alive.length]
-            void ch.client.takePlace(e.route, e.caller, e.force, e.route).then((p: PlaceTaken) => {
+            void ch.client.takeSlot(e.route, e.caller, e.force, e.route).then((p: SlotTaken) => {
               if (typeof p === 'function') held.push({ ch, release: p, released: false })
             })
           } else if (e.kind === 'release') {
@@ -299,9 +299,9 @@ t.test('the leg limits across workers hold exactly, through releases and worker 
         for (const h of held) if (!h.released && !h.ch.dead) h.release()
         await fleet.drain()
         const ch = fleet.channels.find(c => !c.dead)!
-        const fresh: PlaceTaken[] = []
+        const fresh: SlotTaken[] = []
         for (let i = 0; i <= perRoute; i++)
-          void ch.client.takePlace('a', 'anonymous', false, 'a').then(p => fresh.push(p))
+          void ch.client.takeSlot('a', 'anonymous', false, 'a').then(p => fresh.push(p))
         await fleet.drain()
         return fresh.filter(p => typeof p === 'function').length === perRoute && fresh.length === perRoute + 1
       }

@@ -11,7 +11,7 @@ import {
 import { legKeyOf, Placement, sessionKeyOf } from '../../../../gateway/audio/placement/placement'
 import { SessionRegistry } from '../../../../gateway/audio/session/registry'
 import type { RelayLinkFactory, RelayEvents } from '../../../../gateway/audio/placement/relay-link'
-import type { Admission, PlaceTaken } from '../../../../gateway/auth/admission'
+import type { Admission, SlotTaken } from '../../../../gateway/auth/admission'
 import { TenantCredentials } from '../../../../gateway/auth/tenant-credentials'
 import type { AuthSettings } from '../../../../gateway/config/types'
 import { CODES, type ErrorCode, GatewayError } from '../../../../gateway/errors'
@@ -136,10 +136,10 @@ class HeldAdmission implements Admission {
     return this.later(this.holdAdmit, this.inner.admit(address, failed) as true | number)
   }
   takeUtterance = (route: string, tenant: string) => this.inner.takeUtterance(route, tenant)
-  takePlace = (route: string, caller: string, force: boolean, tenant: string): PlaceTaken | Promise<PlaceTaken> => {
-    const taken = this.inner.takePlace(route, caller, force, tenant) as PlaceTaken
+  takeSlot = (route: string, caller: string, force: boolean, tenant: string): SlotTaken | Promise<SlotTaken> => {
+    const taken = this.inner.takeSlot(route, caller, force, tenant) as SlotTaken
     if (typeof taken === 'function') this.taken++
-    const counted: PlaceTaken =
+    const counted: SlotTaken =
       typeof taken === 'function'
         ? () => {
             this.released++
