@@ -704,7 +704,7 @@ for (const state of Object.keys(ROWS) as LegState[]) {
 }
 
 // Bug (audio/leg/leg.ts, reported, not fixed here): a leg placed here claims its session's owner record in the
-// shared store (Placement.place), and only a session opened here (Placement.hold/letGo) or a leg-limit
+// shared store (Placement.place), and only a session opened here (Placement.own/letGo) or a leg-limit
 // refusal (Placement.abandon) gives it back. A leg that ends while PLACING (its claim, or its place under
 // the leg limits, still pending) leaves the record naming this process until OWNER_TTL_MS runs out;
 // meanwhile legs of that session landing on other processes are relayed here, to a session nobody holds.
