@@ -270,9 +270,12 @@ t.test(
     t.match(s.texts.at(-1), { type: 'close', parameters: { reason: 'disconnect' } }, 'close {reason: "disconnect"}')
     t.equal(s.audiohook.serverSent.at(-1), 'closed', 'the close transaction completed')
     t.equal(s.closeCode, 1000, 'the gateway closed the socket after closed')
+    // Frames the gateway wrote before it read the disconnect and answered with close: a few on a quiet
+    // machine (6 were seen under CI's load), against the ~50 the platform sent after it (a gateway that
+    // kept streaming to the ended session would send them all).
     t.ok(
-      s.audiohook.framesAfterDisconnect <= 5,
-      `at most a handful of frames after disconnect (${s.audiohook.framesAfterDisconnect})`
+      s.audiohook.framesAfterDisconnect <= 20,
+      `far fewer frames after disconnect than the platform sent after it (${s.audiohook.framesAfterDisconnect})`
     )
     t.equal(closedEarly, false, 'the platform leg stayed open')
     t.ok(

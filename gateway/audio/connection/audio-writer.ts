@@ -8,7 +8,7 @@ import type { VendorControl } from './vendor-control'
 /**
  * The audio path of one ready vendor connection (audio/connection/vendor-connection.ts), per write (a frame
  * or a coalesced chunk): counted, then to the socket unchanged, into the encoder, or discarded while the
- * vendor has audio paused, held or discarded (a control rule: what still reaches it then, a close's drain
+ * vendor has audio paused or discarded (a control rule: what still reaches it then, a close's drain
  * or a park's partial chunk, is counted). No parsing, awaits, logging or allocation here.
  */
 export class AudioWriter {
