@@ -165,7 +165,9 @@ class SttStream {
   private cadence: Cadence = new Cadence(1000)
   private interim = false
   private bytesPerMs = 8
-  private readonly heard: Hearing | null
+  /** Channels transcribed apart (features.multiChannelMode SEPARATE_RECOGNITION_PER_CHANNEL), else 1. */
+  private separate = 1
+  private heard: Hearing | null = null
 
   constructor(
     private readonly call: ServerDuplexStream<Buffer, object>,
@@ -173,7 +175,6 @@ class SttStream {
     private readonly opts: GoogleSttOptions,
     private readonly report: SttStreamReport
   ) {
-    this.heard = opts.transcribeFrames === true ? new Hearing() : null
     const auth = authProblem(call.metadata, opts, Date.now())
     if (auth !== null) {
       this.refuse(auth)
@@ -213,7 +214,12 @@ class SttStream {
     this.report.recognizer = req.recognizer
     this.report.config = req.streamingConfig
     const bytesPerSample = d.encoding === 'LINEAR16' ? 2 : 1
-    this.bytesPerMs = (bytesPerSample * d.sampleRateHertz * (d.audioChannelCount ?? 1)) / 1000
+    const channels = d.audioChannelCount ?? 1
+    this.bytesPerMs = (bytesPerSample * d.sampleRateHertz * channels) / 1000
+    // [proto RecognitionFeatures.MultiChannelMode]: unspecified, only the first channel is transcribed;
+    // SEPARATE_RECOGNITION_PER_CHANNEL, each on its own, results tagged with channel_tag 1..N.
+    this.separate = config.features?.multiChannelMode === 'SEPARATE_RECOGNITION_PER_CHANNEL' ? channels : 1
+    this.heard = this.opts.transcribeFrames === true ? new Hearing(channels) : null
     this.interim = req.streamingConfig.streamingFeatures?.interimResults === true
     const every = this.opts.resultEveryMs ?? 1000
     this.cadence = new Cadence(this.interim ? every / 2 : every)
@@ -242,12 +248,15 @@ class SttStream {
   }
 
   private result(startMs: number, endMs: number, isFinal: boolean): void {
+    for (let ch = 0; ch < this.separate; ch++) this.channelResult(startMs, endMs, isFinal, ch)
+    if (isFinal) this.cadence.start = endMs
+  }
+
+  /** One channel's result (`channel_tag` ch + 1 when channels are transcribed apart); none without words. */
+  private channelResult(startMs: number, endMs: number, isFinal: boolean, ch: number): void {
     const n = this.report.finals.length + 1
-    const words = this.heard !== null ? this.heard.words(startMs, endMs) : phrase(n)
-    if (words.length === 0) {
-      if (isFinal) this.cadence.start = endMs
-      return
-    }
+    const words = this.heard !== null ? this.heard.words(startMs, endMs, ch) : phrase(n)
+    if (words.length === 0) return
     const step = (endMs - startMs) / words.length
     const offset = (ms: number): string => `${(ms / 1000).toFixed(3)}s`
     const transcript = words.join(' ')
@@ -268,14 +277,13 @@ class SttStream {
           isFinal,
           stability: isFinal ? 0 : 0.5,
           resultEndOffset: offset(endMs),
+          ...(this.separate > 1 ? { channelTag: ch + 1 } : {}),
           languageCode: String((this.report.config as any)?.config?.languageCodes?.[0] ?? 'en-US').toLowerCase()
         }
       ]
     }
-    if (isFinal) {
-      this.report.finals.push(transcript)
-      this.cadence.start = endMs
-    } else this.report.interims++
+    if (isFinal) this.report.finals.push(transcript)
+    else this.report.interims++
     this.send(response)
   }
 
