@@ -92,7 +92,7 @@ export const CONFIG_NOTES: Record<string, string> = {
   health:
     'How replicas are found healthy: active probes and passive ejection (see docs/concepts/replicas-and-failover.md).',
   'health.active':
-    'Active probes. With Redis, one instance holds the prober lease and probes for the fleet; the others read its verdicts on their next sync.',
+    'Active probes. With Redis, one instance has the prober lease and probes for the fleet; the others read its verdicts on their next sync.',
   'health.active.intervalSeconds': 'Time between two probes of a replica.',
   'health.active.timeoutSeconds': 'Time one probe may take.',
   'health.active.unhealthyThreshold': 'Failed probes in a row that mark a replica down.',

@@ -179,7 +179,7 @@ export const CATALOGUE = {
   upstream_ejections_total: {
     type: 'counter',
     help:
-      'Passive ejections of a replica after gateway-side failures, and holds of its session-open breaker ' +
+      'Passive ejections of a replica after gateway-side failures, and benchings by its session-open breaker ' +
       '(vendor sessions lost soon after they opened).',
     labels: ['route', 'upstream']
   },
