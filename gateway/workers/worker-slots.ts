@@ -5,6 +5,7 @@ import type { Metrics } from '../telemetry/metrics'
 import type { InstanceCounters } from './instance-counters'
 import { type Hello, type ToMain, type ToWorker, WORKER_ENV } from './protocol'
 import { ON_RESTART_DUE, ON_WORKER_EXIT, ON_WORKER_FAILED, SLOT_UP, type SupervisorStage } from './supervisor-states'
+import { workerExecArgv } from './worker-flags'
 
 /** A slot's process, as its stage has it: none before the first fork and after an exit. */
 type SlotState =
@@ -154,6 +155,7 @@ export class WorkerSlots {
   private fork(index: number): ChildProcess {
     if (this.parts.fork !== undefined) return this.parts.fork(index)
     return fork(this.parts.workerArgs[0], this.parts.workerArgs.slice(1), {
+      execArgv: workerExecArgv(),
       serialization: 'advanced',
       env: { ...process.env, [WORKER_ENV]: String(index) },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc']

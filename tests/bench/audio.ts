@@ -52,6 +52,7 @@ import {
   type LatencySummary,
   type SinkStats
 } from './lib'
+import { workerExecArgv } from '../../gateway/workers/worker-flags'
 import { LoadGen } from './loadgen'
 
 export const AUDIO_FLAGS = ['legs', 'seconds', 'warmup', 'baseline-legs', 'baseline-seconds', 'mapping', 'coalesce-ms']
@@ -158,7 +159,12 @@ export async function startGateway(
   const args = [
     ...(profileDir !== null ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : []),
     // Diagnostics only (e.g. `--heapsnapshot-signal=SIGUSR2` to count what a leg holds): node flags for the gateway.
-    ...(process.env.BENCH_GATEWAY_NODE_ARGS ?? '').split(' ').filter(a => a !== ''),
+    // The one process serves as a worker of `serve` does, so it gets a worker's node flags (the young
+    // generation's size: gateway/workers/worker-flags.ts), unless BENCH_GATEWAY_NODE_ARGS gives its own.
+    ...workerExecArgv(
+      (process.env.BENCH_GATEWAY_NODE_ARGS ?? '').split(' ').filter(a => a !== ''),
+      ''
+    ),
     ...(opts.nodeArgs ?? []),
     '-r',
     join(BENCH_DIST, 'guard.js'),

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs'
 import t from 'tap'
 import { createHash } from 'node:crypto'
 import { resolve } from 'node:path'
@@ -61,6 +62,12 @@ t.test('serve --workers 2: one port, one admin port, sessions across workers, a 
   )
   t.ok(await until(async () => (await workers(gw)).every(w => w.up)), 'both workers are up')
   t.match(await scrape(gw), /^assist_gateway_workers 2$/m)
+  // Each worker runs with a 1 MiB young generation (gateway/workers/worker-flags.ts): what its RSS per leg rests on.
+  for (const w of await workers(gw))
+    t.ok(
+      readFileSync(`/proc/${w.pid}/cmdline`, 'utf8').split('\0').includes('--max-semi-space-size=1'),
+      `worker ${w.worker} runs with --max-semi-space-size=1`
+    )
 
   await t.test('the workers share the public port: legs land on both, the admin port sums them', async t => {
     const legs: PlatformLegClient[] = []
