@@ -1,9 +1,9 @@
 import t from 'tap'
 import { initMessage } from '../../gateway/tools/simulate'
 import { startGoogleStt } from '../../gateway/tools/vendors/google-stt'
-import { checkFramesFinals, framesFinals, numberedFrame } from '../helpers/audio'
+import { checkFramesFinals, framesFinals, numberedFrame, playNumbered } from '../helpers/audio'
 import { runCli } from '../helpers/cli'
-import { AUDIO_TOKEN, type PlatformLegClient, platformLeg, sleep, startGateway, until } from '../helpers/gateway'
+import { AUDIO_TOKEN, type PlatformLegClient, platformLeg, startGateway, until } from '../helpers/gateway'
 
 // Issue 34 item 2, "both channels for a stereo join", from outside: through `serve` as it ships and the
 // shipped mappings/google-stt-v2-stereo.yaml, a contact's TX and RX legs joined into one StreamingRecognize
@@ -51,15 +51,8 @@ t.test(
     ) as [PlatformLegClient, PlatformLegClient]
     for (const l of [tx, rx]) t.equal((await l.answer).command, 'CONNECTED')
     const TOTAL = 200
-    const started = performance.now()
-    for (let seq = 0; seq < TOTAL; ) {
-      const due = Math.min(TOTAL, Math.floor((performance.now() - started) / 20) + 1)
-      for (; seq < due; seq++) {
-        tx.send(numberedFrame(seq))
-        rx.send(numberedFrame(RX_BASE + seq))
-      }
-      await sleep(5)
-    }
+    // TX plays frames 0…, and with each of them RX sends its own frame RX_BASE + seq.
+    await playNumbered([tx], 0, TOTAL, seq => rx.send(numberedFrame(RX_BASE + seq)))
     const txFinals = (): ReturnType<typeof framesFinals> => framesFinals(tx.messages, 'duration')
     const rxFinals = (): ReturnType<typeof framesFinals> => framesFinals(rx.messages, 'duration')
     t.ok(
