@@ -43,11 +43,12 @@ t.test(
     const legs: PlatformLegClient[] = []
     for (let i = 0; i < LEGS; i++) legs.push(platformLeg(t, gw.url('/audio/demo'), audioInit(300000 + i)))
     t.ok((await Promise.all(legs.map(async l => await l.answer))).every(x => x.command === 'CONNECTED'))
-    // Each worker balances by least streams, counting the other's as of its last sync: a burst splits
-    // about evenly, not exactly (docs/concepts/replicas-and-failover.md); on a busy machine the syncs
-    // lag the burst further (11 of 50 was seen under CI's load), so the bound is a fifth each way.
+    // Each worker balances by least streams, a stream counting from the moment its replica is picked
+    // (before its URL is built), and counts the other worker's as of its last sync: each worker's own
+    // legs split evenly, the other's stale counts move it by a stream or two (19 and 8 of 50 were seen
+    // when a stream counted only once its socket was opening).
     t.ok(
-      a.sessions().length >= LEGS / 5 && a.sessions().length <= (4 * LEGS) / 5,
+      a.sessions().length >= (2 * LEGS) / 5 && a.sessions().length <= (3 * LEGS) / 5,
       `least-streams balancing spreads the legs over both replicas (${a.sessions().length} of ${LEGS} on a)`
     )
     let closedEarly = 0

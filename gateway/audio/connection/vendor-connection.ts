@@ -36,7 +36,8 @@ import { AudioWriter } from './audio-writer'
 export class VendorConnection implements Connection {
   state: ConnectionState = 'BUILDING'
   private socket: VendorLeg | null = null
-  private lease: StreamLease | null = null
+  /** Taken when the replica is picked, so the next pick counts this stream; released on every end path. */
+  private readonly lease: StreamLease
   private readonly frames = new FrameCounters()
   /** The mapping's control rules: per-session state and the audio gate (audio/connection/vendor-control.ts). */
   private readonly rules: VendorControl
@@ -84,6 +85,7 @@ export class VendorConnection implements Connection {
     this.out = new ControlFrames(this.audio, this.frames, this.rules, ctx, socket)
     this.audioOut = new AudioWriter(this.audio, this.frames, this.rules, socket, () => this.askReplacement())
     this.timers = new ConnectionTimers(ctx.clock)
+    this.lease = ctx.route.pool.leaseStream(replica, this)
     ctx.chain.run(async () => await this.connect())
   }
 
@@ -141,10 +143,9 @@ export class VendorConnection implements Connection {
     if (!target.ok) return this.mappingFailed(target.stage, target.error)
     if (this.state !== 'BUILDING') return
     this.state = 'CONNECTING'
-    this.lease = this.ctx.route.pool.leaseStream(this.replica, this)
     this.socket = openLeg(this.ctx, this.audio, this.replica, target, {
       onOpen: () => {
-        this.lease?.handshakeDone()
+        this.lease.handshakeDone()
         if (this.state === 'CONNECTING') this.ctx.chain.run(async () => await this.opened())
       },
       onText: text => this.onText(text),
@@ -325,7 +326,7 @@ export class VendorConnection implements Connection {
 
   /** The stream stops counting at once; what the close means waits for the messages that came before it. */
   private onClose(code: number, reason: string, opened: boolean, socketFailure: SocketFailure | null): void {
-    this.lease?.release()
+    this.lease.release()
     if (opened) this.ctx.metrics.wsCloses.inc({ side: 'vendor', code: String(code) })
     this.ctx.chain.run(async () => this.closed(code, reason, opened, socketFailure))
   }
@@ -351,6 +352,7 @@ export class VendorConnection implements Connection {
    */
   goodbye(reason = 'platform closed'): void {
     if (this.state === 'CLOSED' || this.state === 'CLOSING') return
+    if (this.socket === null) return this.abort() // still building its URL: nothing to say goodbye to
     this.state = 'CLOSING'
     this.timers.stopOpen()
     this.audioOut.flush()
@@ -377,7 +379,7 @@ export class VendorConnection implements Connection {
 
   private finish(): void {
     this.state = 'CLOSED'
-    this.lease?.release()
+    this.lease.release()
     this.timers.stopAll()
     this.followOn.closed()
   }
