@@ -18,22 +18,24 @@ export class AudioWriter {
   private readonly bytesPerMs: number
   /** Built once the socket is open (`encodeWith`); null: platform audio goes through unchanged. */
   private encoder: AudioEncoder | null = null
+  /** The connection's socket, once open (`encodeWith`): held here, not asked for per write. */
+  private socket: VendorLeg | null = null
   private readonly rotation: RotationByAudio
 
-  /** `socket`: the connection's, while it has one. `rotate`: ask for a replacement (`rotateAfterAudioSeconds`). */
+  /** `rotate`: ask for a replacement (`rotateAfterAudioSeconds`). */
   constructor(
     private readonly audio: AudioMapping,
     private readonly frames: FrameCounters,
     private readonly rules: VendorControl,
-    private readonly socket: () => VendorLeg | null,
     rotate: () => void
   ) {
     this.bytesPerMs = PLATFORM_BYTES_PER_MS * (audio.frames.channels ?? 1)
     this.rotation = new RotationByAudio(audio.rotateAfterAudioMs ?? null, this.bytesPerMs, rotate)
   }
 
-  /** The socket's encoder (audio/connection/vendor-wire.ts `socketEncoder`). */
-  encodeWith(encoder: AudioEncoder | null): void {
+  /** The open socket audio goes to, and its encoder (audio/connection/vendor-wire.ts `socketEncoder`). */
+  encodeWith(socket: VendorLeg, encoder: AudioEncoder | null): void {
+    this.socket = socket
     this.encoder = encoder
   }
 
@@ -42,7 +44,7 @@ export class AudioWriter {
     this.rotation.written(this.bytes)
     if (this.rules.gate !== 'open') return this.rules.discard(data.byteLength)
     if (this.encoder === null) {
-      this.socket()?.sendBinary(data)
+      this.socket?.sendBinary(data)
       // What the placeholders read ({{chunk}}, {{position}}).
       this.frames.chunk++
       this.frames.audioMs += data.byteLength / this.bytesPerMs

@@ -83,7 +83,7 @@ export class VendorConnection implements Connection {
     this.rules = new VendorControl(this.audio, this.frames, ctx)
     const socket = (): VendorLeg | null => this.socket
     this.out = new ControlFrames(this.audio, this.frames, this.rules, ctx, socket)
-    this.audioOut = new AudioWriter(this.audio, this.frames, this.rules, socket, () => this.askReplacement())
+    this.audioOut = new AudioWriter(this.audio, this.frames, this.rules, () => this.askReplacement())
     this.timers = new ConnectionTimers(ctx.clock)
     this.lease = ctx.route.pool.leaseStream(replica, this)
     ctx.chain.run(async () => await this.connect())
@@ -167,7 +167,7 @@ export class VendorConnection implements Connection {
     if (this.socket === null) return
     const built = await socketEncoder(audio, this.input, this.frames, this.socket)
     if (!built.ok) return this.mappingFailed('template', built.error)
-    this.audioOut.encodeWith(built.encoder)
+    this.audioOut.encodeWith(this.socket, built.encoder)
     if (audio.open !== null && !(await this.sendControl(audio.open, 'open'))) return
     if (this.state !== 'OPENING') return
     if (audio.ready === null) {

@@ -70,6 +70,19 @@ export class FlushWheel {
     this.entries++
   }
 
+  /**
+   * Wake `c` at `at` instead of the wake that stands, earlier or later (a partial chunk written once it
+   * filled leaves its wake behind: the next chunk moves it instead of being woken early for nothing).
+   * The entry that stood is skipped when its tick comes.
+   */
+  move(c: WheelClient, at: number): void {
+    if (c.wheelDue !== 0) {
+      c.wheelDue = 0
+      this.live--
+    }
+    this.schedule(c, at)
+  }
+
   /** `c` needs no wake any more (its leg is over): the wheel stops once nobody does. */
   cancel(c: WheelClient): void {
     if (c.wheelDue === 0) return

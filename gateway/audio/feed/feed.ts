@@ -131,8 +131,9 @@ export class VendorFeed implements WheelClient {
     }
     const q = this.queue
     if (q.length === 0) {
+      // A new partial chunk: the wake left by the last one (written when it filled) moves to this one's due.
       this.partialSince = this.clock.now()
-      this.wheel.schedule(this, this.partialSince + this.chunkMs)
+      this.wheel.move(this, this.partialSince + this.chunkMs)
     }
     q.push(new Uint8Array(data), 1)
     if (q.bytes < this.chunkBytes) return

@@ -5,8 +5,8 @@ export interface RingContent {
   readonly bytes: number
   /** Platform frames held. */
   readonly frames: number
-  /** Copy the content, oldest first, to `dst` at `at`, and its entries to `lens`/`counts` from `e`. */
-  copyOut(dst: Buffer, at: number, lens: Uint32Array, counts: Uint32Array, e: number): void
+  /** Copy the content, oldest first, to `dst` at `at`, and its entries ([bytes, frames] pairs) to `entries` from entry `e`. */
+  copyOut(dst: Buffer, at: number, entries: Uint32Array, e: number): void
   /** Empty it; returns the platform frames it held. */
   clear(): number
 }
@@ -15,16 +15,19 @@ export interface RingContent {
  * Audio bytes in one circular buffer, as entries (a platform frame, or a run of whole frames written as
  * one chunk) with their byte length and how many platform frames each holds: the leg's queue
  * (`FrameQueue`). Pushing copies the bytes in, nothing is allocated per frame. Entries are never split,
- * so every count stays in platform frames. (The replay ring, audio/feed/replay-ring.ts, keeps its
- * entries the same way in slabs of a shared pool.)
+ * so every count stays in platform frames. An entry's bytes and frames sit side by side in one table
+ * (the per-frame path touches one object for them, not two). (The replay ring, audio/feed/replay-ring.ts,
+ * keeps its entries the same way in slabs of a shared pool.)
  */
 export class FrameRing implements RingContent {
   protected buf: Buffer
   /** Byte offset of the oldest entry. */
   protected start = 0
-  protected lens: Uint32Array
-  protected counts: Uint32Array
-  /** Index of the oldest entry in `lens` / `counts`. */
+  /** [bytes, platform frames] of each entry, oldest first from `head` (circular). */
+  protected entries: Uint32Array
+  /** Entries the table has room for (half its length). */
+  protected slots: number
+  /** Index of the oldest entry. */
   protected head = 0
   /** Entries held. */
   length = 0
@@ -36,8 +39,8 @@ export class FrameRing implements RingContent {
 
   constructor(bytes: number, entries: number) {
     this.buf = bytes === 0 ? EMPTY : Buffer.allocUnsafeSlow(bytes)
-    this.lens = new Uint32Array(entries)
-    this.counts = new Uint32Array(entries)
+    this.entries = new Uint32Array(2 * entries)
+    this.slots = entries
   }
 
   get capacity(): number {
@@ -58,9 +61,9 @@ export class FrameRing implements RingContent {
       this.buf.set(src.subarray(first), 0)
     }
     let e = this.head + this.length
-    if (e >= this.lens.length) e -= this.lens.length
-    this.lens[e] = n
-    this.counts[e] = frames
+    if (e >= this.slots) e -= this.slots
+    this.entries[2 * e] = n
+    this.entries[2 * e + 1] = frames
     this.length++
     this.bytes += n
     this.frames += frames
@@ -68,20 +71,20 @@ export class FrameRing implements RingContent {
 
   /** Bytes of the oldest entry (0 when empty). */
   get nextBytes(): number {
-    return this.length === 0 ? 0 : this.lens[this.head]
+    return this.length === 0 ? 0 : this.entries[2 * this.head]
   }
 
   /** Platform frames of the oldest entry (0 when empty). */
   get nextFrames(): number {
-    return this.length === 0 ? 0 : this.counts[this.head]
+    return this.length === 0 ? 0 : this.entries[2 * this.head + 1]
   }
 
   /** Drop the oldest entry; returns its platform frames. */
   dropFront(): number {
     const h = this.head
-    const n = this.lens[h]
-    const f = this.counts[h]
-    this.head = h + 1 === this.lens.length ? 0 : h + 1
+    const n = this.entries[2 * h]
+    const f = this.entries[2 * h + 1]
+    this.head = h + 1 === this.slots ? 0 : h + 1
     this.length--
     this.bytes -= n
     this.frames -= f
@@ -98,11 +101,11 @@ export class FrameRing implements RingContent {
    */
   trimFront(frames: number): void {
     const h = this.head
-    const f = this.counts[h]
+    const f = this.entries[2 * h + 1]
     if (this.length === 0 || frames <= 0 || frames >= f) return
-    const n = (this.lens[h] / f) * frames
-    this.lens[h] -= n
-    this.counts[h] = f - frames
+    const n = (this.entries[2 * h] / f) * frames
+    this.entries[2 * h] -= n
+    this.entries[2 * h + 1] = f - frames
     this.bytes -= n
     this.frames -= frames
     this.start += n
@@ -114,8 +117,8 @@ export class FrameRing implements RingContent {
     let n = 0
     let e = this.head
     for (let i = 0; i < this.length && (i === 0 || n < min); i++) {
-      n += this.lens[e]
-      e = e + 1 === this.lens.length ? 0 : e + 1
+      n += this.entries[2 * e]
+      e = e + 1 === this.slots ? 0 : e + 1
     }
     return n
   }
@@ -129,10 +132,11 @@ export class FrameRing implements RingContent {
     let frames = 0
     let e = this.head
     let k = 0
+    const entries = this.entries
     while (k < this.length && (k === 0 || n < min)) {
-      n += this.lens[e]
-      frames += this.counts[e]
-      e = e + 1 === this.lens.length ? 0 : e + 1
+      n += entries[2 * e]
+      frames += entries[2 * e + 1]
+      e = e + 1 === this.slots ? 0 : e + 1
       k++
     }
     const pos = this.start
@@ -162,20 +166,21 @@ export class FrameRing implements RingContent {
     return f
   }
 
-  /** Copy the content, oldest first, to `dst` at `at`, and its entries to `lens`/`counts` from `e` (growing, replay). */
-  copyOut(dst: Buffer, at: number, lens: Uint32Array, counts: Uint32Array, e: number): void {
+  /** Copy the content, oldest first, to `dst` at `at`, and its entries to `entries` from entry `e` (growing, replay). */
+  copyOut(dst: Buffer, at: number, entries: Uint32Array, e: number): void {
     const cap = this.buf.length
     const first = Math.min(this.bytes, cap - this.start)
     this.buf.copy(dst, at, this.start, this.start + first)
     if (first < this.bytes) this.buf.copy(dst, at + first, 0, this.bytes - first)
-    for (let i = 0, h = this.head; i < this.length; i++, h = h + 1 === this.lens.length ? 0 : h + 1) {
-      lens[e + i] = this.lens[h]
-      counts[e + i] = this.counts[h]
+    for (let i = 0, h = this.head; i < this.length; i++, h = h + 1 === this.slots ? 0 : h + 1) {
+      entries[2 * (e + i)] = this.entries[2 * h]
+      entries[2 * (e + i) + 1] = this.entries[2 * h + 1]
     }
   }
 }
 
 const EMPTY = Buffer.alloc(0)
+const NO_ENTRIES = new Uint32Array(0)
 /** Where a run that wraps around a ring's end is made contiguous (one for all legs: sinks copy at once). */
 let scratch = Buffer.allocUnsafeSlow(8192)
 /** Room for the partial chunk of the default coalescing (100 ms: 800 bytes); a backlog doubles it. */
@@ -197,7 +202,7 @@ export class FrameQueue extends FrameRing {
 
   /** Copy one entry in (a platform frame: `frames` 1); the caller checks the byte bound first. */
   push(src: Uint8Array, frames = 1): void {
-    if (this.bytes + src.length > this.buf.length || this.length === this.lens.length) this.grow(src.length, 0)
+    if (this.bytes + src.length > this.buf.length || this.length === this.slots) this.grow(src.length, 0)
     this.put(src, frames)
   }
 
@@ -212,34 +217,33 @@ export class FrameQueue extends FrameRing {
   shrink(): void {
     if (this.length !== 0 || this.buf.length <= SHRINK_ABOVE) return
     this.buf = EMPTY
-    this.lens = new Uint32Array(0)
-    this.counts = new Uint32Array(0)
+    this.entries = NO_ENTRIES
+    this.slots = 0
     this.clear()
   }
 
-  /** Room for `bytes` and `entries` more (`front`: content to put first): one new linear buffer. */
-  private grow(bytes: number, entries: number, front?: RingContent): void {
+  /** Room for `bytes` and `more` entries more (`front`: content to put first): one new linear buffer. */
+  private grow(bytes: number, more: number, front?: RingContent): void {
     const needBytes = this.bytes + bytes
-    const needEntries = this.length + Math.max(entries, 1)
+    const needEntries = this.length + Math.max(more, 1)
     let cap = Math.max(FIRST_BYTES, this.buf.length)
     while (cap < needBytes) cap *= 2
-    let slots = Math.max(FIRST_ENTRIES, this.lens.length)
+    let slots = Math.max(FIRST_ENTRIES, this.slots)
     while (slots < needEntries) slots *= 2
     const buf = Buffer.allocUnsafeSlow(cap)
-    const lens = new Uint32Array(slots)
-    const counts = new Uint32Array(slots)
+    const entries = new Uint32Array(2 * slots)
     let at = 0
     let e = 0
     if (front !== undefined) {
-      front.copyOut(buf, 0, lens, counts, 0)
+      front.copyOut(buf, 0, entries, 0)
       at = front.bytes
       e = front.length
     }
-    this.copyOut(buf, at, lens, counts, e)
+    this.copyOut(buf, at, entries, e)
     const { bytes: b, frames: f, length: n } = this
     this.buf = buf
-    this.lens = lens
-    this.counts = counts
+    this.entries = entries
+    this.slots = slots
     this.start = 0
     this.head = 0
     this.bytes = b + (front?.bytes ?? 0)

@@ -118,8 +118,8 @@ export class ReplayRing implements RingContent {
     return f
   }
 
-  /** Copy the content, oldest first, to `dst` at `at`, and its writes to `lens`/`counts` from `e` (replay). */
-  copyOut(dst: Buffer, at: number, lens: Uint32Array, counts: Uint32Array, e: number): void {
+  /** Copy the content, oldest first, to `dst` at `at`, and its writes to `entries` from entry `e` (replay). */
+  copyOut(dst: Buffer, at: number, entries: Uint32Array, e: number): void {
     const pool = this.pool
     const s = pool.slabBytes
     const cap = this.slabs.length
@@ -136,8 +136,8 @@ export class ReplayRing implements RingContent {
     }
     const slots = this.entries.length >> 1
     for (let i = 0, h = this.head; i < this.length; i++, h = h + 1 === slots ? 0 : h + 1) {
-      lens[e + i] = this.entries[2 * h]
-      counts[e + i] = this.entries[2 * h + 1]
+      entries[2 * (e + i)] = this.entries[2 * h]
+      entries[2 * (e + i) + 1] = this.entries[2 * h + 1]
     }
   }
 

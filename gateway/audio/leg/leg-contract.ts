@@ -121,6 +121,9 @@ const NOTHING: LegTies = { session: null, link: null }
 /** What ended on its own side before the leg did (failed, taken by another leg): it is not let go again. */
 export type Gone = 'session' | 'link' | null
 
+/** More fields of a leg's ERROR frame and its log line (retryAfterSeconds, detail). */
+export type Extra = Record<string, unknown>
+
 /** The session or relay link `phase` holds (none before CONNECTING, nor in REFUSING or CLOSED), but what is `gone`. */
 export function tiesOf(phase: LegPhase, gone: Gone = null): LegTies {
   switch (phase.state) {

@@ -32,6 +32,7 @@ import {
   ON_RESULT,
   ON_TEXT,
   type LegDeps,
+  type Extra,
   type Gone,
   type LegEnd,
   type LegPhase,
@@ -49,8 +50,6 @@ import { unhandled } from '../../result'
 
 export type { LegDeps, LegState, PlatformLeg } from './leg-contract'
 
-type Extra = Record<string, unknown>
-
 /**
  * One platform audio leg: its handshake, where its session is, then audio to that session (here, or in
  * another process over a relay link) and results back to the platform. Every event is decided by the
@@ -59,8 +58,9 @@ type Extra = Record<string, unknown>
  * no parse, no await, no log, no allocation, no prom-client call.
  */
 export class AudioLeg implements SessionEvents, RelayEvents {
-  /** Its state and what it is tied to there (audio/leg/leg-contract.ts LegPhase). */
+  /** Its state and what it is tied to there (audio/leg/leg-contract.ts LegPhase); changed by `enter` only. */
   private phase: LegPhase = BARE.AWAIT_INIT
+  private binary = ON_BINARY.AWAIT_INIT // ON_BINARY of `phase`, kept by `enter`: the per-frame path reads no table
   readonly counters: LegCounters
   /** Its summary line and call record (audio/leg/leg-call.ts). */
   readonly call: LegCall
@@ -107,6 +107,10 @@ export class AudioLeg implements SessionEvents, RelayEvents {
   get state(): LegState {
     return this.phase.state
   }
+  private enter(phase: LegPhase): void {
+    this.phase = phase
+    this.binary = ON_BINARY[phase.state]
+  }
 
   // ---- platform events -------------------------------------------------------------------------
 
@@ -115,14 +119,13 @@ export class AudioLeg implements SessionEvents, RelayEvents {
     const c = this.counters
     c.framesFromPlatform++
     c.bytesFromPlatform += data.byteLength
-    const action = ON_BINARY[this.phase.state]
+    const action = this.binary
     switch (action) {
       case 'pass':
         return this.audio.sink.write(data)
       case 'hold':
         if (this.audio.held.add(data)) return
-        // Past the hold buffer while checked or placed: every frame held, and this one, as a connecting
-        // session's hold counts them (audio/feed/feed.ts), not as audio still held when the leg ended.
+        // Over the hold buffer: the held frames and this one count as a connecting session's hold does (feed.ts).
         c.dropHold += this.audio.held.drop() + 1
         return this.fail(new GatewayError('HOLD_BUFFER_OVERFLOW'))
       case 'refuse':
@@ -206,7 +209,7 @@ export class AudioLeg implements SessionEvents, RelayEvents {
   // ---- VERIFYING (audio/leg/leg-handshake.ts): failure budget, credential, schema -------------------
 
   private verify(text: string): void {
-    this.phase = BARE.VERIFYING
+    this.enter(BARE.VERIFYING)
     this.initText = text
     verifyInit(this.deps, text, v => this.verified(v), this.bug)
   }
@@ -229,7 +232,7 @@ export class AudioLeg implements SessionEvents, RelayEvents {
     this.log = this.call.identified(this.log, checked.identity, checked.tenant)
     this.counters.tenant = checked.tenant
     const accepted: AcceptedLeg = { checked, key: v.key, at: this.deps.clock.now() }
-    this.phase = { state: 'PLACING', accepted }
+    this.enter({ state: 'PLACING', accepted })
     placeLeg(this.deps, v, place => this.placed(place, accepted), this.bug)
   }
 
@@ -266,7 +269,7 @@ export class AudioLeg implements SessionEvents, RelayEvents {
       return found.error.code === 'CALLER_MISMATCH' ? this.callerMismatch(found.error) : this.fail(found.error)
     const { session, reattached } = found.value
     // CONNECTING with its session first: a session re-attached to tells its newly attached leg it is ready at once.
-    this.phase = { state: 'CONNECTING', accepted, session }
+    this.enter({ state: 'CONNECTING', accepted, session })
     if (reattached) reattach(this.deps, session, this, this.log, checked)
     this.call.attached(session, reattached)
     this.audio.toSession(session)
@@ -279,7 +282,7 @@ export class AudioLeg implements SessionEvents, RelayEvents {
   private relay(place: Extract<Place, { kind: 'relay' }>, accepted: AcceptedLeg): void {
     this.call.relayed(place.owner.instance)
     const link = openRelay(this.deps, place, this.initText, this.counters, accepted.key, this.log, this)
-    this.phase = { state: 'RELAYING', accepted, relayedTo: place, link }
+    this.enter({ state: 'RELAYING', accepted, relayedTo: place, link })
     this.audio.toLink(link)
   }
 
@@ -303,7 +306,7 @@ export class AudioLeg implements SessionEvents, RelayEvents {
     if (p.state !== 'RELAYING') return // only a relaying leg has a link to report on
     const { accepted } = p
     this.audio.back(held)
-    this.phase = { state: 'PLACING', accepted }
+    this.enter({ state: 'PLACING', accepted })
     const here = (): void => this.placed({ kind: 'here', unreachable: why }, accepted)
     takeOverFrom(this.deps, p.relayedTo.owner, accepted, this.log, why, here)
   }
@@ -313,7 +316,7 @@ export class AudioLeg implements SessionEvents, RelayEvents {
   sessionReady(vendorParameters: Record<string, unknown>): void {
     const p = this.phase
     if (p.state !== 'CONNECTING') return
-    this.phase = { ...p, state: 'STREAMING' }
+    this.enter({ ...p, state: 'STREAMING' })
     const seconds = (this.deps.clock.now() - p.accepted.at) / 1000
     this.deps.metrics.handshakeDuration.observe({ route: this.deps.route.name }, seconds)
     this.out.send(connectedFrame({ ...vendorParameters, legId: this.deps.legId, route: this.deps.route.name }))
@@ -362,7 +365,7 @@ export class AudioLeg implements SessionEvents, RelayEvents {
   /** A refused credential, answered no sooner than auth.failureDelayMs (its failure was counted when judged). */
   private refuseAuth(error: GatewayError): void {
     if (this.state === 'CLOSED') return
-    this.phase = BARE.REFUSING
+    this.enter(BARE.REFUSING)
     this.handshakeTimer.clear()
     this.counters.dropAfterClose += this.audio.held.drop()
     afterFailureDelay(this.deps.auth(), this.deps.clock, () => this.fail(error))
@@ -380,7 +383,7 @@ export class AudioLeg implements SessionEvents, RelayEvents {
   private end(outcome: string, how: LegEnd, closeCode: number, gone: Gone = null): void {
     const was = this.phase
     if (was.state === 'CLOSED') return
-    this.phase = BARE.CLOSED
+    this.enter(BARE.CLOSED)
     this.handshakeTimer.clear()
     // Frames read from the platform and still held (its checks or its placement were under way): counted.
     this.counters.dropAfterClose += this.audio.stop()
