@@ -3,7 +3,9 @@
  * with nothing between them but the coalescing the gateway does by default. Per leg: the init message
  * opens a `ws` client to the sink and is forwarded; the sink's CONNECTED is passed back; each binary
  * platform message is copied into the leg's buffer, and one timer sends every leg's buffer every
- * `coalesceMs` (one write per leg per period, as the gateway's `audio.coalesceMs`). No credential, no
+ * `coalesceMs` (one write per leg per period, as the gateway's `audio.coalesceMs`); a buffer holding a
+ * period's audio (8 bytes a millisecond of 8 kHz µ-law) is written at once, as the gateway's chunk is, so a
+ * timer running late on a busy core does not make the floor's writes larger than the gateway's. No credential, no
  * schema, no mapping, no counters, no replay ring, no liveness pings, no failover: what any uWS + `ws`
  * proxy that coalesces costs on this machine, so the gateway's own work per frame is the difference.
  * `npm run bench -- audio --vs-nginx --floor` runs it beside the gateway and nginx.
@@ -12,11 +14,12 @@
  */
 import * as uWS from 'uWebSockets.js'
 import WebSocket from 'ws'
+import { workerExecArgv } from '../../gateway/workers/worker-flags'
 import { exitWithParent, type ListeningChild, startListeningChild } from './lib'
 
 interface Leg {
   vendor: WebSocket | null
-  /** The frames since the last write (100 ms is 800 bytes; when full, it is written at once). */
+  /** The frames since the last write (a period's audio: 100 ms is 800 bytes; when full, it is written at once). */
   buf: Buffer
   n: number
 }
@@ -31,6 +34,7 @@ function send(leg: Leg): void {
 }
 
 function serve(port: number, sinkUrl: string, coalesceMs: number): void {
+  const chunkBytes = coalesceMs > 0 ? 8 * coalesceMs : 2048
   uWS
     .App()
     .ws<Leg>('/*', {
@@ -39,7 +43,7 @@ function serve(port: number, sinkUrl: string, coalesceMs: number): void {
       maxPayloadLength: 64 * 1024,
       upgrade: (res, req, ctx) => {
         res.upgrade<Leg>(
-          { vendor: null, buf: Buffer.allocUnsafe(2048), n: 0 },
+          { vendor: null, buf: Buffer.allocUnsafe(chunkBytes), n: 0 },
           req.getHeader('sec-websocket-key'),
           req.getHeader('sec-websocket-protocol'),
           req.getHeader('sec-websocket-extensions'),
@@ -50,11 +54,11 @@ function serve(port: number, sinkUrl: string, coalesceMs: number): void {
         const leg = ws.getUserData()
         if (isBinary) {
           const n = message.byteLength
-          if (leg.n + n > leg.buf.length) send(leg)
           if (leg.n + n <= leg.buf.length) {
             leg.buf.set(new Uint8Array(message), leg.n)
             leg.n += n
           }
+          if (leg.n >= leg.buf.length) send(leg)
           return
         }
         if (leg.vendor !== null) return
@@ -102,9 +106,13 @@ function serve(port: number, sinkUrl: string, coalesceMs: number): void {
     })
 }
 
-/** The floor proxy, started as a child of the bench. */
+/**
+ * The floor proxy, started as a child of the bench with a gateway worker's node flags (its young generation:
+ * gateway/workers/worker-flags.ts), so both pay the same collector and only the gateway's own work differs.
+ */
 export function startAudioFloor(sinkUrl: string, coalesceMs: number, nodeArgs: string[] = []): Promise<ListeningChild> {
-  return startListeningChild(__filename, [sinkUrl, String(coalesceMs)], 'audio-floor', nodeArgs)
+  const flags = workerExecArgv(nodeArgs, '')
+  return startListeningChild(__filename, [sinkUrl, String(coalesceMs)], 'audio-floor', flags)
 }
 
 if (require.main === module) {
