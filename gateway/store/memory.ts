@@ -2,6 +2,7 @@ import { systemClock, Timer } from '../clock'
 import { LocalAuthState } from './local-auth'
 import { LocalCalls } from './local-calls'
 import { LocalOwners } from './local-owners'
+import { LocalShared } from './local-shared'
 import type { Affinity, CallRecord, FailureWindow, HealthRecord, OwnerRecord, Store } from './port'
 
 /** Single-instance store: the process's own maps. */
@@ -86,6 +87,23 @@ export class MemoryStore implements Store {
   }
   async listCalls(contacts: number): Promise<{ calls: CallRecord[]; more: boolean }> {
     return this.calls.list(contacts, Date.now())
+  }
+
+  private readonly sharedValues = new LocalShared()
+  async swapShared(
+    key: string,
+    field: string,
+    expect: string | null,
+    value: string | null,
+    ttlMs: number
+  ): Promise<string | null> {
+    return this.sharedValues.swap(key, field, expect, value, ttlMs, Date.now())
+  }
+  async dropShared(key: string): Promise<void> {
+    this.sharedValues.drop(key)
+  }
+  async countMembers(key: string, member: string, present: boolean, ttlMs: number): Promise<number> {
+    return this.sharedValues.count(key, member, present, ttlMs, Date.now())
   }
 
   isLeader(): boolean {

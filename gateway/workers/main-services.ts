@@ -151,6 +151,12 @@ export class MainServices {
         return store.getAffinity(a.key)
       case 'calls':
         return store.findCalls(a.contactId)
+      case 'shared-swap':
+        return store.swapShared(a.key, a.field, a.expect, a.value, a.ttlMs)
+      case 'shared-drop':
+        return store.dropShared(a.key)
+      case 'members':
+        return store.countMembers(a.key, a.member, a.present, a.ttlMs)
     }
   }
 }

@@ -21,6 +21,9 @@ export type StoreAsk =
   | { op: 'owner-claim'; key: string; owner: OwnerRecord; ttlMs: number; replacing?: string }
   | { op: 'affinity'; key: string }
   | { op: 'calls'; contactId: string }
+  | { op: 'shared-swap'; key: string; field: string; expect: string | null; value: string | null; ttlMs: number }
+  | { op: 'shared-drop'; key: string }
+  | { op: 'members'; key: string; member: string; present: boolean; ttlMs: number }
 
 /** A worker's writes to the main process's memory store (no answer). */
 export type StoreWrite =

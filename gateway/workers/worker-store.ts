@@ -82,6 +82,22 @@ export class WorkerStore implements Store {
   async listCalls(): Promise<{ calls: CallRecord[]; more: boolean }> {
     throw new Error('the main process lists the calls of every worker')
   }
+  // A contact's shared values and groups too: every worker's legs and utterances of a contact see one.
+  async swapShared(
+    key: string,
+    field: string,
+    expect: string | null,
+    value: string | null,
+    ttlMs: number
+  ): Promise<string | null> {
+    return (await this.ask({ op: 'shared-swap', key, field, expect, value, ttlMs })) as string | null
+  }
+  async dropShared(key: string): Promise<void> {
+    await this.ask({ op: 'shared-drop', key })
+  }
+  async countMembers(key: string, member: string, present: boolean, ttlMs: number): Promise<number> {
+    return (await this.ask({ op: 'members', key, member, present, ttlMs })) as number
+  }
   private ask(ask: StoreAsk): Promise<unknown> {
     const id = this.nextAsk++
     this.send({ t: 'store-ask', id, ask })
