@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { MemoryStore } from '../../gateway/store/memory'
 import type { Store } from '../../gateway/store/port'
 import { redisStorePair } from '../helpers/redis'
@@ -7,7 +7,7 @@ import { redisStorePair } from '../helpers/redis'
 // store and on real Redis (store/redis-scripts.ts SWAP_SHARED, COUNT_MEMBERS): what a mapping's shared setup
 // steps and its teardown `when: last` stand on (mapping/steps-run.ts).
 
-async function sharing(t: Tap.Test, a: Store, b: Store): Promise<void> {
+async function sharing(t: Test, a: Store, b: Store): Promise<void> {
   const both = await Promise.all([
     a.swapShared('c1', 'conv', null, 'pending:a', 60_000),
     b.swapShared('c1', 'conv', null, 'pending:b', 60_000)
