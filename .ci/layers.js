@@ -10,7 +10,7 @@ const { dirname, join, normalize, relative } = require('node:path')
 
 /** Lowest first. A top-level file of gateway/ is its own unit, named without `.ts`. */
 const LAYERS = [
-  ['errors', 'result', 'clock', 'paths'],
+  ['errors', 'result', 'clock', 'paths', 'state-table'],
   ['telemetry', 'validate'],
   ['store', 'config'],
   ['upstream'],

@@ -1,5 +1,4 @@
-import { parseArgs } from 'node:util'
-import { HELP, UsageError, help, requireUrl } from './cli-usage'
+import { parseCommand, requireUrl } from './cli-usage'
 import type { CallRecord } from './store/port'
 
 /** Where `calls` reads the admin token when `--token` is not given (never printed). */
@@ -54,19 +53,15 @@ export function callsTable(calls: readonly Omit<CallRecord, 'at'>[], tenant = fa
  * a usage error. The token comes from --token or $GATEWAY_ADMIN_TOKEN and is never printed.
  */
 export async function cmdCalls(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      admin: { type: 'string' },
-      token: { type: 'string' },
-      contact: { type: 'string' },
-      tenant: { type: 'string' },
-      json: { type: 'boolean', default: false },
-      ...HELP
-    }
+  const line = parseCommand('calls', argv, {
+    admin: { type: 'string' },
+    token: { type: 'string' },
+    contact: { type: 'string' },
+    tenant: { type: 'string' },
+    json: { type: 'boolean', default: false }
   })
-  if (values.help) return help('calls')
-  const usage = (message: string): UsageError => new UsageError(message, 'calls')
+  if (line === null) return 0
+  const { values, usage } = line
   if (values.admin === undefined) throw usage('--admin is required (the admin listener, e.g. http://127.0.0.1:9091)')
   const base = requireUrl(values.admin, ['http:', 'https:'], m => usage(m.replace('--url', '--admin'))).replace(
     /\/+$/,

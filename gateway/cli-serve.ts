@@ -1,6 +1,5 @@
 // `serve` and `check` (loaded by cli.ts when one of them runs): the only place that wires modules.
 import { join } from 'node:path'
-import { parseArgs } from 'node:util'
 import { validateAll } from './check'
 import { describeTenants } from './config/tenants'
 import type { Config } from './config/types'
@@ -24,7 +23,7 @@ import { WORKER_ENV, processChannel } from './workers/protocol'
 import { startSupervisor } from './workers/supervisor'
 import { WorkerStore } from './workers/worker-store'
 import { planWorkers } from './workers/capacity'
-import { HELP, UsageError, help, integer } from './cli-usage'
+import { UsageError, integer, parseCommand } from './cli-usage'
 import { systemClock } from './clock'
 import { createStore, hasRedis, newInstanceId } from './cli-store'
 import { type ConfigWatch, configFiles, watchConfig } from './config/watch'
@@ -143,11 +142,13 @@ function workerCount(given: string | undefined): { n: number; source: string } {
 }
 
 export async function cmdServe(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args: argv,
-    options: { config: { type: 'string' }, workers: { type: 'string' }, 'watch-config': { type: 'boolean' }, ...HELP }
+  const line = parseCommand('serve', argv, {
+    config: { type: 'string' },
+    workers: { type: 'string' },
+    'watch-config': { type: 'boolean' }
   })
-  if (values.help) return help('serve')
+  if (line === null) return 0
+  const { values } = line
   // A worker of `serve --workers N` is one process: its main process sized the group.
   const asked = process.env[WORKER_ENV] !== undefined ? { n: 1, source: 'worker' } : workerCount(values.workers)
   // The same validation as `check`: a config `check` rejects never serves.
@@ -336,8 +337,9 @@ async function serveAsWorker(config: Config, file: string): Promise<number> {
 }
 
 export async function cmdCheck(argv: string[]): Promise<number> {
-  const { values } = parseArgs({ args: argv, options: { config: { type: 'string' }, ...HELP } })
-  if (values.help) return help('check')
+  const line = parseCommand('check', argv, { config: { type: 'string' } })
+  if (line === null) return 0
+  const { values } = line
   const file = configPath(values.config)
   const checked = await validateAll(file, process.env)
   for (const w of checked.config?.warnings ?? []) console.log(`warning: ${w}`)

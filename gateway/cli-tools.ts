@@ -1,6 +1,5 @@
 import { join } from 'node:path'
-import { parseArgs } from 'node:util'
-import { HELP, UsageError, help, integer, positive, requireUrl } from './cli-usage'
+import { UsageError, help, integer, parseCommand, positive, requireUrl } from './cli-usage'
 import { packageRoot } from './paths'
 import { readAudioClip } from './tools/audio-file'
 import { simulateAudio } from './tools/simulate'
@@ -19,23 +18,19 @@ export async function cmdSimulate(argv: string[]): Promise<number> {
       kind === undefined ? 'simulate: "audio" or "text"' : `simulate ${kind}: "audio" or "text"`,
       'simulate'
     )
-  const { values } = parseArgs({
-    args: rest,
-    options: {
-      url: { type: 'string' },
-      token: { type: 'string' },
-      file: { type: 'string' },
-      perspective: { type: 'string', default: 'TX' },
-      legs: { type: 'string', default: '1' },
-      seconds: { type: 'string' },
-      insecure: { type: 'boolean', default: false },
-      stereo: { type: 'boolean', default: false },
-      contact: { type: 'string' },
-      ...HELP
-    }
+  const line = parseCommand('simulate audio', rest, {
+    url: { type: 'string' },
+    token: { type: 'string' },
+    file: { type: 'string' },
+    perspective: { type: 'string', default: 'TX' },
+    legs: { type: 'string', default: '1' },
+    seconds: { type: 'string' },
+    insecure: { type: 'boolean', default: false },
+    stereo: { type: 'boolean', default: false },
+    contact: { type: 'string' }
   })
-  if (values.help) return help('simulate audio')
-  const usage = (message: string): UsageError => new UsageError(message, 'simulate audio')
+  if (line === null) return 0
+  const { values, usage } = line
   const url = requireUrl(values.url, ['ws:', 'wss:'], usage)
   const perspective = values.perspective as 'TX' | 'RX' | 'MIX'
   if (!['TX', 'RX', 'MIX'].includes(perspective)) throw usage('--perspective must be TX, RX or MIX')
@@ -80,23 +75,19 @@ export async function cmdSimulate(argv: string[]): Promise<number> {
 
 /** simulate text: one utterance; prints the status and the answer; exit 0 on a 2xx, else 1. */
 async function cmdSimulateText(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      url: { type: 'string' },
-      token: { type: 'string' },
-      'auth-header': { type: 'boolean', default: false },
-      participant: { type: 'string', default: 'patron' },
-      text: { type: 'string' },
-      'contact-id': { type: 'string' },
-      'bus-no': { type: 'string' },
-      tenant: { type: 'string' },
-      insecure: { type: 'boolean', default: false },
-      ...HELP
-    }
+  const line = parseCommand('simulate text', argv, {
+    url: { type: 'string' },
+    token: { type: 'string' },
+    'auth-header': { type: 'boolean', default: false },
+    participant: { type: 'string', default: 'patron' },
+    text: { type: 'string' },
+    'contact-id': { type: 'string' },
+    'bus-no': { type: 'string' },
+    tenant: { type: 'string' },
+    insecure: { type: 'boolean', default: false }
   })
-  if (values.help) return help('simulate text')
-  const usage = (message: string): UsageError => new UsageError(message, 'simulate text')
+  if (line === null) return 0
+  const { values, usage } = line
   const url = requireUrl(values.url, ['http:', 'https:'], usage)
   if (values.text === undefined) throw usage('--text is required')
   const participant = values.participant as 'patron' | 'agent' | 'system'
@@ -129,22 +120,18 @@ const REAL_VENDOR_KINDS: readonly string[] = Object.keys(REAL_VENDOR_PATHS)
  * check the credential, `--result-every-frames` counts 20 ms frames of audio between results, 0 for none).
  */
 export async function cmdVendor(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      kind: { type: 'string' },
-      port: { type: 'string' },
-      host: { type: 'string', default: '127.0.0.1' },
-      'result-every-frames': { type: 'string', default: '50' },
-      'transcribe-frames': { type: 'boolean', default: false },
-      'api-key': { type: 'string' },
-      'max-stream-seconds': { type: 'string' },
-      location: { type: 'string' },
-      ...HELP
-    }
+  const line = parseCommand('vendor', argv, {
+    kind: { type: 'string' },
+    port: { type: 'string' },
+    host: { type: 'string', default: '127.0.0.1' },
+    'result-every-frames': { type: 'string', default: '50' },
+    'transcribe-frames': { type: 'boolean', default: false },
+    'api-key': { type: 'string' },
+    'max-stream-seconds': { type: 'string' },
+    location: { type: 'string' }
   })
-  if (values.help) return help('vendor')
-  const usage = (message: string): UsageError => new UsageError(message, 'vendor')
+  if (line === null) return 0
+  const { values, usage } = line
   const kind = values.kind ?? ''
   const real = REAL_VENDOR_KINDS.includes(kind)
   if (!real && !EMULATOR_KINDS.includes(kind) && !GRPC_KINDS.includes(kind))

@@ -1,3 +1,5 @@
+import { type ParseArgsConfig, parseArgs } from 'node:util'
+
 /** The command line's words: usages, help, usage errors and option parsing shared by every command. */
 
 const ENVIRONMENT =
@@ -67,7 +69,27 @@ ${EXIT_CODES}
 ${ENVIRONMENT}`
 
 /** `--help`/`-h`, accepted by every command. */
-export const HELP = { help: { type: 'boolean', short: 'h', default: false } } as const
+const HELP = { help: { type: 'boolean', short: 'h', default: false } } as const
+
+type Options = NonNullable<ParseArgsConfig['options']>
+type Values<O extends Options> = ReturnType<typeof parseArgs<{ args: string[]; options: O & typeof HELP }>>['values']
+
+/**
+ * A command's options (node's parseArgs, strict, with --help/-h) parsed from its arguments: their values,
+ * and `usage` to make its usage errors. Null after --help: the command's usage was printed (exit 0).
+ */
+export function parseCommand<const O extends Options>(
+  command: Command,
+  args: string[],
+  options: O
+): { values: Values<O>; usage: (message: string) => UsageError } | null {
+  const { values } = parseArgs({ args, options: { ...options, ...HELP } })
+  if ((values as { help?: boolean }).help === true) {
+    help(command)
+    return null
+  }
+  return { values: values as Values<O>, usage: message => new UsageError(message, command) }
+}
 
 export function help(command: Command | 'simulate' | null): number {
   if (command === null) console.log(USAGE)

@@ -1,123 +1,130 @@
-/**
- * Every failure a user can see: a stable code, a human text, the HTTP status it maps to, the
- * WebSocket close code it maps to, and a short flag for access logs and bounded metric labels.
- * This module imports nothing. `tests/unit/errors.test.ts` pins the catalogue; docs/reference/errors.md (the
- * failure table) is generated from it by `npm run docs`.
- */
-export const CODES = {
-  // platform credentials
-  AUTH_MISSING: { status: 401, close: 1008, flag: 'AM', text: 'credentials missing' },
-  AUTH_INVALID: { status: 401, close: 1008, flag: 'AI', text: 'credentials not accepted' },
-  TOO_MANY_FAILURES: {
-    status: 429,
-    close: 1008,
-    flag: 'TF',
-    text: 'too many failed authentications from this address; retry later'
-  },
-  CALLER_MISMATCH: {
-    status: 403,
-    close: 1008,
-    flag: 'CM',
-    text: 'this leg is live for another caller: only the caller that opened it may take it over'
-  },
-  TOKEN_REVOKED: {
-    status: 401,
-    close: 1008,
-    flag: 'TR',
-    text: 'the token this leg was opened with was revoked'
-  },
-  RELAY_INVALID: {
-    status: 403,
-    close: 1008,
-    flag: 'RI',
-    text: 'relay refused: not signed by this fleet, expired, used before, meant for another process, or for another session'
-  },
-  ADMIN_UNAUTHORIZED: {
-    status: 401,
-    close: 1008,
-    flag: 'AU',
-    text: 'the admin API needs Authorization: Bearer <admin.token>'
-  },
-  ADMIN_FORBIDDEN: {
-    status: 403,
-    close: 1008,
-    flag: 'AF',
-    text: 'the admin API without a token takes only what no web page can send'
-  },
-  // platform messages
-  MESSAGE_NOT_JSON: { status: 400, close: 1007, flag: 'NJ', text: 'message is not valid JSON' },
-  MESSAGE_INVALID: { status: 400, close: 1007, flag: 'MI', text: 'message does not match the interface schema' },
-  FIRST_FRAME_NOT_TEXT: {
-    status: 400,
-    close: 1007,
-    flag: 'FB',
-    text: 'the first frame must be a text frame holding the init message'
-  },
-  MESSAGE_TOO_LARGE: { status: 413, close: 1009, flag: 'TL', text: 'message too large' },
-  HEADERS_TOO_LARGE: { status: 431, close: 1009, flag: 'HL', text: 'request headers too large' },
-  HANDSHAKE_TIMEOUT: { status: 408, close: 1008, flag: 'HT', text: 'no init message within the handshake timeout' },
-  UNSUPPORTED_MEDIA_TYPE: { status: 415, close: 1003, flag: 'MT', text: 'content type must be application/json' },
-  ROUTE_NOT_FOUND: { status: 404, close: 1008, flag: 'NR', text: 'no such route' },
-  NOT_FOUND: { status: 404, close: 1008, flag: 'NF', text: 'not found' },
-  METHOD_NOT_ALLOWED: { status: 405, close: 1008, flag: 'MA', text: 'method not allowed' },
-  // the admin API
-  QUERY_INVALID: { status: 400, close: 1008, flag: 'QI', text: 'a query parameter is missing or not valid' },
-  // the front door (server/front-door.ts)
-  BAD_REQUEST: { status: 400, close: 1002, flag: 'BR', text: 'the request is not valid HTTP/1.1' },
-  UPGRADE_INVALID: {
-    status: 400,
-    close: 1002,
-    flag: 'UI',
-    text: 'the upgrade request is not a valid RFC 6455 handshake'
-  },
-  UPGRADE_VERSION: { status: 426, close: 1002, flag: 'UV', text: 'only WebSocket version 13 is supported' },
-  // upstream (vendor) side
-  NO_HEALTHY_UPSTREAM: { status: 503, close: 1013, flag: 'UH', text: 'no healthy upstream for this route' },
-  UPSTREAM_UNREACHABLE: {
-    status: 503,
-    close: 1013,
-    flag: 'UF',
-    text: 'no upstream replica of this route could be reached'
-  },
-  UPSTREAM_NOT_READY: { status: 504, close: 1013, flag: 'UR', text: 'the vendor session did not become ready in time' },
-  UPSTREAM_REFUSED: { status: 502, close: 1011, flag: 'UX', text: 'the vendor refused the session' },
-  UPSTREAM_CLOSED: { status: 502, close: 1011, flag: 'UC', text: 'the vendor session ended during the call' },
-  UPSTREAM_TIMEOUT: { status: 504, close: 1011, flag: 'UT', text: 'upstream did not answer in time' },
-  UPSTREAM_BAD_ANSWER: { status: 502, close: 1011, flag: 'UB', text: 'upstream answer could not be used' },
-  UPSTREAM_ANSWER_NOT_JSON: {
-    status: 502,
-    close: 1011,
-    flag: 'UJ',
-    text: 'the vendor answered in a form the mapping does not read (not JSON: an event stream, a page, nothing)'
-  },
-  // gateway resources
-  HOLD_BUFFER_OVERFLOW: {
-    status: 503,
-    close: 1013,
-    flag: 'HO',
-    text: 'too much audio arrived before the vendor session was ready'
-  },
-  BACKPRESSURE_OVERFLOW: { status: 503, close: 1013, flag: 'BO', text: 'the vendor is not reading audio fast enough' },
-  QUEUE_FULL: { status: 503, close: 1013, flag: 'QF', text: 'delivery queue is full' },
-  MAPPING_FAILED: { status: 500, close: 1011, flag: 'MF', text: 'the vendor mapping failed on this message' },
-  LEG_REPLACED: {
-    status: 409,
-    close: 1008,
-    flag: 'LR',
-    text: 'a newer connection of the same leg took over its vendor session'
-  },
-  LEG_LIMIT: { status: 429, close: 1013, flag: 'LL', text: 'too many live legs for this route or client' },
-  QUOTA_EXCEEDED: {
-    status: 429,
-    close: 1013,
-    flag: 'QX',
-    text: "over the tenant's or the route's quota (live legs, legs per second or utterances per second); retry later"
-  },
-  SHUTTING_DOWN: { status: 503, close: 1012, flag: 'SD', text: 'gateway is restarting; reconnect' },
-  INTERNAL: { status: 500, close: 1011, flag: 'IE', text: 'internal error' }
-} as const satisfies Record<string, { status: number; close: number; flag: string; text: string }>
+// Every failure a user can see, as one catalogue: this module imports nothing. `tests/unit/errors.test.ts` pins
+// it; docs/reference/errors.md (the failure table) is generated from it by `npm run docs`.
 
-export type ErrorCode = keyof typeof CODES
+/** A code's row in the catalogue: its HTTP status, WebSocket close code and flag (see `CodeInfo`); its text is in TEXTS. */
+type CodeRow = readonly [status: number, close: number, flag: string]
+
+// biome-ignore format: a row per code, the columns of CodeRow
+const ROWS = {
+  // platform credentials
+  AUTH_MISSING:             [401, 1008, 'AM'],
+  AUTH_INVALID:             [401, 1008, 'AI'],
+  TOO_MANY_FAILURES:        [429, 1008, 'TF'],
+  CALLER_MISMATCH:          [403, 1008, 'CM'],
+  TOKEN_REVOKED:            [401, 1008, 'TR'],
+  RELAY_INVALID:            [403, 1008, 'RI'],
+  ADMIN_UNAUTHORIZED:       [401, 1008, 'AU'],
+  ADMIN_FORBIDDEN:          [403, 1008, 'AF'],
+  // platform messages
+  MESSAGE_NOT_JSON:         [400, 1007, 'NJ'],
+  MESSAGE_INVALID:          [400, 1007, 'MI'],
+  FIRST_FRAME_NOT_TEXT:     [400, 1007, 'FB'],
+  MESSAGE_TOO_LARGE:        [413, 1009, 'TL'],
+  HEADERS_TOO_LARGE:        [431, 1009, 'HL'],
+  HANDSHAKE_TIMEOUT:        [408, 1008, 'HT'],
+  UNSUPPORTED_MEDIA_TYPE:   [415, 1003, 'MT'],
+  ROUTE_NOT_FOUND:          [404, 1008, 'NR'],
+  NOT_FOUND:                [404, 1008, 'NF'],
+  METHOD_NOT_ALLOWED:       [405, 1008, 'MA'],
+  // the admin API
+  QUERY_INVALID:            [400, 1008, 'QI'],
+  // the front door (server/front-door.ts)
+  BAD_REQUEST:              [400, 1002, 'BR'],
+  UPGRADE_INVALID:          [400, 1002, 'UI'],
+  UPGRADE_VERSION:          [426, 1002, 'UV'],
+  // upstream (vendor) side
+  NO_HEALTHY_UPSTREAM:      [503, 1013, 'UH'],
+  UPSTREAM_UNREACHABLE:     [503, 1013, 'UF'],
+  UPSTREAM_NOT_READY:       [504, 1013, 'UR'],
+  UPSTREAM_REFUSED:         [502, 1011, 'UX'],
+  UPSTREAM_CLOSED:          [502, 1011, 'UC'],
+  UPSTREAM_TIMEOUT:         [504, 1011, 'UT'],
+  UPSTREAM_BAD_ANSWER:      [502, 1011, 'UB'],
+  UPSTREAM_ANSWER_NOT_JSON: [502, 1011, 'UJ'],
+  // gateway resources
+  HOLD_BUFFER_OVERFLOW:     [503, 1013, 'HO'],
+  BACKPRESSURE_OVERFLOW:    [503, 1013, 'BO'],
+  QUEUE_FULL:               [503, 1013, 'QF'],
+  MAPPING_FAILED:           [500, 1011, 'MF'],
+  LEG_REPLACED:             [409, 1008, 'LR'],
+  LEG_LIMIT:                [429, 1013, 'LL'],
+  QUOTA_EXCEEDED:           [429, 1013, 'QX'],
+  SHUTTING_DOWN:            [503, 1012, 'SD'],
+  INTERNAL:                 [500, 1011, 'IE']
+} as const satisfies Record<string, CodeRow>
+
+export type ErrorCode = keyof typeof ROWS
+
+/** What each code says to a person: its problem+json title, its error message (before any detail) and the failure table's text. */
+const TEXTS: { readonly [C in ErrorCode]: string } = {
+  // platform credentials
+  AUTH_MISSING: 'credentials missing',
+  AUTH_INVALID: 'credentials not accepted',
+  TOO_MANY_FAILURES: 'too many failed authentications from this address; retry later',
+  CALLER_MISMATCH: 'this leg is live for another caller: only the caller that opened it may take it over',
+  TOKEN_REVOKED: 'the token this leg was opened with was revoked',
+  RELAY_INVALID:
+    'relay refused: not signed by this fleet, expired, used before, meant for another process, or for another session',
+  ADMIN_UNAUTHORIZED: 'the admin API needs Authorization: Bearer <admin.token>',
+  ADMIN_FORBIDDEN: 'the admin API without a token takes only what no web page can send',
+  // platform messages
+  MESSAGE_NOT_JSON: 'message is not valid JSON',
+  MESSAGE_INVALID: 'message does not match the interface schema',
+  FIRST_FRAME_NOT_TEXT: 'the first frame must be a text frame holding the init message',
+  MESSAGE_TOO_LARGE: 'message too large',
+  HEADERS_TOO_LARGE: 'request headers too large',
+  HANDSHAKE_TIMEOUT: 'no init message within the handshake timeout',
+  UNSUPPORTED_MEDIA_TYPE: 'content type must be application/json',
+  ROUTE_NOT_FOUND: 'no such route',
+  NOT_FOUND: 'not found',
+  METHOD_NOT_ALLOWED: 'method not allowed',
+  // the admin API
+  QUERY_INVALID: 'a query parameter is missing or not valid',
+  // the front door (server/front-door.ts)
+  BAD_REQUEST: 'the request is not valid HTTP/1.1',
+  UPGRADE_INVALID: 'the upgrade request is not a valid RFC 6455 handshake',
+  UPGRADE_VERSION: 'only WebSocket version 13 is supported',
+  // upstream (vendor) side
+  NO_HEALTHY_UPSTREAM: 'no healthy upstream for this route',
+  UPSTREAM_UNREACHABLE: 'no upstream replica of this route could be reached',
+  UPSTREAM_NOT_READY: 'the vendor session did not become ready in time',
+  UPSTREAM_REFUSED: 'the vendor refused the session',
+  UPSTREAM_CLOSED: 'the vendor session ended during the call',
+  UPSTREAM_TIMEOUT: 'upstream did not answer in time',
+  UPSTREAM_BAD_ANSWER: 'upstream answer could not be used',
+  UPSTREAM_ANSWER_NOT_JSON:
+    'the vendor answered in a form the mapping does not read (not JSON: an event stream, a page, nothing)',
+  // gateway resources
+  HOLD_BUFFER_OVERFLOW: 'too much audio arrived before the vendor session was ready',
+  BACKPRESSURE_OVERFLOW: 'the vendor is not reading audio fast enough',
+  QUEUE_FULL: 'delivery queue is full',
+  MAPPING_FAILED: 'the vendor mapping failed on this message',
+  LEG_REPLACED: 'a newer connection of the same leg took over its vendor session',
+  LEG_LIMIT: 'too many live legs for this route or client',
+  QUOTA_EXCEEDED:
+    "over the tenant's or the route's quota (live legs, legs per second or utterances per second); retry later",
+  SHUTTING_DOWN: 'gateway is restarting; reconnect',
+  INTERNAL: 'internal error'
+}
+
+/**
+ * What a code maps to: the HTTP status, the WebSocket close code, a short flag for access logs and bounded
+ * metric labels, and a human text.
+ */
+export interface CodeInfo {
+  readonly status: number
+  readonly close: number
+  readonly flag: string
+  readonly text: string
+}
+
+/** Every failure a user can see: a stable code and what it maps to, from the rows above. */
+export const CODES: { readonly [C in ErrorCode]: CodeInfo } = Object.fromEntries(
+  Object.entries(ROWS).map(([code, [status, close, flag]]) => [
+    code,
+    { status, close, flag, text: TEXTS[code as ErrorCode] }
+  ])
+) as { readonly [C in ErrorCode]: CodeInfo }
 
 /** A user-visible failure. `pointers` are JSON pointers of bad fields, never their values. */
 export class GatewayError extends Error {

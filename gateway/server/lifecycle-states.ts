@@ -1,3 +1,5 @@
+import { byEvent, orStay, type Row } from '../state-table'
+
 // The stages of one server process (server/lifecycle.ts) and what every event does in each: total tables,
 // so a new stage or a new event does not compile until every row says what it does there.
 
@@ -20,7 +22,8 @@ export type ServerStage = 'starting' | 'serving' | 'leaving' | 'draining' | 'clo
  * - stop-now: a second signal (or the main process gone): stop at once.
  * - close: the process is done with the server (after its drain, or at a failure).
  */
-export type ServerEvent = 'listening' | 'drain' | 'delay-over' | 'drained' | 'deadline' | 'stop-now' | 'close'
+export const SERVER_EVENTS = ['listening', 'drain', 'delay-over', 'drained', 'deadline', 'stop-now', 'close'] as const
+export type ServerEvent = (typeof SERVER_EVENTS)[number]
 
 /**
  * - serve: the listeners opened: serving.
@@ -35,56 +38,34 @@ export type ServerAction = 'serve' | 'begin-drain' | 'stop-accepting' | 'end-dra
 
 export type ServerStep = readonly [ServerAction, ServerStage]
 
-/** Every event in every stage: what is done, and the stage after it. */
-export const SERVER_STEPS: { readonly [s in ServerStage]: { readonly [e in ServerEvent]: ServerStep } } = {
-  // Closed before it listens (a stop or a close while starting): nothing is drained, what opens closes at once.
-  starting: {
-    listening: ['serve', 'serving'],
-    drain: ['finish', 'closed'],
-    'delay-over': ['ignore', 'starting'],
-    drained: ['ignore', 'starting'],
-    deadline: ['ignore', 'starting'],
-    'stop-now': ['finish', 'closed'],
-    close: ['finish', 'closed']
-  },
-  serving: {
-    listening: ['ignore', 'serving'],
-    drain: ['begin-drain', 'leaving'],
-    'delay-over': ['ignore', 'serving'],
-    drained: ['ignore', 'serving'],
-    deadline: ['ignore', 'serving'],
-    'stop-now': ['finish', 'closed'],
-    close: ['finish', 'closed']
-  },
-  leaving: {
-    listening: ['ignore', 'leaving'],
-    drain: ['join', 'leaving'],
-    'delay-over': ['stop-accepting', 'draining'],
-    // Still serving new work for the delay: an idle moment is not the end of the drain.
-    drained: ['ignore', 'leaving'],
-    deadline: ['end-drain', 'closed'],
-    'stop-now': ['end-drain', 'closed'],
-    close: ['end-drain', 'closed']
-  },
-  draining: {
-    listening: ['ignore', 'draining'],
-    drain: ['join', 'draining'],
-    'delay-over': ['ignore', 'draining'],
-    drained: ['end-drain', 'closed'],
-    deadline: ['end-drain', 'closed'],
-    'stop-now': ['end-drain', 'closed'],
-    close: ['end-drain', 'closed']
-  },
-  closed: {
-    listening: ['finish', 'closed'],
-    drain: ['join', 'closed'],
-    'delay-over': ['ignore', 'closed'],
-    drained: ['ignore', 'closed'],
-    deadline: ['ignore', 'closed'],
-    'stop-now': ['ignore', 'closed'],
-    close: ['ignore', 'closed']
-  }
+// The steps that leave the stage, named after what they do (a bare action keeps the stage).
+const SERVE: ServerStep = ['serve', 'serving']
+const BEGIN_DRAIN: ServerStep = ['begin-drain', 'leaving']
+const STOP_ACCEPTING: ServerStep = ['stop-accepting', 'draining']
+const END_DRAIN: ServerStep = ['end-drain', 'closed']
+const FINISH: ServerStep = ['finish', 'closed']
+
+/**
+ * Every event in every stage: what is done, and the stage after it (a bare action keeps the stage). Closed
+ * before it listens (a stop or a close while starting), nothing is drained and what opens closes at once.
+ * While leaving, new work is still served for the delay: an idle moment (drained) is not the end of the drain.
+ */
+// biome-ignore format: a row per stage, a cell per event of SERVER_EVENTS, in its order
+const ROWS: { readonly [s in ServerStage]: Row<typeof SERVER_EVENTS, Record<ServerEvent, ServerStep | ServerAction>> } = {
+  //         listening drain        delay-over      drained    deadline   stop-now   close
+  starting: [SERVE,    FINISH,      'ignore',       'ignore',  'ignore',  FINISH,    FINISH],
+  serving:  ['ignore', BEGIN_DRAIN, 'ignore',       'ignore',  'ignore',  FINISH,    FINISH],
+  leaving:  ['ignore', 'join',      STOP_ACCEPTING, 'ignore',  END_DRAIN, END_DRAIN, END_DRAIN],
+  draining: ['ignore', 'join',      'ignore',       END_DRAIN, END_DRAIN, END_DRAIN, END_DRAIN],
+  closed:   [FINISH,   'join',      'ignore',       'ignore',  'ignore',  'ignore',  'ignore']
 }
+
+/** SERVER_STEPS[stage][event]: the rows above, keyed by event. */
+export const SERVER_STEPS: { readonly [s in ServerStage]: { readonly [e in ServerEvent]: ServerStep } } = byEvent(
+  SERVER_EVENTS,
+  ROWS,
+  orStay
+)
 
 /** /readyz answers 503 (the instance is leaving the load balancer's rotation). */
 export const LEAVING: Record<ServerStage, boolean> = {

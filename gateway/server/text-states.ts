@@ -1,3 +1,5 @@
+import { byEvent, orStay, type Row } from '../state-table'
+
 // The states of one text hook request (server/text-exchange.ts) and what every event does in each: a total
 // table, so a new state or event does not compile until every row says what it does there.
 
@@ -33,7 +35,8 @@ export type ExchangeState =
  *   answer goes now (one that does not close the connection, or a deferred one after the parse pass).
  * - abort: uWS's onAborted.
  */
-export type ExchangeEvent = 'read' | 'drain' | 'body' | 'over' | 'parsed' | 'defer' | 'answer' | 'abort'
+export const EXCHANGE_EVENTS = ['read', 'drain', 'body', 'over', 'parsed', 'defer', 'answer', 'abort'] as const
+export type ExchangeEvent = (typeof EXCHANGE_EVENTS)[number]
 
 /**
  * What the exchange does on each event (`ignore`: nothing). `count-abort` counts and logs a request the
@@ -57,105 +60,46 @@ export type ExchangeStep<E extends ExchangeEvent = ExchangeEvent> = readonly [
   to: ExchangeState
 ]
 
-const IGNORE = (s: ExchangeState): readonly ['ignore', ExchangeState] => ['ignore', s]
+// The steps that leave the state, named after what they do (a bare action keeps the state).
+const READ: ExchangeStep<'read'> = ['read', 'READING']
+const DRAIN: ExchangeStep<'drain'> = ['drain', 'DRAINING']
+const AWAIT_PARSE: ExchangeStep<'body'> = ['await-parse', 'PARSING']
+const DISPATCH: ExchangeStep<'parsed'> = ['dispatch', 'DISPATCHED']
+const COUNT_ABORT: ExchangeStep<'parsed'> = ['count-abort', 'GONE']
+const DEFER: ExchangeStep<'defer'> = ['defer', 'DEFERRED']
+const SEND: ExchangeStep<'answer'> = ['send', 'ANSWERED']
+const GONE: ExchangeStep<'abort'> = ['ignore', 'GONE']
+const GONE_PARSING: ExchangeStep<'abort'> = ['ignore', 'GONE_PARSING']
+
+/** A cell of the table: a step, or a bare action that keeps the state. */
+type ExchangeCells = { readonly [E in ExchangeEvent]: ExchangeStep<E> | ExchangeActions[E] }
 
 /**
- * Every event in every state. An `ignore` in a live state is an event its code never raises there (a body
- * before the head passed, a parse pass without a body); in GONE it is the abort's whole point.
+ * Every event in every state (a bare action keeps the state). An `ignore` in a live state is an event its
+ * code never raises there (a body before the head passed, a parse pass without a body); in GONE it is the
+ * abort's whole point. Once the platform is gone, an answer still coming (a refusal, or the hook's) waits for
+ * the parse pass as it would have, then is dropped.
  */
-export const NEXT: { readonly [S in ExchangeState]: { readonly [E in ExchangeEvent]: ExchangeStep<E> } } = {
-  HEAD: {
-    read: ['read', 'READING'],
-    drain: ['drain', 'DRAINING'],
-    body: IGNORE('HEAD'),
-    over: IGNORE('HEAD'),
-    parsed: IGNORE('HEAD'),
-    defer: ['defer', 'DEFERRED'],
-    answer: ['send', 'ANSWERED'],
-    abort: IGNORE('GONE')
-  },
-  READING: {
-    read: IGNORE('READING'),
-    drain: IGNORE('READING'),
-    body: ['await-parse', 'PARSING'],
-    over: ['too-large', 'READING'],
-    parsed: IGNORE('READING'),
-    defer: ['defer', 'DEFERRED'],
-    answer: ['send', 'ANSWERED'],
-    abort: IGNORE('GONE')
-  },
-  DRAINING: {
-    read: IGNORE('DRAINING'),
-    drain: IGNORE('DRAINING'),
-    body: IGNORE('DRAINING'),
-    over: ['too-large', 'DRAINING'],
-    parsed: IGNORE('DRAINING'),
-    defer: ['defer', 'DEFERRED'],
-    answer: ['send', 'ANSWERED'],
-    abort: IGNORE('GONE')
-  },
-  PARSING: {
-    read: IGNORE('PARSING'),
-    drain: IGNORE('PARSING'),
-    body: IGNORE('PARSING'),
-    over: IGNORE('PARSING'),
-    parsed: ['dispatch', 'DISPATCHED'],
-    defer: ['defer', 'DEFERRED'],
-    answer: ['send', 'ANSWERED'],
-    abort: IGNORE('GONE_PARSING')
-  },
-  DISPATCHED: {
-    read: IGNORE('DISPATCHED'),
-    drain: IGNORE('DISPATCHED'),
-    body: IGNORE('DISPATCHED'),
-    over: IGNORE('DISPATCHED'),
-    parsed: IGNORE('DISPATCHED'),
-    defer: ['defer', 'DEFERRED'],
-    answer: ['send', 'ANSWERED'],
-    abort: IGNORE('GONE')
-  },
-  DEFERRED: {
-    read: IGNORE('DEFERRED'),
-    drain: IGNORE('DEFERRED'),
-    body: IGNORE('DEFERRED'),
-    over: IGNORE('DEFERRED'),
-    parsed: IGNORE('DEFERRED'),
-    defer: IGNORE('DEFERRED'),
-    answer: ['send', 'ANSWERED'],
-    abort: IGNORE('GONE')
-  },
-  ANSWERED: {
-    read: IGNORE('ANSWERED'),
-    drain: IGNORE('ANSWERED'),
-    body: IGNORE('ANSWERED'),
-    over: IGNORE('ANSWERED'),
-    parsed: IGNORE('ANSWERED'),
-    defer: IGNORE('ANSWERED'),
-    answer: IGNORE('ANSWERED'),
-    abort: IGNORE('ANSWERED')
-  },
-  // An answer still coming (a refusal, or the hook's) waits for the parse pass as it would have, then is dropped.
-  GONE: {
-    read: IGNORE('GONE'),
-    drain: IGNORE('GONE'),
-    body: IGNORE('GONE'),
-    over: IGNORE('GONE'),
-    parsed: IGNORE('GONE'),
-    defer: ['defer', 'GONE'],
-    answer: ['drop', 'GONE'],
-    abort: IGNORE('GONE')
-  },
-  GONE_PARSING: {
-    read: IGNORE('GONE_PARSING'),
-    drain: IGNORE('GONE_PARSING'),
-    body: IGNORE('GONE_PARSING'),
-    over: IGNORE('GONE_PARSING'),
-    parsed: ['count-abort', 'GONE'],
-    defer: ['defer', 'GONE_PARSING'],
-    answer: ['drop', 'GONE_PARSING'],
-    abort: IGNORE('GONE_PARSING')
-  }
+// biome-ignore format: a row per state, a cell per event of EXCHANGE_EVENTS, in its order
+const ROWS: { readonly [S in ExchangeState]: Row<typeof EXCHANGE_EVENTS, ExchangeCells> } = {
+  //             read      drain     body         over         parsed       defer     answer    abort
+  HEAD:         [READ,     DRAIN,    'ignore',    'ignore',    'ignore',    DEFER,    SEND,     GONE],
+  READING:      ['ignore', 'ignore', AWAIT_PARSE, 'too-large', 'ignore',    DEFER,    SEND,     GONE],
+  DRAINING:     ['ignore', 'ignore', 'ignore',    'too-large', 'ignore',    DEFER,    SEND,     GONE],
+  PARSING:      ['ignore', 'ignore', 'ignore',    'ignore',    DISPATCH,    DEFER,    SEND,     GONE_PARSING],
+  DISPATCHED:   ['ignore', 'ignore', 'ignore',    'ignore',    'ignore',    DEFER,    SEND,     GONE],
+  DEFERRED:     ['ignore', 'ignore', 'ignore',    'ignore',    'ignore',    'ignore', SEND,     GONE],
+  ANSWERED:     ['ignore', 'ignore', 'ignore',    'ignore',    'ignore',    'ignore', 'ignore', 'ignore'],
+  GONE:         ['ignore', 'ignore', 'ignore',    'ignore',    'ignore',    'defer',  'drop',   'ignore'],
+  GONE_PARSING: ['ignore', 'ignore', 'ignore',    'ignore',    COUNT_ABORT, 'defer',  'drop',   'ignore']
 }
+
+/** NEXT[state][event]: the rows above, keyed by event. */
+export const NEXT: { readonly [S in ExchangeState]: { readonly [E in ExchangeEvent]: ExchangeStep<E> } } = byEvent(
+  EXCHANGE_EVENTS,
+  ROWS,
+  orStay
+)
 
 /**
  * How the answer leaves the connection, known from the head: open (`keep`); closed because the client said

@@ -1,5 +1,6 @@
 import type { Logger } from '../telemetry/log'
 import type { StoreOp } from './redis-options'
+import { byEvent, type Row } from '../state-table'
 
 // The Redis store's connection as sharing sees it (store/redis.ts): one state and total tables, so a new
 // state does not compile until every table says what it does there.
@@ -17,7 +18,8 @@ import type { StoreOp } from './redis-options'
 export type LinkState = 'OFFLINE' | 'UNPROVEN' | 'UP' | 'CLOSING' | 'CLOSING_UP' | 'CLOSED'
 
 /** ioredis's 'ready', its 'close' or 'end', a failed command, a successful sync, the store's `close()`. */
-export type LinkEvent = 'ready' | 'lost' | 'failed' | 'synced' | 'close'
+export const LINK_EVENTS = ['ready', 'lost', 'failed', 'synced', 'close'] as const
+export type LinkEvent = (typeof LINK_EVENTS)[number]
 
 /** What a transition says (a log line and `onUp`): sharing came up, went down, or nothing changed. */
 export type LinkNews = 'up' | 'down' | null
@@ -26,53 +28,26 @@ export type LinkStep = readonly [to: LinkState, news: LinkNews]
 
 /**
  * Every event in every state. Sharing goes down once per outage (leaving UP) and comes up once (entering
- * UP): the news. A closing store says nothing of its own quit, and a closed one never reconnects.
+ * UP): the news. A closing store says nothing of its own quit, and a closed one never reconnects. A sync
+ * already in flight at close() that succeeds still proves the connection, and says so (as it always has).
  */
-export const NEXT: { readonly [S in LinkState]: { readonly [E in LinkEvent]: LinkStep } } = {
-  OFFLINE: {
-    ready: ['UNPROVEN', null],
-    lost: ['OFFLINE', null],
-    failed: ['OFFLINE', null],
-    synced: ['OFFLINE', null],
-    close: ['CLOSED', null]
-  },
-  UNPROVEN: {
-    ready: ['UNPROVEN', null],
-    lost: ['OFFLINE', null],
-    failed: ['UNPROVEN', null],
-    synced: ['UP', 'up'],
-    close: ['CLOSING', null]
-  },
-  UP: {
-    ready: ['UP', null],
-    lost: ['OFFLINE', 'down'],
-    failed: ['UNPROVEN', 'down'],
-    synced: ['UP', null],
-    close: ['CLOSING_UP', null]
-  },
-  // A sync already in flight at close() that succeeds still proves the connection, and says so (as it always has).
-  CLOSING: {
-    ready: ['CLOSING', null],
-    lost: ['CLOSED', null],
-    failed: ['CLOSING', null],
-    synced: ['CLOSING_UP', 'up'],
-    close: ['CLOSING', null]
-  },
-  CLOSING_UP: {
-    ready: ['CLOSING_UP', null],
-    lost: ['CLOSED', null],
-    failed: ['CLOSING_UP', null],
-    synced: ['CLOSING_UP', null],
-    close: ['CLOSING_UP', null]
-  },
-  CLOSED: {
-    ready: ['CLOSED', null],
-    lost: ['CLOSED', null],
-    failed: ['CLOSED', null],
-    synced: ['CLOSED', null],
-    close: ['CLOSED', null]
-  }
+// biome-ignore format: a row per state, a cell per event of LINK_EVENTS, in its order
+const ROWS: { readonly [S in LinkState]: Row<typeof LINK_EVENTS, Record<LinkEvent, LinkStep>> } = {
+  //           ready                 lost                 failed                synced                close
+  OFFLINE:    [['UNPROVEN', null],   ['OFFLINE', null],   ['OFFLINE', null],    ['OFFLINE', null],    ['CLOSED', null]],
+  UNPROVEN:   [['UNPROVEN', null],   ['OFFLINE', null],   ['UNPROVEN', null],   ['UP', 'up'],         ['CLOSING', null]],
+  UP:         [['UP', null],         ['OFFLINE', 'down'], ['UNPROVEN', 'down'], ['UP', null],         ['CLOSING_UP', null]],
+  CLOSING:    [['CLOSING', null],    ['CLOSED', null],    ['CLOSING', null],    ['CLOSING_UP', 'up'], ['CLOSING', null]],
+  CLOSING_UP: [['CLOSING_UP', null], ['CLOSED', null],    ['CLOSING_UP', null], ['CLOSING_UP', null], ['CLOSING_UP', null]],
+  CLOSED:     [['CLOSED', null],     ['CLOSED', null],    ['CLOSED', null],     ['CLOSED', null],     ['CLOSED', null]]
 }
+
+/** NEXT[state][event]: the rows above, keyed by event. */
+export const NEXT: { readonly [S in LinkState]: { readonly [E in LinkEvent]: LinkStep } } = byEvent(
+  LINK_EVENTS,
+  ROWS,
+  step => step
+)
 
 /** Whether commands go to Redis in each state (a ready connection). */
 export const CONNECTED: Record<LinkState, boolean> = {

@@ -5,8 +5,8 @@ import { Quotas } from '../auth/quotas'
 import { systemClock } from '../clock'
 import type { Config } from '../config/types'
 import type { MemoryStore } from '../store/memory'
-import { type HealthRecord, isQuotaStore, type Store } from '../store/port'
-import type { AdmissionMessage, StoreAsk, StoreWrite, ToWorker } from './protocol'
+import { isQuotaStore, type Store } from '../store/port'
+import type { AdmissionMessage, StoreAsk, StoreCall, StoreWrite, StoreWriteCall, ToWorker } from './protocol'
 
 /** What one worker holds of the main process's services: to give back when it exits. */
 interface WorkerAccount {
@@ -55,30 +55,21 @@ export class MainServices {
   }
 
   storeWrite(worker: number, m: StoreWrite): void {
-    const store = this.store
     switch (m.t) {
       case 'streams':
         this.of(worker).streams = new Map(m.counts)
         return
       case 'health':
-        store.writeHealth(m.key, m.record as HealthRecord)
+        this.store.writeHealth(m.key, m.record)
         return this.healthChanged()
-      case 'aff-set':
-        return store.setAffinity(m.key, m.affinity, m.ttlSeconds)
-      case 'aff-del':
-        return store.deleteAffinity(m.key, m.legId)
-      case 'owners-refresh':
-        return store.refreshOwners(m.keys, m.instance, m.ttlMs)
-      case 'owner-release':
-        return store.releaseOwner(m.key, m.instance)
-      case 'calls-publish':
-        this.of(worker).instance = m.records[0].process
-        return store.publishCalls(m.records, m.ttlMs)
-      case 'call-remove':
-        return store.removeCall(m.contactId, m.legId)
+      // Its call records (publishCalls(records, ttlMs)) and owner claims (claimOwner(key, owner, …)) say its id.
+      case 'store-write':
+        if (m.call.op === 'publishCalls') this.of(worker).instance = m.call.args[0][0].process
+        this.call(m.call)
+        return
       case 'store-ask':
-        if (m.ask.op === 'owner-claim') this.of(worker).instance = m.ask.owner.instance
-        this.ask(m.ask).then(
+        if (m.ask.op === 'claimOwner') this.of(worker).instance = m.ask.args[1].instance
+        this.call(m.ask).then(
           value => this.post(worker, { t: 'store-answer', id: m.id, value }),
           (err: unknown) => this.post(worker, { t: 'store-answer', id: m.id, value: null, error: String(err) })
         )
@@ -136,27 +127,11 @@ export class MainServices {
     return h
   }
 
-  private ask(a: StoreAsk): Promise<unknown> {
-    const store = this.store
-    switch (a.op) {
-      case 'revoke':
-        return store.revokeToken(a.jti, a.untilEpochMs, a.nowMs)
-      case 'revoked':
-        return store.isTokenRevoked(a.jti, a.nowMs)
-      case 'fail':
-        return store.countFailure(a.key, a.windowMs, a.nowMs)
-      case 'owner-claim':
-        return store.claimOwner(a.key, a.owner, a.ttlMs, a.replacing)
-      case 'affinity':
-        return store.getAffinity(a.key)
-      case 'calls':
-        return store.findCalls(a.contactId)
-      case 'shared-swap':
-        return store.swapShared(a.key, a.field, a.expect, a.value, a.ttlMs)
-      case 'shared-drop':
-        return store.dropShared(a.key)
-      case 'members':
-        return store.countMembers(a.key, a.member, a.present, a.ttlMs)
-    }
+  /** A worker's call on the memory store, made as the worker made it on its own (workers/worker-store.ts). */
+  private call(c: StoreWriteCall): void
+  private call(c: StoreAsk): Promise<unknown>
+  private call(c: StoreCall): unknown {
+    const method = this.store[c.op] as (...args: unknown[]) => unknown
+    return method.apply(this.store, c.args)
   }
 }

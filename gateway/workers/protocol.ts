@@ -2,7 +2,7 @@ import type { UtteranceTaken } from '../auth/admission'
 import type { LegLimit } from '../auth/leg-limits'
 import type { QuotaRefusal } from '../auth/quotas'
 import type { NonceTaken } from '../auth/relay-token'
-import type { Affinity, CallRecord, HealthRecord, OwnerRecord } from '../store/port'
+import type { HealthRecord, Store } from '../store/port'
 
 /**
  * The messages between `serve --workers N`'s main process (workers/supervisor.ts) and its worker
@@ -13,28 +13,36 @@ import type { Affinity, CallRecord, HealthRecord, OwnerRecord } from '../store/p
  * (audio/placement/relay-link.ts), as between instances.
  */
 
-/** A worker's calls on the main process's memory store that answer. */
-export type StoreAsk =
-  | { op: 'revoke'; jti: string; untilEpochMs: number; nowMs: number }
-  | { op: 'revoked'; jti: string; nowMs: number }
-  | { op: 'fail'; key: string; windowMs: number; nowMs: number }
-  | { op: 'owner-claim'; key: string; owner: OwnerRecord; ttlMs: number; replacing?: string }
-  | { op: 'affinity'; key: string }
-  | { op: 'calls'; contactId: string }
-  | { op: 'shared-swap'; key: string; field: string; expect: string | null; value: string | null; ttlMs: number }
-  | { op: 'shared-drop'; key: string }
-  | { op: 'members'; key: string; member: string; present: boolean; ttlMs: number }
+/** The Store methods a worker calls on the main process's memory store: writes (no answer), and asks. */
+type WriteOp = 'setAffinity' | 'deleteAffinity' | 'refreshOwners' | 'releaseOwner' | 'publishCalls' | 'removeCall'
+type AskOp =
+  | 'getAffinity'
+  | 'revokeToken'
+  | 'isTokenRevoked'
+  | 'countFailure'
+  | 'claimOwner'
+  | 'findCalls'
+  | 'swapShared'
+  | 'dropShared'
+  | 'countMembers'
 
-/** A worker's writes to the main process's memory store (no answer). */
+/**
+ * One call on the main process's memory store: the Store method's name and its arguments, as the worker
+ * made it on its own store (workers/worker-store.ts); the main process makes the same call.
+ */
+export type StoreCall<Op extends WriteOp | AskOp = WriteOp | AskOp> = {
+  [K in Op]: { op: K; args: Parameters<Store[K]> }
+}[Op]
+
+/** A worker's calls on the main process's memory store with no answer, and those that answer. */
+export type StoreWriteCall = StoreCall<WriteOp>
+export type StoreAsk = StoreCall<AskOp>
+
+/** A worker's writes to the main process's memory store (no answer), and its asks. */
 export type StoreWrite =
   | { t: 'streams'; counts: [string, number][] }
   | { t: 'health'; key: string; record: HealthRecord }
-  | { t: 'aff-set'; key: string; affinity: Affinity; ttlSeconds: number }
-  | { t: 'aff-del'; key: string; legId: string }
-  | { t: 'owners-refresh'; keys: string[]; instance: string; ttlMs: number }
-  | { t: 'owner-release'; key: string; instance: string }
-  | { t: 'calls-publish'; records: CallRecord[]; ttlMs: number }
-  | { t: 'call-remove'; contactId: string; legId: string }
+  | { t: 'store-write'; call: StoreWriteCall }
   | { t: 'store-ask'; id: number; ask: StoreAsk }
 
 /** A worker's asks of the gateway's admission (auth/admission.ts), counted in the main process. */

@@ -1,3 +1,5 @@
+import { byEvent, orStay, type Row } from '../state-table'
+
 // The stages of the main process of `serve --workers N` (workers/supervisor-lifecycle.ts) and of each of
 // its worker slots (workers/worker-slots.ts), with what every event does in each: total tables, so a new
 // stage or event does not compile until every row says what it does there.
@@ -18,7 +20,8 @@ export type SupervisorStage = 'starting' | 'serving' | 'stopped' | 'draining' | 
  * - stop-now: a second signal: every worker stops at once (no lingering for a final scrape).
  * - drained: every worker exited, the final scrape was answered or given up on, the listeners closed.
  */
-export type SupervisorEvent = 'all-ready' | 'start-failed' | 'drain' | 'stop-now' | 'drained'
+export const SUPERVISOR_EVENTS = ['all-ready', 'start-failed', 'drain', 'stop-now', 'drained'] as const
+export type SupervisorEvent = (typeof SUPERVISOR_EVENTS)[number]
 
 /**
  * - serve: the start succeeded.
@@ -33,47 +36,26 @@ export type SupervisorAction = 'serve' | 'abandon' | 'begin-drain' | 'stop-worke
 
 export type SupervisorStep = readonly [SupervisorAction, SupervisorStage]
 
-/** Every event in every stage: what is done, and the stage after it. */
+/**
+ * Every event in every stage: what is done, and the stage after it (a bare action keeps the stage). Signals
+ * are installed once the start has succeeded: a stop during the start can only come from a caller.
+ */
+// biome-ignore format: a row per stage, a cell per event of SUPERVISOR_EVENTS, in its order
+const ROWS: {
+  readonly [s in SupervisorStage]: Row<typeof SUPERVISOR_EVENTS, Record<SupervisorEvent, SupervisorStep | SupervisorAction>>
+} = {
+  //         all-ready             start-failed           drain                        stop-now                     drained
+  starting: [['serve', 'serving'], ['abandon', 'closed'], ['abandon', 'closed'],       ['abandon', 'closed'],       'ignore'],
+  serving:  ['ignore',             ['abandon', 'closed'], ['begin-drain', 'draining'], ['stop-workers', 'stopped'], 'ignore'],
+  stopped:  ['ignore',             'ignore',              ['begin-drain', 'draining'], 'stop-workers',              'ignore'],
+  draining: ['ignore',             'ignore',              'join',                      'stop-workers',              ['close', 'closed']],
+  closed:   ['ignore',             'ignore',              'join',                      'ignore',                    'ignore']
+}
+
+/** SUPERVISOR_STEPS[stage][event]: the rows above, keyed by event. */
 export const SUPERVISOR_STEPS: {
   readonly [s in SupervisorStage]: { readonly [e in SupervisorEvent]: SupervisorStep }
-} = {
-  // Signals are installed once the start has succeeded: a stop during the start can only come from a caller.
-  starting: {
-    'all-ready': ['serve', 'serving'],
-    'start-failed': ['abandon', 'closed'],
-    drain: ['abandon', 'closed'],
-    'stop-now': ['abandon', 'closed'],
-    drained: ['ignore', 'starting']
-  },
-  serving: {
-    'all-ready': ['ignore', 'serving'],
-    'start-failed': ['abandon', 'closed'],
-    drain: ['begin-drain', 'draining'],
-    'stop-now': ['stop-workers', 'stopped'],
-    drained: ['ignore', 'serving']
-  },
-  stopped: {
-    'all-ready': ['ignore', 'stopped'],
-    'start-failed': ['ignore', 'stopped'],
-    drain: ['begin-drain', 'draining'],
-    'stop-now': ['stop-workers', 'stopped'],
-    drained: ['ignore', 'stopped']
-  },
-  draining: {
-    'all-ready': ['ignore', 'draining'],
-    'start-failed': ['ignore', 'draining'],
-    drain: ['join', 'draining'],
-    'stop-now': ['stop-workers', 'draining'],
-    drained: ['close', 'closed']
-  },
-  closed: {
-    'all-ready': ['ignore', 'closed'],
-    'start-failed': ['ignore', 'closed'],
-    drain: ['join', 'closed'],
-    'stop-now': ['ignore', 'closed'],
-    drained: ['ignore', 'closed']
-  }
-}
+} = byEvent(SUPERVISOR_EVENTS, ROWS, orStay)
 
 /** A worker process exits: restarted, the start failed (unless it had served), or let go (the gateway is stopping). */
 export const ON_WORKER_EXIT: Record<SupervisorStage, 'restart' | 'fail-start-unless-up' | 'let-go'> = {

@@ -1,5 +1,5 @@
 import type { Affinity, CallRecord, FailureWindow, HealthRecord, OwnerRecord, Store } from '../store/port'
-import type { StoreAsk, StoreWrite } from './protocol'
+import type { StoreAsk, StoreWrite, StoreWriteCall } from './protocol'
 
 /**
  * The in-memory store of one worker of `serve --workers N`: the main process holds the memory store and
@@ -40,63 +40,57 @@ export class WorkerStore implements Store {
     return this.health
   }
   setAffinity(key: string, affinity: Affinity, ttlSeconds: number): void {
-    this.send({ t: 'aff-set', key, affinity, ttlSeconds })
+    this.write({ op: 'setAffinity', args: [key, affinity, ttlSeconds] })
   }
   async getAffinity(key: string): Promise<Affinity | null> {
-    return (await this.ask({ op: 'affinity', key })) as Affinity | null
+    return (await this.ask({ op: 'getAffinity', args: [key] })) as Affinity | null
   }
   deleteAffinity(key: string, legId: string): void {
-    this.send({ t: 'aff-del', key, legId })
+    this.write({ op: 'deleteAffinity', args: [key, legId] })
   }
   // Token revocations and failure counts live in the main process's memory store, shared by every worker.
   async revokeToken(jti: string, untilEpochMs: number, nowMs: number): Promise<void> {
-    await this.ask({ op: 'revoke', jti, untilEpochMs, nowMs })
+    await this.ask({ op: 'revokeToken', args: [jti, untilEpochMs, nowMs] })
   }
   async isTokenRevoked(jti: string, nowMs: number): Promise<boolean> {
-    return (await this.ask({ op: 'revoked', jti, nowMs })) === true
+    return (await this.ask({ op: 'isTokenRevoked', args: [jti, nowMs] })) === true
   }
   async countFailure(key: string, windowMs: number, nowMs: number): Promise<FailureWindow> {
-    return (await this.ask({ op: 'fail', key, windowMs, nowMs })) as FailureWindow
+    return (await this.ask({ op: 'countFailure', args: [key, windowMs, nowMs] })) as FailureWindow
   }
   // Session owner records too, so a leg on one worker finds the worker that owns its session.
   async claimOwner(key: string, owner: OwnerRecord, ttlMs: number, replacing?: string): Promise<OwnerRecord> {
-    return (await this.ask({ op: 'owner-claim', key, owner, ttlMs, replacing })) as OwnerRecord
+    return (await this.ask({ op: 'claimOwner', args: [key, owner, ttlMs, replacing] })) as OwnerRecord
   }
   refreshOwners(keys: readonly string[], instance: string, ttlMs: number): void {
-    this.send({ t: 'owners-refresh', keys: [...keys], instance, ttlMs })
+    this.write({ op: 'refreshOwners', args: [keys, instance, ttlMs] })
   }
   releaseOwner(key: string, instance: string): void {
-    this.send({ t: 'owner-release', key, instance })
+    this.write({ op: 'releaseOwner', args: [key, instance] })
   }
   // Call records too: the main process's /admin/calls answers for every worker.
   publishCalls(records: readonly CallRecord[], ttlMs: number): void {
-    if (records.length > 0) this.send({ t: 'calls-publish', records: [...records], ttlMs })
+    if (records.length > 0) this.write({ op: 'publishCalls', args: [records, ttlMs] })
   }
   removeCall(contactId: string, legId: string): void {
-    this.send({ t: 'call-remove', contactId, legId })
+    this.write({ op: 'removeCall', args: [contactId, legId] })
   }
   async findCalls(contactId: string): Promise<CallRecord[]> {
-    return (await this.ask({ op: 'calls', contactId })) as CallRecord[]
+    return (await this.ask({ op: 'findCalls', args: [contactId] })) as CallRecord[]
   }
   /** Not asked of a worker: the main process answers `GET /admin/calls` for every worker from its own store. */
   async listCalls(): Promise<{ calls: CallRecord[]; more: boolean }> {
     throw new Error('the main process lists the calls of every worker')
   }
   // A contact's shared values and groups too: every worker's legs and utterances of a contact see one.
-  async swapShared(
-    key: string,
-    field: string,
-    expect: string | null,
-    value: string | null,
-    ttlMs: number
-  ): Promise<string | null> {
-    return (await this.ask({ op: 'shared-swap', key, field, expect, value, ttlMs })) as string | null
+  readonly swapShared: Store['swapShared'] = (...args) => this.ask({ op: 'swapShared', args }) as Promise<string | null>
+  readonly dropShared: Store['dropShared'] = async (...args) => {
+    await this.ask({ op: 'dropShared', args })
   }
-  async dropShared(key: string): Promise<void> {
-    await this.ask({ op: 'shared-drop', key })
-  }
-  async countMembers(key: string, member: string, present: boolean, ttlMs: number): Promise<number> {
-    return (await this.ask({ op: 'members', key, member, present, ttlMs })) as number
+  readonly countMembers: Store['countMembers'] = (...args) => this.ask({ op: 'countMembers', args }) as Promise<number>
+  /** A write the main process makes on its memory store (no answer). */
+  private write(call: StoreWriteCall): void {
+    this.send({ t: 'store-write', call })
   }
   private ask(ask: StoreAsk): Promise<unknown> {
     const id = this.nextAsk++

@@ -262,7 +262,8 @@ export class AudioLeg implements SessionEvents, RelayEvents {
         new LegTees({ ...this.deps, log: this.log, forward: t => this.deliver(t), platform: this.platform }, checked)
       )
     const found = sessionOf(this.deps, this, this.log, checked, key)
-    if (!found.ok) return found.error.code === 'CALLER_MISMATCH' ? this.callerMismatch() : this.fail(found.error)
+    if (!found.ok)
+      return found.error.code === 'CALLER_MISMATCH' ? this.callerMismatch(found.error) : this.fail(found.error)
     const { session, reattached } = found.value
     // CONNECTING with its session first: a session re-attached to tells its newly attached leg it is ready at once.
     this.phase = { state: 'CONNECTING', accepted, session }
@@ -352,10 +353,10 @@ export class AudioLeg implements SessionEvents, RelayEvents {
     this.platform.end(CODES[code].close, code)
   }
 
-  /** A leg of another caller's session: refused (after the failure delay) and counted as an auth failure. */
-  private callerMismatch(): void {
+  /** A leg of another caller's session (`error`: the lookup's, if any): refused after the failure delay, counted as an auth failure. */
+  private callerMismatch(error = new GatewayError('CALLER_MISMATCH')): void {
     this.deps.metrics.authFailures.inc({ hook: 'audio', reason: 'caller_mismatch' })
-    this.refuseAuth(new GatewayError('CALLER_MISMATCH'))
+    this.refuseAuth(error)
   }
 
   /** A refused credential, answered no sooner than auth.failureDelayMs (its failure was counted when judged). */
