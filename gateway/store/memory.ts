@@ -89,22 +89,11 @@ export class MemoryStore implements Store {
     return this.calls.list(contacts, Date.now())
   }
 
+  // A contact's shared values and groups (store/local-shared.ts), at this process's time.
   private readonly sharedValues = new LocalShared()
-  async swapShared(
-    key: string,
-    field: string,
-    expect: string | null,
-    value: string | null,
-    ttlMs: number
-  ): Promise<string | null> {
-    return this.sharedValues.swap(key, field, expect, value, ttlMs, Date.now())
-  }
-  async dropShared(key: string): Promise<void> {
-    this.sharedValues.drop(key)
-  }
-  async countMembers(key: string, member: string, present: boolean, ttlMs: number): Promise<number> {
-    return this.sharedValues.count(key, member, present, ttlMs, Date.now())
-  }
+  readonly swapShared: Store['swapShared'] = async (...a) => this.sharedValues.swap(...a, Date.now())
+  readonly dropShared: Store['dropShared'] = async key => this.sharedValues.drop(key)
+  readonly countMembers: Store['countMembers'] = async (...a) => this.sharedValues.count(...a, Date.now())
 
   isLeader(): boolean {
     return true

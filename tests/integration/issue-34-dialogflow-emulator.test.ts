@@ -3,6 +3,7 @@ import { Client, credentials, type ServiceError, status as Status } from '@grpc/
 import { type DialogflowEmulator, DIALOGFLOW_PROTOS, startDialogflow } from '../../gateway/tools/vendors/dialogflow'
 import { toMessage } from '../../gateway/upstream/proto-json'
 import { googleProtosDir, loadProtos } from '../../gateway/upstream/protos'
+import { rawStreamCall } from '../helpers/grpc'
 
 // The Dialogflow emulator (gateway/tools/vendors/dialogflow.ts), built from the official protos, refuses what
 // the API refuses, each check following the section named in dialogflow-checks.ts: participant.proto's
@@ -38,27 +39,8 @@ async function unary(df: DialogflowEmulator, method: string, req: unknown): Prom
 }
 
 /** One stream: these requests (raw bytes), then a half-close; the status it ended with. */
-async function stream(df: DialogflowEmulator, requests: Buffer[]): Promise<ServiceError | null> {
-  const c = client(df)
-  try {
-    return await new Promise(resolve => {
-      const s = c.makeBidiStreamRequest(
-        STREAM.path,
-        (b: Buffer) => b,
-        (b: Buffer) => b
-      )
-      s.on('data', () => {})
-      s.on('error', err => resolve(err as ServiceError))
-      s.on('status', st => {
-        if (st.code === Status.OK) resolve(null)
-      })
-      for (const r of requests) s.write(r)
-      s.end()
-    })
-  } finally {
-    c.close()
-  }
-}
+const stream = (df: DialogflowEmulator, requests: Buffer[]): Promise<ServiceError | null> =>
+  rawStreamCall(df.url, STREAM.path, requests)
 
 const req = (json: unknown): Buffer => {
   const m = toMessage(protos, `${PKG}.StreamingAnalyzeContentRequest`, json)

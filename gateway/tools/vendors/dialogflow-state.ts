@@ -2,6 +2,7 @@ import { status as Status } from '@grpc/grpc-js'
 import { toMessage } from '../../upstream/proto-json'
 import type { ProtoSet } from '../../upstream/protos'
 import type { Refusal } from './google-stt-checks'
+import type { StreamReport } from './grpc-stream'
 
 // What the Dialogflow emulator (dialogflow.ts, dialogflow-stream.ts) keeps: its options, its conversations and
 // streams as its report shows them, and the suggestions it makes.
@@ -46,18 +47,13 @@ export interface DialogflowReport {
   calls: { method: string; status: string; details?: string }[]
 }
 
-export interface DfStreamReport {
-  id: number
+export interface DfStreamReport extends StreamReport {
   participant: string | null
   role: string | null
   config: Record<string, unknown> | null
   extended: boolean
-  audioRequests: number
-  audioMs: number
   finals: string[]
   suggestions: number
-  refusal: Refusal | null
-  ended: string | null
 }
 
 /** The conversations of one emulator, and what its calls may look up. */

@@ -4,7 +4,8 @@ import { Cadence, phrase } from './cadence'
 import { firstStreamingProblem, laterStreamingProblem } from './dialogflow-checks'
 import { type DfConversation, type DfState, type DfStreamReport, suggestionsFor } from './dialogflow-state'
 import { Hearing } from './hearing'
-import { authProblem, type Refusal, unknownFields } from './google-stt-checks'
+import type { Refusal } from './google-stt-checks'
+import { EmulatedStream } from './grpc-stream'
 
 // One Participants/StreamingAnalyzeContent call of the Dialogflow emulator (dialogflow.ts). The first request
 // names the participant and its audio config, the later ones carry input_audio [participant.proto
@@ -21,65 +22,26 @@ const REQUEST = 'google.cloud.dialogflow.v2.StreamingAnalyzeContentRequest'
 /** [participant.proto input_audio]: without extended streaming, "must not exceed 1 minute". */
 const PLAIN_MAX_MS = 60_000
 
-export class DialogflowStream {
-  private state: 'FIRST' | 'STREAMING' | 'ENDED' = 'FIRST'
-  private cadence = new Cadence(1000)
-  private heard: Hearing | null = null
-  private bytesPerMs = 8
+export class DialogflowStream extends EmulatedStream<DfStreamReport> {
   private conversation: DfConversation | null = null
   /** Without extended streaming: what is said after the half-close. */
   private readonly held: object[] = []
-  readonly report: DfStreamReport
 
   constructor(
-    private readonly call: ServerDuplexStream<Buffer, object>,
+    call: ServerDuplexStream<Buffer, object>,
     private readonly s: DfState,
-    private readonly m: MethodDefinition<object, object>
+    m: MethodDefinition<object, object>
   ) {
-    this.report = {
-      id: s.report.streams.length + 1,
-      participant: null,
-      role: null,
-      config: null,
-      extended: false,
-      audioRequests: 0,
-      audioMs: 0,
-      finals: [],
-      suggestions: 0,
-      refusal: null,
-      ended: null
-    }
-    s.report.streams.push(this.report)
-    const auth = authProblem(call.metadata, s.opts, Date.now())
-    if (auth !== null) {
-      this.refuse(auth)
-      return
-    }
-    call.on('data', (b: Buffer) => this.request(b))
-    call.on('end', () => this.halfClosed())
-    call.on('cancelled', () => {
-      if (this.state !== 'ENDED') this.report.ended = 'CANCELLED'
-      this.state = 'ENDED'
-    })
-    call.on('error', () => {})
+    super(call, s.protos, REQUEST, buf => m.requestDeserialize(buf), s.opts, newReport(s))
   }
 
-  private request(buf: Buffer): void {
-    if (this.state === 'ENDED') return
-    const unknown = unknownFields(this.s.protos, REQUEST, buf)
-    if (unknown.length > 0)
-      return this.refuse({
-        code: Status.INVALID_ARGUMENT,
-        details: `Invalid request: unknown field(s) ${unknown.join(', ')} in ${REQUEST}.`
-      })
-    const req = this.m.requestDeserialize(buf) as Record<string, any>
-    if (this.state === 'FIRST') return this.first(req)
+  protected later(req: Record<string, any>): void {
     const problem = laterStreamingProblem(req)
     if (problem !== null) return this.refuse(problem)
     this.audio(Buffer.from(req.inputAudio as string, 'base64'))
   }
 
-  private first(req: Record<string, any>): void {
+  protected first(req: Record<string, any>): void {
     const problem = firstStreamingProblem(req)
     if (problem !== null) return this.refuse(problem)
     const p = this.s.participant(req.participant)
@@ -97,28 +59,17 @@ export class DialogflowStream {
     this.state = 'STREAMING'
   }
 
-  private audio(data: Buffer): void {
-    const r = this.report
-    r.audioRequests++
-    this.heard?.add(data)
-    const ms = data.length / this.bytesPerMs
-    r.audioMs += ms
-    const max = r.extended ? (this.s.opts.maxStreamAudioMs ?? 180_000) : PLAIN_MAX_MS
-    if (r.audioMs > max)
-      return this.refuse(
-        r.extended
-          ? { code: Status.DEADLINE_EXCEEDED, details: 'Extended streaming timed out after 3 minutes of audio.' }
-          : { code: Status.INVALID_ARGUMENT, details: 'The audio of one stream must not exceed 1 minute.' }
-      )
-    const c = this.cadence
-    const crossed = c.add(ms)
-    for (let i = 0; i < crossed; i++) {
-      const at = c.boundary(i, crossed)
-      this.result(c.start, at, ++c.ticks % 2 === 0)
-    }
+  protected overLimit(audioMs: number): Refusal | null {
+    if (!this.report.extended)
+      return audioMs > PLAIN_MAX_MS
+        ? { code: Status.INVALID_ARGUMENT, details: 'The audio of one stream must not exceed 1 minute.' }
+        : null
+    return audioMs > (this.s.opts.maxStreamAudioMs ?? 180_000)
+      ? { code: Status.DEADLINE_EXCEEDED, details: 'Extended streaming timed out after 3 minutes of audio.' }
+      : null
   }
 
-  private result(startMs: number, endMs: number, isFinal: boolean): void {
+  protected result(startMs: number, endMs: number, isFinal: boolean): void {
     const r = this.report
     const words = this.heard !== null ? this.heard.words(startMs, endMs) : phrase(r.finals.length + 1)
     if (isFinal) this.cadence.start = endMs
@@ -158,22 +109,25 @@ export class DialogflowStream {
     else this.held.push(out)
   }
 
-  private halfClosed(): void {
-    if (this.state === 'ENDED') return
-    const c = this.cadence
-    if (this.state === 'STREAMING' && c.pending) this.result(c.start, c.audioMs, true)
+  protected override flush(): void {
     for (const out of this.held.splice(0)) this.call.write(out)
-    this.state = 'ENDED'
-    this.report.ended = 'OK'
-    this.call.end()
   }
+}
 
-  private refuse(r: Refusal): void {
-    if (this.state === 'ENDED') return
-    this.state = 'ENDED'
-    this.report.refusal = r
-    this.report.ended = Status[r.code]
-    this.s.opts.log?.(`stream ${this.report.id} refused: ${Status[r.code]} ${r.details}`)
-    this.call.emit('error', { code: r.code, details: r.details })
+function newReport(s: DfState): DfStreamReport {
+  const report: DfStreamReport = {
+    id: s.report.streams.length + 1,
+    participant: null,
+    role: null,
+    config: null,
+    extended: false,
+    audioRequests: 0,
+    audioMs: 0,
+    finals: [],
+    suggestions: 0,
+    refusal: null,
+    ended: null
   }
+  s.report.streams.push(report)
+  return report
 }
