@@ -1,10 +1,12 @@
 import t, { type Test } from 'tap'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { initMessage } from '../../gateway/tools/simulate'
 import { type DialogflowEmulator, startDialogflow } from '../../gateway/tools/vendors/dialogflow'
-import { playNumbered } from '../helpers/audio'
+import { framesFinals, finalsProblems, playNumbered } from '../helpers/audio'
 import { AUDIO_TOKEN, platformLeg, type PlatformLegClient, startGateway, TEXT_TOKEN, until } from '../helpers/gateway'
 import { utterance } from '../helpers/tls'
+import { runCli } from '../helpers/cli'
 
 // Issue 34 item 3 from outside, through `serve` as it ships (2 workers) and the shipped
 // mappings/dialogflow-agent-assist.yaml, against the Dialogflow emulator built from the official protos
@@ -15,10 +17,23 @@ import { utterance } from '../helpers/tls'
 const MAPPING = join(__dirname, '..', '..', 'mappings', 'dialogflow-agent-assist.yaml')
 const PARAMS = { project: 'demo-project', conversationProfile: 'profile-1' }
 
-async function emulator(t: Test): Promise<DialogflowEmulator> {
-  const e = await startDialogflow({ transcribeFrames: true, resultEveryMs: 1000 })
+async function emulator(t: Test, maxStreamAudioMs?: number): Promise<DialogflowEmulator> {
+  const e = await startDialogflow({ transcribeFrames: true, resultEveryMs: 1000, maxStreamAudioMs })
   t.teardown(() => e.close())
   return e
+}
+
+function route(mapping = MAPPING, upstream = '') {
+  return {
+    routes: {
+      df: {
+        mapping,
+        auth: { audio: ['${AUDIO_TOKEN}'], text: ['${TEXT_TOKEN}'] },
+        params: PARAMS,
+        upstreams: [{ name: 'a', audio: upstream, text: upstream }]
+      }
+    }
+  }
 }
 
 const types = (leg: PlatformLegClient): string[] => [...new Set(leg.messages.map(m => String(m.messageType)))]
@@ -27,16 +42,7 @@ t.test(
   "a call's two legs and its chat are one conversation: transcripts and suggestions reach the platform, the conversation is completed at the end",
   async t => {
     const df = await emulator(t)
-    const gw = await startGateway(t, {
-      routes: {
-        df: {
-          mapping: MAPPING,
-          auth: { audio: ['${AUDIO_TOKEN}'], text: ['${TEXT_TOKEN}'] },
-          params: PARAMS,
-          upstreams: [{ name: 'a', audio: df.url, text: df.url }]
-        }
-      }
-    })
+    const gw = await startGateway(t, route(MAPPING, df.url))
     const init = (perspective: string) =>
       initMessage({ token: AUDIO_TOKEN, contactId: 934101, busNo: 4594, perspective })
     // Both legs open together: the conversation is made once, each leg gets its own participant.
@@ -114,5 +120,108 @@ t.test(
       ['OK'],
       'completed once'
     )
+  }
+)
+
+t.test(
+  'a stream restarted before its limit (20 s of extended streaming here, a new stream after 15 s, audio sent at 5× real time): none timed out, no frame missing, no final repeated',
+  async t => {
+    const dir = t.testdir({})
+    const mapping = join(dir, 'dialogflow-agent-assist.yaml')
+    const text = readFileSync(MAPPING, 'utf8').replace('rotateAfterAudioSeconds: 170', 'rotateAfterAudioSeconds: 15')
+    t.not(text, readFileSync(MAPPING, 'utf8'), 'the test mapping differs from the shipped one only in its restart')
+    writeFileSync(mapping, text)
+    const df = await emulator(t, 20_000)
+    const gw = await startGateway(t, route(mapping, df.url))
+    const leg = platformLeg(
+      t,
+      gw.url('/audio/df'),
+      initMessage({ token: AUDIO_TOKEN, contactId: 934102, busNo: 4594, perspective: 'TX' })
+    )
+    t.equal((await leg.answer).command, 'CONNECTED')
+    const TOTAL = 3000 // 60 s of call
+    await playNumbered([leg], 0, TOTAL, undefined, 5)
+    const finals = () => framesFinals(leg.messages, 'duration')
+    // The last stream's cadence starts where it took over: its last whole second ends within 50 frames of the end.
+    t.ok(await until(() => finals().some(f => f.to >= TOTAL - 50), 10_000), 'finals reach the last second')
+    const p = finalsProblems(finals())
+    t.same(p.twice, [], 'no frame in two finals: no final repeated across a restart')
+    t.same(p.missing, [], `no frame missing up to the last final (${p.last})`)
+    t.ok(p.last >= TOTAL - 50, `finals up to frame ${p.last}`)
+    leg.ws.close(1000)
+    t.ok(await until(() => df.streams.every(s => s.ended !== null), 15_000), 'every stream ended')
+    t.ok(df.streams.length >= 4, `a new stream every 15 s of audio (${df.streams.length} streams)`)
+    t.same(
+      df.streams.map(s => s.ended),
+      df.streams.map(() => 'OK'),
+      'every stream ended OK (half-closed by the gateway): none timed out'
+    )
+    t.ok(
+      df.streams.every(s => s.audioMs <= 20_000 && s.extended),
+      'no stream over its limit'
+    )
+    t.equal(
+      new Set(df.streams.map(s => s.participant)).size,
+      1,
+      'every stream is the same participant: the restart reuses the shared setup'
+    )
+    t.equal(df.conversations.length, 1, 'one conversation')
+    t.equal(
+      df.streams.reduce((n, s) => n + s.audioBytes, 0),
+      TOTAL * 160,
+      'the streams had the call audio once between them: none missing, none sent twice'
+    )
+    t.ok(
+      gw.logs.lines.some(l => l.event === 'rotated'),
+      'the gateway logged its restarts'
+    )
+  }
+)
+
+t.test(
+  'check holds the setup, teardown, text setup and text requests to their messages: a field a message does not have is a problem at its line and column',
+  async t => {
+    const dir = t.testdir({})
+    const shipped = readFileSync(MAPPING, 'utf8')
+    const typos: [string, string, string, string][] = [
+      // [written, mistyped, the problem's pointer, the message]
+      ['{ "role": leg.perspective', '{ "roles": leg.perspective', '/audio/setup/1/request', 'Participant'],
+      [
+        '{ "name": steps.conversation.name }',
+        '{ "nam": steps.conversation.name }',
+        '/audio/teardown/0/request',
+        'CompleteConversationRequest'
+      ],
+      ['{ "role": request.participantId', '{ "roles": request.participantId', '/text/setup/1/request', 'Participant'],
+      ['"textInput": {', '"textInputs": {', '/text/request/body', 'AnalyzeContentRequest']
+    ]
+    let bad = shipped
+    for (const [from, to] of typos) {
+      t.equal(bad.split(from).length, 2, `written once: ${from}`)
+      bad = bad.replace(from, to)
+    }
+    writeFileSync(join(dir, 'bad.yaml'), bad)
+    writeFileSync(
+      join(dir, 'gw.yaml'),
+      `routes:\n  df:\n    mapping: bad.yaml\n    params: { project: p, conversationProfile: c }\n    upstreams:\n      - { name: a, audio: "grpcs://dialogflow.googleapis.com", text: "grpcs://dialogflow.googleapis.com" }\n`
+    )
+    const out = await runCli(['check', '--config', join(dir, 'gw.yaml')])
+    t.equal(out.code, 2, 'check fails')
+    const lines = bad.split('\n')
+    for (const [, to, pointer, message] of typos) {
+      const field = /"(\w+)"/.exec(to)![1]!
+      const line = lines.findIndex(l => l.includes(to)) + 1
+      const col = (lines[line - 1] ?? '').indexOf(`"${field}"`) + 2
+      t.match(
+        out.stdout + out.stderr,
+        `bad.yaml:${line}:${col}: ${pointer}: google.cloud.dialogflow.v2.${message} has no field "${field}"`,
+        `${pointer}: the field, its message, and where its name is written`
+      )
+    }
+    const good = join(dir, 'good.yaml')
+    writeFileSync(good, shipped)
+    writeFileSync(join(dir, 'gw.yaml'), readFileSync(join(dir, 'gw.yaml'), 'utf8').replace('bad.yaml', 'good.yaml'))
+    const ok = await runCli(['check', '--config', join(dir, 'gw.yaml')])
+    t.equal(ok.code, 0, `the shipped mapping is check-clean: ${ok.stdout}${ok.stderr}`)
   }
 )

@@ -122,6 +122,7 @@ function newReport(s: DfState): DfStreamReport {
     config: null,
     extended: false,
     audioRequests: 0,
+    audioBytes: 0,
     audioMs: 0,
     finals: [],
     suggestions: 0,

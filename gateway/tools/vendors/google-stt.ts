@@ -51,7 +51,6 @@ export interface SttStreamReport extends StreamReport {
   recognizer: string | null
   config: Record<string, unknown> | null
   requests: number
-  audioBytes: number
   maxAudioRequestBytes: number
   /** sha256 of the audio bytes, in order. */
   sha256: string
@@ -193,7 +192,6 @@ class SttStream extends EmulatedStream<SttStreamReport> {
 
   protected override audio(data: Buffer): void {
     const r = this.report
-    r.audioBytes += data.length
     r.maxAudioRequestBytes = Math.max(r.maxAudioRequestBytes, data.length)
     this.hash.update(data)
     r.sha256 = this.hash.copy().digest('hex')

@@ -14,6 +14,8 @@ import type { Hearing } from './hearing'
 export interface StreamReport {
   id: number
   audioRequests: number
+  /** The audio bytes it had, and how long they last. */
+  audioBytes: number
   audioMs: number
   /** Why the emulator refused the call (null: it did not). */
   refusal: Refusal | null
@@ -88,6 +90,7 @@ export abstract class EmulatedStream<R extends StreamReport> {
   protected audio(data: Buffer): void {
     const r = this.report
     r.audioRequests++
+    r.audioBytes += data.length
     this.heard?.add(data)
     const ms = data.length / this.bytesPerMs
     r.audioMs += ms
