@@ -225,3 +225,25 @@ t.test(
     t.equal(ok.code, 0, `the shipped mapping is check-clean: ${ok.stdout}${ok.stderr}`)
   }
 )
+
+t.test(
+  'a MIX leg is neither role: refused with MAPPING_FAILED before a conversation is made, the reason logged',
+  async t => {
+    const df = await emulator(t)
+    const gw = await startGateway(t, route(MAPPING, df.url))
+    const leg = platformLeg(
+      t,
+      gw.url('/audio/df'),
+      initMessage({ token: AUDIO_TOKEN, contactId: 934103, busNo: 4594, perspective: 'MIX' })
+    )
+    t.match(await leg.answer, { command: 'ERROR', messageType: 'MAPPING_FAILED' })
+    t.ok(
+      await until(() =>
+        gw.logs.lines.some(l => l.event === 'mapping_error' && String(l.error ?? l.msg).includes('a MIX leg is refused'))
+      ),
+      'the log says why'
+    )
+    t.equal(df.conversations.length, 0, 'no conversation made')
+    t.same(df.calls, [], 'no call made')
+  }
+)
