@@ -111,7 +111,7 @@ async function cmdSimulateText(argv: string[]): Promise<number> {
 
 const EMULATOR_KINDS: readonly string[] = ['passthrough', 'json-events']
 /** gRPC emulators (a server of their own, not on the WebSocket emulators' session recorder). */
-const GRPC_KINDS: readonly string[] = ['google-stt-v2']
+const GRPC_KINDS: readonly string[] = ['google-stt-v2', 'dialogflow']
 const REAL_VENDOR_KINDS: readonly string[] = Object.keys(REAL_VENDOR_PATHS)
 
 /**
@@ -142,9 +142,12 @@ export async function cmdVendor(argv: string[]): Promise<number> {
   const apiKey = values['api-key']
   if (GRPC_KINDS.includes(kind)) {
     const max = values['max-stream-seconds']
-    // Imported here: the gRPC emulator loads @grpc/grpc-js, which the other kinds never need.
-    const { startGoogleStt } = await import('./tools/vendors/google-stt')
-    const emulator = await startGoogleStt({
+    // Imported here: the gRPC emulators load @grpc/grpc-js, which the other kinds never need.
+    const start =
+      kind === 'dialogflow'
+        ? (await import('./tools/vendors/dialogflow')).startDialogflow
+        : (await import('./tools/vendors/google-stt')).startGoogleStt
+    const emulator = await start({
       port,
       host: values.host,
       apiKey,

@@ -48,10 +48,12 @@ export const USAGES = {
   KIND: passthrough, json-events (demo vendors); deepgram, assemblyai, twilio-media, audiohook, amazon-transcribe,
   speechmatics, openai (strict emulators of real APIs; amazon-transcribe: --api-key <access key id>:<secret>);
   google-stt-v2 (gRPC, grpc://host:port: Speech-to-Text v2 StreamingRecognize; --max-stream-seconds: audio per
-  stream before ABORTED, default 300; --location: the region its recognizers are in, default global)
-  --transcribe-frames (deepgram, speechmatics, amazon-transcribe, assemblyai, audiohook, google-stt-v2): each result
-  names the frames it heard ("frames A-B", from each 20 ms frame's marker: 4 zero bytes, then its number, 32-bit
-  big-endian; per channel on a stereo session), with the vendor's own time fields
+  stream before ABORTED, default 300; --location: the region its recognizers are in, default global);
+  dialogflow (gRPC: Dialogflow ES Agent Assist conversations, participants, AnalyzeContent and
+  StreamingAnalyzeContent; --max-stream-seconds: audio per extended stream before it times out, default 180)
+  --transcribe-frames (deepgram, speechmatics, amazon-transcribe, assemblyai, audiohook, google-stt-v2, dialogflow):
+  each result names the frames it heard ("frames A-B", from each 20 ms frame's marker: 4 zero bytes, then its
+  number, 32-bit big-endian; per channel on a stereo session), with the vendor's own time fields
   Run a bundled vendor emulator in the foreground until SIGTERM or SIGINT (--port 0 picks a free port).`
 } as const
 export type Command = keyof typeof USAGES

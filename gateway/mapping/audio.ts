@@ -1,5 +1,6 @@
 import type { CompileAt, Expr } from './expr'
 import type { GrpcMethod } from '../upstream/protos'
+import type { GrpcStep } from './steps'
 
 /** The one input object every audio expression sees (documented in schemas/mapping.schema.json). */
 export interface MappingInput {
@@ -13,6 +14,8 @@ export interface MappingInput {
   upstream: { name: string; audio: string | null; credential: string | null; hasCredential: boolean; textPath?: string }
   /** The vendor socket being opened: a fresh id per socket (failover and rotation open new ones). */
   session?: { id: string; state?: Readonly<Record<string, unknown>>; audio?: ControlAudioView }
+  /** The results of the mapping's setup steps so far (`audio.setup`), by step name: only with a gRPC mapping's steps. */
+  steps?: Record<string, unknown>
   /** The vendor socket a new one continues (a control rule's `reconnect`, rotation): absent otherwise. */
   previous?: PreviousSession
   /**
@@ -117,6 +120,11 @@ export interface AudioMapping {
   time?: ResultTime | null
   /** A gRPC vendor: the streaming method each session is one call of (`audio.grpc`); absent or null: WebSocket. */
   grpc?: GrpcMethod | null
+  /** Unary calls before each stream opens (`audio.setup`) and when the leg ends (`audio.teardown`): mapping/steps.ts. */
+  setup?: readonly GrpcStep[]
+  teardown?: readonly GrpcStep[]
+  /** How long the contact's shared step results are kept (`grpc.shareSeconds`), in ms. */
+  shareMs?: number
 }
 
 /**

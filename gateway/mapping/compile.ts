@@ -3,7 +3,7 @@ import { readSource } from '../config/source'
 import { problemsOf, validator } from '../validate/compile'
 import { compileAudio, type AudioMapping } from './audio'
 import { compileExpr, type CompileAt } from './expr'
-import { compileAudioGrpc, compileProtos, GRPC_CLOSE_CODES } from './grpc'
+import { compileAudioGrpc, compileProtos, GRPC_CLOSE_CODES, grpcSteps } from './grpc'
 import { compileHealth, type HealthMapping } from './health'
 import { compileText, type TextMapping } from './text'
 
@@ -75,6 +75,7 @@ export function loadMapping(file: string): CompiledMapping {
       ? null
       : compileAudio(raw.audio, expr, problem, grpc, raw.audio.grpc === undefined ? {} : GRPC_CLOSE_CODES)
   const text = raw.text === undefined ? null : compileText(raw.text, expr)
+  grpcSteps(raw, protos, audio, text, expr, problem)
   const health = raw.health === undefined ? null : compileHealth(raw.health, expr, problem)
   if (problems.length > 0) throw new ConfigError(problems)
   const mapping: CompiledMapping = {

@@ -14,6 +14,7 @@ import { describe, mapBody, mapHeaders, mapPath } from './text-request'
 import { messageFromMapping } from './event-stream'
 import { textPathOf } from './vendor-target'
 import { requestProblem, sampleProblem } from './grpc-check'
+import { checkStepRequests } from './steps-check'
 import type { ConfigProblem } from '../errors'
 
 type Problem = ConfigProblem
@@ -30,6 +31,10 @@ export async function dryRunMapping(mapping: CompiledMapping, route: RouteConfig
   const audio = mapping.audio
   if (audio === null) return problems
   const base = exampleAudioInput(route)
+  // A gRPC mapping's unary steps (mapping/steps-check.ts): the setup's results are `steps` of all that follows.
+  const setup = await checkStepRequests(mapping.file, audio.setup ?? [], base, problems)
+  await checkStepRequests(mapping.file, audio.teardown ?? [], base, problems, setup)
+  if ((audio.setup ?? []).length > 0) base.steps = setup
   const dry = new AudioDryRun(mapping, audio, problems)
   dry.grpcSamples()
   await dry.opening(route, base)
@@ -272,6 +277,7 @@ async function dryRunText(mapping: CompiledMapping, route: RouteConfig): Promise
       textPath: textPathOf(upstream.text)
     }
   }
+  if (text.grpc != null) input.steps = await checkStepRequests(file, text.setup ?? [], input, problems)
   const parts = [await mapPath(text, input), await mapHeaders(text, input), await mapBody(text, input)]
   for (const part of parts) {
     if (part.ok) continue
@@ -282,6 +288,11 @@ async function dryRunText(mapping: CompiledMapping, route: RouteConfig): Promise
       if (out.ok) why += `; it produced ${describe(out.value)}`
     }
     problems.push({ file, pointer: part.pointer, message: why })
+  }
+  if (text.grpc != null) {
+    const body = await runText(text.body, input)
+    const p = body.ok ? requestProblem(file, text.grpc, '/text/request/body', body.value) : null
+    if (p !== null) problems.push(p)
   }
   const stream = await streamAsked(mapping, input)
   if (stream !== null) problems.push(stream)

@@ -3,7 +3,10 @@ import type { GrpcMethod, ProtoSet } from '../upstream/protos'
 /** The proto loader, required by the mappings that have a `grpc` section only (it loads protobufjs). */
 const protoLoader = (): typeof import('../upstream/protos') =>
   require('../upstream/protos') as typeof import('../upstream/protos')
-import type { CloseClass } from './audio'
+import type { AudioMapping, CloseClass } from './audio'
+import type { CompileAt } from './expr'
+import { compileSteps } from './steps'
+import type { TextMapping } from './text'
 
 // A mapping's gRPC sections: the top-level `grpc.protos`, loaded once, and the method of `audio.grpc`
 // resolved against them (schemas/mapping.schema.json).
@@ -47,6 +50,38 @@ export function compileProtos(
     problem(i < 0 ? '/grpc/protos' : `/grpc/protos/${i}`, message)
     return null
   }
+}
+
+/**
+ * The unary steps of the audio and text sections (`audio.setup`, `audio.teardown`, `text.setup`) and `text.grpc`,
+ * resolved against the protos and set on the compiled sections.
+ */
+export function grpcSteps(
+  raw: Record<string, any>,
+  protos: ProtoSet | null,
+  audio: AudioMapping | null,
+  text: TextMapping | null,
+  expr: CompileAt,
+  problem: (pointer: string, message: string) => void
+): void {
+  const shareMs = (raw.grpc?.shareSeconds ?? 21600) * 1000
+  if (audio !== null) {
+    const auth = audio.grpc?.auth ?? 'none'
+    audio.setup = compileSteps(raw.audio.setup, '/audio/setup', protos, expr, problem, auth)
+    audio.teardown = compileSteps(raw.audio.teardown, '/audio/teardown', protos, expr, problem, auth)
+    audio.shareMs = shareMs
+  }
+  if (text !== null && raw.text.setup !== undefined && raw.text.grpc === undefined)
+    problem('/text/setup', 'needs text.grpc: its steps are gRPC calls')
+  if (text === null || raw.text.grpc === undefined) return
+  if (protos === null) return problem('/text/grpc', 'needs the protos of the top-level grpc section')
+  const m = protoLoader().grpcMethod(protos, raw.text.grpc)
+  if (typeof m === 'string') return problem('/text/grpc/method', m)
+  if (m.definition.requestStream || m.definition.responseStream)
+    problem('/text/grpc/method', `${raw.text.grpc.method} is not a unary method`)
+  text.grpc = m
+  text.setup = compileSteps(raw.text.setup, '/text/setup', protos, expr, problem, m.auth)
+  text.shareMs = shareMs
 }
 
 /** `audio.grpc` resolved (null when absent or wrong: recorded). */

@@ -1,6 +1,8 @@
 import type { AnswerKind } from '../upstream/http-call'
 import type { Utterance } from '../validate/messages'
+import type { GrpcMethod } from '../upstream/protos'
 import type { CompileAt } from './expr'
+import type { GrpcStep } from './steps'
 import { accelerate, type FastExpr } from './fast-path'
 
 /**
@@ -20,6 +22,12 @@ export interface TextMapping {
   idempotent: boolean
   /** What a 2xx answer must be: `json` (else UPSTREAM_ANSWER_NOT_JSON), or `any`. */
   answer: AnswerKind
+  /** A gRPC vendor: the unary method each utterance is one call of (`text.grpc`); absent or null: HTTP. */
+  grpc?: GrpcMethod | null
+  /** Unary calls before each utterance's call (`text.setup`): mapping/steps.ts. */
+  setup?: readonly GrpcStep[]
+  /** How long the contact's shared step results are kept (`grpc.shareSeconds`), in ms. */
+  shareMs?: number
 }
 
 /** A text expression: JSONata's evaluator and, when the source is in the subset, its fast twin. */
@@ -39,6 +47,8 @@ export interface TextInput {
   route: { name: string; params: Readonly<Record<string, unknown>>; checksToken: boolean }
   /** The replica called; `textPath` is the path of its text URL without trailing slashes ("" for none). */
   upstream: { name: string; credential: string | null; hasCredential: boolean; textPath?: string }
+  /** The results of the mapping's setup steps (`text.setup`), by step name: only with a gRPC mapping's steps. */
+  steps?: Record<string, unknown>
   /** Only for `response`: the vendor's answer (body parsed when it is JSON, else its text). */
   response?: VendorAnswer
 }

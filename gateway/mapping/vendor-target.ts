@@ -18,7 +18,7 @@ export function upstreamInput(u: UpstreamConfig): MappingInput['upstream'] {
 
 /** The path of a replica's text URL as mappings see it (`upstream.textPath`): "" for none, or no text URL. */
 export function textPathOf(text: string | undefined): string {
-  return text === undefined ? '' : textBase(text).basePath
+  return text === undefined || /^grpcs?:\/\//.test(text) ? '' : textBase(text).basePath
 }
 
 export type VendorTarget =

@@ -131,7 +131,7 @@ export function buildGeneration(config: Config, deps: GenerationDeps, previous: 
     undefined,
     plans
   )
-  const text = new TextHook(routes.values(), { settings: config.text, metrics, log, logLimit: deps.logLimit })
+  const text = new TextHook(routes.values(), { settings: config.text, metrics, log, logLimit: deps.logLimit, store })
   return { config, routes, defaultRoute, text, prober, fingerprints, tlsDigest: tlsDigest(config) }
 }
 

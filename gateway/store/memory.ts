@@ -2,6 +2,7 @@ import { systemClock, Timer } from '../clock'
 import { LocalAuthState } from './local-auth'
 import { LocalCalls } from './local-calls'
 import { LocalOwners } from './local-owners'
+import { LocalShared } from './local-shared'
 import type { Affinity, CallRecord, FailureWindow, HealthRecord, OwnerRecord, Store } from './port'
 
 /** Single-instance store: the process's own maps. */
@@ -87,6 +88,12 @@ export class MemoryStore implements Store {
   async listCalls(contacts: number): Promise<{ calls: CallRecord[]; more: boolean }> {
     return this.calls.list(contacts, Date.now())
   }
+
+  // A contact's shared values and groups (store/local-shared.ts), at this process's time.
+  private readonly sharedValues = new LocalShared()
+  readonly swapShared: Store['swapShared'] = async (...a) => this.sharedValues.swap(...a, Date.now())
+  readonly dropShared: Store['dropShared'] = async key => this.sharedValues.drop(key)
+  readonly countMembers: Store['countMembers'] = async (...a) => this.sharedValues.count(...a, Date.now())
 
   isLeader(): boolean {
     return true

@@ -192,6 +192,26 @@ export interface Store {
    * the status page); `more`: other contacts were left out.
    */
   listCalls: (contacts: number) => Promise<{ calls: CallRecord[]; more: boolean }>
+  /**
+   * One of a contact's shared values (a mapping's shared setup steps: mapping/steps-run.ts), compare-and-set:
+   * when `field`'s value in force is `expect` (null: none), it becomes `value` (null: gone); the contact's
+   * values live `ttlMs` past their last change. Resolves to the value in force afterwards. Redis away: this
+   * process's own values answer.
+   */
+  swapShared: (
+    key: string,
+    field: string,
+    expect: string | null,
+    value: string | null,
+    ttlMs: number
+  ) => Promise<string | null>
+  /** Every shared value of `key` goes (its call is over). */
+  dropShared: (key: string) => Promise<void>
+  /**
+   * The members of a contact's group (the legs that ran a mapping's setup): `member` joins (`present`) or
+   * leaves; the group lives `ttlMs` past its last change. Resolves to how many members are left.
+   */
+  countMembers: (key: string, member: string, present: boolean, ttlMs: number) => Promise<number>
   /** True while this instance holds the prober lease (memory, or backend down: always true). */
   isLeader: () => boolean
   /** Called after each refresh of the cache (health may have changed). */

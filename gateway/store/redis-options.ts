@@ -23,6 +23,7 @@ export const STORE_OPS = [
   'remove_call',
   'find_calls',
   'quota',
+  'shared',
   'close'
 ] as const
 export type StoreOp = (typeof STORE_OPS)[number]

@@ -1,3 +1,4 @@
+import { LocalShared } from './local-shared'
 import type { Affinity, OwnerRecord } from './port'
 import { REFRESH_BATCH, type StoreOp } from './redis-options'
 import * as script from './redis-scripts'
@@ -7,6 +8,7 @@ export interface RecordClient {
   eval: (script: string, numKeys: number, ...args: (string | number)[]) => Promise<unknown>
   get: (key: string) => Promise<string | null>
   set: (key: string, value: string, px: 'PX', ms: number) => Promise<unknown>
+  del: (key: string) => Promise<unknown>
 }
 
 /**
@@ -18,8 +20,12 @@ export class RedisOwners {
   constructor(
     private readonly redis: RecordClient,
     private readonly k: (s: string) => string,
-    private readonly failed: (op: StoreOp, err: unknown) => void
+    private readonly failed: (op: StoreOp, err: unknown) => void,
+    private readonly connected: () => boolean = () => true
   ) {}
+
+  /** A contact's shared values and groups while Redis is away. */
+  private readonly local = new LocalShared()
 
   setAffinity(key: string, a: Affinity, ttlSeconds: number): void {
     this.redis
@@ -83,5 +89,42 @@ export class RedisOwners {
     this.redis
       .eval(script.RELEASE_OWNER, 1, this.k(`owner:${key}`), instance)
       .catch(err => this.failed('release_owner', err))
+  }
+
+  /** A contact's shared values (a hash, `shared:<key>`), compare-and-set; a shared value is never '' (that is none). */
+  async swapShared(
+    key: string,
+    field: string,
+    expect: string | null,
+    value: string | null,
+    ttlMs: number
+  ): Promise<string | null> {
+    if (!this.connected()) return this.local.swap(key, field, expect, value, ttlMs, Date.now())
+    const ttl = String(Math.max(1, Math.round(ttlMs)))
+    const args = [field, expect ?? '', value ?? '', ttl]
+    const v = (await this.redis
+      .eval(script.SWAP_SHARED, 1, this.k(`shared:${key}`), ...args)
+      .catch(err => this.sharedFailed(err))) as string
+    return v === '' ? null : v
+  }
+
+  async dropShared(key: string): Promise<void> {
+    if (!this.connected()) return this.local.drop(key)
+    await this.redis.del(this.k(`shared:${key}`)).catch(err => this.sharedFailed(err))
+  }
+
+  /** A contact's group (`members:<key>`), a set whose TTL each change renews. */
+  async countMembers(key: string, member: string, present: boolean, ttlMs: number): Promise<number> {
+    if (!this.connected()) return this.local.count(key, member, present, ttlMs, Date.now())
+    const ttl = String(Math.max(1, Math.round(ttlMs)))
+    const k = this.k(`members:${key}`)
+    const n = this.redis.eval(script.COUNT_MEMBERS, 1, k, member, present ? '1' : '0', ttl)
+    return Number(await n.catch(err => this.sharedFailed(err)))
+  }
+
+  /** Counted, then the caller's: a shared step that cannot reach its value fails its leg or utterance. */
+  private sharedFailed(err: unknown): never {
+    this.failed('shared', err)
+    throw err
   }
 }

@@ -73,3 +73,21 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 for i = 2, #ARGV do redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[1]), ARGV[i]) end
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 return 1`
+
+/**
+ * One of a contact's shared values (a field of its hash), compare-and-set (ARGV: the field, expected value or
+ * '' for none, new value or '' for gone, TTL ms of the hash): returns the value in force afterwards ('' for none).
+ */
+export const SWAP_SHARED = `
+local v = redis.call('HGET', KEYS[1], ARGV[1]) or ''
+if v ~= ARGV[2] then return v end
+if ARGV[3] == '' then redis.call('HDEL', KEYS[1], ARGV[1]) else redis.call('HSET', KEYS[1], ARGV[1], ARGV[3]) end
+if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[4]) end
+return ARGV[3]`
+
+/** A member (ARGV[1]) joins ('1') or leaves a group, which lives ARGV[3] ms past its last change; returns its size. */
+export const COUNT_MEMBERS = `
+if ARGV[2] == '1' then redis.call('SADD', KEYS[1], ARGV[1]) else redis.call('SREM', KEYS[1], ARGV[1]) end
+local n = redis.call('SCARD', KEYS[1])
+if n > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
+return n`

@@ -112,7 +112,12 @@ export class RedisStore implements Store, QuotaStore {
       this.redis = new (ioredis().default)(opts.url ?? 'redis://127.0.0.1:6379', { ...node, retryStrategy: () => 1000 })
     }
     this.calls = new RedisCalls(this.redis, s => this.k(s), this.failed)
-    this.owners = new RedisOwners(this.redis, s => this.k(s), this.failed)
+    this.owners = new RedisOwners(
+      this.redis,
+      s => this.k(s),
+      this.failed,
+      () => this.link.connected()
+    )
     this.redis.on('ready', () => {
       if (this.link.ready()) void this.sync()
     })
@@ -272,6 +277,11 @@ export class RedisStore implements Store, QuotaStore {
   releaseOwner(key: string, instance: string): void {
     if (this.link.connected()) this.owners.releaseOwner(key, instance)
   }
+
+  // A contact's shared values and groups (store/redis-owners.ts; this process's own while Redis is away).
+  readonly swapShared: Store['swapShared'] = (...a) => this.owners.swapShared(...a)
+  readonly dropShared: Store['dropShared'] = key => this.owners.dropShared(key)
+  readonly countMembers: Store['countMembers'] = (...a) => this.owners.countMembers(...a)
 
   /** Call records (store/redis-calls.ts): one hash per contact. */
   private readonly calls: RedisCalls

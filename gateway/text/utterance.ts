@@ -14,10 +14,12 @@ import type { Logger } from '../telemetry/log'
 import type { LogLimiter } from '../telemetry/log-limit'
 import type { Metrics } from '../telemetry/metrics'
 import type { TraceSpan } from '../telemetry/tracing'
-import { TextUpstream, type CallOptions, type CallOutcome, type RequestBuilder } from '../upstream/http-call'
+import type { CallOptions, CallOutcome, RequestBuilder } from '../upstream/http-call'
 import type { Problem } from '../validate/compile'
 import { checkUtterance, normalizeUtterance, parseJson } from '../validate/messages'
 import { DeliveryQueue } from './delivery-queue'
+import { type TextTransport, textTransport } from './grpc-text'
+import type { Store } from '../store/port'
 import { TextTees } from './tee'
 
 import type { IncomingUtterance, TextResult } from './exchange-types'
@@ -28,13 +30,15 @@ export interface TextDeps {
   log: Logger
   /** Refusals (`text_refused`) are rate-limited per code: anyone can cause them. */
   logLimit?: LogLimiter
+  /** The shared store: a gRPC text mapping's setup steps share a contact's results there (text/grpc-text.ts). */
+  store?: Store
 }
 
 /** Per route: its request builder, its vendor calls and, for an asynchronous route, its delivery queue. */
 interface RouteText {
   readonly route: RouteRuntime
   readonly mapping: TextMapping
-  readonly upstream: TextUpstream
+  readonly upstream: TextTransport
   readonly queue: DeliveryQueue | null
   readonly callOptions: CallOptions
   /** text.request for the replica chosen: `input.upstream` is set to that replica first. */
@@ -84,7 +88,7 @@ export class TextHook {
     return {
       route,
       mapping,
-      upstream: new TextUpstream(route.name, route.pool, deps.settings, deps.metrics),
+      upstream: textTransport(route, deps),
       queue: async ? new DeliveryQueue(deps.settings.asyncQueueSize, deps.settings.asyncConcurrency) : null,
       callOptions: Object.freeze({ idempotent: mapping.idempotent, answer: mapping.answer }),
       request: new TextRequestBuilder(mapping),

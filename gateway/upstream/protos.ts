@@ -61,9 +61,15 @@ export class ProtoSet {
 
   constructor(private readonly def: PackageDefinition) {
     for (const [name, entry] of Object.entries(def)) {
-      const e = entry as { format?: string; type?: MessageDescriptor }
+      const e = entry as { format?: string; type?: MessageDescriptor & { value?: { name: string }[] } }
       if (e.format?.includes('DescriptorProto') === true && e.format.includes('Enum') === false && e.type)
         this.index(name, e.type)
+      // An enum of the package's own (not nested in a message): Dialogflow's AudioEncoding.
+      else if (e.format?.includes('EnumDescriptorProto') === true && e.type?.value !== undefined)
+        this.enums.set(
+          name,
+          e.type.value.map(v => v.name)
+        )
     }
   }
 

@@ -15,7 +15,16 @@ import type { HealthRecord, Store } from '../store/port'
 
 /** The Store methods a worker calls on the main process's memory store: writes (no answer), and asks. */
 type WriteOp = 'setAffinity' | 'deleteAffinity' | 'refreshOwners' | 'releaseOwner' | 'publishCalls' | 'removeCall'
-type AskOp = 'getAffinity' | 'revokeToken' | 'isTokenRevoked' | 'countFailure' | 'claimOwner' | 'findCalls'
+type AskOp =
+  | 'getAffinity'
+  | 'revokeToken'
+  | 'isTokenRevoked'
+  | 'countFailure'
+  | 'claimOwner'
+  | 'findCalls'
+  | 'swapShared'
+  | 'dropShared'
+  | 'countMembers'
 
 /**
  * One call on the main process's memory store: the Store method's name and its arguments, as the worker

@@ -82,6 +82,12 @@ export class WorkerStore implements Store {
   async listCalls(): Promise<{ calls: CallRecord[]; more: boolean }> {
     throw new Error('the main process lists the calls of every worker')
   }
+  // A contact's shared values and groups too: every worker's legs and utterances of a contact see one.
+  readonly swapShared: Store['swapShared'] = (...args) => this.ask({ op: 'swapShared', args }) as Promise<string | null>
+  readonly dropShared: Store['dropShared'] = async (...args) => {
+    await this.ask({ op: 'dropShared', args })
+  }
+  readonly countMembers: Store['countMembers'] = (...args) => this.ask({ op: 'countMembers', args }) as Promise<number>
   /** A write the main process makes on its memory store (no answer). */
   private write(call: StoreWriteCall): void {
     this.send({ t: 'store-write', call })

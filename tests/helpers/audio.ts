@@ -190,16 +190,20 @@ export function checkFramesFinals(
   t.same(p.off, [], `${label}: every final on the call's timeline (frame n at n × 20 ms)`)
 }
 
-/** Send numbered frames [from, to) on every leg at the platform's pace; `at(seq)` runs after frame seq went. */
+/**
+ * Send numbered frames [from, to) on every leg at the platform's pace (`pace` times faster); `at(seq)` runs
+ * after frame seq went.
+ */
 export async function playNumbered(
   legs: readonly PlatformLegClient[],
   from: number,
   to: number,
-  at?: (seq: number) => void
+  at?: (seq: number) => void,
+  pace = 1
 ): Promise<void> {
   const started = performance.now()
   for (let seq = from; seq < to; ) {
-    const due = Math.min(to, from + Math.floor((performance.now() - started) / 20) + 1)
+    const due = Math.min(to, from + Math.floor(((performance.now() - started) * pace) / 20) + 1)
     for (; seq < due; seq++) {
       for (const l of legs) l.send(numberedFrame(seq))
       at?.(seq)

@@ -1,6 +1,6 @@
 import t, { type Test } from 'tap'
 import { generateKeyPairSync } from 'node:crypto'
-import { Client, credentials, Metadata, type ServiceError, status as Status } from '@grpc/grpc-js'
+import { Metadata, type ServiceError, status as Status } from '@grpc/grpc-js'
 import { systemClock } from '../../gateway/clock'
 import { type GoogleSttEmulator, startGoogleStt } from '../../gateway/tools/vendors/google-stt'
 import { googleAuthHeaders } from '../../gateway/upstream/google-auth'
@@ -8,6 +8,7 @@ import { GrpcStream } from '../../gateway/upstream/grpc-leg'
 import { toMessage } from '../../gateway/upstream/proto-json'
 import { googleProtosDir, loadProtos } from '../../gateway/upstream/protos'
 import { audioFrame } from '../../gateway/upstream/proto-json'
+import { rawStreamCall } from '../helpers/grpc'
 
 // The Speech-to-Text v2 emulator (gateway/tools/vendors/google-stt.ts), built from the official protos,
 // refuses what the API refuses, each check following the section named in google-stt-checks.ts:
@@ -38,32 +39,8 @@ const encode = (json: unknown): Buffer => {
 const audio = (n: number): Buffer => audioFrame(5, Buffer.alloc(n, 0xff), 0, n)
 
 /** One call: these raw requests, then a half-close; the status it ended with. */
-async function call(
-  stt: GoogleSttEmulator,
-  requests: Buffer[],
-  metadata = new Metadata()
-): Promise<ServiceError | null> {
-  const client = new Client(stt.url.replace('grpc://', ''), credentials.createInsecure())
-  try {
-    return await new Promise(resolve => {
-      const c = client.makeBidiStreamRequest(
-        METHOD.path,
-        (b: Buffer) => b,
-        (b: Buffer) => b,
-        metadata
-      )
-      c.on('data', () => {})
-      c.on('error', err => resolve(err as ServiceError))
-      c.on('status', s => {
-        if (s.code === Status.OK) resolve(null)
-      })
-      for (const r of requests) c.write(r)
-      c.end()
-    })
-  } finally {
-    client.close()
-  }
-}
+const call = (stt: GoogleSttEmulator, requests: Buffer[], metadata?: Metadata): Promise<ServiceError | null> =>
+  rawStreamCall(stt.url, METHOD.path, requests, metadata)
 
 async function emulator(t: Test, opts: Parameters<typeof startGoogleStt>[0] = {}): Promise<GoogleSttEmulator> {
   const e = await startGoogleStt(opts)

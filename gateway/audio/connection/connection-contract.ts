@@ -3,7 +3,7 @@ import type { Clock } from '../../clock'
 import type { AudioSettings } from '../../config/types'
 import type { AudioMapping, PreviousSession } from '../../mapping/audio'
 import type { MappingInput } from '../../mapping/run'
-import type { ContinuedSession } from '../../store/port'
+import type { ContinuedSession, Store } from '../../store/port'
 import type { RouteRuntime } from '../../route'
 import type { Logger } from '../../telemetry/log'
 import type { LegCounters, Metrics } from '../../telemetry/metrics'
@@ -75,6 +75,8 @@ export interface ConnectionContext {
   readonly traceparent?: string
   /** The leg's delivered finals (audio/feed/result-timeline.ts): absent, results are not placed on the call's timeline. */
   readonly results?: ResultTimeline
+  /** The shared store (a session's connections have it): a mapping's setup steps share a contact's results there. */
+  readonly store?: Store
   log: Logger
 }
 

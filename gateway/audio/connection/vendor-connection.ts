@@ -26,6 +26,7 @@ import { actOnResult, actOnStep, binaryMessages, type StepActions } from './conn
 import { ConnectionTimers } from './connection-timers'
 import { FollowOn } from './follow-on'
 import { AudioWriter } from './audio-writer'
+import { runSetup } from './setup-steps'
 
 /**
  * One vendor connection of a session: builds URL and headers from the mapping, holds a stream lease on
@@ -139,6 +140,12 @@ export class VendorConnection implements Connection {
 
   private async connect(): Promise<void> {
     if (this.state !== 'BUILDING') return
+    const setup = await runSetup(this.ctx, this.audio, this.replica, this.input)
+    if (setup !== null && !setup.ok)
+      return setup.failure.kind === 'mapping'
+        ? this.mappingFailed('open', setup.failure.error)
+        : this.fail(setup.failure)
+    if (setup !== null) this.input.steps = setup.steps
     const target = await vendorTarget(this.audio, this.replica.config, this.input)
     if (!target.ok) return this.mappingFailed(target.stage, target.error)
     if (this.state !== 'BUILDING') return

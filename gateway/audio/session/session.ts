@@ -24,6 +24,7 @@ import { audioMappingOf, newConnection, sessionContext, sessionFeed } from './se
 import { RetryPacer } from './session-retry'
 import { KeptResults } from './kept-results'
 import { SessionStats } from './session-stats'
+import { sessionOver } from './teardown'
 
 /**
  * The vendor side of one call leg, as a state machine over its vendor connections. It may outlive a
@@ -132,7 +133,6 @@ export class VendorSession implements Session {
   }
 
   // ---- opening ---------------------------------------------------------------------------------
-
   /** Open the first vendor connection, on `preferred` first when given (affinity), else by balancing. */
   start(preferred: Replica | null, continued?: ContinuedSession): void {
     if (continued !== undefined) this.input = { ...this.input, continued }
@@ -394,7 +394,7 @@ export class VendorSession implements Session {
     } else conn?.abort()
     this.feed.close()
     this.deps.host.closed(this)
-    if (this.handedOff === null) this.deps.store.deleteAffinity(this.key, this.id)
+    if (this.handedOff === null) sessionOver(this.deps, this.key, this.id, this.input, conn, this.stats.replicas)
     this.deps.metrics.endLeg(this.counters)
   }
 }

@@ -12,14 +12,8 @@ import { toMessage } from '../../upstream/proto-json'
 import { googleProtosDir, loadProtos, type ProtoSet } from '../../upstream/protos'
 import { Cadence, phrase } from './cadence'
 import { Hearing } from './hearing'
-import {
-  authProblem,
-  configProblem,
-  laterProblem,
-  recognizerProblem,
-  type Refusal,
-  unknownFields
-} from './google-stt-checks'
+import { configProblem, laterProblem, recognizerProblem, type Refusal } from './google-stt-checks'
+import { EmulatedStream, type StreamReport } from './grpc-stream'
 
 // An emulator of Google Cloud Speech-to-Text v2 streaming recognition
 // (google.cloud.speech.v2.Speech/StreamingRecognize), a gRPC server built from the official protos (the
@@ -53,23 +47,15 @@ export interface GoogleSttOptions {
 }
 
 /** What one stream did, as a test reads it. */
-export interface SttStreamReport {
-  id: number
+export interface SttStreamReport extends StreamReport {
   recognizer: string | null
   config: Record<string, unknown> | null
   requests: number
-  audioRequests: number
-  audioBytes: number
   maxAudioRequestBytes: number
-  audioMs: number
   /** sha256 of the audio bytes, in order. */
   sha256: string
   finals: string[]
   interims: number
-  /** Why the emulator refused the call (null: it did not). */
-  refusal: Refusal | null
-  /** How the call ended: the status the emulator sent (null: still open), or the client's cancel. */
-  ended: 'OK' | 'CANCELLED' | keyof typeof Status | null
 }
 
 export interface GoogleSttEmulator {
@@ -158,55 +144,33 @@ function newReport(id: number): SttStreamReport {
   }
 }
 
-/** One StreamingRecognize call. */
-class SttStream {
-  private state: 'FIRST' | 'STREAMING' | 'ENDED' = 'FIRST'
+/** One StreamingRecognize call (what every emulated stream does: grpc-stream.ts). */
+class SttStream extends EmulatedStream<SttStreamReport> {
   private readonly hash = createHash('sha256')
-  private cadence: Cadence = new Cadence(1000)
-  private interim = false
-  private bytesPerMs = 8
   /** Channels transcribed apart (features.multiChannelMode SEPARATE_RECOGNITION_PER_CHANNEL), else 1. */
   private separate = 1
-  private heard: Hearing | null = null
 
   constructor(
-    private readonly call: ServerDuplexStream<Buffer, object>,
-    private readonly protos: ProtoSet,
+    call: ServerDuplexStream<Buffer, object>,
+    protos: ProtoSet,
     private readonly opts: GoogleSttOptions,
-    private readonly report: SttStreamReport
+    report: SttStreamReport
   ) {
-    const auth = authProblem(call.metadata, opts, Date.now())
-    if (auth !== null) {
-      this.refuse(auth)
-      return
-    }
-    call.on('data', (b: Buffer) => this.request(b))
-    call.on('end', () => this.halfClosed())
-    call.on('cancelled', () => {
-      if (this.state !== 'ENDED') this.report.ended = 'CANCELLED'
-      this.state = 'ENDED'
-    })
-    call.on('error', () => {})
+    super(call, protos, REQUEST, buf => decode(protos, buf), opts, report)
   }
 
-  private request(buf: Buffer): void {
-    if (this.state === 'ENDED') return
+  protected override received(): void {
     this.report.requests++
-    const unknown = unknownFields(this.protos, REQUEST, buf)
-    if (unknown.length > 0)
-      return this.refuse({
-        code: Status.INVALID_ARGUMENT,
-        details: `Invalid request: unknown field(s) ${unknown.join(', ')} in ${REQUEST}.`
-      })
-    const req = decode(this.protos, buf) as Record<string, any>
-    if (this.state === 'FIRST') return this.first(req)
+  }
+
+  protected later(req: Record<string, any>): void {
     const audio = typeof req.audio === 'string' ? Buffer.from(req.audio, 'base64') : Buffer.alloc(0)
     const problem = laterProblem(req, audio.length)
     if (problem !== null) return this.refuse(problem)
     this.audio(audio)
   }
 
-  private first(req: Record<string, any>): void {
+  protected first(req: Record<string, any>): void {
     const problem = recognizerProblem(req.recognizer, this.opts.location ?? 'global') ?? configProblem(req)
     if (problem !== null) return this.refuse(problem)
     const config = req.streamingConfig.config as Record<string, any>
@@ -226,28 +190,21 @@ class SttStream {
     this.state = 'STREAMING'
   }
 
-  private audio(data: Buffer): void {
+  protected override audio(data: Buffer): void {
     const r = this.report
-    r.audioRequests++
-    r.audioBytes += data.length
     r.maxAudioRequestBytes = Math.max(r.maxAudioRequestBytes, data.length)
     this.hash.update(data)
     r.sha256 = this.hash.copy().digest('hex')
-    this.heard?.add(data)
-    const ms = data.length / this.bytesPerMs
-    r.audioMs += ms
-    if (r.audioMs > (this.opts.maxStreamAudioMs ?? 300_000))
-      return this.refuse({ code: Status.ABORTED, details: 'Max duration of 5 minutes reached for stream.' })
-    const c = this.cadence
-    const crossed = c.add(ms)
-    for (let i = 0; i < crossed; i++) {
-      const at = c.boundary(i, crossed)
-      const tick = ++c.ticks
-      this.result(c.start, at, !this.interim || tick % 2 === 0)
-    }
+    super.audio(data)
   }
 
-  private result(startMs: number, endMs: number, isFinal: boolean): void {
+  protected overLimit(audioMs: number): Refusal | null {
+    return audioMs > (this.opts.maxStreamAudioMs ?? 300_000)
+      ? { code: Status.ABORTED, details: 'Max duration of 5 minutes reached for stream.' }
+      : null
+  }
+
+  protected result(startMs: number, endMs: number, isFinal: boolean): void {
     for (let ch = 0; ch < this.separate; ch++) this.channelResult(startMs, endMs, isFinal, ch)
     if (isFinal) this.cadence.start = endMs
   }
@@ -291,24 +248,6 @@ class SttStream {
     const out = toMessage(this.protos, RESPONSE, json)
     if (!out.ok) throw new Error(`the emulator built a bad response: ${out.path}: ${out.message}`)
     this.call.write(out.value)
-  }
-
-  private halfClosed(): void {
-    if (this.state === 'ENDED') return
-    const c = this.cadence
-    if (this.state === 'STREAMING' && c.pending) this.result(c.start, c.audioMs, true)
-    this.state = 'ENDED'
-    this.report.ended = 'OK'
-    this.call.end()
-  }
-
-  private refuse(r: Refusal): void {
-    if (this.state === 'ENDED') return
-    this.state = 'ENDED'
-    this.report.refusal = r
-    this.report.ended = Status[r.code] as keyof typeof Status
-    this.opts.log?.(`stream ${this.report.id} refused: ${Status[r.code]} ${r.details}`)
-    this.call.emit('error', { code: r.code, details: r.details })
   }
 }
 

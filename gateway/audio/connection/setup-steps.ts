@@ -1,0 +1,60 @@
+import type { AudioMapping } from '../../mapping/audio'
+import type { MappingInput } from '../../mapping/run'
+import { runSteps, type StepScope, type StepTarget } from '../../mapping/steps-run'
+import type { Replica } from '../../upstream/pool'
+import type { ConnectionContext, VendorFailure } from './connection-contract'
+
+// A gRPC mapping's `audio.setup` (mapping/steps.ts): unary calls each vendor connection makes before its
+// stream opens, on the connection's replica. A step shared per contact (a conversation, a participant per
+// perspective) is made once and read back by every connection after it: failover and rotation reuse it.
+
+/** Where a leg's steps go on `replica`, and what they share with the contact's other legs and its chat. */
+export function stepsOn(
+  ctx: Pick<ConnectionContext, 'route' | 'clock' | 'store'>,
+  audio: AudioMapping,
+  replica: Replica,
+  leg: MappingInput['leg']
+): { target: StepTarget; scope: StepScope; member: string } | null {
+  const store = ctx.store
+  const url = replica.config.audio
+  if (store === undefined || url === undefined) return null
+  return {
+    target: { url, credential: replica.config.credential ?? null, headers: replica.config.headers },
+    scope: { store, clock: ctx.clock, contact: contactKey(ctx.route.mapping.vendor, leg), shareMs: audio.shareMs ?? 0 },
+    member: `${leg.route}:${leg.perspective}`
+  }
+}
+
+/** The key of a contact's shared step results: its mapping's vendor, busNo and contactId (text/ uses the same). */
+export function contactKey(vendor: string, c: { busNo: string | number; contactId: string | number }): string {
+  return `${vendor}:${c.busNo}:${c.contactId}`
+}
+
+/**
+ * The setup's results (null: the mapping has no setup), or why it failed: a call's status as the stream's own
+ * status would be (a close with 4000 + the code, for the mapping's closeCodes), an expression as a mapping failure.
+ * A leg whose setup succeeded joins its contact's group (a teardown's `when: last` counts it).
+ */
+export async function runSetup(
+  ctx: ConnectionContext,
+  audio: AudioMapping,
+  replica: Replica,
+  input: MappingInput
+): Promise<{ ok: true; steps: Record<string, unknown> } | { ok: false; failure: VendorFailure } | null> {
+  const steps = audio.setup ?? []
+  if (steps.length === 0) return null
+  const on = stepsOn(ctx, audio, replica, input.leg)
+  if (on === null) return null
+  const out = await runSteps(steps, input, on.target, on.scope)
+  if (!out.ok) {
+    const f = out.failure
+    if (f.kind === 'mapping')
+      return { ok: false, failure: { kind: 'mapping', stage: 'open', error: `${f.pointer}: ${f.error}` } }
+    const { statusName } = require('../../upstream/grpc-unary') as typeof import('../../upstream/grpc-unary')
+    const reason = `setup ${f.step}: ${statusName(f.code)}${f.details === '' ? '' : `: ${f.details}`}`
+    const socket = { kind: 'grpc', status: f.code } as const
+    return { ok: false, failure: { kind: 'closed', code: 4000 + f.code, reason, socket } }
+  }
+  await on.scope.store.countMembers(on.scope.contact, on.member, true, on.scope.shareMs)
+  return out
+}

@@ -1,0 +1,55 @@
+import type { MappingInput } from '../../mapping/run'
+import { call, sharedResults } from '../../mapping/steps-run'
+import type { Replica } from '../../upstream/pool'
+import type { Connection } from '../connection/connection-contract'
+import { stepsOn } from '../connection/setup-steps'
+import { audioMappingOf } from './session-parts'
+import type { SessionDeps } from './session-contract'
+
+/**
+ * A leg's vendor session ended for good (not handed off): its affinity goes and, when its mapping has setup
+ * steps and the session carried audio (`replicas`: its setup ran), the leg leaves its contact's group and the
+ * mapping's teardown runs (mapping/steps.ts): `each` steps always, `last` ones when no other leg of the contact
+ * is left, after which the contact's shared results are dropped. After `conn` closed: a stream's last results
+ * come before its conversation is completed. In the background; a failure is logged, never the leg's.
+ */
+export function sessionOver(
+  deps: SessionDeps,
+  key: string,
+  id: string,
+  input: MappingInput,
+  conn: Connection | null,
+  replicas: readonly string[]
+): void {
+  deps.store.deleteAffinity(key, id)
+  const audio = audioMappingOf(deps.route)
+  if ((audio.setup?.length ?? 0) === 0 || replicas.length === 0) return
+  const replica =
+    conn?.replica ?? deps.route.pool.replicas.find(r => r.name === replicas[replicas.length - 1] && r.config.audio)
+  if (replica === undefined) return
+  const go = (): void =>
+    void teardown(deps, replica, input).catch((err: Error) =>
+      deps.log.warn({ event: 'teardown_failed', err: err.message }, 'the mapping teardown could not run')
+    )
+  if (conn?.whenClosed !== undefined) conn.whenClosed(go)
+  else go()
+}
+
+async function teardown(deps: SessionDeps, replica: Replica, input: MappingInput): Promise<void> {
+  const audio = audioMappingOf(deps.route)
+  const on = stepsOn(deps, audio, replica, input.leg)
+  if (on === null) return
+  const { store, contact, shareMs } = on.scope
+  const left = await store.countMembers(contact, on.member, false, shareMs)
+  const steps = (audio.teardown ?? []).filter(s => s.when === 'each' || left === 0)
+  const seen = { ...input, steps: steps.length === 0 ? {} : await sharedResults(audio.setup ?? [], input, on.scope) }
+  for (const step of steps) {
+    const out = await call(step, seen, on.target)
+    if (!out.ok)
+      deps.log.warn(
+        { event: 'teardown_failed', step: step.name, upstream: replica.name, failure: out.failure },
+        'a mapping teardown step failed'
+      )
+  }
+  if (left === 0) await store.dropShared(contact)
+}

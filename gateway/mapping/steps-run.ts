@@ -1,0 +1,149 @@
+import { randomUUID } from 'node:crypto'
+import type { Clock } from '../clock'
+import type { Store } from '../store/port'
+import type { UnaryOutcome } from '../upstream/grpc-unary'
+import { run } from './run'
+import type { GrpcStep } from './steps'
+
+// Running a mapping's unary steps (mapping/steps.ts) against one replica. A shared step (`share`) is made once
+// per contact and key: the first leg or utterance to claim the key in the store makes the call and publishes
+// its result; the others wait for it (polling the store), and take over a claim whose maker is gone.
+
+/** Where the calls go: the replica's gRPC URL, its credential and configured headers. */
+export interface StepTarget {
+  readonly url: string
+  readonly credential: string | null
+  readonly headers: Readonly<Record<string, string>>
+}
+
+/** The contact the steps run for: its store key (`vendor:busNo:contactId`), the store and the TTL of what it shares. */
+export interface StepScope {
+  readonly store: Store
+  readonly clock: Clock
+  readonly contact: string
+  readonly shareMs: number
+}
+
+/** Why the steps stopped: an expression (mapping), or a call's status (`code`, a gRPC status number). */
+export type StepFailure =
+  | { kind: 'mapping'; pointer: string; error: string }
+  | { kind: 'status'; step: string; code: number; details: string; gateway?: boolean }
+
+export type StepsOutcome = { ok: true; steps: Record<string, unknown> } | { ok: false; failure: StepFailure }
+
+/** How often a leg waiting for another's shared step looks again. */
+const WAIT_MS = 50
+const PENDING = 'pending:'
+const DONE = 'done:'
+
+/**
+ * Run `steps` in order; each sees `input` with `steps` (the results so far) and its result joins them.
+ * `input` is not changed.
+ */
+export async function runSteps(
+  steps: readonly GrpcStep[],
+  input: object,
+  target: StepTarget,
+  scope: StepScope
+): Promise<StepsOutcome> {
+  const results: Record<string, unknown> = {}
+  const seen = { ...input, steps: results }
+  for (const step of steps) {
+    let key: string | null = null
+    if (step.share !== null) {
+      const k = await run(step.share, seen)
+      if (!k.ok || typeof k.value !== 'string' || k.value === '')
+        return mappingFailure(`${step.pointer}/share`, k.ok ? 'did not produce a key (a string)' : k.error)
+      key = k.value
+    }
+    const out = key === null ? await call(step, seen, target) : await shared(step, key, seen, target, scope)
+    if (!out.ok) return out
+    results[step.name] = out.value
+  }
+  return { ok: true, steps: results }
+}
+
+/**
+ * The shared results of `steps` as the store holds them for the contact (a teardown's `steps`): each step's
+ * key evaluated on `input`; a step with no result in the store is left out.
+ */
+export async function sharedResults(
+  steps: readonly GrpcStep[],
+  input: object,
+  scope: StepScope
+): Promise<Record<string, unknown>> {
+  const results: Record<string, unknown> = {}
+  const seen = { ...input, steps: results }
+  for (const step of steps) {
+    if (step.share === null) continue
+    const k = await run(step.share, seen)
+    if (!k.ok || typeof k.value !== 'string') continue
+    const v = await scope.store.swapShared(scope.contact, k.value, null, null, scope.shareMs)
+    if (v?.startsWith(DONE) === true) results[step.name] = JSON.parse(v.slice(DONE.length))
+  }
+  return results
+}
+
+type One = { ok: true; value: Record<string, unknown> } | { ok: false; failure: StepFailure }
+
+function mappingFailure(pointer: string, error: string): { ok: false; failure: StepFailure } {
+  return { ok: false, failure: { kind: 'mapping', pointer, error } }
+}
+
+/** One call of `step`: its request built on `input`, sent to `target`. */
+export async function call(step: GrpcStep, input: object, target: StepTarget): Promise<One> {
+  const req = await run(step.request, input)
+  if (!req.ok || req.value === null || typeof req.value !== 'object')
+    return mappingFailure(`${step.pointer}/request`, req.ok ? 'did not produce a request (an object)' : req.error)
+  // Required here: a process without a gRPC mapping never loads @grpc/grpc-js (upstream/vendor-leg.ts says why).
+  const { unaryCall } = require('../upstream/grpc-unary') as typeof import('../upstream/grpc-unary')
+  const out: UnaryOutcome = await unaryCall(
+    target.url,
+    step.method,
+    req.value,
+    { ...target.headers },
+    step.deadlineMs,
+    authOf(step, target)
+  )
+  if (out.ok) return out
+  return { ok: false, failure: { kind: 'status', step: step.name, ...out } }
+}
+
+function authOf(step: GrpcStep, target: StepTarget): (() => Promise<Record<string, string>>) | undefined {
+  const credential = target.credential
+  if (step.method.auth !== 'google' || credential === null) return undefined
+  const { googleAuthHeaders } = require('../upstream/google-auth') as typeof import('../upstream/google-auth')
+  const { grpcTarget } = require('../upstream/grpc-url') as typeof import('../upstream/grpc-url')
+  return async () => await googleAuthHeaders(credential, grpcTarget(target.url).address)()
+}
+
+/**
+ * A shared step: the result the store holds for the contact and `key`, else the one this call makes. A claim is
+ * `pending:<id>:<until>` (wall-clock ms, shared between processes): past its until, its maker is taken to be
+ * gone and the claim is taken over. A failed call gives the claim up, so a waiting leg tries in its turn.
+ */
+async function shared(step: GrpcStep, key: string, input: object, target: StepTarget, scope: StepScope): Promise<One> {
+  const { store, contact, shareMs } = scope
+  const giveUpAt = Date.now() + step.deadlineMs * 3
+  let expect: string | null = null
+  for (;;) {
+    const mine = `${PENDING}${randomUUID()}:${Date.now() + step.deadlineMs + 5000}`
+    const v = await store.swapShared(contact, key, expect, mine, shareMs)
+    if (v === mine) {
+      const out = await call(step, input, target)
+      const done = out.ok ? `${DONE}${JSON.stringify(out.value)}` : null
+      await store.swapShared(contact, key, mine, done, shareMs)
+      return out
+    }
+    if (v?.startsWith(DONE) === true) return { ok: true, value: JSON.parse(v.slice(DONE.length)) }
+    if (Date.now() > giveUpAt)
+      return {
+        ok: false,
+        failure: { kind: 'status', step: step.name, code: 4, details: 'another leg did not finish it', gateway: true }
+      }
+    // Someone else's claim (or none left: try again at once); a claim past its until is taken over.
+    const until = v === null ? 0 : Number(v.slice(v.lastIndexOf(':') + 1))
+    expect = v !== null && until < Date.now() ? v : null
+    if (v !== null && expect === null) await new Promise<void>(r => scope.clock.setTimeout(r, WAIT_MS))
+  }
+}

@@ -1,0 +1,66 @@
+import { Metadata, type ServiceError, status as Status } from '@grpc/grpc-js'
+import { channelFor } from './grpc-channel'
+import { grpcTarget } from './grpc-url'
+import { fromMessage, toMessage } from './proto-json'
+import type { GrpcMethod } from './protos'
+
+/**
+ * How one unary call ended: its response in the protobuf JSON form, or its status (`code`, a gRPC status
+ * number) and the vendor's details. A request the message does not take is INVALID_ARGUMENT before anything
+ * is sent (`gateway` true: the details are the gateway's, naming the field).
+ */
+export type UnaryOutcome =
+  | { ok: true; value: Record<string, unknown> }
+  | { ok: false; code: number; details: string; gateway?: boolean }
+
+/**
+ * One unary call of `method` on the replica at `url` (grpc:// or grpcs://), on the process's shared channel
+ * (upstream/grpc-channel.ts): `request` in the protobuf JSON form, `headers` and the call credentials as
+ * metadata (never logged), a deadline of `deadlineMs` (gRPC's own, a wall-clock date). Never throws.
+ */
+export async function unaryCall(
+  url: string,
+  method: GrpcMethod,
+  request: unknown,
+  headers: Record<string, string>,
+  deadlineMs: number,
+  authHeaders?: () => Promise<Record<string, string>>
+): Promise<UnaryOutcome> {
+  const out = toMessage(method.protos, method.request, request)
+  if (!out.ok)
+    return { ok: false, code: Status.INVALID_ARGUMENT, details: `${out.path}: ${out.message}`, gateway: true }
+  const metadata = new Metadata()
+  try {
+    for (const [k, v] of Object.entries(headers)) metadata.set(k.toLowerCase(), v)
+    if (authHeaders !== undefined)
+      for (const [k, v] of Object.entries(await authHeaders())) metadata.set(k.toLowerCase(), v)
+  } catch (err) {
+    // A credential that cannot make tokens (a bad key): a refusal of ours, never the key's text.
+    return { ok: false, code: Status.UNAUTHENTICATED, details: (err as Error).message, gateway: true }
+  }
+  const client = channelFor(grpcTarget(url))
+  const d = method.definition
+  return await new Promise<UnaryOutcome>(resolve => {
+    client.makeUnaryRequest(
+      d.path,
+      d.requestSerialize,
+      d.responseDeserialize,
+      out.value,
+      metadata,
+      { deadline: Date.now() + deadlineMs },
+      (err: ServiceError | null, value?: object) => {
+        if (err !== null && err !== undefined) resolve({ ok: false, code: err.code, details: err.details ?? '' })
+        else
+          resolve({
+            ok: true,
+            value: fromMessage(method.protos, method.response, value ?? {}) as Record<string, unknown>
+          })
+      }
+    )
+  })
+}
+
+/** The status's name (UNAVAILABLE, …). */
+export function statusName(code: number): string {
+  return Status[code] ?? String(code)
+}
