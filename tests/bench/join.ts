@@ -13,7 +13,8 @@
  * session: the copy into the channel ring, the shared 20 ms tick that interleaves, one relay write per
  * pair). The vendor connections only count bytes. Prints user+system CPU µs per platform frame for each.
  */
-import { AudioLeg, type PlatformLeg } from '../../gateway/audio/leg/leg'
+import { AudioLeg } from '../../gateway/audio/leg/leg'
+import type { PlatformLeg } from '../../gateway/audio/leg/leg-contract'
 import type { RouteRuntime } from '../../gateway/route'
 import { createLogger } from '../../gateway/telemetry/log'
 import { Metrics } from '../../gateway/telemetry/metrics'

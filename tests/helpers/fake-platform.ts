@@ -1,4 +1,5 @@
-import type { AudioLeg, PlatformLeg } from '../../gateway/audio/leg/leg'
+import type { AudioLeg } from '../../gateway/audio/leg/leg'
+import type { PlatformLeg } from '../../gateway/audio/leg/leg-contract'
 import { initMessage } from '../../gateway/tools/simulate'
 
 type Json = Record<string, any>

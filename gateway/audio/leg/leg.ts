@@ -48,8 +48,6 @@ import type { SessionEvents } from '../session/session-contract'
 import { LegTees } from '../session/tee'
 import { unhandled } from '../../result'
 
-export type { LegDeps, LegState, PlatformLeg } from './leg-contract'
-
 /**
  * One platform audio leg: its handshake, where its session is, then audio to that session (here, or in
  * another process over a relay link) and results back to the platform. Every event is decided by the

@@ -1,5 +1,6 @@
 import t, { type Test } from 'tap'
-import { AudioLeg, type LegState } from '../../../../gateway/audio/leg/leg'
+import { AudioLeg } from '../../../../gateway/audio/leg/leg'
+import type { LegState } from '../../../../gateway/audio/leg/leg-contract'
 import {
   CLOSE_OUTCOME,
   ON_BINARY,
