@@ -40,6 +40,8 @@ interface DrainRun {
   /** How long a leg's vendor session is kept for the platform's reconnect elsewhere. */
   readonly handOffSeconds: number
   readonly timers: Set<TimerHandle>
+  /** When the drain last closed a leg itself (the clock's ms), or null: its close handshake may still be under way. */
+  lastLegClosedAt: number | null
   readonly done: Promise<void>
   readonly resolve: () => void
 }
@@ -56,6 +58,13 @@ type Stage =
 
 /** How often a drain looks for its last leg and text request. */
 const DRAIN_POLL_MS = 50
+
+/**
+ * How long the drain waits after the last leg it closed before closing the rest: uWS forgets a socket as it
+ * sends the close frame, and closing its app then cuts the connections still in their close handshake; a
+ * platform still sending audio gets a reset, and may lose the ERROR frame and the 1012 before reading them.
+ */
+export const CLOSE_LINGER_MS = 1000
 
 /**
  * One server process's life: starting → serving → leaving → draining → closed (server/lifecycle-states.ts says what
@@ -168,6 +177,7 @@ export class ServerLifecycle {
       // The platform reconnects within seconds; the affinity outlives the deadline comfortably.
       handOffSeconds: Math.max(config.reattachGraceSeconds, settings.deadlineSeconds + 60),
       timers: new Set(),
+      lastLegClosedAt: null,
       done,
       resolve
     }
@@ -192,7 +202,12 @@ export class ServerLifecycle {
       `no longer accepting; closing ${legs.length} leg(s) over ${settings.legDrainSeconds} s`
     )
     const step = legs.length > 0 ? (settings.legDrainSeconds * 1000) / legs.length : 0
-    legs.forEach((leg, i) => this.later(drain, i * step, () => leg.drain(drain.handOffSeconds)))
+    legs.forEach((leg, i) =>
+      this.later(drain, i * step, () => {
+        leg.drain(drain.handOffSeconds)
+        drain.lastLegClosedAt = this.clock.now()
+      })
+    )
   }
 
   private endDrain(closers: Closers, drain: DrainRun, why: string): void {
@@ -213,9 +228,15 @@ export class ServerLifecycle {
   /** Until the drain ends: is every leg and text request gone? (A timeout re-armed, so it holds the process.) */
   private poll(drain: DrainRun): void {
     this.later(drain, DRAIN_POLL_MS, () => {
-      if (this.parts.legs().size === 0 && this.parts.pendingText() === 0) this.on('drained', 'drained')
+      if (this.parts.legs().size === 0 && this.parts.pendingText() === 0 && this.closesSettled(drain))
+        this.on('drained', 'drained')
       if (this.current.stage !== 'closed') this.poll(drain)
     })
+  }
+
+  /** The last leg the drain closed did so at least CLOSE_LINGER_MS ago (or it closed none). */
+  private closesSettled(drain: DrainRun): boolean {
+    return drain.lastLegClosedAt === null || this.clock.now() - drain.lastLegClosedAt >= CLOSE_LINGER_MS
   }
 
   /** A timer of the drain: cleared when the drain ends. */

@@ -112,7 +112,8 @@ t.test(
     )
     t.equal(c.state, 'IN_PROGRESS', 'in progress while a leg is up')
     tx.ws.close(1000)
-    t.ok(await until(() => df.streams[0]?.ended !== null && df.streams.some(s => s.ended === 'OK')), 'TX stream over')
+    // The TX leg's stream is its END_USER participant's (the two legs' streams open in either order).
+    t.ok(await until(() => df.streams.some(s => s.role === 'END_USER' && s.ended === 'OK')), 'TX stream over')
     t.equal(c.state, 'IN_PROGRESS', 'one leg ended: the conversation goes on')
     rx.ws.close(1000)
     t.ok(await until(() => c.state === 'COMPLETED', 15_000), 'the last leg ended: the conversation is completed')

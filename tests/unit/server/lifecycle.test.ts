@@ -1,7 +1,7 @@
 import t from 'tap'
 import fc from 'fast-check'
 import type { ShutdownSettings } from '../../../gateway/config/types'
-import { type Closers, ServerLifecycle } from '../../../gateway/server/lifecycle'
+import { CLOSE_LINGER_MS, type Closers, ServerLifecycle } from '../../../gateway/server/lifecycle'
 import {
   LEAVING,
   REFUSES_NEW_WORK,
@@ -141,6 +141,9 @@ t.test('a drain: readiness off, then the listener closed and the legs drained sp
     [1, 1, 1, 1]
   )
   t.same(legs[0].drained, [70], 'handed off for the deadline + 60 s (more than the reattach grace)')
+  h.clock.advance(CLOSE_LINGER_MS - 50)
+  t.equal(h.lifecycle.stage, 'draining', 'the last leg closed: its close handshake gets CLOSE_LINGER_MS')
+  t.equal(h.calls.finish, 0)
   h.clock.advance(50)
   t.equal(h.lifecycle.stage, 'closed')
   t.equal(h.calls.finish, 1)
