@@ -11,12 +11,33 @@ export async function freePort(): Promise<number> {
   return await claimPort('127.0.0.1', 0)
 }
 
+const handedOut = new Set<number>()
+
+/**
+ * A port free now, below the kernel's ephemeral range (32768 up) and the test redis-servers' (20000-49999),
+ * for a test that holds a port number long before it binds it (the docs' examples): a port read free from
+ * the ephemeral range (`freePort`) can be given to any other test's listener or outgoing connection
+ * meanwhile, and a server started on it later finds it taken. From 10000-19999, never one twice in a process.
+ */
+export async function quietPort(): Promise<number> {
+  for (;;) {
+    const port = 10_000 + Math.floor(Math.random() * 10_000)
+    if (handedOut.has(port) || port === 10080) continue // 10080: on fetch's list of bad ports
+    handedOut.add(port)
+    const free = await claimPort('127.0.0.1', port).then(
+      () => true,
+      () => false
+    )
+    if (free) return port
+  }
+}
+
 /**
  * `n` distinct ports on 127.0.0.1 that refuse connections for the whole run: low ports (from 2 up) that
  * refuse now. Port 1, like 7, 9 and others, is on fetch's list of bad ports: fetch refuses it itself.
  * A port read free and let go (`freePort`) is not that: another test of the suite may bind it a moment
  * later, and a connection meant to be refused then reaches that test's listener. No test binds a port
- * below 1024: they take ephemeral ones, and redis-server ones from 20000 up.
+ * below 1024: they take ephemeral ones, redis-server ones from 20000 up, and the docs' examples 10000-19999.
  */
 export async function refusedPorts(n: number): Promise<number[]> {
   const ports: number[] = []

@@ -6,7 +6,7 @@ import { dirname, join, relative } from 'node:path'
 import { builtCli } from '../helpers/cli'
 import { type Block, blocksOf, examplePages, ROOT } from '../helpers/doc-blocks'
 import { until } from '../helpers/gateway'
-import { freePort } from '../helpers/process'
+import { quietPort } from '../helpers/process'
 import { needRedis } from '../helpers/redis'
 
 // Every example a reader pastes, run as the reader would: the marked shell blocks of the README, the
@@ -93,7 +93,7 @@ class Lane {
   readonly servers = new Map<string, Server>()
 
   async init(): Promise<void> {
-    for (const p of DOC_PORTS) this.ports.set(p, await freePort())
+    for (const p of DOC_PORTS) this.ports.set(p, await quietPort())
   }
 
   rewrite(text: string): string {
