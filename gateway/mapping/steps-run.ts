@@ -147,3 +147,8 @@ async function shared(step: GrpcStep, key: string, input: object, target: StepTa
     if (v !== null && expect === null) await new Promise<void>(r => scope.clock.setTimeout(r, WAIT_MS))
   }
 }
+
+/** The key of a contact's shared step results: its mapping's vendor, busNo and contactId (audio and text alike). */
+export function contactKey(vendor: string, c: { busNo: string | number; contactId: string | number }): string {
+  return `${vendor}:${c.busNo}:${c.contactId}`
+}

@@ -1,5 +1,5 @@
 import { GatewayError } from '../errors'
-import { runSteps, type StepFailure } from '../mapping/steps-run'
+import { contactKey, runSteps, type StepFailure } from '../mapping/steps-run'
 import type { TextInput, TextMapping } from '../mapping/text'
 import type { MappingFailure } from '../mapping/text-request'
 import { type Clock, systemClock } from '../clock'
@@ -107,7 +107,7 @@ export class GrpcTextUpstream {
     const setup = this.mapping.setup ?? []
     if (setup.length > 0) {
       if (this.store === undefined) throw new Error('a text mapping with setup steps needs the store')
-      const contact = `${this.vendor}:${input.request.busNo}:${input.request.contactId}`
+      const contact = contactKey(this.vendor, input.request)
       const scope = { store: this.store, clock: this.clock, contact, shareMs: this.mapping.shareMs ?? 0 }
       const steps = await runSteps(setup, input, target, scope)
       if (!steps.ok) return this.failed(replica, steps.failure)

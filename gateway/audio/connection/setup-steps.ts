@@ -1,6 +1,6 @@
 import type { AudioMapping } from '../../mapping/audio'
 import type { MappingInput } from '../../mapping/run'
-import { runSteps, type StepScope, type StepTarget } from '../../mapping/steps-run'
+import { contactKey, runSteps, type StepScope, type StepTarget } from '../../mapping/steps-run'
 import type { Replica } from '../../upstream/pool'
 import type { ConnectionContext, VendorFailure } from './connection-contract'
 
@@ -23,11 +23,6 @@ export function stepsOn(
     scope: { store, clock: ctx.clock, contact: contactKey(ctx.route.mapping.vendor, leg), shareMs: audio.shareMs ?? 0 },
     member: `${leg.route}:${leg.perspective}`
   }
-}
-
-/** The key of a contact's shared step results: its mapping's vendor, busNo and contactId (text/ uses the same). */
-export function contactKey(vendor: string, c: { busNo: string | number; contactId: string | number }): string {
-  return `${vendor}:${c.busNo}:${c.contactId}`
 }
 
 /**
