@@ -138,3 +138,13 @@ export function buildRoute(
     ...(tees.length > 0 ? { tees } : {})
   }
 }
+
+/**
+ * The namespace of a tenant's calls on a route: the route's own tenant (its own auth, or no credential at all)
+ * keeps the route's name, so its keys read as before; a configured tenant's are `<tenant>@<route>` (`@` is in
+ * neither a route's nor a tenant's name). Every key of a call (owner record, placement, re-attach, join,
+ * affinity, a mapping's shared setup results) starts with it, so no tenant can claim, own, block or find another's contact.
+ */
+export function namespaceOf(route: string, tenant: string): string {
+  return tenant === route ? route : `${tenant}@${route}`
+}

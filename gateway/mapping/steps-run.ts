@@ -148,7 +148,15 @@ async function shared(step: GrpcStep, key: string, input: object, target: StepTa
   }
 }
 
-/** The key of a contact's shared step results: its mapping's vendor, busNo and contactId (audio and text alike). */
-export function contactKey(vendor: string, c: { busNo: string | number; contactId: string | number }): string {
-  return `${vendor}:${c.busNo}:${c.contactId}`
+/**
+ * The key of a contact's shared step results, audio and text alike: the tenant's namespace on the route
+ * (route.ts `namespaceOf`, as every key of a call starts), busNo, contactId and the mapping's
+ * vendor. Another tenant's leg or chat naming the same busNo and contactId never finds them.
+ */
+export function contactKey(
+  namespace: string,
+  vendor: string,
+  c: { busNo: string | number; contactId: string | number }
+): string {
+  return `${namespace}:${c.busNo}:${c.contactId}:${vendor}`
 }

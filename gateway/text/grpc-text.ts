@@ -54,7 +54,14 @@ export function textTransport(
 ): TextTransport {
   const mapping = route.mapping.text as TextMapping
   if (mapping.grpc == null) return new TextUpstream(route.name, route.pool, deps.settings, deps.metrics)
-  return new GrpcTextUpstream(route.pool, mapping, route.mapping.vendor, deps.settings, deps.store, systemClock)
+  return new GrpcTextUpstream(
+    route.pool,
+    mapping,
+    { route: route.name, vendor: route.mapping.vendor },
+    deps.settings,
+    deps.store,
+    systemClock
+  )
 }
 
 export class GrpcTextUpstream {
@@ -64,7 +71,8 @@ export class GrpcTextUpstream {
   constructor(
     private readonly pool: UpstreamPool,
     private readonly mapping: TextMapping,
-    private readonly vendor: string,
+    /** The route's name (its own tenant's namespace) and the mapping's vendor: parts of a contact's key. */
+    private readonly names: { route: string; vendor: string },
     private readonly settings: TextSettings,
     private readonly store: Store | undefined,
     private readonly clock: Clock
@@ -75,7 +83,8 @@ export class GrpcTextUpstream {
   /** One utterance: a replica, its setup steps, the call; UNAVAILABLE and RESOURCE_EXHAUSTED go to another replica. */
   async call(
     builder: RequestBuilder<TextInput, MappingFailure>,
-    input: TextInput
+    input: TextInput,
+    options: CallOptions
   ): Promise<CallOutcome<MappingFailure>> {
     if (this.closed) return { ok: false, replica: null, error: new GatewayError('SHUTTING_DOWN'), result: null }
     const tried = new Set<Replica>()
@@ -86,7 +95,7 @@ export class GrpcTextUpstream {
       tried.add(replica)
       this.balancer.begin(replica)
       try {
-        out = await this.once(replica, builder, input)
+        out = await this.once(replica, builder, input, options.namespace ?? this.names.route)
       } finally {
         this.balancer.end(replica)
       }
@@ -100,14 +109,15 @@ export class GrpcTextUpstream {
   private async once(
     replica: Replica,
     builder: RequestBuilder<TextInput, MappingFailure>,
-    input: TextInput
+    input: TextInput,
+    namespace: string
   ): Promise<CallOutcome<MappingFailure> & { retryable?: true }> {
     const url = replica.config.text as string
     const target = { url, credential: replica.config.credential ?? null, headers: replica.config.headers }
     const setup = this.mapping.setup ?? []
     if (setup.length > 0) {
       if (this.store === undefined) throw new Error('a text mapping with setup steps needs the store')
-      const contact = contactKey(this.vendor, input.request)
+      const contact = contactKey(namespace, this.names.vendor, input.request)
       const scope = { store: this.store, clock: this.clock, contact, shareMs: this.mapping.shareMs ?? 0 }
       const steps = await runSteps(setup, input, target, scope)
       if (!steps.ok) return this.failed(replica, steps.failure)

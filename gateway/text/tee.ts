@@ -27,7 +27,7 @@ export interface TextTee<R> {
 export class TextTees<R> {
   constructor(
     private readonly tees: readonly TextTee<R>[],
-    private readonly deliver: (target: R, input: TextInput, span: TraceSpan) => Promise<Delivered>,
+    private readonly deliver: (target: R, input: TextInput, span: TraceSpan, namespace: string) => Promise<Delivered>,
     private readonly metrics: Metrics
   ) {}
 
@@ -42,15 +42,18 @@ export class TextTees<R> {
     return this.tees.map(t => t.target)
   }
 
-  /** Offer `input` (already checked and normalized) to every tee. Never throws, never waits. */
-  send(input: TextInput, span: TraceSpan): void {
+  /**
+   * Offer `input` (already checked and normalized) to every tee. Never throws, never waits. `namespace`: the
+   * tenant's on the route (route.ts `namespaceOf`); a tee's shared setup results are kept under its own name in it.
+   */
+  send(input: TextInput, span: TraceSpan, namespace: string): void {
     for (const tee of this.tees) {
       // Its own input: the request builder writes `upstream` (and the answer `response`) into it.
       const own: TextInput = { ...input, route: tee.inputRoute }
       const accepted = tee.queue.offer(async () => {
         await new Promise<void>(resolve => setImmediate(resolve))
         const step = span.child('tee', { 'assist_gateway.tee': tee.name })
-        const out = await this.deliver(tee.target, own, step)
+        const out = await this.deliver(tee.target, own, step, `${namespace}/${tee.name}`)
         step.end(out.ok ? undefined : out.error.code)
         this.count(tee, out.ok ? 'ok' : out.error.code.toLowerCase())
       })

@@ -9,7 +9,7 @@ import { evaluateNow } from '../mapping/fast-path'
 import { run } from '../mapping/run'
 import type { TextInput, TextMapping } from '../mapping/text'
 import { type MappingFailure, TextRequestBuilder } from '../mapping/text-request'
-import { demandsCredential, hookAuth, type RouteRuntime } from '../route'
+import { demandsCredential, hookAuth, namespaceOf, type RouteRuntime } from '../route'
 import type { Logger } from '../telemetry/log'
 import type { LogLimiter } from '../telemetry/log-limit'
 import type { Metrics } from '../telemetry/metrics'
@@ -119,7 +119,7 @@ export class TextHook {
       return [{ name: tee.name, route: route.name, target, inputRoute, queue }]
     })
     if (tees.length === 0) return null
-    return new TextTees(tees, async (target, input, span) => await this.deliver(target, input, span), metrics)
+    return new TextTees(tees, async (target, input, span, ns) => await this.deliver(target, input, span, ns), metrics)
   }
 
   /** Asynchronous deliveries accepted (202) and not yet finished, on every route. */
@@ -211,16 +211,18 @@ export class TextHook {
       route: rt.inputRoute,
       upstream: NO_UPSTREAM
     }
+    // The tenant's namespace on the route (a gRPC mapping's shared setup results are its contact's within it).
+    const namespace = namespaceOf(req.route.name, req.tenant ?? req.route.name)
     if (rt.queue !== null) {
       const accepted = rt.queue.offer(async () => {
-        await this.deliver(rt, input, req.span)
+        await this.deliver(rt, input, req.span, namespace)
       })
       if (!accepted) return this.refuse(req, new GatewayError('QUEUE_FULL'))
-      rt.tees?.send(input, req.span)
+      rt.tees?.send(input, req.span, namespace)
       return { ok: true, status: 202, json: JSON.stringify({ accepted: true, requestId: req.requestId }) }
     }
-    rt.tees?.send(input, req.span)
-    return this.deliver(rt, input, req.span)
+    rt.tees?.send(input, req.span, namespace)
+    return this.deliver(rt, input, req.span, namespace)
   }
 
   /**
@@ -276,10 +278,10 @@ export class TextHook {
   }
 
   /** The vendor call and the answer mapping; shared by synchronous answers and background delivery. */
-  private async deliver(rt: RouteText, input: TextInput, span: TraceSpan): Promise<TextResult> {
+  private async deliver(rt: RouteText, input: TextInput, span: TraceSpan, namespace: string): Promise<TextResult> {
     const { metrics } = this.deps
     let out: CallOutcome<MappingFailure>
-    const options = { ...rt.callOptions, trace: span }
+    const options = { ...rt.callOptions, trace: span, namespace }
     try {
       out = await rt.upstream.call(rt.request, input, options)
     } catch (err) {

@@ -54,6 +54,11 @@ export interface CallOptions {
    * `traceparent` the request carries, after a span of the mapping that builds it.
    */
   trace?: TraceSpan
+  /**
+   * The tenant's namespace on the route (route.ts `namespaceOf`): a gRPC mapping's shared setup results
+   * (text/grpc-text.ts) are its contact's within it. Absent: the route's own.
+   */
+  namespace?: string
 }
 
 const NOT_IDEMPOTENT: CallOptions = Object.freeze({ idempotent: false })

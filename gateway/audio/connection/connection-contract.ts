@@ -77,6 +77,8 @@ export interface ConnectionContext {
   readonly results?: ResultTimeline
   /** The shared store (a session's connections have it): a mapping's setup steps share a contact's results there. */
   readonly store?: Store
+  /** The opening tenant's namespace on the route (audio/session/session-contract.ts `SessionDeps`). */
+  readonly namespace?: string
   log: Logger
 }
 

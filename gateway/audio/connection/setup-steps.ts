@@ -10,7 +10,7 @@ import type { ConnectionContext, VendorFailure } from './connection-contract'
 
 /** Where a leg's steps go on `replica`, and what they share with the contact's other legs and its chat. */
 export function stepsOn(
-  ctx: Pick<ConnectionContext, 'route' | 'clock' | 'store'>,
+  ctx: Pick<ConnectionContext, 'route' | 'clock' | 'store' | 'namespace'>,
   audio: AudioMapping,
   replica: Replica,
   leg: MappingInput['leg']
@@ -20,7 +20,12 @@ export function stepsOn(
   if (store === undefined || url === undefined) return null
   return {
     target: { url, credential: replica.config.credential ?? null, headers: replica.config.headers },
-    scope: { store, clock: ctx.clock, contact: contactKey(ctx.route.mapping.vendor, leg), shareMs: audio.shareMs ?? 0 },
+    scope: {
+      store,
+      clock: ctx.clock,
+      contact: contactKey(ctx.namespace ?? ctx.route.name, ctx.route.mapping.vendor, leg),
+      shareMs: audio.shareMs ?? 0
+    },
     member: `${leg.route}:${leg.perspective}`
   }
 }

@@ -3,7 +3,7 @@ import type { GatewayError } from '../../errors'
 import type { Result } from '../../result'
 import type { AudioSettings } from '../../config/types'
 import type { MappingInput } from '../../mapping/run'
-import { demandsCredential, type RouteRuntime } from '../../route'
+import { demandsCredential, namespaceOf, type RouteRuntime } from '../../route'
 import type { Store } from '../../store/port'
 import type { Logger } from '../../telemetry/log'
 import type { Metrics } from '../../telemetry/metrics'
@@ -101,6 +101,7 @@ export function openLegSession(
     connect: deps.connect,
     traceparent: deps.traceparent,
     caller: checked.caller,
+    namespace: namespaceOf(route.name, checked.tenant),
     placement: deps.placement
   }
   if (route.config.join !== undefined) {

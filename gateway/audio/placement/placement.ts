@@ -1,4 +1,5 @@
 import { type Clock, Timer } from '../../clock'
+import { namespaceOf } from '../../route'
 import type { OwnerRecord, Store } from '../../store/port'
 
 /**
@@ -30,16 +31,6 @@ const REFUSED: Place = { kind: 'refused' }
 /** How long an owner record lives without a refresh, and how often its owner refreshes it. */
 export const OWNER_TTL_MS = 10_000
 export const OWNER_REFRESH_MS = 3_000
-
-/**
- * The namespace of a tenant's calls on a route: the route's own tenant (its own auth, or no credential at all)
- * keeps the route's name, so its keys read as before; a configured tenant's are `<tenant>@<route>` (`@` is in
- * neither a route's nor a tenant's name). Every key of a call (owner record, placement, re-attach, join,
- * affinity) starts with it, so no tenant can claim, own, block or find another's contact.
- */
-export function namespaceOf(route: string, tenant: string): string {
-  return tenant === route ? route : `${tenant}@${route}`
-}
 
 /** A leg's own identity: its tenant, route, busNo, contactId and perspective (a re-attach finds its session by it). */
 export function legKeyOf(

@@ -66,6 +66,11 @@ export interface SessionDeps {
   traceparent?: string
   /** Who opened the session (auth/hook-auth.ts `callerTag`), kept in its affinity record for the fleet. */
   caller?: string
+  /**
+   * The opening tenant's namespace on the route (route.ts `namespaceOf`): the contact's
+   * shared setup results (a conversation) are kept within it, so no other tenant's leg or chat finds them.
+   */
+  namespace: string
   /** The sessions this process owns (audio/placement/placement.ts): a joined call is held there while it lives. */
   placement?: Placement
 }

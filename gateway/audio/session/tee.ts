@@ -3,13 +3,12 @@ import type { AudioSettings } from '../../config/types'
 import type { GatewayError } from '../../errors'
 import type { MappingInput } from '../../mapping/run'
 import type { LegIdentity } from '../../validate/messages'
-import { demandsCredential, type RouteRuntime, type TeeRuntime } from '../../route'
+import { demandsCredential, namespaceOf, type RouteRuntime, type TeeRuntime } from '../../route'
 import type { Store } from '../../store/port'
 import type { Logger } from '../../telemetry/log'
 import type { LegCounters, Metrics } from '../../telemetry/metrics'
 import type { ConnectionFactory } from '../connection/connection-contract'
 import type { VendorFeed } from '../feed/feed'
-import { namespaceOf } from '../placement/placement'
 import { VendorSession } from './session'
 import type { SessionHost, SessionEvents } from './session-contract'
 
@@ -68,7 +67,7 @@ export class LegTees {
     const init = checked.init
     const leg: MappingInput['leg'] = { id: deps.legId, route: deps.route.name, ...checked.identity }
     const tees = deps.route.tees ?? []
-    // A tee's sessions live in the leg's tenant's namespace too (audio/placement/placement.ts `namespaceOf`).
+    // A tee's sessions live in the leg's tenant's namespace too (route.ts `namespaceOf`).
     const ns = namespaceOf(deps.route.name, checked.tenant ?? deps.route.name)
     this.tees = tees
       .filter(t => t.runtime.mapping.audio !== null)
@@ -109,6 +108,7 @@ class TeeSession implements SessionEvents {
   private readonly log: Logger
   private readonly input: MappingInput
   private readonly key: string
+  private readonly namespace: string
 
   constructor(
     private readonly tee: TeeRuntime,
@@ -129,6 +129,7 @@ class TeeSession implements SessionEvents {
       },
       upstream: { name: '', audio: null, credential: null, hasCredential: false }
     }
+    this.namespace = namespace
     this.key = `${namespace}:${leg.busNo}:${leg.contactId}:${leg.perspective}`
   }
 
@@ -148,6 +149,7 @@ class TeeSession implements SessionEvents {
         store: deps.store,
         clock: deps.clock,
         host: NO_HOST,
+        namespace: this.namespace,
         log: this.log,
         connect: deps.connect,
         traceparent: deps.traceparent

@@ -358,6 +358,7 @@ export function harness(
       store: new MemoryStore('test'),
       clock,
       host: registry,
+      namespace: 'r',
       log: logs.log,
       random: opts.random ?? (() => 1),
       connect: connectInto(conns, FakeConnection)
