@@ -7,6 +7,9 @@ import { sleep } from './gateway'
 
 type T = { teardown: (fn: () => unknown) => void }
 
+/** How long one DevTools step (a command, a page load) may take on a busy machine before it fails by name. */
+const STEP_MS = 60_000
+
 /** Debian's `chromium` (the package .ci/run installs), or null when it is not there. */
 export function chromiumPath(): string | null {
   for (const p of [process.env.CHROMIUM_PATH, '/usr/bin/chromium', '/usr/bin/chromium-browser'])
@@ -69,10 +72,14 @@ export async function openPage(
     await exited
     rmSync(profile, { recursive: true, force: true })
   })
-  // Chromium writes the port it took into DevToolsActivePort once it listens.
+  // Chromium writes the port it took into DevToolsActivePort once it listens: the port, a newline, the browser's
+  // path. The file appears before it is written (seen: read empty, the port taken as 80), so wait for a whole line.
   const portFile = join(profile, 'DevToolsActivePort')
-  for (let i = 0; i < 600 && !existsSync(portFile); i++) await sleep(50)
-  const port = readFileSync(portFile, 'utf8').split('\n')[0]
+  const portIn = (): string | null =>
+    existsSync(portFile) ? (/^(\d+)\n/.exec(readFileSync(portFile, 'utf8'))?.[1] ?? null) : null
+  for (let i = 0; i < 1200 && portIn() === null; i++) await sleep(50)
+  const port = portIn()
+  if (port === null) throw new Error('chromium did not open its DevTools port within 60 s')
   const targets = (await (await fetch(`http://127.0.0.1:${port}/json/list`)).json()) as {
     type: string
     webSocketDebuggerUrl: string
@@ -96,10 +103,30 @@ export async function openPage(
       else w?.resolve(m.result)
     } else for (const fn of listeners.get(m.method) ?? []) fn(m.params)
   })
+  // A browser that died or hangs fails the step that waited on it, by name, instead of the whole file's timeout.
+  let gone: string | null = null
+  const fail = (why: string): void => {
+    gone = why
+    for (const w of waiting.values()) w.reject(new Error(why))
+    waiting.clear()
+  }
+  ws.once('close', code => fail(`the DevTools socket closed (${code}); chromium exited or crashed`))
+  child.once('exit', (code, signal) => fail(`chromium exited (${code ?? signal})`))
   const send = (method: string, params: Record<string, unknown> = {}): Promise<any> =>
     new Promise((resolve, reject) => {
+      if (gone !== null) return reject(new Error(gone))
       const id = nextId++
-      waiting.set(id, { resolve, reject })
+      const timer = setTimeout(() => {
+        waiting.delete(id)
+        reject(new Error(`chromium did not answer ${method} within ${STEP_MS / 1000} s`))
+      }, STEP_MS)
+      const settle =
+        <V>(f: (v: V) => void) =>
+        (v: V) => {
+          clearTimeout(timer)
+          f(v)
+        }
+      waiting.set(id, { resolve: settle(resolve), reject: settle(reject) })
       ws.send(JSON.stringify({ id, method, params }))
     })
 
@@ -129,9 +156,13 @@ export async function openPage(
 
   return {
     goto: async url => {
-      const loaded = new Promise<void>(resolve => on('Page.loadEventFired', () => resolve()))
+      let timer: NodeJS.Timeout | undefined
+      const loaded = new Promise<void>((resolve, reject) => {
+        on('Page.loadEventFired', () => resolve())
+        timer = setTimeout(() => reject(new Error(`${url} did not load within ${STEP_MS / 1000} s`)), STEP_MS)
+      })
       await send('Page.navigate', { url })
-      await loaded
+      await loaded.finally(() => clearTimeout(timer))
     },
     evaluate: async <V>(expression: string): Promise<V> => {
       const r = await send('Runtime.evaluate', { expression, returnByValue: true, awaitPromise: true })

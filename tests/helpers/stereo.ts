@@ -42,10 +42,10 @@ export async function connectAndSend(
   message: string
 ): Promise<void> {
   const answers = await Promise.all(pairs.flat().map(l => l.answer))
-  t.ok(
-    answers.every(a => a.command === 'CONNECTED'),
-    message
+  const other = answers.flatMap((a, i) =>
+    a.command === 'CONNECTED' ? [] : [`${Math.floor(i / 2)} ${i % 2 === 0 ? 'TX' : 'RX'}: ${JSON.stringify(a)}`]
   )
+  t.same(other, [], message)
   pairs.forEach(([tx, rx], i) => {
     for (let k = 0; k < frames; k++) {
       tx.send(sideFrame(i, 0, k))
