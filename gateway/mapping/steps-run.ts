@@ -90,11 +90,22 @@ function mappingFailure(pointer: string, error: string): { ok: false; failure: S
   return { ok: false, failure: { kind: 'mapping', pointer, error } }
 }
 
+const NO_REQUEST = 'did not produce a request (an object)'
+
 /** One call of `step`: its request built on `input`, sent to `target`. */
 export async function call(step: GrpcStep, input: object, target: StepTarget): Promise<One> {
+  return (await callUnlessNull(step, input, target)) ?? mappingFailure(`${step.pointer}/request`, NO_REQUEST)
+}
+
+/**
+ * As `call`, but a request that evaluates to null is nothing to send: null, and no call (a teardown's
+ * `$exists(steps.conversation.name) ? {...} : null` when the contact's shared results are gone).
+ */
+export async function callUnlessNull(step: GrpcStep, input: object, target: StepTarget): Promise<One | null> {
   const req = await run(step.request, input)
-  if (!req.ok || req.value === null || typeof req.value !== 'object')
-    return mappingFailure(`${step.pointer}/request`, req.ok ? 'did not produce a request (an object)' : req.error)
+  if (req.ok && req.value === null) return null
+  if (!req.ok || typeof req.value !== 'object')
+    return mappingFailure(`${step.pointer}/request`, req.ok ? NO_REQUEST : req.error)
   // Required here: a process without a gRPC mapping never loads @grpc/grpc-js (upstream/vendor-leg.ts says why).
   const { unaryCall } = require('../upstream/grpc-unary') as typeof import('../upstream/grpc-unary')
   const out: UnaryOutcome = await unaryCall(

@@ -30,9 +30,14 @@ export function stepsOn(
   }
 }
 
+/** gRPC's UNAVAILABLE (a number here: a process without a gRPC mapping never loads @grpc/grpc-js). */
+const UNAVAILABLE = 14
+
 /**
  * The setup's results (null: the mapping has no setup), or why it failed: a call's status as the stream's own
  * status would be (a close with 4000 + the code, for the mapping's closeCodes), an expression as a mapping failure.
+ * UNAVAILABLE (the replica is down or cannot be reached: "retry", says gRPC) is an unreachable replica, charged
+ * to it, and the next one is tried, unless the mapping's closeCodes class 4014 themselves.
  * A leg whose setup succeeded joins its contact's group (a teardown's `when: last` counts it).
  */
 export async function runSetup(
@@ -53,6 +58,8 @@ export async function runSetup(
     const { statusName } = require('../../upstream/grpc-unary') as typeof import('../../upstream/grpc-unary')
     const reason = `setup ${f.step}: ${statusName(f.code)}${f.details === '' ? '' : `: ${f.details}`}`
     const socket = { kind: 'grpc', status: f.code } as const
+    if (f.code === UNAVAILABLE && audio.closeCodes[4000 + UNAVAILABLE] === undefined)
+      return { ok: false, failure: { kind: 'unreachable', socket } }
     return { ok: false, failure: { kind: 'closed', code: 4000 + f.code, reason, socket } }
   }
   await on.scope.store.countMembers(on.scope.contact, on.member, true, on.scope.shareMs)

@@ -1,5 +1,5 @@
 import type { MappingInput } from '../../mapping/run'
-import { call, sharedResults } from '../../mapping/steps-run'
+import { callUnlessNull, sharedResults } from '../../mapping/steps-run'
 import type { Replica } from '../../upstream/pool'
 import type { Connection } from '../connection/connection-contract'
 import { stepsOn } from '../connection/setup-steps'
@@ -10,8 +10,9 @@ import type { SessionDeps } from './session-contract'
  * A leg's vendor session ended for good (not handed off): its affinity goes and, when its mapping has setup
  * steps and the session carried audio (`replicas`: its setup ran), the leg leaves its contact's group and the
  * mapping's teardown runs (mapping/steps.ts): `each` steps always, `last` ones when no other leg of the contact
- * is left, after which the contact's shared results are dropped. After `conn` closed: a stream's last results
- * come before its conversation is completed. In the background; a failure is logged, never the leg's.
+ * is left, after which the contact's shared results are dropped. A step whose request is null is skipped. After
+ * `conn` closed: a stream's last results come before its conversation is completed. In the background; a failure
+ * is logged, never the leg's.
  */
 export function sessionOver(
   deps: SessionDeps,
@@ -44,8 +45,9 @@ async function teardown(deps: SessionDeps, replica: Replica, input: MappingInput
   const steps = (audio.teardown ?? []).filter(s => s.when === 'each' || left === 0)
   const seen = { ...input, steps: steps.length === 0 ? {} : await sharedResults(audio.setup ?? [], input, on.scope) }
   for (const step of steps) {
-    const out = await call(step, seen, on.target)
-    if (!out.ok)
+    // A request that is null is nothing to send (the contact's shared results are gone): skipped, not a failure.
+    const out = await callUnlessNull(step, seen, on.target)
+    if (out !== null && !out.ok)
       deps.log.warn(
         { event: 'teardown_failed', step: step.name, upstream: replica.name, failure: out.failure },
         'a mapping teardown step failed'

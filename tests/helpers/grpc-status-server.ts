@@ -1,0 +1,137 @@
+import {
+  type MethodDefinition,
+  Server,
+  ServerCredentials,
+  type ServerDuplexStream,
+  type ServerUnaryCall,
+  type sendUnaryData,
+  status as Status
+} from '@grpc/grpc-js'
+import type { Test } from 'tap'
+import { googleProtosDir, loadProtos, type ProtoSet } from '../../gateway/upstream/protos'
+import { toMessage } from '../../gateway/upstream/proto-json'
+
+// gRPC servers of google.cloud.dialogflow.v2 built from the official protos (google-proto-files, through the
+// gateway's loader: the same messages the API serializes) that answer each call with the status the test chose.
+// The replicas of a route share one script: `next(method, ...outcomes)` queues what the next calls of that
+// method get, on whichever replica they land (a status code, or 'hang': never answered, so the caller's
+// deadline passes); a call with nothing queued is answered OK with the smallest valid response. Each replica
+// counts its calls per method and keeps the credential it was sent. A refusal's details echo that credential,
+// as a careless vendor might: whatever reaches the platform must not.
+
+const PKG = 'google.cloud.dialogflow.v2'
+const STREAM = 'Participants/StreamingAnalyzeContent'
+const PROTOS = ['google/cloud/dialogflow/v2/participant.proto', 'google/cloud/dialogflow/v2/conversation.proto']
+
+export type Outcome = number | 'hang'
+
+export interface StatusReplica {
+  name: string
+  url: string
+  /** Calls per method (`Conversations/CreateConversation`, …), answered or not. */
+  calls: Record<string, number>
+  /** The x-goog-api-key metadata of the last call. */
+  apiKey: string | null
+}
+
+export interface StatusServers {
+  replicas: StatusReplica[]
+  /** The next calls of `method` (on any replica) end with these outcomes, in order. */
+  next: (method: string, ...outcomes: Outcome[]) => void
+  /** Calls of `method` on each replica, in replica order. */
+  count: (method: string) => number[]
+}
+
+/** An OK answer of each unary method, in the protobuf JSON form, from its request. */
+const ANSWERS: Record<string, (req: Record<string, any>, n: number) => Record<string, unknown>> = {
+  'Conversations/CreateConversation': (req, n) => ({
+    name: `${req.parent}/conversations/c${n}`,
+    lifecycleState: 'IN_PROGRESS'
+  }),
+  'Conversations/CompleteConversation': req => ({ name: req.name, lifecycleState: 'COMPLETED' }),
+  'Participants/CreateParticipant': (req, n) => ({
+    name: `${req.parent}/participants/p${n}`,
+    role: req.participant.role
+  }),
+  'Participants/AnalyzeContent': (req, n) => ({
+    message: {
+      name: `${String(req.participant).replace(/\/participants\/.*/, '')}/messages/m${n}`,
+      content: req.textInput?.text
+    }
+  })
+}
+
+type Seen = (method: string, md: { get: (k: string) => unknown[] }) => Outcome | null
+
+/** A method's handler: the scripted outcome, else OK (a stream: read until the half-close, then OK). */
+function handler(
+  protos: ProtoSet,
+  method: string,
+  m: NonNullable<ReturnType<ProtoSet['method']>>,
+  seen: Seen,
+  made: () => number
+) {
+  if (m.requestStream)
+    return (call: ServerDuplexStream<object, object>) => {
+      const out = seen(method, call.metadata)
+      if (out === 'hang') return
+      if (out !== null) {
+        call.emit('error', { code: out, details: Status[out] })
+        return
+      }
+      call.on('data', () => {})
+      call.on('end', () => call.end())
+    }
+  const { response } = protos.typesOf(m)
+  return (call: ServerUnaryCall<object, object>, cb: sendUnaryData<object>) => {
+    const out = seen(method, call.metadata)
+    if (out === 'hang') return
+    const key = call.metadata.get('x-goog-api-key')[0] ?? 'none'
+    if (out !== null) return cb({ code: out, details: `${Status[out]} (key ${String(key)})` })
+    const msg = toMessage(protos, response, ANSWERS[method]!(call.request as Record<string, any>, made()))
+    if (!msg.ok) return cb({ code: Status.INTERNAL, details: `the test server built a bad ${response}` })
+    cb(null, msg.value)
+  }
+}
+
+/** `n` replicas (r0, r1, …) on ephemeral ports, closed at the test's end. */
+export async function statusServers(t: Test, n: number): Promise<StatusServers> {
+  const protos = loadProtos(PROTOS, [googleProtosDir()])
+  const script = new Map<string, Outcome[]>()
+  const replicas: StatusReplica[] = []
+  let made = 0
+  for (let i = 0; i < n; i++) {
+    const r: StatusReplica = { name: `r${i}`, url: '', calls: {}, apiKey: null }
+    const server = new Server()
+    const seen: Seen = (method, md) => {
+      r.calls[method] = (r.calls[method] ?? 0) + 1
+      r.apiKey = (md.get('x-goog-api-key')[0] as string | undefined) ?? null
+      return script.get(method)?.shift() ?? null
+    }
+    for (const service of ['Conversations', 'Participants']) {
+      const def: Record<string, MethodDefinition<object, object>> = {}
+      const impl: Record<string, unknown> = {}
+      for (const method of [...Object.keys(ANSWERS), STREAM].filter(x => x.startsWith(`${service}/`))) {
+        const m = protos.method(`${PKG}.${method}`)
+        if (m === null) throw new Error(`${method} is not in the protos`)
+        const name = method.slice(service.length + 1)
+        def[name] = m
+        impl[name] = handler(protos, method, m, seen, () => ++made)
+      }
+      server.addService(def, impl as never)
+    }
+    const port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (err, p) =>
+        err === null ? resolve(p) : reject(err)
+      )
+    )
+    r.url = `grpc://127.0.0.1:${port}`
+    replicas.push(r)
+    t.teardown(() => server.forceShutdown())
+  }
+  return {
+    replicas,
+    next: (method, ...outcomes) => script.set(method, [...(script.get(method) ?? []), ...outcomes]),
+    count: method => replicas.map(r => r.calls[method] ?? 0)
+  }
+}
