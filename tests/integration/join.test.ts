@@ -29,6 +29,8 @@ const DG_KEY = 'dg-key-0123456789abcdef'
 const AH_KEY = 'ah-api-key-0123456789'
 const ORG = '2b1f3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d'
 const FRAMES = 15 // 0.3 s per side
+/** How far apart (20 ms ticks) the two sides may start: the arrival skew a busy machine puts between two sockets. */
+const ALIGN_SLACK_TICKS = 10
 const frame = sideFrame
 const sideBytes = (contact: number, side: number, from = 0, to = FRAMES): Buffer => bytesOf(contact, side, from, to)
 
@@ -65,9 +67,12 @@ function checkChannels(t: Test, s: RealVendorSession, contact: number, label: st
   t.equal(c1?.sha256, sha(sideBytes(contact, 1)), `${label}: channel 1 is exactly the RX bytes`)
   t.equal(c0.silence, c0.leadingSilence + c0.trailingSilence, `${label}: no filler inside the TX audio`)
   t.equal(c1.silence, c1.leadingSilence + c1.trailingSilence, `${label}: no filler inside the RX audio`)
+  // The sides are aligned by arrival (docs/concepts/stereo-join.md): both are sent in one loop, but on a busy
+  // machine a pause between the two sockets' writes puts a tick or two between them (seen: 2 ticks under six
+  // busy loops). A misalignment bug (the partner's 2 s wait, a replayed start) is a hundred ticks or more.
   t.ok(
-    Math.abs(c0.leadingSilence - c1.leadingSilence) <= TICK,
-    `${label}: aligned within one 20 ms tick (leading filler ${c0.leadingSilence} vs ${c1.leadingSilence})`
+    Math.abs(c0.leadingSilence - c1.leadingSilence) <= ALIGN_SLACK_TICKS * TICK,
+    `${label}: aligned within the sockets' arrival skew (leading filler ${c0.leadingSilence} vs ${c1.leadingSilence})`
   )
 }
 
