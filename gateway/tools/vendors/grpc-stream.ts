@@ -51,7 +51,11 @@ export abstract class EmulatedStream<R extends StreamReport> {
       return
     }
     call.on('data', (b: Buffer) => this.request(b))
-    call.on('end', () => this.halfClosed())
+    // A connection that drops (its front end killed, say) also ends the request stream: Node's HTTP/2 ends
+    // the readable side of each stream of a closed session before it destroys them, and grpc-js then cancels
+    // the call. What ends the call is decided once that has run: a half-close is the client's only while
+    // the call is not cancelled by then (else the stream ends CANCELLED, the client never told it more).
+    call.on('end', () => setImmediate(() => this.halfClosed()))
     call.on('cancelled', () => {
       if (this.state !== 'ENDED') this.report.ended = 'CANCELLED'
       this.state = 'ENDED'
