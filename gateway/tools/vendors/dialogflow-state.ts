@@ -48,6 +48,8 @@ export interface DialogflowReport {
 }
 
 export interface DfStreamReport extends StreamReport {
+  /** Where the call came from (host:port): a test with two front ends of one emulator tells them apart by it. */
+  peer: string
   participant: string | null
   role: string | null
   config: Record<string, unknown> | null

@@ -10,7 +10,8 @@ import { EmulatedStream } from './grpc-stream'
 // One Participants/StreamingAnalyzeContent call of the Dialogflow emulator (dialogflow.ts). The first request
 // names the participant and its audio config, the later ones carry input_audio [participant.proto
 // StreamingAnalyzeContentRequest]. It transcribes on a cadence (a final every `resultEveryMs` of audio, an
-// interim half-way; "frames A-B" with `transcribeFrames`), each final a message of the participant's
+// interim half-way; "frames A-B" with `transcribeFrames`; with enable_word_info, its words and their offsets
+// from the stream's start [session.proto StreamingRecognitionResult]), each final a message of the participant's
 // conversation. With enable_extended_streaming each final is followed at once by a response with that
 // message and, for an END_USER's message, the human agent's suggestions (articles, FAQ answers, smart
 // replies); past `maxStreamAudioMs` (3 minutes [extended]) the stream ends DEADLINE_EXCEEDED. Without it,
@@ -32,7 +33,7 @@ export class DialogflowStream extends EmulatedStream<DfStreamReport> {
     private readonly s: DfState,
     m: MethodDefinition<object, object>
   ) {
-    super(call, s.protos, REQUEST, buf => m.requestDeserialize(buf), s.opts, newReport(s))
+    super(call, s.protos, REQUEST, buf => m.requestDeserialize(buf), s.opts, newReport(s, call.getPeer()))
   }
 
   protected later(req: Record<string, any>): void {
@@ -75,13 +76,15 @@ export class DialogflowStream extends EmulatedStream<DfStreamReport> {
     if (isFinal) this.cadence.start = endMs
     if (words.length === 0) return
     const transcript = words.join(' ')
+    const config = (r.config ?? {}) as { languageCode?: string; enableWordInfo?: boolean }
     const recognitionResult = {
       messageType: 'TRANSCRIPT',
       transcript,
       isFinal,
       confidence: isFinal ? 0.9 : 0,
-      speechEndOffset: `${(endMs / 1000).toFixed(3)}s`,
-      languageCode: String((r.config as { languageCode?: string } | null)?.languageCode ?? 'en-US').toLowerCase()
+      ...(config.enableWordInfo === true ? { speechWordInfo: wordInfo(words, startMs, endMs) } : {}),
+      speechEndOffset: offset(endMs),
+      languageCode: String(config.languageCode ?? 'en-US').toLowerCase()
     }
     this.say({ recognitionResult })
     if (!isFinal) return
@@ -114,9 +117,23 @@ export class DialogflowStream extends EmulatedStream<DfStreamReport> {
   }
 }
 
-function newReport(s: DfState): DfStreamReport {
+const offset = (ms: number): string => `${(ms / 1000).toFixed(3)}s`
+
+/** The words spread evenly over the result's audio [session.proto speech_word_info, audio_config.proto SpeechWordInfo]. */
+function wordInfo(words: string[], startMs: number, endMs: number): Record<string, unknown>[] {
+  const step = (endMs - startMs) / words.length
+  return words.map((word, i) => ({
+    word,
+    startOffset: offset(startMs + i * step),
+    endOffset: offset(startMs + (i + 1) * step),
+    confidence: 0.9
+  }))
+}
+
+function newReport(s: DfState, peer: string): DfStreamReport {
   const report: DfStreamReport = {
     id: s.report.streams.length + 1,
+    peer,
     participant: null,
     role: null,
     config: null,
