@@ -156,7 +156,7 @@ export const METRIC_NOTES: Partial<Record<MetricName, string>> = {
     'Other outcomes: abandoned (the platform left before CONNECTED), too_large_cut and invalid_utf8 (uWS cut the socket for a frame), relayed (a leg this process relayed to the process owning its session, which counts its outcome).',
   audio_buffered_bytes: 'Every configured route has a sample, at 0 when nothing is held.',
   audio_dropped_frames_total:
-    "failover_unreplayed: written since the lost vendor's last sign of life, or left unread, and not covered by the replay; vendor_paused: discarded while the vendor paused the session.",
+    "failover_unreplayed: written since the lost vendor's last sign of life, or left unread, or (with result times) after the last delivered final, and not covered by the replay; vendor_paused: discarded while the vendor paused the session.",
   audio_vendor_messages_total:
     'parked: arrived while the platform leg was away (kept, up to 64 messages and 64 KiB, for the leg that re-attaches); dropped_before_connected: arrived before ready and over the hold bound (64 messages, 64 KiB), or the leg ended first.',
   mapping_errors_total:

@@ -38,7 +38,8 @@ export const CATALOGUE = {
     help:
       'Audio frames not delivered, by reason (hold_overflow, backpressure, vendor_binary, after_close: read after ' +
       'the leg ended or still held when it ended, failover, failover_unreplayed: a lost or retired vendor session ' +
-      'had not read it and no replay covered it, vendor_paused); platform frames, failover_unreplayed estimated from bytes.',
+      'had not read it, or with result times no final covered it, and no replay covered it, vendor_paused); ' +
+      'platform frames, failover_unreplayed estimated from bytes.',
     labels: ['route', 'reason']
   },
   audio_tee_dropped_frames_total: {

@@ -273,8 +273,8 @@ export class VendorFeed implements WheelClient {
    * The sink is gone mid-call: what it may not have processed (the replay ring) goes in front of the
    * queue (which starts with the partial chunk, never written), trimmed to the bound (counted), and audio
    * queues until a replacement `flowTo`. What it may not have processed beyond the ring (written since
-   * its last sign of life, or never read from its socket) is counted as `failover_unreplayed`. Returns
-   * the platform frames replayed and the frames counted.
+   * its last sign of life, or never read from its socket; with result times, what no delivered final
+   * covers) is counted as `failover_unreplayed`. Returns the platform frames replayed and the frames counted.
    */
   recover(loss: LossReport | null = null, fromFrame = 0): { replayed: number; unreplayed: number } {
     this.mode = 'recover'
@@ -298,17 +298,17 @@ export class VendorFeed implements WheelClient {
   }
 
   /**
-   * Frames the lost connection may not have processed that the replay cannot cover: written since its
-   * last sign of life (or unread), before the ring's first frame; with delivered finals, not those they
-   * cover (before `fromFrame`: the ring released them, and the platform has their finals).
+   * Frames the replay cannot cover that the platform will get nothing for. Without result times: written
+   * since the lost connection's last sign of life (or unread), before the ring's first frame. With them:
+   * every frame after the last delivered final (`fromFrame`) and before the ring's first one (the ceiling
+   * let it go), whether or not the lost connection had read it: a final for it can no longer come.
    */
   private unreplayed(loss: LossReport | null, fromFrame: number): number {
     const ring = this.ring
-    const bytes = loss === null ? 0 : Math.max(loss.bytesSinceLife, loss.unreadBytes)
-    if (this.finals === null) return this.framesOf(bytes - ring.bytes)
+    if (this.finals === null)
+      return this.framesOf((loss === null ? 0 : Math.max(loss.bytesSinceLife, loss.unreadBytes)) - ring.bytes)
     const written = this.entered - this.queue.frames
-    const since = written - this.framesOf(bytes)
-    return Math.max(0, written - ring.frames - Math.max(since, fromFrame, this.finals.firstOpenFrame))
+    return Math.max(0, written - ring.frames - Math.max(fromFrame, this.finals.firstOpenFrame))
   }
 
   /** Lost with no failover: all it may not have processed is counted as `failover_unreplayed` (frames). */

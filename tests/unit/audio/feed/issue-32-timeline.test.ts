@@ -169,3 +169,32 @@ t.test('item 4: the ring holds only audio not yet final; replaySeconds is its ce
   for (let i = 0; i < 101; i++) none.write(frame(i))
   t.equal(none.recover(null).replayed, 50, 'without result times: the whole 1 s ceiling, as before')
 })
+
+t.test(
+  'item 4: with result times, audio no final covers that the ceiling let go is counted failover_unreplayed, even when the lost session had read it',
+  async t => {
+    const clock = new FakeClock()
+    const finals = new ResultTimeline()
+    const counters = new LegCounters('r')
+    const feed = new VendorFeed(
+      counters,
+      { ...SETTINGS, replaySeconds: 1 },
+      clock,
+      () => {},
+      undefined,
+      0,
+      0,
+      1,
+      finals
+    )
+    feed.flowTo({ bufferedAmount: 0, writeAudio: () => {} })
+    for (let i = 0; i < 100; i++) feed.write(frame(i))
+    finals.admit(400, true) // a final delivered up to frame 20; frames 20-99 not final yet
+    feed.write(frame(100))
+    // Lost just after a sign of life (a result): it had read everything, and none of 20-100 will be final now.
+    const { replayed, unreplayed } = feed.recover({ bytesSinceLife: 0, unreadBytes: 0 }, finals.firstOpenFrame)
+    t.equal(replayed, 50, 'the replay: the 1 s ceiling, frames 51-100')
+    t.equal(unreplayed, 31, 'frames 20-50: after the last final, before the replay')
+    t.equal(counters.dropFailoverUnreplayed, 31, 'counted')
+  }
+)
