@@ -38,13 +38,17 @@ const UNAVAILABLE = 14
  * status would be (a close with 4000 + the code, for the mapping's closeCodes), an expression as a mapping failure.
  * UNAVAILABLE (the replica is down or cannot be reached: "retry", says gRPC) is an unreachable replica, charged
  * to it, and the next one is tried, unless the mapping's closeCodes class 4014 themselves.
- * A leg whose setup succeeded joins its contact's group (a teardown's `when: last` counts it).
+ * A leg whose setup succeeded joins its contact's group (a teardown's `when: last` counts it), unless its
+ * connection is no longer being built (`building`: the leg closed, or its session gave the connection up,
+ * meanwhile): a connection gone is no member. The join is recorded on the session (`ctx.group`) before it is
+ * sent, so a session ending from then on leaves the group, whatever became of its stream.
  */
 export async function runSetup(
   ctx: ConnectionContext,
   audio: AudioMapping,
   replica: Replica,
-  input: MappingInput
+  input: MappingInput,
+  building: () => boolean
 ): Promise<{ ok: true; steps: Record<string, unknown> } | { ok: false; failure: VendorFailure } | null> {
   const steps = audio.setup ?? []
   if (steps.length === 0) return null
@@ -62,6 +66,8 @@ export async function runSetup(
       return { ok: false, failure: { kind: 'unreachable', socket } }
     return { ok: false, failure: { kind: 'closed', code: 4000 + f.code, reason, socket } }
   }
+  if (!building()) return out
+  if (ctx.group !== undefined) ctx.group.joinedOn = replica
   await on.scope.store.countMembers(on.scope.contact, on.member, true, on.scope.shareMs)
   return out
 }
