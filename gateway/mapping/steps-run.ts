@@ -56,7 +56,8 @@ export async function runSteps(
         return mappingFailure(`${step.pointer}/share`, k.ok ? 'did not produce a key (a string)' : k.error)
       key = k.value
     }
-    const out = key === null ? await call(step, seen, target) : await shared(step, key, seen, target, scope)
+    const out =
+      key === null ? await call(step, seen, target) : await sharedOrUnavailable(step, key, seen, target, scope)
     if (!out.ok) return out
     results[step.name] = out.value
   }
@@ -126,6 +127,29 @@ function authOf(step: GrpcStep, target: StepTarget): (() => Promise<Record<strin
   const { googleAuthHeaders } = require('../upstream/google-auth') as typeof import('../upstream/google-auth')
   const { grpcTarget } = require('../upstream/grpc-url') as typeof import('../upstream/grpc-url')
   return async () => await googleAuthHeaders(credential, grpcTarget(target.url).address)()
+}
+
+/** gRPC's UNAVAILABLE: what a step whose shared store failed answers (transient: another try may succeed). */
+export const UNAVAILABLE = 14
+
+/** A failure of the shared store (a Redis command), as a step's transient status: never thrown at the leg. */
+export function storeFailed(step: string, err: unknown): { ok: false; failure: StepFailure } {
+  const details = `the shared store failed: ${(err as Error)?.message ?? String(err)}`
+  return { ok: false, failure: { kind: 'status', step, code: UNAVAILABLE, details, gateway: true } }
+}
+
+async function sharedOrUnavailable(
+  step: GrpcStep,
+  key: string,
+  input: object,
+  target: StepTarget,
+  scope: StepScope
+): Promise<One> {
+  try {
+    return await shared(step, key, input, target, scope)
+  } catch (err) {
+    return storeFailed(step.name, err)
+  }
 }
 
 /**

@@ -38,7 +38,12 @@ async function teardown(deps: SessionDeps, replica: Replica, input: MappingInput
   const on = stepsOn(deps, audio, replica, input.leg)
   if (on === null) return
   const { store, contact, shareMs } = on.scope
-  const left = await store.countMembers(contact, on.member, false, shareMs)
+  const left = await store.countMembers(contact, on.member, false, shareMs).catch((err: Error) => err)
+  if (typeof left !== 'number' && (audio.teardown ?? []).some(s => s.when === 'last'))
+    deps.log.warn(
+      { event: 'teardown_last_skipped', why: left === null ? 'the shared store is away' : left.message },
+      "the contact's other legs cannot be counted: its `when: last` teardown steps do not run, its shared results stay"
+    )
   const steps = (audio.teardown ?? []).filter(s => s.when === 'each' || left === 0)
   const seen = { ...input, steps: steps.length === 0 ? {} : await sharedResults(audio.setup ?? [], input, on.scope) }
   for (const step of steps) {
