@@ -22,6 +22,11 @@ export interface StepScope {
   readonly clock: Clock
   readonly contact: string
   readonly shareMs: number
+  /**
+   * When the whole run must be over (on `clock`; absent: no bound but each step's own deadline): an utterance's
+   * `text.timeoutSeconds`. Each call's deadline and the wait for another's shared step are cut to it.
+   */
+  readonly until?: number
 }
 
 /** Why the steps stopped: an expression (mapping), or a call's status (`code`, a gRPC status number). */
@@ -57,7 +62,9 @@ export async function runSteps(
       key = k.value
     }
     const out =
-      key === null ? await call(step, seen, target) : await sharedOrUnavailable(step, key, seen, target, scope)
+      key === null
+        ? await call(step, seen, target, leftOf(step, scope))
+        : await sharedOrUnavailable(step, key, seen, target, scope)
     if (!out.ok) return out
     results[step.name] = out.value
   }
@@ -93,16 +100,43 @@ function mappingFailure(pointer: string, error: string): { ok: false; failure: S
 
 const NO_REQUEST = 'did not produce a request (an object)'
 
-/** One call of `step`: its request built on `input`, sent to `target`. */
-export async function call(step: GrpcStep, input: object, target: StepTarget): Promise<One> {
-  return (await callUnlessNull(step, input, target)) ?? mappingFailure(`${step.pointer}/request`, NO_REQUEST)
+/** gRPC's DEADLINE_EXCEEDED. */
+const DEADLINE_EXCEEDED = 4
+
+/** The deadline of `step`'s call: its own, cut to what is left of the scope's `until` (0 or less: none left). */
+function leftOf(step: GrpcStep, scope: StepScope): number {
+  return scope.until === undefined ? step.deadlineMs : Math.min(step.deadlineMs, scope.until - scope.clock.now())
+}
+
+/** A step (or an utterance's call) begun with no time left: DEADLINE_EXCEEDED, the gateway's. */
+export function outOfTime(step: string): { ok: false; failure: StepFailure } {
+  const details = 'no time left within the exchange’s deadline'
+  return { ok: false, failure: { kind: 'status', step, code: DEADLINE_EXCEEDED, details, gateway: true } }
+}
+
+/** One call of `step`: its request built on `input`, sent to `target` with `deadlineMs` (its own by default). */
+export async function call(
+  step: GrpcStep,
+  input: object,
+  target: StepTarget,
+  deadlineMs = step.deadlineMs
+): Promise<One> {
+  if (deadlineMs <= 0) return outOfTime(step.name)
+  return (
+    (await callUnlessNull(step, input, target, deadlineMs)) ?? mappingFailure(`${step.pointer}/request`, NO_REQUEST)
+  )
 }
 
 /**
  * As `call`, but a request that evaluates to null is nothing to send: null, and no call (a teardown's
  * `$exists(steps.conversation.name) ? {...} : null` when the contact's shared results are gone).
  */
-export async function callUnlessNull(step: GrpcStep, input: object, target: StepTarget): Promise<One | null> {
+export async function callUnlessNull(
+  step: GrpcStep,
+  input: object,
+  target: StepTarget,
+  deadlineMs = step.deadlineMs
+): Promise<One | null> {
   const req = await run(step.request, input)
   if (req.ok && req.value === null) return null
   if (!req.ok || typeof req.value !== 'object')
@@ -114,7 +148,7 @@ export async function callUnlessNull(step: GrpcStep, input: object, target: Step
     step.method,
     req.value,
     { ...target.headers },
-    step.deadlineMs,
+    deadlineMs,
     authOf(step, target)
   )
   if (out.ok) return out
@@ -158,23 +192,29 @@ async function sharedOrUnavailable(
  * gone and the claim is taken over. A failed call gives the claim up, so a waiting leg tries in its turn.
  */
 async function shared(step: GrpcStep, key: string, input: object, target: StepTarget, scope: StepScope): Promise<One> {
-  const { store, contact, shareMs } = scope
-  const giveUpAt = Date.now() + step.deadlineMs * 3
+  const { store, contact, shareMs, clock } = scope
+  const giveUpAt = Math.min(clock.now() + step.deadlineMs * 3, scope.until ?? Number.POSITIVE_INFINITY)
   let expect: string | null = null
   for (;;) {
     const mine = `${PENDING}${randomUUID()}:${Date.now() + step.deadlineMs + 5000}`
     const v = await store.swapShared(contact, key, expect, mine, shareMs)
     if (v === mine) {
-      const out = await call(step, input, target)
+      const out = await call(step, input, target, leftOf(step, scope))
       const done = out.ok ? `${DONE}${JSON.stringify(out.value)}` : null
       await store.swapShared(contact, key, mine, done, shareMs)
       return out
     }
     if (v?.startsWith(DONE) === true) return { ok: true, value: JSON.parse(v.slice(DONE.length)) }
-    if (Date.now() > giveUpAt)
+    if (clock.now() >= giveUpAt)
       return {
         ok: false,
-        failure: { kind: 'status', step: step.name, code: 4, details: 'another leg did not finish it', gateway: true }
+        failure: {
+          kind: 'status',
+          step: step.name,
+          code: DEADLINE_EXCEEDED,
+          details: 'another leg did not finish it',
+          gateway: true
+        }
       }
     // Someone else's claim (or none left: try again at once); a claim past its until is taken over.
     const until = v === null ? 0 : Number(v.slice(v.lastIndexOf(':') + 1))
