@@ -27,6 +27,10 @@ export interface StepScope {
    * `text.timeoutSeconds`. Each call's deadline and the wait for another's shared step are cut to it.
    */
   readonly until?: number
+  /** False once the leg or utterance the steps run for is gone: a wait for another's shared step stops then. */
+  readonly alive?: () => boolean
+  /** Wall-clock ms, as a claim's until is written for every process (absent: Date.now; a test's own clock). */
+  readonly wallNow?: () => number
 }
 
 /** Why the steps stopped: an expression (mapping), or a call's status (`code`, a gRPC status number). */
@@ -38,6 +42,12 @@ export type StepsOutcome = { ok: true; steps: Record<string, unknown> } | { ok: 
 
 /** How often a leg waiting for another's shared step looks again. */
 const WAIT_MS = 50
+/** How long past its maker's deadline a claim holds: then its maker is taken to be gone. */
+const CLAIM_GRACE_MS = 5000
+/** A waiter's margin past the time a dead maker's claim takes to go stale and its taker's call to be made. */
+const WAIT_MARGIN_MS = 1000
+/** gRPC's CANCELLED: what a wait ends with when its leg is gone. */
+const CANCELLED = 1
 const PENDING = 'pending:'
 const DONE = 'done:'
 
@@ -54,6 +64,7 @@ export async function runSteps(
   const results: Record<string, unknown> = {}
   const seen = { ...input, steps: results }
   for (const step of steps) {
+    if (scope.alive?.() === false) return gone(step.name)
     let key: string | null = null
     if (step.share !== null) {
       const k = await run(step.share, seen)
@@ -186,17 +197,27 @@ async function sharedOrUnavailable(
   }
 }
 
+/** The leg or utterance the steps run for is gone: CANCELLED, the gateway's. */
+function gone(step: string): { ok: false; failure: StepFailure } {
+  return { ok: false, failure: { kind: 'status', step, code: CANCELLED, details: 'the leg is gone', gateway: true } }
+}
+
 /**
  * A shared step: the result the store holds for the contact and `key`, else the one this call makes. A claim is
- * `pending:<id>:<until>` (wall-clock ms, shared between processes): past its until, its maker is taken to be
- * gone and the claim is taken over. A failed call gives the claim up, so a waiting leg tries in its turn.
+ * `pending:<id>:<until>` (wall-clock ms, shared between processes): past its until (its maker's deadline and
+ * CLAIM_GRACE_MS), its maker is taken to be gone and the claim is taken over. A failed call gives the claim up,
+ * so a waiting leg tries in its turn. A waiter waits long enough to see a claim made just before it go stale and
+ * its own call made (at least 3 deadlines; within the scope's `until`), and stops when its leg is gone.
  */
 async function shared(step: GrpcStep, key: string, input: object, target: StepTarget, scope: StepScope): Promise<One> {
   const { store, contact, shareMs, clock } = scope
-  const giveUpAt = Math.min(clock.now() + step.deadlineMs * 3, scope.until ?? Number.POSITIVE_INFINITY)
+  const wallNow = scope.wallNow ?? Date.now
+  const d = step.deadlineMs
+  const waitMs = Math.max(3 * d, d + CLAIM_GRACE_MS + d + WAIT_MARGIN_MS)
+  const giveUpAt = Math.min(clock.now() + waitMs, scope.until ?? Number.POSITIVE_INFINITY)
   let expect: string | null = null
   for (;;) {
-    const mine = `${PENDING}${randomUUID()}:${Date.now() + step.deadlineMs + 5000}`
+    const mine = `${PENDING}${randomUUID()}:${wallNow() + d + CLAIM_GRACE_MS}`
     const v = await store.swapShared(contact, key, expect, mine, shareMs)
     if (v === mine) {
       const out = await call(step, input, target, leftOf(step, scope))
@@ -205,6 +226,7 @@ async function shared(step: GrpcStep, key: string, input: object, target: StepTa
       return out
     }
     if (v?.startsWith(DONE) === true) return { ok: true, value: JSON.parse(v.slice(DONE.length)) }
+    if (scope.alive?.() === false) return gone(step.name)
     if (clock.now() >= giveUpAt)
       return {
         ok: false,
@@ -218,7 +240,7 @@ async function shared(step: GrpcStep, key: string, input: object, target: StepTa
       }
     // Someone else's claim (or none left: try again at once); a claim past its until is taken over.
     const until = v === null ? 0 : Number(v.slice(v.lastIndexOf(':') + 1))
-    expect = v !== null && until < Date.now() ? v : null
+    expect = v !== null && until < wallNow() ? v : null
     if (v !== null && expect === null) await new Promise<void>(r => scope.clock.setTimeout(r, WAIT_MS))
   }
 }

@@ -60,7 +60,7 @@ export async function runSetup(
   if (steps.length === 0) return null
   const on = stepsOn(ctx, audio, replica, input.leg)
   if (on === null) return null
-  const out = await runSteps(steps, input, on.target, on.scope)
+  const out = await runSteps(steps, input, on.target, { ...on.scope, alive: building })
   if (!out.ok) return { ok: false, failure: setupFailure(audio, out.failure) }
   if (!building()) return out
   if (ctx.group !== undefined) ctx.group.joinedOn = replica
