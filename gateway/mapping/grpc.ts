@@ -66,6 +66,9 @@ export function grpcSteps(
 ): void {
   const shareMs = (raw.grpc?.shareSeconds ?? 21600) * 1000
   if (audio !== null) {
+    for (const at of ['setup', 'teardown'] as const)
+      if ((raw.audio[at]?.length ?? 0) > 0 && raw.audio.grpc === undefined)
+        problem(`/audio/${at}`, 'needs audio.grpc: its steps are gRPC calls on the replica of the leg’s stream')
     const auth = audio.grpc?.auth ?? 'none'
     audio.setup = compileSteps(raw.audio.setup, '/audio/setup', protos, expr, problem, auth)
     audio.teardown = compileSteps(raw.audio.teardown, '/audio/teardown', protos, expr, problem, auth)

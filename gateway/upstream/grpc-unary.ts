@@ -38,26 +38,40 @@ export async function unaryCall(
     // A credential that cannot make tokens (a bad key): a refusal of ours, never the key's text.
     return { ok: false, code: Status.UNAUTHENTICATED, details: (err as Error).message, gateway: true }
   }
-  const client = channelFor(grpcTarget(url))
   const d = method.definition
   return await new Promise<UnaryOutcome>(resolve => {
-    client.makeUnaryRequest(
-      d.path,
-      d.requestSerialize,
-      d.responseDeserialize,
-      out.value,
-      metadata,
-      { deadline: Date.now() + deadlineMs },
-      (err: ServiceError | null, value?: object) => {
-        if (err !== null && err !== undefined) resolve({ ok: false, code: err.code, details: err.details ?? '' })
-        else
-          resolve({
-            ok: true,
-            value: fromMessage(method.protos, method.response, value ?? {}) as Record<string, unknown>
-          })
-      }
-    )
+    try {
+      channelFor(grpcTarget(url)).makeUnaryRequest(
+        d.path,
+        d.requestSerialize,
+        d.responseDeserialize,
+        out.value,
+        metadata,
+        { deadline: Date.now() + deadlineMs },
+        (err: ServiceError | null, value?: object) => resolve(answerOf(method, err, value))
+      )
+    } catch (err) {
+      // A URL that is not a gRPC one (grpcTarget), a channel that cannot be made: ours, not the vendor's.
+      resolve(internal(`the call could not be made: ${(err as Error).message}`))
+    }
   })
+}
+
+function internal(details: string): UnaryOutcome {
+  return { ok: false, code: Status.INTERNAL, details, gateway: true }
+}
+
+/**
+ * The call's status, or its response in the protobuf JSON form; a response that cannot be read (a malformed
+ * Timestamp: RangeError) is INTERNAL.
+ */
+function answerOf(method: GrpcMethod, err: ServiceError | null, value: object | undefined): UnaryOutcome {
+  if (err !== null && err !== undefined) return { ok: false, code: err.code, details: err.details ?? '' }
+  try {
+    return { ok: true, value: fromMessage(method.protos, method.response, value ?? {}) as Record<string, unknown> }
+  } catch (e) {
+    return internal(`the answer (${method.response}) could not be read: ${(e as Error).message}`)
+  }
 }
 
 /** The status's name (UNAVAILABLE, …). */
