@@ -29,15 +29,24 @@ export async function unaryCall(
   const out = toMessage(method.protos, method.request, request)
   if (!out.ok)
     return { ok: false, code: Status.INVALID_ARGUMENT, details: `${out.path}: ${out.message}`, gateway: true }
-  const metadata = new Metadata()
+  let auth: Record<string, string> = {}
   try {
-    for (const [k, v] of Object.entries(headers)) metadata.set(k.toLowerCase(), v)
-    if (authHeaders !== undefined)
-      for (const [k, v] of Object.entries(await authHeaders())) metadata.set(k.toLowerCase(), v)
+    if (authHeaders !== undefined) auth = await authHeaders()
   } catch (err) {
     // A credential that cannot make tokens (a bad key): a refusal of ours, never the key's text.
     return { ok: false, code: Status.UNAUTHENTICATED, details: (err as Error).message, gateway: true }
   }
+  // Checked before grpc-js sees them: its refusal quotes the value (a secret with a trailing newline).
+  const illegal = illegalHeader(headers) ?? illegalHeader(auth)
+  if (illegal !== null)
+    return {
+      ok: false,
+      code: Status.INVALID_ARGUMENT,
+      details: `header ${illegal} is not legal gRPC metadata (its value: printable ASCII only; a trailing newline?)`,
+      gateway: true
+    }
+  const metadata = new Metadata()
+  for (const [k, v] of [...Object.entries(headers), ...Object.entries(auth)]) metadata.set(k.toLowerCase(), v)
   const d = method.definition
   return await new Promise<UnaryOutcome>(resolve => {
     try {
@@ -55,6 +64,20 @@ export async function unaryCall(
       resolve(internal(`the call could not be made: ${(err as Error).message}`))
     }
   })
+}
+
+/** gRPC metadata as grpc-js takes it (metadata.js: a key of [0-9a-z_.-], not -bin, a value of printable ASCII). */
+const LEGAL_KEY = /^[0-9a-z_.-]+$/
+const LEGAL_VALUE = /^[ -~]*$/
+
+/** The key of the first header grpc-js would refuse, JSON-quoted (its value is never said), or null. */
+export function illegalHeader(headers: Readonly<Record<string, string>>): string | null {
+  for (const [k, v] of Object.entries(headers)) {
+    const key = k.toLowerCase()
+    if (!LEGAL_KEY.test(key) || key.endsWith('-bin') || typeof v !== 'string' || !LEGAL_VALUE.test(v))
+      return JSON.stringify(key)
+  }
+  return null
 }
 
 function internal(details: string): UnaryOutcome {
