@@ -42,7 +42,8 @@ export function stepsOn(
  * The setup's results (null: the mapping has no setup), or why it failed: a call's status as the stream's own
  * status would be (a close with 4000 + the code, for the mapping's closeCodes), an expression as a mapping failure.
  * UNAVAILABLE (the replica is down or cannot be reached: "retry", says gRPC) is an unreachable replica, charged
- * to it, and the next one is tried, unless the mapping's closeCodes class 4014 themselves; so is a failure of the
+ * to it, and the next one is tried, unless the mapping's closeCodes class 4014 themselves; so is RESOURCE_EXHAUSTED
+ * (a region's quota: another region has its own) while 4008 is a rate (its default class); so is a failure of the
  * shared store (a Redis command that failed: mapping/steps-run.ts `storeFailed`), here as in the steps.
  * A leg whose setup succeeded joins its contact's group (a teardown's `when: last` counts it), unless its
  * connection is no longer being built (`building`: the leg closed, or its session gave the connection up,
@@ -72,13 +73,20 @@ export async function runSetup(
   return out
 }
 
+/** gRPC's RESOURCE_EXHAUSTED. */
+const RESOURCE_EXHAUSTED = 8
+
 /** A step's failure as the connection's (see `runSetup`). */
 function setupFailure(audio: AudioMapping, f: StepFailure): VendorFailure {
   if (f.kind === 'mapping') return { kind: 'mapping', stage: 'open', error: `${f.pointer}: ${f.error}` }
   const { statusName } = require('../../upstream/grpc-unary') as typeof import('../../upstream/grpc-unary')
   const reason = `setup ${f.step}: ${statusName(f.code)}${f.details === '' ? '' : `: ${f.details}`}`
   const socket = { kind: 'grpc', status: f.code } as const
-  if (f.code === UNAVAILABLE && audio.closeCodes[4000 + UNAVAILABLE] === undefined)
-    return { kind: 'unreachable', socket }
+  const cls = audio.closeCodes[4000 + f.code]
+  const failsOver =
+    f.code === UNAVAILABLE
+      ? cls === undefined
+      : f.code === RESOURCE_EXHAUSTED && (cls ?? 'rate-exceeded') === 'rate-exceeded'
+  if (failsOver) return { kind: 'unreachable', socket }
   return { kind: 'closed', code: 4000 + f.code, reason, socket }
 }
