@@ -1,11 +1,7 @@
 import type { GrpcMethod, ProtoSet } from '../upstream/protos'
-
-/** The proto loader, required by the mappings that have a `grpc` section only (it loads protobufjs). */
-const protoLoader = (): typeof import('../upstream/protos') =>
-  require('../upstream/protos') as typeof import('../upstream/protos')
 import type { AudioMapping, CloseClass } from './audio'
 import type { CompileAt } from './expr'
-import { compileSteps } from './steps'
+import { compileSteps, protoLoader } from './steps'
 import type { TextMapping } from './text'
 
 // A mapping's gRPC sections: the top-level `grpc.protos`, loaded once, and the method of `audio.grpc`

@@ -160,18 +160,26 @@ export async function callUnlessNull(
     req.value,
     { ...target.headers },
     deadlineMs,
-    authOf(step, target)
+    stepAuth(step.method.auth, target.credential, target.url)
   )
   if (out.ok) return out
   return { ok: false, failure: { kind: 'status', step: step.name, ...out } }
 }
 
-function authOf(step: GrpcStep, target: StepTarget): (() => Promise<Record<string, string>>) | undefined {
-  const credential = target.credential
-  if (step.method.auth !== 'google' || credential === null) return undefined
+/**
+ * The call credentials of a unary call (a step's, or an utterance's `text.grpc`) to the replica at `url`: with
+ * `auth: google` and a credential, Google's (upstream/google-auth.ts: a token for the address, or the API key),
+ * asked for before each call; else none.
+ */
+export function stepAuth(
+  auth: 'google' | 'none',
+  credential: string | null | undefined,
+  url: string
+): (() => Promise<Record<string, string>>) | undefined {
+  if (auth !== 'google' || credential === null || credential === undefined) return undefined
   const { googleAuthHeaders } = require('../upstream/google-auth') as typeof import('../upstream/google-auth')
   const { grpcTarget } = require('../upstream/grpc-url') as typeof import('../upstream/grpc-url')
-  return async () => await googleAuthHeaders(credential, grpcTarget(target.url).address)()
+  return async () => await googleAuthHeaders(credential, grpcTarget(url).address)()
 }
 
 /** gRPC's UNAVAILABLE: what a step whose shared store failed answers (transient: another try may succeed). */

@@ -1,5 +1,5 @@
 import { GatewayError } from '../errors'
-import { contactKey, outOfTime, runSteps, type StepFailure } from '../mapping/steps-run'
+import { contactKey, outOfTime, runSteps, type StepFailure, stepAuth } from '../mapping/steps-run'
 import type { TextInput, TextMapping } from '../mapping/text'
 import type { MappingFailure } from '../mapping/text-request'
 import { type Clock, systemClock } from '../clock'
@@ -147,14 +147,8 @@ export class GrpcTextUpstream {
       return this.failed(replica, { kind: 'mapping', pointer: '/text/request/body', error: 'not a JSON object' })
     }
     const { unaryCall } = require('../upstream/grpc-unary') as typeof import('../upstream/grpc-unary')
-    const { googleAuthHeaders } = require('../upstream/google-auth') as typeof import('../upstream/google-auth')
-    const { grpcTarget } = require('../upstream/grpc-url') as typeof import('../upstream/grpc-url')
     const m = this.mapping.grpc!
-    const credential = replica.config.credential
-    const auth =
-      m.auth === 'google' && credential !== undefined
-        ? async () => await googleAuthHeaders(credential, grpcTarget(url).address)()
-        : undefined
+    const auth = stepAuth(m.auth, replica.config.credential, url)
     const headers = { ...built.value.headers, ...replica.config.headers }
     delete headers['content-type']
     const left = until - this.clock.now()

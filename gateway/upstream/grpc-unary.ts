@@ -1,6 +1,6 @@
 import { Metadata, type ServiceError, status as Status } from '@grpc/grpc-js'
 import { channelFor } from './grpc-channel'
-import { grpcTarget } from './grpc-url'
+import { type GrpcTarget, grpcTarget } from './grpc-url'
 import { fromMessage, toMessage } from './proto-json'
 import type { GrpcMethod } from './protos'
 
@@ -26,6 +26,13 @@ export async function unaryCall(
   deadlineMs: number,
   authHeaders?: () => Promise<Record<string, string>>
 ): Promise<UnaryOutcome> {
+  let target: GrpcTarget
+  try {
+    target = grpcTarget(url)
+  } catch (err) {
+    // A URL that is not a gRPC one: ours, not the vendor's (a mapping's check refuses most such).
+    return internal(`the call could not be made: ${(err as Error).message}`)
+  }
   const out = toMessage(method.protos, method.request, request)
   if (!out.ok)
     return { ok: false, code: Status.INVALID_ARGUMENT, details: `${out.path}: ${out.message}`, gateway: true }
@@ -50,7 +57,7 @@ export async function unaryCall(
   const d = method.definition
   return await new Promise<UnaryOutcome>(resolve => {
     try {
-      channelFor(grpcTarget(url)).makeUnaryRequest(
+      channelFor(target).makeUnaryRequest(
         d.path,
         d.requestSerialize,
         d.responseDeserialize,
@@ -60,7 +67,7 @@ export async function unaryCall(
         (err: ServiceError | null, value?: object) => resolve(answerOf(method, err, value))
       )
     } catch (err) {
-      // A URL that is not a gRPC one (grpcTarget), a channel that cannot be made: ours, not the vendor's.
+      // A channel that cannot be made: ours, not the vendor's.
       resolve(internal(`the call could not be made: ${(err as Error).message}`))
     }
   })
