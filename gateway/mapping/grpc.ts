@@ -1,11 +1,7 @@
 import type { GrpcMethod, ProtoSet } from '../upstream/protos'
-
-/** The proto loader, required by the mappings that have a `grpc` section only (it loads protobufjs). */
-const protoLoader = (): typeof import('../upstream/protos') =>
-  require('../upstream/protos') as typeof import('../upstream/protos')
 import type { AudioMapping, CloseClass } from './audio'
 import type { CompileAt } from './expr'
-import { compileSteps } from './steps'
+import { compileSteps, protoLoader } from './steps'
 import type { TextMapping } from './text'
 
 // A mapping's gRPC sections: the top-level `grpc.protos`, loaded once, and the method of `audio.grpc`
@@ -66,6 +62,9 @@ export function grpcSteps(
 ): void {
   const shareMs = (raw.grpc?.shareSeconds ?? 21600) * 1000
   if (audio !== null) {
+    for (const at of ['setup', 'teardown'] as const)
+      if ((raw.audio[at]?.length ?? 0) > 0 && raw.audio.grpc === undefined)
+        problem(`/audio/${at}`, 'needs audio.grpc: its steps are gRPC calls on the replica of the leg’s stream')
     const auth = audio.grpc?.auth ?? 'none'
     audio.setup = compileSteps(raw.audio.setup, '/audio/setup', protos, expr, problem, auth)
     audio.teardown = compileSteps(raw.audio.teardown, '/audio/teardown', protos, expr, problem, auth)

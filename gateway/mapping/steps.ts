@@ -20,7 +20,7 @@ export interface GrpcStep {
 }
 
 /** The proto loader, required by the mappings that have a `grpc` section only (it loads protobufjs). */
-const protoLoader = (): typeof import('../upstream/protos') =>
+export const protoLoader = (): typeof import('../upstream/protos') =>
   require('../upstream/protos') as typeof import('../upstream/protos')
 
 /**

@@ -3,8 +3,8 @@ const MAX_ENTRIES = 100_000
 
 /**
  * A contact's shared values and member groups (store/port.ts `swapShared`, `dropShared`, `countMembers`) in
- * one process: the memory store's whole answer, and the Redis store's while Redis is away. Times are the
- * caller's (`nowMs`).
+ * one process: the memory store's whole answer, and the Redis store's values while Redis is away (not its
+ * groups: a count made here would miss the other instances' legs). Times are the caller's (`nowMs`).
  */
 export class LocalShared {
   private readonly values = new Map<string, { fields: Map<string, string>; until: number }>()

@@ -209,9 +209,11 @@ export interface Store {
   dropShared: (key: string) => Promise<void>
   /**
    * The members of a contact's group (the legs that ran a mapping's setup): `member` joins (`present`) or
-   * leaves; the group lives `ttlMs` past its last change. Resolves to how many members are left.
+   * leaves; the group lives `ttlMs` past its last change. Resolves to how many members are left, or null when
+   * that cannot be known (Redis away: this process never saw the other instances' legs); rejects when the
+   * store failed a command.
    */
-  countMembers: (key: string, member: string, present: boolean, ttlMs: number) => Promise<number>
+  countMembers: (key: string, member: string, present: boolean, ttlMs: number) => Promise<number | null>
   /** True while this instance holds the prober lease (memory, or backend down: always true). */
   isLeader: () => boolean
   /** Called after each refresh of the cache (health may have changed). */

@@ -113,9 +113,13 @@ export class RedisOwners {
     await this.redis.del(this.k(`shared:${key}`)).catch(err => this.sharedFailed(err))
   }
 
-  /** A contact's group (`members:<key>`), a set whose TTL each change renews. */
-  async countMembers(key: string, member: string, present: boolean, ttlMs: number): Promise<number> {
-    if (!this.connected()) return this.local.count(key, member, present, ttlMs, Date.now())
+  /**
+   * A contact's group (`members:<key>`), a set whose TTL each change renews. Redis away: unknown (null), as no
+   * table here saw the legs of the other instances (nor this one's, from before); a teardown then leaves the
+   * contact's `last` steps and shared values alone rather than end a call whose legs live elsewhere.
+   */
+  async countMembers(key: string, member: string, present: boolean, ttlMs: number): Promise<number | null> {
+    if (!this.connected()) return null
     const ttl = String(Math.max(1, Math.round(ttlMs)))
     const k = this.k(`members:${key}`)
     const n = this.redis.eval(script.COUNT_MEMBERS, 1, k, member, present ? '1' : '0', ttl)

@@ -1,5 +1,5 @@
 import { GatewayError } from '../errors'
-import { contactKey, runSteps, type StepFailure } from '../mapping/steps-run'
+import { contactKey, outOfTime, runSteps, type StepFailure, stepAuth } from '../mapping/steps-run'
 import type { TextInput, TextMapping } from '../mapping/text'
 import type { MappingFailure } from '../mapping/text-request'
 import { type Clock, systemClock } from '../clock'
@@ -36,6 +36,12 @@ const HTTP_OF: Readonly<Record<number, number>> = {
 }
 /** UNAVAILABLE and RESOURCE_EXHAUSTED: another replica may answer (text.retries). */
 const RETRYABLE = new Set([8, 14])
+/**
+ * The details grpc-js gives its own UNAVAILABLE when the call never reached the replica (no connection could be
+ * made, or its name did not resolve): the replica is unreachable, as an HTTP vendor's failed connect. A vendor
+ * that answers UNAVAILABLE says something else.
+ */
+const NOT_CONNECTED = /^(\w+: )?No connection established\b|^Name resolution failed\b/
 
 /** How the text hook calls an utterance's vendor: HTTP (upstream/http-call.ts), or one unary gRPC call (here). */
 export interface TextTransport {
@@ -80,22 +86,29 @@ export class GrpcTextUpstream {
     this.balancer = new TextBalancer(pool.replicas, settings.balancing)
   }
 
-  /** One utterance: a replica, its setup steps, the call; UNAVAILABLE and RESOURCE_EXHAUSTED go to another replica. */
+  /**
+   * One utterance: a replica, its setup steps, the call; UNAVAILABLE and RESOURCE_EXHAUSTED go to another
+   * replica. One deadline, `text.timeoutSeconds` from here, covers all of it (the setup's calls and waits, every
+   * replica's call): each is given what is left of it, and none is begun once it passed (UPSTREAM_TIMEOUT).
+   */
   async call(
     builder: RequestBuilder<TextInput, MappingFailure>,
     input: TextInput,
     options: CallOptions
   ): Promise<CallOutcome<MappingFailure>> {
     if (this.closed) return { ok: false, replica: null, error: new GatewayError('SHUTTING_DOWN'), result: null }
+    const until = this.clock.now() + this.settings.timeoutSeconds * 1000
     const tried = new Set<Replica>()
     let out: CallOutcome<MappingFailure> | null = null
     for (let attempt = 0; attempt <= this.settings.retries; attempt++) {
+      if (out !== null && this.clock.now() >= until)
+        return this.failed(out.replica as Replica, outOfTime('text.grpc').failure)
       const replica = this.balancer.pick(tried)
       if (replica === null) break
       tried.add(replica)
       this.balancer.begin(replica)
       try {
-        out = await this.once(replica, builder, input, options.namespace ?? this.names.route)
+        out = await this.once(replica, builder, input, options.namespace ?? this.names.route, until)
       } finally {
         this.balancer.end(replica)
       }
@@ -110,7 +123,8 @@ export class GrpcTextUpstream {
     replica: Replica,
     builder: RequestBuilder<TextInput, MappingFailure>,
     input: TextInput,
-    namespace: string
+    namespace: string,
+    until: number
   ): Promise<CallOutcome<MappingFailure> & { retryable?: true }> {
     const url = replica.config.text as string
     const target = { url, credential: replica.config.credential ?? null, headers: replica.config.headers }
@@ -118,7 +132,7 @@ export class GrpcTextUpstream {
     if (setup.length > 0) {
       if (this.store === undefined) throw new Error('a text mapping with setup steps needs the store')
       const contact = contactKey(namespace, this.names.vendor, input.request)
-      const scope = { store: this.store, clock: this.clock, contact, shareMs: this.mapping.shareMs ?? 0 }
+      const scope = { store: this.store, clock: this.clock, contact, shareMs: this.mapping.shareMs ?? 0, until }
       const steps = await runSteps(setup, input, target, scope)
       if (!steps.ok) return this.failed(replica, steps.failure)
       input.steps = steps.steps
@@ -133,17 +147,13 @@ export class GrpcTextUpstream {
       return this.failed(replica, { kind: 'mapping', pointer: '/text/request/body', error: 'not a JSON object' })
     }
     const { unaryCall } = require('../upstream/grpc-unary') as typeof import('../upstream/grpc-unary')
-    const { googleAuthHeaders } = require('../upstream/google-auth') as typeof import('../upstream/google-auth')
-    const { grpcTarget } = require('../upstream/grpc-url') as typeof import('../upstream/grpc-url')
     const m = this.mapping.grpc!
-    const credential = replica.config.credential
-    const auth =
-      m.auth === 'google' && credential !== undefined
-        ? async () => await googleAuthHeaders(credential, grpcTarget(url).address)()
-        : undefined
+    const auth = stepAuth(m.auth, replica.config.credential, url)
     const headers = { ...built.value.headers, ...replica.config.headers }
     delete headers['content-type']
-    const out = await unaryCall(url, m, request, headers, this.settings.timeoutSeconds * 1000, auth)
+    const left = until - this.clock.now()
+    if (left <= 0) return this.failed(replica, outOfTime('text.grpc').failure)
+    const out = await unaryCall(url, m, request, headers, left, auth)
     if (!out.ok) return this.failed(replica, { kind: 'status', step: 'text.grpc', ...out })
     this.pool.recordSuccess(replica)
     return { ok: true, replica, answer: { status: 200, headers: {}, body: out.value, json: null } }
@@ -165,6 +175,10 @@ export class GrpcTextUpstream {
       }
     const status = HTTP_OF[f.code] ?? 502
     if (f.code === 14) this.pool.recordFailure(replica, `text: UNAVAILABLE`, 'text')
+    if (f.code === 14 && f.gateway !== true && NOT_CONNECTED.test(f.details)) {
+      const error = new GatewayError('UPSTREAM_UNREACHABLE', { detail: `cannot connect (${f.step})` })
+      return { ok: false, replica, error, result: 'connect_failed', retryable: true }
+    }
     const error =
       f.code === 4
         ? new GatewayError('UPSTREAM_TIMEOUT', { detail: `${f.step}: DEADLINE_EXCEEDED` })

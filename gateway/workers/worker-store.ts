@@ -87,7 +87,8 @@ export class WorkerStore implements Store {
   readonly dropShared: Store['dropShared'] = async (...args) => {
     await this.ask({ op: 'dropShared', args })
   }
-  readonly countMembers: Store['countMembers'] = (...args) => this.ask({ op: 'countMembers', args }) as Promise<number>
+  readonly countMembers: Store['countMembers'] = (...args) =>
+    this.ask({ op: 'countMembers', args }) as Promise<number | null>
   /** A write the main process makes on its memory store (no answer). */
   private write(call: StoreWriteCall): void {
     this.send({ t: 'store-write', call })

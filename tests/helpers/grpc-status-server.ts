@@ -14,8 +14,9 @@ import { toMessage } from '../../gateway/upstream/proto-json'
 // gRPC servers of google.cloud.dialogflow.v2 built from the official protos (google-proto-files, through the
 // gateway's loader: the same messages the API serializes) that answer each call with the status the test chose.
 // The replicas of a route share one script: `next(method, ...outcomes)` queues what the next calls of that
-// method get, on whichever replica they land (a status code, or 'hang': never answered, so the caller's
-// deadline passes); a call with nothing queued is answered OK with the smallest valid response. Each replica
+// method get, on whichever replica they land (a status code; 'hang': never answered, so the caller's
+// deadline passes; 'hold': a unary call answered OK once the test calls `release()`; 'greet': a stream that
+// sends one empty response first, as a vendor's first word); a call with nothing queued is answered OK with the smallest valid response. Each replica
 // counts its calls per method and keeps the credential it was sent. A refusal's details echo that credential,
 // as a careless vendor might: whatever reaches the platform must not.
 
@@ -23,7 +24,7 @@ const PKG = 'google.cloud.dialogflow.v2'
 const STREAM = 'Participants/StreamingAnalyzeContent'
 const PROTOS = ['google/cloud/dialogflow/v2/participant.proto', 'google/cloud/dialogflow/v2/conversation.proto']
 
-export type Outcome = number | 'hang'
+export type Outcome = number | 'hang' | 'hold' | 'greet'
 
 export interface StatusReplica {
   name: string
@@ -40,6 +41,8 @@ export interface StatusServers {
   next: (method: string, ...outcomes: Outcome[]) => void
   /** Calls of `method` on each replica, in replica order. */
   count: (method: string) => number[]
+  /** The calls held ('hold') so far are answered, OK. */
+  release: () => void
 }
 
 /** An OK answer of each unary method, in the protobuf JSON form, from its request. */
@@ -69,25 +72,33 @@ function handler(
   method: string,
   m: NonNullable<ReturnType<ProtoSet['method']>>,
   seen: Seen,
-  made: () => number
+  made: () => number,
+  held: (() => void)[]
 ) {
+  const { response } = protos.typesOf(m)
   if (m.requestStream)
     return (call: ServerDuplexStream<object, object>) => {
       const out = seen(method, call.metadata)
-      if (out === 'hang') return
-      if (out !== null) {
+      if (out === 'hang' || out === 'hold') return
+      if (typeof out === 'number') {
         call.emit('error', { code: out, details: Status[out] })
         return
       }
+      const first = toMessage(protos, response, {})
+      if (out === 'greet' && first.ok) call.write(first.value)
       call.on('data', () => {})
       call.on('end', () => call.end())
     }
-  const { response } = protos.typesOf(m)
   return (call: ServerUnaryCall<object, object>, cb: sendUnaryData<object>) => {
     const out = seen(method, call.metadata)
     if (out === 'hang') return
+    if (out === 'hold') return void held.push(() => answer(call, cb))
+    if (out === 'greet') return answer(call, cb)
     const key = call.metadata.get('x-goog-api-key')[0] ?? 'none'
     if (out !== null) return cb({ code: out, details: `${Status[out]} (key ${String(key)})` })
+    answer(call, cb)
+  }
+  function answer(call: ServerUnaryCall<object, object>, cb: sendUnaryData<object>): void {
     const msg = toMessage(protos, response, ANSWERS[method]!(call.request as Record<string, any>, made()))
     if (!msg.ok) return cb({ code: Status.INTERNAL, details: `the test server built a bad ${response}` })
     cb(null, msg.value)
@@ -99,6 +110,7 @@ export async function statusServers(t: Test, n: number): Promise<StatusServers> 
   const protos = loadProtos(PROTOS, [googleProtosDir()])
   const script = new Map<string, Outcome[]>()
   const replicas: StatusReplica[] = []
+  const held: (() => void)[] = []
   let made = 0
   for (let i = 0; i < n; i++) {
     const r: StatusReplica = { name: `r${i}`, url: '', calls: {}, apiKey: null }
@@ -116,7 +128,7 @@ export async function statusServers(t: Test, n: number): Promise<StatusServers> 
         if (m === null) throw new Error(`${method} is not in the protos`)
         const name = method.slice(service.length + 1)
         def[name] = m
-        impl[name] = handler(protos, method, m, seen, () => ++made)
+        impl[name] = handler(protos, method, m, seen, () => ++made, held)
       }
       server.addService(def, impl as never)
     }
@@ -132,6 +144,9 @@ export async function statusServers(t: Test, n: number): Promise<StatusServers> 
   return {
     replicas,
     next: (method, ...outcomes) => script.set(method, [...(script.get(method) ?? []), ...outcomes]),
-    count: method => replicas.map(r => r.calls[method] ?? 0)
+    count: method => replicas.map(r => r.calls[method] ?? 0),
+    release: () => {
+      for (const go of held.splice(0)) go()
+    }
   }
 }

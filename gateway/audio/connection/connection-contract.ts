@@ -79,7 +79,17 @@ export interface ConnectionContext {
   readonly store?: Store
   /** The opening tenant's namespace on the route (audio/session/session-contract.ts `SessionDeps`). */
   readonly namespace?: string
+  /** The session's membership of its contact's group (audio/connection/setup-steps.ts): a session's connections share it. */
+  readonly group?: LegGroup
   log: Logger
+}
+
+/**
+ * Whether a leg joined its contact's group (a connection's setup succeeded while it was still being built), and
+ * on which replica: the session's end leaves the group whenever it joined, ready or not (audio/session/teardown.ts).
+ */
+export interface LegGroup {
+  joinedOn: Replica | null
 }
 
 /**

@@ -140,7 +140,7 @@ export class VendorConnection implements Connection {
 
   private async connect(): Promise<void> {
     if (this.state !== 'BUILDING') return
-    const setup = await runSetup(this.ctx, this.audio, this.replica, this.input)
+    const setup = await runSetup(this.ctx, this.audio, this.replica, this.input, () => this.state === 'BUILDING')
     if (setup !== null && !setup.ok)
       return setup.failure.kind === 'mapping'
         ? this.mappingFailed('open', setup.failure.error)

@@ -30,7 +30,7 @@ export function sessionContext(
   bug: (err: unknown) => void
 ): ConnectionContext {
   const chain = new ControlChain(bug)
-  return { ...deps, chain, counters, ...(results !== null ? { results } : {}) }
+  return { ...deps, chain, counters, group: { joinedOn: null }, ...(results !== null ? { results } : {}) }
 }
 
 /**

@@ -394,7 +394,7 @@ export class VendorSession implements Session {
     } else conn?.abort()
     this.feed.close()
     this.deps.host.closed(this)
-    if (this.handedOff === null) sessionOver(this.deps, this.key, this.id, this.input, conn, this.stats.replicas)
+    if (this.handedOff === null) sessionOver(this.deps, this.key, this.id, this.input, conn, this.ctx.group?.joinedOn)
     this.deps.metrics.endLeg(this.counters)
   }
 }

@@ -7,12 +7,12 @@ import { audioMappingOf } from './session-parts'
 import type { SessionDeps } from './session-contract'
 
 /**
- * A leg's vendor session ended for good (not handed off): its affinity goes and, when its mapping has setup
- * steps and the session carried audio (`replicas`: its setup ran), the leg leaves its contact's group and the
- * mapping's teardown runs (mapping/steps.ts): `each` steps always, `last` ones when no other leg of the contact
- * is left, after which the contact's shared results are dropped. A step whose request is null is skipped. After
- * `conn` closed: a stream's last results come before its conversation is completed. In the background; a failure
- * is logged, never the leg's.
+ * A leg's vendor session ended for good (not handed off): its affinity goes and, when a setup of its joined the
+ * contact's group (`joinedOn`: the replica of the last setup that did, whether its stream then opened, was
+ * refused or never came), the leg leaves the group and the mapping's teardown runs there (mapping/steps.ts):
+ * `each` steps always, `last` ones when no other leg of the contact is left, after which the contact's shared
+ * results are dropped. A step whose request is null is skipped. After `conn` closed: a stream's last results come
+ * before its conversation is completed. In the background; a failure is logged, never the leg's.
  */
 export function sessionOver(
   deps: SessionDeps,
@@ -20,16 +20,13 @@ export function sessionOver(
   id: string,
   input: MappingInput,
   conn: Connection | null,
-  replicas: readonly string[]
+  joinedOn: Replica | null | undefined
 ): void {
   deps.store.deleteAffinity(key, id)
   const audio = audioMappingOf(deps.route)
-  if ((audio.setup?.length ?? 0) === 0 || replicas.length === 0) return
-  const replica =
-    conn?.replica ?? deps.route.pool.replicas.find(r => r.name === replicas[replicas.length - 1] && r.config.audio)
-  if (replica === undefined) return
+  if ((audio.setup?.length ?? 0) === 0 || joinedOn == null) return
   const go = (): void =>
-    void teardown(deps, replica, input).catch((err: Error) =>
+    void teardown(deps, joinedOn, input).catch((err: Error) =>
       deps.log.warn({ event: 'teardown_failed', err: err.message }, 'the mapping teardown could not run')
     )
   if (conn?.whenClosed !== undefined) conn.whenClosed(go)
@@ -41,7 +38,12 @@ async function teardown(deps: SessionDeps, replica: Replica, input: MappingInput
   const on = stepsOn(deps, audio, replica, input.leg)
   if (on === null) return
   const { store, contact, shareMs } = on.scope
-  const left = await store.countMembers(contact, on.member, false, shareMs)
+  const left = await store.countMembers(contact, on.member, false, shareMs).catch((err: Error) => err)
+  if (typeof left !== 'number' && (audio.teardown ?? []).some(s => s.when === 'last'))
+    deps.log.warn(
+      { event: 'teardown_last_skipped', why: left === null ? 'the shared store is away' : left.message },
+      "the contact's other legs cannot be counted: its `when: last` teardown steps do not run, its shared results stay"
+    )
   const steps = (audio.teardown ?? []).filter(s => s.when === 'each' || left === 0)
   const seen = { ...input, steps: steps.length === 0 ? {} : await sharedResults(audio.setup ?? [], input, on.scope) }
   for (const step of steps) {

@@ -1,4 +1,5 @@
 import t from 'tap'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { judge } from '../../../gateway/audio/session/failover'
 import { GRPC_CLOSE_CODES } from '../../../gateway/mapping/grpc'
@@ -90,3 +91,18 @@ t.test(
     t.equal(Object.keys(GRPC_CLOSE_CODES).length, 11)
   }
 )
+
+t.test('audio.setup and audio.teardown without audio.grpc: a problem at each, with its line and column', async t => {
+  // Their steps are unary calls on the replica of the leg's stream (docs/reference/mapping.md "Unary gRPC calls"):
+  // a WebSocket mapping has no gRPC replica to make them on. The shipped Dialogflow mapping without its audio.grpc.
+  const shipped = readFileSync(join(__dirname, '..', '..', '..', 'mappings', 'dialogflow-agent-assist.yaml'), 'utf8')
+  const section =
+    /\n {2}grpc:\n {4}method: google\.cloud\.dialogflow\.v2\.Participants\/StreamingAnalyzeContent\n(?: {4}.*\n)+/
+  t.match(shipped, section)
+  const file = join(t.testdir({}), 'no-audio-grpc.yaml')
+  writeFileSync(file, shipped.replace(section, '\n'))
+  t.throws(() => loadMapping(file), {
+    message:
+      /no-audio-grpc\.yaml:\d+:3: \/audio\/setup: needs audio\.grpc[\s\S]*no-audio-grpc\.yaml:\d+:3: \/audio\/teardown: needs audio\.grpc/
+  })
+})

@@ -51,7 +51,7 @@ t.test(
       host: null,
       log: logs.log
     } as unknown as SessionDeps
-    sessionOver(deps, 'r:1:2:TX', 'session-1', LEG_INPUT, null, ['a'])
+    sessionOver(deps, 'r:1:2:TX', 'session-1', LEG_INPUT, null, r.pool.replicas[0]!)
     const failed = () => logs.lines.filter(l => l.event === 'teardown_failed')
     for (let i = 0; i < 200 && failed().length === 0; i++) await new Promise(r => setImmediate(r))
     t.same(
