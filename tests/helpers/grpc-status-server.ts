@@ -10,6 +10,10 @@ import {
 import type { Test } from 'tap'
 import { googleProtosDir, loadProtos, type ProtoSet } from '../../gateway/upstream/protos'
 import { toMessage } from '../../gateway/upstream/proto-json'
+import { join } from 'node:path'
+import { mappingCopy } from './grpc'
+import { TEXT_TOKEN } from './gateway'
+import { utterance } from './tls'
 
 // gRPC servers of google.cloud.dialogflow.v2 built from the official protos (google-proto-files, through the
 // gateway's loader: the same messages the API serializes) that answer each call with the status the test chose.
@@ -149,4 +153,59 @@ export async function statusServers(t: Test, n: number): Promise<StatusServers> 
       for (const go of held.splice(0)) go()
     }
   }
+}
+
+/** The shipped Dialogflow mapping and the params its routes take. */
+export const DF_MAPPING = join(__dirname, '..', '..', 'mappings', 'dialogflow-agent-assist.yaml')
+export const DF_PARAMS = { project: 'demo-project', conversationProfile: 'profile-1' }
+/** The unary and stream methods the servers count, by what the mapping makes of them. */
+export const DF_METHOD = {
+  create: 'Conversations/CreateConversation',
+  participant: 'Participants/CreateParticipant',
+  complete: 'Conversations/CompleteConversation',
+  analyze: 'Participants/AnalyzeContent',
+  stream: STREAM
+} as const
+
+/**
+ * A route of `mapping` on `urls` (each replica's audio and text alike, `upstream` added to each), the tests'
+ * tokens on `hooks` (helpers/gateway.ts AUDIO_TOKEN and TEXT_TOKEN) and the Dialogflow params.
+ */
+export function dfRoute(
+  mapping: string,
+  urls: string[],
+  hooks: ('audio' | 'text')[],
+  upstream: Record<string, unknown> = {}
+): Record<string, unknown> {
+  const tokens = { audio: '${AUDIO_TOKEN}', text: '${TEXT_TOKEN}' }
+  return {
+    mapping,
+    auth: Object.fromEntries(hooks.map(h => [h, [tokens[h]]])),
+    params: DF_PARAMS,
+    upstreams: urls.map((url, i) => ({ name: `r${i}`, audio: url, text: url, ...upstream }))
+  }
+}
+
+/** A copy of the shipped Dialogflow mapping (in `t`'s test folder) whose CreateConversation has a deadline of `seconds`. */
+export const withCreateDeadline = (t: Test, seconds: number): string =>
+  mappingCopy(
+    t,
+    DF_MAPPING,
+    '      request: *createConversation\n',
+    `      request: *createConversation\n      deadlineSeconds: ${seconds}\n`
+  )
+
+/** One chat utterance of contact `contactId` on `route`, with the tests' text token: the HTTP status and the body. */
+export async function dfChat(
+  gw: { url: (path: string) => string },
+  route: string,
+  contactId: number
+): Promise<{ status: number; body: Record<string, any>; text: string }> {
+  const res = await fetch(gw.url(`/text/${route}`), {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: TEXT_TOKEN },
+    body: JSON.stringify(utterance({ contactId, busNo: 4594, messageBody: 'I was charged twice.' }))
+  })
+  const text = await res.text()
+  return { status: res.status, body: JSON.parse(text) as Record<string, any>, text }
 }

@@ -1,8 +1,7 @@
 import t from 'tap'
-import { join } from 'node:path'
 import { initMessage } from '../../gateway/tools/simulate'
 import { AUDIO_TOKEN, platformLeg, startGateway, TEXT_TOKEN, type TestGateway, until } from '../helpers/gateway'
-import { type StatusServers, statusServers } from '../helpers/grpc-status-server'
+import { DF_MAPPING, DF_METHOD, dfRoute, type StatusServers, statusServers } from '../helpers/grpc-status-server'
 import { utterance } from '../helpers/tls'
 
 // A secret that is not legal gRPC metadata, through `serve` as it ships and the shipped
@@ -13,11 +12,9 @@ import { utterance } from '../helpers/tls'
 // "Unary gRPC calls": a mapping error, MAPPING_FAILED on the text hook, a refused request for a leg), never a
 // refused credential, and the value appears nowhere: not in the answer, not in the log, not sent.
 
-const MAPPING = join(__dirname, '..', '..', 'mappings', 'dialogflow-agent-assist.yaml')
-const PARAMS = { project: 'demo-project', conversationProfile: 'profile-1' }
 const KEY = 'AIzaTrailingNewline-0123456789-must-not-leak'
 const HEADER = 'tenant-secret-0123456789-must-not-leak'
-const CREATE = 'Conversations/CreateConversation'
+const CREATE = DF_METHOD.create
 
 let df: StatusServers
 let gw: TestGateway
@@ -25,12 +22,13 @@ let contact = 935100
 
 t.before(async () => {
   df = await statusServers(t, 1)
-  const route = (upstream: Record<string, unknown>) => ({
-    mapping: MAPPING,
-    auth: { audio: ['${AUDIO_TOKEN}'], text: ['${TEXT_TOKEN}'] },
-    params: PARAMS,
-    upstreams: df.replicas.map(r => ({ name: r.name, audio: r.url, text: r.url, ...upstream }))
-  })
+  const route = (upstream: Record<string, unknown>) =>
+    dfRoute(
+      DF_MAPPING,
+      df.replicas.map(r => r.url),
+      ['audio', 'text'],
+      upstream
+    )
   gw = await startGateway(
     t,
     {

@@ -1,12 +1,17 @@
 import t from 'tap'
 import { readFileSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
 import { status as Status } from '@grpc/grpc-js'
 import { initMessage } from '../../gateway/tools/simulate'
-import { AUDIO_TOKEN, platformLeg, startGateway, TEXT_TOKEN, type TestGateway, until } from '../helpers/gateway'
-import { mappingCopy } from '../helpers/grpc'
-import { type StatusServers, statusServers } from '../helpers/grpc-status-server'
-import { utterance } from '../helpers/tls'
+import { AUDIO_TOKEN, platformLeg, startGateway, type TestGateway, until } from '../helpers/gateway'
+import {
+  DF_MAPPING,
+  DF_METHOD,
+  dfChat,
+  dfRoute,
+  type StatusServers,
+  statusServers,
+  withCreateDeadline
+} from '../helpers/grpc-status-server'
 
 // Issue 34 item 1 from outside: what the gRPC statuses of a mapping's unary calls become for the platform,
 // through `serve` as it ships (2 workers), the shipped mappings/dialogflow-agent-assist.yaml and two replicas
@@ -17,13 +22,9 @@ import { utterance } from '../helpers/tls'
 // side is its error table (docs/reference/errors.md) and the mapping reference's "Unary gRPC calls"
 // (docs/reference/mapping.md, "[mapping.md]").
 
-const MAPPING = join(__dirname, '..', '..', 'mappings', 'dialogflow-agent-assist.yaml')
-const PARAMS = { project: 'demo-project', conversationProfile: 'profile-1' }
 /** The replicas' credential (an API key: sent as x-goog-api-key); the servers echo it in their refusals. */
 const KEY = 'AIzaTestKey-0123456789-must-not-leak'
-const CREATE = 'Conversations/CreateConversation'
-const ANALYZE = 'Participants/AnalyzeContent'
-const STREAM = 'Participants/StreamingAnalyzeContent'
+const { create: CREATE, analyze: ANALYZE, stream: STREAM, complete: COMPLETE } = DF_METHOD
 
 let df: StatusServers
 let gw: TestGateway
@@ -32,33 +33,21 @@ let contact = 934300
 t.before(async () => {
   df = await statusServers(t, 2)
   // The same mapping with its conversation steps (the chat's, then the legs') given 2 s (shipped: the default 10 s).
-  const short = mappingCopy(
-    t,
-    MAPPING,
-    '      request: *createConversation\n',
-    '      request: *createConversation\n      deadlineSeconds: 2\n'
-  )
+  const short = withCreateDeadline(t, 2)
   const legSteps = '    - name: participant\n'
   writeFileSync(short, readFileSync(short, 'utf8').replace(legSteps, `      deadlineSeconds: 2\n${legSteps}`))
-  const route = (mapping: string) => ({
-    mapping,
-    auth: { audio: ['${AUDIO_TOKEN}'], text: ['${TEXT_TOKEN}'] },
-    params: PARAMS,
-    upstreams: df.replicas.map(r => ({ name: r.name, audio: r.url, text: r.url, credential: '${DF_KEY}' }))
-  })
-  gw = await startGateway(t, { routes: { df: route(MAPPING), short: route(short) } }, { DF_KEY: KEY })
+  const route = (mapping: string) =>
+    dfRoute(
+      mapping,
+      df.replicas.map(r => r.url),
+      ['audio', 'text'],
+      { credential: '${DF_KEY}' }
+    )
+  gw = await startGateway(t, { routes: { df: route(DF_MAPPING), short: route(short) } }, { DF_KEY: KEY })
 })
 
 /** One chat utterance of a new contact on `route`: the HTTP status and the body the platform gets. */
-async function chat(route = 'df'): Promise<{ status: number; body: Record<string, any>; text: string }> {
-  const res = await fetch(gw.url(`/text/${route}`), {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: TEXT_TOKEN },
-    body: JSON.stringify(utterance({ contactId: ++contact, busNo: 4594, messageBody: 'I was charged twice.' }))
-  })
-  const text = await res.text()
-  return { status: res.status, body: JSON.parse(text) as Record<string, any>, text }
-}
+const chat = async (route = 'df') => await dfChat(gw, route, ++contact)
 
 /** Calls of `method` per replica while `fn` runs. */
 async function counted<T>(method: string, fn: () => Promise<T>): Promise<[T, number[]]> {
@@ -215,38 +204,26 @@ t.test(
   }
 )
 
-t.test('audio.setup: RESOURCE_EXHAUSTED on one replica opens the leg on the other', async t => {
-  // [codes] RESOURCE_EXHAUSTED: "perhaps a per-user quota" (another region's is its own); issue 34 item 1:
-  // "UNAVAILABLE and RESOURCE_EXHAUSTED retryable and failed over"; [mapping.md]: a setup call's
-  // RESOURCE_EXHAUSTED fails over as UNAVAILABLE does.
-  df.next(CREATE, Status.RESOURCE_EXHAUSTED)
-  const streams = sum(df.count(STREAM))
-  const [one, calls] = await counted(CREATE, async () => {
-    const l = leg()
-    return { l, answer: await l.answer }
+// [codes] RESOURCE_EXHAUSTED: "perhaps a per-user quota" (another region's is its own), UNAVAILABLE: retry,
+// elsewhere; issue 34 item 1: "UNAVAILABLE and RESOURCE_EXHAUSTED retryable and failed over"; [mapping.md]: a
+// setup call's RESOURCE_EXHAUSTED or UNAVAILABLE fails over, counted against the replica.
+for (const code of [Status.RESOURCE_EXHAUSTED, Status.UNAVAILABLE])
+  t.test(`audio.setup: ${Status[code]} on one replica opens the leg on the other`, async t => {
+    df.next(CREATE, code)
+    const streams = sum(df.count(STREAM))
+    const completed = sum(df.count(COMPLETE))
+    const [one, calls] = await counted(CREATE, async () => {
+      const l = leg()
+      return { l, answer: await l.answer }
+    })
+    t.match(one.answer, { command: 'CONNECTED' }, 'the leg is up on the other replica')
+    t.same(calls, [1, 1], 'one CreateConversation on each replica')
+    t.ok(await until(() => sum(df.count(STREAM)) === streams + 1), 'its stream is open')
+    one.l.ws.close(1000)
+    t.ok(await until(() => sum(df.count(COMPLETE)) === completed + 1), 'completed at its end')
   })
-  t.match(one.answer, { command: 'CONNECTED' }, 'the leg is up on the other replica')
-  t.same(calls, [1, 1], 'one CreateConversation on each replica')
-  t.ok(await until(() => sum(df.count(STREAM)) === streams + 1), 'its stream is open')
-  const completed = sum(df.count('Conversations/CompleteConversation'))
-  one.l.ws.close(1000)
-  t.ok(await until(() => sum(df.count('Conversations/CompleteConversation')) === completed + 1), 'completed at its end')
-})
 
-t.test('audio.setup: UNAVAILABLE on one replica opens the leg on the other; on both, UPSTREAM_UNREACHABLE', async t => {
-  // [codes] UNAVAILABLE: retry, elsewhere; [mapping.md]: UNAVAILABLE fails over, counted against the replica.
-  df.next(CREATE, Status.UNAVAILABLE)
-  const streams = sum(df.count(STREAM))
-  const completed = sum(df.count('Conversations/CompleteConversation'))
-  const [one, calls] = await counted(CREATE, async () => {
-    const l = leg()
-    return { l, answer: await l.answer }
-  })
-  t.match(one.answer, { command: 'CONNECTED' }, 'the leg is up on the other replica')
-  t.same(calls, [1, 1], 'one CreateConversation on each replica')
-  t.ok(await until(() => sum(df.count(STREAM)) === streams + 1), 'its stream is open')
-  one.l.ws.close(1000)
-  t.ok(await until(() => sum(df.count('Conversations/CompleteConversation')) === completed + 1), 'completed at its end')
+t.test('audio.setup: UNAVAILABLE on both replicas is UPSTREAM_UNREACHABLE', async t => {
   // docs/reference/errors.md UPSTREAM_UNREACHABLE: "every replica tried failed to connect" (503, 1013).
   df.next(CREATE, Status.UNAVAILABLE, Status.UNAVAILABLE)
   const [both, calls2] = await counted(CREATE, async () => {

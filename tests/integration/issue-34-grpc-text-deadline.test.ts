@@ -1,11 +1,16 @@
 import t from 'tap'
-import { join } from 'node:path'
 import { status as Status } from '@grpc/grpc-js'
-import { startGateway, TEXT_TOKEN, type TestGateway, until } from '../helpers/gateway'
-import { mappingCopy } from '../helpers/grpc'
-import { type StatusServers, statusServers } from '../helpers/grpc-status-server'
+import { startGateway, type TestGateway, until } from '../helpers/gateway'
+import type { StatusServers } from '../helpers/grpc-status-server'
+import {
+  DF_MAPPING,
+  DF_METHOD,
+  dfChat,
+  dfRoute,
+  statusServers,
+  withCreateDeadline
+} from '../helpers/grpc-status-server'
 import { freePort } from '../helpers/process'
-import { utterance } from '../helpers/tls'
 
 // The text hook over gRPC (text.grpc, the shipped mappings/dialogflow-agent-assist.yaml) through `serve` as it
 // ships, against gRPC servers built from the official Dialogflow protos (helpers/grpc-status-server.ts).
@@ -17,30 +22,17 @@ import { utterance } from '../helpers/tls'
 //   (docs/reference/errors.md), as for an HTTP vendor: a gRPC replica nothing listens at is that, not a vendor's
 //   answer.
 
-const MAPPING = join(__dirname, '..', '..', 'mappings', 'dialogflow-agent-assist.yaml')
-const PARAMS = { project: 'demo-project', conversationProfile: 'profile-1' }
-const CREATE = 'Conversations/CreateConversation'
-const ANALYZE = 'Participants/AnalyzeContent'
+const { create: CREATE, analyze: ANALYZE } = DF_METHOD
 
 let df: StatusServers
 let gw: TestGateway
 let contact = 934900
 
 t.before(async () => {
-  df = await statusServers(t, 2)
-  const slow = mappingCopy(
-    t,
-    MAPPING,
-    '      request: *createConversation\n',
-    '      request: *createConversation\n      deadlineSeconds: 60\n'
-  )
   const closed = [await freePort(), await freePort()]
-  const route = (mapping: string, urls: string[]) => ({
-    mapping,
-    auth: { text: ['${TEXT_TOKEN}'] },
-    params: PARAMS,
-    upstreams: urls.map((url, i) => ({ name: `r${i}`, audio: url, text: url }))
-  })
+  df = await statusServers(t, 2)
+  const slow = withCreateDeadline(t, 60)
+  const route = (mapping: string, urls: string[]) => dfRoute(mapping, urls, ['text'])
   gw = await startGateway(t, {
     text: { timeoutSeconds: 2 },
     routes: {
@@ -49,22 +41,14 @@ t.before(async () => {
         df.replicas.map(r => r.url)
       ),
       gone: route(
-        MAPPING,
+        DF_MAPPING,
         closed.map(p => `grpc://127.0.0.1:${p}`)
       )
     }
   })
 })
 
-async function chat(route: string): Promise<{ status: number; body: Record<string, any>; text: string }> {
-  const res = await fetch(gw.url(`/text/${route}`), {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: TEXT_TOKEN },
-    body: JSON.stringify(utterance({ contactId: ++contact, busNo: 4594, messageBody: 'I was charged twice.' }))
-  })
-  const text = await res.text()
-  return { status: res.status, body: JSON.parse(text) as Record<string, any>, text }
-}
+const chat = async (route: string) => await dfChat(gw, route, ++contact)
 
 const sum = (ns: number[]): number => ns.reduce((a, b) => a + b, 0)
 

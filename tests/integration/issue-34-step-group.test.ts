@@ -1,10 +1,9 @@
 import t, { type Test } from 'tap'
-import { join } from 'node:path'
 import { status as Status } from '@grpc/grpc-js'
 import { initMessage } from '../../gateway/tools/simulate'
 import { AUDIO_TOKEN, platformLeg, startGateway, type TestGateway, until } from '../helpers/gateway'
 import { mappingCopy } from '../helpers/grpc'
-import { type StatusServers, statusServers } from '../helpers/grpc-status-server'
+import { DF_MAPPING, DF_METHOD, dfRoute, type StatusServers, statusServers } from '../helpers/grpc-status-server'
 
 // A contact's group (docs/reference/mapping.md, "Unary gRPC calls": a teardown's `when: last` runs when the
 // contact's last leg ends) through `serve` as it ships, the shipped mappings/dialogflow-agent-assist.yaml and
@@ -13,16 +12,10 @@ import { type StatusServers, statusServers } from '../helpers/grpc-status-server
 // its setup came back never joins. Either way, the conversation is completed (CompleteConversation,
 // conversation.proto) when the contact's last leg ends.
 
-const MAPPING = join(__dirname, '..', '..', 'mappings', 'dialogflow-agent-assist.yaml')
-const PARAMS = { project: 'demo-project', conversationProfile: 'profile-1' }
-const CREATE = 'Conversations/CreateConversation'
-const PARTICIPANT = 'Participants/CreateParticipant'
-const COMPLETE = 'Conversations/CompleteConversation'
-const STREAM = 'Participants/StreamingAnalyzeContent'
-
+let contact = 934700
+const { create: CREATE, participant: PARTICIPANT, complete: COMPLETE, stream: STREAM } = DF_METHOD
 let df: StatusServers
 let gw: TestGateway
-let contact = 934700
 
 t.before(async () => {
   df = await statusServers(t, 1)
@@ -30,17 +23,17 @@ t.before(async () => {
   // a stream the vendor refuses at once is refused before ready: the leg ran its setup, its stream never flowed.
   const ready = mappingCopy(
     t,
-    MAPPING,
+    DF_MAPPING,
     '  frames:\n    encoding: mulaw\n',
     '  ready:\n    when: "true"\n  frames:\n    encoding: mulaw\n'
   )
-  const route = (mapping: string) => ({
-    mapping,
-    auth: { audio: ['${AUDIO_TOKEN}'] },
-    params: PARAMS,
-    upstreams: df.replicas.map(r => ({ name: r.name, audio: r.url, text: r.url }))
-  })
-  gw = await startGateway(t, { routes: { df: route(MAPPING), ready: route(ready) } })
+  const route = (mapping: string) =>
+    dfRoute(
+      mapping,
+      df.replicas.map(r => r.url),
+      ['audio']
+    )
+  gw = await startGateway(t, { routes: { df: route(DF_MAPPING), ready: route(ready) } })
 })
 
 const sum = (ns: number[]): number => ns.reduce((a, b) => a + b, 0)

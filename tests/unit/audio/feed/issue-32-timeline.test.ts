@@ -75,6 +75,10 @@ function messages(v: Verdict): { parameters: Record<string, unknown> }[] {
 /** A 160-byte frame whose every byte is `i`. */
 const frame = (i: number): ArrayBuffer => new Uint8Array(160).fill(i).buffer
 
+/** A feed with a 1 s replay ceiling whose frames are placed on `finals`' timeline (the delivered finals). */
+const timedFeed = (counters: LegCounters, clock: FakeClock, finals: ResultTimeline): VendorFeed =>
+  new VendorFeed(counters, { ...SETTINGS, replaySeconds: 1 }, clock, () => {}, undefined, 0, 0, 1, finals)
+
 t.test('the replay starts at the first frame the platform has no final for, not at the start of the ring', async t => {
   const clock = new FakeClock()
   const feed = new VendorFeed(new LegCounters('r'), { ...SETTINGS, replaySeconds: 1 }, clock, () => {})
@@ -144,17 +148,7 @@ t.test('assemblyai.yaml: a Turn placed by its words (ms); the formatted end of t
 t.test('item 4: the ring holds only audio not yet final; replaySeconds is its ceiling', async t => {
   const clock = new FakeClock()
   const finals = new ResultTimeline()
-  const feed = new VendorFeed(
-    new LegCounters('r'),
-    { ...SETTINGS, replaySeconds: 1 },
-    clock,
-    () => {},
-    undefined,
-    0,
-    0,
-    1,
-    finals
-  )
+  const feed = timedFeed(new LegCounters('r'), clock, finals)
   feed.flowTo({ bufferedAmount: 0, writeAudio: () => {} })
   for (let i = 0; i < 100; i++) feed.write(frame(i))
   finals.admit(1600, true) // a final delivered up to frame 80
@@ -176,17 +170,7 @@ t.test(
     const clock = new FakeClock()
     const finals = new ResultTimeline()
     const counters = new LegCounters('r')
-    const feed = new VendorFeed(
-      counters,
-      { ...SETTINGS, replaySeconds: 1 },
-      clock,
-      () => {},
-      undefined,
-      0,
-      0,
-      1,
-      finals
-    )
+    const feed = timedFeed(counters, clock, finals)
     feed.flowTo({ bufferedAmount: 0, writeAudio: () => {} })
     for (let i = 0; i < 100; i++) feed.write(frame(i))
     finals.admit(400, true) // a final delivered up to frame 20; frames 20-99 not final yet
