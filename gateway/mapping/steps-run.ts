@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { Clock } from '../clock'
 import type { Store } from '../store/port'
+import { GRPC } from '../upstream/grpc-codes'
 import type { UnaryOutcome } from '../upstream/grpc-unary'
 import { run } from './run'
 import type { GrpcStep } from './steps'
@@ -46,8 +47,6 @@ const WAIT_MS = 50
 const CLAIM_GRACE_MS = 5000
 /** A waiter's margin past the time a dead maker's claim takes to go stale and its taker's call to be made. */
 const WAIT_MARGIN_MS = 1000
-/** gRPC's CANCELLED: what a wait ends with when its leg is gone. */
-const CANCELLED = 1
 const PENDING = 'pending:'
 const DONE = 'done:'
 
@@ -111,9 +110,6 @@ function mappingFailure(pointer: string, error: string): { ok: false; failure: S
 
 const NO_REQUEST = 'did not produce a request (an object)'
 
-/** gRPC's DEADLINE_EXCEEDED. */
-const DEADLINE_EXCEEDED = 4
-
 /** The deadline of `step`'s call: its own, cut to what is left of the scope's `until` (0 or less: none left). */
 function leftOf(step: GrpcStep, scope: StepScope): number {
   return scope.until === undefined ? step.deadlineMs : Math.min(step.deadlineMs, scope.until - scope.clock.now())
@@ -122,7 +118,7 @@ function leftOf(step: GrpcStep, scope: StepScope): number {
 /** A step (or an utterance's call) begun with no time left: DEADLINE_EXCEEDED, the gateway's. */
 export function outOfTime(step: string): { ok: false; failure: StepFailure } {
   const details = 'no time left within the exchange’s deadline'
-  return { ok: false, failure: { kind: 'status', step, code: DEADLINE_EXCEEDED, details, gateway: true } }
+  return { ok: false, failure: { kind: 'status', step, code: GRPC.DEADLINE_EXCEEDED, details, gateway: true } }
 }
 
 /** One call of `step`: its request built on `input`, sent to `target` with `deadlineMs` (its own by default). */
@@ -182,13 +178,13 @@ export function stepAuth(
   return async () => await googleAuthHeaders(credential, grpcTarget(url).address)()
 }
 
-/** gRPC's UNAVAILABLE: what a step whose shared store failed answers (transient: another try may succeed). */
-export const UNAVAILABLE = 14
-
-/** A failure of the shared store (a Redis command), as a step's transient status: never thrown at the leg. */
+/**
+ * A failure of the shared store (a Redis command), as a step's transient status, UNAVAILABLE (another try may
+ * succeed): never thrown at the leg.
+ */
 export function storeFailed(step: string, err: unknown): { ok: false; failure: StepFailure } {
   const details = `the shared store failed: ${(err as Error)?.message ?? String(err)}`
-  return { ok: false, failure: { kind: 'status', step, code: UNAVAILABLE, details, gateway: true } }
+  return { ok: false, failure: { kind: 'status', step, code: GRPC.UNAVAILABLE, details, gateway: true } }
 }
 
 async function sharedOrUnavailable(
@@ -207,7 +203,10 @@ async function sharedOrUnavailable(
 
 /** The leg or utterance the steps run for is gone: CANCELLED, the gateway's. */
 function gone(step: string): { ok: false; failure: StepFailure } {
-  return { ok: false, failure: { kind: 'status', step, code: CANCELLED, details: 'the leg is gone', gateway: true } }
+  return {
+    ok: false,
+    failure: { kind: 'status', step, code: GRPC.CANCELLED, details: 'the leg is gone', gateway: true }
+  }
 }
 
 /**
@@ -241,7 +240,7 @@ async function shared(step: GrpcStep, key: string, input: object, target: StepTa
         failure: {
           kind: 'status',
           step: step.name,
-          code: DEADLINE_EXCEEDED,
+          code: GRPC.DEADLINE_EXCEEDED,
           details: 'another leg did not finish it',
           gateway: true
         }

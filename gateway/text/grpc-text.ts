@@ -6,6 +6,7 @@ import { type Clock, systemClock } from '../clock'
 import type { TextSettings } from '../config/types'
 import type { Store } from '../store/port'
 import { type CallOptions, type CallOutcome, type RequestBuilder, TextUpstream } from '../upstream/http-call'
+import { GRPC } from '../upstream/grpc-codes'
 import type { RouteRuntime } from '../route'
 import type { Metrics } from '../telemetry/metrics'
 import { TextBalancer, type Replica, type UpstreamPool } from '../upstream/pool'
@@ -35,7 +36,7 @@ const HTTP_OF: Readonly<Record<number, number>> = {
   16: 401 // UNAUTHENTICATED
 }
 /** UNAVAILABLE and RESOURCE_EXHAUSTED: another replica may answer (text.retries). */
-const RETRYABLE = new Set([8, 14])
+const RETRYABLE = new Set<number>([GRPC.RESOURCE_EXHAUSTED, GRPC.UNAVAILABLE])
 /**
  * The details grpc-js gives its own UNAVAILABLE when the call never reached the replica (no connection could be
  * made, or its name did not resolve): the replica is unreachable, as an HTTP vendor's failed connect. A vendor
@@ -161,7 +162,7 @@ export class GrpcTextUpstream {
 
   /** A step's or the call's failure, as the text hook reports a vendor's answer. */
   private failed(replica: Replica, f: StepFailure): CallOutcome<MappingFailure> & { retryable?: true } {
-    if (f.kind === 'mapping' || f.code === 3)
+    if (f.kind === 'mapping' || f.code === GRPC.INVALID_ARGUMENT)
       return {
         ok: false,
         replica,
@@ -174,20 +175,20 @@ export class GrpcTextUpstream {
         }
       }
     const status = HTTP_OF[f.code] ?? 502
-    if (f.code === 14) this.pool.recordFailure(replica, `text: UNAVAILABLE`, 'text')
-    if (f.code === 14 && f.gateway !== true && NOT_CONNECTED.test(f.details)) {
+    if (f.code === GRPC.UNAVAILABLE) this.pool.recordFailure(replica, `text: UNAVAILABLE`, 'text')
+    if (f.code === GRPC.UNAVAILABLE && f.gateway !== true && NOT_CONNECTED.test(f.details)) {
       const error = new GatewayError('UPSTREAM_UNREACHABLE', { detail: `cannot connect (${f.step})` })
       return { ok: false, replica, error, result: 'connect_failed', retryable: true }
     }
     const error =
-      f.code === 4
+      f.code === GRPC.DEADLINE_EXCEEDED
         ? new GatewayError('UPSTREAM_TIMEOUT', { detail: `${f.step}: DEADLINE_EXCEEDED` })
         : new GatewayError('UPSTREAM_BAD_ANSWER', { detail: `the vendor answered gRPC status ${f.code} (${f.step})` })
     return {
       ok: false,
       replica,
       error,
-      result: f.code === 4 ? 'timeout' : status >= 500 ? 'status_5xx' : 'status_4xx',
+      result: f.code === GRPC.DEADLINE_EXCEEDED ? 'timeout' : status >= 500 ? 'status_5xx' : 'status_4xx',
       vendorStatus: status,
       ...(RETRYABLE.has(f.code) ? { retryable: true as const } : {})
     }

@@ -84,6 +84,7 @@ function connect(t: Test, url: string, audio: AudioMapping, settings = SETTINGS)
     clock,
     chain: new ControlChain(err => t.fail(`control work threw: ${String(err)}`)),
     counters: metrics.startLeg('r'),
+    namespace: 'r',
     log: logs.log
   }
   const results: string[] = []

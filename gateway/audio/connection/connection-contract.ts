@@ -78,7 +78,7 @@ export interface ConnectionContext {
   /** The shared store (a session's connections have it): a mapping's setup steps share a contact's results there. */
   readonly store?: Store
   /** The opening tenant's namespace on the route (audio/session/session-contract.ts `SessionDeps`). */
-  readonly namespace?: string
+  readonly namespace: string
   /** The session's membership of its contact's group (audio/connection/setup-steps.ts): a session's connections share it. */
   readonly group?: LegGroup
   log: Logger

@@ -6,9 +6,9 @@ import {
   type StepFailure,
   type StepScope,
   type StepTarget,
-  storeFailed,
-  UNAVAILABLE
+  storeFailed
 } from '../../mapping/steps-run'
+import { GRPC } from '../../upstream/grpc-codes'
 import type { Replica } from '../../upstream/pool'
 import type { ConnectionContext, VendorFailure } from './connection-contract'
 
@@ -31,7 +31,7 @@ export function stepsOn(
     scope: {
       store,
       clock: ctx.clock,
-      contact: contactKey(ctx.namespace ?? ctx.route.name, ctx.route.mapping.vendor, leg),
+      contact: contactKey(ctx.namespace, ctx.route.mapping.vendor, leg),
       shareMs: audio.shareMs ?? 0
     },
     member: `${leg.route}:${leg.perspective}`
@@ -73,9 +73,6 @@ export async function runSetup(
   return out
 }
 
-/** gRPC's RESOURCE_EXHAUSTED. */
-const RESOURCE_EXHAUSTED = 8
-
 /** A step's failure as the connection's (see `runSetup`). */
 function setupFailure(audio: AudioMapping, f: StepFailure): VendorFailure {
   if (f.kind === 'mapping') return { kind: 'mapping', stage: 'open', error: `${f.pointer}: ${f.error}` }
@@ -84,9 +81,9 @@ function setupFailure(audio: AudioMapping, f: StepFailure): VendorFailure {
   const socket = { kind: 'grpc', status: f.code } as const
   const cls = audio.closeCodes[4000 + f.code]
   const failsOver =
-    f.code === UNAVAILABLE
+    f.code === GRPC.UNAVAILABLE
       ? cls === undefined
-      : f.code === RESOURCE_EXHAUSTED && (cls ?? 'rate-exceeded') === 'rate-exceeded'
+      : f.code === GRPC.RESOURCE_EXHAUSTED && (cls ?? 'rate-exceeded') === 'rate-exceeded'
   if (failsOver) return { kind: 'unreachable', socket }
   return { kind: 'closed', code: 4000 + f.code, reason, socket }
 }
